@@ -1,0 +1,226 @@
+"""The task: a directory holding ``task.yaml``, ``kernel.py`` and ``harness.py`` (DESIGN.md, "The task").
+
+``load_task(path)`` validates ``task.yaml`` into frozen dataclasses. Every problem a user can cause is raised as a
+:class:`TaskError` whose message is one line naming the file and the key, e.g.::
+
+    tasks/rmsnorm/task.yaml: cases[2].dims.hidden: must be a positive integer, got -4
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evaluator.tolerances import DTYPES
+
+EVOLVE_START = "# EVOLVE-BLOCK-START"
+EVOLVE_END = "# EVOLVE-BLOCK-END"
+KINDS = ("triton", "fusion")
+REGIMES = ("decode", "prefill")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+class TaskError(Exception):
+    """A task directory or its ``task.yaml`` is invalid. The message is one line a user can act on."""
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One extracted definition and where it came from (what re-insertion needs)."""
+
+    name: str
+    path: str
+    qualname: str
+
+
+@dataclass(frozen=True)
+class Provenance:
+    repo: str
+    commit: str | None
+    definitions: tuple[Definition, ...]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One shape case. ``dims`` are the sizes ``make_inputs`` builds tensors from; ``params`` are other scalars."""
+
+    name: str
+    regime: str
+    dtype: str
+    dims: dict[str, int]
+    params: dict[str, Any] = field(default_factory=dict)
+    interpreter: bool = True  # small enough to run under TRITON_INTERPRET=1 on a CPU
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "regime": self.regime, "dtype": self.dtype, "dims": dict(self.dims),
+                "params": dict(self.params)}
+
+
+@dataclass(frozen=True)
+class Task:
+    root: Path
+    id: str
+    kind: str
+    entry: str
+    description: str
+    provenance: Provenance
+    cases: tuple[Case, ...]
+    seeds: int
+    deterministic: bool
+    tunables: dict[str, Any]
+
+    @property
+    def kernel_path(self) -> Path:
+        return self.root / "kernel.py"
+
+    @property
+    def harness_path(self) -> Path:
+        return self.root / "harness.py"
+
+    def cases_for(self, backend: str) -> tuple[Case, ...]:
+        return self.cases if backend == "cuda" else tuple(c for c in self.cases if c.interpreter)
+
+
+_TOP_KEYS = {
+    "id": True, "kind": True, "entry": True, "description": False, "provenance": True, "cases": True,
+    "seeds": False, "deterministic": False, "tunables": False,
+}
+_CASE_KEYS = {"name": True, "regime": True, "dtype": True, "dims": True, "params": False, "interpreter": False}
+_PROV_KEYS = {"repo": True, "commit": False, "definitions": False}
+_DEF_KEYS = {"name": True, "path": True, "qualname": True}
+
+
+class _Checker:
+    def __init__(self, file: Path) -> None:
+        self.file = file
+
+    def fail(self, key: str, msg: str) -> TaskError:
+        return TaskError(f"{self.file}: {key}: {msg}")
+
+    def mapping(self, value: Any, key: str, spec: dict[str, bool]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(key, f"must be a mapping, got {type(value).__name__}")
+        prefix = f"{key}." if key else ""
+        for k in value:
+            if k not in spec:
+                raise self.fail(f"{prefix}{k}", f"unknown key (allowed: {', '.join(spec)})")
+        for k, required in spec.items():
+            if required and k not in value:
+                raise self.fail(f"{prefix}{k}", "missing required key")
+        return value
+
+    def string(self, value: Any, key: str, pattern: re.Pattern[str] | None = None) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.fail(key, f"must be a non-empty string, got {value!r}")
+        if pattern is not None and not pattern.match(value):
+            raise self.fail(key, f"{value!r} is not a valid name (letters, digits, _ . + -)")
+        return value
+
+    def choice(self, value: Any, key: str, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            raise self.fail(key, f"must be one of {', '.join(choices)}, got {value!r}")
+        return str(value)
+
+    def boolean(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(key, f"must be true or false, got {value!r}")
+        return value
+
+    def positive_int(self, value: Any, key: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self.fail(key, f"must be a positive integer, got {value!r}")
+        return value
+
+
+def load_task(path: str | Path) -> Task:
+    """Load and validate a task directory. Raises :class:`TaskError` with one line on any problem."""
+    root = Path(path)
+    if not root.is_dir():
+        raise TaskError(f"{root}: task directory does not exist")
+    file = root / "task.yaml"
+    for needed in (file, root / "kernel.py", root / "harness.py"):
+        if not needed.is_file():
+            raise TaskError(f"{needed}: missing (a task directory holds task.yaml, kernel.py and harness.py)")
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "?"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise TaskError(f"{file}: {where}: malformed YAML: {problem}") from None
+    except UnicodeDecodeError:
+        raise TaskError(f"{file}: not UTF-8 text") from None
+    c = _Checker(file)
+    data = c.mapping(data, "", _TOP_KEYS)
+    task_id = c.string(data["id"], "id", _NAME)
+    kind = c.choice(data["kind"], "kind", KINDS)
+    entry = c.string(data["entry"], "entry")
+    if not entry.isidentifier():
+        raise c.fail("entry", f"{entry!r} is not a Python identifier")
+
+    prov = c.mapping(data["provenance"], "provenance", _PROV_KEYS)
+    defs_raw = prov.get("definitions") or []
+    if not isinstance(defs_raw, list):
+        raise c.fail("provenance.definitions", "must be a list")
+    defs = []
+    for i, d in enumerate(defs_raw):
+        key = f"provenance.definitions[{i}]"
+        d = c.mapping(d, key, _DEF_KEYS)
+        defs.append(Definition(c.string(d["name"], f"{key}.name"), c.string(d["path"], f"{key}.path"),
+                               c.string(d["qualname"], f"{key}.qualname")))
+    commit = prov.get("commit")
+    if commit is not None:
+        commit = c.string(commit, "provenance.commit")
+    provenance = Provenance(c.string(prov["repo"], "provenance.repo"), commit, tuple(defs))
+
+    cases_raw = data["cases"]
+    if not isinstance(cases_raw, list) or not cases_raw:
+        raise c.fail("cases", "must be a non-empty list of shape cases")
+    cases: list[Case] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(cases_raw):
+        key = f"cases[{i}]"
+        raw = c.mapping(raw, key, _CASE_KEYS)
+        name = c.string(raw["name"], f"{key}.name", _NAME)
+        if name in seen:
+            raise c.fail(f"{key}.name", f"duplicate case name {name!r}")
+        seen.add(name)
+        dtype = raw["dtype"]
+        if dtype not in DTYPES:
+            raise c.fail(f"{key}.dtype", f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+        dims_raw = raw["dims"]
+        if not isinstance(dims_raw, dict) or not dims_raw:
+            raise c.fail(f"{key}.dims", "must be a non-empty mapping of dimension name to size")
+        dims = {str(k): c.positive_int(v, f"{key}.dims.{k}") for k, v in dims_raw.items()}
+        params = raw.get("params") or {}
+        if not isinstance(params, dict):
+            raise c.fail(f"{key}.params", "must be a mapping")
+        for k, v in params.items():
+            if not isinstance(v, (int, float, str, bool)):
+                raise c.fail(f"{key}.params.{k}", f"must be a scalar, got {type(v).__name__}")
+        cases.append(Case(name=name, regime=c.choice(raw["regime"], f"{key}.regime", REGIMES), dtype=dtype,
+                          dims=dims, params=dict(params),
+                          interpreter=c.boolean(raw.get("interpreter", True), f"{key}.interpreter")))
+    if not any(cs.interpreter for cs in cases):
+        raise c.fail("cases", "at least one case must be small enough for the interpreter (interpreter: true)")
+
+    seeds = c.positive_int(data.get("seeds", 3), "seeds")
+    if seeds < 3:
+        raise c.fail("seeds", f"at least 3 seeds per case are required, got {seeds}")
+    tunables = data.get("tunables") or {}
+    if not isinstance(tunables, dict):
+        raise c.fail("tunables", "must be a mapping")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise c.fail("description", "must be a string")
+
+    kernel_src = (root / "kernel.py").read_text(encoding="utf-8")
+    if kernel_src.count(EVOLVE_START) != 1 or kernel_src.count(EVOLVE_END) != 1:
+        raise TaskError(f"{root / 'kernel.py'}: must hold exactly one {EVOLVE_START} and one {EVOLVE_END} marker")
+    return Task(root=root.resolve(), id=task_id, kind=kind, entry=entry, description=description.strip(),
+                provenance=provenance, cases=tuple(cases), seeds=seeds,
+                deterministic=c.boolean(data.get("deterministic", True), "deterministic"), tunables=dict(tunables))

@@ -1,0 +1,142 @@
+"""The one tolerance table, and the comparison every check uses.
+
+A float output passes when all three hold:
+- elementwise ``|out - ref| <= atol + rtol * |ref|`` on finite positions;
+- relative RMS ``||out - ref|| / ||ref||`` at most ``rel_rms`` (computed in float64);
+- NaN and infinity positions (and the sign of infinities) match exactly.
+
+Integer and bool outputs must be bit-exact. The float rows are sized for a different reduction order or a different
+(but not lower) accumulation precision: an fp32 kernel that accumulates in bf16 fails, a bf16 kernel whose results
+differ in the last bit on a few elements passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# name in task.yaml -> torch dtype attribute name
+DTYPES: dict[str, str] = {
+    "fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2",
+    "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "bool": "bool",
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+    rel_rms: float
+
+
+TOLERANCES: dict[str, Tolerance] = {
+    "float64": Tolerance(atol=1e-10, rtol=1e-9, rel_rms=1e-10),
+    "float32": Tolerance(atol=1e-5, rtol=1e-4, rel_rms=1e-5),
+    "float16": Tolerance(atol=1e-3, rtol=2e-3, rel_rms=1e-3),
+    "bfloat16": Tolerance(atol=1e-2, rtol=1.6e-2, rel_rms=5e-3),
+    "float8_e4m3fn": Tolerance(atol=1.25e-1, rtol=1.25e-1, rel_rms=6e-2),
+    "float8_e5m2": Tolerance(atol=2.5e-1, rtol=2.5e-1, rel_rms=1.2e-1),
+}
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Why two values differ: a short reason and the numbers behind it, for the search's feedback."""
+
+    path: str
+    reason: str
+    max_abs: float | None = None
+    rel_rms: float | None = None
+    bad_fraction: float | None = None
+
+    def __str__(self) -> str:
+        parts = [f"{self.path}: {self.reason}"]
+        if self.max_abs is not None:
+            parts.append(f"max_abs={self.max_abs:.3g}")
+        if self.rel_rms is not None:
+            parts.append(f"rel_rms={self.rel_rms:.3g}")
+        if self.bad_fraction is not None:
+            parts.append(f"bad={self.bad_fraction:.2%}")
+        return " ".join(parts)
+
+
+def tolerance_for(dtype: Any) -> Tolerance | None:
+    """The row for a torch dtype, or None for integer and bool dtypes (bit-exact)."""
+    return TOLERANCES.get(str(dtype).removeprefix("torch."))
+
+
+def compare_tensors(out: Any, ref: Any, path: str, exact: bool = False) -> Mismatch | None:
+    """Compare one tensor with its reference. ``exact`` demands bit equality (NaN positions matching) for floats too."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        return Mismatch(path, f"expected a tensor, got {type(out).__name__}")
+    if out.shape != ref.shape:
+        return Mismatch(path, f"shape {tuple(out.shape)} != {tuple(ref.shape)}")
+    if out.dtype != ref.dtype:
+        return Mismatch(path, f"dtype {out.dtype} != {ref.dtype}")
+    if out.device != ref.device:
+        return Mismatch(path, f"device {out.device} != {ref.device}")
+    if out.numel() == 0:
+        return None
+    tol = tolerance_for(ref.dtype)
+    if tol is None or exact:
+        if tol is None:
+            equal = torch.equal(out, ref)
+        else:
+            o, r = out.float(), ref.float()
+            both_nan = o.isnan() & r.isnan()
+            equal = bool(((o == r) | both_nan).all())
+        if equal:
+            return None
+        diff = (out != ref)
+        if tol is not None:
+            diff &= ~(out.float().isnan() & ref.float().isnan())
+        return Mismatch(path, "not bit-exact", bad_fraction=float(diff.float().mean()))
+    o = out.detach().to(torch.float64)
+    r = ref.detach().to(torch.float64)
+    nan_o, nan_r = o.isnan(), r.isnan()
+    if not torch.equal(nan_o, nan_r):
+        return Mismatch(path, "NaN positions differ", bad_fraction=float((nan_o ^ nan_r).float().mean()))
+    inf_o, inf_r = o.isinf(), r.isinf()
+    if not torch.equal(inf_o, inf_r) or not torch.equal(o[inf_o], r[inf_r]):
+        return Mismatch(path, "infinity positions differ")
+    finite = ~(nan_r | inf_r)
+    o, r = o[finite], r[finite]
+    if o.numel() == 0:
+        return None
+    err = (o - r).abs()
+    bad = err > tol.atol + tol.rtol * r.abs()
+    ref_norm = float(torch.linalg.vector_norm(r))
+    rel_rms = float(torch.linalg.vector_norm(o - r)) / max(ref_norm, 1e-30)
+    if bool(bad.any()) or rel_rms > tol.rel_rms:
+        why = "outside atol/rtol" if bool(bad.any()) else "relative RMS error too large"
+        return Mismatch(path, why, max_abs=float(err.max()), rel_rms=rel_rms, bad_fraction=float(bad.float().mean()))
+    return None
+
+
+def compare(out: Any, ref: Any, path: str = "out", exact: bool = False) -> Mismatch | None:
+    """Compare a returned structure (tensor, tuple/list, dict, None or scalar) with the reference structure."""
+    import torch
+
+    if isinstance(ref, torch.Tensor):
+        return compare_tensors(out, ref, path, exact)
+    if isinstance(ref, (tuple, list)):
+        if not isinstance(out, (tuple, list)) or len(out) != len(ref):
+            return Mismatch(path, f"expected a sequence of {len(ref)}, got {type(out).__name__}")
+        for i, (o, r) in enumerate(zip(out, ref)):
+            m = compare(o, r, f"{path}[{i}]", exact)
+            if m is not None:
+                return m
+        return None
+    if isinstance(ref, dict):
+        if not isinstance(out, dict) or set(out) != set(ref):
+            return Mismatch(path, "expected a dict with the same keys")
+        for k in ref:
+            m = compare(out[k], ref[k], f"{path}[{k!r}]", exact)
+            if m is not None:
+                return m
+        return None
+    if isinstance(out, torch.Tensor) or out != ref:
+        return Mismatch(path, f"{out!r} != {ref!r}")
+    return None
