@@ -1,0 +1,141 @@
+"""Stage 3 of the cascade: is the candidate the same function as the baseline on fresh inputs?
+
+Per shape case and seed (fresh inputs each time, separate copies for each side):
+- baseline and candidate run in alternating order (baseline first on even seeds, candidate first on odd);
+- every uninitialised allocation is poisoned (NaN, or a sentinel for integers) during both calls;
+- every returned tensor, and every argument the baseline writes, must match within the tolerance table;
+- every argument the baseline leaves alone must stay bit-for-bit unmodified;
+- each candidate call launches at least one Triton kernel, and runs no ATen compute op the baseline does not;
+- the candidate runs a second time and must agree with itself (bit-exact for deterministic tasks).
+
+Once per task, ``validate_task`` checks the baseline against the PyTorch reference and checks that all-zeros outputs
+fail the comparison; a task where zeros pass is reported as too weak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from evaluator.runtime import ALLOWED_ATEN, LaunchCounter, Recorder, bit_equal, clone_args, zeros_like_output
+from evaluator.task import Case, Task
+from evaluator.tolerances import DTYPES, Mismatch, compare
+
+
+@dataclass(frozen=True)
+class Failure:
+    reason: str  # mismatch, modified_input, no_launch, torch_compute, nondeterministic
+    detail: str
+
+
+def case_dict(case: Case) -> dict[str, Any]:
+    """What ``make_inputs`` receives: a flat dict of name, regime, torch dtype, dims and params."""
+    return {"name": case.name, "regime": case.regime, "dtype": getattr(torch, DTYPES[case.dtype]), **case.dims,
+            **case.params}
+
+
+def make_args(harness: Any, case: Case, seed: int, device: str) -> dict[str, Any]:
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    args = harness.make_inputs(case_dict(case), gen)
+    if not isinstance(args, dict):
+        raise TypeError(f"make_inputs must return a dict, got {type(args).__name__}")
+    return args
+
+
+def seed_for(case_index: int, seed_index: int) -> int:
+    return 1_000_003 * (seed_index + 1) + 7919 * case_index
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def call(fn: Callable[..., Any], args: dict[str, Any], device: str, poison: bool = True) -> tuple[Any, set[str], int]:
+    """Call ``fn(**args)`` under the recorder; return its output, the ATen ops it ran and its Triton launches."""
+    before = LaunchCounter.count
+    with Recorder(poison=poison) as rec:
+        out = fn(**args)
+    _sync(device)
+    return out, rec.ops, LaunchCounter.count - before
+
+
+def _written(after: dict[str, Any], pristine: dict[str, Any]) -> list[str]:
+    return [k for k, v in pristine.items() if isinstance(v, torch.Tensor) and not bit_equal(after[k], v)]
+
+
+def _compare_effects(out: Any, args: dict[str, Any], ref_out: Any, ref_args: dict[str, Any], written: list[str],
+                     exact: bool = False) -> Mismatch | None:
+    m = compare(out, ref_out, "output", exact)
+    if m is not None:
+        return m
+    for k in written:
+        m = compare(args[k], ref_args[k], f"argument {k!r} (written in place)", exact)
+        if m is not None:
+            return m
+    return None
+
+
+def check_case(task: Task, base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, case: Case,
+               case_index: int, device: str) -> Failure | None:
+    for s in range(task.seeds):
+        args = make_args(harness, case, seed_for(case_index, s), device)
+        a_base, a_cand, a_cand2 = clone_args(args), clone_args(args), clone_args(args)
+        if s % 2 == 0:
+            out_b, ops_b, _ = call(base_fn, a_base, device)
+            out_c, ops_c, launches = call(cand_fn, a_cand, device)
+        else:
+            out_c, ops_c, launches = call(cand_fn, a_cand, device)
+            out_b, ops_b, _ = call(base_fn, a_base, device)
+        where = f"case {case.name} seed {s}"
+        if launches < 1:
+            return Failure("no_launch", f"{where}: the candidate launched no Triton kernel")
+        extra = sorted(ops_c - ops_b - ALLOWED_ATEN)
+        if extra:
+            return Failure("torch_compute", f"{where}: torch ops the baseline does not run: {', '.join(extra)}")
+        written = _written(a_base, args)
+        m = _compare_effects(out_c, a_cand, out_b, a_base, written)
+        if m is not None:
+            return Failure("mismatch", f"{where}: {m}")
+        for k, v in args.items():
+            if isinstance(v, torch.Tensor) and k not in written and not bit_equal(a_cand[k], v):
+                return Failure("modified_input", f"{where}: the candidate modified input {k!r}, the baseline does not")
+        out_c2, _, launches2 = call(cand_fn, a_cand2, device)
+        if launches2 < 1:
+            return Failure("no_launch", f"{where}: the candidate's second call launched no Triton kernel")
+        m = _compare_effects(out_c2, a_cand2, out_c, a_cand, written, exact=task.deterministic)
+        if m is not None:
+            return Failure("nondeterministic", f"{where}: a second call disagrees with the first: {m}")
+    return None
+
+
+def validate_task(task: Task, base_fn: Callable[..., Any], harness: Any, cases: tuple[Case, ...],
+                  device: str) -> tuple[list[str], list[str]]:
+    """Check the baseline against the reference, and zeros against the baseline. Returns (errors, warnings)."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    reference = getattr(harness, "reference", None)
+    for i, case in enumerate(cases):
+        args = make_args(harness, case, seed_for(i, 0), device)
+        a_base = clone_args(args)
+        out_b, _, launches = call(base_fn, a_base, device)
+        if task.kind == "triton" and launches < 1:
+            errors.append(f"case {case.name}: the baseline launched no Triton kernel (is the task kind right?)")
+        written = _written(a_base, args)
+        if reference is not None:
+            a_ref = clone_args(args)
+            with torch.no_grad():
+                out_r = reference(**a_ref)
+            _sync(device)
+            m = _compare_effects(out_b, a_base, out_r, a_ref, written)
+            if m is not None:
+                errors.append(f"case {case.name}: the baseline disagrees with the reference: {m}")
+        zero_args = dict(a_base)
+        for k in written:
+            zero_args[k] = torch.zeros_like(a_base[k])
+        if _compare_effects(zeros_like_output(out_b), zero_args, out_b, a_base, written) is None:
+            warnings.append(f"case {case.name}: all-zeros outputs pass the comparison; the task is too weak")
+    return errors, warnings

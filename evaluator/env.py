@@ -1,0 +1,74 @@
+"""The environment a measurement was made in, the scrubbed environment candidates run in, and per-device caches."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+
+
+def scrubbed_environ(base: dict[str, str] | None = None) -> dict[str, str]:
+    """A copy of the environment without any variable whose name mentions a token, key, secret or password."""
+    env = dict(os.environ if base is None else base)
+    return {k: v for k, v in env.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("SMITHBOT_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "smithbot")
+    return Path(root)
+
+
+def _nvidia_smi(fields: str) -> list[str] | None:
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-i", "0"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [x.strip() for x in out.strip().splitlines()[0].split(",")] if out.strip() else None
+
+
+def fingerprint(backend: str) -> dict[str, Any]:
+    import torch
+    import triton
+
+    env: dict[str, Any] = {"backend": backend, "torch": torch.__version__, "triton": triton.__version__,
+                           "python": platform.python_version(), "host": platform.node()}
+    if backend == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        env.update(gpu=props.name, sm_count=props.multi_processor_count, cuda=torch.version.cuda,
+                   l2_bytes=int(getattr(props, "L2_cache_size", 0)))
+        smi = _nvidia_smi("driver_version,clocks.sm,clocks.max.sm,clocks.mem")
+        if smi is not None and len(smi) == 4:
+            env.update(driver=smi[0], sm_clock_mhz=smi[1], sm_clock_max_mhz=smi[2], mem_clock_mhz=smi[3])
+    else:
+        env.update(gpu=None, note="Triton interpreter on the CPU: correctness only; no timing predicts GPU speed")
+    return env
+
+
+def copy_bandwidth_gbps(env: dict[str, Any]) -> float:
+    """The device's measured copy bandwidth, measured once per device and driver and cached on disk."""
+    from evaluator.timing import measure_copy_gbps
+
+    key = f"{env.get('gpu')}|{env.get('driver')}|{env.get('cuda')}|{env.get('torch')}"
+    path = cache_dir() / "copy_bandwidth.json"
+    try:
+        cached = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cached = {}
+    if key in cached:
+        return float(cached[key])
+    gbps = measure_copy_gbps()
+    cached[key] = gbps
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cached, indent=1))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home only costs a re-measurement next time
+    return gbps

@@ -1,0 +1,282 @@
+"""Stage 1 of the cascade: a static guard on the candidate's source.
+
+It is the first line against the known cheats, and it runs in the parent before any candidate code does:
+- only the EVOLVE-BLOCK differs from the baseline, and the entry point keeps its signature;
+- imports come from an allow-list; ``from torch import empty`` style imports, which would dodge output poisoning, are
+  refused;
+- no streams, events, graphs, synchronisation, threads, processes, files, environment, ``eval``/``exec``/``compile``/
+  ``__import__``/``getattr``/``globals``, private or dunder attributes, ``try`` blocks (a silent fallback), ``global``
+  statements, module-level mutable state, mutable defaults, cache decorators, or writes into modules and module-level
+  objects (which is how timers, ``synchronize`` or ``torch.empty`` would be patched);
+- outside ``@triton.jit`` functions, no torch compute call that the baseline does not make. Allocation, views, dtype
+  casts and shape queries are always allowed. Operators (``a * b``) cannot be typed statically; the runtime check in
+  ``correctness.py`` counts ATen ops for those.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from evaluator.task import EVOLVE_END, EVOLVE_START
+
+ALLOWED_MODULES = {"__future__", "math", "typing", "functools", "torch", "torch.nn.functional", "triton",
+                   "triton.language"}
+ALLOWED_FROM = {
+    "torch": {"Tensor", "dtype", "device", "Size"},
+    "triton": {"language", "jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2"},
+    "functools": {"partial", "reduce", "wraps"},
+}
+FORBIDDEN_NAMES = {
+    "eval": "eval", "exec": "exec", "compile": "compile", "__import__": "__import__", "open": "file access",
+    "globals": "globals()", "locals": "locals()", "vars": "vars()", "getattr": "getattr", "setattr": "setattr",
+    "delattr": "delattr", "input": "input", "breakpoint": "breakpoint", "exit": "exit", "quit": "quit",
+    "id": "id() (object identity as a cache key)", "__builtins__": "__builtins__", "memoryview": "memoryview",
+    "help": "help",
+}
+FORBIDDEN_ATTRS = {
+    # streams, events, graphs and synchronisation: the ways to hide work from the timer
+    **{a: "streams/events/synchronisation" for a in (
+        "Stream", "stream", "streams", "current_stream", "default_stream", "set_stream", "ExternalStream",
+        "wait_stream", "record_stream", "Event", "synchronize", "CUDAGraph", "graph", "graphs", "elapsed_time")},
+    **{a: "process/environment access" for a in ("system", "popen", "spawn", "fork", "environ", "getenv", "putenv")},
+}
+# Attributes of the torch and triton modules that reach files, foreign code, other processes or the benchmark tools.
+FORBIDDEN_MODULE_ATTRS = {"load", "save", "from_file", "ops", "library", "cpp_extension", "hub", "distributed",
+                          "multiprocessing", "testing", "profiler", "compile", "runtime", "backends", "utils", "jit"}
+CACHE_DECORATORS = {"lru_cache", "cache", "cached_property"}
+# Torch calls that never compute: allocation, views, casts, shape and device queries.
+ALLOWED_TORCH = {
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "arange",
+    "tensor", "as_tensor", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor",
+    "view", "view_as", "reshape", "reshape_as", "contiguous", "flatten", "unflatten", "squeeze", "unsqueeze", "permute",
+    "transpose", "t", "expand", "expand_as", "narrow", "select", "split", "chunk", "unbind", "as_strided", "movedim",
+    "to", "float", "half", "bfloat16", "int", "long", "bool", "double", "type", "type_as",
+    "size", "stride", "dim", "numel", "nelement", "element_size", "is_contiguous", "data_ptr", "storage_offset",
+    "get_device", "is_floating_point", "is_cuda", "item", "tolist", "device", "dtype", "finfo", "iinfo", "Size",
+    "is_tensor", "fill_", "zero_", "copy_", "clone", "detach", "cuda", "cpu",
+}
+_MODULE_LEVEL_CALLS = {"constexpr", "jit", "autotune", "heuristics", "Config"}
+_TRY = tuple(getattr(ast, n) for n in ("Try", "TryStar") if hasattr(ast, n))
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    ok: bool
+    reason: str = ""  # a short code: syntax, outside_block, signature, import, forbidden, state, torch_compute
+    detail: str = ""
+
+
+def _split(src: str) -> tuple[str, str, str] | None:
+    if src.count(EVOLVE_START) != 1 or src.count(EVOLVE_END) != 1:
+        return None
+    head, rest = src.split(EVOLVE_START)
+    block, tail = rest.split(EVOLVE_END)
+    return head, block, tail
+
+
+def _norm(text: str) -> list[str]:
+    return [line.rstrip() for line in text.strip().splitlines()]
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _is_jit(fn: ast.FunctionDef) -> bool:
+    for dec in fn.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        name = _dotted(target) or ""
+        if name.split(".")[-1] in {"jit", "autotune", "heuristics"}:
+            return True
+    return False
+
+
+class _Facts(ast.NodeVisitor):
+    """Aliases of torch modules and the torch compute calls a source makes outside Triton kernels."""
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}
+        self.calls: set[str] = set()
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for a in node.names:
+            self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        for a in node.names:
+            self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if not _is_jit(node):
+            self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = _dotted(node.func)
+        if name is not None:
+            head, _, rest = name.partition(".")
+            full = self.aliases.get(head, head) + ("." + rest if rest else "")
+            if full.startswith("torch.") and full.split(".")[-1] not in ALLOWED_TORCH:
+                self.calls.add(full)
+            elif isinstance(node.func, ast.Attribute) and head not in self.aliases:
+                meth = node.func.attr
+                if meth not in ALLOWED_TORCH and _is_tensor_method(meth):
+                    self.calls.add(f"Tensor.{meth}")
+        self.generic_visit(node)
+
+
+_TENSOR_METHODS: set[str] | None = None
+
+
+def _is_tensor_method(name: str) -> bool:
+    global _TENSOR_METHODS
+    if _TENSOR_METHODS is None:
+        import torch
+
+        _TENSOR_METHODS = {n for n in dir(torch.Tensor) if not n.startswith("_")}
+    return name in _TENSOR_METHODS
+
+
+def _check_module_value(value: ast.AST) -> str | None:
+    """None when a module-level (or class-level) value is immutable; else why not."""
+    if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)):
+        return "a mutable container"
+    if isinstance(value, ast.Call):
+        name = _dotted(value.func) or ""
+        if name.split(".")[-1] not in _MODULE_LEVEL_CALLS:
+            return f"the result of {name or 'a call'}()"
+    for sub in ast.iter_child_nodes(value):
+        if isinstance(sub, ast.expr):
+            why = _check_module_value(sub)
+            if why:
+                return why
+    return None
+
+
+def _forbidden(tree: ast.Module) -> GuardResult | None:
+    facts = _Facts()
+    facts.visit(tree)
+    aliases = facts.aliases
+    module_names = {"torch", "triton", "tl", "math", "functools", "typing", "F"}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            module_names.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        module_names.add(n.id)
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for a in stmt.names:
+                module_names.add(a.asname or a.name.split(".")[0])
+
+    def bad(reason: str, node: ast.AST, detail: str) -> GuardResult:
+        return GuardResult(False, reason, f"line {getattr(node, 'lineno', '?')}: {detail}")
+
+    for scope in [tree, *[n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]]:
+        for stmt in scope.body:
+            value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) else None
+            if isinstance(stmt, ast.AugAssign):
+                return bad("state", stmt, "module-level state is updated in place")
+            if value is not None:
+                why = _check_module_value(value)
+                if why:
+                    return bad("state", stmt, f"module-level state holds {why} (a cache between calls)")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name not in ALLOWED_MODULES:
+                    return bad("import", node, f"import of {a.name!r} is not allowed")
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level or mod not in ALLOWED_MODULES:
+                return bad("import", node, f"import from {'.' * node.level}{mod!r} is not allowed")
+            allowed = ALLOWED_FROM.get(mod)
+            for a in node.names:
+                if allowed is not None and a.name not in allowed:
+                    return bad("import", node, f"'from {mod} import {a.name}' is not allowed")
+                if a.name in CACHE_DECORATORS:
+                    return bad("state", node, f"cache decorator {a.name}")
+        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
+            return bad("forbidden", node, f"{FORBIDDEN_NAMES[node.id]} is not allowed")
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("_"):
+                return bad("forbidden", node, f"private attribute .{node.attr} is not allowed")
+            if node.attr in FORBIDDEN_ATTRS:
+                return bad("forbidden", node, f"{FORBIDDEN_ATTRS[node.attr]}: .{node.attr} is not allowed")
+            if isinstance(node.value, ast.Name) and node.attr in FORBIDDEN_MODULE_ATTRS and \
+                    aliases.get(node.value.id) in ("torch", "triton") and \
+                    not (node.attr == "jit" and aliases[node.value.id] == "triton"):
+                return bad("forbidden", node, f"{aliases[node.value.id]}.{node.attr} is not allowed")
+            if node.attr in CACHE_DECORATORS:
+                return bad("state", node, f"cache decorator .{node.attr}")
+        elif isinstance(node, _TRY):
+            return bad("forbidden", node, "try/except is not allowed (a silent fallback hides a failing kernel)")
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            return bad("state", node, f"'{type(node).__name__.lower()}' statements are not allowed")
+        elif isinstance(node, (ast.AsyncFunctionDef, ast.Await)):
+            return bad("forbidden", node, "async code is not allowed")
+        elif isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            for d in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
+                if isinstance(d, (ast.Dict, ast.List, ast.Set, ast.Call)):
+                    return bad("state", d, "mutable default argument (a cache between calls)")
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for t in targets:
+                if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in module_names:
+                    return bad("state", node, f"write into module-level object {_root(t)!r} (patching or caching)")
+    return None
+
+
+def check(baseline: str, candidate: str, entry: str) -> GuardResult:
+    """Run every static check of a candidate's source against the baseline ``kernel.py``."""
+    try:
+        tree = ast.parse(candidate)
+    except SyntaxError as exc:
+        return GuardResult(False, "syntax", f"line {exc.lineno}: {exc.msg}")
+    base_parts, cand_parts = _split(baseline), _split(candidate)
+    if base_parts is None:
+        raise ValueError("baseline kernel.py has no single EVOLVE-BLOCK")
+    if cand_parts is None:
+        return GuardResult(False, "outside_block", "the EVOLVE-BLOCK markers are missing or duplicated")
+    for i, where in ((0, "before"), (2, "after")):
+        if _norm(base_parts[i]) != _norm(cand_parts[i]):
+            return GuardResult(False, "outside_block", f"the text {where} the EVOLVE-BLOCK differs from the baseline")
+
+    base_tree = ast.parse(baseline)
+
+    def entry_args(t: ast.Module) -> str | None:
+        for stmt in t.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == entry:
+                return ast.dump(stmt.args)
+        return None
+
+    if entry_args(tree) is None:
+        return GuardResult(False, "signature", f"entry point {entry}() is missing at module level")
+    if entry_args(tree) != entry_args(base_tree):
+        return GuardResult(False, "signature", f"entry point {entry}() changed its signature")
+    bad = _forbidden(tree)
+    if bad is not None:
+        return bad
+    base_facts, cand_facts = _Facts(), _Facts()
+    base_facts.visit(base_tree)
+    cand_facts.visit(tree)
+    extra = sorted(cand_facts.calls - base_facts.calls)
+    if extra:
+        return GuardResult(False, "torch_compute", f"torch compute call(s) the baseline does not make: {', '.join(extra)}")
+    return GuardResult(True)

@@ -1,0 +1,256 @@
+"""The parent side of isolation: worker processes with hard timeouts, and the asynchronous ``Evaluator`` API.
+
+Each worker is a ``python -m evaluator.worker`` child in its own process group, with a scrubbed environment, pinned
+to one GPU (``CUDA_VISIBLE_DEVICES``) on the ``cuda`` backend. A hang is killed with its whole group and becomes a
+``timeout`` result; a death (segfault, abort, OOM kill, illegal memory access) becomes a ``crash`` result with the
+tail of the log; in both cases the worker is replaced. Healthy workers are reused, so torch is imported once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from evaluator import guard
+from evaluator.env import scrubbed_environ
+from evaluator.result import EvalResult
+from evaluator.task import Task, TaskError, load_task
+
+MAX_SPEEDUP = 10.0
+ROOFLINE_SLACK = 1.05
+
+
+class BackendError(Exception):
+    """The requested backend cannot run here (e.g. ``cuda`` without a GPU)."""
+
+
+def _cuda_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def resolve_backend(backend: str) -> str:
+    if backend not in ("auto", "cuda", "interpreter"):
+        raise BackendError(f"unknown backend {backend!r} (choose cuda, interpreter or auto)")
+    if backend == "auto":
+        return "cuda" if _cuda_count() else "interpreter"
+    if backend == "cuda" and not _cuda_count():
+        raise BackendError("--backend cuda needs a CUDA GPU, and none is visible; use --backend interpreter")
+    return backend
+
+
+class WorkerProcess:
+    """One child process and the pipe it answers on."""
+
+    def __init__(self, backend: str, gpu: int | None, extra_env: dict[str, str] | None = None) -> None:
+        self.backend, self.gpu, self.extra_env = backend, gpu, extra_env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = tempfile.NamedTemporaryFile(prefix="smithbot-worker-", suffix=".log", delete=False)
+        self._buf = b""
+
+    def _start(self) -> None:
+        env = scrubbed_environ()
+        env.update(self.extra_env)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.pop("TRITON_INTERPRET", None)
+        if self.backend == "interpreter":
+            env["TRITON_INTERPRET"] = "1"
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        elif self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
+        r, w = os.pipe()
+        self.proc = subprocess.Popen([sys.executable, "-m", "evaluator.worker", str(w), self.backend],
+                                     stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
+                                     pass_fds=(w,), env=env, start_new_session=True, cwd=tempfile.gettempdir())
+        os.close(w)
+        self._r = r
+        self._buf = b""
+
+    def _log_tail(self, start: int, n: int = 3000) -> str:
+        self.log.flush()
+        with open(self.log.name, "rb") as f:
+            f.seek(start)
+            return f.read().decode("utf-8", "replace")[-n:]
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        if self.proc is not None:
+            os.close(self._r)
+        self.proc = None
+
+    def request(self, req: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one request; return the answer, or a timeout/crash answer. Never raises for the child's faults."""
+        if self.proc is None or self.proc.poll() is not None:
+            if self.proc is not None:
+                self.kill()
+            self._start()
+        assert self.proc is not None and self.proc.stdin is not None
+        log_start = os.path.getsize(self.log.name)
+        try:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                return {"status": "timeout", "detail": f"no answer within {timeout_s:.0f} s; the worker was killed",
+                        "log": self._log_tail(log_start)}
+            ready, _, _ = select.select([self._r], [], [], min(left, 1.0))
+            if ready:
+                chunk = os.read(self._r, 1 << 20)
+                if not chunk:
+                    code = self.proc.wait()
+                    self.kill()
+                    why = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                    return {"status": "crash", "detail": f"the worker {why}", "log": self._log_tail(log_start)}
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        answer: dict[str, Any] = json.loads(line)
+        if answer.get("fatal"):
+            self.kill()
+        if "log" not in answer and answer.get("status") not in ("ok", "measured", "correct"):
+            answer["log"] = self._log_tail(log_start)
+        return answer
+
+    def close(self) -> None:
+        self.kill()
+        self.log.close()
+        os.unlink(self.log.name)
+
+
+def verdict(ans: dict[str, Any], min_gain: float) -> tuple[str, tuple[str, ...]]:
+    """Promotion needs the geomean interval's lower bound above 1 + min_gain, and nothing implausible."""
+    summary = ans["summary"]
+    flags = []
+    if summary["geomean"] > MAX_SPEEDUP or any(c["ratio"] > MAX_SPEEDUP for c in ans["cases"]):
+        flags.append(f"implausible speedup (over {MAX_SPEEDUP:.0f}x)")
+    over = [c["name"] for c in ans["cases"] if c["cand_bw_fraction"] > ROOFLINE_SLACK]
+    if over:
+        flags.append(f"beyond the memory roofline on {', '.join(over)}")
+    if flags:
+        return "flagged", tuple(flags)
+    return ("promoted" if summary["ci"][0] > 1.0 + min_gain else "correct"), ()
+
+
+class Evaluator:
+    """Evaluate candidates for one task: ``submit(path)`` returns a Future of an :class:`EvalResult`.
+
+    ``workers`` defaults to one per visible GPU on ``cuda`` and 1 on the interpreter. The first use of a task in a
+    worker prepares it (loads the baseline, checks it against the reference, checks that zeros fail) under
+    ``prepare_timeout_s``; each candidate then gets ``timeout_s`` for compile plus run.
+    """
+
+    def __init__(self, task_dir: str | Path, backend: str = "auto", workers: int | None = None,
+                 timeout_s: float = 300.0, prepare_timeout_s: float = 900.0, rounds: int = 30,
+                 min_gain: float = 0.02) -> None:
+        self.task: Task = load_task(task_dir)
+        self.backend = resolve_backend(backend)
+        self.baseline_src = self.task.kernel_path.read_text(encoding="utf-8")
+        self.timeout_s, self.prepare_timeout_s, self.rounds, self.min_gain = timeout_s, prepare_timeout_s, rounds, min_gain
+        gpus = _cuda_count() if self.backend == "cuda" else 0
+        n = workers or max(gpus, 1)
+        self._idle: queue.Queue[WorkerProcess] = queue.Queue()
+        self._workers = [WorkerProcess(self.backend, (i % gpus) if gpus else None) for i in range(n)]
+        self._prepared: set[int] = set()
+        for w in self._workers:
+            self._idle.put(w)
+        self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="evaluator")
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        for w in self._workers:
+            w.close()
+
+    def prepare(self) -> list[str]:
+        """Prepare the task in one worker; raise TaskError if the task itself is broken. Returns its warnings."""
+        w = self._idle.get()
+        try:
+            return self._prepare(w)
+        finally:
+            self._idle.put(w)
+
+    def _prepare(self, w: WorkerProcess) -> list[str]:
+        if id(w) in self._prepared and w.proc is not None:
+            return []
+        ans = w.request({"op": "prepare", "task": str(self.task.root)}, self.prepare_timeout_s)
+        if ans["status"] != "ok":
+            raise TaskError(ans.get("detail", "preparing the task failed").splitlines()[0])
+        self._prepared.add(id(w))
+        return list(ans.get("warnings", []))
+
+    def submit(self, candidate: str | Path) -> Future[EvalResult]:
+        path = Path(candidate).resolve()
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fut: Future[EvalResult] = Future()
+            fut.set_result(self._result(path, "rejected", "guard", "unreadable", str(exc)))
+            return fut
+        g = guard.check(self.baseline_src, source, self.task.entry)
+        if not g.ok:
+            fut = Future()
+            fut.set_result(self._result(path, "rejected", "guard", g.reason, g.detail))
+            return fut
+        return self._pool.submit(self._run, path)
+
+    def evaluate(self, candidates: list[str | Path]) -> list[EvalResult]:
+        return [f.result() for f in [self.submit(c) for c in candidates]]
+
+    def _result(self, path: Path, status: str, stage: str, reason: str = "", detail: str = "", **kw: Any) -> EvalResult:
+        return EvalResult(candidate=str(path), task=self.task.id, backend=self.backend, status=status, stage=stage,
+                          reason=reason, detail=detail, **kw)
+
+    def _run(self, path: Path) -> EvalResult:
+        w = self._idle.get()
+        try:
+            warnings = self._prepare(w)
+            t0 = time.perf_counter()
+            ans = w.request({"op": "eval", "task": str(self.task.root), "candidate": str(path),
+                             "rounds": self.rounds}, self.timeout_s)
+            if w.proc is None:  # killed or died: the replacement must prepare the task again
+                self._prepared.discard(id(w))
+            common = {"task_warnings": tuple(ans.get("warnings", warnings)), "env": ans.get("env", {}),
+                      "elapsed_s": {**ans.get("elapsed_s", {}), "total": time.perf_counter() - t0},
+                      "log_tail": ans.get("log", "")[-3000:]}
+            status = ans["status"]
+            if status in ("timeout", "crash"):
+                return self._result(path, status, ans.get("stage", "compile"), status, ans["detail"], **common)
+            if status == "task_error":
+                raise TaskError(ans["detail"])
+            if status != "measured":
+                return self._result(path, status, ans.get("stage", ""), ans.get("reason", ""), ans.get("detail", ""),
+                                    **common)
+            final, flags = verdict(ans, self.min_gain)
+            s = ans["summary"]
+            return self._result(path, final, "verdict", "", "", speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
+                                cases=tuple(ans["cases"]), flags=flags, timing_method=ans["cases"][0]["method"],
+                                **common)
+        finally:
+            self._idle.put(w)

@@ -1,0 +1,59 @@
+"""EvalResult: the evaluator's answer for one candidate, as a frozen dataclass that round-trips through JSON.
+
+Statuses, in cascade order (the first that applies):
+- ``rejected``: the static guard refused the source (``reason`` says which rule);
+- ``compile_error``, ``runtime_error``, ``oom``, ``timeout``, ``crash``: stage 2 failed, with the log's tail;
+- ``incorrect``: stage 3 found a difference (``reason``: mismatch, modified_input, no_launch, torch_compute,
+  nondeterministic);
+- ``flagged``: correct and measured, but implausible (over 10x, or beyond the memory roofline): a human must look;
+- ``correct``: correct, but not shown faster (or not timed: the interpreter backend);
+- ``promoted``: correct, and the geomean interval's lower bound exceeds 1 + min_gain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STATUSES = ("rejected", "compile_error", "runtime_error", "oom", "timeout", "crash", "incorrect", "flagged",
+            "correct", "promoted")
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    candidate: str
+    task: str
+    backend: str
+    status: str
+    stage: str  # guard | compile | correctness | timing | verdict
+    reason: str = ""
+    detail: str = ""
+    speedup: float | None = None  # geomean over cases of the median per-round ratio baseline/candidate
+    speedup_ci: tuple[float, float] | None = None
+    cases: tuple[dict[str, Any], ...] = ()
+    flags: tuple[str, ...] = ()
+    task_warnings: tuple[str, ...] = ()
+    timing_method: str = ""
+    elapsed_s: dict[str, float] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    log_tail: str = ""
+
+    @property
+    def correct(self) -> bool:
+        return self.status in ("flagged", "correct", "promoted")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["speedup_ci"] = list(self.speedup_ci) if self.speedup_ci else None
+        d["cases"] = list(self.cases)
+        d["flags"] = list(self.flags)
+        d["task_warnings"] = list(self.task_warnings)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalResult:
+        d = dict(d)
+        d["speedup_ci"] = tuple(d["speedup_ci"]) if d.get("speedup_ci") else None
+        for k in ("cases", "flags", "task_warnings"):
+            d[k] = tuple(d.get(k) or ())
+        return cls(**d)

@@ -1,0 +1,154 @@
+"""What the worker child needs around a candidate's call: module loading, output poisoning, ATen op accounting and
+Triton launch counting. Runs only inside the child process."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# ATen ops that allocate, view, cast or copy: never "compute" for the purposes of the torch-compute check.
+ALLOWED_ATEN = {
+    "aten.empty", "aten.empty_like", "aten.empty_strided", "aten.empty_permuted", "aten.new_empty",
+    "aten.new_empty_strided", "aten.zeros", "aten.zeros_like", "aten.ones", "aten.ones_like", "aten.full",
+    "aten.full_like", "aten.new_zeros", "aten.new_ones", "aten.new_full", "aten.fill_", "aten.zero_", "aten.copy_",
+    "aten._to_copy", "aten.clone", "aten.view", "aten._unsafe_view", "aten.reshape", "aten._reshape_alias",
+    "aten.as_strided", "aten.t", "aten.transpose", "aten.permute", "aten.expand", "aten.squeeze", "aten.unsqueeze",
+    "aten.slice", "aten.select", "aten.alias", "aten.detach", "aten.set_", "aten.lift_fresh", "aten.split",
+    "aten.split_with_sizes", "aten.unbind", "aten.arange", "aten.scalar_tensor", "aten._local_scalar_dense",
+    "aten.resize_", "aten.lift_fresh_copy", "aten.is_same_size", "aten.unfold", "aten.narrow", "aten.chunk",
+}
+_EMPTY_OPS = {"aten.empty", "aten.empty_like", "aten.empty_strided", "aten.empty_permuted", "aten.new_empty",
+              "aten.new_empty_strided"}
+
+
+def poison_value(dtype: torch.dtype) -> float | int | bool:
+    """NaN for floats; an unlikely large value for integers; True for bools."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan")
+    if dtype == torch.bool:
+        return True
+    return int(torch.iinfo(dtype).max) - 0x11
+
+
+class Recorder(TorchDispatchMode):
+    """Records every ATen op of a call and, with ``poison``, fills every uninitialised allocation with poison.
+
+    Working at the dispatcher catches every spelling of an allocation (``torch.empty``, ``x.new_empty``, an alias
+    imported under another name) and every tensor operator (``a * b``), which a static check cannot type.
+    """
+
+    def __init__(self, poison: bool) -> None:
+        super().__init__()
+        self.poison = poison
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        name = str(func.overloadpacket)
+        self.ops.add(name)
+        out = func(*args, **(kwargs or {}))
+        if self.poison and name in _EMPTY_OPS and isinstance(out, torch.Tensor) and out.numel():
+            out.fill_(poison_value(out.dtype))
+        return out
+
+
+class LaunchCounter:
+    """Counts Triton kernel launches by wrapping ``run`` on the JIT (and interpreter) function classes."""
+
+    count = 0
+    _installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls._installed:
+            return
+        from triton.runtime import jit
+
+        classes: list[type] = [jit.JITFunction]
+        try:
+            from triton.runtime import interpreter
+
+            classes.append(interpreter.InterpretedFunction)
+        except ImportError:  # pragma: no cover - every supported triton has the interpreter
+            pass
+        for klass in classes:
+            original = klass.run
+
+            def run(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                if not kwargs.get("warmup", False):
+                    LaunchCounter.count += 1
+                return _original(self, *args, **kwargs)
+
+            klass.run = run  # type: ignore[method-assign]
+        cls._installed = True
+
+
+_names = itertools.count()
+
+
+def load_module(path: Path, label: str, interpreter: bool) -> ModuleType:
+    """Import a file as a fresh module. Under the interpreter, autotuned kernels are pinned to their first config."""
+    name = f"_smithbot_{label}_{next(_names)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # triton and inspect look modules up by name
+    spec.loader.exec_module(module)
+    if interpreter:
+        from triton.runtime.autotuner import Autotuner
+
+        for value in vars(module).values():
+            fn = value
+            while fn is not None:
+                if isinstance(fn, Autotuner):
+                    fn.configs = fn.configs[:1]
+                fn = getattr(fn, "fn", None)
+    return module
+
+
+def clone_args(args: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of an argument dict: every tensor is cloned with its strides kept."""
+    out: dict[str, Any] = {}
+    for k, v in args.items():
+        if isinstance(v, torch.Tensor):
+            c = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device)
+            c.copy_(v)
+            out[k] = c
+        else:
+            out[k] = v
+    return out
+
+
+def tensors_of(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in tensors_of(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in tensors_of(v)]
+    return []
+
+
+def bit_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.is_floating_point:
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return torch.equal(a, b)
+
+
+def zeros_like_output(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return torch.zeros_like(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(zeros_like_output(v) for v in value)
+    if isinstance(value, dict):
+        return {k: zeros_like_output(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,147 @@
+"""The worker child: ``python -m evaluator.worker RESULT_FD BACKEND``.
+
+It reads one JSON request per line on stdin and writes one JSON answer per line to RESULT_FD, so nothing a candidate
+prints can forge an answer. It keeps torch, triton, the loaded baselines and the task checks between requests. The
+parent (``pool.py``) enforces the timeouts, kills it on a hang and replaces it after a crash.
+
+Requests: ``{"op": "prepare", "task": DIR}`` and ``{"op": "eval", "task": DIR, "candidate": FILE, "rounds": N}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from evaluator import correctness
+from evaluator.env import copy_bandwidth_gbps, fingerprint
+from evaluator.runtime import LaunchCounter, load_module
+from evaluator.task import Task, TaskError, load_task
+
+
+class _Prepared:
+    def __init__(self, task: Task, backend: str) -> None:
+        self.task = task
+        self.interpreter = backend == "interpreter"
+        self.device = "cpu" if self.interpreter else "cuda"
+        self.cases = task.cases_for(backend)
+        self.harness = load_module(task.harness_path, "harness", self.interpreter)
+        self.base = getattr(load_module(task.kernel_path, "baseline", self.interpreter), task.entry)
+        for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
+            args = correctness.make_args(self.harness, case, correctness.seed_for(i, 0), self.device)
+            self.base(**args)
+        self.errors, self.warnings = correctness.validate_task(task, self.base, self.harness, self.cases, self.device)
+
+
+def _classify(exc: BaseException) -> tuple[str, bool]:
+    """(status, fatal): fatal errors leave the CUDA context unusable, so the worker must be replaced."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text or "can't allocate memory" in text:
+        return "oom", False
+    if isinstance(exc, MemoryError):
+        return "oom", False
+    if "CUDA error" in text or "illegal memory access" in text or "device-side assert" in text:
+        return "crash", True
+    module = type(exc).__module__ or ""
+    if module.startswith("triton") and ("Compil" in type(exc).__name__ or "compiler" in module):
+        return "compile_error", False
+    return "runtime_error", False
+
+
+class Worker:
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.tasks: dict[str, _Prepared] = {}
+        self.env = fingerprint(backend)
+        self.copy_gbps: float | None = None
+        LaunchCounter.install()
+
+    def prepare(self, task_dir: str) -> _Prepared:
+        key = os.path.realpath(task_dir)
+        prep = self.tasks.get(key)
+        if prep is None:
+            prep = _Prepared(load_task(task_dir), self.backend)
+            self.tasks[key] = prep
+        return prep
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        try:
+            prep = self.prepare(req["task"])
+        except TaskError as exc:
+            return {"status": "task_error", "detail": str(exc)}
+        except Exception as exc:
+            status, fatal = _classify(exc)
+            detail = f"task {req['task']}: preparing the baseline failed: {type(exc).__name__}: {exc}"
+            if status == "oom":
+                detail = f"task {req['task']}: a shape case's inputs do not fit in memory: {exc}".splitlines()[0]
+            return {"status": "task_error", "detail": detail, "fatal": fatal, "log": traceback.format_exc()}
+        if prep.errors:
+            return {"status": "task_error", "detail": prep.errors[0], "warnings": prep.warnings}
+        if req["op"] == "prepare":
+            return {"status": "ok", "warnings": prep.warnings, "env": self.env}
+        return self.evaluate(prep, req)
+
+    def evaluate(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"warnings": prep.warnings, "env": self.env, "elapsed_s": {}}
+        t0 = time.perf_counter()
+        stage = "compile"
+        try:
+            cand = getattr(load_module(req["candidate"], "candidate", prep.interpreter), prep.task.entry)
+            for i, case in enumerate(prep.cases):  # compile every variant before checking anything
+                cand(**correctness.make_args(prep.harness, case, correctness.seed_for(i, 0), prep.device))
+            if prep.device == "cuda":
+                torch.cuda.synchronize()
+            out["elapsed_s"]["compile"] = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            stage = "correctness"
+            for i, case in enumerate(prep.cases):
+                failure = correctness.check_case(prep.task, prep.base, cand, prep.harness, case, i, prep.device)
+                if failure is not None:
+                    out.update(status="incorrect", stage=stage, reason=failure.reason, detail=failure.detail)
+                    out["elapsed_s"]["correctness"] = time.perf_counter() - t1
+                    return out
+            out["elapsed_s"]["correctness"] = time.perf_counter() - t1
+            if prep.interpreter:
+                out.update(status="correct", stage="correctness")
+                return out
+            t2 = time.perf_counter()
+            stage = "timing"
+            from evaluator.timing import time_cases
+
+            if self.copy_gbps is None:
+                self.copy_gbps = copy_bandwidth_gbps(self.env)
+            timings, summary = time_cases(prep.base, cand, prep.harness, prep.cases, int(req.get("rounds", 30)),
+                                          int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps)
+            out["elapsed_s"]["timing"] = time.perf_counter() - t2
+            out.update(status="measured", stage="timing", cases=[t.as_dict() for t in timings], summary=summary,
+                       copy_gbps=self.copy_gbps)
+            return out
+        except Exception as exc:
+            status, fatal = _classify(exc)
+            tb = traceback.format_exc()
+            out.update(status=status, stage=stage, reason=type(exc).__name__,
+                       detail=f"{type(exc).__name__}: {exc}".strip()[:2000], fatal=fatal, log=tb[-4000:])
+            return out
+
+
+def main() -> None:
+    result_fd, backend = int(sys.argv[1]), sys.argv[2]
+    answers = os.fdopen(result_fd, "w", encoding="utf-8")
+    worker = Worker(backend)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        answer = worker.handle(json.loads(line))
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+        if answer.get("fatal"):
+            return  # a broken CUDA context: let the parent start a fresh worker
+
+
+if __name__ == "__main__":
+    main()
