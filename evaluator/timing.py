@@ -7,7 +7,7 @@ Method, per shape case:
 - every case and side is warmed up first (compiles every constexpr variant, runs autotuning);
 - each side's sample is captured as a CUDA graph and replayed; if either side cannot be captured, both are timed
   eagerly between CUDA events, so the two sides are always measured the same way;
-- rounds interleave the sides and alternate which goes first; the per-round ratio baseline/candidate gives a median
+- cases are timed one after another; within a case, rounds interleave the sides and alternate which goes first; the per-round ratio baseline/candidate gives a median
   and a bootstrap 95% interval; the geomean over cases has a joint bootstrap interval.
 """
 
@@ -59,15 +59,16 @@ def default_bytes(args: dict[str, Any], out: Any) -> int:
     return sum(t.numel() * t.element_size() for t in [*tensors_of(list(args.values())), *tensors_of(out)])
 
 
-def _sample(fn: Callable[..., Any], copies: list[dict[str, Any]]) -> Callable[[], None]:
+def _sample(fn: Callable[..., Any], copies: list[dict[str, Any]], keep: list[Any]) -> Callable[[], None]:
     def run() -> None:
+        keep.clear()
         for a in copies:
-            fn(**a)
+            keep.append(fn(**a))  # outputs stay alive until the next sample, so no captured buffer is reused
     return run
 
 
-def _capture(run: Callable[[], None]) -> Callable[[], None] | None:
-    """A graph replay of ``run``, or None when it cannot be captured (host syncs, CPU work)."""
+def _capture(run: Callable[[], None]) -> Any:
+    """A CUDA graph of ``run``, or None when it cannot be captured (host syncs, CPU work)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -82,7 +83,7 @@ def _capture(run: Callable[[], None]) -> Callable[[], None] | None:
         torch.cuda.synchronize()
         return None
     torch.cuda.synchronize()
-    return graph.replay
+    return graph
 
 
 def _median_ci(x: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
@@ -91,78 +92,77 @@ def _median_ci(x: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
     return float(np.percentile(meds, 2.5)), float(np.percentile(meds, 97.5))
 
 
+def _elapsed_us(fn: Callable[[], None], reps: int) -> tuple[Any, Any]:
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(reps):
+        fn()
+    e.record()
+    return s, e
+
+
+def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, case: Case, seed: int,
+              rounds: int, l2_bytes: int, copy_gbps: float, rng: np.random.Generator) -> tuple[CaseTiming, np.ndarray]:
+    """Time one case; returns its summary and the per-round ratios baseline/candidate."""
+    args = make_args(harness, case, seed, "cuda")
+    footprint = sum(t.numel() * t.element_size() for t in tensors_of(list(args.values())))
+    out = base_fn(**clone_args(args))
+    bytes_fn = getattr(harness, "bytes_moved", None)
+    moved = int(bytes_fn(**args)) if bytes_fn is not None else default_bytes(args, out)
+    del out
+    copies = max(1, min(MAX_COPIES, math.ceil(2 * l2_bytes / max(moved, 1)), COPY_CAP_BYTES // max(footprint, 1)))
+    runs: dict[str, Callable[[], None]] = {}
+    keep: dict[str, list[Any]] = {}
+    for side, fn in (("base", base_fn), ("cand", cand_fn)):
+        keep[side] = []
+        runs[side] = _sample(fn, [clone_args(args) for _ in range(copies)], keep[side])
+        for _ in range(3):  # warm-up: compiles every variant and runs autotuning before anything is timed
+            runs[side]()
+    torch.cuda.synchronize()
+    graphs = {side: _capture(run) for side, run in runs.items()}
+    if all(g is not None for g in graphs.values()):
+        method = "cuda_graph"
+        runners = {side: g.replay for side, g in graphs.items()}
+    else:
+        method, runners = "cuda_events", runs
+    # One pass over the copies may be too short to time; repeat it within a sample until it is long enough.
+    s, e = _elapsed_us(runners["base"], 1)
+    torch.cuda.synchronize()
+    reps = max(1, math.ceil(MIN_SAMPLE_US / max(s.elapsed_time(e) * 1e3, 1e-3)))
+    samples: dict[str, list[Any]] = {"base": [], "cand": []}
+    for r in range(rounds):
+        for side in (("base", "cand") if r % 2 == 0 else ("cand", "base")):
+            samples[side].append(_elapsed_us(runners[side], reps))
+    torch.cuda.synchronize()
+    tb, tc = (np.array([s.elapsed_time(e) * 1e3 / (copies * reps) for s, e in samples[k]]) for k in ("base", "cand"))
+    del graphs, runners, runs, keep
+    torch.cuda.synchronize()
+    ratio = tb / tc
+    cand_us, base_us = float(np.median(tc)), float(np.median(tb))
+    cand_gbps = moved / (cand_us * 1e-6) / 1e9
+    timing = CaseTiming(
+        name=case.name, method=method, copies=copies, l2_cold=copies * moved >= 2 * l2_bytes,
+        base_us=base_us, base_p20_us=float(np.percentile(tb, 20)), base_p80_us=float(np.percentile(tb, 80)),
+        cand_us=cand_us, cand_p20_us=float(np.percentile(tc, 20)), cand_p80_us=float(np.percentile(tc, 80)),
+        ratio=float(np.median(ratio)), ratio_ci=_median_ci(ratio, rng), bytes=moved, cand_gbps=cand_gbps,
+        base_gbps=moved / (base_us * 1e-6) / 1e9, cand_bw_fraction=cand_gbps / copy_gbps)
+    return timing, ratio
+
+
 def time_cases(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, cases: tuple[Case, ...],
                rounds: int, l2_bytes: int, copy_gbps: float, seed: int = 12345) -> tuple[list[CaseTiming], dict]:
-    bytes_fn = getattr(harness, "bytes_moved", None)
-    plans = []
-    for i, case in enumerate(cases):
-        args = make_args(harness, case, seed + i, "cuda")
-        footprint = sum(t.numel() * t.element_size() for t in tensors_of(list(args.values())))
-        probe = clone_args(args)
-        out = base_fn(**probe)
-        moved = int(bytes_fn(**args)) if bytes_fn is not None else default_bytes(args, out)
-        copies = max(1, min(MAX_COPIES, math.ceil(2 * l2_bytes / max(moved, 1)),
-                            COPY_CAP_BYTES // max(footprint, 1)))
-        sides = {}
-        for side, fn in (("base", base_fn), ("cand", cand_fn)):
-            bufs = [clone_args(args) for _ in range(copies)]
-            run = _sample(fn, bufs)
-            for _ in range(3):  # warm-up: compiles every variant and runs autotuning before anything is timed
-                run()
-            sides[side] = (run, bufs)
-        torch.cuda.synchronize()
-        graphs = {side: _capture(run) for side, (run, _) in sides.items()}
-        if all(g is not None for g in graphs.values()):
-            method, runners = "cuda_graph", graphs
-        else:
-            method, runners = "cuda_events", {side: run for side, (run, _) in sides.items()}
-        # A sample must be long enough to time; repeat the copies within a sample if one pass is short.
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        runners["base"]()
-        end.record()
-        torch.cuda.synchronize()
-        reps = max(1, math.ceil(MIN_SAMPLE_US / max(start.elapsed_time(end) * 1e3, 1e-3)))
-        plans.append((case, method, copies, copies * moved >= 2 * l2_bytes, moved, runners, reps))
-
-    times = {(p[0].name, side): [] for p in plans for side in ("base", "cand")}
-    for r in range(rounds):
-        events = []
-        for case, _, copies, _, _, runners, reps in plans:
-            order = ("base", "cand") if r % 2 == 0 else ("cand", "base")
-            for side in order:
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                for _ in range(reps):
-                    runners[side]()
-                e.record()
-                events.append((case.name, side, s, e, copies * reps))
-        torch.cuda.synchronize()
-        for name, side, s, e, calls in events:
-            times[(name, side)].append(s.elapsed_time(e) * 1e3 / calls)
-
+    """Time every case (each with its own interleaved rounds); summarise with the geomean and its interval."""
     rng = np.random.default_rng(seed)
-    results: list[CaseTiming] = []
-    ratios = []
-    for case, method, copies, cold, moved, _, _ in plans:
-        tb, tc = np.array(times[(case.name, "base")]), np.array(times[(case.name, "cand")])
-        ratio = tb / tc
+    results, ratios = [], []
+    for i, case in enumerate(cases):
+        timing, ratio = time_case(base_fn, cand_fn, harness, case, seed + i, rounds, l2_bytes, copy_gbps, rng)
+        results.append(timing)
         ratios.append(ratio)
-        cand_us, base_us = float(np.median(tc)), float(np.median(tb))
-        cand_gbps = moved / (cand_us * 1e-6) / 1e9
-        results.append(CaseTiming(
-            name=case.name, method=method, copies=copies, l2_cold=cold,
-            base_us=base_us, base_p20_us=float(np.percentile(tb, 20)), base_p80_us=float(np.percentile(tb, 80)),
-            cand_us=cand_us, cand_p20_us=float(np.percentile(tc, 20)), cand_p80_us=float(np.percentile(tc, 80)),
-            ratio=float(np.median(ratio)), ratio_ci=_median_ci(ratio, rng), bytes=moved, cand_gbps=cand_gbps,
-            base_gbps=moved / (base_us * 1e-6) / 1e9, cand_bw_fraction=cand_gbps / copy_gbps))
     logs = np.log(np.stack(ratios))  # [cases, rounds]
     geo = float(np.exp(np.mean(np.median(logs, axis=1))))
-    boot = np.empty(BOOTSTRAP)
     n_cases, n_rounds = logs.shape
-    for b in range(BOOTSTRAP):
-        idx = rng.integers(0, n_rounds, size=(n_cases, n_rounds))
-        boot[b] = np.exp(np.mean(np.median(np.take_along_axis(logs, idx, axis=1), axis=1)))
+    idx = rng.integers(0, n_rounds, size=(BOOTSTRAP, n_cases, n_rounds))
+    boot = np.exp(np.mean(np.median(np.take_along_axis(logs[None], idx, axis=2), axis=2), axis=1))
     summary = {"geomean": geo, "ci": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
                "rounds": rounds}
     return results, summary

@@ -27,3 +27,9 @@ def reference(seq_lens, req_pool_indices, req_to_token, max_seq_len):
         positions[i] = n - 1
         cache_loc[i] = row[n - 1]
     return cu, page_table, positions, cache_loc
+
+
+def bytes_moved(seq_lens, req_pool_indices, req_to_token, max_seq_len):
+    """The fewest bytes: the batch's inputs, the page-table rows it reads and writes, and the small outputs."""
+    b = seq_lens.numel()
+    return b * (4 + 8) + 2 * b * max_seq_len * 4 + b * 4 + (b + 1) * 4 + b * (8 + 4)

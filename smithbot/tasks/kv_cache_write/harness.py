@@ -23,3 +23,10 @@ def reference(key, value, k_cache, v_cache, slot_mapping):
     k_cache[slot_mapping[keep]] = key[keep]
     v_cache[slot_mapping[keep]] = value[keep]
 
+
+
+def bytes_moved(key, value, k_cache, v_cache, slot_mapping):
+    """The fewest bytes: read every key/value row and slot, write the rows of non-padding tokens (not whole caches)."""
+    row = key[0].numel() * key.element_size()
+    kept = int((slot_mapping >= 0).sum())
+    return 2 * key.shape[0] * row + slot_mapping.numel() * slot_mapping.element_size() + 2 * kept * row

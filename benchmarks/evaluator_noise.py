@@ -1,0 +1,80 @@
+"""A/A noise test of the evaluator on the bundled rmsnorm task (7 shape cases), on a GPU.
+
+1. The baseline against an identical copy, evaluated N times: target |median ratio - 1| <= 0.5%, 0 of N promoted.
+2. Variants made slower by an extra partial pass: each must be measured slower (interval below 1) in every run.
+3. A variant known to be faster (single pass, row in registers): must be promoted.
+
+    python benchmarks/evaluator_noise.py --runs 20 --out results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from evaluator import Evaluator  # noqa: E402
+from variants import BASELINE, FASTER, TASK, slower, write  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--slow-runs", type=int, default=5)
+    p.add_argument("--fractions", type=int, nargs="+", default=[16, 8, 4])
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="noise-"))
+    same = write(tmp, "identical", BASELINE)
+    report: dict = {"task": "rmsnorm", "runs": args.runs, "rounds": args.rounds}
+    t0 = time.time()
+    with Evaluator(TASK, backend="cuda", rounds=args.rounds) as ev:
+        ev.prepare()
+        aa = [ev.submit(same).result() for _ in range(args.runs)]
+        report["env"] = aa[0].env
+        report["aa"] = [{"speedup": r.speedup, "ci": r.speedup_ci, "status": r.status,
+                         "cases": {c["name"]: c["ratio"] for c in r.cases}} for r in aa]
+        slow = {}
+        for f in args.fractions:
+            path = write(tmp, f"slower_1of{f}", slower(f))
+            rs = [ev.submit(path).result() for _ in range(args.slow_runs)]
+            slow[f] = [{"speedup": r.speedup, "ci": r.speedup_ci, "status": r.status,
+                        "detail": r.detail} for r in rs]
+        report["slower"] = slow
+        fast = ev.submit(write(tmp, "faster", FASTER)).result()
+        report["faster"] = {"speedup": fast.speedup, "ci": fast.speedup_ci, "status": fast.status,
+                            "cases": fast.cases}
+    report["wall_s"] = time.time() - t0
+
+    ratios = [r["speedup"] for r in report["aa"]]
+    med = statistics.median(ratios)
+    promoted = sum(r["status"] == "promoted" for r in report["aa"])
+    case_devs = {name: statistics.median(r["cases"][name] for r in report["aa"]) - 1 for name in report["aa"][0]["cases"]}
+    print(f"A/A: {args.runs} runs, median geomean ratio {med:.4f} (|dev| {abs(med - 1) * 100:.2f}%), "
+          f"min {min(ratios):.4f}, max {max(ratios):.4f}, promoted {promoted}/{args.runs}")
+    for name, dev in case_devs.items():
+        print(f"  A/A per case median deviation {name}: {dev * 100:+.2f}%")
+    for f, rs in slow.items():
+        sp = [r["speedup"] for r in rs]
+        below = sum(r["ci"] is not None and r["ci"][1] < 1.0 for r in rs)
+        print(f"slower 1/{f}: speedups {['%.4f' % s for s in sp if s is not None]}, interval below 1 in {below}/{len(rs)}"
+              f" {[r['status'] for r in rs]}")
+    print(f"faster: {fast.status} {fast.speedup:.3f}x CI {fast.speedup_ci}")
+    for c in fast.cases:
+        print(f"  {c['name']}: base {c['base_us']:.2f} us, cand {c['cand_us']:.2f} us, ratio {c['ratio']:.3f}, "
+              f"{c['cand_gbps']:.0f} GB/s ({c['cand_bw_fraction']:.0%} of copy), {c['method']}, copies {c['copies']}")
+    print(f"wall {report['wall_s']:.0f} s; env {json.dumps(report['env'])}")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from smithbot.cli import main
+
+main()

@@ -1,0 +1,120 @@
+"""The typer CLI: argument parsing and display only; the work is in ``api.py``."""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from evaluator import BackendError, EvalResult, TaskError
+from smithbot import __version__, api
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="smithbot makes LLM inference engines faster by contributing better Triton kernels upstream.")
+out = Console()
+err = Console(stderr=True)
+
+_STYLE = {"promoted": "bold green", "correct": "green", "flagged": "yellow", "incorrect": "red", "rejected": "red"}
+
+
+def _fail(msg: str) -> None:
+    err.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _table(task: str, results: list[EvalResult]) -> Table:
+    t = Table(title=f"{task}: {results[0].backend if results else ''}", show_lines=False)
+    for col in ("candidate", "status", "speedup [95% CI]", "why"):
+        t.add_column(col)
+    for r in results:
+        speed = f"{r.speedup:.3f}x [{r.speedup_ci[0]:.3f}, {r.speedup_ci[1]:.3f}]" if r.speedup and r.speedup_ci else "-"
+        why = "; ".join(r.flags) or (f"{r.reason}: {r.detail}" if r.reason else r.detail)
+        t.add_row(Path(r.candidate).name, f"[{_STYLE.get(r.status, 'magenta')}]{r.status}[/]", speed, why)
+    return t
+
+
+def _case_table(r: EvalResult) -> Table:
+    t = Table(title=f"{Path(r.candidate).name}: per case ({r.timing_method})")
+    for col in ("case", "base µs", "cand µs", "ratio [95% CI]", "GB/s", "of copy BW", "L2"):
+        t.add_column(col, justify="right")
+    for c in r.cases:
+        lo, hi = c["ratio_ci"]
+        t.add_row(c["name"], f"{c['base_us']:.2f}", f"{c['cand_us']:.2f}", f"{c['ratio']:.3f} [{lo:.3f}, {hi:.3f}]",
+                  f"{c['cand_gbps']:.0f}", f"{c['cand_bw_fraction']:.0%}", "cold" if c["l2_cold"] else "warm")
+    return t
+
+
+@app.command("eval")
+def eval_cmd(
+    task: str = typer.Argument(..., help="task directory, or a bundled task name (see `smithbot tasks`)"),
+    candidates: List[Path] = typer.Argument(..., help="candidate kernel.py files"),
+    backend: str = typer.Option("auto", help="cuda (time on a GPU), interpreter (CPU, correctness only) or auto"),
+    rounds: int = typer.Option(30, help="interleaved timing rounds per shape case"),
+    timeout: float = typer.Option(300.0, help="seconds per candidate, compile plus run"),
+    min_gain: float = typer.Option(0.02, help="promotion needs the interval's lower bound above 1 + this"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON results instead of tables"),
+) -> None:
+    """Evaluate candidates against a task's baseline: guard, compile, correctness, timing and a verdict."""
+    for c in candidates:
+        if not c.is_file():
+            _fail(f"{c}: candidate file does not exist")
+        try:
+            ast.parse(c.read_bytes(), filename=str(c))
+        except (SyntaxError, ValueError) as exc:
+            _fail(f"{c}: not a Python file (line {getattr(exc, 'lineno', '?')}: {getattr(exc, 'msg', exc)})")
+    try:
+        with err.status("evaluating (the first candidate also prepares the task)..."):
+            warnings, results = api.evaluate(task, list(candidates), backend=backend, timeout_s=timeout,
+                                             rounds=rounds, min_gain=min_gain)
+    except (TaskError, BackendError) as exc:
+        _fail(str(exc))
+        return
+    for w in warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+    if as_json:
+        for r in results:
+            print(json.dumps(r.to_dict()))
+        return
+    out.print(_table(task, results))
+    for r in results:
+        if r.cases:
+            out.print(_case_table(r))
+    if results and results[0].backend == "interpreter":
+        err.print("note: the interpreter backend checks correctness only; it does not predict GPU speed")
+
+
+@app.command("tasks")
+def tasks_cmd() -> None:
+    """List the bundled example tasks."""
+    from evaluator import load_task
+
+    t = Table(title="bundled tasks")
+    for col in ("name", "kind", "entry", "cases"):
+        t.add_column(col)
+    for name in api.bundled_tasks():
+        task = load_task(api.BUNDLED_TASKS / name)
+        t.add_row(name, task.kind, task.entry, ", ".join(c.name for c in task.cases))
+    out.print(t)
+
+
+@app.command("version")
+def version_cmd() -> None:
+    """Print smithbot's version."""
+    print(__version__)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+_ = Optional  # typer needs typing names at runtime on Python 3.10
