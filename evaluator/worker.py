@@ -124,7 +124,7 @@ class Worker:
         except Exception as exc:
             status, fatal = _classify(exc)
             tb = traceback.format_exc()
-            out.update(status=status, stage=stage, reason=type(exc).__name__,
+            out.update(status=status, stage=stage, reason=status if status in ("oom", "crash") else type(exc).__name__,
                        detail=f"{type(exc).__name__}: {exc}".strip()[:2000], fatal=fatal, log=tb[-4000:])
             return out
 

@@ -1,0 +1,58 @@
+"""Shared fixtures: one evaluator (and so one warm worker) per bundled task and backend for the whole session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from evaluator import Evaluator
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = ROOT / "smithbot" / "tasks"
+
+
+def has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if has_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+class EvaluatorCache:
+    def __init__(self) -> None:
+        self._evs: dict[tuple[str, str, float], Evaluator] = {}
+
+    def get(self, task: str, backend: str = "interpreter", timeout_s: float = 240.0) -> Evaluator:
+        key = (task, backend, timeout_s)
+        if key not in self._evs:
+            self._evs[key] = Evaluator(TASKS / task, backend=backend, timeout_s=timeout_s, rounds=10)
+        return self._evs[key]
+
+    def close(self) -> None:
+        for ev in self._evs.values():
+            ev.close()
+
+
+@pytest.fixture(scope="session")
+def evaluators() -> Iterator[EvaluatorCache]:
+    cache = EvaluatorCache()
+    yield cache
+    cache.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_interpreter_leak(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The parent never runs candidate code; the interpreter flag belongs to worker children only.
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    os.environ.pop("TRITON_INTERPRET", None)
