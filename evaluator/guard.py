@@ -55,6 +55,8 @@ ALLOWED_TORCH = {
     "size", "stride", "dim", "numel", "nelement", "element_size", "is_contiguous", "data_ptr", "storage_offset",
     "get_device", "is_floating_point", "is_cuda", "item", "tolist", "device", "dtype", "finfo", "iinfo", "Size",
     "is_tensor", "fill_", "zero_", "copy_", "clone", "detach", "cuda", "cpu",
+    "get_device_properties", "get_device_capability", "get_device_name", "current_device", "device_count",
+    "is_available",
 }
 _MODULE_LEVEL_CALLS = {"constexpr", "jit", "autotune", "heuristics", "Config"}
 _TRY = tuple(getattr(ast, n) for n in ("Try", "TryStar") if hasattr(ast, n))

@@ -1,0 +1,58 @@
+"""The static guard lets the bundled baselines and candidates through and blocks what the rules say."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluator import check
+from tests.conftest import TASKS
+from tests.evaluator.test_task import BUNDLED
+
+RMS = (TASKS / "rmsnorm" / "kernel.py").read_text()
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_sources_pass(name: str) -> None:
+    import yaml
+
+    entry = yaml.safe_load((TASKS / name / "task.yaml").read_text())["entry"]
+    base = (TASKS / name / "kernel.py").read_text()
+    assert check(base, base, entry).ok
+    for cand in (TASKS / name / "candidates").glob("*.py"):
+        assert check(base, cand.read_text(), entry).ok, cand
+
+
+@pytest.mark.parametrize("snippet, reason", [
+    ("    from torch import empty\n", "import"),
+    ("    x = getattr(torch, 'empty')\n", "forbidden"),
+    ("    t = x.__class__\n", "forbidden"),
+    ("    global eps\n", "state"),
+    ("    y = triton.testing.do_bench\n", "forbidden"),
+    ("    y = torch.load\n", "forbidden"),
+    ("    e = torch.cuda.Event(enable_timing=True)\n", "forbidden"),
+    ("    y = torch.matmul(x, x)\n", "torch_compute"),
+    ("    y = x.sum()\n", "torch_compute"),
+])
+def test_rules(snippet: str, reason: str) -> None:
+    anchor = "    hidden = x.shape[-1]\n"
+    res = check(RMS, RMS.replace(anchor, anchor + snippet), "rmsnorm")
+    assert (res.ok, res.reason) == (False, reason), res
+
+
+def test_allowed_launcher_code() -> None:
+    anchor = "    hidden = x.shape[-1]\n"
+    ok = ("    n = triton.next_power_of_2(hidden)\n    y = x.contiguous().view(-1).to(torch.float32)\n"
+          "    props = torch.cuda.get_device_properties(x.device) if x.is_cuda else None\n")
+    assert check(RMS, RMS.replace(anchor, anchor + ok), "rmsnorm").ok
+
+
+def test_module_level_constants_are_fine_but_state_is_not() -> None:
+    anchor = "# EVOLVE-BLOCK-START\n"
+    assert check(RMS, RMS.replace(anchor, anchor + "BLOCK_MAX = 8192\nSCALE = tl.constexpr(2)\n"), "rmsnorm").ok
+    for state in ("_buf = torch.empty(16)\n", "_cfg = [1, 2]\n", "CACHE = dict()\n"):
+        assert check(RMS, RMS.replace(anchor, anchor + state), "rmsnorm").reason == "state"
+
+
+def test_syntax_error() -> None:
+    res = check(RMS, RMS.replace("def rmsnorm(", "def rmsnorm(("), "rmsnorm")
+    assert (res.ok, res.reason) == (False, "syntax")
