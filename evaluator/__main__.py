@@ -53,11 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per candidate, compile plus run")
     p.add_argument("--rounds", type=int, default=30, help="interleaved timing rounds per case")
     p.add_argument("--min-gain", type=float, default=0.02, help="promotion needs the interval above 1 + this")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: one per visible GPU)")
+    p.add_argument("--workers-per-gpu", type=int, default=2,
+                   help="workers sharing each GPU: they compile in parallel and time in turns (default 2)")
     args = p.parse_args(argv)
     try:
         check_sources(args.candidates)
-        with Evaluator(args.task_dir, backend=args.backend, workers=args.workers, timeout_s=args.timeout,
+        with Evaluator(args.task_dir, backend=args.backend, workers_per_gpu=args.workers_per_gpu, timeout_s=args.timeout,
                        rounds=args.rounds, min_gain=args.min_gain) as ev:
             for w in ev.prepare():
                 print(f"warning: {w}", file=sys.stderr)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import guard
-from evaluator.env import scrubbed_environ
+from evaluator.env import cache_dir, scrubbed_environ
 from evaluator.result import EvalResult
 from evaluator.task import Task, TaskError, load_task
 
@@ -53,22 +53,26 @@ def resolve_backend(backend: str) -> str:
 class WorkerProcess:
     """One child process and the pipe it answers on."""
 
-    def __init__(self, backend: str, gpu: int | None, extra_env: dict[str, str] | None = None) -> None:
-        self.backend, self.gpu, self.extra_env = backend, gpu, extra_env or {}
+    def __init__(self, backend: str, gpu: int | None) -> None:
+        self.backend, self.gpu = backend, gpu
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = tempfile.NamedTemporaryFile(prefix="smithbot-worker-", suffix=".log", delete=False)
         self._buf = b""
 
     def _start(self) -> None:
         env = scrubbed_environ()
-        env.update(self.extra_env)
         env["PYTHONUNBUFFERED"] = "1"
         env.pop("TRITON_INTERPRET", None)
         if self.backend == "interpreter":
             env["TRITON_INTERPRET"] = "1"
             env["CUDA_VISIBLE_DEVICES"] = ""
         elif self.gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
+            visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d] or None
+            physical = visible[self.gpu] if visible and self.gpu < len(visible) else str(self.gpu)
+            env["CUDA_VISIBLE_DEVICES"] = physical
+            lock_dir = cache_dir()
+            lock_dir.mkdir(parents=True, exist_ok=True)
+            env["SMITHBOT_GPU_LOCK"] = str(lock_dir / f"gpu{physical}.lock")
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
         r, w = os.pipe()
@@ -156,12 +160,14 @@ def verdict(ans: dict[str, Any], min_gain: float) -> tuple[str, tuple[str, ...]]
 class Evaluator:
     """Evaluate candidates for one task: ``submit(path)`` returns a Future of an :class:`EvalResult`.
 
-    ``workers`` defaults to one per visible GPU on ``cuda`` and 1 on the interpreter. The first use of a task in a
+    ``workers_per_gpu`` workers share each visible GPU on ``cuda`` (default 2): they load and compile candidates in
+    parallel, and take the GPU in turns (a file lock) to check and time them, so no timing overlaps other GPU work.
+    The interpreter uses one worker. The first use of a task in a
     worker prepares it (loads the baseline, checks it against the reference, checks that zeros fail) under
     ``prepare_timeout_s``; each candidate then gets ``timeout_s`` for compile plus run.
     """
 
-    def __init__(self, task_dir: str | Path, backend: str = "auto", workers: int | None = None,
+    def __init__(self, task_dir: str | Path, backend: str = "auto", workers_per_gpu: int = 2,
                  timeout_s: float = 300.0, prepare_timeout_s: float = 900.0, rounds: int = 30,
                  min_gain: float = 0.02) -> None:
         self.task: Task = load_task(task_dir)
@@ -169,7 +175,7 @@ class Evaluator:
         self.baseline_src = self.task.kernel_path.read_text(encoding="utf-8")
         self.timeout_s, self.prepare_timeout_s, self.rounds, self.min_gain = timeout_s, prepare_timeout_s, rounds, min_gain
         gpus = _cuda_count() if self.backend == "cuda" else 0
-        n = workers or max(gpus, 1)
+        n = workers_per_gpu * gpus if gpus else 1
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         self._workers = [WorkerProcess(self.backend, (i % gpus) if gpus else None) for i in range(n)]
         self._prepared: set[int] = set()
@@ -250,7 +256,7 @@ class Evaluator:
             final, flags = verdict(ans, self.min_gain)
             s = ans["summary"]
             return self._result(path, final, "verdict", "", "", speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
-                                cases=tuple(ans["cases"]), flags=flags, timing_method=ans["cases"][0]["method"],
+                                cases=tuple(ans["cases"]), flags=flags, timing_method=",".join(sorted({c["method"] for c in ans["cases"]})),
                                 **common)
         finally:
             self._idle.put(w)

@@ -115,9 +115,10 @@ def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness:
     keep: dict[str, list[Any]] = {}
     for side, fn in (("base", base_fn), ("cand", cand_fn)):
         keep[side] = []
-        runs[side] = _sample(fn, [clone_args(args) for _ in range(copies)], keep[side])
-        for _ in range(3):  # warm-up: compiles every variant and runs autotuning before anything is timed
-            runs[side]()
+        bufs = [clone_args(args) for _ in range(copies)]
+        runs[side] = _sample(fn, bufs, keep[side])
+        for _ in range(2):  # warm-up: compiles every variant and runs autotuning before anything is timed
+            fn(**bufs[0])
     torch.cuda.synchronize()
     graphs = {side: _capture(run) for side, run in runs.items()}
     if all(g is not None for g in graphs.values()):

@@ -9,12 +9,14 @@ Requests: ``{"op": "prepare", "task": DIR}`` and ``{"op": "eval", "task": DIR, "
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -53,6 +55,22 @@ def _classify(exc: BaseException) -> tuple[str, bool]:
     return "runtime_error", False
 
 
+@contextlib.contextmanager
+def gpu_lock() -> Iterator[None]:
+    """Exclusive use of this worker's GPU while it checks and times, shared with the other workers on the same GPU
+    (named by SMITHBOT_GPU_LOCK). Loading and compiling a candidate happen outside the lock, in parallel."""
+    path = os.environ.get("SMITHBOT_GPU_LOCK")
+    if not path:
+        yield
+        return
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 class Worker:
     def __init__(self, backend: str) -> None:
         self.backend = backend
@@ -87,9 +105,8 @@ class Worker:
         return self.evaluate(prep, req)
 
     def evaluate(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {"warnings": prep.warnings, "env": self.env, "elapsed_s": {}}
+        out: dict[str, Any] = {"warnings": prep.warnings, "env": self.env, "elapsed_s": {}, "stage": "compile"}
         t0 = time.perf_counter()
-        stage = "compile"
         try:
             cand = getattr(load_module(req["candidate"], "candidate", prep.interpreter), prep.task.entry)
             for i, case in enumerate(prep.cases):  # compile every variant before checking anything
@@ -97,36 +114,39 @@ class Worker:
             if prep.device == "cuda":
                 torch.cuda.synchronize()
             out["elapsed_s"]["compile"] = time.perf_counter() - t0
-            t1 = time.perf_counter()
-            stage = "correctness"
-            for i, case in enumerate(prep.cases):
-                failure = correctness.check_case(prep.task, prep.base, cand, prep.harness, case, i, prep.device)
-                if failure is not None:
-                    out.update(status="incorrect", stage=stage, reason=failure.reason, detail=failure.detail)
-                    out["elapsed_s"]["correctness"] = time.perf_counter() - t1
-                    return out
-            out["elapsed_s"]["correctness"] = time.perf_counter() - t1
-            if prep.interpreter:
-                out.update(status="correct", stage="correctness")
-                return out
-            t2 = time.perf_counter()
-            stage = "timing"
-            from evaluator.timing import time_cases
-
-            if self.copy_gbps is None:
-                self.copy_gbps = copy_bandwidth_gbps(self.env)
-            timings, summary = time_cases(prep.base, cand, prep.harness, prep.cases, int(req.get("rounds", 30)),
-                                          int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps)
-            out["elapsed_s"]["timing"] = time.perf_counter() - t2
-            out.update(status="measured", stage="timing", cases=[t.as_dict() for t in timings], summary=summary,
-                       copy_gbps=self.copy_gbps)
-            return out
+            with gpu_lock():
+                return self._check_and_time(prep, cand, int(req.get("rounds", 30)), out)
         except Exception as exc:
             status, fatal = _classify(exc)
-            tb = traceback.format_exc()
-            out.update(status=status, stage=stage, reason=status if status in ("oom", "crash") else type(exc).__name__,
-                       detail=f"{type(exc).__name__}: {exc}".strip()[:2000], fatal=fatal, log=tb[-4000:])
+            out.update(status=status, reason=status if status in ("oom", "crash") else type(exc).__name__,
+                       detail=f"{type(exc).__name__}: {exc}".strip()[:2000], fatal=fatal,
+                       log=traceback.format_exc()[-4000:])
             return out
+
+    def _check_and_time(self, prep: _Prepared, cand: Any, rounds: int, out: dict[str, Any]) -> dict[str, Any]:
+        t1 = time.perf_counter()
+        out["stage"] = "correctness"
+        for i, case in enumerate(prep.cases):
+            failure = correctness.check_case(prep.task, prep.base, cand, prep.harness, case, i, prep.device)
+            if failure is not None:
+                out.update(status="incorrect", reason=failure.reason, detail=failure.detail)
+                out["elapsed_s"]["correctness"] = time.perf_counter() - t1
+                return out
+        out["elapsed_s"]["correctness"] = time.perf_counter() - t1
+        if prep.interpreter:
+            out["status"] = "correct"
+            return out
+        from evaluator.timing import time_cases
+
+        t2 = time.perf_counter()
+        out["stage"] = "timing"
+        if self.copy_gbps is None:
+            self.copy_gbps = copy_bandwidth_gbps(self.env)
+        timings, summary = time_cases(prep.base, cand, prep.harness, prep.cases, rounds,
+                                      int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps)
+        out["elapsed_s"]["timing"] = time.perf_counter() - t2
+        out.update(status="measured", cases=[t.as_dict() for t in timings], summary=summary, copy_gbps=self.copy_gbps)
+        return out
 
 
 def main() -> None:
