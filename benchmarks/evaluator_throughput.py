@@ -28,7 +28,7 @@ def main() -> None:
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="throughput-"))
     paths = [write(tmp, f"b{b}_w{w}", launch_variant(b, w))
-             for b in (128, 512, 1024, 2048) for w in (1, 2, 4, 8) if b // (32 * w) >= 1]
+             for b in (128, 256, 512, 1024, 2048, 4096) for w in (1, 2, 4, 8) if (b, w) != (256, 4)]
     with Evaluator(TASK, backend="cuda", rounds=args.rounds) as ev:
         t_prep = time.time()
         ev.prepare()

@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per candidate, compile plus run")
     p.add_argument("--rounds", type=int, default=30, help="interleaved timing rounds per case")
     p.add_argument("--min-gain", type=float, default=0.02, help="promotion needs the interval above 1 + this")
-    p.add_argument("--workers-per-gpu", type=int, default=2,
-                   help="workers sharing each GPU: they compile in parallel and time in turns (default 2)")
+    p.add_argument("--workers-per-gpu", type=int, default=3,
+                   help="workers sharing each GPU: they compile in parallel and time in turns (default 3)")
     args = p.parse_args(argv)
     try:
         check_sources(args.candidates)

@@ -160,14 +160,14 @@ def verdict(ans: dict[str, Any], min_gain: float) -> tuple[str, tuple[str, ...]]
 class Evaluator:
     """Evaluate candidates for one task: ``submit(path)`` returns a Future of an :class:`EvalResult`.
 
-    ``workers_per_gpu`` workers share each visible GPU on ``cuda`` (default 2): they load and compile candidates in
+    ``workers_per_gpu`` workers share each visible GPU on ``cuda`` (default 3): they load and compile candidates in
     parallel, and take the GPU in turns (a file lock) to check and time them, so no timing overlaps other GPU work.
     The interpreter uses one worker. The first use of a task in a
     worker prepares it (loads the baseline, checks it against the reference, checks that zeros fail) under
     ``prepare_timeout_s``; each candidate then gets ``timeout_s`` for compile plus run.
     """
 
-    def __init__(self, task_dir: str | Path, backend: str = "auto", workers_per_gpu: int = 2,
+    def __init__(self, task_dir: str | Path, backend: str = "auto", workers_per_gpu: int = 3,
                  timeout_s: float = 300.0, prepare_timeout_s: float = 900.0, rounds: int = 30,
                  min_gain: float = 0.02) -> None:
         self.task: Task = load_task(task_dir)
