@@ -8,14 +8,13 @@ cannot run here, inputs that do not fit in memory).
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 from pathlib import Path
 
 from evaluator.pool import BackendError, Evaluator
 from evaluator.result import EvalResult
-from evaluator.task import TaskError
+from evaluator.task import TaskError, check_candidate_files
 
 
 def summary_line(r: EvalResult) -> str:
@@ -25,19 +24,6 @@ def summary_line(r: EvalResult) -> str:
         return f"{name}: {r.status} {r.speedup:.3f}x [{lo:.3f}, {hi:.3f}] {' '.join(r.flags)}".rstrip()
     tail = f" ({r.reason}: {r.detail})" if r.reason or r.detail else ""
     return f"{name}: {r.status}{tail}"
-
-
-def check_sources(candidates: list[str]) -> None:
-    """Bad input is refused before any work: every candidate must exist and parse as Python."""
-    for c in candidates:
-        path = Path(c)
-        if not path.is_file():
-            raise TaskError(f"{c}: candidate file does not exist")
-        try:
-            ast.parse(path.read_bytes(), filename=c)
-        except (SyntaxError, ValueError) as exc:
-            line = getattr(exc, "lineno", None)
-            raise TaskError(f"{c}: not a Python file (line {line}: {getattr(exc, 'msg', exc)})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="workers sharing each GPU: they compile in parallel and time in turns (default 3)")
     args = p.parse_args(argv)
     try:
-        check_sources(args.candidates)
+        check_candidate_files(args.candidates)
         with Evaluator(args.task_dir, backend=args.backend, workers_per_gpu=args.workers_per_gpu, timeout_s=args.timeout,
                        rounds=args.rounds, min_gain=args.min_gain) as ev:
             for w in ev.prepare():

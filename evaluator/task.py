@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,3 +225,16 @@ def load_task(path: str | Path) -> Task:
     return Task(root=root.resolve(), id=task_id, kind=kind, entry=entry, description=description.strip(),
                 provenance=provenance, cases=tuple(cases), seeds=seeds,
                 deterministic=c.boolean(data.get("deterministic", True), "deterministic"), tunables=dict(tunables))
+
+
+def check_candidate_files(paths: list[str] | list[Path]) -> None:
+    """Refuse bad input before any work: every candidate must exist and parse as Python. Raises TaskError."""
+    for p in paths:
+        path = Path(p)
+        if not path.is_file():
+            raise TaskError(f"{p}: candidate file does not exist")
+        try:
+            ast.parse(path.read_bytes(), filename=str(p))
+        except (SyntaxError, ValueError) as exc:
+            line = getattr(exc, "lineno", None)
+            raise TaskError(f"{p}: not a Python file (line {line}: {getattr(exc, 'msg', exc)})") from None

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from evaluator import BackendError, EvalResult, TaskError
+from evaluator.task import check_candidate_files
 from smithbot import __version__, api
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -61,14 +61,8 @@ def eval_cmd(
     as_json: bool = typer.Option(False, "--json", help="print JSON results instead of tables"),
 ) -> None:
     """Evaluate candidates against a task's baseline: guard, compile, correctness, timing and a verdict."""
-    for c in candidates:
-        if not c.is_file():
-            _fail(f"{c}: candidate file does not exist")
-        try:
-            ast.parse(c.read_bytes(), filename=str(c))
-        except (SyntaxError, ValueError) as exc:
-            _fail(f"{c}: not a Python file (line {getattr(exc, 'lineno', '?')}: {getattr(exc, 'msg', exc)})")
     try:
+        check_candidate_files(candidates)
         with err.status("evaluating (the first candidate also prepares the task)..."):
             warnings, results = api.evaluate(task, list(candidates), backend=backend, timeout_s=timeout,
                                              rounds=rounds, min_gain=min_gain)
@@ -116,5 +110,3 @@ def main() -> None:
         err.print("interrupted")
         sys.exit(130)
 
-
-_ = Optional  # typer needs typing names at runtime on Python 3.10
