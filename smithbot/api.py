@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluator import EvalResult, Evaluator, TaskError, load_task
+from evaluator import EvalResult, Evaluator, TaskError
 
 BUNDLED_TASKS = Path(__file__).resolve().parent / "tasks"
 
@@ -28,7 +28,6 @@ def evaluate(task: str | Path, candidates: list[str | Path], backend: str = "aut
              rounds: int = 30, min_gain: float = 0.02) -> tuple[list[str], list[EvalResult]]:
     """Evaluate candidate files against a task's baseline. Returns the task's warnings and one result each."""
     root = resolve_task(task)
-    load_task(root)
     with Evaluator(root, backend=backend, timeout_s=timeout_s, rounds=rounds, min_gain=min_gain) as ev:
         warnings = ev.prepare()
         return warnings, ev.evaluate(list(candidates))
