@@ -95,12 +95,16 @@ _PROV_KEYS = {"repo": True, "commit": False, "definitions": False}
 _DEF_KEYS = {"name": True, "path": True, "qualname": True}
 
 
-class _Checker:
+class YamlChecker:
+    """Validation helpers whose errors name the file and the key (shared with smithbot's config loader)."""
+
     def __init__(self, file: Path) -> None:
         self.file = file
 
-    def fail(self, key: str, msg: str) -> TaskError:
-        return TaskError(f"{self.file}: {key}: {msg}")
+    error: type[Exception] = TaskError
+
+    def fail(self, key: str, msg: str) -> Exception:
+        return self.error(f"{self.file}: {key}: {msg}")
 
     def mapping(self, value: Any, key: str, spec: dict[str, bool]) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -137,6 +141,19 @@ class _Checker:
         return value
 
 
+def read_yaml(file: Path, error: type[Exception] = TaskError) -> Any:
+    """Parse a YAML file; a syntax error becomes one line naming the file and the line."""
+    try:
+        return yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "?"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise error(f"{file}: {where}: malformed YAML: {problem}") from None
+    except UnicodeDecodeError:
+        raise error(f"{file}: not UTF-8 text") from None
+
+
 def load_task(path: str | Path) -> Task:
     """Load and validate a task directory. Raises :class:`TaskError` with one line on any problem."""
     root = Path(path)
@@ -146,16 +163,8 @@ def load_task(path: str | Path) -> Task:
     for needed in (file, root / "kernel.py", root / "harness.py"):
         if not needed.is_file():
             raise TaskError(f"{needed}: missing (a task directory holds task.yaml, kernel.py and harness.py)")
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "?"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise TaskError(f"{file}: {where}: malformed YAML: {problem}") from None
-    except UnicodeDecodeError:
-        raise TaskError(f"{file}: not UTF-8 text") from None
-    c = _Checker(file)
+    data = read_yaml(file)
+    c = YamlChecker(file)
     data = c.mapping(data, "", _TOP_KEYS)
     task_id = c.string(data["id"], "id", _NAME)
     kind = c.choice(data["kind"], "kind", KINDS)

@@ -1,0 +1,172 @@
+"""Target YAML (``targets/*.yaml``) loaded into frozen dataclasses and validated: unknown keys are errors, and every
+error is one line naming the file and the key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evaluator.task import YamlChecker, read_yaml
+
+TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets"
+if not TARGETS_DIR.is_dir():  # installed: targets/ ships as the smithbot.targets package
+    TARGETS_DIR = Path(__file__).resolve().parent / "targets"
+
+MODEL_KEYS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "moe_intermediate", "experts", "top_k", "vocab")
+
+
+class ConfigError(Exception):
+    """A target or model YAML is invalid, or names something that does not exist. One line."""
+
+
+class _Checker(YamlChecker):
+    error = ConfigError
+
+    def str_list(self, value: Any, key: str) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(key, "must be a list of strings")
+        return tuple(value)
+
+    def int_list(self, value: Any, key: str) -> tuple[int, ...]:
+        if not isinstance(value, list) or not value:
+            raise self.fail(key, "must be a non-empty list of positive integers")
+        return tuple(self.positive_int(v, f"{key}[{i}]") for i, v in enumerate(value))
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    name: str
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    experts: int = 0
+    top_k: int = 0
+    moe_intermediate: int = 0
+
+
+@dataclass(frozen=True)
+class Hints:
+    hot_paths: tuple[str, ...] = ()
+    model_paths: tuple[str, ...] = ()
+    fallback_markers: tuple[str, ...] = ("is_hip", "is_npu", "is_xpu")
+    cuda_markers: tuple[str, ...] = ("is_cuda",)
+    custom_jit_decorators: tuple[str, ...] = ()
+    external_modules: tuple[str, ...] = ("sgl_kernel", "deep_gemm", "flashinfer", "aiter", "einops", "fla", "vllm")
+
+
+@dataclass(frozen=True)
+class Conventions:
+    formatter: tuple[str, ...] = ()
+    test_layout: str = "tests/test_{op}.py"
+    pr_style: str = "generic"
+    max_open_prs: int = 1
+    quote_style: str = "double"
+    header: str = ""
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    repo: str  # a git URL, or a path (relative to targets/) for bundled sources
+    branch: str
+    sparse_paths: tuple[str, ...]
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    hints: Hints
+    stubs: dict[str, Any]
+    models: tuple[ModelPreset, ...]
+    decode_batch: tuple[int, ...]
+    prefill_tokens: tuple[int, ...]
+    conventions: Conventions
+    file: Path | None = None
+
+    @property
+    def bundled(self) -> bool:
+        return "://" not in self.repo and not self.repo.startswith("git@")
+
+
+_TOP = {"name": True, "repo": True, "branch": False, "sparse_paths": False, "include": False, "exclude": False,
+        "hints": False, "stubs": False, "models": True, "regimes": True, "conventions": False}
+_HINTS = {k: False for k in Hints.__dataclass_fields__}
+_CONV = {k: False for k in Conventions.__dataclass_fields__}
+_REGIMES = {"decode_batch": True, "prefill_tokens": True}
+_MODEL = {k: k in ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab") for k in MODEL_KEYS}
+
+
+def load_models(file: Path | None = None) -> dict[str, ModelPreset]:
+    file = file or TARGETS_DIR / "models.yaml"
+    c = _Checker(file)
+    data = read_yaml(file, ConfigError)
+    if not isinstance(data, dict):
+        raise c.fail("", "must map model names to their config numbers")
+    out = {}
+    for name, raw in data.items():
+        raw = c.mapping(raw, str(name), _MODEL)
+        nums = {}
+        for k, v in raw.items():
+            if k in ("experts", "top_k", "moe_intermediate") and v == 0:
+                nums[k] = 0
+            else:
+                nums[k] = c.positive_int(v, f"{name}.{k}")
+        out[str(name)] = ModelPreset(name=str(name), **nums)
+    return out
+
+
+def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Target:
+    c = _Checker(file)
+    data = c.mapping(read_yaml(file, ConfigError), "", _TOP)
+    models = models if models is not None else load_models()
+    hints_raw = c.mapping(data.get("hints") or {}, "hints", _HINTS)
+    hints = Hints(**{k: c.str_list(v, f"hints.{k}") for k, v in hints_raw.items()})
+    conv_raw = c.mapping(data.get("conventions") or {}, "conventions", _CONV)
+    conv: dict[str, Any] = {}
+    for k, v in conv_raw.items():
+        key = f"conventions.{k}"
+        conv[k] = c.str_list(v, key) if k == "formatter" else c.positive_int(v, key) if k == "max_open_prs" \
+            else c.string(v, key)
+    preset_names = c.str_list(data["models"], "models")
+    for i, n in enumerate(preset_names):
+        if n not in models:
+            raise c.fail(f"models[{i}]", f"unknown model preset {n!r} (known: {', '.join(models)})")
+    regimes = c.mapping(data["regimes"], "regimes", _REGIMES)
+    stubs = data.get("stubs") or {}
+    if not isinstance(stubs, dict):
+        raise c.fail("stubs", "must map runtime helper names to the values they return")
+    return Target(
+        name=c.string(data["name"], "name"), repo=c.string(data["repo"], "repo"),
+        branch=c.string(data.get("branch", "main"), "branch"),
+        sparse_paths=c.str_list(data.get("sparse_paths", []), "sparse_paths"),
+        include=c.str_list(data.get("include", ["**/*.py"]), "include"),
+        exclude=c.str_list(data.get("exclude", []), "exclude"),
+        hints=hints, stubs=dict(stubs), models=tuple(models[n] for n in preset_names),
+        decode_batch=c.int_list(regimes["decode_batch"], "regimes.decode_batch"),
+        prefill_tokens=c.int_list(regimes["prefill_tokens"], "regimes.prefill_tokens"),
+        conventions=Conventions(**conv), file=file)
+
+
+def target_names() -> list[str]:
+    return sorted(p.stem for p in TARGETS_DIR.glob("*.yaml") if p.stem != "models")
+
+
+def get_target(name: str) -> Target:
+    """A bundled target by name. Raises ConfigError for an unknown name, listing the known ones."""
+    file = TARGETS_DIR / f"{name}.yaml"
+    if name == "models" or not file.is_file():
+        raise ConfigError(f"unknown target {name!r} (known: {', '.join(target_names())}; or pass a git URL or a path)")
+    return load_target(file)
+
+
+def generic_target(repo: str) -> Target:
+    """Defaults for any git URL or local path that is not a bundled target."""
+    models = load_models()
+    name = Path(repo.rstrip("/")).name.removesuffix(".git") or "target"
+    return Target(name=name, repo=repo, branch="", sparse_paths=(), include=("**/*.py",),
+                  exclude=("**/test/**", "**/tests/**", "**/benchmark*/**", "**/.git/**"), hints=Hints(), stubs={},
+                  models=tuple(models.values()), decode_batch=(1, 8, 64, 256), prefill_tokens=(512, 4096, 16384),
+                  conventions=Conventions(), file=None)
+
+
