@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -14,6 +14,8 @@ from rich.table import Table
 from evaluator import BackendError, EvalResult, TaskError
 from evaluator.task import check_candidate_files
 from smithbot import __version__, api
+from smithbot.config import ConfigError, get_target, target_names
+from smithbot.repo import RepoError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="smithbot makes LLM inference engines faster by contributing better Triton kernels upstream.")
@@ -95,6 +97,64 @@ def tasks_cmd() -> None:
         task = load_task(api.BUNDLED_TASKS / name)
         t.add_row(name, task.kind, task.entry, ", ".join(c.name for c in task.cases))
     out.print(t)
+
+
+@app.command("targets")
+def targets_cmd() -> None:
+    """List the bundled targets (any git URL or local path also works as a target)."""
+    t = Table(title="targets")
+    for col in ("name", "repository", "include", "models", "open-PR cap"):
+        t.add_column(col)
+    try:
+        for name in target_names():
+            tg = get_target(name)
+            t.add_row(name, tg.repo if not tg.bundled else f"bundled ({tg.repo}/)", ", ".join(tg.include),
+                      ", ".join(m.name for m in tg.models), str(tg.conventions.max_open_prs))
+    except ConfigError as exc:
+        _fail(str(exc))
+    out.print(t)
+
+
+@app.command("scan")
+def scan_cmd(
+    target: str = typer.Argument("demo", help="a bundled target (see `smithbot targets`), a git URL or a local path"),
+    source: Optional[Path] = typer.Option(None, help="scan this existing checkout; no network"),
+    rev: Optional[str] = typer.Option(None, help="pin a commit, tag or branch"),
+    profile: Optional[Path] = typer.Option(None, help="torch-profiler Chrome trace: rank by measured GPU time"),
+    as_json: bool = typer.Option(False, "--json", help="print the ranked kernels as JSON"),
+    limit: int = typer.Option(30, help="rows to show (0: all)"),
+    show_all: bool = typer.Option(False, "--all", help="also list helpers and kernels that are never launched"),
+) -> None:
+    """Find a target's Triton kernels, link their launches and wrappers, and rank them by hotness."""
+    from rich.progress import Progress
+
+    try:
+        with Progress(console=err, transient=True) as bar:
+            task_id = bar.add_task("parsing", total=None)
+            result = api.scan(target, str(source) if source else None, rev, str(profile) if profile else None,
+                              progress=lambda n, total: bar.update(task_id, completed=n, total=total))
+    except (ConfigError, RepoError) as exc:
+        _fail(str(exc))
+        return
+    sites = [s for s in result.sites if show_all or s.role == "launched"]
+    shown = sites[:limit] if limit else sites
+    if as_json:
+        print(json.dumps([s.to_dict() for s in shown], indent=1))
+    else:
+        t = Table(title=f"{result.target.name} @ {(result.checkout.commit or 'bundled')[:12]}: "
+                        f"{len(sites)} kernels", show_lines=False)
+        for col in ("#", "kernel", "file:line", "wrapper", "family", "class", "hotness", "why"):
+            t.add_column(col, overflow="fold")
+        for i, s in enumerate(shown, 1):
+            wrapper = ", ".join(sorted({la.wrapper for la in s.launches})) or "-"
+            cls = s.extraction + (f" ({', '.join(s.blockers[:3])})" if s.blockers else "")
+            t.add_row(str(i), s.name, f"{s.path}:{s.line}", wrapper, s.family, cls, f"{s.hotness:g}",
+                      "; ".join(s.reasons))
+        out.print(t)
+    for path, why in result.errors:
+        err.print(f"[yellow]skipped[/yellow] {path}: {why}", highlight=False)
+    err.print(f"{result.files} files, {result.parsed} parsed, {result.cached} from cache; "
+              f"wrote {result.path}", highlight=False)
 
 
 @app.command("version")

@@ -1,0 +1,132 @@
+"""Walk a checkout, keep the files that can hold Triton code, and analyse them in parallel behind a content cache.
+
+- byte prefilter: a file is parsed only if it mentions triton and a decorator, or holds a ``](`` launch;
+- cache: one JSON file per (parser version, custom decorators, file content) hash, so a warm re-scan parses nothing;
+- a process pool for the misses, with a progress callback;
+- a file that fails to parse is reported and skipped; the scan goes on.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from smithbot.scan.parse import analyze
+
+PARSER_VERSION = "1"
+POOL_MIN_FILES = 24  # below this, starting processes costs more than it saves
+
+
+@dataclass(frozen=True)
+class Indexed:
+    facts: list[dict[str, Any]]  # per parsed file, from parse.analyze
+    errors: list[tuple[str, str]]  # (path, why) for files that failed to parse
+    texts: dict[str, bytes]  # every included file's bytes (for cheap reference searches)
+    parsed: int  # files analysed now (cache misses)
+    cached: int  # files answered from the cache
+
+
+def matches(rel: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(rel, p) or (p.startswith("**/") and fnmatch.fnmatchcase(rel, p[3:]))
+               for p in patterns)
+
+
+def _walk_roots(root: Path, include: tuple[str, ...]) -> list[Path]:
+    """The fixed directory prefixes of the include globs, so the walk skips trees no pattern can match."""
+    roots = set()
+    for pattern in include:
+        fixed = []
+        for part in pattern.split("/")[:-1]:
+            if any(ch in part for ch in "*?["):
+                break
+            fixed.append(part)
+        roots.add("/".join(fixed))
+    if "" in roots:
+        return [root]
+    return [root / r for r in sorted(roots) if not any(r.startswith(o + "/") for o in roots)]
+
+
+def list_files(root: Path, include: tuple[str, ...], exclude: tuple[str, ...]) -> list[str]:
+    out = []
+    for top in _walk_roots(root, include):
+        out.extend(_walk(root, top, include, exclude))
+    return sorted(out)
+
+
+def _walk(root: Path, top: Path, include: tuple[str, ...], exclude: tuple[str, ...]) -> list[str]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for f in filenames:
+            if f.endswith(".py"):
+                rel = os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
+                if matches(rel, include) and not matches(rel, exclude):
+                    out.append(rel)
+    return out
+
+
+def prefilter(data: bytes, custom_jit: tuple[str, ...]) -> bool:
+    if b"](" in data:
+        return True
+    return b"triton" in data and (b"jit" in data or b"autotune" in data or any(c.encode() in data for c in custom_jit))
+
+
+def _work(job: tuple[str, bytes, tuple[str, ...]]) -> dict[str, Any]:
+    return analyze(*job)
+
+
+def index(root: Path, include: tuple[str, ...], exclude: tuple[str, ...], custom_jit: tuple[str, ...],
+          cache_dir: Path, workers: int | None = None,
+          progress: Callable[[int, int], None] | None = None) -> Indexed:
+    texts = {rel: (root / rel).read_bytes() for rel in list_files(root, include, exclude)}
+    salt = f"{PARSER_VERSION}|{','.join(custom_jit)}|".encode()
+    facts: list[dict[str, Any]] = []
+    misses: list[tuple[str, str]] = []
+    for rel, data in texts.items():
+        if not prefilter(data, custom_jit):
+            continue
+        key = hashlib.sha256(salt + data).hexdigest()
+        path = cache_dir / key[:2] / f"{key}.json"
+        try:
+            cached = json.loads(path.read_text())
+            cached["path"] = rel  # the same content may live at another path
+            facts.append(cached)
+        except (OSError, ValueError):
+            misses.append((rel, key))
+    cached_n = len(facts)
+    jobs = [(rel, texts[rel], custom_jit) for rel, _ in misses]
+    n_workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
+    if len(jobs) >= POOL_MIN_FILES and n_workers > 1:
+        with ProcessPoolExecutor(max_workers=n_workers) as pool:
+            results = pool.map(_work, jobs, chunksize=max(1, len(jobs) // (4 * n_workers)))
+            done = _collect(results, misses, cache_dir, facts, len(jobs), progress)
+    else:
+        done = _collect(map(_work, jobs), misses, cache_dir, facts, len(jobs), progress)
+    errors = [(f["path"], f["error"]) for f in facts if "error" in f]
+    return Indexed(facts=[f for f in facts if "error" not in f], errors=errors, texts=texts, parsed=done,
+                   cached=cached_n)
+
+
+def _collect(results: Any, misses: list[tuple[str, str]], cache_dir: Path, facts: list[dict[str, Any]], total: int,
+             progress: Callable[[int, int], None] | None) -> int:
+    n = 0
+    for (_, key), result in zip(misses, results):
+        facts.append(result)
+        path = cache_dir / key[:2] / f"{key}.json"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(result))
+            tmp.replace(path)
+        except OSError:
+            pass  # an unwritable cache only costs a re-parse next time
+        n += 1
+        if progress is not None:
+            progress(n, total)
+    return n

@@ -1,0 +1,185 @@
+"""Link launches to kernels across files, classify each kernel and rank it by hotness, with the reasons.
+
+Hotness is a sum of named terms, so a maintainer can see why a kernel is ranked where it is:
+- family prior (attention and MoE compute weigh most);
+- called from model or layer code (a model-path file names its wrapper);
+- in a target hot path;
+- on the CUDA dispatch branch (+), or reachable only on a fallback branch (is_hip, is_npu...: a large penalty);
+- measured GPU time from a profiler trace, when given, dominates everything else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+from smithbot.config import Target
+from smithbot.scan.index import Indexed, matches
+from smithbot.types import KernelSite, LaunchSite
+
+# (family, prior, keywords matched against the kernel name first, then its path), first match wins
+FAMILIES: tuple[tuple[str, float, tuple[str, ...]], ...] = (
+    ("attention metadata", 2.0, ("metadata", "page_table", "cu_seqlens", "kv_indices", "kv_indptr", "seq_lens")),
+    ("kv cache", 2.0, ("kv_cache", "kvcache", "store_kv", "kv_buffer", "mem_cache", "_store_kernel", "kv_pool")),
+    ("linear attention / ssm", 1.5, ("mamba", "ssm", "gdn", "gated_delta", "fla", "linear_attn", "lightning",
+                                     "causal_conv", "conv1d", "recurrent", "chunk_")),
+    ("rotary", 2.0, ("rotary", "rope")),
+    ("moe routing", 2.0, ("topk", "top_k", "routing", "router", "align", "expert_count", "grouped_topk", "moe_sum")),
+    ("moe compute", 3.0, ("fused_moe", "moe", "expert")),
+    ("attention", 3.0, ("attention", "attn", "decode", "prefill", "extend", "flash", "mla")),
+    ("sampling / speculative", 2.0, ("sampl", "speculative", "eagle", "spec_", "logit", "penalt", "verify")),
+    ("quantization", 1.5, ("quant", "fp8", "int8", "w8a8", "fp4", "mxfp", "scale")),
+    ("norms", 2.0, ("rmsnorm", "rms_norm", "layernorm", "layer_norm", "norm")),
+    ("activation", 2.0, ("silu", "gelu", "swiglu", "act_and_mul", "activation", "softplus")),
+    ("gemm / lora", 2.0, ("gemm", "matmul", "lora", "sgmv", "bmm", "_mm_")),
+)
+_IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+DEFAULT_MODEL_PATHS = ("**/models/**", "**/layers/**", "**/model_executor/**", "**/nn/**")
+
+
+def family_of(name: str, path: str) -> tuple[str, float]:
+    for text in (name.lower(), path.lower()):
+        for fam, prior, words in FAMILIES:
+            if any(w in text for w in words):
+                return fam, prior
+    return "other", 1.0
+
+
+def _branch_kind(branches: list[dict[str, str]], target: Target) -> tuple[bool, bool, str]:
+    """(fallback_only, cuda_branch, description) for a launch's enclosing if-tests."""
+    fallback = cuda = False
+    desc = []
+    for b in branches:
+        test, part = b["test"], b["in"]
+        names = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", test))
+        negated = test.lstrip().startswith("not ")
+        positive = (part == "body") != negated
+        if names & set(target.hints.fallback_markers):
+            if positive:
+                fallback = True
+            else:
+                cuda = True
+        if names & set(target.hints.cuda_markers):
+            if positive:
+                cuda = True
+            else:
+                fallback = True
+        desc.append(f"if {test}: [{part}]")
+    return fallback and not cuda, cuda, "; ".join(desc)
+
+
+def link(idx: Indexed, target: Target, profile_us: dict[str, float] | None = None) -> list[KernelSite]:
+    kernels: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    by_module = {f["module"]: f for f in idx.facts}
+    for f in idx.facts:
+        for k in f["kernels"]:
+            kernels[(f["module"], k["name"])].append({**k, "path": f["path"], "module": f["module"]})
+
+    launches: dict[tuple[str, str], list[LaunchSite]] = defaultdict(list)
+    wrapper_names: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for f in idx.facts:
+        for la in f["launches"]:
+            key = _resolve_launch(la, f, kernels, by_module)
+            if key is None:
+                continue
+            fb, cuda, desc = _branch_kind(la["branches"], target)
+            launches[key].append(LaunchSite(path=f["path"], line=la["line"], wrapper=la["wrapper"], grid=la["grid"],
+                                            kwargs=tuple(la["kwargs"]), branch=desc, fallback_only=fb,
+                                            cuda_branch=cuda))
+            wrapper_names[key].add(la["wrapper"].split(".")[0])
+
+    called_from_kernels = {c.split(".")[-1] for defs in kernels.values() for k in defs for c in k["calls"]}
+    model_paths = target.hints.model_paths or DEFAULT_MODEL_PATHS
+    mentioned: dict[str, list[str]] = defaultdict(list)  # identifier -> model/layer files that mention it
+    for p, text in idx.texts.items():
+        if matches(p, model_paths):
+            for tok in set(_IDENT.findall(text)):
+                mentioned[tok.decode()].append(p)
+    sites = []
+    for key, defs in kernels.items():
+        for k in defs:
+            sites.append(_site(k, launches.get(key, []), wrapper_names.get(key, set()), called_from_kernels,
+                               mentioned, by_module, target, profile_us or {}))
+    sites.sort(key=lambda s: (-(s.measured_us or 0.0), -s.hotness, s.path, s.line))
+    return sites
+
+
+def _resolve_launch(la: dict[str, Any], f: dict[str, Any], kernels: dict[tuple[str, str], list], by_module: dict
+                    ) -> tuple[str, str] | None:
+    name = la["kernel"]
+    if "." not in name and (f["module"], name) in kernels:
+        return f["module"], name
+    resolved = la["resolved"]
+    mod, _, attr = resolved.rpartition(".")
+    if (mod, attr) in kernels:
+        return mod, attr
+    # a package re-export: from pkg import kernel, where pkg/__init__.py imports it from a submodule
+    init = by_module.get(mod)
+    if init is not None and attr in init["imports"]:
+        mod2, _, attr2 = init["imports"][attr].rpartition(".")
+        if (mod2, attr2) in kernels:
+            return mod2, attr2
+    last = name.split(".")[-1]  # self._kernel or obj.kernel: the same module's kernel of that name
+    if (f["module"], last) in kernels:
+        return f["module"], last
+    return None
+
+
+def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], called_from_kernels: set[str],
+          mentioned: dict[str, list[str]], by_module: dict[str, dict[str, Any]], target: Target,
+          profile_us: dict[str, float]) -> KernelSite:
+    facts = by_module[k["module"]]
+    family, prior = family_of(k["name"], k["path"])
+    role = "launched" if launches else ("helper" if k["name"] in called_from_kernels else "unused")
+    reasons = [f"{family} +{prior:g}"]
+    score = prior
+    if launches and all(la.fallback_only for la in launches):
+        score -= 6.0
+        reasons.append(f"fallback-only ({launches[0].branch}) -6")
+    elif any(la.cuda_branch for la in launches):
+        score += 1.0
+        reasons.append("CUDA branch +1")
+    callers = sorted({p for w in wrappers for p in mentioned.get(w, ()) if p != k["path"]})
+    if callers:
+        score += 3.0
+        reasons.append(f"called from {callers[0]}{' and more' if len(callers) > 1 else ''} +3")
+    if matches(k["path"], target.hints.hot_paths):
+        score += 2.0
+        reasons.append("hot path +2")
+    if role != "launched":
+        score -= 4.0
+        reasons.append(f"{role}, not launched -4")
+    measured = profile_us.get(k["name"])
+    if measured:
+        reasons.insert(0, f"measured {measured:.1f} us")
+    extraction, blockers = _extraction_class(k, facts, wrappers, target)
+    return KernelSite(name=k["name"], qualname=k["qualname"], path=k["path"], line=k["line"], module=k["module"],
+                      form=k["form"], autotune=k["autotune"], heuristics=k["heuristics"], nested=k["nested"],
+                      conditional=k["conditional"], role=role, launches=tuple(launches), family=family,
+                      extraction=extraction, blockers=tuple(blockers), hotness=round(score, 2),
+                      reasons=tuple(reasons), measured_us=measured)
+
+
+def _extraction_class(k: dict[str, Any], facts: dict[str, Any], wrappers: set[str], target: Target
+                      ) -> tuple[str, list[str]]:
+    """torch+triton | stubs | cross-file | external, with the names that put the kernel there."""
+    imports = facts["imports"]
+    own = {fn["qualname"].split(".")[0]: fn for fn in facts["functions"]}
+    used = set(k["names"]) | set(c.split(".")[0] for c in k["calls"])
+    for w in wrappers:
+        fn = own.get(w)
+        if fn is not None:
+            used |= set(fn["names"]) | set(c.split(".")[0] for c in fn["calls"])
+    external = sorted({imports[n].split(".")[0] for n in used if n in imports
+                       and imports[n].split(".")[0] in target.hints.external_modules})
+    if external:
+        return "external", external
+    package = facts["module"].split(".")[0]
+    cross = sorted(n for n in used if n in imports and imports[n].split(".")[0] == package and n not in target.stubs)
+    stubbed = sorted(n for n in used if n in target.stubs)
+    if cross:
+        return "cross-file", cross
+    if stubbed or any(n in facts["tl_aliases"] for n in used):
+        return "stubs", stubbed + sorted(n for n in used if n in facts["tl_aliases"])
+    return "torch+triton", []

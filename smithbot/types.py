@@ -1,0 +1,51 @@
+"""Value types shared between stages, as frozen dataclasses (the evaluator's own types live in ``evaluator``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LaunchSite:
+    path: str
+    line: int
+    wrapper: str  # qualified name of the enclosing function, or "<module>"
+    grid: str
+    kwargs: tuple[str, ...]
+    branch: str  # the enclosing if-tests, e.g. "if is_hip(): [body]"; "" when unconditional
+    fallback_only: bool  # reached only on a non-CUDA dispatch branch
+    cuda_branch: bool  # explicitly on the CUDA branch
+
+
+@dataclass(frozen=True)
+class KernelSite:
+    """One Triton kernel definition, its launches, and how it ranks."""
+
+    name: str
+    qualname: str
+    path: str
+    line: int
+    module: str
+    form: str  # decorator | call (f = triton.jit(f))
+    autotune: bool
+    heuristics: int
+    nested: bool
+    conditional: bool
+    role: str  # launched | helper (called from other kernels) | unused
+    launches: tuple[LaunchSite, ...]
+    family: str
+    extraction: str  # torch+triton | stubs | cross-file | external
+    blockers: tuple[str, ...]  # what puts it in that class: helper names, stub names, external modules
+    hotness: float
+    reasons: tuple[str, ...]
+    measured_us: float | None = None
+
+    @property
+    def wrappers(self) -> tuple[str, ...]:
+        return tuple(sorted({f"{launch.path}::{launch.wrapper}" for launch in self.launches}))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["wrappers"] = list(self.wrappers)
+        return d
