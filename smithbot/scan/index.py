@@ -1,6 +1,7 @@
 """Walk a checkout, keep the files that can hold Triton code, and analyse them in parallel behind a content cache.
 
-- byte prefilter: a file is parsed only if it mentions triton and a decorator, or holds a ``](`` launch;
+- byte prefilter: a file is parsed only if it mentions triton and a decorator, holds a ``](`` launch, or is a
+  package ``__init__.py`` (re-exports of kernels);
 - cache: one JSON file per (parser version, custom decorators, file content) hash, so a warm re-scan parses nothing;
 - a process pool for the misses, with a progress callback;
 - a file that fails to parse is reported and skipped; the scan goes on.
@@ -19,7 +20,7 @@ from typing import Any, Callable
 
 from smithbot.scan.parse import analyze
 
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 POOL_MIN_FILES = 24  # below this, starting processes costs more than it saves
 
 
@@ -89,7 +90,7 @@ def index(root: Path, include: tuple[str, ...], exclude: tuple[str, ...], custom
     facts: list[dict[str, Any]] = []
     misses: list[tuple[str, str]] = []
     for rel, data in texts.items():
-        if not prefilter(data, custom_jit):
+        if not (prefilter(data, custom_jit) or rel.endswith("__init__.py")):  # package inits carry re-exports
             continue
         key = hashlib.sha256(salt + data).hexdigest()
         path = cache_dir / key[:2] / f"{key}.json"

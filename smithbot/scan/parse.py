@@ -119,7 +119,7 @@ class _Visitor(ast.NodeVisitor):
             self.functions.append(info)
         calls: set[str] = set()
         names: set[str] = set()
-        self.fn_stack.append({"qualname": info["qualname"], "calls": calls, "names": names})
+        self.fn_stack.append({"qualname": info["qualname"], "calls": calls, "names": names, "lambdas": {}})
         self.scope.append(("def", node.name, []))
         for stmt in node.body:
             self.visit(stmt)
@@ -141,6 +141,8 @@ class _Visitor(ast.NodeVisitor):
         if isinstance(value, ast.Call) and self.lookup(_dotted(value.func)) in JIT_NAMES | WRAP_NAMES:
             if value.args and isinstance(value.args[0], ast.Name):
                 self.jit_calls.append((target, value.args[0].id, node.lineno))
+        elif isinstance(value, ast.Lambda) and self.fn_stack:
+            self.fn_stack[-1]["lambdas"][target] = ast.unparse(value)
         elif not self.fn_stack:
             dotted = self.lookup(_dotted(value))
             if dotted.startswith("triton.language."):
@@ -156,6 +158,8 @@ class _Visitor(ast.NodeVisitor):
             kernel = _dotted(func.value)
             if kernel:
                 grid = ast.unparse(func.slice)
+                if self.fn_stack and grid in self.fn_stack[-1]["lambdas"]:
+                    grid = self.fn_stack[-1]["lambdas"][grid]
                 self.launches.append({
                     "kernel": kernel, "resolved": self.lookup(kernel), "line": node.lineno,
                     "wrapper": self.fn_stack[-1]["qualname"] if self.fn_stack else "<module>",
