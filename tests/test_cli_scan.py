@@ -1,0 +1,48 @@
+"""`smithbot scan` and `smithbot targets` from the command line: offline on the demo, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+from tests.evaluator.test_cli import assert_one_line_error
+
+
+def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SMITHBOT_HOME": str(home), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "smithbot", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300)
+
+
+def test_scan_demo_offline(tmp_path: Path) -> None:
+    p = run("scan", "demo", "--json", "--limit", "0", home=tmp_path)
+    assert p.returncode == 0, p.stderr
+    kernels = json.loads(p.stdout)
+    names = [k["name"] for k in kernels]
+    assert "_decode_stage1" in names and "_softplus_kernel" in names
+    assert names.index("_decode_stage1") < names.index("_softplus_kernel")  # the HIP-only kernel ranks low
+    assert (tmp_path / "workspaces" / "demo" / "scan.json").is_file()
+    table = run("scan", "demo", home=tmp_path)
+    assert table.returncode == 0 and "_rms_norm_kernel" in table.stdout and "from cache" in table.stderr
+    assert "demo" in run("targets", home=tmp_path).stdout
+
+
+def test_scan_bad_inputs(tmp_path: Path) -> None:
+    assert_one_line_error(run("scan", "vllm", home=tmp_path), "unknown target 'vllm'")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "a.py").write_text("x = 1\n")
+    assert_one_line_error(run("scan", str(plain), home=tmp_path), "not a git checkout")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "a.py").write_text("x = 1\n")
+    subprocess.run(["git", "init", "-q", str(empty)], check=True)
+    subprocess.run(["git", "-C", str(empty), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(empty), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+                   check=True)
+    assert_one_line_error(run("scan", str(empty), home=tmp_path), "no Triton kernels found")
+    assert_one_line_error(run("scan", "https://127.0.0.1:9/nothing.git", home=tmp_path), "pass --source PATH")

@@ -1,0 +1,48 @@
+"""Target YAML: every bundled target loads, and every mistake is one line naming the file and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from smithbot.config import TARGETS_DIR, ConfigError, get_target, load_models, load_target, target_names
+
+
+def test_bundled_targets_load_with_the_required_presets() -> None:
+    assert target_names() == ["demo", "engram", "lmdeploy", "sglang"]
+    required = {"llama3-8b", "qwen3-8b", "qwen3-30b-a3b", "deepseek-v3", "mixtral-8x7b"}
+    for name in target_names():
+        t = get_target(name)
+        assert {m.name for m in t.models} >= required
+        assert min(t.decode_batch) == 1 and max(t.decode_batch) == 256
+        assert min(t.prefill_tokens) == 512 and max(t.prefill_tokens) == 16384
+        assert t.conventions.max_open_prs >= 1 and t.conventions.formatter
+    assert "DLBlas" in (TARGETS_DIR / "engram.yaml").read_text()
+    m = load_models()["deepseek-v3"]
+    assert (m.hidden, m.experts, m.top_k, m.vocab) == (7168, 256, 8, 129280)
+
+
+@pytest.mark.parametrize("edit, key, words", [
+    (lambda s: s + "colour: blue\n", "colour", "unknown key"),
+    (lambda s: s.replace("name: sglang\n", ""), "name", "missing required key"),
+    (lambda s: s.replace("models: [llama3-8b,", "models: [llama9-1t,"), "models[0]", "unknown model preset"),
+    (lambda s: s.replace("decode_batch: [1,", "decode_batch: [-1,"), "regimes.decode_batch[0]", "positive integer"),
+    (lambda s: s.replace("max_open_prs: 2", "max_open_prs: lots"), "conventions.max_open_prs", "positive integer"),
+    (lambda s: s.replace("hints:\n", "hints:\n  hot_pathz: []\n"), "hints.hot_pathz", "unknown key"),
+])
+def test_bad_target_yaml(tmp_path: Path, edit, key: str, words: str) -> None:
+    f = tmp_path / "t.yaml"
+    f.write_text(edit((TARGETS_DIR / "sglang.yaml").read_text()))
+    with pytest.raises(ConfigError) as info:
+        load_target(f)
+    assert str(info.value).startswith(f"{f}: {key}: ") and words in str(info.value)
+
+
+def test_malformed_yaml_and_unknown_target(tmp_path: Path) -> None:
+    f = tmp_path / "t.yaml"
+    f.write_text("name: [x\n")
+    with pytest.raises(ConfigError, match=r"t.yaml: line \d+: malformed YAML"):
+        load_target(f)
+    with pytest.raises(ConfigError, match="unknown target 'vllm' .*known: demo, engram, lmdeploy, sglang"):
+        get_target("vllm")
