@@ -66,3 +66,21 @@ def test_warm_scan_parses_nothing(tmp_path: Path) -> None:
     idx3 = index(root, target.include, target.exclude, target.hints.custom_jit_decorators, tmp_path / "cache",
                  workers=1)
     assert idx3.parsed == 1
+
+
+def test_profile_ranks_by_measured_time(tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    from smithbot import api
+
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "_store_kernel", "dur": 40.0},
+        {"ph": "X", "cat": "kernel", "name": "_store_kernel_0d1d2d", "dur": 2.0},
+        {"ph": "X", "cat": "kernel", "name": "_rms_norm_kernel", "dur": 5.0},
+        {"ph": "X", "cat": "cpu_op", "name": "_decode_stage1", "dur": 999.0},
+    ]}))
+    sites = api.scan("demo", profile=str(trace)).sites
+    assert [s.name for s in sites[:2]] == ["_store_kernel", "_rms_norm_kernel"]
+    assert sites[0].measured_us == 42.0 and sites[0].reasons[0] == "measured 42.0 us"

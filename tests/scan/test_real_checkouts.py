@@ -1,0 +1,44 @@
+"""Opt-in: scan real checkouts named by SMITHBOT_TEST_SGLANG, SMITHBOT_TEST_LMDEPLOY and SMITHBOT_TEST_DLBLAS (fetch
+the public repositories yourself; they are never committed)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from smithbot import api
+from smithbot.config import get_target
+from smithbot.scan.index import list_files
+
+JIT = re.compile(r"(?:^|\n) *@ (triton \. )?jit\b|= triton \. jit \(")
+
+
+def grep_code(data: bytes) -> int:
+    """grep for jit definitions in code, not in strings or comments: docstrings show usage examples."""
+    lines: list[str] = []
+    for t in tokenize.tokenize(io.BytesIO(data).readline):
+        if t.type in (tokenize.NEWLINE, tokenize.NL):
+            lines.append("\n")
+        elif t.type not in (tokenize.STRING, tokenize.COMMENT, tokenize.ENCODING, tokenize.INDENT, tokenize.DEDENT):
+            lines.append(t.string + " ")
+    return len(JIT.findall("".join(lines)))
+
+
+@pytest.mark.parametrize("target, var", [("sglang", "SMITHBOT_TEST_SGLANG"), ("lmdeploy", "SMITHBOT_TEST_LMDEPLOY"),
+                                         ("engram", "SMITHBOT_TEST_DLBLAS")])
+def test_scan_finds_every_grepped_kernel(target: str, var: str, tmp_path: Path, monkeypatch) -> None:
+    root = os.environ.get(var)
+    if not root:
+        pytest.skip(f"set {var} to a checkout to run this")
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path))
+    t = get_target(target)
+    grepped = sum(grep_code((Path(root) / rel).read_bytes())
+                  for rel in list_files(Path(root), t.include, t.exclude))
+    result = api.scan(target, source=root)
+    assert len(result.sites) >= grepped > 0
+    assert not result.errors
