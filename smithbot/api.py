@@ -94,8 +94,9 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
          progress: Callable[[int, int], None] | None = None) -> ScanResult:
     """Find every Triton kernel of a target, link its launches and rank it. Writes scan.json in the workspace."""
     target = resolve_target(spec)
-    co = checkout(target, source if source is not None else (spec if Path(spec).is_dir() and spec not in
-                                                             target_names() else None), rev)
+    if source is None and target.file is None and Path(spec).is_dir():
+        source = spec  # a local checkout given as the target itself
+    co = checkout(target, source, rev)
     idx = index(co.root, target.include, target.exclude, target.hints.custom_jit_decorators,
                 home() / "cache" / "scan", progress=progress)
     totals = read_profile(profile) if profile else {}
