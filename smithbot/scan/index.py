@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from smithbot.scan.parse import analyze
+from smithbot.scan.parse import analyze, module_name
 
-PARSER_VERSION = "2"
+PARSER_VERSION = "5"
 POOL_MIN_FILES = 24  # below this, starting processes costs more than it saves
 
 
@@ -78,7 +78,7 @@ def prefilter(data: bytes, custom_jit: tuple[str, ...]) -> bool:
     return b"triton" in data and (b"jit" in data or b"autotune" in data or any(c.encode() in data for c in custom_jit))
 
 
-def _work(job: tuple[str, bytes, tuple[str, ...]]) -> dict[str, Any]:
+def _work(job: tuple[str, bytes, tuple[str, ...], str]) -> dict[str, Any]:
     return analyze(*job)
 
 
@@ -86,22 +86,24 @@ def index(root: Path, include: tuple[str, ...], exclude: tuple[str, ...], custom
           cache_dir: Path, workers: int | None = None,
           progress: Callable[[int, int], None] | None = None) -> Indexed:
     texts = {rel: (root / rel).read_bytes() for rel in list_files(root, include, exclude)}
+    packages = {rel.rsplit("/", 1)[0] for rel in texts if rel.endswith("/__init__.py")}
     salt = f"{PARSER_VERSION}|{','.join(custom_jit)}|".encode()
     facts: list[dict[str, Any]] = []
-    misses: list[tuple[str, str]] = []
+    misses: list[tuple[str, str, str]] = []  # (path, cache key, module name)
     for rel, data in texts.items():
         if not (prefilter(data, custom_jit) or rel.endswith("__init__.py")):  # package inits carry re-exports
             continue
-        key = hashlib.sha256(salt + data).hexdigest()
+        modname = module_name(rel, packages)
+        key = hashlib.sha256(salt + modname.encode() + b"|" + data).hexdigest()
         path = cache_dir / key[:2] / f"{key}.json"
         try:
             cached = json.loads(path.read_text())
             cached["path"] = rel  # the same content may live at another path
             facts.append(cached)
         except (OSError, ValueError):
-            misses.append((rel, key))
+            misses.append((rel, key, modname))
     cached_n = len(facts)
-    jobs = [(rel, texts[rel], custom_jit) for rel, _ in misses]
+    jobs = [(rel, texts[rel], custom_jit, modname) for rel, _, modname in misses]
     n_workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
     if len(jobs) >= POOL_MIN_FILES and n_workers > 1:
         with ProcessPoolExecutor(max_workers=n_workers) as pool:
@@ -114,10 +116,10 @@ def index(root: Path, include: tuple[str, ...], exclude: tuple[str, ...], custom
                    cached=cached_n)
 
 
-def _collect(results: Any, misses: list[tuple[str, str]], cache_dir: Path, facts: list[dict[str, Any]], total: int,
+def _collect(results: Any, misses: list[tuple[str, str, str]], cache_dir: Path, facts: list[dict[str, Any]], total: int,
              progress: Callable[[int, int], None] | None) -> int:
     n = 0
-    for (_, key), result in zip(misses, results):
+    for (_, key, _), result in zip(misses, results):
         facts.append(result)
         path = cache_dir / key[:2] / f"{key}.json"
         try:

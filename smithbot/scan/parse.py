@@ -19,11 +19,18 @@ WRAP_NAMES = {"triton.autotune", "triton.heuristics", "triton.runtime.autotuner.
               "triton.runtime.autotuner.heuristics", "triton.runtime.autotune", "triton.runtime.heuristics"}
 
 
-def module_name(relpath: str) -> str:
+def module_name(relpath: str, package_dirs: set[str] | None = None) -> str:
+    """The importable name of a file: leading directories that are not packages (``python/`` in sglang) are dropped.
+
+    ``package_dirs`` holds every directory (relative, '/'-separated) that has an ``__init__.py``; None keeps them all."""
     parts = relpath.removesuffix(".py").split("/")
     if parts[-1] == "__init__":
         parts = parts[:-1]
-    return ".".join(p for p in parts if p)
+    dirs = relpath.split("/")[:-1]
+    # the module name starts at the topmost package directory; namespace packages below it (no __init__.py) count
+    start = 0 if package_dirs is None else next(
+        (i for i in range(len(dirs)) if "/".join(dirs[: i + 1]) in package_dirs), len(dirs))
+    return ".".join(p for p in parts[start:] if p)
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -47,6 +54,7 @@ class _Visitor(ast.NodeVisitor):
         self.tl_aliases: dict[str, str] = {}
         self.constants: dict[str, str] = {}
         self.jit_calls: list[tuple[str, str, int]] = []  # f = triton.jit(f): (assigned name, function, line)
+        self.aliases: dict[str, str] = {}  # other name of a kernel, wrapped by a call
         self.scope: list[tuple[str, str, list[str]]] = []  # (kind, name, class bases)
         self.branches: list[dict[str, str]] = []
         self.try_depth = 0
@@ -141,6 +149,8 @@ class _Visitor(ast.NodeVisitor):
         if isinstance(value, ast.Call) and self.lookup(_dotted(value.func)) in JIT_NAMES | WRAP_NAMES:
             if value.args and isinstance(value.args[0], ast.Name):
                 self.jit_calls.append((target, value.args[0].id, node.lineno))
+        elif isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name) and not self.fn_stack:
+            self.aliases[target] = value.args[0].id  # k2 = autotune(...)(k), k2 = wrap(k): kept if k is a kernel
         elif isinstance(value, ast.Lambda) and self.fn_stack:
             self.fn_stack[-1]["lambdas"][target] = ast.unparse(value)
         elif not self.fn_stack:
@@ -174,14 +184,16 @@ class _Visitor(ast.NodeVisitor):
                 self.fn_stack[-1]["calls"].add(dotted)
 
 
-def analyze(relpath: str, data: bytes, custom_jit: tuple[str, ...] = ()) -> dict[str, Any]:
+def analyze(relpath: str, data: bytes, custom_jit: tuple[str, ...] = (), modname: str | None = None
+            ) -> dict[str, Any]:
     """Facts about one file, or ``{"path", "error"}`` when it does not parse."""
     try:
         tree = ast.parse(data, filename=relpath)
     except (SyntaxError, ValueError) as exc:
         where = f"line {exc.lineno}: " if isinstance(exc, SyntaxError) and exc.lineno else ""
         return {"path": relpath, "error": f"{where}{getattr(exc, 'msg', None) or exc}"}
-    v = _Visitor(module_name(relpath), relpath.endswith("__init__.py"), set(custom_jit))
+    v = _Visitor(modname if modname is not None else module_name(relpath), relpath.endswith("__init__.py"),
+                 set(custom_jit))
     v.visit(tree)
     by_name = {f["name"]: f for f in v.functions if not f["nested"]}
     for target, fn, line in v.jit_calls:
@@ -193,4 +205,5 @@ def analyze(relpath: str, data: bytes, custom_jit: tuple[str, ...] = ()) -> dict
                     assigned_line=line)
         v.kernels.append(info)
     return {"path": relpath, "module": v.modname, "imports": v.imports, "kernels": v.kernels,
-            "functions": v.functions, "launches": v.launches, "tl_aliases": v.tl_aliases, "constants": v.constants}
+            "functions": v.functions, "launches": v.launches, "tl_aliases": v.tl_aliases, "constants": v.constants,
+            "kernel_aliases": {a: k for a, k in v.aliases.items() if any(x["name"] == k for x in v.kernels)}}

@@ -107,7 +107,7 @@ def link(idx: Indexed, target: Target, profile_us: dict[str, float] | None = Non
 
 def _resolve_launch(la: dict[str, Any], f: dict[str, Any], kernels: dict[tuple[str, str], list], by_module: dict
                     ) -> tuple[str, str] | None:
-    name = la["kernel"]
+    name = f["kernel_aliases"].get(la["kernel"], la["kernel"])
     if "." not in name and (f["module"], name) in kernels:
         return f["module"], name
     resolved = la["resolved"]
