@@ -10,9 +10,11 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +35,16 @@ class Indexed:
     cached: int  # files answered from the cache
 
 
+@functools.lru_cache(maxsize=64)
+def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    alternatives = [fnmatch.translate(p) for p in patterns]
+    alternatives += [fnmatch.translate(p[3:]) for p in patterns if p.startswith("**/")]  # ** also matches nothing
+    return re.compile("|".join(alternatives) or "(?!)")
+
+
 def matches(rel: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(rel, p) or (p.startswith("**/") and fnmatch.fnmatchcase(rel, p[3:]))
-               for p in patterns)
+    """Glob match where * and ** both cross '/', and a leading **/ also matches at the top."""
+    return _compiled(tuple(patterns)).match(rel) is not None
 
 
 def _walk_roots(root: Path, include: tuple[str, ...]) -> list[Path]:
@@ -86,7 +95,8 @@ def index(root: Path, include: tuple[str, ...], exclude: tuple[str, ...], custom
           cache_dir: Path, workers: int | None = None,
           progress: Callable[[int, int], None] | None = None) -> Indexed:
     texts = {rel: (root / rel).read_bytes() for rel in list_files(root, include, exclude)}
-    packages = {rel.rsplit("/", 1)[0] for rel in texts if rel.endswith("/__init__.py")}
+    ancestors = {"/".join(rel.split("/")[:n]) for rel in texts for n in range(1, rel.count("/") + 1)}
+    packages = {d for d in ancestors if (root / d / "__init__.py").is_file()}
     salt = f"{PARSER_VERSION}|{','.join(custom_jit)}|".encode()
     facts: list[dict[str, Any]] = []
     misses: list[tuple[str, str, str]] = []  # (path, cache key, module name)

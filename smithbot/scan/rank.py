@@ -91,10 +91,11 @@ def link(idx: Indexed, target: Target, profile_us: dict[str, float] | None = Non
 
     called_from_kernels = {c.split(".")[-1] for defs in kernels.values() for k in defs for c in k["calls"]}
     model_paths = target.hints.model_paths or DEFAULT_MODEL_PATHS
-    mentioned: dict[str, list[str]] = defaultdict(list)  # identifier -> model/layer files that mention it
+    wanted = {w.encode() for names in wrapper_names.values() for w in names}
+    mentioned: dict[str, list[str]] = defaultdict(list)  # wrapper name -> model/layer files that mention it
     for p, text in idx.texts.items():
         if matches(p, model_paths):
-            for tok in set(_IDENT.findall(text)):
+            for tok in wanted.intersection(_IDENT.findall(text)):
                 mentioned[tok.decode()].append(p)
     sites = []
     for key, defs in kernels.items():
