@@ -84,6 +84,7 @@ class ScanResult:
     checkout: Checkout
     sites: list[KernelSite]
     errors: list[tuple[str, str]]
+    modules: dict[str, str]  # module name -> relative path, for every parsed file
     files: int
     parsed: int
     cached: int
@@ -111,4 +112,74 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
                                "files": len(idx.texts), "errors": [list(e) for e in idx.errors],
                                "kernels": [s.to_dict() for s in sites]}, indent=1))
     tmp.replace(out)
-    return ScanResult(target, co, sites, idx.errors, len(idx.texts), idx.parsed, idx.cached, out)
+    modules = {f["module"]: f["path"] for f in idx.facts}
+    return ScanResult(target, co, sites, idx.errors, modules, len(idx.texts), idx.parsed, idx.cached, out)
+
+
+def find_kernel(result: ScanResult, spec: str) -> KernelSite:
+    """A launched kernel by kernel name, wrapper name, or ``file::qualname``. Ambiguity lists the matches."""
+    launched = [s for s in result.sites if s.role == "launched"]
+    if "::" in spec:
+        path, _, qual = spec.partition("::")
+        found = [s for s in launched if s.path == path and (s.qualname == qual or any(
+            la.wrapper == qual and la.path == path for la in s.launches))]
+    else:
+        found = [s for s in launched if s.name == spec] or [
+            s for s in launched if any(la.wrapper.split(".")[-1] == spec for la in s.launches)]
+    if not found:
+        near = list(dict.fromkeys(s.name for s in launched if spec.lower() in s.name.lower()))[:5]
+        hint = f"; did you mean {', '.join(near)}?" if near else "; `smithbot scan` lists them"
+        raise ConfigError(f"no launched kernel or wrapper named {spec!r} in {result.target.name}{hint}")
+    if len({(s.path, s.line) for s in found}) > 1 and not all(
+            any(la.wrapper.split(".")[-1] == spec for la in s.launches) for s in found):
+        listing = ", ".join(f"{s.path}::{s.qualname} (line {s.line})" for s in found)
+        raise ConfigError(f"{spec!r} is ambiguous: {listing}; pass file::qualname")
+    return found[0]
+
+
+@dataclass(frozen=True)
+class Coverage:
+    kernel: str
+    path: str
+    extracted: bool
+    checked: bool
+    why: str
+    out: Path | None
+
+
+def extract(spec: str, kernel: str | None, out: str | Path | None = None, source: str | None = None,
+            rev: str | None = None, all_kernels: bool = False, check: bool = True,
+            progress: Callable[[int, int], None] | None = None) -> list[Coverage]:
+    """Extract one kernel (or, with ``all_kernels``, every launched kernel) into task directories and self-check."""
+    from smithbot.extract.build import extract as build, self_check
+    from smithbot.extract.closure import ExtractError
+
+    result = scan(spec, source, rev)
+    base = Path(out) if out else home() / "workspaces" / result.target.name / "tasks"
+    if all_kernels:
+        sites = [s for s in result.sites if s.role == "launched"]
+    else:
+        if not kernel:
+            raise ConfigError("name a kernel (or pass --all)")
+        sites = [find_kernel(result, kernel)]
+    rows: list[Coverage] = []
+    by_wrapper: dict[tuple[str, str], Coverage] = {}  # kernels launched by one launcher share its task
+    for i, site in enumerate(sites):
+        dest = base / site.name.strip("_") if all_kernels or out is None else base
+        launcher = min(((la.path, la.wrapper) for la in site.launches), default=("", ""))
+        if launcher in by_wrapper:
+            prev = by_wrapper[launcher]
+            rows.append(Coverage(site.name, site.path, prev.extracted, prev.checked, prev.why, prev.out))
+            continue
+        try:
+            done = build(result.checkout.root, result.checkout.commit, result.checkout.url, result.target, site,
+                         result.modules, dest)
+        except ExtractError as exc:
+            rows.append(Coverage(site.name, site.path, False, False, str(exc), None))
+        else:
+            ok, why = self_check(done.out) if check else (False, "not checked")
+            rows.append(Coverage(site.name, site.path, True, ok, why, done.out))
+        by_wrapper[launcher] = rows[-1]
+        if progress is not None:
+            progress(i + 1, len(sites))
+    return rows

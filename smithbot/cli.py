@@ -157,6 +157,49 @@ def scan_cmd(
               f"wrote {result.path}", highlight=False)
 
 
+@app.command("extract")
+def extract_cmd(
+    target: str = typer.Argument(..., help="a bundled target, a git URL or a local path"),
+    kernel: Optional[str] = typer.Argument(None, help="kernel name, wrapper name, or file::qualname"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="task directory (default: the workspace's tasks/)"),
+    source: Optional[Path] = typer.Option(None, help="use this existing checkout; no network"),
+    rev: Optional[str] = typer.Option(None, help="pin a commit, tag or branch"),
+    all_kernels: bool = typer.Option(False, "--all", help="extract every launched kernel and print the coverage"),
+    check: bool = typer.Option(True, help="self-check each task under the Triton interpreter"),
+) -> None:
+    """Turn a kernel and its launcher into a standalone task directory (task.yaml, kernel.py, harness.py)."""
+    from rich.progress import Progress
+
+    try:
+        with Progress(console=err, transient=True) as bar:
+            task_id = bar.add_task("extracting", total=None)
+            rows = api.extract(target, kernel, out_dir, str(source) if source else None, rev, all_kernels, check,
+                               progress=lambda n, total: bar.update(task_id, completed=n, total=total))
+    except (ConfigError, RepoError) as exc:
+        _fail(str(exc))
+        return
+    if not all_kernels:
+        row = rows[0]
+        if not row.extracted:
+            _fail(row.why)
+        out.print(f"wrote {row.out}")
+        if check and not row.checked:
+            _fail(f"self-check failed: {row.why}")
+        if check:
+            err.print(f"self-check: {row.why}")
+        return
+    t = Table(title=f"{target}: extraction coverage")
+    for col in ("kernel", "file", "extracted", "self-check", "why not"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(r.kernel, r.path, "yes" if r.extracted else "no", "passed" if r.checked else "-",
+                  "" if r.checked else r.why)
+    out.print(t)
+    n = len(rows)
+    err.print(f"{n} launched kernels: {sum(r.extracted for r in rows)} extracted, "
+              f"{sum(r.checked for r in rows)} passed the self-check ({sum(r.checked for r in rows) / max(n, 1):.0%})")
+
+
 @app.command("version")
 def version_cmd() -> None:
     """Print smithbot's version."""

@@ -3,7 +3,7 @@ error is one line naming the file and the key."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,7 @@ class Target:
     prefill_tokens: tuple[int, ...]
     conventions: Conventions
     file: Path | None = None
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # wrapper -> parameter -> input spec
 
     @property
     def bundled(self) -> bool:
@@ -90,7 +91,7 @@ class Target:
 
 
 _TOP = {"name": True, "repo": True, "branch": False, "sparse_paths": False, "include": False, "exclude": False,
-        "hints": False, "stubs": False, "models": True, "regimes": True, "conventions": False}
+        "hints": False, "stubs": False, "models": True, "regimes": True, "conventions": False, "inputs": False}
 _HINTS = {k: False for k in Hints.__dataclass_fields__}
 _CONV = {k: False for k in Conventions.__dataclass_fields__}
 _REGIMES = {"decode_batch": True, "prefill_tokens": True}
@@ -133,6 +134,9 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
         if n not in models:
             raise c.fail(f"models[{i}]", f"unknown model preset {n!r} (known: {', '.join(models)})")
     regimes = c.mapping(data["regimes"], "regimes", _REGIMES)
+    inputs = data.get("inputs") or {}
+    if not isinstance(inputs, dict) or not all(isinstance(v, dict) for v in inputs.values()):
+        raise c.fail("inputs", "must map wrapper names to {parameter: spec} mappings")
     stubs = data.get("stubs") or {}
     if not isinstance(stubs, dict):
         raise c.fail("stubs", "must map runtime helper names to the values they return")
@@ -145,7 +149,7 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
         hints=hints, stubs=dict(stubs), models=tuple(models[n] for n in preset_names),
         decode_batch=c.int_list(regimes["decode_batch"], "regimes.decode_batch"),
         prefill_tokens=c.int_list(regimes["prefill_tokens"], "regimes.prefill_tokens"),
-        conventions=Conventions(**conv), file=file)
+        conventions=Conventions(**conv), file=file, inputs=inputs)
 
 
 def target_names() -> list[str]:

@@ -1,0 +1,137 @@
+"""Write a task directory (DESIGN.md, "The task") for one launched kernel, and self-check it with the evaluator."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from smithbot.config import Target
+from smithbot.extract.closure import ClosureBuilder, ExtractError
+from smithbot.extract.inputs import InputError, cases, harness_source, param_specs
+from smithbot.types import KernelSite
+
+LAUNCH_KWARGS = ("num_warps", "num_stages")
+
+
+@dataclass(frozen=True)
+class Extracted:
+    kernel: str
+    wrapper: str
+    out: Path
+
+
+def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionDef]:
+    """(module path, wrapper name, its def) of the kernel's preferred launch: CUDA branch first, fallbacks last."""
+    launches = sorted(site.launches, key=lambda la: (la.fallback_only, not la.cuda_branch))
+    for la in launches:
+        if "." in la.wrapper or la.wrapper == "<module>":
+            continue
+        tree = ast.parse((root / la.path).read_text(encoding="utf-8-sig"))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == la.wrapper:
+                return la.path, la.wrapper, node
+    wrappers = ", ".join(sorted({la.wrapper for la in site.launches})) or "none"
+    raise ExtractError(f"{site.name}: no module-level launcher function to extract (launched from: {wrappers}); "
+                       "methods and nested launchers are not supported yet")
+
+
+def _params(fn: ast.FunctionDef) -> list[tuple[str, Any]]:
+    args = fn.args.posonlyargs + fn.args.args
+    defaults: list[Any] = [...] * (len(args) - len(fn.args.defaults))
+    for d in fn.args.defaults:
+        try:
+            defaults.append(ast.literal_eval(d))
+        except ValueError:
+            defaults.append(...)
+    return [(a.arg, d) for a, d in zip(args, defaults)]
+
+
+def _tunables(fn: ast.FunctionDef, source: str) -> dict[str, Any]:
+    launch: dict[str, set[Any]] = {}
+    constexpr: dict[str, set[Any]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+            for kw in node.keywords:
+                if kw.arg is None:
+                    continue
+                try:
+                    value = ast.literal_eval(kw.value)
+                except ValueError:
+                    value = ast.unparse(kw.value)
+                if kw.arg in LAUNCH_KWARGS:
+                    launch.setdefault(kw.arg, set()).add(value)
+                elif kw.arg.isupper():
+                    constexpr.setdefault(kw.arg, set()).add(value)
+    out: dict[str, Any] = {}
+    if launch:
+        out["launch"] = {k: sorted(v, key=str) for k, v in launch.items()}
+    if constexpr:
+        out["constexpr"] = {k: sorted(v, key=str) for k, v in constexpr.items()}
+    if "triton.autotune" in source or "@autotune" in source:
+        out["autotune"] = True
+    return out
+
+
+def extract(root: Path, commit: str | None, url: str, target: Target, site: KernelSite,
+            modules: dict[str, str], out: Path) -> Extracted:
+    path, wrapper, fn = _wrapper_node(root, site)
+    module = next(m for m, p in modules.items() if p == path)
+    builder = ClosureBuilder(root, modules, module.split(".")[0], target.stubs, target.hints.external_modules,
+                             target.hints.custom_jit_decorators)
+    builder.add(module, wrapper)
+    if builder.c.blockers:
+        raise ExtractError(f"{site.name}: " + "; ".join(dict.fromkeys(builder.c.blockers)))
+    try:
+        specs, extra = param_specs(_params(fn), wrapper, target)
+        case_list = cases(specs, extra, target, wrapper)
+    except InputError as exc:
+        raise ExtractError(f"{site.name}: {exc}") from None
+    defs = builder.render_definitions()
+    imports = sorted(set(builder.c.imports.values()) | {"import torch", "import triton", "import triton.language as tl"})
+    parts = [f'"""{site.name}, launched by {wrapper}(): extracted by smithbot from {url}'
+             f"{'@' + commit[:12] if commit else ''} {path}.\n\nEvery definition below comes from the target; "
+             'task.yaml says where. Stubs replace runtime helpers with the target\'s values."""\n',
+             "\n".join(imports) + "\n"]
+    if builder.c.stubs:
+        parts.append("\n# Runtime helpers, stubbed with the values in the target YAML.\n" + "\n".join(builder.c.stubs.values()))
+    parts.append("\n# EVOLVE-BLOCK-START\n\n" + "\n\n".join(d.source.rstrip() + "\n" for d in defs) + "\n\n# EVOLVE-BLOCK-END\n")
+    kernel_src = "\n".join(parts)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / "kernel.py").write_text(kernel_src)
+    (out / "harness.py").write_text(harness_source(wrapper, specs, extra, f"from {target.name}'s input specs"))
+    task = {
+        "id": f"{target.name}-{site.name.strip('_')}",
+        "kind": "triton",
+        "entry": wrapper,
+        "description": f"{site.name} ({site.family}) from {path}:{site.line}, launched by {wrapper}().",
+        "provenance": {"repo": url, "commit": commit,
+                       "definitions": [{"name": d.name, "path": d.path, "qualname": d.qualname} for d in defs
+                                       if not d.source.startswith(f"{d.name} = ")] },
+        "seeds": 3,
+        "cases": case_list,
+        "tunables": _tunables(fn, kernel_src),
+    }
+    (out / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False, width=120))
+    return Extracted(site.name, wrapper, out)
+
+
+def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str]:
+    """The baseline must run on its inputs under the interpreter and agree with itself over two runs."""
+    from evaluator import Evaluator, TaskError
+
+    try:
+        with Evaluator(task_dir, backend="interpreter", timeout_s=timeout_s) as ev:
+            ev.prepare()
+            r = ev.submit(task_dir / "kernel.py").result()
+    except TaskError as exc:
+        return False, str(exc)
+    if r.status == "correct":
+        return True, "baseline runs under the interpreter and agrees with itself"
+    return False, f"{r.status}: {r.reason} {r.detail}".strip()

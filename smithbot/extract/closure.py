@@ -1,0 +1,308 @@
+"""The closure of a launcher: every definition it needs, gathered across the target's files, so that the task runs
+with torch and triton alone.
+
+Starting from the wrapper (the entry point), each definition's free names are resolved in its own module:
+- builtins, and names from torch, triton, math, typing and functools: kept, as imports;
+- module-level definitions and constants of the same file, or of another file of the target package: inlined;
+- aliases of tl builtins chosen at import time (``exp = tl.exp``): rewritten to the qualified call with libcst;
+- runtime helpers named in the target's ``stubs``: replaced by a stub returning the target's value;
+- anything from an external extension or an unknown module: a blocker, reported by name.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+
+ALLOWED_ROOTS = {"torch", "triton", "math", "typing", "functools"}
+_BUILTINS = set(dir(builtins))
+
+
+class ExtractError(Exception):
+    """A kernel cannot be extracted; the message names what blocks it."""
+
+
+@dataclass
+class Definition:
+    name: str  # the name it is bound to in the task
+    qualname: str
+    path: str
+    source: str
+
+
+@dataclass
+class Closure:
+    imports: dict[str, str] = field(default_factory=dict)  # local name -> import statement
+    stubs: dict[str, str] = field(default_factory=dict)  # name -> stub source
+    definitions: list[Definition] = field(default_factory=list)  # in dependency order
+    aliases: dict[str, str] = field(default_factory=dict)  # tl alias -> qualified name
+    blockers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Module:
+    path: str
+    name: str
+    lines: list[str]
+    tree: ast.Module
+    imports: dict[str, str]
+    top: dict[str, ast.stmt]  # first top-level (or conditional top-level) binding of each name
+
+
+def _top_bindings(tree: ast.Module) -> dict[str, ast.stmt]:
+    out: dict[str, ast.stmt] = {}
+
+    def visit(stmts: list[ast.stmt]) -> None:
+        for s in stmts:
+            if isinstance(s, (ast.FunctionDef, ast.ClassDef)):
+                out.setdefault(s.name, s)
+            elif isinstance(s, ast.Assign):
+                for t in s.targets:
+                    if isinstance(t, ast.Name):
+                        out.setdefault(t.id, s)
+            elif isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None:
+                out.setdefault(s.target.id, s)
+            elif isinstance(s, ast.If):
+                visit(s.body)  # the first branch: e.g. the newer-triton definition of a helper
+                visit(s.orelse)
+            elif isinstance(s, ast.Try):
+                visit(s.body)
+
+    visit(tree.body)
+    return out
+
+
+def _free_names(node: ast.AST) -> list[str]:
+    """Names a definition reads but does not bind itself, in first-use order."""
+    bound: set[str] = set()
+    used: list[str] = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            if isinstance(n.ctx, ast.Store):
+                bound.add(n.id)
+            elif n.id not in used:
+                used.append(n.id)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n is not node:
+            bound.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in n.names)
+    return [u for u in used if u not in bound]
+
+
+def _import_line(local: str, target: str) -> str | None:
+    """The import statement that binds ``local`` to ``target`` in the task, or None if it may not be imported."""
+    root = target.split(".")[0]
+    if root not in ALLOWED_ROOTS:
+        return None
+    if target == local:
+        return f"import {target}"
+    if target == "triton.language" and local == "tl":
+        return "import triton.language as tl"
+    mod, _, attr = target.rpartition(".")
+    if target in ("torch.nn.functional",):
+        return f"import torch.nn.functional as {local}"
+    if mod in ("triton", "triton.language", "typing", "math", "functools", "torch"):
+        return f"from {mod} import {attr}" + (f" as {local}" if local != attr else "")
+    return None
+
+
+class _Renamer(cst.CSTTransformer):
+    """Rewrites tl aliases (``exp`` -> ``tl.exp``) in a definition's source."""
+
+    def __init__(self, aliases: dict[str, str]) -> None:
+        self.aliases = aliases
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        target = self.aliases.get(original.value)
+        return cst.parse_expression(target) if target else updated
+
+    # Names that are not reads of the alias keep their spelling: attributes, keywords, parameters, definitions.
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+    def leave_Param(self, original: cst.Param, updated: cst.Param) -> cst.Param:
+        return updated.with_changes(name=original.name)
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        return updated.with_changes(name=original.name)
+
+
+class _Pruner(cst.CSTTransformer):
+    """Keeps only the branch a stubbed dispatch test takes: ``if is_hip(): ...`` with is_hip stubbed to False."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def _eval(self, test: cst.BaseExpression) -> bool | None:
+        if isinstance(test, cst.Name) and test.value in self.values:
+            return bool(self.values[test.value])
+        if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value in self.values \
+                and not test.args:
+            return bool(self.values[test.func.value])
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self._eval(test.expression)
+            return None if inner is None else not inner
+        return None
+
+    def leave_If(self, original: cst.If, updated: cst.If) -> Any:
+        taken = self._eval(updated.test)
+        if taken is None:
+            return updated
+        if taken:
+            return cst.FlattenSentinel(updated.body.body)
+        if updated.orelse is None:
+            return cst.RemoveFromParent()
+        if isinstance(updated.orelse, cst.If):
+            return updated.orelse
+        return cst.FlattenSentinel(updated.orelse.body.body)
+
+
+def _custom_decorator_stub(name: str) -> str:
+    return (f"def {name}(*args, **kwargs):\n"
+            f'    """Stub of the target\'s custom kernel decorator: the kernel is returned unchanged."""\n'
+            f"    if len(args) == 1 and not kwargs and hasattr(args[0], \"run\"):\n"
+            f"        return args[0]\n"
+            f"    return lambda fn: fn\n")
+
+
+def _stub_source(name: str, value: Any, called: bool) -> str:
+    if called:
+        return f"def {name}(*args, **kwargs):\n    return {value!r}\n"
+    return f"{name} = {value!r}\n"
+
+
+class ClosureBuilder:
+    def __init__(self, root: Path, modules: dict[str, str], package: str, stubs: dict[str, Any],
+                 external: tuple[str, ...], custom_decorators: tuple[str, ...] = ()) -> None:
+        self.root = root
+        self.paths = modules  # module name -> relative path
+        self.package = package
+        self.stubs_values = stubs
+        self.external = set(external)
+        self.custom_decorators = set(custom_decorators)
+        self._mods: dict[str, _Module] = {}
+        self.c = Closure()
+        self._done: set[tuple[str, str]] = set()
+        self._bound: dict[str, tuple[str, str]] = {}  # task name -> (module, name) it stands for
+
+    def module(self, name: str) -> _Module | None:
+        if name not in self._mods:
+            rel = self.paths.get(name)
+            if rel is None:
+                return None
+            text = (self.root / rel).read_text(encoding="utf-8-sig")
+            tree = ast.parse(text)
+            imports: dict[str, str] = {}
+            for s in ast.walk(tree):
+                if isinstance(s, ast.Import):
+                    for a in s.names:
+                        imports[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                elif isinstance(s, ast.ImportFrom):
+                    mod = s.module or ""
+                    if s.level:
+                        base = name.split(".")
+                        keep = len(base) - s.level + (1 if rel.endswith("__init__.py") else 0)
+                        mod = ".".join(base[:max(keep, 0)] + ([mod] if mod else []))
+                    for a in s.names:
+                        imports[a.asname or a.name] = f"{mod}.{a.name}"
+            self._mods[name] = _Module(rel, name, text.splitlines(), tree, imports, _top_bindings(tree))
+        return self._mods[name]
+
+    def add(self, module: str, name: str, as_name: str | None = None) -> None:
+        """Add ``module.name`` (bound as ``as_name`` in the task) and everything it needs."""
+        key = (module, name)
+        as_name = as_name or name
+        if key in self._done:
+            if as_name != name and as_name not in self._bound:
+                self.c.definitions.append(Definition(as_name, as_name, self.paths.get(module, "?"), f"{as_name} = {name}\n"))
+                self._bound[as_name] = key
+            return
+        self._done.add(key)
+        mod = self.module(module)
+        if mod is None:
+            self.c.blockers.append(f"module {module} not found in the checkout")
+            return
+        node = mod.top.get(name)
+        if node is None:
+            self.c.blockers.append(f"{name} is not defined at module level in {mod.path}")
+            return
+        clash = self._bound.get(name)
+        if clash is not None and clash != key:
+            self.c.blockers.append(f"two definitions named {name} ({clash[0]} and {module})")
+            return
+        self._bound[name] = key
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        source = textwrap.dedent("\n".join(mod.lines[start - 1:node.end_lineno])) + "\n"
+        if isinstance(node, ast.FunctionDef) and self.stubs_values:
+            source = cst.parse_module(source).visit(_Pruner(self.stubs_values)).code
+            node = ast.parse(source).body[0]
+        for free in _free_names(node):
+            self._resolve(mod, free)
+        self.c.definitions.append(Definition(name, name, mod.path, source))
+        if as_name != name:
+            self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
+            self._bound[as_name] = key
+
+    def _resolve(self, mod: _Module, name: str) -> None:
+        if name in self.c.imports or name in self.c.stubs or name in self.c.aliases:
+            return
+        if name in self.custom_decorators:
+            self.c.stubs[name] = _custom_decorator_stub(name)
+            return
+        if name in self.stubs_values:
+            called = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
+                         for n in ast.walk(mod.tree))
+            self.c.stubs[name] = _stub_source(name, self.stubs_values[name], called)
+            return
+        if name in mod.imports:
+            target = mod.imports[name]
+            root = target.split(".")[0]
+            line = _import_line(name, target)
+            if line is not None:
+                self.c.imports[name] = line
+            elif root == self.package:
+                tmod, _, attr = target.rpartition(".")
+                if self.module(target) is not None:
+                    self.c.blockers.append(f"{name} is a module of the target ({target}); only definitions inline")
+                else:
+                    self.add(tmod, attr, name)
+            elif root in self.external:
+                self.c.blockers.append(f"external extension {root} ({name})")
+            else:
+                self.c.blockers.append(f"import of {target} ({name})")
+            return
+        node = mod.top.get(name)
+        if node is not None:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute):
+                dotted = ast.unparse(node.value)
+                head = dotted.split(".")[0]
+                full = mod.imports.get(head, head) + dotted[len(head):]
+                if full.startswith("triton.language."):
+                    self.c.aliases[name] = "tl." + full.removeprefix("triton.language.")
+                    self.c.imports.setdefault("tl", "import triton.language as tl")
+                    return
+            self.add(mod.name, name)
+            return
+        if name in _BUILTINS:
+            return
+        self.c.blockers.append(f"unresolved name {name} in {mod.path}")
+
+    def render_definitions(self) -> list[Definition]:
+        if not self.c.aliases:
+            return self.c.definitions
+        out = []
+        for d in self.c.definitions:
+            tree = cst.parse_module(d.source).visit(_Renamer(self.c.aliases))
+            out.append(Definition(d.name, d.qualname, d.path, tree.code))
+        return out

@@ -1,0 +1,163 @@
+"""Inputs for an extracted task: which tensor or scalar each wrapper parameter gets, and the shape cases.
+
+In order of preference, a parameter's spec comes from:
+1. the target YAML's ``inputs: {wrapper: {param: spec}}``;
+2. the parameter's name (``x``, ``weight``, ``q``, ``positions``, ``router_logits``...), with model-preset dims;
+3. its default value.
+Otherwise extraction stops and names the parameter, so that the YAML can say what it is.
+
+A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|bool, init: ...}`` where dims are
+numbers or arithmetic over the case's dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``,
+``intermediate``, ``moe_intermediate``, ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is
+``randn`` (the default), ``around1``, ``randint:LO:HI``, ``perm:N`` (distinct values below N) or ``arange``.
+A scalar spec is a number, a bool, or an arithmetic expression over the dims.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from smithbot.config import ModelPreset, Target
+
+DIMS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "moe_intermediate", "experts", "top_k", "vocab")
+_ACT = ["tokens", "hidden"]
+NAME_RULES: dict[str, Any] = {
+    **{n: {"shape": _ACT} for n in ("x", "hidden_states", "input", "residual", "inp")},
+    **{n: {"shape": ["hidden"], "init": "around1"} for n in ("weight", "w", "gamma")},
+    **{n: 1e-6 for n in ("eps", "epsilon", "variance_epsilon")},
+    **{n: {"shape": ["tokens", "heads", "head_dim"]} for n in ("q", "query")},
+    **{n: {"shape": ["tokens", "kv_heads", "head_dim"]} for n in ("k", "key", "v", "value")},
+    **{n: {"shape": ["tokens"], "dtype": "int64", "init": "randint:0:4096"} for n in ("positions", "position_ids")},
+    **{n: {"shape": ["tokens", "experts"], "dtype": "fp32"} for n in ("router_logits", "gating_output", "logits")},
+    **{n: "top_k" for n in ("top_k", "topk")},
+}
+
+
+class InputError(Exception):
+    pass
+
+
+def _names_in(expr: Any) -> set[str]:
+    if isinstance(expr, str):
+        try:
+            return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
+        except SyntaxError:
+            raise InputError(f"not an arithmetic expression: {expr!r}") from None
+    if isinstance(expr, dict):
+        return set().union(*[_names_in(s) for s in expr.get("shape", [])], *[
+            _names_in(p) for p in str(expr.get("init", "")).split(":")[1:]])
+    return set()
+
+
+def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(spec per parameter, extra dims). ``params`` holds (name, default or ...) in signature order."""
+    given = dict(target.inputs.get(wrapper, {}))
+    given.pop("_models", None)
+    extra = dict(given.pop("_dims", {}) or {})
+    specs: dict[str, Any] = {}
+    for name, default in params:
+        if name in given:
+            specs[name] = given[name]
+        elif name in NAME_RULES:
+            specs[name] = NAME_RULES[name]
+        elif default is not ...:
+            specs[name] = default
+        else:
+            raise InputError(f"cannot infer an input for parameter {name!r} of {wrapper}; describe it under "
+                             f"inputs: {wrapper}: {name}: in the target YAML")
+    return specs, extra
+
+
+def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper: str) -> list[dict[str, Any]]:
+    """Decode and prefill cases named after the model presets whose dims the inputs need (or the YAML's _models)."""
+    used = set().union(*[_names_in(s) for s in specs.values()], *[_names_in(v) for v in extra.values()])
+    needed = [d for d in DIMS if d in used]
+    allowed = target.inputs.get(wrapper, {}).get("_models")
+    models: list[ModelPreset] = [m for m in target.models if all(getattr(m, d) > 0 for d in needed)
+                                 and (allowed is None or m.name in allowed)]
+    if not models:
+        raise InputError(f"no model preset of {target.name} has {', '.join(needed)}")
+    out = []
+    for i, m in enumerate(models):
+        dims = {d: getattr(m, d) for d in needed}
+        plan = [("decode", 1, i == 0), ("decode", 3, i == 0), ("decode", 64, False), ("prefill", 4096, False)]
+        for regime, tokens, interp in plan:
+            if regime == "decode" and tokens == 3 and i != 0:
+                continue
+            name = f"{m.name}-{regime}-{'bs' if regime == 'decode' else ''}{tokens if regime == 'decode' else '4k'}"
+            out.append({"name": name, "regime": regime, "dtype": "bf16", "dims": {"tokens": tokens, **dims},
+                        "interpreter": interp})
+    return out
+
+
+HARNESS = '''"""Inputs for {wrapper}, written by smithbot extract ({how})."""
+
+import ast
+
+import torch
+
+SPEC = {spec!r}
+EXTRA_DIMS = {extra!r}
+_DTYPES = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int32": torch.int32,
+           "int64": torch.int64, "bool": torch.bool}}
+
+
+def _value(expr, dims):
+    """A number, or +, -, *, //, /, ** and % over the case's dims."""
+    if not isinstance(expr, str):
+        return expr
+    def ev(n):
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant):
+            return n.value
+        if isinstance(n, ast.Name):
+            return dims[n.id]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -ev(n.operand)
+        if isinstance(n, ast.BinOp):
+            a, b = ev(n.left), ev(n.right)
+            ops = {{ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}}
+            if type(n.op) in ops:
+                return ops[type(n.op)]
+            return {{ast.FloorDiv: lambda: a // b, ast.Div: lambda: a / b, ast.Pow: lambda: a ** b,
+                     ast.Mod: lambda: a % b}}[type(n.op)]()
+        raise ValueError(f"unsupported expression {{expr!r}}")
+    return ev(ast.parse(expr, mode="eval"))
+
+
+def make_inputs(case, generator):
+    dims = {{k: v for k, v in case.items() if isinstance(v, int) and not isinstance(v, bool)}}
+    for k, v in EXTRA_DIMS.items():
+        dims[k] = _value(v, dims)
+    dev = generator.device
+    args = {{}}
+    for name, spec in SPEC.items():
+        if not isinstance(spec, dict):
+            args[name] = _value(spec, dims)
+            continue
+        shape = [int(_value(s, dims)) for s in spec["shape"]]
+        dtype = case["dtype"] if spec.get("dtype", "act") == "act" else _DTYPES[spec["dtype"]]
+        init = str(spec.get("init", "randn")).split(":")
+        numel = 1
+        for s in shape:
+            numel *= s
+        if init[0] == "randint":
+            t = torch.randint(int(_value(init[1], dims)), int(_value(init[2], dims)), shape, generator=generator,
+                              device=dev)
+        elif init[0] == "perm":
+            t = torch.randperm(int(_value(init[1], dims)), generator=generator, device=dev)[:numel].view(shape)
+        elif init[0] == "arange":
+            t = torch.arange(numel, device=dev).view(shape)
+        elif init[0] == "around1":
+            t = 1.0 + 0.1 * torch.randn(shape, generator=generator, device=dev)
+        else:
+            t = torch.randn(shape, generator=generator, device=dev)
+        args[name] = t.to(dtype)
+    return args
+'''
+
+
+def harness_source(wrapper: str, specs: dict[str, Any], extra: dict[str, Any], how: str) -> str:
+    return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra)
