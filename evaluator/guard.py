@@ -2,7 +2,8 @@
 
 It is the first line against the known cheats, and it runs in the parent before any candidate code does:
 - only the EVOLVE-BLOCK differs from the baseline, and the entry point keeps its signature;
-- imports come from an allow-list; ``from torch import empty`` style imports, which would dodge output poisoning, are
+- imports come from an allow-list (torch, triton and its language submodules such as libdevice, math, typing,
+  functools); ``from torch import empty`` style imports, which would dodge output poisoning, are
   refused;
 - no streams, events, graphs, synchronisation, threads, processes, files, environment, ``eval``/``exec``/``compile``/
   ``__import__``/``getattr``/``globals``, private or dunder attributes, ``try`` blocks (a silent fallback), ``global``
@@ -202,11 +203,11 @@ def _forbidden(tree: ast.Module) -> GuardResult | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                if a.name not in ALLOWED_MODULES:
+                if a.name not in ALLOWED_MODULES and not a.name.startswith("triton.language."):
                     return bad("import", node, f"import of {a.name!r} is not allowed")
         elif isinstance(node, ast.ImportFrom):
             mod = node.module or ""
-            if node.level or mod not in ALLOWED_MODULES:
+            if node.level or (mod not in ALLOWED_MODULES and not mod.startswith("triton.language.")):
                 return bad("import", node, f"import from {'.' * node.level}{mod!r} is not allowed")
             allowed = ALLOWED_FROM.get(mod)
             for a in node.names:

@@ -151,6 +151,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             rev: str | None = None, all_kernels: bool = False, check: bool = True,
             progress: Callable[[int, int], None] | None = None) -> list[Coverage]:
     """Extract one kernel (or, with ``all_kernels``, every launched kernel) into task directories and self-check."""
+    import libcst as cst
+
     from smithbot.extract.build import extract as build, self_check
     from smithbot.extract.closure import ExtractError
 
@@ -176,6 +178,10 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
                          result.modules, dest)
         except ExtractError as exc:
             rows.append(Coverage(site.name, site.path, False, False, str(exc), None))
+        except (SyntaxError, ValueError, TypeError, UnicodeDecodeError, cst.ParserSyntaxError) as exc:
+            # a construct the extractor does not handle yet: reported per kernel, the batch goes on
+            rows.append(Coverage(site.name, site.path, False, False, f"{site.name}: extractor error: "
+                                 f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", None))
         else:
             ok, why = self_check(done.out) if check else (False, "not checked")
             rows.append(Coverage(site.name, site.path, True, ok, why, done.out))

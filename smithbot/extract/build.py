@@ -80,7 +80,9 @@ def _tunables(fn: ast.FunctionDef, source: str) -> dict[str, Any]:
 def extract(root: Path, commit: str | None, url: str, target: Target, site: KernelSite,
             modules: dict[str, str], out: Path) -> Extracted:
     path, wrapper, fn = _wrapper_node(root, site)
-    module = next(m for m, p in modules.items() if p == path)
+    module = next((m for m, p in modules.items() if p == path), None)
+    if module is None:
+        raise ExtractError(f"{site.name}: {path} shares its module name with another file; cannot place it")
     builder = ClosureBuilder(root, modules, module.split(".")[0], target.stubs, target.hints.external_modules,
                              target.hints.custom_jit_decorators)
     builder.add(module, wrapper)
@@ -96,7 +98,7 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     parts = [f'"""{site.name}, launched by {wrapper}(): extracted by smithbot from {url}'
              f"{'@' + commit[:12] if commit else ''} {path}.\n\nEvery definition below comes from the target; "
              'task.yaml says where. Stubs replace runtime helpers with the target\'s values."""\n',
-             "\n".join(imports) + "\n"]
+             "from __future__ import annotations\n\n" + "\n".join(imports) + "\n"]
     if builder.c.stubs:
         parts.append("\n# Runtime helpers, stubbed with the values in the target YAML.\n" + "\n".join(builder.c.stubs.values()))
     parts.append("\n# EVOLVE-BLOCK-START\n\n" + "\n\n".join(d.source.rstrip() + "\n" for d in defs) + "\n\n# EVOLVE-BLOCK-END\n")

@@ -78,11 +78,28 @@ def _top_bindings(tree: ast.Module) -> dict[str, ast.stmt]:
     return out
 
 
+def _without_annotations(node: ast.AST) -> list[ast.AST]:
+    """Every node under ``node`` except annotations: the task starts with ``from __future__ import annotations``,
+    so annotations are never evaluated and their names need no definition."""
+    skip: set[int] = set()
+    for n in ast.walk(node):
+        anns = []
+        if isinstance(n, ast.arg) and n.annotation is not None:
+            anns.append(n.annotation)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.returns is not None:
+            anns.append(n.returns)
+        elif isinstance(n, ast.AnnAssign):
+            anns.append(n.annotation)
+        for a in anns:
+            skip.update(id(x) for x in ast.walk(a))
+    return [n for n in ast.walk(node) if id(n) not in skip]
+
+
 def _free_names(node: ast.AST) -> list[str]:
     """Names a definition reads but does not bind itself, in first-use order."""
     bound: set[str] = set()
     used: list[str] = []
-    for n in ast.walk(node):
+    for n in _without_annotations(node):
         if isinstance(n, ast.Name):
             if isinstance(n.ctx, ast.Store):
                 bound.add(n.id)
@@ -109,7 +126,7 @@ def _import_line(local: str, target: str) -> str | None:
     mod, _, attr = target.rpartition(".")
     if target in ("torch.nn.functional",):
         return f"import torch.nn.functional as {local}"
-    if mod in ("triton", "triton.language", "typing", "math", "functools", "torch"):
+    if mod in ("triton", "typing", "math", "functools", "torch") or mod.startswith("triton.language"):
         return f"from {mod} import {attr}" + (f" as {local}" if local != attr else "")
     return None
 
@@ -143,6 +160,11 @@ class _Pruner(cst.CSTTransformer):
 
     def __init__(self, values: dict[str, Any]) -> None:
         self.values = values
+        self._elif: set[int] = set()
+
+    def visit_If(self, node: cst.If) -> None:
+        if isinstance(node.orelse, cst.If):
+            self._elif.add(id(node.orelse))
 
     def _eval(self, test: cst.BaseExpression) -> bool | None:
         if isinstance(test, cst.Name) and test.value in self.values:
@@ -159,6 +181,10 @@ class _Pruner(cst.CSTTransformer):
         taken = self._eval(updated.test)
         if taken is None:
             return updated
+        if id(original) in self._elif:  # an elif: it can only become an else, another elif, or nothing
+            if taken:
+                return cst.Else(body=updated.body)
+            return updated.orelse if updated.orelse is not None else cst.RemoveFromParent()
         if taken:
             return cst.FlattenSentinel(updated.body.body)
         if updated.orelse is None:
@@ -196,9 +222,23 @@ class ClosureBuilder:
         self._done: set[tuple[str, str]] = set()
         self._bound: dict[str, tuple[str, str]] = {}  # task name -> (module, name) it stands for
 
+    def _locate(self, name: str) -> str | None:
+        """The file of a module the scan did not parse: tried under each source prefix the parsed modules show."""
+        rel = self.paths.get(name)
+        if rel is not None:
+            return rel
+        prefixes = {p[: len(p) - len(m.replace(".", "/")) - 3] for m, p in self.paths.items()
+                    if p.endswith(m.replace(".", "/") + ".py")}
+        for prefix in sorted(prefixes):
+            for cand in (f"{prefix}{name.replace('.', '/')}.py", f"{prefix}{name.replace('.', '/')}/__init__.py"):
+                if (self.root / cand).is_file():
+                    self.paths[name] = cand
+                    return cand
+        return None
+
     def module(self, name: str) -> _Module | None:
         if name not in self._mods:
-            rel = self.paths.get(name)
+            rel = self._locate(name)
             if rel is None:
                 return None
             text = (self.root / rel).read_text(encoding="utf-8-sig")
