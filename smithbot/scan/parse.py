@@ -27,9 +27,10 @@ def module_name(relpath: str, package_dirs: set[str] | None = None) -> str:
     if parts[-1] == "__init__":
         parts = parts[:-1]
     dirs = relpath.split("/")[:-1]
-    # the module name starts at the topmost package directory; namespace packages below it (no __init__.py) count
+    # the module name starts at the topmost package directory (namespace packages below it count); a tree with no
+    # package at all keeps its whole path, so that files in different directories never share a name
     start = 0 if package_dirs is None else next(
-        (i for i in range(len(dirs)) if "/".join(dirs[: i + 1]) in package_dirs), len(dirs))
+        (i for i in range(len(dirs)) if "/".join(dirs[: i + 1]) in package_dirs), 0)
     return ".".join(p for p in parts[start:] if p)
 
 
