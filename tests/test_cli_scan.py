@@ -46,3 +46,13 @@ def test_scan_bad_inputs(tmp_path: Path) -> None:
                    check=True)
     assert_one_line_error(run("scan", str(empty), home=tmp_path), "no Triton kernels found")
     assert_one_line_error(run("scan", "https://127.0.0.1:9/nothing.git", home=tmp_path), "pass --source PATH")
+
+
+def test_extract_cli(tmp_path: Path) -> None:
+    p = run("extract", "demo", "rms_norm", "--out", str(tmp_path / "rms"), "--no-check", home=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "rms" / "task.yaml").is_file() and "wrote" in p.stdout
+    assert_one_line_error(run("extract", "demo", "nope_kernel", home=tmp_path), "no launched kernel or wrapper named")
+    assert_one_line_error(run("extract", "demo", "_store_kernel", "--no-check", home=tmp_path),
+                          "no module-level launcher function to extract (launched from: KVPool.store)")
+    assert_one_line_error(run("extract", "demo", home=tmp_path), "name a kernel (or pass --all)")
