@@ -40,15 +40,23 @@ def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionD
                        "methods and nested launchers are not supported yet")
 
 
+def _literal(node: ast.expr | None) -> Any:
+    """A default's value, or ... when there is none or it is not a literal."""
+    if node is None:
+        return ...
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return ...
+
+
 def _params(fn: ast.FunctionDef) -> list[tuple[str, Any]]:
+    """(name, default or ...) of every positional and keyword-only parameter, in signature order."""
     args = fn.args.posonlyargs + fn.args.args
-    defaults: list[Any] = [...] * (len(args) - len(fn.args.defaults))
-    for d in fn.args.defaults:
-        try:
-            defaults.append(ast.literal_eval(d))
-        except ValueError:
-            defaults.append(...)
-    return [(a.arg, d) for a, d in zip(args, defaults)]
+    defaults = [None] * (len(args) - len(fn.args.defaults)) + list(fn.args.defaults)
+    out = [(a.arg, _literal(d)) for a, d in zip(args, defaults)]
+    out += [(a.arg, _literal(d)) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults)]
+    return out
 
 
 def _tunables(fn: ast.FunctionDef, source: str) -> dict[str, Any]:

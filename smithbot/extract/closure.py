@@ -274,6 +274,12 @@ class ClosureBuilder:
             self.c.blockers.append(f"module {module} not found in the checkout")
             return
         node = mod.top.get(name)
+        if node is None and name in mod.imports:  # a re-export (from .x import f in a package __init__)
+            self._done.discard(key)
+            self._resolve(mod, name)
+            if as_name != name and name not in self.c.imports:
+                self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
+            return
         if node is None:
             self.c.blockers.append(f"{name} is not defined at module level in {mod.path}")
             return
