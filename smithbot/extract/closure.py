@@ -20,6 +20,8 @@ from typing import Any
 
 import libcst as cst
 
+from smithbot.scan.parse import collect_imports
+
 ALLOWED_ROOTS = {"torch", "triton", "math", "typing", "functools"}
 _BUILTINS = set(dir(builtins))
 
@@ -221,6 +223,7 @@ class ClosureBuilder:
         self.c = Closure()
         self._done: set[tuple[str, str]] = set()
         self._bound: dict[str, tuple[str, str]] = {}  # task name -> (module, name) it stands for
+        self._following: set[tuple[str, str]] = set()  # re-exports being followed
 
     def _locate(self, name: str) -> str | None:
         """The file of a module the scan did not parse: tried under each source prefix the parsed modules show."""
@@ -243,19 +246,7 @@ class ClosureBuilder:
                 return None
             text = (self.root / rel).read_text(encoding="utf-8-sig")
             tree = ast.parse(text)
-            imports: dict[str, str] = {}
-            for s in ast.walk(tree):
-                if isinstance(s, ast.Import):
-                    for a in s.names:
-                        imports[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-                elif isinstance(s, ast.ImportFrom):
-                    mod = s.module or ""
-                    if s.level:
-                        base = name.split(".")
-                        keep = len(base) - s.level + (1 if rel.endswith("__init__.py") else 0)
-                        mod = ".".join(base[:max(keep, 0)] + ([mod] if mod else []))
-                    for a in s.names:
-                        imports[a.asname or a.name] = f"{mod}.{a.name}"
+            imports = collect_imports(tree, name, rel.endswith("__init__.py"))
             self._mods[name] = _Module(rel, name, text.splitlines(), tree, imports, _top_bindings(tree))
         return self._mods[name]
 
@@ -275,6 +266,10 @@ class ClosureBuilder:
             return
         node = mod.top.get(name)
         if node is None and name in mod.imports:  # a re-export (from .x import f in a package __init__)
+            if key in self._following:
+                self.c.blockers.append(f"an import cycle through {module}.{name}")
+                return
+            self._following.add(key)
             self._done.discard(key)
             self._resolve(mod, name)
             if as_name != name and name not in self.c.imports:

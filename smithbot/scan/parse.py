@@ -43,6 +43,25 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def collect_imports(tree: ast.AST, modname: str, is_package: bool) -> dict[str, str]:
+    """Local name -> dotted target of every import in a module, relative imports resolved against ``modname``."""
+    imports: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                imports[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level:
+                base = modname.split(".")
+                keep = len(base) - node.level + (1 if is_package else 0)
+                mod = ".".join(base[:max(keep, 0)] + ([mod] if mod else []))
+            for a in node.names:
+                if a.name != "*":
+                    imports[a.asname or a.name] = f"{mod}.{a.name}" if mod else a.name
+    return imports
+
+
 class _Visitor(ast.NodeVisitor):
     def __init__(self, modname: str, is_package: bool, custom_jit: set[str]) -> None:
         self.modname = modname
@@ -67,24 +86,6 @@ class _Visitor(ast.NodeVisitor):
         head, _, rest = dotted.partition(".")
         full = self.imports.get(head, head)
         return f"{full}.{rest}" if rest else full
-
-    # --- imports -----------------------------------------------------------------------------------------------
-    def visit_Import(self, node: ast.Import) -> None:
-        for a in node.names:
-            if a.asname:
-                self.imports[a.asname] = a.name
-            else:
-                self.imports[a.name.split(".")[0]] = a.name.split(".")[0]
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        mod = node.module or ""
-        if node.level:
-            base = self.modname.split(".")
-            keep = len(base) - node.level + (1 if self.is_package else 0)
-            mod = ".".join(base[:max(keep, 0)] + ([mod] if mod else []))
-        for a in node.names:
-            if a.name != "*":
-                self.imports[a.asname or a.name] = f"{mod}.{a.name}" if mod else a.name
 
     # --- control flow ------------------------------------------------------------------------------------------
     def visit_If(self, node: ast.If) -> None:
@@ -195,6 +196,7 @@ def analyze(relpath: str, data: bytes, custom_jit: tuple[str, ...] = (), modname
         return {"path": relpath, "error": f"{where}{getattr(exc, 'msg', None) or exc}"}
     v = _Visitor(modname if modname is not None else module_name(relpath), relpath.endswith("__init__.py"),
                  set(custom_jit))
+    v.imports = collect_imports(tree, v.modname, v.is_package)
     v.visit(tree)
     by_name = {f["name"]: f for f in v.functions if not f["nested"]}
     for target, fn, line in v.jit_calls:
