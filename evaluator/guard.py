@@ -169,10 +169,7 @@ def _check_module_value(value: ast.AST) -> str | None:
     return None
 
 
-def _forbidden(tree: ast.Module) -> GuardResult | None:
-    facts = _Facts()
-    facts.visit(tree)
-    aliases = facts.aliases
+def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
     module_names = {"torch", "triton", "tl", "math", "functools", "typing", "F"}
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -269,16 +266,17 @@ def check(baseline: str, candidate: str, entry: str) -> GuardResult:
                 return ast.dump(stmt.args)
         return None
 
-    if entry_args(tree) is None:
+    cand_args = entry_args(tree)
+    if cand_args is None:
         return GuardResult(False, "signature", f"entry point {entry}() is missing at module level")
-    if entry_args(tree) != entry_args(base_tree):
+    if cand_args != entry_args(base_tree):
         return GuardResult(False, "signature", f"entry point {entry}() changed its signature")
-    bad = _forbidden(tree)
-    if bad is not None:
-        return bad
     base_facts, cand_facts = _Facts(), _Facts()
     base_facts.visit(base_tree)
     cand_facts.visit(tree)
+    bad = _forbidden(tree, cand_facts.aliases)
+    if bad is not None:
+        return bad
     extra = sorted(cand_facts.calls - base_facts.calls)
     if extra:
         return GuardResult(False, "torch_compute", f"torch compute call(s) the baseline does not make: {', '.join(extra)}")

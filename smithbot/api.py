@@ -183,8 +183,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             rows.append(Coverage(site.name, site.path, False, False, f"{site.name}: extractor error: "
                                  f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", None))
         else:
-            ok, why = self_check(done.out) if check else (False, "not checked")
-            rows.append(Coverage(site.name, site.path, True, ok, why, done.out))
+            ok, why = self_check(done) if check else (False, "not checked")
+            rows.append(Coverage(site.name, site.path, True, ok, why, done))
         by_wrapper[launcher] = rows[-1]
         if progress is not None:
             progress(i + 1, len(sites))

@@ -4,12 +4,12 @@ and brought up to date on the next run. ``--source PATH`` uses an existing check
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
+from evaluator.env import cache_dir
 from smithbot.config import TARGETS_DIR, Target
 
 
@@ -24,8 +24,7 @@ class Checkout:
     url: str
 
 
-def home() -> Path:
-    return Path(os.environ.get("SMITHBOT_HOME") or Path.home() / ".cache" / "smithbot")
+home = cache_dir  # $SMITHBOT_HOME, or ~/.cache/smithbot: the evaluator's resolver, shared
 
 
 def _head(root: Path) -> str:

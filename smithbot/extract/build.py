@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +15,6 @@ from smithbot.extract.inputs import InputError, cases, harness_source, param_spe
 from smithbot.types import KernelSite
 
 LAUNCH_KWARGS = ("num_warps", "num_stages")
-
-
-@dataclass(frozen=True)
-class Extracted:
-    kernel: str
-    wrapper: str
-    out: Path
 
 
 def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionDef]:
@@ -86,7 +78,7 @@ def _tunables(fn: ast.FunctionDef, source: str) -> dict[str, Any]:
 
 
 def extract(root: Path, commit: str | None, url: str, target: Target, site: KernelSite,
-            modules: dict[str, str], out: Path) -> Extracted:
+            modules: dict[str, str], out: Path) -> Path:
     path, wrapper, fn = _wrapper_node(root, site)
     module = next((m for m, p in modules.items() if p == path), None)
     if module is None:
@@ -129,7 +121,7 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         "tunables": _tunables(fn, kernel_src),
     }
     (out / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False, width=120))
-    return Extracted(site.name, wrapper, out)
+    return out
 
 
 def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str]:
