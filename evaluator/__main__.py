@@ -34,10 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("task_dir", help="task directory holding task.yaml, kernel.py and harness.py")
     p.add_argument("candidates", nargs="+", help="candidate files: whole kernel.py texts")
     p.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpreter"],
-                   help="cuda times on a GPU; interpreter checks correctness on the CPU (default: cuda if present)")
+                   help="cuda times on a GPU; interpreter checks correctness on the CPU and times the interpreter, "
+                        "which does not predict GPU speed (default: cuda if present)")
     p.add_argument("--json", action="store_true", help="print one JSON EvalResult per line")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per candidate, compile plus run")
-    p.add_argument("--rounds", type=int, default=30, help="interleaved timing rounds per case")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="interleaved timing rounds per case (default: 30 on cuda, 5 on the interpreter)")
     p.add_argument("--min-gain", type=float, default=0.02, help="promotion needs the interval above 1 + this")
     p.add_argument("--workers-per-gpu", type=int, default=3,
                    help="workers sharing each GPU: they compile in parallel and time in turns (default 3)")

@@ -46,7 +46,7 @@ def fingerprint(backend: str) -> dict[str, Any]:
         if smi is not None and len(smi) == 4:
             env.update(driver=smi[0], sm_clock_mhz=smi[1], sm_clock_max_mhz=smi[2], mem_clock_mhz=smi[3])
     else:
-        env.update(gpu=None, note="Triton interpreter on the CPU: correctness only; no timing predicts GPU speed")
+        env.update(gpu=None, note="Triton interpreter on the CPU: its timings measure the interpreter and do not predict GPU speed")
     return env
 
 

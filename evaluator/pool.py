@@ -143,11 +143,14 @@ class WorkerProcess:
         os.unlink(self.log.name)
 
 
-def verdict(ans: dict[str, Any], min_gain: float) -> tuple[str, tuple[str, ...]]:
-    """Promotion needs the geomean interval's lower bound above 1 + min_gain, and nothing implausible."""
+def verdict(ans: dict[str, Any], min_gain: float, interpreter: bool = False) -> tuple[str, tuple[str, ...]]:
+    """Promotion needs the geomean interval's lower bound above 1 + min_gain, and nothing implausible. Interpreter
+    timings are not GPU timings, so neither the 10x nor the roofline flag applies to them."""
     summary = ans["summary"]
     flags = []
-    if summary["geomean"] > MAX_SPEEDUP or any(c["ratio"] > MAX_SPEEDUP for c in ans["cases"]):
+    if interpreter:
+        pass
+    elif summary["geomean"] > MAX_SPEEDUP or any(c["ratio"] > MAX_SPEEDUP for c in ans["cases"]):
         flags.append(f"implausible speedup (over {MAX_SPEEDUP:.0f}x)")
     over = [c["name"] for c in ans["cases"] if c["cand_bw_fraction"] > ROOFLINE_SLACK]
     if over:
@@ -168,10 +171,11 @@ class Evaluator:
     """
 
     def __init__(self, task_dir: str | Path, backend: str = "auto", workers_per_gpu: int = 3,
-                 timeout_s: float = 300.0, prepare_timeout_s: float = 900.0, rounds: int = 30,
+                 timeout_s: float = 300.0, prepare_timeout_s: float = 900.0, rounds: int | None = None,
                  min_gain: float = 0.02) -> None:
         self.task: Task = load_task(task_dir)
         self.backend = resolve_backend(backend)
+        rounds = rounds or (30 if self.backend == "cuda" else 5)
         self.baseline_src = self.task.kernel_path.read_text(encoding="utf-8")
         self.timeout_s, self.prepare_timeout_s, self.rounds, self.min_gain = timeout_s, prepare_timeout_s, rounds, min_gain
         gpus = _cuda_count() if self.backend == "cuda" else 0
@@ -211,7 +215,12 @@ class Evaluator:
         self._prepared.add(id(w))
         return list(ans.get("warnings", []))
 
-    def submit(self, candidate: str | Path) -> Future[EvalResult]:
+    @property
+    def case_names(self) -> list[str]:
+        return [c.name for c in self.task.cases_for(self.backend)]
+
+    def submit(self, candidate: str | Path, cases: list[str] | None = None) -> Future[EvalResult]:
+        """Evaluate one candidate file, on the named cases only when ``cases`` is given (default: all)."""
         path = Path(candidate).resolve()
         try:
             source = path.read_text(encoding="utf-8")
@@ -224,7 +233,7 @@ class Evaluator:
             fut = Future()
             fut.set_result(self._result(path, "rejected", "guard", g.reason, g.detail))
             return fut
-        return self._pool.submit(self._run, path)
+        return self._pool.submit(self._run, path, cases)
 
     def evaluate(self, candidates: list[str | Path]) -> list[EvalResult]:
         return [f.result() for f in [self.submit(c) for c in candidates]]
@@ -233,13 +242,13 @@ class Evaluator:
         return EvalResult(candidate=str(path), task=self.task.id, backend=self.backend, status=status, stage=stage,
                           reason=reason, detail=detail, **kw)
 
-    def _run(self, path: Path) -> EvalResult:
+    def _run(self, path: Path, cases: list[str] | None) -> EvalResult:
         w = self._idle.get()
         try:
             warnings = self._prepare(w)
             t0 = time.perf_counter()
             ans = w.request({"op": "eval", "task": str(self.task.root), "candidate": str(path),
-                             "rounds": self.rounds}, self.timeout_s)
+                             "rounds": self.rounds, "cases": cases}, self.timeout_s)
             if w.proc is None:  # killed or died: the replacement must prepare the task again
                 self._prepared.discard(id(w))
             common = {"task_warnings": tuple(ans.get("warnings", warnings)), "env": ans.get("env", {}),
@@ -253,7 +262,7 @@ class Evaluator:
             if status != "measured":
                 return self._result(path, status, ans.get("stage", ""), ans.get("reason", ""), ans.get("detail", ""),
                                     **common)
-            final, flags = verdict(ans, self.min_gain)
+            final, flags = verdict(ans, self.min_gain, self.backend == "interpreter")
             s = ans["summary"]
             return self._result(path, final, "verdict", "", "", speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
                                 cases=tuple(ans["cases"]), flags=flags, timing_method=",".join(sorted({c["method"] for c in ans["cases"]})),

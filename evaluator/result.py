@@ -6,8 +6,10 @@ Statuses, in cascade order (the first that applies):
 - ``incorrect``: stage 3 found a difference (``reason``: mismatch, modified_input, no_launch, torch_compute,
   nondeterministic);
 - ``flagged``: correct and measured, but implausible (over 10x, or beyond the memory roofline): a human must look;
-- ``correct``: correct, but not shown faster (or not timed: the interpreter backend);
+- ``correct``: correct, but not shown faster;
 - ``promoted``: correct, and the geomean interval's lower bound exceeds 1 + min_gain.
+On the ``interpreter`` backend, speed comes from wall-clock timing of the CPU interpreter (``timing_method`` is
+``interpreter_wall``): it does not predict GPU speed.
 """
 
 from __future__ import annotations

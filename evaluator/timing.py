@@ -7,13 +7,19 @@ Method, per shape case:
 - every case and side is warmed up first (compiles every constexpr variant, runs autotuning);
 - each side's sample is captured as a CUDA graph and replayed; if either side cannot be captured, both are timed
   eagerly between CUDA events, so the two sides are always measured the same way;
-- cases are timed one after another; within a case, rounds interleave the sides and alternate which goes first; the per-round ratio baseline/candidate gives a median
-  and a bootstrap 95% interval; the geomean over cases has a joint bootstrap interval.
+- cases are timed one after another; within a case, rounds interleave the sides and alternate which goes first; the
+  per-round ratio baseline/candidate gives a median and a bootstrap 95% interval; the geomean over cases has a joint
+  bootstrap interval.
+
+The ``interpreter`` backend is timed the same way (interleaved rounds, the same statistics) with the wall clock around
+eager calls (method ``interpreter_wall``). Those numbers measure the CPU interpreter only and do not predict GPU speed;
+they let the offline search and the demo run end to end on a machine without a GPU.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
@@ -33,7 +39,7 @@ COPY_CAP_BYTES = 4 << 30
 @dataclass(frozen=True)
 class CaseTiming:
     name: str
-    method: str  # cuda_graph | cuda_events
+    method: str  # cuda_graph | cuda_events | interpreter_wall
     copies: int
     l2_cold: bool
     base_us: float
@@ -150,13 +156,47 @@ def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness:
     return timing, ratio
 
 
+def time_case_wall(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, case: Case, seed: int,
+                   rounds: int, rng: np.random.Generator) -> tuple[CaseTiming, np.ndarray]:
+    """Interpreter timing: eager calls on the CPU between ``perf_counter`` reads, interleaved like the GPU path."""
+    args = make_args(harness, case, seed, "cpu")
+    out = base_fn(**clone_args(args))
+    bytes_fn = getattr(harness, "bytes_moved", None)
+    moved = int(bytes_fn(**args)) if bytes_fn is not None else default_bytes(args, out)
+    del out
+    bufs = {"base": clone_args(args), "cand": clone_args(args)}
+    fns = {"base": base_fn, "cand": cand_fn}
+    for side in fns:
+        fns[side](**bufs[side])
+    samples: dict[str, list[float]] = {"base": [], "cand": []}
+    for r in range(rounds):
+        for side in (("base", "cand") if r % 2 == 0 else ("cand", "base")):
+            t0 = time.perf_counter()
+            fns[side](**bufs[side])
+            samples[side].append((time.perf_counter() - t0) * 1e6)
+    tb, tc = np.array(samples["base"]), np.array(samples["cand"])
+    ratio = tb / tc
+    base_us, cand_us = float(np.median(tb)), float(np.median(tc))
+    timing = CaseTiming(
+        name=case.name, method="interpreter_wall", copies=1, l2_cold=False,
+        base_us=base_us, base_p20_us=float(np.percentile(tb, 20)), base_p80_us=float(np.percentile(tb, 80)),
+        cand_us=cand_us, cand_p20_us=float(np.percentile(tc, 20)), cand_p80_us=float(np.percentile(tc, 80)),
+        ratio=float(np.median(ratio)), ratio_ci=_median_ci(ratio, rng), bytes=moved,
+        cand_gbps=moved / (cand_us * 1e-6) / 1e9, base_gbps=moved / (base_us * 1e-6) / 1e9, cand_bw_fraction=0.0)
+    return timing, ratio
+
+
 def time_cases(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, cases: tuple[Case, ...],
-               rounds: int, l2_bytes: int, copy_gbps: float, seed: int = 12345) -> tuple[list[CaseTiming], dict]:
-    """Time every case (each with its own interleaved rounds); summarise with the geomean and its interval."""
+               rounds: int, l2_bytes: int, copy_gbps: float | None, seed: int = 12345) -> tuple[list[CaseTiming], dict]:
+    """Time every case (each with its own interleaved rounds); summarise with the geomean and its interval.
+    ``copy_gbps=None`` selects the interpreter's wall-clock timing."""
     rng = np.random.default_rng(seed)
     results, ratios = [], []
     for i, case in enumerate(cases):
-        timing, ratio = time_case(base_fn, cand_fn, harness, case, seed + i, rounds, l2_bytes, copy_gbps, rng)
+        if copy_gbps is None:
+            timing, ratio = time_case_wall(base_fn, cand_fn, harness, case, seed + i, rounds, rng)
+        else:
+            timing, ratio = time_case(base_fn, cand_fn, harness, case, seed + i, rounds, l2_bytes, copy_gbps, rng)
         results.append(timing)
         ratios.append(ratio)
     logs = np.log(np.stack(ratios))  # [cases, rounds]

@@ -4,7 +4,8 @@ It reads one JSON request per line on stdin and writes one JSON answer per line 
 prints can forge an answer. It keeps torch, triton, the loaded baselines and the task checks between requests. The
 parent (``pool.py``) enforces the timeouts, kills it on a hang and replaces it after a crash.
 
-Requests: ``{"op": "prepare", "task": DIR}`` and ``{"op": "eval", "task": DIR, "candidate": FILE, "rounds": N}``.
+Requests: ``{"op": "prepare", "task": DIR}`` and ``{"op": "eval", "task": DIR, "candidate": FILE, "rounds": N,
+"cases": [NAME...] or null}`` (null: every case the backend runs).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 from evaluator import correctness
 from evaluator.env import copy_bandwidth_gbps, fingerprint
 from evaluator.runtime import LaunchCounter, load_module
-from evaluator.task import Task, TaskError, load_task
+from evaluator.task import Case, Task, TaskError, load_task
 
 
 class _Prepared:
@@ -38,6 +39,15 @@ class _Prepared:
             args = correctness.make_args(self.harness, case, correctness.seed_for(i, 0), self.device)
             self.base(**args)
         self.errors, self.warnings = correctness.validate_task(task, self.base, self.harness, self.cases, self.device)
+
+    def select(self, names: list[str] | None) -> tuple[Case, ...]:
+        """The cases named (all when None), in task order; an unknown name is the caller's bug."""
+        if names is None:
+            return self.cases
+        unknown = set(names) - {c.name for c in self.cases}
+        if unknown:
+            raise TaskError(f"unknown case(s) for this backend: {', '.join(sorted(unknown))}")
+        return tuple(c for c in self.cases if c.name in names)
 
 
 def _classify(exc: BaseException) -> tuple[str, bool]:
@@ -105,17 +115,21 @@ class Worker:
         return self.evaluate(prep, req)
 
     def evaluate(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
+        try:
+            cases = prep.select(req.get("cases"))
+        except TaskError as exc:
+            return {"status": "task_error", "detail": str(exc)}
         out: dict[str, Any] = {"warnings": prep.warnings, "env": self.env, "elapsed_s": {}, "stage": "compile"}
         t0 = time.perf_counter()
         try:
             cand = getattr(load_module(req["candidate"], "candidate", prep.interpreter), prep.task.entry)
-            for i, case in enumerate(prep.cases):  # compile every variant before checking anything
+            for i, case in enumerate(cases):  # compile every variant before checking anything
                 cand(**correctness.make_args(prep.harness, case, correctness.seed_for(i, 0), prep.device))
             if prep.device == "cuda":
                 torch.cuda.synchronize()
             out["elapsed_s"]["compile"] = time.perf_counter() - t0
             with gpu_lock():
-                return self._check_and_time(prep, cand, int(req.get("rounds", 30)), out)
+                return self._check_and_time(prep, cand, cases, int(req.get("rounds", 30)), out)
         except Exception as exc:
             status, fatal = _classify(exc)
             out.update(status=status, reason=status if status in ("oom", "crash") else type(exc).__name__,
@@ -123,26 +137,24 @@ class Worker:
                        log=traceback.format_exc()[-4000:])
             return out
 
-    def _check_and_time(self, prep: _Prepared, cand: Any, rounds: int, out: dict[str, Any]) -> dict[str, Any]:
+    def _check_and_time(self, prep: _Prepared, cand: Any, cases: tuple[Case, ...], rounds: int,
+                        out: dict[str, Any]) -> dict[str, Any]:
         t1 = time.perf_counter()
         out["stage"] = "correctness"
-        for i, case in enumerate(prep.cases):
+        for i, case in enumerate(cases):
             failure = correctness.check_case(prep.task, prep.base, cand, prep.harness, case, i, prep.device)
             if failure is not None:
                 out.update(status="incorrect", reason=failure.reason, detail=failure.detail)
                 out["elapsed_s"]["correctness"] = time.perf_counter() - t1
                 return out
         out["elapsed_s"]["correctness"] = time.perf_counter() - t1
-        if prep.interpreter:
-            out["status"] = "correct"
-            return out
         from evaluator.timing import time_cases
 
         t2 = time.perf_counter()
         out["stage"] = "timing"
-        if self.copy_gbps is None:
+        if self.copy_gbps is None and not prep.interpreter:
             self.copy_gbps = copy_bandwidth_gbps(self.env)
-        timings, summary = time_cases(prep.base, cand, prep.harness, prep.cases, rounds,
+        timings, summary = time_cases(prep.base, cand, prep.harness, cases, rounds,
                                       int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps)
         out["elapsed_s"]["timing"] = time.perf_counter() - t2
         out.update(status="measured", cases=[t.as_dict() for t in timings], summary=summary, copy_gbps=self.copy_gbps)

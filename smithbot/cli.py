@@ -56,7 +56,7 @@ def _case_table(r: EvalResult) -> Table:
 def eval_cmd(
     task: str = typer.Argument(..., help="task directory, or a bundled task name (see `smithbot tasks`)"),
     candidates: List[Path] = typer.Argument(..., help="candidate kernel.py files"),
-    backend: str = typer.Option("auto", help="cuda (time on a GPU), interpreter (CPU, correctness only) or auto"),
+    backend: str = typer.Option("auto", help="cuda (time on a GPU), interpreter (CPU; its timings do not predict GPU speed) or auto"),
     rounds: int = typer.Option(30, help="interleaved timing rounds per shape case"),
     timeout: float = typer.Option(300.0, help="seconds per candidate, compile plus run"),
     min_gain: float = typer.Option(0.02, help="promotion needs the interval's lower bound above 1 + this"),
@@ -82,7 +82,7 @@ def eval_cmd(
         if r.cases:
             out.print(_case_table(r))
     if results and results[0].backend == "interpreter":
-        err.print("note: the interpreter backend checks correctness only; it does not predict GPU speed")
+        err.print("note: interpreter timings measure the CPU interpreter and do not predict GPU speed")
 
 
 @app.command("tasks")
