@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from evaluator.task import EVOLVE_END, EVOLVE_START
+from evaluator.task import split_evolve
 
 ALLOWED_MODULES = {"__future__", "math", "typing", "functools", "torch", "torch.nn.functional", "triton",
                    "triton.language"}
@@ -68,14 +68,6 @@ class GuardResult:
     ok: bool
     reason: str = ""  # a short code: syntax, outside_block, signature, import, forbidden, state, torch_compute
     detail: str = ""
-
-
-def _split(src: str) -> tuple[str, str, str] | None:
-    if src.count(EVOLVE_START) != 1 or src.count(EVOLVE_END) != 1:
-        return None
-    head, rest = src.split(EVOLVE_START)
-    block, tail = rest.split(EVOLVE_END)
-    return head, block, tail
 
 
 def _norm(text: str) -> list[str]:
@@ -249,7 +241,7 @@ def check(baseline: str, candidate: str, entry: str) -> GuardResult:
         tree = ast.parse(candidate)
     except SyntaxError as exc:
         return GuardResult(False, "syntax", f"line {exc.lineno}: {exc.msg}")
-    base_parts, cand_parts = _split(baseline), _split(candidate)
+    base_parts, cand_parts = split_evolve(baseline), split_evolve(candidate)
     if base_parts is None:
         raise ValueError("baseline kernel.py has no single EVOLVE-BLOCK")
     if cand_parts is None:

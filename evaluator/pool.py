@@ -216,6 +216,11 @@ class Evaluator:
         return list(ans.get("warnings", []))
 
     @property
+    def capacity(self) -> int:
+        """How many candidates can be evaluated at once (the number of workers)."""
+        return len(self._workers)
+
+    @property
     def case_names(self) -> list[str]:
         return [c.name for c in self.task.cases_for(self.backend)]
 

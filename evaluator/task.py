@@ -25,6 +25,15 @@ REGIMES = ("decode", "prefill")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
+def split_evolve(src: str) -> tuple[str, str, str] | None:
+    """(head, block, tail) around the EVOLVE-BLOCK markers, or None unless there is exactly one of each."""
+    if src.count(EVOLVE_START) != 1 or src.count(EVOLVE_END) != 1:
+        return None
+    head, rest = src.split(EVOLVE_START)
+    block, tail = rest.split(EVOLVE_END)
+    return head, block, tail
+
+
 class TaskError(Exception):
     """A task directory or its ``task.yaml`` is invalid. The message is one line a user can act on."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from evaluator import EvalResult, Evaluator, TaskError
 from smithbot.config import ConfigError, Target, generic_target, get_target, target_names
@@ -189,3 +189,106 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
         if progress is not None:
             progress(i + 1, len(sites))
     return rows
+
+
+def db_path(db: str | Path | None = None) -> Path:
+    """The run database: ``--db``, or ``$SMITHBOT_HOME/runs.db``."""
+    return Path(db) if db else home() / "runs.db"
+
+
+def _proposer(name: str, cfg_file: str | None, replay: str | None, start: int) -> Any:
+    from smithbot.config import load_evolve_config
+    from smithbot.evolve.proposers import LLMProposer, ProposerError, ReplayProposer, TuneProposer
+
+    if name == "tune":
+        return TuneProposer()
+    if name == "llm":
+        return LLMProposer(load_evolve_config(Path(cfg_file) if cfg_file else None))
+    if name == "replay":
+        if not replay:
+            raise ProposerError("--proposer replay needs --replay FILE.jsonl")
+        return ReplayProposer(Path(replay), start)
+    raise ProposerError(f"unknown proposer {name!r} (choose tune, llm or replay)")
+
+
+def evolve(task: str | Path | None = None, proposer: str | None = None, iterations: int | None = None,
+           time_s: float | None = None, budget_usd: float | None = None, budget_tokens: int | None = None,
+           islands: int | None = None, workers: int | None = None, seed: int | None = None,
+           resume: str | None = None, config: str | None = None, replay: str | None = None,
+           backend: str | None = None, patience: int | None = None, db: str | Path | None = None,
+           on_update: Callable[[Any], None] | None = None) -> Any:
+    """Start (or, with ``resume``, continue) an evolutionary search on a task. Returns the final Status.
+
+    On resume, the run's stored settings apply; options given here override them (e.g. a larger budget)."""
+    from smithbot.evolve.db import RunDB
+    from smithbot.evolve.proposers import ProposerError
+    from smithbot.evolve.search import Budget, Search, SearchConfig
+
+    with RunDB(db_path(db)) as rdb:
+        if resume:
+            run = rdb.run(resume)
+            if task is not None and Path(resolve_task(task)).resolve() != Path(run.task_dir).resolve():
+                raise TaskError(f"run {resume} belongs to task {run.task_dir}, not {task}")
+            stored = run.config
+        else:
+            if task is None:
+                raise TaskError("name a task directory (or a bundled task), or pass --resume RUN")
+            stored = {"search": SearchConfig().to_dict(), "backend": "auto", "workers": None, "config": None,
+                      "replay": None}
+        search = SearchConfig.from_dict(stored["search"])
+        b = search.budget
+        budget = Budget(iterations if iterations is not None else b.iterations,
+                        time_s if time_s is not None else b.time_s,
+                        budget_tokens if budget_tokens is not None else b.tokens,
+                        budget_usd if budget_usd is not None else b.usd)
+        budget.check()
+        if islands is not None and islands < 1:
+            raise ValueError(f"--islands must be at least 1, got {islands}")
+        if resume and islands is not None and islands != search.islands:
+            raise ValueError(f"run {resume} has {search.islands} islands; --islands cannot change on resume")
+        search = SearchConfig(proposer=proposer or search.proposer, islands=islands or search.islands,
+                              migrate_every=search.migrate_every,
+                              patience=patience if patience is not None else search.patience,
+                              seed=seed if seed is not None else search.seed, budget=budget)
+        settings = {"search": search.to_dict(), "backend": backend or stored["backend"],
+                    "workers": workers if workers is not None else stored["workers"],
+                    "config": config or stored["config"], "replay": replay or stored["replay"]}
+        task_dir = Path(run.task_dir) if resume else resolve_task(task)  # type: ignore[arg-type]
+        replayed = 0
+        if resume:
+            replayed = sum(1 for c in rdb.candidates(resume) if c.proposer == "replay")
+        prop = _proposer(search.proposer, settings["config"], settings["replay"], replayed)
+        ev_kw = {"workers_per_gpu": settings["workers"]} if settings["workers"] else {}
+        with Evaluator(task_dir, backend=settings["backend"], **ev_kw) as ev:
+            if search.proposer == "tune" and ev.task.kind == "fusion" and not (
+                    resume and any(c.correct and c.proposer != "baseline" for c in rdb.candidates(resume))):
+                raise ProposerError(f"{ev.task.id} is a fusion task (a PyTorch baseline): tune needs a Triton "
+                                    "candidate first; use --proposer llm")
+            ev.prepare()
+            if resume:
+                rdb.conn.execute("UPDATE runs SET config = ? WHERE id = ?", (json.dumps(settings), resume))
+                rdb.set_status(resume, "running", "resumed")
+                run = rdb.run(resume)
+            else:
+                run = rdb.create_run(str(task_dir.resolve()), ev.task.id, settings, search.seed)
+            return Search(rdb, run, ev.task, ev, prop, on_update).run()
+
+
+def runs(db: str | Path | None = None) -> list[dict[str, Any]]:
+    """Every run with its task, status, counts and best speedup."""
+    from smithbot.evolve.db import RunDB
+
+    path = db_path(db)
+    if not path.exists():
+        return []
+    out = []
+    with RunDB(path) as rdb:
+        for r in rdb.runs():
+            best = rdb.best(r.id)
+            t = rdb.totals(r.id)
+            ci = (best.result or {}).get("speedup_ci") if best else None
+            out.append({"id": r.id, "task": r.task_id, "status": r.status, "message": r.message,
+                        "proposer": r.config["search"]["proposer"], "candidates": t["candidates"],
+                        "correct": t["correct"], "cost": t["cost"], "best": best.fitness if best else None,
+                        "best_ci": ci, "best_id": best.id if best else None, "created": r.created})
+    return out

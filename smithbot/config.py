@@ -13,6 +13,14 @@ TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets"
 if not TARGETS_DIR.is_dir():  # installed: targets/ ships as the smithbot.targets package
     TARGETS_DIR = Path(__file__).resolve().parent / "targets"
 
+
+
+def templates_dir() -> Path:
+    """``templates/`` at the top of a checkout, or the ``smithbot.templates`` package when installed."""
+    top = Path(__file__).resolve().parent.parent / "templates"
+    return top if top.is_dir() else Path(__file__).resolve().parent / "templates"
+
+
 MODEL_KEYS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "moe_intermediate", "experts", "top_k", "vocab")
 
 
@@ -174,3 +182,91 @@ def generic_target(repo: str) -> Target:
                   conventions=Conventions(), file=None)
 
 
+
+
+# The search's configuration (``smithbot evolve --config FILE``): the LLM endpoint and the price table.
+
+
+@dataclass(frozen=True)
+class LLMModel:
+    name: str
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """An OpenAI-compatible endpoint. The API key is read from the environment variable *named* here, never stored."""
+
+    base_url: str
+    api_key_env: str
+    models: tuple[LLMModel, ...]
+    temperature: float = 0.7
+    max_tokens: int = 8192
+    timeout_s: float = 120.0
+    retries: int = 4
+    backoff_s: float = 2.0
+    edit_formats: dict[str, float] = field(default_factory=lambda: {"diff": 0.7, "full": 0.2, "crossover": 0.1})
+
+
+@dataclass(frozen=True)
+class Price:
+    input: float  # USD per million prompt tokens
+    output: float  # USD per million completion tokens
+
+
+@dataclass(frozen=True)
+class EvolveConfig:
+    llm: LLMConfig | None = None
+    prices: dict[str, Price] = field(default_factory=dict)
+
+    def cost(self, model: str, tokens_in: int, tokens_out: int) -> float:
+        p = self.prices.get(model)
+        return 0.0 if p is None else (tokens_in * p.input + tokens_out * p.output) / 1e6
+
+
+_EVOLVE = {"llm": False, "prices": False}
+_LLM = {"base_url": True, "api_key_env": True, "models": True, "temperature": False, "max_tokens": False,
+        "timeout_s": False, "retries": False, "backoff_s": False, "edit_formats": False}
+
+
+def _number(c: _Checker, value: Any, key: str, minimum: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
+        raise c.fail(key, f"must be a number >= {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def load_evolve_config(file: Path | None) -> EvolveConfig:
+    """Read an evolve config YAML; None gives the offline default (no LLM)."""
+    if file is None:
+        return EvolveConfig()
+    c = _Checker(file)
+    data = c.mapping(read_yaml(file, ConfigError) or {}, "", _EVOLVE)
+    prices = {}
+    for model, p in (data.get("prices") or {}).items():
+        p = c.mapping(p, f"prices.{model}", {"input": True, "output": True})
+        prices[str(model)] = Price(_number(c, p["input"], f"prices.{model}.input"),
+                                   _number(c, p["output"], f"prices.{model}.output"))
+    llm = None
+    if data.get("llm") is not None:
+        raw = c.mapping(data["llm"], "llm", _LLM)
+        models_raw = raw["models"]
+        if not isinstance(models_raw, list) or not models_raw:
+            raise c.fail("llm.models", "must be a non-empty list of model names or {name, weight} mappings")
+        models = []
+        for i, m in enumerate(models_raw):
+            if isinstance(m, str):
+                m = {"name": m}
+            m = c.mapping(m, f"llm.models[{i}]", {"name": True, "weight": False})
+            models.append(LLMModel(c.string(m["name"], f"llm.models[{i}].name"),
+                                   _number(c, m.get("weight", 1.0), f"llm.models[{i}].weight")))
+        formats = raw.get("edit_formats", LLMConfig.__dataclass_fields__["edit_formats"].default_factory())  # type: ignore[misc]
+        formats = c.mapping(formats, "llm.edit_formats", {"diff": False, "full": False, "crossover": False})
+        llm = LLMConfig(
+            base_url=c.string(raw["base_url"], "llm.base_url"), api_key_env=c.string(raw["api_key_env"], "llm.api_key_env"),
+            models=tuple(models), temperature=_number(c, raw.get("temperature", 0.7), "llm.temperature"),
+            max_tokens=c.positive_int(raw.get("max_tokens", 8192), "llm.max_tokens"),
+            timeout_s=_number(c, raw.get("timeout_s", 120.0), "llm.timeout_s", 0.1),
+            retries=int(_number(c, raw.get("retries", 4), "llm.retries")),
+            backoff_s=_number(c, raw.get("backoff_s", 2.0), "llm.backoff_s"),
+            edit_formats={k: _number(c, v, f"llm.edit_formats.{k}") for k, v in formats.items()})
+    return EvolveConfig(llm=llm, prices=prices)

@@ -1,0 +1,221 @@
+"""Proposers: each turns a parent (plus inspirations and feedback) into a new candidate ``kernel.py`` text.
+
+- ``tune`` (the offline default) edits launch configs and constexpr tiles with libcst (``tune.py``);
+- ``llm`` asks any OpenAI-compatible endpoint, through the ``openai`` client, for a SEARCH/REPLACE diff, a full-block
+  rewrite or a crossover of two parents; prompts are jinja2 files in ``templates/prompts/``;
+- ``replay`` replays recorded responses from a JSONL file, for reproducible runs and tests.
+
+A proposal that cannot become a candidate (garbage, truncation, refusals, endpoint down) is returned with ``error`` set
+and recorded as a failed proposal; only set-up problems (a missing API-key variable) raise :class:`ProposerError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import jinja2
+
+from evaluator.task import Task
+from smithbot.config import EvolveConfig, LLMConfig, templates_dir
+from smithbot.evolve import edits, tune
+
+
+class ProposerError(Exception):
+    """The proposer cannot start (missing API key variable, unreadable replay file). One line."""
+
+
+class Exhausted(Exception):
+    """The proposer has nothing new to offer (replay file ended, tune neighbourhood fully evaluated)."""
+
+
+@dataclass(frozen=True)
+class Parent:
+    id: str | None  # None: the task's baseline, not (yet) a candidate of the run
+    source: str
+    result: dict[str, Any] | None = None
+    fitness: float | None = None
+
+
+@dataclass(frozen=True)
+class Context:
+    task: Task
+    parent: Parent
+    inspirations: tuple[Parent, ...] = ()
+    second: Parent | None = None  # for crossover
+    failures: tuple[dict[str, Any], ...] = ()  # recent failed children on this island: reason, detail
+    rng: random.Random = field(default_factory=random.Random)
+    seen: Callable[[str], bool] = lambda h: False
+
+
+@dataclass(frozen=True)
+class Proposal:
+    source: str | None
+    edit_format: str = ""
+    prompt: str = ""
+    response: str = ""
+    model: str = ""
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+    error: str = ""
+    screen: bool = False  # successive halving: screen on a subset of the cases first
+
+
+class TuneProposer:
+    """Random sampling and local search over the parent's knobs; proposals are screened on a case subset first."""
+
+    name = "tune"
+
+    def __init__(self, p_random: float = 0.3, attempts: int = 40) -> None:
+        self.p_random, self.attempts = p_random, attempts
+
+    def propose(self, ctx: Context) -> Proposal:
+        ks = [k for k in tune.knobs(ctx.parent.source) if len(k.domain) > 1]
+        if not ks:
+            raise Exhausted("the program has no tunable launch configs, tiles or autotune configs")
+        parent_hash = edits.source_hash(ctx.parent.source)
+        for _ in range(self.attempts):
+            if ctx.rng.random() < self.p_random:
+                values = {k.id: ctx.rng.choice(k.domain) for k in ks if ctx.rng.random() < 0.5}
+            else:
+                moves = [k for k in ks if k.neighbours()]
+                values = {k.id: ctx.rng.choice(k.neighbours()) for k in ctx.rng.sample(moves, min(len(moves),
+                                                                                               ctx.rng.choice((1, 1, 2))))}
+            source = tune.set_knobs(ctx.parent.source, values)
+            h = edits.source_hash(source)
+            if h != parent_hash and not ctx.seen(h):
+                return Proposal(source, edit_format="tune", response=tune.describe(ks, values), screen=True)
+        raise Exhausted(f"no unseen config near the parent after {self.attempts} tries")
+
+
+class Prompter:
+    """Renders the system and user prompts from ``templates/prompts/``."""
+
+    def __init__(self) -> None:
+        self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir() / "prompts"),
+                                      undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+    def render(self, ctx: Context, fmt: str) -> tuple[str, str]:
+        task = ctx.task
+        cases = [c.as_dict() for c in task.cases]
+        system = self.env.get_template("system.j2").render(task=task, fmt=fmt)
+        user = self.env.get_template("user.j2").render(
+            task=task, cases=cases, fmt=fmt, parent=ctx.parent, parent_block=edits.block_of(ctx.parent.source),
+            second=ctx.second, second_block=edits.block_of(ctx.second.source) if ctx.second else "",
+            inspirations=[(p, edits.block_of(p.source)) for p in ctx.inspirations], failures=ctx.failures)
+        return system, user
+
+
+def _choose(rng: random.Random, weights: dict[str, float]) -> str:
+    keys = [k for k, w in weights.items() if w > 0]
+    return rng.choices(keys, weights=[weights[k] for k in keys])[0]
+
+
+class LLMProposer:
+    """Any OpenAI-compatible chat-completions endpoint, with retries and backoff on 429, 5xx and timeouts."""
+
+    name = "llm"
+
+    def __init__(self, cfg: EvolveConfig, sleep: Callable[[float], None] = time.sleep) -> None:
+        import openai
+
+        if cfg.llm is None:
+            raise ProposerError("--proposer llm needs an `llm:` section in the --config file (base_url, api_key_env, "
+                                "models)")
+        self.llm: LLMConfig = cfg.llm
+        self.cfg = cfg
+        key = os.environ.get(self.llm.api_key_env)
+        if not key:
+            raise ProposerError(f"the API key variable {self.llm.api_key_env} is not set (named by llm.api_key_env)")
+        self.openai = openai
+        self.client = openai.OpenAI(base_url=self.llm.base_url, api_key=key, timeout=self.llm.timeout_s, max_retries=0)
+        self.prompter = Prompter()
+        self.sleep = sleep
+
+    def _ask(self, model: str, system: str, user: str) -> tuple[str, str, int, int]:
+        """(text, finish_reason, prompt tokens, completion tokens); raises RuntimeError with a one-line reason."""
+        o = self.openai
+        last = ""
+        for attempt in range(self.llm.retries + 1):
+            try:
+                r = self.client.chat.completions.create(
+                    model=model, temperature=self.llm.temperature, max_tokens=self.llm.max_tokens,
+                    messages=[{"role": "system", "content": system}, {"role": "user", "content": user}])
+            except (o.RateLimitError, o.APITimeoutError, o.APIConnectionError, o.InternalServerError) as exc:
+                last = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                if attempt < self.llm.retries:
+                    self.sleep(self.llm.backoff_s * 2 ** attempt)
+                continue
+            except o.APIStatusError as exc:
+                raise RuntimeError(f"the endpoint refused the request: HTTP {exc.status_code}: "
+                                   f"{str(exc).splitlines()[0][:200]}") from None
+            except (o.APIError, ValueError, KeyError, TypeError) as exc:
+                raise RuntimeError(f"garbage from the endpoint: {type(exc).__name__}: {str(exc)[:200]}") from None
+            if not getattr(r, "choices", None):
+                raise RuntimeError("garbage from the endpoint: a response without choices")
+            choice = r.choices[0]
+            usage = getattr(r, "usage", None)
+            return (choice.message.content or "", choice.finish_reason or "",
+                    int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+        raise RuntimeError(f"the endpoint failed {self.llm.retries + 1} times: {last}")
+
+    def propose(self, ctx: Context) -> Proposal:
+        formats = dict(self.llm.edit_formats)
+        if ctx.second is None:
+            formats.pop("crossover", None)
+        fmt = _choose(ctx.rng, formats or {"diff": 1.0})
+        system, user = self.prompter.render(ctx, fmt)
+        model = ctx.rng.choices([m.name for m in self.llm.models], weights=[m.weight for m in self.llm.models])[0]
+        prompt = f"[system]\n{system}\n[user]\n{user}"
+        try:
+            text, finish, t_in, t_out = self._ask(model, system, user)
+        except RuntimeError as exc:
+            return Proposal(None, fmt, prompt, model=model, error=str(exc))
+        cost = self.cfg.cost(model, t_in, t_out)
+        common = dict(edit_format=fmt, prompt=prompt, response=text, model=model, tokens_in=t_in, tokens_out=t_out,
+                      cost=cost)
+        try:
+            return Proposal(edits.apply(fmt, ctx.parent.source, text), **common)
+        except edits.EditError as exc:
+            why = f"{exc} (the response was cut at max_tokens)" if finish == "length" else str(exc)
+            return Proposal(None, error=why, **common)
+
+
+class ReplayProposer:
+    """Replays a JSONL file of recorded responses: ``{"response": ..., "format": "diff", "model": ...}`` a line."""
+
+    name = "replay"
+
+    def __init__(self, path: Path, start: int = 0) -> None:
+        try:
+            self.lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProposerError(f"{path}: cannot read the replay file ({exc})") from None
+        self.path, self.pos = path, start
+        self.prompter = Prompter()
+
+    def propose(self, ctx: Context) -> Proposal:
+        if self.pos >= len(self.lines):
+            raise Exhausted(f"the replay file {self.path} has no more responses ({len(self.lines)} replayed)")
+        line, self.pos = self.lines[self.pos], self.pos + 1
+        try:
+            rec = json.loads(line)
+            text, fmt = str(rec["response"]), str(rec.get("format", "diff"))
+        except (ValueError, KeyError, TypeError) as exc:
+            return Proposal(None, "diff", error=f"{self.path} line {self.pos}: not a replay record ({exc})")
+        if fmt not in edits.FORMATS:
+            return Proposal(None, fmt, response=text, error=f"unknown edit format {fmt!r}")
+        system, user = self.prompter.render(ctx, fmt)
+        common = dict(edit_format=fmt, prompt=f"[system]\n{system}\n[user]\n{user}", response=text,
+                      model=str(rec.get("model", "replay")), tokens_in=int(rec.get("tokens_in", 0)),
+                      tokens_out=int(rec.get("tokens_out", 0)))
+        try:
+            return Proposal(edits.apply(fmt, ctx.parent.source, text), **common)
+        except edits.EditError as exc:
+            return Proposal(None, error=str(exc), **common)

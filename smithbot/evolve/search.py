@@ -1,0 +1,363 @@
+"""The evolutionary search: proposals and evaluations overlap, every outcome is committed before the next draw.
+
+Data flow for one iteration::
+
+    archive.sample(island) -> Context -> proposer.propose (thread pool) -> pending row -> Evaluator.submit
+        -> [screen on a case subset -> promote to all cases] -> fitness, features, cell -> one DB transaction
+
+- The baseline is evaluated first and seeds every island (fitness 1.0 by definition); for a fusion task it is plain
+  PyTorch, fails "no launch", and the islands start empty.
+- Islands are drawn in turn; every ``migrate_every`` evaluations per island a ring migration runs.
+- Successive halving: a proposal marked ``screen`` (tune's) is first timed on about a third of the cases; it goes on
+  to all cases only when its screen speedup is at least the median of the run's earlier screens (asynchronous
+  successive halving with eta = 2).
+- The run stops on the first budget reached (iterations, wall time, tokens, dollars), on patience (no better best in
+  N evaluations), when the proposer is exhausted, or after too many failed proposals in a row; the reason is stored.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from evaluator import EvalResult, Evaluator
+from evaluator.task import Task
+from smithbot.evolve import archive as arc
+from smithbot.evolve import edits
+from smithbot.evolve.db import Candidate, Run, RunDB
+from smithbot.evolve.proposers import Context, Exhausted, Parent, Proposal
+
+ROOFLINE_SKIP = 0.90  # tune leaves cases whose baseline already reaches this fraction of the copy bandwidth
+MAX_FAILED_IN_A_ROW = 10
+
+
+@dataclass(frozen=True)
+class Budget:
+    iterations: int | None = None
+    time_s: float | None = None
+    tokens: int | None = None
+    usd: float | None = None
+
+    def check(self) -> None:
+        for name, v in asdict(self).items():
+            if v is not None and v <= 0:
+                raise ValueError(f"budget {name} must be positive, got {v}")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    proposer: str = "tune"
+    islands: int = 4
+    migrate_every: int = 6  # evaluations per island between ring migrations
+    patience: int | None = 60  # evaluations without a better best before stopping; None: never
+    seed: int = 0
+    budget: Budget = field(default_factory=Budget)
+    n_top: int = 2
+    n_diverse: int = 2
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SearchConfig:
+        d = dict(d)
+        d["budget"] = Budget(**d.get("budget", {}))
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class Status:
+    """What the live view shows; updated after every committed outcome."""
+
+    run_id: str
+    iteration: int = 0
+    evaluated: int = 0
+    correct: int = 0
+    best: float | None = None
+    best_ci: tuple[float, float] | None = None
+    best_id: str | None = None
+    cost: float = 0.0
+    tokens: int = 0
+    inflight: int = 0
+    message: str = ""
+    island_best: list[float] = field(default_factory=list)
+
+
+def run_dir(db: RunDB, run_id: str) -> Path:
+    return db.path.parent / "runs" / run_id
+
+
+class Search:
+    def __init__(self, db: RunDB, run: Run, task: Task, evaluator: Evaluator, proposer: Any,
+                 on_update: Callable[[Status], None] | None = None) -> None:
+        self.db, self.task, self.ev, self.proposer = db, task, evaluator, proposer
+        self.run_id = run.id
+        self.cfg = SearchConfig.from_dict(run.config["search"])
+        self.on_update = on_update or (lambda s: None)
+        self.archive = arc.Archive.from_dict(run.archive) if run.archive.get("islands") else arc.Archive.new(self.cfg.islands)
+        self.counters: dict[str, Any] = dict(run.counters)
+        self.cands: dict[str, Candidate] = {c.id: c for c in db.candidates(run.id)}
+        self.hashes = {c.source_hash for c in self.cands.values() if c.source_hash}
+        self.inflight_hashes: set[str] = set()
+        n_done = sum(1 for c in self.cands.values() if c.status != "pending")
+        self.rng = random.Random(f"{self.cfg.seed}:{n_done}")  # a resumed run draws a fresh, reproducible stream
+        self.dir = run_dir(db, run.id) / "candidates"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.status = Status(run.id)
+        self.failed_in_a_row = 0
+        self.started = time.monotonic()
+        self.elapsed_before = float(self.counters.get("elapsed_s", 0.0))
+
+    # helpers
+
+    def _file(self, cand_id: str, source: str) -> Path:
+        path = self.dir / f"{cand_id}.py"
+        path.write_text(source, encoding="utf-8")
+        return path
+
+    def _elapsed(self) -> float:
+        return self.elapsed_before + time.monotonic() - self.started
+
+    def _refresh(self, message: str = "") -> None:
+        t = self.db.totals(self.run_id)
+        best = self.db.best(self.run_id)
+        s = self.status
+        s.iteration, s.evaluated, s.correct, s.cost, s.tokens = t["done"], t["evaluated"], t["correct"], t["cost"], int(t["tokens"])
+        if best is not None and best.result:
+            s.best, s.best_id = best.fitness, best.id
+            ci = best.result.get("speedup_ci")
+            s.best_ci = tuple(ci) if ci else None
+        s.island_best = [(i.best().fitness if i.best() else 0.0) for i in self.archive.islands]
+        s.message = message
+        self.on_update(s)
+
+    def _cases_for_run(self, base: EvalResult) -> list[str]:
+        names = self.ev.case_names
+        if self.cfg.proposer != "tune" or self.ev.backend != "cuda" or not base.cases:
+            return names
+        keep = [c["name"] for c in base.cases if c["cand_bw_fraction"] < ROOFLINE_SKIP]
+        skipped = [c["name"] for c in base.cases if c["cand_bw_fraction"] >= ROOFLINE_SKIP]
+        if skipped:
+            self.db.event(self.run_id, "roofline_skip", {"cases": skipped, "threshold": ROOFLINE_SKIP})
+        return keep
+
+    # the baseline
+
+    def _baseline(self) -> None:
+        if "cases" in self.counters:
+            return
+        src = self.task.kernel_path.read_text(encoding="utf-8")
+        h = edits.source_hash(src)
+        cand = next((c for c in self.cands.values() if c.proposer == "baseline"), None)
+        if cand is None:
+            cand = self.db.add_candidate(self.run_id, island=0, generation=0, proposer="baseline", source_hash=h,
+                                         source=src, status="pending")
+        res = self.ev.submit(self._file(cand.id, src)).result()
+        fit = arc.fitness(res.status, res.speedup, baseline=True)
+        feats = arc.features(src)
+        where = arc.cell(feats)
+        if fit is not None:
+            self.archive.seed_all(cand.id, fit, where)
+        cases = self._cases_for_run(res) if res.correct else self.ev.case_names
+        self.counters.update(cases=cases, screen=self._screen_cases(cases), evaluated=0, best=fit, since_best=0)
+        self.db.record(cand.id, self.run_id, res.status, self.archive.to_dict(), self.counters, reason=res.reason,
+                       result=res.to_dict(), speedup=res.speedup, fitness=fit, features={**feats, "cell": where})
+        self.cands[cand.id] = self.db.candidate(cand.id)
+        self.hashes.add(h)
+
+    @staticmethod
+    def _screen_cases(cases: list[str]) -> list[str] | None:
+        if len(cases) < 3:
+            return None
+        k = math.ceil(len(cases) / 3)
+        step = len(cases) / k
+        return [cases[int(i * step)] for i in range(k)]
+
+    # drawing proposals
+
+    def _parent(self, cand_id: str | None) -> Parent:
+        if cand_id is None:
+            return Parent(None, self.task.kernel_path.read_text(encoding="utf-8"))
+        c = self.cands[cand_id]
+        return Parent(c.id, c.source or "", c.result, c.fitness)
+
+    def _context(self, island: int) -> Context:
+        parent_id, insp = self.archive.sample(island, self.rng, self.cfg.n_top, self.cfg.n_diverse)
+        second = None
+        if insp and self.rng.random() < 0.5:
+            second = self._parent(insp[0])
+        fails = [c for c in self.cands.values() if c.island == island and c.parent_id == parent_id
+                 and c.status not in ("pending", "correct", "promoted", "flagged")][-3:]
+        return Context(self.task, self._parent(parent_id), tuple(self._parent(i) for i in insp), second,
+                       tuple({"status": c.status, "reason": c.reason, "detail": (c.result or {}).get("detail", "")}
+                             for c in fails), random.Random(self.rng.random()),
+                       lambda h: h in self.hashes or h in self.inflight_hashes)
+
+    def _budget_reason(self, inflight: int) -> str:
+        b = self.cfg.budget
+        t = self.db.totals(self.run_id)
+        if b.iterations is not None and t["done"] - 1 + inflight >= b.iterations:  # the baseline is not an iteration
+            return f"iteration budget reached ({b.iterations})"
+        if b.time_s is not None and self._elapsed() >= b.time_s:
+            return f"time budget reached ({b.time_s:.0f} s)"
+        if b.tokens is not None and t["tokens"] >= b.tokens:
+            return f"token budget reached ({int(t['tokens'])} of {b.tokens})"
+        if b.usd is not None and t["cost"] >= b.usd:
+            return f"dollar budget reached (${t['cost']:.4f} of ${b.usd:.2f})"
+        if self.cfg.patience is not None and self.counters.get("since_best", 0) >= self.cfg.patience:
+            return f"no better candidate in {self.cfg.patience} evaluations (patience)"
+        return ""
+
+    # outcomes
+
+    def _on_proposal(self, island: int, parent: Parent, prop: Proposal) -> tuple[str, bool] | None:
+        """Record a proposal; return (candidate id, screen) to evaluate, or None."""
+        gen = (self.cands[parent.id].generation + 1) if parent.id else 1
+        common = dict(island=island, generation=gen, proposer=self.proposer.name, parent_id=parent.id,
+                      edit_format=prop.edit_format, prompt=prop.prompt, response=prop.response, model=prop.model,
+                      tokens_in=prop.tokens_in, tokens_out=prop.tokens_out, cost=prop.cost)
+        if prop.source is None or prop.error:
+            c = self.db.add_candidate(self.run_id, status="failed_proposal", reason=prop.error[:500], **common)
+            self.cands[c.id] = c
+            self.failed_in_a_row += 1
+            return None
+        self.failed_in_a_row = 0
+        h = edits.source_hash(prop.source)
+        if h in self.hashes or h in self.inflight_hashes:
+            c = self.db.add_candidate(self.run_id, status="failed_proposal", reason="duplicate of an earlier candidate",
+                                      **common)
+            self.cands[c.id] = c
+            return None
+        diff = edits.unified_diff(parent.source, prop.source)
+        c = self.db.add_candidate(self.run_id, status="pending", source_hash=h, source=prop.source, diff=diff,
+                                  second_parent_id=None, **common)
+        self.cands[c.id] = c
+        self.inflight_hashes.add(h)
+        return c.id, prop.screen and self.counters.get("screen") is not None
+
+    def _screen_passes(self, res: EvalResult) -> tuple[bool, str]:
+        if not res.correct or res.speedup is None:
+            return False, ""
+        prior = self.counters.setdefault("screen_speedups", [])
+        bar = statistics.median(prior) if len(prior) >= 4 else 0.0
+        prior.append(res.speedup)
+        if res.speedup >= bar:
+            return True, ""
+        return False, f"screen speedup {res.speedup:.3f} below the median of earlier screens {bar:.3f}"
+
+    def _on_result(self, cand_id: str, res: EvalResult) -> None:
+        c = self.cands[cand_id]
+        fit = arc.fitness(res.status, res.speedup)
+        feats = arc.features(c.source or "")
+        where = arc.cell(feats)
+        placed = self.archive.add(c.island, c.id, fit, where)
+        self.counters["evaluated"] = self.counters.get("evaluated", 0) + 1
+        best = self.counters.get("best")
+        if fit is not None and (best is None or fit > best * 1.001):
+            self.counters["best"], self.counters["since_best"] = fit, 0
+        else:
+            self.counters["since_best"] = self.counters.get("since_best", 0) + 1
+        self.counters["elapsed_s"] = self._elapsed()
+        self.db.record(c.id, self.run_id, res.status, self.archive.to_dict(), self.counters, reason=res.reason,
+                       result=res.to_dict(), speedup=res.speedup, fitness=fit, features={**feats, "cell": where})
+        self.cands[c.id] = self.db.candidate(c.id)
+        self.hashes.add(c.source_hash or "")
+        self.inflight_hashes.discard(c.source_hash or "")
+        if placed:
+            self.db.event(self.run_id, "elite", {"island": c.island, "candidate": c.id, "fitness": fit, "cell": where})
+        n = len(self.archive.islands)
+        if n > 1 and self.counters["evaluated"] % (self.cfg.migrate_every * n) == 0:
+            cells = {cid: (cc.features or {}).get("cell", "") for cid, cc in self.cands.items()}
+            moves = self.archive.migrate(cells)
+            self.db.save_state(self.run_id, self.archive.to_dict(), self.counters, "migration",
+                               {"moves": [list(m) for m in moves], "after": self.counters["evaluated"]})
+
+    def _screened_out(self, cand_id: str, res: EvalResult, why: str) -> None:
+        c = self.cands[cand_id]
+        status = "screened_out" if res.correct else res.status
+        self.archive.islands[c.island].evaluated += 1
+        self.counters["evaluated"] = self.counters.get("evaluated", 0) + 1
+        self.counters["since_best"] = self.counters.get("since_best", 0) + 1
+        self.counters["elapsed_s"] = self._elapsed()
+        self.db.record(c.id, self.run_id, status, self.archive.to_dict(), self.counters,
+                       reason=why or res.reason, screen_result=res.to_dict(), result=None if res.correct else res.to_dict())
+        self.cands[c.id] = self.db.candidate(c.id)
+        self.hashes.add(c.source_hash or "")
+        self.inflight_hashes.discard(c.source_hash or "")
+
+    # the loop
+
+    def run(self, prop_threads: int = 2) -> Status:
+        self._baseline()
+        self._refresh("baseline measured")
+        cap = self.ev.capacity
+        evals: dict[Future[EvalResult], tuple[str, bool]] = {}
+        props: dict[Future[Proposal], tuple[int, Parent]] = {}
+
+        def submit_eval(cand_id: str, screen: bool) -> None:
+            c = self.cands[cand_id]
+            cases = self.counters["screen"] if screen else self.counters["cases"]
+            evals[self.ev.submit(self._file(c.id, c.source or ""), cases=cases)] = (cand_id, screen)
+
+        for c in list(self.cands.values()):  # resume: evaluate what was proposed but not evaluated
+            if c.status == "pending" and c.proposer != "baseline":
+                self.inflight_hashes.add(c.source_hash or "")
+                submit_eval(c.id, c.screen_result is None and self.counters.get("screen") is not None
+                            and c.edit_format == "tune")
+        stop = ""
+        island = self.counters.get("next_island", 0)
+        with ThreadPoolExecutor(max_workers=prop_threads, thread_name_prefix="proposer") as pool:
+            while True:
+                if not stop:
+                    stop = self._budget_reason(len(props) + len(evals))
+                if not stop and self.failed_in_a_row >= MAX_FAILED_IN_A_ROW:
+                    last = next((c.reason for c in reversed(list(self.cands.values())) if c.status == "failed_proposal"), "")
+                    stop = f"{MAX_FAILED_IN_A_ROW} proposals failed in a row; the last: {last}"
+                while not stop and len(props) < prop_threads and len(props) + len(evals) < cap + prop_threads \
+                        and not self._budget_reason(len(props) + len(evals)):
+                    ctx = self._context(island)
+                    props[pool.submit(self.proposer.propose, ctx)] = (island, ctx.parent)
+                    island = (island + 1) % len(self.archive.islands)
+                    self.counters["next_island"] = island
+                self.status.inflight = len(props) + len(evals)
+                if not props and not evals:
+                    break
+                done, _ = wait(list(props) + list(evals), return_when=FIRST_COMPLETED)
+                for f in done:
+                    if f in props:
+                        isl, parent = props.pop(f)  # type: ignore[arg-type]
+                        try:
+                            prop = f.result()
+                        except Exhausted as exc:
+                            stop = stop or f"the {self.proposer.name} proposer is exhausted: {exc}"
+                            continue
+                        todo = self._on_proposal(isl, parent, prop)
+                        if todo is not None:
+                            submit_eval(*todo)
+                    else:
+                        cand_id, screen = evals.pop(f)  # type: ignore[arg-type]
+                        res = f.result()
+                        if screen:
+                            ok, why = self._screen_passes(res)
+                            if ok:
+                                self.db.record(cand_id, self.run_id, "pending", self.archive.to_dict(), self.counters,
+                                               screen_result=res.to_dict())
+                                self.cands[cand_id] = self.db.candidate(cand_id)
+                                submit_eval(cand_id, False)
+                            else:
+                                self._screened_out(cand_id, res, why)
+                        else:
+                            self._on_result(cand_id, res)
+                    self._refresh()
+        stop = stop or "finished"
+        self.counters["elapsed_s"] = self._elapsed()
+        self.db.save_state(self.run_id, self.archive.to_dict(), self.counters, "stop", {"reason": stop})
+        self.db.set_status(self.run_id, "finished", stop)
+        self._refresh(stop)
+        return self.status

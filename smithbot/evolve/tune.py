@@ -1,0 +1,200 @@
+"""The ``tune`` proposer's edits: launch configs and constexpr tiles found and rewritten with libcst.
+
+Knobs are found inside the EVOLVE-BLOCK, in source order, each with its current value and a domain:
+- keyword arguments of a kernel launch ``k[grid](...)``: ``num_warps`` and ``num_stages`` (an absent one, or one
+  computed by an expression, is a knob whose current value is ``None``: "leave as written"), and upper-case tile
+  constexprs (``BLOCK_M=64``) given as integer literals;
+- tile names assigned a power-of-two literal in a launcher (``BLOCK = 128``, ``block = 256``);
+- every ``triton.Config({...}, num_warps=..., num_stages=...)`` of an autotune list: its integer tile entries and
+  its launch kwargs (the interpreter runs the first config; on a GPU the autotuner picks among them).
+
+``set_knobs(source, {knob_id: value})`` rewrites only those nodes; everything else stays byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import libcst as cst
+
+from evaluator.task import split_evolve
+from smithbot.evolve.edits import with_block
+
+WARPS = (1, 2, 4, 8, 16)
+STAGES = (1, 2, 3, 4, 5)
+_TILE_WORDS = ("BLOCK", "TILE", "CHUNK", "SPLIT")
+_LAUNCH_KW = ("num_warps", "num_stages")
+
+
+@dataclass(frozen=True)
+class Knob:
+    id: str
+    where: str  # human-readable: "launch of _k in f(): num_warps"
+    name: str
+    value: int | None  # None: absent or an expression, i.e. "as written"
+    domain: tuple[int | None, ...]
+
+    def neighbours(self) -> list[int | None]:
+        vals = list(self.domain)
+        if self.value not in vals:
+            return [v for v in vals if v is not None]
+        i = vals.index(self.value)
+        return [vals[j] for j in (i - 1, i + 1) if 0 <= j < len(vals) and vals[j] is not None]
+
+
+def _is_tile(name: str) -> bool:
+    return name.isupper() and any(w in name for w in _TILE_WORDS)
+
+
+def _pow2(v: int) -> bool:
+    return v > 0 and v & (v - 1) == 0
+
+
+def _tile_domain(v: int) -> tuple[int, ...]:
+    return tuple(x for x in (v // 8, v // 4, v // 2, v, v * 2, v * 4, v * 8) if 1 <= x <= 16384 and _pow2(x))
+
+
+def _launch_domain(name: str, value: int | None) -> tuple[int | None, ...]:
+    base = WARPS if name == "num_warps" else STAGES
+    return (None, *base) if value is None else tuple(sorted(set(base) | {value}))
+
+
+def _int(node: cst.BaseExpression) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    return None
+
+
+def _callee(node: cst.Call) -> str:
+    f = node.func
+    parts = []
+    while isinstance(f, cst.Attribute):
+        parts.append(f.attr.value)
+        f = f.value
+    if isinstance(f, cst.Name):
+        parts.append(f.value)
+    return ".".join(reversed(parts))
+
+
+class _Walker(cst.CSTTransformer):
+    """Enumerates knobs in a fixed order; with ``values`` set, rewrites the chosen ones on the way back up."""
+
+    def __init__(self, values: dict[str, int | None] | None = None) -> None:
+        self.values = values or {}
+        self.knobs: list[Knob] = []
+        self.scope: list[str] = []
+        self.jit_depth = 0
+        self.autotuned: set[str] = set()
+
+    def _knob(self, where: str, name: str, value: int | None, domain: tuple[int | None, ...]) -> str:
+        kid = f"k{len(self.knobs)}"
+        self.knobs.append(Knob(kid, where, name, value, domain))
+        return kid
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scope.append(node.name.value)
+        decorators = [cst.Module([]).code_for_node(d.decorator) for d in node.decorators]
+        self.jit_depth += any("jit" in d for d in decorators)
+        if any("autotune" in d for d in decorators):
+            self.autotuned.add(node.name.value)
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.scope.pop()
+        self.jit_depth -= any("jit" in cst.Module([]).code_for_node(d.decorator) for d in original.decorators)
+        return updated
+
+    def _fn(self) -> str:
+        return ".".join(self.scope) or "<module>"
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        if isinstance(original.func, cst.Subscript) and not self.jit_depth:
+            kernel = cst.Module([]).code_for_node(original.func.value)
+            # An autotuned kernel takes its launch config from the autotuner: tune its configs instead.
+            return self._rewrite_kwargs(updated, f"launch of {kernel} in {self._fn()}()",
+                                        add_missing=kernel not in self.autotuned)
+        if _callee(original) in ("triton.Config", "Config"):
+            return self._rewrite_config(updated)
+        return updated
+
+    def _rewrite_kwargs(self, call: cst.Call, where: str, add_missing: bool) -> cst.Call:
+        args = list(call.args)
+        present = {a.keyword.value: i for i, a in enumerate(args) if a.keyword is not None}
+        for i, a in enumerate(list(args)):
+            if a.keyword is None:
+                continue
+            name, value = a.keyword.value, _int(a.value)
+            if name in _LAUNCH_KW:
+                kid = self._knob(where, name, value, _launch_domain(name, value))
+            elif _is_tile(name) and value is not None and _pow2(value):
+                kid = self._knob(where, name, value, _tile_domain(value))
+            else:
+                continue
+            if self.values.get(kid) is not None:
+                args[i] = a.with_changes(value=cst.Integer(str(self.values[kid])))
+        if add_missing:
+            for name in _LAUNCH_KW:
+                if name in present:
+                    continue
+                kid = self._knob(where, name, None, _launch_domain(name, None))
+                if self.values.get(kid) is not None:
+                    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+                        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    args.append(cst.Arg(keyword=cst.Name(name), value=cst.Integer(str(self.values[kid])),
+                                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+        return call.with_changes(args=args)
+
+    def _rewrite_config(self, call: cst.Call) -> cst.Call:
+        where = f"autotune config {sum(1 for k in self.knobs if k.name == '#config')} in {self._fn()}"
+        self._knob(where, "#config", None, ())  # a marker numbering the configs; never chosen
+        args = list(call.args)
+        if args and args[0].keyword is None and isinstance(args[0].value, cst.Dict):
+            elements = list(args[0].value.elements)
+            for j, el in enumerate(elements):
+                if not isinstance(el, cst.DictElement) or not isinstance(el.key, cst.SimpleString):
+                    continue
+                name, value = el.key.evaluated_value, _int(el.value)
+                if isinstance(name, str) and _is_tile(name) and value is not None and _pow2(value):
+                    kid = self._knob(where, name, value, _tile_domain(value))
+                    if self.values.get(kid) is not None:
+                        elements[j] = el.with_changes(value=cst.Integer(str(self.values[kid])))
+            args[0] = args[0].with_changes(value=args[0].value.with_changes(elements=elements))
+        return self._rewrite_kwargs(call.with_changes(args=args), where, add_missing=False)
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        if self.jit_depth or not self.scope or len(original.targets) != 1:
+            return updated
+        target, value = original.targets[0].target, _int(original.value)
+        if (isinstance(target, cst.Name) and any(w in target.value.upper() for w in _TILE_WORDS) and value is not None
+                and _pow2(value)):
+            kid = self._knob(f"{target.value} in {self._fn()}()", target.value, value, _tile_domain(value))
+            if self.values.get(kid) is not None:
+                return updated.with_changes(value=cst.Integer(str(self.values[kid])))
+        return updated
+
+
+def _parse_block(source: str) -> cst.Module:
+    parts = split_evolve(source)
+    if parts is None:
+        raise ValueError("the program has no single EVOLVE-BLOCK")
+    return cst.parse_module(parts[1])
+
+
+def knobs(source: str) -> list[Knob]:
+    """Every tunable knob of a candidate's EVOLVE-BLOCK, in source order."""
+    w = _Walker()
+    _parse_block(source).visit(w)
+    return [k for k in w.knobs if k.name != "#config"]
+
+
+def set_knobs(source: str, values: dict[str, int | None]) -> str:
+    """The candidate with the chosen knobs set (None leaves a knob as written)."""
+    w = _Walker(values)
+    block = _parse_block(source).visit(w)
+    return with_block(source, block.code)
+
+
+def describe(before: list[Knob], values: dict[str, Any]) -> str:
+    by_id = {k.id: k for k in before}
+    return "; ".join(f"{by_id[k].where}: {by_id[k].name} {by_id[k].value if by_id[k].value is not None else 'as written'}"
+                     f" -> {v}" for k, v in sorted(values.items()) if k in by_id and v != by_id[k].value)
