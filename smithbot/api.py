@@ -33,7 +33,7 @@ def resolve_task(task: str | Path) -> Path:
 
 
 def evaluate(task: str | Path, candidates: list[str | Path], backend: str = "auto", timeout_s: float = 300.0,
-             rounds: int = 30, min_gain: float = 0.02) -> tuple[list[str], list[EvalResult]]:
+             rounds: int | None = None, min_gain: float = 0.02) -> tuple[list[str], list[EvalResult]]:
     """Evaluate candidate files against a task's baseline. Returns the task's warnings and one result each."""
     root = resolve_task(task)
     with Evaluator(root, backend=backend, timeout_s=timeout_s, rounds=rounds, min_gain=min_gain) as ev:

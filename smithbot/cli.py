@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.console import Console
@@ -16,6 +16,9 @@ from evaluator.task import check_candidate_files
 from smithbot import __version__, api
 from smithbot.config import ConfigError, get_target, target_names
 from smithbot.repo import RepoError
+
+if TYPE_CHECKING:
+    from smithbot.evolve.search import Status
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="smithbot makes LLM inference engines faster by contributing better Triton kernels upstream.")
@@ -57,7 +60,8 @@ def eval_cmd(
     task: str = typer.Argument(..., help="task directory, or a bundled task name (see `smithbot tasks`)"),
     candidates: List[Path] = typer.Argument(..., help="candidate kernel.py files"),
     backend: str = typer.Option("auto", help="cuda (time on a GPU), interpreter (CPU; its timings do not predict GPU speed) or auto"),
-    rounds: int = typer.Option(30, help="interleaved timing rounds per shape case"),
+    rounds: Optional[int] = typer.Option(None, help="interleaved timing rounds per shape case (default: 30 on cuda, "
+                                                     "5 on the interpreter)"),
     timeout: float = typer.Option(300.0, help="seconds per candidate, compile plus run"),
     min_gain: float = typer.Option(0.02, help="promotion needs the interval's lower bound above 1 + this"),
     as_json: bool = typer.Option(False, "--json", help="print JSON results instead of tables"),
@@ -198,6 +202,137 @@ def extract_cmd(
     n = len(rows)
     err.print(f"{n} launched kernels: {sum(r.extracted for r in rows)} extracted, "
               f"{sum(r.checked for r in rows)} passed the self-check ({sum(r.checked for r in rows) / max(n, 1):.0%})")
+
+
+def _live_table(s: "Status") -> Table:
+    t = Table(title=f"run {s.run_id}", show_header=False)
+    best = "-" if s.best is None else f"{s.best:.3f}x" + (f" [{s.best_ci[0]:.3f}, {s.best_ci[1]:.3f}]" if s.best_ci else "")
+    rate = f"{s.correct}/{s.evaluated}" + (f" ({s.correct / s.evaluated:.0%})" if s.evaluated else "")
+    for k, v in (("iteration", str(s.iteration)), ("best speedup", best), ("correct", rate),
+                 ("cost", f"${s.cost:.4f}, {s.tokens} tokens"), ("in flight", str(s.inflight)),
+                 ("islands' best", "  ".join(f"{b:.3f}" for b in s.island_best)), ("", s.message)):
+        t.add_row(k, v)
+    return t
+
+
+@app.command("evolve")
+def evolve_cmd(
+    task: Optional[str] = typer.Argument(None, help="task directory or bundled task name (optional with --resume)"),
+    proposer: Optional[str] = typer.Option(None, help="tune (offline, the default), llm (an OpenAI-compatible "
+                                                      "endpoint from --config) or replay (--replay FILE)"),
+    iterations: Optional[int] = typer.Option(None, help="stop after this many proposals"),
+    time_s: Optional[float] = typer.Option(None, "--time", help="stop after this many seconds"),
+    budget_usd: Optional[float] = typer.Option(None, help="stop when the LLM cost reaches this many dollars"),
+    budget_tokens: Optional[int] = typer.Option(None, help="stop when this many LLM tokens are spent"),
+    islands: Optional[int] = typer.Option(None, help="islands, each with its own MAP-Elites grid (default 4)"),
+    workers: Optional[int] = typer.Option(None, help="evaluation workers per GPU (default 3; 1 on the interpreter)"),
+    seed: Optional[int] = typer.Option(None, help="random seed (default 0)"),
+    patience: Optional[int] = typer.Option(None, help="stop after this many evaluations without a better best "
+                                                      "(default 60)"),
+    resume: Optional[str] = typer.Option(None, help="continue this run (after a crash or kill -9)"),
+    config: Optional[Path] = typer.Option(None, help="YAML with `llm:` (base_url, api_key_env, models...) and "
+                                                     "`prices:` (USD per million tokens)"),
+    replay: Optional[Path] = typer.Option(None, help="JSONL of recorded responses, for --proposer replay"),
+    backend: Optional[str] = typer.Option(None, help="cuda, interpreter or auto (default auto)"),
+    db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)"),
+) -> None:
+    """Evolve faster variants of a task's kernel: islands of MAP-Elites grids, every candidate through the evaluator,
+    every outcome committed to the run database before the next proposal (so --resume loses nothing)."""
+    from rich.live import Live
+
+    from smithbot.evolve.db import DBError
+    from smithbot.evolve.proposers import ProposerError
+
+    try:
+        with Live(Table(), console=err, refresh_per_second=4, transient=False) as live:
+            status = api.evolve(task, proposer, iterations, time_s, budget_usd, budget_tokens, islands, workers, seed,
+                                resume, str(config) if config else None, str(replay) if replay else None, backend,
+                                patience, db, on_update=lambda s: live.update(_live_table(s)))
+    except (TaskError, BackendError, ConfigError, DBError, ProposerError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    if status.best_id:
+        ci = f" [{status.best_ci[0]:.3f}, {status.best_ci[1]:.3f}]" if status.best_ci else ""
+        out.print(f"run {status.run_id}: {status.message}; best {status.best:.3f}x{ci} (candidate {status.best_id}), "
+                  f"{status.correct}/{status.evaluated} correct, ${status.cost:.4f}")
+    else:
+        out.print(f"run {status.run_id}: {status.message}; no correct candidate")
+    if status.best_id:
+        err.print(f"next: smithbot report {status.run_id}")
+
+
+@app.command("runs")
+def runs_cmd(db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)"),
+             as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """List evolution runs with their best speedup."""
+    from smithbot.evolve.db import DBError
+
+    try:
+        rows = api.runs(db)
+    except DBError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    t = Table(title="runs")
+    for col in ("run", "task", "proposer", "status", "candidates", "correct", "best speedup [95% CI]", "cost", "why stopped"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        best = "-" if r["best"] is None else f"{r['best']:.3f}x" + (
+            f" [{r['best_ci'][0]:.3f}, {r['best_ci'][1]:.3f}]" if r["best_ci"] else "")
+        t.add_row(r["id"], r["task"], r["proposer"], r["status"], str(r["candidates"]), str(r["correct"]), best,
+                  f"${r['cost']:.4f}", r["message"])
+    out.print(t)
+    if not rows:
+        err.print("no runs yet: `smithbot evolve TASK` starts one")
+
+
+@app.command("report")
+def report_cmd(run: str = typer.Argument(..., help="run id (see `smithbot runs`)"),
+               out_dir: Optional[Path] = typer.Option(None, "--out", help="output folder (default: the run's folder)"),
+               db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)")) -> None:
+    """Write a self-contained HTML report and a markdown summary of a run: progress per island, correct rate, and
+    the lineage of the best candidate with its diffs."""
+    from smithbot.evolve.db import DBError, RunDB
+    from smithbot.evolve.search import run_dir
+    from smithbot.report import report
+
+    path = api.db_path(db)
+    if not path.exists():
+        _fail(f"no run database at {path}; `smithbot evolve TASK` starts a run")
+    try:
+        with RunDB(path) as rdb:
+            r = report(rdb, run, out_dir or run_dir(rdb, run))
+    except DBError as exc:
+        _fail(str(exc))
+        return
+    out.print(f"wrote {r.html}\nwrote {r.markdown}")
+
+
+@app.command("export-dataset")
+def export_dataset_cmd(
+    runs: List[str] = typer.Argument(..., help="run ids"),
+    out_file: Path = typer.Option(..., "--out", help="the JSONL file to write"),
+    mode: str = typer.Option("best-steps", help="best-steps (the lineage of each run's best) or improving (every "
+                                                "improving step)"),
+    threshold: float = typer.Option(0.01, help="a step must beat its parent by more than this fraction"),
+    db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)"),
+) -> None:
+    """Export Kernel-Smith-style training steps in chat format (one {"messages": [...]} object a line)."""
+    from smithbot.dataset import export
+    from smithbot.evolve.db import DBError, RunDB
+
+    path = api.db_path(db)
+    if not path.exists():
+        _fail(f"no run database at {path}")
+    try:
+        with RunDB(path) as rdb:
+            n = export(rdb, list(runs), out_file, mode, threshold)
+    except (DBError, TaskError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    out.print(f"wrote {n} steps to {out_file}")
 
 
 @app.command("version")

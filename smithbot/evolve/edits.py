@@ -109,3 +109,17 @@ def apply(fmt: str, parent: str, response: str) -> str:
     if source_hash(child) == source_hash(parent):
         raise EditError("the edit changes nothing")
     return child
+
+
+def to_search_replace(parent: str, child: str, context: int = 1) -> str:
+    """The change from parent to child (whole programs) as SEARCH/REPLACE blocks over their EVOLVE-BLOCKs, with a
+    line of context on each side so every SEARCH part is non-empty and unique enough to apply."""
+    a, b = block_of(parent).splitlines(), block_of(child).splitlines()
+    out = []
+    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context):
+        i1, i2 = group[0][1], group[-1][2]
+        j1, j2 = group[0][3], group[-1][4]
+        if i1 == i2:  # a pure insertion at the very start: anchor on the next line
+            i2, j2 = i2 + 1, j2 + 1
+        out.append("<<<<<<< SEARCH\n" + "\n".join(a[i1:i2]) + "\n=======\n" + "\n".join(b[j1:j2]) + "\n>>>>>>> REPLACE")
+    return "\n".join(out)
