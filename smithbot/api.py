@@ -215,8 +215,8 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
            time_s: float | None = None, budget_usd: float | None = None, budget_tokens: int | None = None,
            islands: int | None = None, workers: int | None = None, seed: int | None = None,
            resume: str | None = None, config: str | None = None, replay: str | None = None,
-           backend: str | None = None, patience: int | None = None, db: str | Path | None = None,
-           on_update: Callable[[Any], None] | None = None) -> Any:
+           backend: str | None = None, patience: int | None = None, migrate_every: int | None = None,
+           db: str | Path | None = None, on_update: Callable[[Any], None] | None = None) -> Any:
     """Start (or, with ``resume``, continue) an evolutionary search on a task. Returns the final Status.
 
     On resume, the run's stored settings apply; options given here override them (e.g. a larger budget)."""
@@ -244,10 +244,12 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
         budget.check()
         if islands is not None and islands < 1:
             raise ValueError(f"--islands must be at least 1, got {islands}")
+        if migrate_every is not None and migrate_every < 1:
+            raise ValueError(f"--migrate-every must be at least 1, got {migrate_every}")
         if resume and islands is not None and islands != search.islands:
             raise ValueError(f"run {resume} has {search.islands} islands; --islands cannot change on resume")
         search = SearchConfig(proposer=proposer or search.proposer, islands=islands or search.islands,
-                              migrate_every=search.migrate_every,
+                              migrate_every=migrate_every or search.migrate_every,
                               patience=patience if patience is not None else search.patience,
                               seed=seed if seed is not None else search.seed, budget=budget)
         settings = {"search": search.to_dict(), "backend": backend or stored["backend"],

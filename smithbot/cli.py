@@ -229,6 +229,8 @@ def evolve_cmd(
     seed: Optional[int] = typer.Option(None, help="random seed (default 0)"),
     patience: Optional[int] = typer.Option(None, help="stop after this many evaluations without a better best "
                                                       "(default 60)"),
+    migrate_every: Optional[int] = typer.Option(None, help="evaluations per island between ring migrations "
+                                                           "(default 6)"),
     resume: Optional[str] = typer.Option(None, help="continue this run (after a crash or kill -9)"),
     config: Optional[Path] = typer.Option(None, help="YAML with `llm:` (base_url, api_key_env, models...) and "
                                                      "`prices:` (USD per million tokens)"),
@@ -247,7 +249,7 @@ def evolve_cmd(
         with Live(Table(), console=err, refresh_per_second=4, transient=False) as live:
             status = api.evolve(task, proposer, iterations, time_s, budget_usd, budget_tokens, islands, workers, seed,
                                 resume, str(config) if config else None, str(replay) if replay else None, backend,
-                                patience, db, on_update=lambda s: live.update(_live_table(s)))
+                                patience, migrate_every, db, on_update=lambda s: live.update(_live_table(s)))
     except (TaskError, BackendError, ConfigError, DBError, ProposerError, ValueError) as exc:
         _fail(str(exc))
         return

@@ -271,6 +271,9 @@ class Search:
         self.inflight_hashes.discard(c.source_hash or "")
         if placed:
             self.db.event(self.run_id, "elite", {"island": c.island, "candidate": c.id, "fitness": fit, "cell": where})
+        self._maybe_migrate()
+
+    def _maybe_migrate(self) -> None:
         n = len(self.archive.islands)
         if n > 1 and self.counters["evaluated"] % (self.cfg.migrate_every * n) == 0:
             cells = {cid: (cc.features or {}).get("cell", "") for cid, cc in self.cands.items()}
@@ -290,6 +293,7 @@ class Search:
         self.cands[c.id] = self.db.candidate(c.id)
         self.hashes.add(c.source_hash or "")
         self.inflight_hashes.discard(c.source_hash or "")
+        self._maybe_migrate()
 
     # the loop
 

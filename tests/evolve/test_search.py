@@ -1,0 +1,93 @@
+"""The search end to end under the interpreter: tune finds a planted config, islands diverge then migrate, sources
+are deduplicated, and budgets end the run cleanly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from smithbot import api
+from smithbot.evolve.db import RunDB
+from smithbot.evolve.proposers import ProposerError
+from tests.evolve.helpers import TASKS, planted_silu
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
+    root = tmp_path_factory.mktemp("tune")
+    task = planted_silu(root / "silu_planted")
+    status = api.evolve(str(task), iterations=12, backend="interpreter", islands=2, migrate_every=3, seed=3,
+                        patience=100, db=root / "runs.db")
+    return root / "runs.db", status.run_id, task
+
+
+def test_tune_finds_the_planted_config(tuned: tuple[Path, str, Path]) -> None:
+    db_file, run_id, _ = tuned
+    with RunDB(db_file) as db:
+        run, best = db.run(run_id), db.best(run_id)
+        assert run.status == "finished" and run.message == "iteration budget reached (12)"
+        assert best is not None and best.proposer == "tune" and best.fitness > 1.3, best
+        assert best.result["speedup_ci"][0] > 1.0 and best.result["timing_method"] == "interpreter_wall"
+        assert 'triton.Config({"BLOCK": 16}, num_warps=4)' not in best.source  # the planted config is gone
+        hashes = [c.source_hash for c in db.candidates(run_id) if c.source_hash]
+        assert len(hashes) == len(set(hashes))  # dedupe: no source evaluated twice
+
+
+def test_islands_diverge_then_migrate(tuned: tuple[Path, str, Path]) -> None:
+    db_file, run_id, _ = tuned
+    with RunDB(db_file) as db:
+        cands = {c.id: c for c in db.candidates(run_id)}
+        base = next(c.id for c in cands.values() if c.proposer == "baseline")
+        migrations = db.events(run_id, "migration")
+        elites = db.events(run_id, "elite")
+        assert len(migrations) == 2  # after 6 and 12 evaluations (2 islands x every 3)
+        first = migrations[0]["time"]
+        early = [c for c in cands.values() if c.proposer == "tune" and c.created < first]
+        assert early and all(c.parent_id in (None, base) or cands[c.parent_id].island == c.island for c in early)
+        # Diverge: before the first migration, every new elite is its own island's candidate, and the grids differ.
+        early_elites = [e for e in elites if e["time"] < first]
+        assert early_elites and all(cands[e["candidate"]].island == e["island"] for e in early_elites)
+        grids = [{cell: e[0] for cell, e in isl["grid"].items()} for isl in db.run(run_id).archive["islands"]]
+        assert grids[0] != grids[1]
+        # Migrate: a move carries an island's own best to the next island on the ring.
+        moves = [m for ev in migrations for m in ev["moves"]]
+        assert moves and all(cands[cid].island == src and dst == (src + 1) % 2 for src, dst, cid in moves)
+        assert any(cid in grids[dst].values() for _, dst, cid in moves)
+
+
+def test_replay_dedupes_and_records_garbage(tmp_path: Path) -> None:
+    task = planted_silu(tmp_path / "silu")
+    good = ('<<<<<<< SEARCH\n        triton.Config({"BLOCK": 16}, num_warps=4),\n=======\n'
+            '        triton.Config({"BLOCK": 256}, num_warps=4),\n>>>>>>> REPLACE')
+    lines = [{"response": good}, {"response": good},
+             {"response": good.replace("num_warps=4),\n>>>", "num_warps=4),  # same, with a comment\n>>>")},
+             "not json", {"response": "Sure! Use a bigger block."}]
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+    status = api.evolve(str(task), proposer="replay", replay=str(replay), backend="interpreter", islands=1,
+                        db=tmp_path / "runs.db")
+    assert status.message.startswith("the replay proposer is exhausted")
+    with RunDB(tmp_path / "runs.db") as db:
+        cands = db.candidates(status.run_id)
+    assert [c.status for c in cands[:2]] == ["correct", "promoted"]
+    assert [(c.status, c.reason.split(" (")[0]) for c in cands[2:]] == [
+        ("failed_proposal", "duplicate of an earlier candidate"), ("failed_proposal", "duplicate of an earlier candidate"),
+        ("failed_proposal", f"{replay} line 4: not a replay record"),
+        ("failed_proposal", "no SEARCH/REPLACE block in the response")]
+    assert cands[1].diff.startswith("--- a/kernel.py") and "BLOCK\": 256" in cands[1].diff
+
+
+def test_time_budget_and_bad_budgets(tmp_path: Path) -> None:
+    task = planted_silu(tmp_path / "silu")
+    status = api.evolve(str(task), time_s=0.01, backend="interpreter", db=tmp_path / "runs.db")
+    assert status.message == "time budget reached (0 s)" and status.evaluated == 1  # the baseline only
+    for kw in ({"iterations": 0}, {"budget_usd": 0.0}, {"time_s": -1.0}):
+        with pytest.raises(ValueError, match="must be positive"):
+            api.evolve(str(task), backend="interpreter", db=tmp_path / "runs.db", **kw)
+
+
+def test_tune_refuses_a_fusion_task_without_a_triton_candidate(tmp_path: Path) -> None:
+    with pytest.raises(ProposerError, match="fusion task.*--proposer llm"):
+        api.evolve(str(TASKS / "decode_metadata"), backend="interpreter", db=tmp_path / "runs.db", iterations=1)
