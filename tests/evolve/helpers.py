@@ -58,7 +58,7 @@ class ScriptedOpenAI:
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(body)
-                server.headers.append(dict(self.headers))
+                server.headers.append({k.lower(): v for k, v in self.headers.items()})
                 step = server.script.pop(0) if len(server.script) > 1 else server.script[0]
                 if step.get("sleep"):
                     time.sleep(step["sleep"])

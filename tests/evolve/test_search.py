@@ -91,3 +91,43 @@ def test_time_budget_and_bad_budgets(tmp_path: Path) -> None:
 def test_tune_refuses_a_fusion_task_without_a_triton_candidate(tmp_path: Path) -> None:
     with pytest.raises(ProposerError, match="fusion task.*--proposer llm"):
         api.evolve(str(TASKS / "decode_metadata"), backend="interpreter", db=tmp_path / "runs.db", iterations=1)
+
+
+def test_report_is_self_contained_html(tuned: tuple[Path, str, Path], tmp_path: Path) -> None:
+    import base64
+    import html.parser
+    import re
+    import xml.etree.ElementTree as ET
+
+    from smithbot.report import report
+
+    db_file, run_id, _ = tuned
+    with RunDB(db_file) as db:
+        r = report(db, run_id, tmp_path / "rep")
+        best = db.best(run_id)
+    text = r.html.read_text()
+    html.parser.HTMLParser().feed(text)
+    images = re.findall(r'<img alt="([^"]+)" src="data:image/svg\+xml;base64,([^"]+)"', text)
+    assert [alt for alt, _ in images] == ["best speedup per island against iteration", "correct rate against iteration"]
+    for _, data in images:
+        assert ET.fromstring(base64.b64decode(data)).tag.endswith("svg")
+    assert best is not None and best.id in text
+    assert "They do not predict GPU speed" in text and "<pre>--- a/kernel.py" in text  # the lineage's diffs
+    md = r.markdown.read_text()
+    assert "![best speedup per island](progress.svg)" in md and (r.markdown.parent / "progress.svg").exists()
+
+
+def test_export_dataset_jsonl(tuned: tuple[Path, str, Path], tmp_path: Path) -> None:
+    from smithbot.dataset import export
+
+    db_file, run_id, _ = tuned
+    with RunDB(db_file) as db:
+        n_best = export(db, [run_id], tmp_path / "best.jsonl", "best-steps")
+        n_all = export(db, [run_id, run_id], tmp_path / "all.jsonl", "improving")  # twice: deduplicated
+        assert export(db, [run_id], tmp_path / "once.jsonl", "improving") == n_all
+    assert 1 <= n_best <= n_all
+    rows = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    assert len(rows) == n_all
+    for row in rows:
+        assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
+        assert "<<<<<<< SEARCH" in row["messages"][2]["content"] and row["meta"]["fitness"] > row["meta"]["parent_fitness"]

@@ -1,0 +1,99 @@
+"""The llm proposer through the real openai client against a scripted OpenAI-compatible server on loopback."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from evaluator import load_task
+from smithbot import api
+from smithbot.config import ConfigError, load_evolve_config
+from smithbot.evolve.db import RunDB
+from smithbot.evolve.proposers import Context, LLMProposer, Parent, ProposerError
+from tests.evolve.helpers import ScriptedOpenAI, llm_config, planted_silu
+
+GOOD = ('I will enlarge the first tile.\n<<<<<<< SEARCH\n        triton.Config({"BLOCK": 16}, num_warps=4),\n=======\n'
+        '        triton.Config({"BLOCK": 512}, num_warps=4),\n>>>>>>> REPLACE\n')
+BROKEN = "<<<<<<< SEARCH\n    this line is not in the program\n=======\n    x = 1\n>>>>>>> REPLACE"
+
+
+@pytest.fixture()
+def task(tmp_path: Path) -> Path:
+    return planted_silu(tmp_path / "silu")
+
+
+def _ctx(task: Path) -> Context:
+    t = load_task(task)
+    return Context(t, Parent(None, t.kernel_path.read_text()), rng=random.Random(0))
+
+
+def _proposer(tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch, **llm: object) -> LLMProposer:
+    monkeypatch.setenv("SMITHBOT_TEST_KEY", "sk-test-secret")
+    return LLMProposer(load_evolve_config(llm_config(tmp_path / "cfg.yaml", url, **llm)), sleep=lambda s: None)
+
+
+def test_good_diff_with_usage_cost_and_prompt(tmp_path: Path, task: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with ScriptedOpenAI([{"content": GOOD, "usage": [1000, 200]}]) as srv:
+        prop = _proposer(tmp_path, srv.url, monkeypatch).propose(_ctx(task))
+    assert prop.error == "" and '"BLOCK": 512' in prop.source
+    assert (prop.tokens_in, prop.tokens_out, prop.model) == (1000, 200, "m1")
+    assert prop.cost == pytest.approx((1000 * 1000.0 + 200 * 2000.0) / 1e6)
+    sent = srv.requests[0]
+    assert sent["model"] == "m1" and sent["messages"][0]["role"] == "system"
+    assert "EVOLVE-BLOCK" in sent["messages"][0]["content"] and "_silu_and_mul_kernel" in sent["messages"][1]["content"]
+    assert srv.headers[0]["authorization"] == "Bearer sk-test-secret"
+
+
+@pytest.mark.parametrize("script, why", [
+    ([{"content": BROKEN}], "the SEARCH text is not in the EVOLVE-BLOCK"),
+    ([{"content": "```python\ndef half(", "finish": "length"}], "cut at max_tokens"),
+    ([{"content": ""}], "empty response"),
+    ([{"garbage": True}], "garbage from the endpoint"),
+    ([{"status": 400}], "refused the request: HTTP 400"),
+    ([{"status": 503}], "failed 3 times: InternalServerError"),
+    ([{"sleep": 3.0, "content": GOOD}], "failed 3 times: APITimeoutError"),
+])
+def test_failures_are_recorded_not_raised(tmp_path: Path, task: Path, monkeypatch: pytest.MonkeyPatch,
+                                          script: list, why: str) -> None:
+    with ScriptedOpenAI(script) as srv:
+        prop = _proposer(tmp_path, srv.url, monkeypatch, timeout_s=0.5).propose(_ctx(task))
+    assert prop.source is None and why in prop.error
+
+
+def test_429_then_success(tmp_path: Path, task: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with ScriptedOpenAI([{"status": 429}, {"status": 429}, {"content": GOOD}]) as srv:
+        prop = _proposer(tmp_path, srv.url, monkeypatch).propose(_ctx(task))
+    assert prop.error == "" and len(srv.requests) == 3
+
+
+def test_missing_key_and_bad_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SMITHBOT_TEST_KEY", raising=False)
+    cfg = load_evolve_config(llm_config(tmp_path / "cfg.yaml", "http://127.0.0.1:9/v1"))
+    with pytest.raises(ProposerError, match="SMITHBOT_TEST_KEY is not set"):
+        LLMProposer(cfg)
+    (tmp_path / "bad.yaml").write_text("llm:\n  base_url: http://x\n  api_key_env: K\n  models: []\n")
+    with pytest.raises(ConfigError, match="bad.yaml: llm.models: must be a non-empty list"):
+        load_evolve_config(tmp_path / "bad.yaml")
+    (tmp_path / "bad2.yaml").write_text("llm: [unclosed\n")
+    with pytest.raises(ConfigError, match="bad2.yaml"):
+        load_evolve_config(tmp_path / "bad2.yaml")
+
+
+def test_evolve_with_llm_stops_on_rising_cost(tmp_path: Path, task: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SMITHBOT_TEST_KEY", "sk-test-secret")
+    script = [{"content": BROKEN, "usage": [100, 10]}, {"content": GOOD, "usage": [200, 50]},
+              {"garbage": True}, {"content": GOOD.replace("512", "1024"), "usage": [5000, 1000]}]
+    with ScriptedOpenAI(script) as srv:
+        cfg = llm_config(tmp_path / "cfg.yaml", srv.url)
+        status = api.evolve(str(task), proposer="llm", config=str(cfg), budget_usd=5.0, backend="interpreter",
+                            islands=1, db=tmp_path / "runs.db")
+    assert status.message.startswith("dollar budget reached")
+    with RunDB(tmp_path / "runs.db") as db:
+        cands = db.candidates(status.run_id)
+        statuses = [c.status for c in cands]
+        assert statuses[0] == "correct" and "failed_proposal" in statuses
+        assert any(c.correct and c.proposer == "llm" for c in cands)
+        assert db.totals(status.run_id)["cost"] >= 5.0
+        assert all(c.prompt.startswith("[system]") for c in cands if c.proposer == "llm" and c.status != "failed_proposal")
