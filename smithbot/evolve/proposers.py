@@ -11,7 +11,9 @@ and recorded as a failed proposal; only set-up problems (a missing API-key varia
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import random
 import time
@@ -72,8 +74,8 @@ class TuneProposer:
 
     name = "tune"
 
-    def __init__(self, p_random: float = 0.3, attempts: int = 40) -> None:
-        self.p_random, self.attempts = p_random, attempts
+    def __init__(self, p_random: float = 0.3, attempts: int = 40, max_enumerate: int = 20000) -> None:
+        self.p_random, self.attempts, self.max_enumerate = p_random, attempts, max_enumerate
 
     def propose(self, ctx: Context) -> Proposal:
         ks = [k for k in tune.knobs(ctx.parent.source) if len(k.domain) > 1]
@@ -91,6 +93,17 @@ class TuneProposer:
             h = edits.source_hash(source)
             if h != parent_hash and not ctx.seen(h):
                 return Proposal(source, edit_format="tune", response=tune.describe(ks, values), screen=True)
+        # The neighbourhood is used up: when the whole space is small, take any unseen point of it.
+        if math.prod(len(k.domain) for k in ks) <= self.max_enumerate:
+            grid = list(itertools.product(*(k.domain for k in ks)))
+            ctx.rng.shuffle(grid)
+            for point in grid:
+                values = dict(zip((k.id for k in ks), point))
+                source = tune.set_knobs(ctx.parent.source, values)
+                h = edits.source_hash(source)
+                if h != parent_hash and not ctx.seen(h):
+                    return Proposal(source, edit_format="tune", response=tune.describe(ks, values), screen=True)
+            raise Exhausted(f"every one of the {len(grid)} configs of the knobs has been evaluated")
         raise Exhausted(f"no unseen config near the parent after {self.attempts} tries")
 
 

@@ -72,3 +72,24 @@ def test_set_knobs_changes_only_those_nodes() -> None:
     assert len(RMS.splitlines()) == len(child.splitlines()) and len(changed) == 1
     assert changed[0][1].endswith("BLOCK=1024, num_warps=4, num_stages=2)")
     assert tune.set_knobs(RMS, {}) == RMS  # nothing chosen: byte for byte
+
+
+def test_tune_covers_a_small_space_before_it_is_exhausted() -> None:
+    import random
+
+    from evaluator import load_task
+    from smithbot.evolve.proposers import Context, Exhausted, Parent, TuneProposer
+
+    task = load_task(TASKS / "kv_cache_write")
+    # Two knobs: num_warps (5 values) x num_stages (5 values, or "as written").
+    source = ("import triton\n# EVOLVE-BLOCK-START\ndef f(x):\n    _k[(1,)](x, num_warps=4)\n"
+              "# EVOLVE-BLOCK-END\n")
+    parent = Parent(None, source)
+    seen: set[str] = set()
+    prop = TuneProposer()
+    with pytest.raises(Exhausted, match="every one of the 30 configs"):
+        for _ in range(40):
+            p = prop.propose(Context(task, parent, rng=random.Random(len(seen)), seen=seen.__contains__))
+            assert edits.source_hash(p.source) not in seen
+            seen.add(edits.source_hash(p.source))
+    assert len(seen) == 29  # every config but the parent's own
