@@ -5,6 +5,8 @@ Knobs are found inside the EVOLVE-BLOCK, in source order, each with its current 
   computed by an expression, is a knob whose current value is ``None``: "leave as written"), and upper-case tile
   constexprs (``BLOCK_M=64``) given as integer literals;
 - tile names assigned a power-of-two literal in a launcher (``BLOCK = 128``, ``block = 256``);
+- ``num_warps``/``num_stages`` entries of a dict literal in a launcher (``config = {"num_warps": ...}`` passed as
+  ``**config``; such a launch gets no added kwargs);
 - every ``triton.Config({...}, num_warps=..., num_stages=...)`` of an autotune list: its integer tile entries and
   its launch kwargs (the interpreter runs the first config; on a GPU the autotuner picks among them).
 
@@ -86,6 +88,7 @@ class _Walker(cst.CSTTransformer):
         self.scope: list[str] = []
         self.jit_depth = 0
         self.autotuned: set[str] = set()
+        self.config_depth = 0
 
     def _knob(self, where: str, name: str, value: int | None, domain: tuple[int | None, ...]) -> str:
         kid = f"k{len(self.knobs)}"
@@ -107,7 +110,12 @@ class _Walker(cst.CSTTransformer):
     def _fn(self) -> str:
         return ".".join(self.scope) or "<module>"
 
+    def visit_Call(self, node: cst.Call) -> None:
+        self.config_depth += _callee(node) in ("triton.Config", "Config")
+
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        if _callee(original) in ("triton.Config", "Config"):
+            self.config_depth -= 1
         if isinstance(original.func, cst.Subscript) and not self.jit_depth:
             kernel = cst.Module([]).code_for_node(original.func.value)
             # An autotuned kernel takes its launch config from the autotuner: tune its configs instead.
@@ -132,7 +140,7 @@ class _Walker(cst.CSTTransformer):
                 continue
             if self.values.get(kid) is not None:
                 args[i] = a.with_changes(value=cst.Integer(str(self.values[kid])))
-        if add_missing:
+        if add_missing and not any(a.star == "**" for a in args):  # **config may already carry them
             for name in _LAUNCH_KW:
                 if name in present:
                     continue
@@ -160,6 +168,22 @@ class _Walker(cst.CSTTransformer):
                         elements[j] = el.with_changes(value=cst.Integer(str(self.values[kid])))
             args[0] = args[0].with_changes(value=args[0].value.with_changes(elements=elements))
         return self._rewrite_kwargs(call.with_changes(args=args), where, add_missing=False)
+
+    def leave_Dict(self, original: cst.Dict, updated: cst.Dict) -> cst.Dict:
+        """``config = {"num_warps": ...}`` in a launcher, later passed as ``**config``."""
+        if self.jit_depth or self.config_depth or not self.scope:
+            return updated
+        elements = list(updated.elements)
+        for j, el in enumerate(elements):
+            if not isinstance(el, cst.DictElement) or not isinstance(el.key, cst.SimpleString):
+                continue
+            name = el.key.evaluated_value
+            if name in _LAUNCH_KW:
+                value = _int(el.value)
+                kid = self._knob(f"{{...}} in {self._fn()}()", str(name), value, _launch_domain(str(name), value))
+                if self.values.get(kid) is not None:
+                    elements[j] = el.with_changes(value=cst.Integer(str(self.values[kid])))
+        return updated.with_changes(elements=elements)
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         if self.jit_depth or not self.scope or len(original.targets) != 1:

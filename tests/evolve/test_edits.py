@@ -93,3 +93,11 @@ def test_tune_covers_a_small_space_before_it_is_exhausted() -> None:
             assert edits.source_hash(p.source) not in seen
             seen.add(edits.source_hash(p.source))
     assert len(seen) == 29  # every config but the parent's own
+
+
+def test_config_dict_passed_as_double_star_is_the_knob() -> None:
+    source = ('import triton\n# EVOLVE-BLOCK-START\ndef f(x, n):\n    config = {"num_warps": max(n // 256, 4)}\n'
+              '    _k[(1,)](x, BLOCK=triton.next_power_of_2(n), **config)\n# EVOLVE-BLOCK-END\n')
+    ks = tune.knobs(source)
+    assert [(k.where, k.name, k.value) for k in ks] == [("{...} in f()", "num_warps", None)]  # no duplicate kwarg
+    assert '{"num_warps": 2}' in tune.set_knobs(source, {ks[0].id: 2})
