@@ -84,7 +84,7 @@ class TuneProposer:
         parent_hash = edits.source_hash(ctx.parent.source)
         for _ in range(self.attempts):
             if ctx.rng.random() < self.p_random:
-                values = {k.id: ctx.rng.choice(k.domain) for k in ks if ctx.rng.random() < 0.5}
+                values = {k.id: ctx.rng.choice(k.values()) for k in ks if ctx.rng.random() < 0.5}
             else:
                 moves = [k for k in ks if k.neighbours()]
                 values = {k.id: ctx.rng.choice(k.neighbours()) for k in ctx.rng.sample(moves, min(len(moves),
@@ -94,8 +94,8 @@ class TuneProposer:
             if h != parent_hash and not ctx.seen(h):
                 return Proposal(source, edit_format="tune", response=tune.describe(ks, values), screen=True)
         # The neighbourhood is used up: when the whole space is small, take any unseen point of it.
-        if math.prod(len(k.domain) for k in ks) <= self.max_enumerate:
-            grid = list(itertools.product(*(k.domain for k in ks)))
+        if math.prod(len(k.values()) for k in ks) <= self.max_enumerate:
+            grid = list(itertools.product(*(k.values() for k in ks)))
             ctx.rng.shuffle(grid)
             for point in grid:
                 values = dict(zip((k.id for k in ks), point))

@@ -10,13 +10,18 @@ Knobs are found inside the EVOLVE-BLOCK, in source order, each with its current 
 - every ``triton.Config({...}, num_warps=..., num_stages=...)`` of an autotune list: its integer tile entries and
   its launch kwargs (the interpreter runs the first config; on a GPU the autotuner picks among them).
 
+Per-shape-bucket values: a knob of a launcher whose launch grid names its row count (``k[(m,)]``,
+``grid = (triton.cdiv(M, BLOCK_M), ...)``) may also take a pair ``(small, large)``, written as
+``(small if m <= 256 else large)``, since engines choose configs by batch size and the best decode config is often
+not the best prefill one. 256 is the top of the decode regime.
+
 ``set_knobs(source, {knob_id: value})`` rewrites only those nodes; everything else stays byte for byte.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Tuple, Union
 
 import libcst as cst
 
@@ -27,6 +32,9 @@ WARPS = (1, 2, 4, 8, 16)
 STAGES = (1, 2, 3, 4, 5)
 _TILE_WORDS = ("BLOCK", "TILE", "CHUNK", "SPLIT")
 _LAUNCH_KW = ("num_warps", "num_stages")
+BUCKET = 256  # rows at or below this are the small (decode) bucket
+
+Value = Union[int, None, Tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -34,15 +42,33 @@ class Knob:
     id: str
     where: str  # human-readable: "launch of _k in f(): num_warps"
     name: str
-    value: int | None  # None: absent or an expression, i.e. "as written"
+    value: Value  # None: absent or an expression, i.e. "as written"; a pair: (small bucket, large bucket)
     domain: tuple[int | None, ...]
+    bucket: str | None = None  # the row-count expression a pair is split on; None: not bucketable
 
-    def neighbours(self) -> list[int | None]:
-        vals = list(self.domain)
-        if self.value not in vals:
-            return [v for v in vals if v is not None]
-        i = vals.index(self.value)
-        return [vals[j] for j in (i - 1, i + 1) if 0 <= j < len(vals) and vals[j] is not None]
+    def _steps(self, v: int | None) -> list[int]:
+        ints = [d for d in self.domain if d is not None]
+        if v not in ints:
+            return ints
+        i = ints.index(v)
+        return [ints[j] for j in (i - 1, i + 1) if 0 <= j < len(ints)]
+
+    def neighbours(self) -> list[Value]:
+        """One step away: the next value up or down; with a bucket, also splitting or merging the pair."""
+        if isinstance(self.value, tuple):
+            a, b = self.value
+            out: list[Value] = [(x, b) for x in self._steps(a)] + [(a, y) for y in self._steps(b)] + [a, b]
+            return [v for v in out if not (isinstance(v, tuple) and v[0] == v[1])]
+        steps: list[Value] = list(self._steps(self.value))
+        if self.bucket is not None and self.value is not None:
+            steps += [(self.value, n) for n in self._steps(self.value)] + [(n, self.value) for n in self._steps(self.value)]
+        return steps
+
+    def values(self) -> list[Value]:
+        """Every value the knob can take."""
+        ints = [d for d in self.domain if d is not None]
+        pairs: list[Value] = [(a, b) for a in ints for b in ints if a != b] if self.bucket is not None else []
+        return [*self.domain, *pairs]
 
 
 def _is_tile(name: str) -> bool:
@@ -68,6 +94,68 @@ def _int(node: cst.BaseExpression) -> int | None:
     return None
 
 
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _value(node: cst.BaseExpression) -> Value:
+    """An integer literal, a bucketed pair written by us, or None (an expression: "as written")."""
+    if isinstance(node, cst.IfExp) and isinstance(node.test, cst.Comparison) and len(node.test.comparisons) == 1:
+        cmp = node.test.comparisons[0]
+        a, b = _int(node.body), _int(node.orelse)
+        if isinstance(cmp.operator, cst.LessThanEqual) and _int(cmp.comparator) == BUCKET and a is not None \
+                and b is not None:
+            return (a, b)
+    return _int(node)
+
+
+def _bucket_of(node: cst.IfExp) -> str:
+    return _code(node.test.left)  # type: ignore[attr-defined]
+
+
+def _expr(value: Value, bucket: str | None) -> cst.BaseExpression:
+    if isinstance(value, tuple):
+        return cst.parse_expression(f"({value[0]} if {bucket} <= {BUCKET} else {value[1]})")
+    return cst.Integer(str(value))
+
+
+class _Rows(cst.CSTVisitor):
+    """Per function, the row count its first launch's grid is built on (first grid element, ``cdiv`` unwrapped,
+    a grid variable resolved through its assignment), or nothing when the grid is not that simple."""
+
+    def __init__(self) -> None:
+        self.scope: list[str] = []
+        self.grids: dict[str, dict[str, cst.BaseExpression]] = {}
+        self.rows: dict[str, str] = {}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scope.append(".".join([*self.scope[-1:], node.name.value]) if self.scope else node.name.value)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scope.pop()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self.scope and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            self.grids.setdefault(self.scope[-1], {})[node.targets[0].target.value] = node.value
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.scope or not isinstance(node.func, cst.Subscript) or self.scope[-1] in self.rows:
+            return
+        grid = node.func.slice[0].slice
+        if not isinstance(grid, cst.Index):
+            return
+        expr = grid.value
+        if isinstance(expr, cst.Name):
+            expr = self.grids.get(self.scope[-1], {}).get(expr.value, expr)
+        if not isinstance(expr, cst.Tuple) or not expr.elements:
+            return
+        first = expr.elements[0].value
+        if isinstance(first, cst.Call) and _callee(first) in ("triton.cdiv", "cdiv") and first.args:
+            first = first.args[0].value
+        if isinstance(first, (cst.Name, cst.Attribute, cst.Subscript)) and "META" not in _code(first):
+            self.rows[self.scope[-1]] = _code(first)
+
+
 def _callee(node: cst.Call) -> str:
     f = node.func
     parts = []
@@ -82,18 +170,26 @@ def _callee(node: cst.Call) -> str:
 class _Walker(cst.CSTTransformer):
     """Enumerates knobs in a fixed order; with ``values`` set, rewrites the chosen ones on the way back up."""
 
-    def __init__(self, values: dict[str, int | None] | None = None) -> None:
+    def __init__(self, rows: dict[str, str], values: dict[str, Value] | None = None) -> None:
         self.values = values or {}
+        self.rows = rows
         self.knobs: list[Knob] = []
         self.scope: list[str] = []
         self.jit_depth = 0
         self.autotuned: set[str] = set()
         self.config_depth = 0
 
-    def _knob(self, where: str, name: str, value: int | None, domain: tuple[int | None, ...]) -> str:
+    def _knob(self, where: str, name: str, value: Value, domain: tuple[int | None, ...],
+              bucket: str | None = None) -> str:
         kid = f"k{len(self.knobs)}"
-        self.knobs.append(Knob(kid, where, name, value, domain))
+        self.knobs.append(Knob(kid, where, name, value, domain, bucket))
         return kid
+
+    def _bucket(self, node: cst.BaseExpression | None = None) -> str | None:
+        """The row-count expression of this launcher (kept from an existing pair when there is one)."""
+        if isinstance(node, cst.IfExp) and isinstance(_value(node), tuple):
+            return _bucket_of(node)
+        return self.rows.get(".".join(self.scope)) if self.scope and not self.jit_depth else None
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.scope.append(node.name.value)
@@ -120,35 +216,38 @@ class _Walker(cst.CSTTransformer):
             kernel = cst.Module([]).code_for_node(original.func.value)
             # An autotuned kernel takes its launch config from the autotuner: tune its configs instead.
             return self._rewrite_kwargs(updated, f"launch of {kernel} in {self._fn()}()",
-                                        add_missing=kernel not in self.autotuned)
+                                        add_missing=kernel not in self.autotuned, bucketed=True)
         if _callee(original) in ("triton.Config", "Config"):
             return self._rewrite_config(updated)
         return updated
 
-    def _rewrite_kwargs(self, call: cst.Call, where: str, add_missing: bool) -> cst.Call:
+    def _rewrite_kwargs(self, call: cst.Call, where: str, add_missing: bool, bucketed: bool = False) -> cst.Call:
         args = list(call.args)
         present = {a.keyword.value: i for i, a in enumerate(args) if a.keyword is not None}
         for i, a in enumerate(list(args)):
             if a.keyword is None:
                 continue
-            name, value = a.keyword.value, _int(a.value)
+            name, value = a.keyword.value, _value(a.value)
+            bucket = self._bucket(a.value) if bucketed else None
+            base = value[0] if isinstance(value, tuple) else value
             if name in _LAUNCH_KW:
-                kid = self._knob(where, name, value, _launch_domain(name, value))
-            elif _is_tile(name) and value is not None and _pow2(value):
-                kid = self._knob(where, name, value, _tile_domain(value))
+                kid = self._knob(where, name, value, _launch_domain(name, base), bucket)
+            elif _is_tile(name) and base is not None and _pow2(base):
+                kid = self._knob(where, name, value, _tile_domain(base), bucket)
             else:
                 continue
             if self.values.get(kid) is not None:
-                args[i] = a.with_changes(value=cst.Integer(str(self.values[kid])))
+                args[i] = a.with_changes(value=_expr(self.values[kid], bucket))
         if add_missing and not any(a.star == "**" for a in args):  # **config may already carry them
             for name in _LAUNCH_KW:
                 if name in present:
                     continue
-                kid = self._knob(where, name, None, _launch_domain(name, None))
+                bucket = self._bucket() if bucketed else None
+                kid = self._knob(where, name, None, _launch_domain(name, None), bucket)
                 if self.values.get(kid) is not None:
                     if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
                         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                    args.append(cst.Arg(keyword=cst.Name(name), value=cst.Integer(str(self.values[kid])),
+                    args.append(cst.Arg(keyword=cst.Name(name), value=_expr(self.values[kid], bucket),
                                         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
         return call.with_changes(args=args)
 
@@ -179,21 +278,25 @@ class _Walker(cst.CSTTransformer):
                 continue
             name = el.key.evaluated_value
             if name in _LAUNCH_KW:
-                value = _int(el.value)
-                kid = self._knob(f"{{...}} in {self._fn()}()", str(name), value, _launch_domain(str(name), value))
+                value, bucket = _value(el.value), self._bucket(el.value)
+                base = value[0] if isinstance(value, tuple) else value
+                kid = self._knob(f"{{...}} in {self._fn()}()", str(name), value, _launch_domain(str(name), base),
+                                 bucket)
                 if self.values.get(kid) is not None:
-                    elements[j] = el.with_changes(value=cst.Integer(str(self.values[kid])))
+                    elements[j] = el.with_changes(value=_expr(self.values[kid], bucket))
         return updated.with_changes(elements=elements)
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         if self.jit_depth or not self.scope or len(original.targets) != 1:
             return updated
-        target, value = original.targets[0].target, _int(original.value)
-        if (isinstance(target, cst.Name) and any(w in target.value.upper() for w in _TILE_WORDS) and value is not None
-                and _pow2(value)):
-            kid = self._knob(f"{target.value} in {self._fn()}()", target.value, value, _tile_domain(value))
+        target, value = original.targets[0].target, _value(original.value)
+        base = value[0] if isinstance(value, tuple) else value
+        if (isinstance(target, cst.Name) and any(w in target.value.upper() for w in _TILE_WORDS) and base is not None
+                and _pow2(base)):
+            bucket = self._bucket(original.value)
+            kid = self._knob(f"{target.value} in {self._fn()}()", target.value, value, _tile_domain(base), bucket)
             if self.values.get(kid) is not None:
-                return updated.with_changes(value=cst.Integer(str(self.values[kid])))
+                return updated.with_changes(value=_expr(self.values[kid], bucket))
         return updated
 
 
@@ -204,18 +307,22 @@ def _parse_block(source: str) -> cst.Module:
     return cst.parse_module(parts[1])
 
 
+def _walk(source: str, values: dict[str, Value] | None = None) -> tuple[_Walker, cst.Module]:
+    module = _parse_block(source)
+    rows = _Rows()
+    module.visit(rows)
+    w = _Walker(rows.rows, values)
+    return w, module.visit(w)
+
+
 def knobs(source: str) -> list[Knob]:
     """Every tunable knob of a candidate's EVOLVE-BLOCK, in source order."""
-    w = _Walker()
-    _parse_block(source).visit(w)
-    return [k for k in w.knobs if k.name != "#config"]
+    return [k for k in _walk(source)[0].knobs if k.name != "#config"]
 
 
-def set_knobs(source: str, values: dict[str, int | None]) -> str:
+def set_knobs(source: str, values: dict[str, Value]) -> str:
     """The candidate with the chosen knobs set (None leaves a knob as written)."""
-    w = _Walker(values)
-    block = _parse_block(source).visit(w)
-    return with_block(source, block.code)
+    return with_block(source, _walk(source, values)[1].code)
 
 
 def describe(before: list[Knob], values: dict[str, Any]) -> str:

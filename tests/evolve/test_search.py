@@ -71,7 +71,8 @@ def test_replay_dedupes_and_records_garbage(tmp_path: Path) -> None:
     assert status.message.startswith("the replay proposer is exhausted")
     with RunDB(tmp_path / "runs.db") as db:
         cands = db.candidates(status.run_id)
-    assert [c.status for c in cands[:2]] == ["correct", "promoted"]
+    assert cands[0].proposer == "baseline" and cands[0].correct
+    assert cands[1].correct and cands[1].speedup > 1.0  # BLOCK 16 -> 256
     assert [(c.status, c.reason.split(" (")[0]) for c in cands[2:]] == [
         ("failed_proposal", "duplicate of an earlier candidate"), ("failed_proposal", "duplicate of an earlier candidate"),
         ("failed_proposal", f"{replay} line 4: not a replay record"),
