@@ -97,3 +97,12 @@ def test_evolve_with_llm_stops_on_rising_cost(tmp_path: Path, task: Path, monkey
         assert any(c.correct and c.proposer == "llm" for c in cands)
         assert db.totals(status.run_id)["cost"] >= 5.0
         assert all(c.prompt.startswith("[system]") for c in cands if c.proposer == "llm" and c.status != "failed_proposal")
+
+
+def test_token_budget(tmp_path: Path, task: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SMITHBOT_TEST_KEY", "sk-test-secret")
+    with ScriptedOpenAI([{"content": BROKEN, "usage": [600, 100]}]) as srv:
+        status = api.evolve(str(task), proposer="llm", config=str(llm_config(tmp_path / "cfg.yaml", srv.url)),
+                            budget_tokens=1500, backend="interpreter", islands=1, db=tmp_path / "runs.db")
+    assert status.message.startswith("token budget reached (") and status.message.endswith(" of 1500)")
+    assert 1500 <= status.tokens <= 1500 + 2 * 700  # at most the proposals already in flight overshoot

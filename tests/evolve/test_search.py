@@ -132,3 +132,15 @@ def test_export_dataset_jsonl(tuned: tuple[Path, str, Path], tmp_path: Path) -> 
     for row in rows:
         assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
         assert "<<<<<<< SEARCH" in row["messages"][2]["content"] and row["meta"]["fitness"] > row["meta"]["parent_fitness"]
+
+
+def test_patience_stops_a_run_that_stops_improving(tmp_path: Path) -> None:
+    task = planted_silu(tmp_path / "silu")
+    worse = ('<<<<<<< SEARCH\n        triton.Config({"BLOCK": 16}, num_warps=4),\n=======\n'
+             '        triton.Config({"BLOCK": %d}, num_warps=4),\n>>>>>>> REPLACE')
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps({"response": worse % b}) + "\n" for b in (8, 4, 2, 1, 32, 64, 128, 512)))
+    status = api.evolve(str(task), proposer="replay", replay=str(replay), backend="interpreter", islands=1,
+                        patience=2, db=tmp_path / "runs.db")
+    assert status.message == "no better candidate in 2 evaluations (patience)"
+    assert status.evaluated <= 6  # the baseline, two past patience, and what was already in flight; not all eight
