@@ -139,7 +139,7 @@ def test_patience_stops_a_run_that_stops_improving(tmp_path: Path) -> None:
     worse = ('<<<<<<< SEARCH\n        triton.Config({"BLOCK": 16}, num_warps=4),\n=======\n'
              '        triton.Config({"BLOCK": %d}, num_warps=4),\n>>>>>>> REPLACE')
     replay = tmp_path / "replay.jsonl"
-    replay.write_text("".join(json.dumps({"response": worse % b}) + "\n" for b in (8, 4, 2, 1, 32, 64, 128, 512)))
+    replay.write_text("".join(json.dumps({"response": worse % b}) + "\n" for b in (8, 4, 32, 64, 128, 256, 512, 1024)))
     status = api.evolve(str(task), proposer="replay", replay=str(replay), backend="interpreter", islands=1,
                         patience=2, db=tmp_path / "runs.db")
     assert status.message == "no better candidate in 2 evaluations (patience)"
