@@ -80,3 +80,22 @@ def test_resume_unknown_run_is_one_line(tmp_path: Path) -> None:
     out, err = p.communicate(timeout=120)
     assert p.returncode == 2 and err.strip().splitlines() == [
         f"error: unknown run 'nope' in {tmp_path / 'runs.db'} (the database holds no runs)"]
+
+
+def test_bad_evolve_inputs_are_one_line(tmp_path: Path) -> None:
+    task = planted_silu(tmp_path / "silu")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "task.yaml").write_text("id: [unclosed\n")
+    cases = [
+        (["evolve", str(tmp_path / "missing")], "no such task directory or bundled task"),
+        (["evolve", str(broken)], "broken/kernel.py: missing"),
+        (["evolve", str(task), "--iterations", "0"], "budget iterations must be positive, got 0"),
+        (["evolve", str(task), "--proposer", "llm"], "needs an `llm:` section"),
+        (["evolve", str(task), "--proposer", "replay"], "needs --replay FILE.jsonl"),
+    ]
+    for args, msg in cases:
+        p = _smithbot(*args, "--db", str(tmp_path / "runs.db"), "--backend", "interpreter")
+        out, err = p.communicate(timeout=120)
+        lines = err.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and msg in lines[0], (args, err)
