@@ -106,3 +106,13 @@ def test_token_budget(tmp_path: Path, task: Path, monkeypatch: pytest.MonkeyPatc
                             budget_tokens=1500, backend="interpreter", islands=1, db=tmp_path / "runs.db")
     assert status.message.startswith("token budget reached (") and status.message.endswith(" of 1500)")
     assert 1500 <= status.tokens <= 1500 + 2 * 700  # at most the proposals already in flight overshoot
+
+
+def test_fusion_prompt_asks_for_a_fused_triton_replacement() -> None:
+    from smithbot.evolve.proposers import Prompter
+    from tests.evolve.helpers import TASKS
+
+    t = load_task(TASKS / "decode_metadata")
+    system, user = Prompter().render(Context(t, Parent(None, t.kernel_path.read_text())), "full")
+    assert "The baseline is plain PyTorch. Replace it with one or a few fused Triton kernels" in system
+    assert "```python" in system and "# Task `decode_metadata` (fusion)" in user
