@@ -294,3 +294,38 @@ def runs(db: str | Path | None = None) -> list[dict[str, Any]]:
                         "correct": t["correct"], "cost": t["cost"], "best": best.fitness if best else None,
                         "best_ci": ci, "best_id": best.id if best else None, "created": r.created})
     return out
+
+
+def verify(run_id: str, top: int = 3, backend: str | None = None, db: str | Path | None = None) -> Any:
+    """Re-measure a run's best candidates on every case plus extra irregular shapes; writes verification.json."""
+    from smithbot.evolve.db import RunDB
+    from smithbot.verify import verify as _verify
+
+    with RunDB(db_path(db)) as rdb:
+        return _verify(rdb, run_id, top, backend)
+
+
+def propose(run_ids: list[str] | None = None, submit: bool = False, source: str | None = None,
+            out: str | Path | None = None, db: str | Path | None = None) -> list[tuple[str, Any]]:
+    """Turn verified winners into pull requests: a branch, pr.md, patch.diff, a generated test and benchmark.
+    With no run ids, every verified run whose winner was not proposed yet. ``submit`` is not available yet: the
+    GitHub forge is the next stage; this writes through the local forge (a dry run)."""
+    from smithbot.evolve.db import RunDB
+    from smithbot.propose.forge import LocalForge
+    from smithbot.propose.pipeline import ProposeError, prepare
+
+    if submit:
+        raise ProposeError("--submit needs the GitHub forge, which this release does not have yet; without it, "
+                           "smithbot writes the branch, pr.md and patch.diff locally")
+    done = []
+    with RunDB(db_path(db)) as rdb:
+        ids = run_ids or [r.id for r in rdb.runs() if rdb.events(r.id, "verified")
+                          and not rdb.events(r.id, "proposed")]
+        for run_id in ids:
+            pr, target = prepare(rdb, run_id, source)
+            dest = Path(out) / pr.kernel_id if out else home() / "workspaces" / target.name / "proposals" / pr.kernel_id
+            published = LocalForge(dest).publish(pr)
+            rdb.event(run_id, "proposed", {"forge": "local", "action": published.action, "where": published.where,
+                                           "branch": pr.branch, "variant": pr.variant})
+            done.append((run_id, published))
+    return done

@@ -11,6 +11,7 @@ and recorded as a failed proposal; only set-up problems (a missing API-key varia
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -76,9 +77,22 @@ class TuneProposer:
 
     def __init__(self, p_random: float = 0.3, attempts: int = 40, max_enumerate: int = 20000) -> None:
         self.p_random, self.attempts, self.max_enumerate = p_random, attempts, max_enumerate
+        self.launch_kwargs, self.buckets = True, True
+
+    def configure(self, backend: str, regimes: set[str]) -> None:
+        """The interpreter ignores num_warps and num_stages, so it does not tune them; per-shape-bucket values need
+        cases on both sides of the bucket (decode and prefill)."""
+        self.launch_kwargs = backend != "interpreter"
+        self.buckets = {"decode", "prefill"} <= regimes
+
+    def _knobs(self, source: str) -> list[tune.Knob]:
+        ks = [k for k in tune.knobs(source) if self.launch_kwargs or k.name not in ("num_warps", "num_stages")]
+        if not self.buckets:
+            ks = [dataclasses.replace(k, bucket=None) if not isinstance(k.value, tuple) else k for k in ks]
+        return [k for k in ks if len(k.values()) > 1]
 
     def propose(self, ctx: Context) -> Proposal:
-        ks = [k for k in tune.knobs(ctx.parent.source) if len(k.domain) > 1]
+        ks = self._knobs(ctx.parent.source)
         if not ks:
             raise Exhausted("the program has no tunable launch configs, tiles or autotune configs")
         parent_hash = edits.source_hash(ctx.parent.source)

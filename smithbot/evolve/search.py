@@ -299,6 +299,9 @@ class Search:
 
     def run(self, prop_threads: int = 2) -> Status:
         self._baseline()
+        if hasattr(self.proposer, "configure"):
+            names = set(self.counters["cases"])
+            self.proposer.configure(self.ev.backend, {c.regime for c in self.task.cases if c.name in names})
         self._refresh("baseline measured")
         cap = self.ev.capacity
         evals: dict[Future[EvalResult], tuple[str, bool]] = {}

@@ -80,7 +80,8 @@ def _pow2(v: int) -> bool:
 
 
 def _tile_domain(v: int) -> tuple[int, ...]:
-    return tuple(x for x in (v // 8, v // 4, v // 2, v, v * 2, v * 4, v * 8) if 1 <= x <= 16384 and _pow2(x))
+    """Powers of two from an eighth of the current tile to 32 times it, within [1, 16384]."""
+    return tuple(v << i if i >= 0 else v >> -i for i in range(-3, 6) if 1 <= (v << i if i >= 0 else v >> -i) <= 16384)
 
 
 def _launch_domain(name: str, value: int | None) -> tuple[int | None, ...]:

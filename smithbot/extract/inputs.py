@@ -22,7 +22,8 @@ from smithbot.config import ModelPreset, Target
 
 DIMS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "moe_intermediate", "experts", "top_k", "vocab")
 _ACT = ["tokens", "hidden"]
-SMALL_CAPS = {"heads": 4, "kv_heads": 2, "experts": 16, "top_k": 4, "vocab": 1000}
+SMALL_CAPS = {"heads": 4, "kv_heads": 2, "experts": 16, "top_k": 4, "vocab": 1000, "hidden": 1536,
+              "intermediate": 1536, "moe_intermediate": 768}
 NAME_RULES: dict[str, Any] = {
     **{n: {"shape": _ACT} for n in ("x", "hidden_states", "input", "residual", "inp")},
     **{n: {"shape": ["hidden"], "init": "around1"} for n in ("weight", "w", "gamma")},

@@ -65,7 +65,7 @@ def test_rms_norm_extracts_and_matches_reference(home: Path) -> None:
     assert task.entry == "rms_norm"
     assert [d.qualname for d in task.provenance.definitions] == ["_rms_norm_kernel", "rms_norm"]
     assert task.provenance.definitions[0].path == "minengine/kernels/norm.py"
-    assert task.tunables == {"launch": {"num_warps": [4]}, "constexpr": {"BLOCK": [256]}}
+    assert task.tunables == {"launch": {"num_warps": [4]}, "constexpr": {"BLOCK": [32]}}
     assert {c.name for c in task.cases} >= {"llama3-8b-decode-bs1", "deepseek-v3-prefill-4k", "irregular-decode-bs3"}
     assert [c.name for c in task.cases_for("interpreter")] == ["irregular-decode-bs3"]
     _with_reference(home / "rms", RMS_REFERENCE, {"name": "irregular-37x1000", "regime": "prefill", "dtype": "fp32",

@@ -1,4 +1,4 @@
-"""RMSNorm and fused residual-add RMSNorm. Mistuned: a fixed 256-wide chunk loop with 4 warps for every width."""
+"""RMSNorm and fused residual-add RMSNorm. Mistuned: a fixed 32-wide chunk loop with 4 warps for every width."""
 
 import torch
 import triton
@@ -39,7 +39,7 @@ def _fused_add_rms_norm_kernel(x_ptr, res_ptr, w_ptr, stride, n_cols, eps, BLOCK
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     out = torch.empty_like(x)
-    _rms_norm_kernel[(x.shape[0],)](x, weight, out, x.stride(0), x.shape[1], eps, BLOCK=256, num_warps=4)
+    _rms_norm_kernel[(x.shape[0],)](x, weight, out, x.stride(0), x.shape[1], eps, BLOCK=32, num_warps=4)
     return out
 
 

@@ -1,0 +1,130 @@
+"""From a verified run to a prepared pull request: target, worktree at the base commit, re-insertion, formatter,
+generated files, one commit on a stable branch, the rendered body.
+
+The worktree lives under ``$SMITHBOT_HOME/workspaces/<target>/propose/<kernel>``, made with ``git worktree`` from the
+target's checkout (for the bundled demo, a git repository made once from the demo sources), so a user's own checkout
+is never touched. Preparing twice gives the same commit.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import git
+
+from evaluator import Task, load_task
+from smithbot.config import ConfigError, Target, TARGETS_DIR, generic_target, get_target, target_names
+from smithbot.evolve.db import RunDB
+from smithbot.propose.forge import PreparedPR
+from smithbot.propose.reinsert import reinsert, run_formatters
+from smithbot.propose.render import render
+from smithbot.repo import Checkout, checkout, home
+
+BOT = git.Actor("smithbot", "smithbot@users.noreply.github.com")
+
+
+class ProposeError(Exception):
+    """A run cannot be proposed (not verified, no winner, the target moved). One line."""
+
+
+def target_for(task: Task) -> Target:
+    repo = task.provenance.repo
+    if repo.startswith("bundled:"):
+        return get_target(repo.split(":", 1)[1])
+    for name in target_names():
+        t = get_target(name)
+        if t.repo.rstrip("/").removesuffix(".git") == repo.rstrip("/").removesuffix(".git"):
+            return t
+    return generic_target(repo)
+
+
+def _demo_repo(target: Target) -> Checkout:
+    """The bundled demo as a git repository (made once), so the demo's change is a real branch and diff."""
+    dest = home() / "workspaces" / target.name / "upstream"
+    if not (dest / ".git").exists():
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(TARGETS_DIR / target.repo, dest, ignore=shutil.ignore_patterns("__pycache__"))
+        repo = git.Repo.init(dest)
+        repo.git.add("-A")
+        repo.index.commit("the demo mini-engine, as shipped with smithbot", author=BOT, committer=BOT)
+    return Checkout(dest, git.Repo(dest).head.commit.hexsha, f"bundled:{target.name}")
+
+
+def _base(target: Target, task: Task, source: str | None) -> Checkout:
+    if task.provenance.repo.startswith("bundled:") and source is None:
+        return _demo_repo(target)
+    co = checkout(target, source, task.provenance.commit)
+    if task.provenance.commit and co.commit and not co.commit.startswith(task.provenance.commit[:12]):
+        try:
+            git.Repo(co.root).commit(task.provenance.commit)
+        except (git.BadName, ValueError):
+            raise ProposeError(f"the task's base commit {task.provenance.commit[:12]} is not in {co.root}; fetch it, "
+                               "or re-extract the kernel from the current target") from None
+    return co
+
+
+def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[PreparedPR, Target]:
+    run = db.run(run_id)
+    vpath = db.path.parent / "runs" / run_id / "verification.json"
+    if not vpath.exists():
+        raise ProposeError(f"run {run_id} is not verified yet: `smithbot verify {run_id}` first")
+    verification = json.loads(vpath.read_text())
+    winner = verification.get("winner")
+    if not winner:
+        reasons = "; ".join(f"{c['candidate']}: {c['reason']}" for c in verification["candidates"]) or "no candidate"
+        raise ProposeError(f"run {run_id} has no verified winner ({reasons})")
+    verdict = next(c for c in verification["candidates"] if c["candidate"] == winner)
+    cand = db.candidate(winner)
+    task = load_task(run.task_dir)
+    try:
+        target = target_for(task)
+    except ConfigError as exc:
+        raise ProposeError(str(exc)) from None
+    base = _base(target, task, source)
+    commit = task.provenance.commit or base.commit
+    if commit is None:
+        raise ProposeError(f"{base.root}: no base commit to branch from")
+    kernel_id = task.id.removeprefix(f"{target.name}-").strip("_-")
+    branch = f"smithbot/{target.name}/{kernel_id}"
+    wt = home() / "workspaces" / target.name / "propose" / kernel_id
+    repo = git.Repo(base.root)
+    if wt.exists():
+        try:
+            repo.git.worktree("remove", "--force", str(wt))
+        except git.GitCommandError:
+            shutil.rmtree(wt)
+        repo.git.worktree("prune")
+    repo.git.worktree("add", "--force", "-B", branch, str(wt), commit)
+    wrepo = git.Repo(wt)
+    try:
+        result = reinsert(task, cand.source or "", wt)
+    except Exception:
+        repo.git.worktree("remove", "--force", str(wt))
+        raise
+    notes = run_formatters(wt, result.changed_files, target.conventions.formatter, target.conventions.quote_style)
+    patch_kernel = wrepo.git.diff(commit, "--", *result.changed_files) if result.changed_files else ""
+    reproduce = (f"smithbot verify {run_id}   # re-measures the winner; or, with the task directory:\n"
+                 f"python -m evaluator {run.task_dir} candidate.py")
+    rendered = render(target, task, verification, verdict, cand, result.replaced, result.added, notes, patch_kernel,
+                      reproduce, commit)
+    files = {rendered.test_path: rendered.test, rendered.bench_path: rendered.bench}
+    for rel, text in files.items():
+        dest = wt / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text, encoding="utf-8")
+    if target.conventions.formatter:
+        notes += [n for n in run_formatters(wt, tuple(files), target.conventions.formatter,
+                                            target.conventions.quote_style) if n not in notes]
+    wrepo.git.add("-A")
+    what = "launch config for " if cand.proposer == "tune" else ""
+    title = f"Faster {what}{task.entry}: {verdict['speedup']:.2f}x on {len(verdict['cases'])} model shapes"
+    if wrepo.is_dirty(index=True, untracked_files=True):
+        wrepo.index.commit(f"{title}\n\nGenerated by smithbot; see the PR body for the evidence.", author=BOT,
+                           committer=BOT)
+    patch = wrepo.git.diff(commit, "HEAD")
+    return PreparedPR(target.name, kernel_id, branch, title, rendered.body, wt, commit, wrepo.head.commit.hexsha, patch,
+                      files, cand.source_hash or ""), target
+

@@ -1,0 +1,202 @@
+"""Re-insertion: put a verified candidate back into the target, changing only the definitions it changed.
+
+For every definition the task's provenance names (``task.yaml``: name, file, qualified name):
+- the baseline's and the candidate's versions are read from the EVOLVE-BLOCKs with libcst;
+- when they differ, the upstream definition is re-located in the target file by its qualified name (its lines from
+  the first decorator to its end) and the baseline -> candidate edit is applied to those lines as line hunks. The
+  extraction may have rewritten other lines of a definition (tl aliases, stubs), so the upstream text is edited, not
+  replaced: each hunk's old lines must be found in the upstream definition, or the re-insertion stops and says so;
+- definitions new in the candidate (helpers) go right after the last changed definition of that file;
+- everything else in the file stays byte for byte, and running it twice changes nothing.
+
+Then the target's formatter runs on the changed files only; a formatter that is not installed is reported, not fatal.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from evaluator import Task
+from evaluator.task import split_evolve
+
+
+class ReinsertError(Exception):
+    """The candidate cannot be put back as it is (a definition moved upstream, a hunk does not apply). One line."""
+
+
+@dataclass(frozen=True)
+class Result:
+    changed_files: tuple[str, ...]
+    replaced: tuple[str, ...]  # "path::qualname"
+    added: tuple[str, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _stmt_name(stmt: cst.CSTNode) -> str | None:
+    if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        return stmt.name.value
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        s = stmt.body[0]
+        if isinstance(s, cst.Assign) and len(s.targets) == 1 and isinstance(s.targets[0].target, cst.Name):
+            return s.targets[0].target.value
+        if isinstance(s, cst.AnnAssign) and isinstance(s.target, cst.Name):
+            return s.target.value
+    return None
+
+
+def definitions(source: str) -> dict[str, str]:
+    """Top-level definitions of an EVOLVE-BLOCK, by name, as their code (decorators included, no leading blank
+    lines or comments)."""
+    parts = split_evolve(source)
+    if parts is None:
+        raise ReinsertError("the program has no single EVOLVE-BLOCK")
+    module = cst.parse_module(parts[1])
+    out = {}
+    for stmt in module.body:
+        name = _stmt_name(stmt)
+        if name is not None:
+            out[name] = module.code_for_node(stmt.with_changes(leading_lines=[])).strip("\n")
+    return out
+
+
+def _locate(text: str, qualname: str) -> tuple[int, int]:
+    """0-based [first, last] line of the definition ``qualname`` (decorators included) in a module's text."""
+    wrapper = MetadataWrapper(cst.parse_module(text))
+    pos = wrapper.resolve(PositionProvider)
+    path = qualname.split(".")
+
+    def find(body: list[cst.CSTNode], depth: int) -> tuple[int, int] | None:
+        for stmt in body:
+            if _stmt_name(stmt) != path[depth]:
+                continue
+            if depth == len(path) - 1:
+                start = pos[stmt].start.line
+                if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.decorators:
+                    start = min(start, *(pos[d].start.line for d in stmt.decorators))
+                return start - 1, pos[stmt].end.line - 1
+            if isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock):
+                return find(list(stmt.body.body), depth + 1)
+        return None
+
+    found = find(list(wrapper.module.body), 0)
+    if found is None:
+        raise ReinsertError(f"{qualname} is not defined in the target file any more")
+    return found
+
+
+def _indent(lines: list[str], prefix: str) -> list[str]:
+    return [prefix + line if line.strip() else line for line in lines]
+
+
+def _apply(upstream: list[str], before: list[str], after: list[str], where: str) -> list[str]:
+    """Apply the line edit before -> after to the upstream lines of one definition."""
+    out = list(upstream)
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    for tag, i1, i2, j1, j2 in reversed(matcher.get_opcodes()):
+        if tag == "equal":
+            continue
+        old, new = before[i1:i2], after[j1:j2]
+        # Anchor on one line of context, so insertions have a place and short hunks stay unique.
+        lo, hi = max(i1 - 1, 0), min(i2 + 1, len(before))
+        ctx_old = before[lo:hi]
+        ctx_new = before[lo:i1] + new + before[i2:hi]
+        hit = _find(out, ctx_old)
+        if hit is not None:
+            out[hit:hit + len(ctx_old)] = ctx_new
+        elif _find(out, ctx_new) is not None:
+            continue  # already applied: re-running changes nothing
+        elif old and _find(out, old) is not None:
+            k = _find(out, old)
+            out[k:k + len(old)] = new  # type: ignore[index, misc]
+        else:
+            shown = (old or ctx_old or [""])[0].strip()
+            raise ReinsertError(f"{where}: the candidate changes lines that differ upstream ({shown!r}); "
+                                "re-extract the kernel from the current target")
+    return out
+
+
+def _find(lines: list[str], seq: list[str]) -> int | None:
+    if not seq:
+        return None
+    hits = [i for i in range(len(lines) - len(seq) + 1) if lines[i:i + len(seq)] == seq]
+    return hits[0] if len(hits) == 1 else None
+
+
+def reinsert(task: Task, candidate: str, root: Path) -> Result:
+    """Apply ``candidate`` (a whole kernel.py) to the checkout at ``root``. Raises ReinsertError."""
+    base_defs = definitions(task.kernel_path.read_text(encoding="utf-8"))
+    cand_defs = definitions(candidate)
+    prov = {d.name: d for d in task.provenance.definitions}
+    files: dict[str, list[str]] = {}
+    replaced, added, last_line = [], [], {}
+    for name, d in prov.items():
+        if name not in base_defs or name not in cand_defs or base_defs[name] == cand_defs[name]:
+            continue
+        path = root / d.path
+        if d.path not in files:
+            if not path.is_file():
+                raise ReinsertError(f"{d.path} is not in the checkout")
+            files[d.path] = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        text = "".join(files[d.path])
+        try:
+            first, last = _locate(text, d.qualname)
+        except cst.ParserSyntaxError as exc:
+            raise ReinsertError(f"{d.path}: libcst cannot parse it ({str(exc).splitlines()[0]})") from None
+        lines = [line.rstrip("\n") for line in files[d.path][first:last + 1]]
+        prefix = lines[0][:len(lines[0]) - len(lines[0].lstrip())]
+        new = _apply(lines, _indent(base_defs[name].splitlines(), prefix), _indent(cand_defs[name].splitlines(), prefix),
+                     f"{d.path}::{d.qualname}")
+        if new != lines:
+            files[d.path][first:last + 1] = [line + "\n" for line in new]
+            replaced.append(f"{d.path}::{d.qualname}")
+        last_line[d.path] = first + len(new) - 1
+    new_names = [n for n in cand_defs if n not in base_defs]
+    if new_names:
+        target = next(iter(last_line), None) or next((d.path for d in prov.values()), None)
+        if target is None:
+            raise ReinsertError("the candidate adds definitions but the task names no target file")
+        if target not in files:
+            files[target] = (root / target).read_text(encoding="utf-8").splitlines(keepends=True)
+        text = "".join(files[target])
+        at = last_line.get(target, len(files[target]) - 1)
+        block = []
+        for n in new_names:
+            if f"def {n}(" in text or f"\n{n} = " in text:
+                continue  # already inserted by an earlier run
+            block += ["\n", "\n"] + [line + "\n" for line in cand_defs[n].splitlines()]
+            added.append(f"{target}::{n}")
+        files[target][at + 1:at + 1] = block
+    changed = []
+    for rel, lines in files.items():
+        text = "".join(lines)
+        if text != (root / rel).read_text(encoding="utf-8"):
+            (root / rel).write_text(text, encoding="utf-8")
+            changed.append(rel)
+    return Result(tuple(changed), tuple(replaced), tuple(added))
+
+
+def run_formatters(root: Path, files: tuple[str, ...], formatters: tuple[str, ...],
+                   quote_style: str = "double") -> list[str]:
+    """Run the target's formatters on the changed files only. Returns notes for the PR (e.g. one not installed)."""
+    notes = []
+    if not files:
+        return notes
+    for f in formatters:
+        exe = shutil.which(f)
+        if exe is None:
+            notes.append(f"`{f}` is not installed here, so the changed files were not formatted with it")
+            continue
+        cmd = {"black": [exe, "-q"], "isort": [exe, "-q", "--profile", "black"],
+               "ruff": [exe, "format", "-q", "--line-length", "120"] +
+               (["--config", "format.quote-style='single'"] if quote_style == "single" else [])}.get(f, [exe])
+        proc = subprocess.run([*cmd, *files], cwd=root, capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            notes.append(f"`{f}` failed on the changed files: {(proc.stderr or proc.stdout).strip()[:300]}")
+    return notes

@@ -1,0 +1,167 @@
+"""PR bodies, generated tests and benchmark scripts, rendered from ``templates/`` for a target's style.
+
+The PR body follows the target's template headings (``templates/pr/<style>.md.j2``), carries the benchmark table,
+method, environment, correctness evidence, what changed and why, a reproduce command, the closing-stops-it note and a
+hidden metadata comment. It stays under 60,000 characters: the ``<details>`` blocks are truncated first. Text that
+an LLM wrote is cleaned of @-mentions and ``#123`` references before it goes in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from evaluator import Task
+from evaluator.tolerances import DTYPES, TOLERANCES
+from smithbot import __version__
+from smithbot.config import Target, templates_dir
+from smithbot.evolve import tune
+
+MAX_BODY = 60_000
+STYLES = ("sglang", "lmdeploy", "dlblas", "generic")
+_TEST_STYLE = {"sglang": "unittest"}
+METADATA = re.compile(r"<!-- smithbot-metadata: (\{.*?\}) -->")
+
+
+def sanitize(text: str) -> str:
+    """No pings and no cross-references from generated text: drop '@' before names and '#' before numbers."""
+    text = re.sub(r"(?<![\w.`])@([A-Za-z0-9][\w-]*)", r"\1", text)
+    return re.sub(r"(?<![\w&/`])#(\d+)\b", r"\1", text)
+
+
+def module_of(path: str) -> str:
+    """The import path of a target file (sglang keeps its package under python/)."""
+    p = path.removesuffix(".py").removeprefix("python/")
+    return p.replace("/", ".").removesuffix(".__init__")
+
+
+def knob_changes(base: str, cand: str) -> list[str]:
+    """Plain-words launch-config changes between two programs, by knob location and name."""
+    def table(src: str) -> dict[tuple[str, str, int], Any]:
+        seen: dict[tuple[str, str], int] = {}
+        out = {}
+        for k in tune.knobs(src):
+            i = seen.get((k.where, k.name), 0)
+            seen[(k.where, k.name)] = i + 1
+            out[(k.where, k.name, i)] = k
+        return out
+
+    b, c = table(base), table(cand)
+    lines = []
+    for key, kc in c.items():
+        kb = b.get(key)
+        before = kb.value if kb else None
+        if kc.value != before:
+            def show(v: Any, k: tune.Knob) -> str:
+                if v is None:
+                    return "as written"
+                if isinstance(v, tuple):
+                    return f"{v[0]} when {k.bucket} <= {tune.BUCKET}, else {v[1]}"
+                return str(v)
+            lines.append(f"{kc.where}: `{kc.name}` {show(before, kc)} → {show(kc.value, kc)}")
+    return lines
+
+
+@dataclass(frozen=True)
+class Rendered:
+    body: str
+    test_path: str
+    test: str
+    bench_path: str
+    bench: str
+
+
+def _strip_module_preamble(src: str) -> str:
+    """Drop a module docstring, ``from __future__`` and the EVOLVE markers; keep the code."""
+    src = re.sub(r'^\s*(""".*?"""|\'\'\'.*?\'\'\')\s*\n', "", src, count=1, flags=re.DOTALL)
+    lines = [line for line in src.splitlines() if not line.startswith("from __future__")
+             and line.strip() not in ("# EVOLVE-BLOCK-START", "# EVOLVE-BLOCK-END")]
+    return "\n".join(lines).strip() + "\n"
+
+
+def _cases(task: Task, extra: list[str]) -> str:
+    rows = []
+    for c in task.cases:
+        rows.append({"name": c.name, "regime": c.regime, "dtype": DTYPES[c.dtype], **c.dims, **c.params})
+    return json.dumps(rows, indent=4).replace("true", "True").replace("false", "False").replace("null", "None")
+
+
+def render(target: Target, task: Task, verification: dict[str, Any], verdict: dict[str, Any], cand: Any,
+           replaced: tuple[str, ...], added: tuple[str, ...], notes: list[str], patch: str, reproduce: str,
+           base_commit: str) -> Rendered:
+    style = target.conventions.pr_style if target.conventions.pr_style in STYLES else "generic"
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True)
+    entry_def = next((d for d in task.provenance.definitions if d.name == task.entry), task.provenance.definitions[0])
+    kernel_def = next((d for d in task.provenance.definitions if d.name != task.entry), entry_def)
+    op = task.entry
+    area = Path(entry_def.path).parent.name
+    test_path = target.conventions.test_layout.format(op=op, area=area)
+    bench_path = str(Path(test_path).parent / f"bench_{op}.py")
+    base_src = task.kernel_path.read_text(encoding="utf-8")
+    interpreter = verification["backend"] == "interpreter"
+    v = {"speedup": verdict["speedup"], "ci": verdict["ci"], "cases": verdict["cases"]}
+    ratios = {c["name"]: c["ratio"] for c in verdict["cases"]}
+    dec = [r for n, r in ratios.items() if "decode" in n]
+    pre = [r for n, r in ratios.items() if "prefill" in n]
+    span = "; ".join(f"{label} cases {min(x):.2f}–{max(x):.2f}×" for label, x in (("decode", dec), ("prefill", pre)) if x)
+    if cand.proposer == "tune":
+        changes = knob_changes(base_src, cand.source)
+        what = ("Only the launch configuration changed:\n" + "\n".join(f"- {c}" for c in changes) +
+                "\n\nThe arithmetic and the memory traffic are the same as before; the gain comes from how the work maps "
+                f"onto the GPU (warps per program, pipeline stages, tile sizes) at these shapes: {span}.")
+        motivation = (f"`{kernel_def.name}` ({kernel_def.path}) runs faster with a different launch configuration: "
+                      f"{(v['speedup'] - 1) * 100:.1f}% on the geomean of the model shapes below ({span}), with the "
+                      "same results.")
+    else:
+        explanation = re.sub(r"```.*?```|<{5,}.*?>{5,} ?REPLACE", "", cand.response or "", flags=re.DOTALL).strip()
+        what = sanitize(explanation[:3000]) or "The kernel was rewritten; the diff below shows how."
+        motivation = (f"`{kernel_def.name}` ({kernel_def.path}): {(v['speedup'] - 1) * 100:.1f}% faster on the geomean "
+                      f"of the model shapes below ({span}), with the same results.")
+    e = verification.get("env", {})
+    env_line = ", ".join(f"{k} {e[k]}" for k in ("gpu", "driver", "torch", "triton") if e.get(k)) or "CPU (Triton interpreter)"
+    dtypes = sorted({DTYPES[c.dtype] for c in task.cases})
+    tol = ", ".join(f"{d} atol {TOLERANCES[d].atol:g} rtol {TOLERANCES[d].rtol:g}" for d in dtypes if d in TOLERANCES)
+    variant = cand.source_hash or ""
+    meta = {"kernel": f"{kernel_def.path}::{kernel_def.qualname}", "base_commit": base_commit,
+            "variant": variant, "smithbot": __version__, "task": task.id}
+    ctx: dict[str, Any] = dict(
+        v=v, interpreter=interpreter, rounds=verification.get("rounds", 30 if not interpreter else 5), env_line=env_line,
+        commit=base_commit[:12], seeds=verification["seeds"], case_names=", ".join(ratios),
+        tolerances=tol + ("; integers bit-exact" if any(not d.startswith(("float", "bfloat")) for d in dtypes) else ""),
+        test_path=test_path, bench_path=bench_path, what_changed=what, replaced=replaced, added=added, notes=notes,
+        version=__version__, proposer=cand.proposer, reproduce=reproduce, kernel=kernel_def.name,
+        kernel_path=kernel_def.path, motivation=motivation, formatter=", ".join(target.conventions.formatter) or "none",
+        metadata=f"<!-- smithbot-metadata: {json.dumps(meta, sort_keys=True)} -->", patch=patch)
+    template = env.get_template(f"pr/{style}.md.j2")
+    body = template.render(**ctx)
+    if len(body) > MAX_BODY:  # the details (the diff) go first
+        keep = max(0, len(patch) - (len(body) - MAX_BODY) - 200)
+        ctx["patch"] = patch[:keep] + "\n... (truncated: the full diff is in the branch)"
+        body = template.render(**ctx)
+    if len(body) > MAX_BODY:
+        raise ValueError(f"the PR body is {len(body)} characters even without the diff (limit {MAX_BODY})")
+    header = (target.conventions.header + "\n") if target.conventions.header else ""
+    harness = _strip_module_preamble(task.harness_path.read_text(encoding="utf-8"))
+    reference = _strip_module_preamble(base_src)
+    common = dict(header=header, module=module_of(entry_def.path), entry=task.entry, version=__version__,
+                  task_id=task.id, commit=base_commit[:12], reference=reference, harness=harness,
+                  cases=_cases(task, []), imports=[])
+    test = env.get_template("tests/kernel_test.py.j2").render(
+        **common, style=_TEST_STYLE.get(style, "pytest"), seeds=3,
+        tolerances=json.dumps({d: [TOLERANCES[d].atol, TOLERANCES[d].rtol] for d in TOLERANCES}),
+        class_name="".join(w.capitalize() for w in op.split("_")),
+        register="# Register this file for CI the way the other tests in this folder do (register_cuda_ci)."
+        if style == "sglang" else "")
+    bench = env.get_template("tests/bench.py.j2").render(**common)
+    return Rendered(body, test_path, test, bench_path, bench)
+
+
+def metadata(body: str) -> dict[str, Any] | None:
+    m = METADATA.search(body or "")
+    return json.loads(m.group(1)) if m else None

@@ -1,0 +1,140 @@
+"""``smithbot verify RUN``: re-measure a run's best candidates before anything is proposed upstream.
+
+For the run's top candidates (correct, fastest first, distinct sources):
+- a copy of the task with twice the seeds and extra irregular shapes (odd row counts per regime) is evaluated;
+- each candidate is checked and timed again from scratch on every case, paired and interleaved, with intervals;
+- a candidate is **rejected** when any single case is slower than the baseline beyond its interval (the interval's
+  upper bound below 1), even if the geomean improved, or when the geomean is not shown faster (``promoted``).
+The first accepted candidate is the winner. ``verification.json`` in the run's folder holds the environment
+fingerprint and every number; the run database gets a ``verified`` event.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evaluator import Evaluator, load_task
+from smithbot.evolve.db import Candidate, RunDB
+from smithbot.evolve.search import run_dir
+
+ROW_DIMS = ("tokens", "num_tokens", "batch", "bs", "seq_len", "rows", "m", "M", "T")
+EXTRA_ROWS = {"decode": 5, "prefill": 13}  # decode: a small odd batch; prefill: rows + 13, an odd count
+
+
+@dataclass(frozen=True)
+class Verdict:
+    candidate: str
+    accepted: bool
+    reason: str
+    status: str
+    speedup: float | None
+    ci: tuple[float, float] | None
+    cases: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Verification:
+    run: str
+    task: str
+    backend: str
+    winner: str | None
+    verdicts: list[Verdict]
+    path: Path
+
+
+def extra_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One extra irregular case per regime: the regime's first case with its row count made odd."""
+    out = []
+    for regime, bump in EXTRA_ROWS.items():
+        pool = [c for c in cases if c["regime"] == regime]
+        base = next((c for c in pool if c.get("interpreter", True)), pool[0] if pool else None)
+        if base is None:
+            continue
+        dim = next((d for d in ROW_DIMS if d in base["dims"]), None)
+        if dim is None:
+            continue
+        rows = bump if regime == "decode" else base["dims"][dim] + bump
+        if rows == base["dims"][dim]:
+            rows += 2
+        c = json.loads(json.dumps(base))
+        c["dims"][dim] = rows
+        c["name"] = f"verify-irregular-{regime}-{dim}{rows}"
+        out.append(c)
+    return out
+
+
+def verification_task(task_dir: Path, dest: Path, seed_factor: int = 2) -> Path:
+    """A copy of the task with more seeds and the extra irregular cases (the task contract is unchanged)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(task_dir, dest, ignore=shutil.ignore_patterns("candidates", "__pycache__"))
+    data = yaml.safe_load((dest / "task.yaml").read_text())
+    data["seeds"] = int(data.get("seeds", 3)) * seed_factor
+    data["cases"] = list(data["cases"]) + extra_cases(data["cases"])
+    (dest / "task.yaml").write_text(yaml.safe_dump(data, sort_keys=False, width=120))
+    load_task(dest)  # fails loudly if the extra cases broke the task
+    return dest
+
+
+def judge(r: Any) -> tuple[bool, str]:
+    if not r.correct:
+        return False, f"{r.status}: {r.reason} {r.detail}".strip()
+    slower = [c for c in r.cases if c["ratio_ci"][1] < 1.0]
+    if slower:
+        worst = min(slower, key=lambda c: c["ratio"])
+        return False, (f"{len(slower)} case(s) slower than the baseline beyond their interval, worst "
+                       f"{worst['name']} at {worst['ratio']:.3f}x [{worst['ratio_ci'][0]:.3f}, {worst['ratio_ci'][1]:.3f}]")
+    if r.status != "promoted":
+        lo = r.speedup_ci[0] if r.speedup_ci else float("nan")
+        return False, f"not shown faster: geomean interval starts at {lo:.3f} ({r.status}{'; ' + '; '.join(r.flags) if r.flags else ''})"
+    return True, "faster on the geomean and on no case slower"
+
+
+def top_candidates(db: RunDB, run_id: str, k: int) -> list[Candidate]:
+    seen, out = set(), []
+    cands = sorted((c for c in db.candidates(run_id) if c.correct and c.proposer != "baseline" and c.fitness),
+                   key=lambda c: -(c.fitness or 0.0))
+    for c in cands:
+        if c.source_hash not in seen and (c.fitness or 0.0) > 1.0:
+            seen.add(c.source_hash)
+            out.append(c)
+        if len(out) == k:
+            break
+    return out
+
+
+def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rounds: int | None = None) -> Verification:
+    run = db.run(run_id)
+    out_dir = run_dir(db, run_id)
+    vtask = verification_task(Path(run.task_dir), out_dir / "verify-task")
+    cands = top_candidates(db, run_id, top)
+    verdicts: list[Verdict] = []
+    env: dict[str, Any] = {}
+    with Evaluator(vtask, backend=backend or run.config.get("backend", "auto"),
+                   rounds=rounds or None) as ev:
+        ev.prepare()
+        used = ev.backend
+        for c in cands:
+            path = out_dir / "verify-task" / f"candidate-{c.id}.py"
+            path.write_text(c.source or "")
+            r = ev.submit(path).result()
+            env = env or r.env
+            ok, why = judge(r)
+            verdicts.append(Verdict(c.id, ok, why, r.status, r.speedup, r.speedup_ci, list(r.cases)))
+    winner = next((v.candidate for v in verdicts if v.accepted), None)
+    path = out_dir / "verification.json"
+    doc = {"run": run_id, "task": run.task_id, "task_dir": run.task_dir, "backend": used, "env": env,
+           "seeds": load_task(vtask).seeds, "cases": [c.name for c in load_task(vtask).cases_for(used)],
+           "winner": winner, "candidates": [asdict(v) for v in verdicts],
+           "note": "interpreter timings do not predict GPU speed" if used == "interpreter" else ""}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(path)
+    db.event(run_id, "verified", {"winner": winner, "backend": used, "checked": [v.candidate for v in verdicts]})
+    return Verification(run_id, run.task_id, used, winner, verdicts, path)
