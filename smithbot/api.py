@@ -329,3 +329,36 @@ def propose(run_ids: list[str] | None = None, submit: bool = False, source: str 
                                            "branch": pr.branch, "variant": pr.variant})
             done.append((run_id, published))
     return done
+
+
+def demo(kernel: str = "rms_norm", iterations: int = 8, backend: str = "auto",
+         say: Callable[[str], None] = print, on_update: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    """The whole job on the bundled demo target, offline: scan -> extract -> evolve (tune) -> verify -> propose
+    through the local forge. Returns the paths it wrote."""
+    from evaluator import resolve_backend
+    from smithbot.propose.pipeline import ProposeError
+
+    used = resolve_backend(backend)
+    if used == "interpreter":
+        say("no GPU: every timing below comes from the Triton interpreter on the CPU and does not predict GPU speed")
+    result = scan("demo")
+    launched = [s for s in result.sites if s.role == "launched"]
+    say(f"scan: {len(launched)} launched kernels in the demo mini-engine; hottest: "
+        + ", ".join(f"{s.name} ({s.hotness:g})" for s in launched[:4]))
+    [row] = extract("demo", kernel)
+    if not row.checked or row.out is None:
+        raise ProposeError(f"extracting {kernel} failed: {row.why}")
+    say(f"extract: {row.kernel} -> {row.out} (self-check passed)")
+    status = evolve(row.out, iterations=iterations, islands=2, seed=0, backend=used, on_update=on_update)
+    say(f"evolve: run {status.run_id}, {status.message}; best {status.best or 0:.3f}x over {status.evaluated} "
+        "evaluated candidates")
+    v = verify(status.run_id, top=2, backend=used)
+    for verdict in v.verdicts:
+        say(f"verify: {verdict.candidate} {'accepted' if verdict.accepted else 'rejected'}: {verdict.reason}")
+    if v.winner is None:
+        raise ProposeError(f"no candidate passed verification (see {v.path})")
+    [(run_id, published)] = propose([status.run_id])
+    out = Path(published.where)
+    paths = {"run": run_id, "verification": str(v.path), "pr": str(out / "pr.md"), "patch": str(out / "patch.diff"),
+             "test": str(next(out.glob("test_*.py"))), "branch": published.detail}
+    return paths

@@ -337,6 +337,73 @@ def export_dataset_cmd(
     out.print(f"wrote {n} steps to {out_file}")
 
 
+@app.command("verify")
+def verify_cmd(run: str = typer.Argument(..., help="run id (see `smithbot runs`)"),
+               top: int = typer.Option(3, help="how many of the run's best candidates to re-measure"),
+               backend: Optional[str] = typer.Option(None, help="cuda, interpreter or auto (default: the run's)"),
+               db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)")) -> None:
+    """Re-measure a run's best candidates on every case plus extra irregular shapes, with more seeds. A candidate
+    slower than the baseline on any case (beyond its interval) is rejected. Writes verification.json."""
+    from smithbot.evolve.db import DBError
+
+    try:
+        v = api.verify(run, top, backend, db)
+    except (DBError, TaskError, BackendError) as exc:
+        _fail(str(exc))
+        return
+    for d in v.verdicts:
+        speed = f"{d.speedup:.3f}x [{d.ci[0]:.3f}, {d.ci[1]:.3f}]" if d.speedup and d.ci else "-"
+        out.print(f"{d.candidate}: {'[green]accepted[/]' if d.accepted else '[red]rejected[/]'} {speed}: {d.reason}")
+    if not v.verdicts:
+        out.print("no candidate of this run beat the baseline in the search; nothing to verify")
+    out.print(f"winner: {v.winner or 'none'}; wrote {v.path}")
+    if v.backend == "interpreter":
+        err.print("note: interpreter timings measure the CPU interpreter and do not predict GPU speed")
+
+
+@app.command("propose")
+def propose_cmd(runs: Optional[List[str]] = typer.Argument(None, help="run ids (default: every verified run not "
+                                                                         "yet proposed)"),
+                submit: bool = typer.Option(False, help="open the PR on GitHub (not available in this release)"),
+                source: Optional[Path] = typer.Option(None, help="an existing checkout of the target to branch from"),
+                out_dir: Optional[Path] = typer.Option(None, "--out", help="where pr.md and patch.diff go"),
+                db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)")) -> None:
+    """Turn verified winners into pull requests: the change re-inserted on a branch `smithbot/<target>/<kernel>`,
+    formatted, with a generated test and benchmark, and a PR body in the target's template. A dry run by default."""
+    from smithbot.evolve.db import DBError
+    from smithbot.propose.pipeline import ProposeError
+    from smithbot.propose.reinsert import ReinsertError
+
+    try:
+        done = api.propose(list(runs or []), submit, str(source) if source else None, out_dir, db)
+    except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError) as exc:
+        _fail(str(exc))
+        return
+    for run_id, p in done:
+        out.print(f"{run_id}: {p.action} {p.where} ({p.detail})")
+    if not done:
+        err.print("nothing to propose: no verified run is waiting")
+
+
+@app.command("demo")
+def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to improve (a wrapper name)"),
+             iterations: int = typer.Option(8, help="search iterations"),
+             backend: str = typer.Option("auto", help="cuda, interpreter or auto")) -> None:
+    """The whole job, offline, on the bundled demo mini-engine: scan, extract, evolve with the offline tuner,
+    verify, and write a patch and a PR body through the local forge. No network, GPU or API key needed."""
+    from smithbot.evolve.db import DBError
+    from smithbot.propose.pipeline import ProposeError
+    from smithbot.propose.reinsert import ReinsertError
+
+    try:
+        paths = api.demo(kernel, iterations, backend, say=lambda m: err.print(m, highlight=False))
+    except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError, BackendError) as exc:
+        _fail(str(exc))
+        return
+    out.print(f"patch:   {paths['patch']}\nPR body: {paths['pr']}\ntest:    {paths['test']}\n"
+              f"verification: {paths['verification']}\n{paths['branch']}")
+
+
 @app.command("version")
 def version_cmd() -> None:
     """Print smithbot's version."""

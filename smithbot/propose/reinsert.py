@@ -115,10 +115,12 @@ def _apply(upstream: list[str], before: list[str], after: list[str], where: str)
         elif old and _find(out, old) is not None:
             k = _find(out, old)
             out[k:k + len(old)] = new  # type: ignore[index, misc]
+        elif new and _find(out, new) is not None:
+            continue  # already applied (its context differs upstream)
         else:
             shown = (old or ctx_old or [""])[0].strip()
-            raise ReinsertError(f"{where}: the candidate changes lines that differ upstream ({shown!r}); "
-                                "re-extract the kernel from the current target")
+            raise ReinsertError(f"{where}: the candidate changes lines that differ upstream ({shown!r}): upstream "
+                                "moved on, or the extractor rewrote them; re-extract the kernel from the current target")
     return out
 
 
