@@ -1,0 +1,88 @@
+"""PR bodies in each target's style, the generated test and benchmark, cleaning, and the size limit."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from evaluator import EvalResult, load_task
+from smithbot.config import get_target
+from smithbot.evolve import tune
+from smithbot.evolve.db import RunDB
+from smithbot.propose.render import MAX_BODY, metadata, module_of, render, sanitize
+from smithbot.verify import judge
+from tests.evolve.helpers import TASKS
+
+HEADINGS = {
+    "sglang": ["Motivation", "Modifications", "Accuracy Tests", "Speed Tests and Profiling", "Checklist"],
+    "lmdeploy": ["Motivation", "Modification", "BC-breaking (Optional)", "Use cases (Optional)", "Checklist"],
+    "engram": ["Summary", "What changed", "Benchmark (Shape / Base / Opt / Speedup / GB/s)", "Correctness",
+               "How this was made"],
+    "demo": ["Summary", "What changed", "Benchmark", "Correctness", "How this was made"],
+}
+
+
+def _case(name: str, ratio: float, lo: float, hi: float) -> dict:
+    return {"name": name, "method": "cuda_graph", "copies": 4, "l2_cold": True, "base_us": 10.0 * ratio,
+            "base_p20_us": 0, "base_p80_us": 0, "cand_us": 10.0, "cand_p20_us": 0, "cand_p80_us": 0, "ratio": ratio,
+            "ratio_ci": [lo, hi], "bytes": 1 << 20, "cand_gbps": 104.9, "base_gbps": 90.0, "cand_bw_fraction": 0.02}
+
+
+@pytest.fixture()
+def parts(tmp_path: Path) -> tuple:
+    task = load_task(TASKS / "rmsnorm")
+    src = task.kernel_path.read_text()
+    ks = {k.name: k for k in tune.knobs(src)}
+    with RunDB(tmp_path / "runs.db") as db:
+        run = db.create_run(str(task.root), task.id, {"search": {}}, 0)
+        cand = db.add_candidate(run.id, island=0, generation=1, proposer="tune", source_hash="abc123",
+                                source=tune.set_knobs(src, {ks["BLOCK"].id: 1024}), status="promoted")
+    cases = [_case("llama3-8b-decode-bs1", 1.31, 1.30, 1.32), _case("llama3-8b-prefill-4k", 1.10, 1.09, 1.11)]
+    verdict = {"candidate": cand.id, "accepted": True, "speedup": 1.2, "ci": [1.19, 1.21], "cases": cases}
+    verification = {"backend": "cuda", "seeds": 6, "rounds": 30,
+                    "env": {"gpu": "NVIDIA H200", "driver": "580", "torch": "2.11", "triton": "3.6"}}
+    return task, cand, verification, verdict
+
+
+@pytest.mark.parametrize("target", sorted(HEADINGS))
+def test_body_follows_the_target_template(parts: tuple, target: str) -> None:
+    task, cand, verification, verdict = parts
+    r = render(get_target(target), task, verification, verdict, cand, ("pkg/ops.py::rmsnorm",), (), [], "--- a\n+++ b\n",
+               "smithbot verify RUN", "0123456789abcdef")
+    assert re.findall(r"^## (.+)$", r.body, flags=re.M) == HEADINGS[target]
+    assert "| `llama3-8b-decode-bs1` | 13.10 | 10.00 | 1.310× [1.300, 1.320] | 105 |" in r.body
+    assert "`BLOCK` 256 → 1024" in r.body and "NVIDIA H200" in r.body and "0123456789ab" in r.body
+    assert "Closing this PR unmerged stops this variant for good" in r.body
+    assert metadata(r.body) == {"base_commit": "0123456789abcdef", "kernel": "smithbot/tasks/rmsnorm/kernel.py::_rmsnorm_kernel",
+                                "smithbot": "0.1.0", "task": "rmsnorm", "variant": "abc123"}
+    ast.parse(r.test), ast.parse(r.bench)  # both generated files are valid Python
+    assert f"from {module_of(task.provenance.definitions[1].path)} import rmsnorm as rmsnorm_new" in r.test
+    assert ("class TestRmsnorm(unittest.TestCase)" in r.test) == (target == "sglang")
+    assert r.test_path.endswith("test_rmsnorm.py") and r.bench_path.endswith("bench_rmsnorm.py")
+
+
+def test_size_limit_truncates_the_details_first(parts: tuple) -> None:
+    task, cand, verification, verdict = parts
+    patch = "+" + "x" * 200_000 + "\n"
+    r = render(get_target("sglang"), task, verification, verdict, cand, (), (), [], patch, "cmd", "abc")
+    assert len(r.body) <= MAX_BODY and "truncated: the full diff is in the branch" in r.body
+    assert "## Speed Tests and Profiling" in r.body
+
+
+def test_sanitize_removes_pings_and_references() -> None:
+    assert sanitize("thanks @alice and @bob-2, see #123 and org/repo#45; email a@b.c; `@keep`") == \
+        "thanks alice and bob-2, see 123 and org/repo#45; email a@b.c; `@keep`"
+
+
+def test_judge_rejects_any_slower_case_even_with_a_better_geomean() -> None:
+    base = dict(candidate="c.py", task="t", backend="cuda", stage="verdict", speedup=1.3, speedup_ci=(1.25, 1.35))
+    slower = EvalResult(status="promoted", cases=(_case("a", 1.9, 1.8, 2.0), _case("b", 0.97, 0.96, 0.98)), **base)
+    ok, why = judge(slower)
+    assert not ok and why.startswith("1 case(s) slower than the baseline beyond their interval, worst b at 0.970x")
+    fine = EvalResult(status="promoted", cases=(_case("a", 1.9, 1.8, 2.0), _case("b", 0.99, 0.97, 1.01)), **base)
+    assert judge(fine) == (True, "faster on the geomean and on no case slower")
+    flat = EvalResult(status="correct", cases=(_case("a", 1.01, 0.99, 1.03),), **{**base, "speedup_ci": (0.99, 1.03)})
+    assert judge(flat)[0] is False and "not shown faster" in judge(flat)[1]
