@@ -331,34 +331,85 @@ def propose(run_ids: list[str] | None = None, submit: bool = False, source: str 
     return done
 
 
-def demo(kernel: str = "rms_norm", iterations: int = 8, backend: str = "auto",
-         say: Callable[[str], None] = print, on_update: Callable[[Any], None] | None = None) -> dict[str, Any]:
-    """The whole job on the bundled demo target, offline: scan -> extract -> evolve (tune) -> verify -> propose
-    through the local forge. Returns the paths it wrote."""
+def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iterations: int = 8,
+                 time_s: float | None = None, budget_usd: float | None = None, proposer: str = "tune",
+                 config: str | None = None, backend: str = "auto", source: str | None = None, submit: bool = False,
+                 say: Callable[[str], None] = print, on_update: Callable[[Any], None] | None = None) -> list[dict[str, Any]]:
+    """The whole job: scan -> extract the top-K hot kernels (or the named ones) -> evolve -> verify -> propose.
+    One row per kernel says how far it got and why it stopped; a failure of one kernel does not stop the others."""
     from evaluator import resolve_backend
     from smithbot.propose.pipeline import ProposeError
+    from smithbot.propose.reinsert import ReinsertError
 
     used = resolve_backend(backend)
     if used == "interpreter":
         say("no GPU: every timing below comes from the Triton interpreter on the CPU and does not predict GPU speed")
-    result = scan("demo")
+    result = scan(spec, source)
     launched = [s for s in result.sites if s.role == "launched"]
-    say(f"scan: {len(launched)} launched kernels in the demo mini-engine; hottest: "
+    say(f"scan: {len(launched)} launched kernels in {result.target.name}; hottest: "
         + ", ".join(f"{s.name} ({s.hotness:g})" for s in launched[:4]))
-    [row] = extract("demo", kernel)
-    if not row.checked or row.out is None:
-        raise ProposeError(f"extracting {kernel} failed: {row.why}")
-    say(f"extract: {row.kernel} -> {row.out} (self-check passed)")
-    status = evolve(row.out, iterations=iterations, islands=2, seed=0, backend=used, on_update=on_update)
-    say(f"evolve: run {status.run_id}, {status.message}; best {status.best or 0:.3f}x over {status.evaluated} "
-        "evaluated candidates")
-    v = verify(status.run_id, top=2, backend=used)
-    for verdict in v.verdicts:
-        say(f"verify: {verdict.candidate} {'accepted' if verdict.accepted else 'rejected'}: {verdict.reason}")
-    if v.winner is None:
-        raise ProposeError(f"no candidate passed verification (see {v.path})")
-    [(run_id, published)] = propose([status.run_id])
-    out = Path(published.where)
-    paths = {"run": run_id, "verification": str(v.path), "pr": str(out / "pr.md"), "patch": str(out / "patch.diff"),
-             "test": str(next(out.glob("test_*.py"))), "branch": published.detail}
-    return paths
+    rows: list[dict[str, Any]] = []
+    picks = [find_kernel(result, k) for k in kernels] if kernels else launched
+    for site in picks:
+        if len([r for r in rows if r.get("task")]) >= (len(kernels) if kernels else top):
+            break
+        row: dict[str, Any] = {"kernel": site.name, "stage": "extract"}
+        rows.append(row)
+        [cov] = extract(spec, f"{site.path}::{site.qualname}", source=source)
+        if not cov.checked or cov.out is None:
+            row["why"] = cov.why
+            say(f"extract: {site.name} skipped: {cov.why}")
+            continue
+        row["task"] = str(cov.out)
+        say(f"extract: {cov.kernel} -> {cov.out} (self-check passed)")
+        row["stage"] = "evolve"
+        status = evolve(cov.out, proposer=proposer, iterations=iterations, time_s=time_s, budget_usd=budget_usd,
+                        islands=2, seed=0, backend=used, config=config, on_update=on_update)
+        row.update(run=status.run_id, best=status.best, evaluated=status.evaluated)
+        say(f"evolve: run {status.run_id}, {status.message}; best {status.best or 0:.3f}x over {status.evaluated} "
+            "evaluated candidates")
+        row["stage"] = "verify"
+        v = verify(status.run_id, top=2, backend=used)
+        for verdict in v.verdicts:
+            say(f"verify: {verdict.candidate} {'accepted' if verdict.accepted else 'rejected'}: {verdict.reason}")
+        row["verification"] = str(v.path)
+        if v.winner is None:
+            row["why"] = "no candidate passed verification"
+            continue
+        row["speedup"] = next(d.speedup for d in v.verdicts if d.candidate == v.winner)
+        row["stage"] = "propose"
+        try:
+            [(_, published)] = propose([status.run_id], submit=submit, source=source)
+        except (ProposeError, ReinsertError) as exc:
+            row["why"] = str(exc)
+            continue
+        out = Path(published.where) if published.action == "written" else None
+        row.update(stage="proposed", action=published.action, where=published.where, detail=published.detail)
+        if out is not None:
+            row.update(pr=str(out / "pr.md"), patch=str(out / "patch.diff"), test=str(next(out.glob("test_*.py"))))
+    return rows
+
+
+def summary_markdown(target: str, rows: list[dict[str, Any]], backend_note: str = "") -> str:
+    """The run's markdown summary (also appended to $GITHUB_STEP_SUMMARY by the CLI)."""
+    lines = [f"## smithbot run: {target}", ""]
+    if backend_note:
+        lines += [f"> {backend_note}", ""]
+    lines += ["| kernel | reached | best in search | verified | outcome |", "|---|---|---|---|---|"]
+    for r in rows:
+        best = f"{r['best']:.3f}x" if r.get("best") else "-"
+        ver = f"{r['speedup']:.3f}x" if r.get("speedup") else "-"
+        outcome = r.get("where") or r.get("why", "")
+        lines.append(f"| `{r['kernel']}` | {r['stage']} | {best} | {ver} | {str(outcome).replace('|', '/')[:200]} |")
+    return "\n".join(lines) + "\n"
+
+
+def demo(kernel: str = "rms_norm", iterations: int = 8, backend: str = "auto",
+         say: Callable[[str], None] = print, on_update: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    """The whole job on the bundled demo target, offline, through the local forge. Returns the paths it wrote."""
+    from smithbot.propose.pipeline import ProposeError
+
+    [row] = run_pipeline("demo", [kernel], iterations=iterations, backend=backend, say=say, on_update=on_update)
+    if row["stage"] != "proposed":
+        raise ProposeError(f"the demo stopped at {row['stage']}: {row.get('why', '')}")
+    return row

@@ -401,7 +401,41 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
         _fail(str(exc))
         return
     out.print(f"patch:   {paths['patch']}\nPR body: {paths['pr']}\ntest:    {paths['test']}\n"
-              f"verification: {paths['verification']}\n{paths['branch']}")
+              f"verification: {paths['verification']}\n{paths['detail']}")
+
+
+@app.command("run")
+def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot targets`), a git URL or a path"),
+            top: int = typer.Option(1, help="how many of the hottest extractable kernels to work on"),
+            kernel: Optional[List[str]] = typer.Option(None, help="work on these kernels instead of the top K"),
+            iterations: int = typer.Option(40, help="search iterations per kernel"),
+            time_s: Optional[float] = typer.Option(None, "--time", help="search seconds per kernel"),
+            budget_usd: Optional[float] = typer.Option(None, help="LLM dollars per kernel"),
+            proposer: str = typer.Option("tune", help="tune or llm"),
+            config: Optional[Path] = typer.Option(None, help="evolve config YAML (for --proposer llm)"),
+            backend: str = typer.Option("auto", help="cuda, interpreter or auto"),
+            source: Optional[str] = typer.Option(None, help="an existing checkout of the target"),
+            submit: bool = typer.Option(False, help="open PRs (not available in this release: a dry run)")) -> None:
+    """The scheduled job: scan, extract the top-K hot kernels, evolve, verify and propose. Writes a markdown summary
+    to stdout and appends it to $GITHUB_STEP_SUMMARY when that is set."""
+    import os
+
+    from smithbot.evolve.db import DBError
+    from smithbot.evolve.proposers import ProposerError
+    from smithbot.propose.pipeline import ProposeError
+
+    try:
+        rows = api.run_pipeline(target, list(kernel or []) or None, top, iterations, time_s, budget_usd, proposer,
+                                str(config) if config else None, backend, source, submit,
+                                say=lambda m: err.print(m, highlight=False))
+    except (DBError, TaskError, ConfigError, RepoError, ProposeError, ProposerError, BackendError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    md = api.summary_markdown(target, rows)
+    print(md)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:
+            f.write(md)
 
 
 @app.command("version")
