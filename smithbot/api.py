@@ -307,26 +307,36 @@ def verify(run_id: str, top: int = 3, backend: str | None = None, db: str | Path
 
 def propose(run_ids: list[str] | None = None, submit: bool = False, source: str | None = None,
             out: str | Path | None = None, db: str | Path | None = None) -> list[tuple[str, Any]]:
-    """Turn verified winners into pull requests: a branch, pr.md, patch.diff, a generated test and benchmark.
-    With no run ids, every verified run whose winner was not proposed yet. ``submit`` is not available yet: the
-    GitHub forge is the next stage; this writes through the local forge (a dry run)."""
+    """Turn verified winners into pull requests: a branch, pr.md, patch.diff, a generated test and benchmark. With no
+    run ids, every verified run not proposed yet. The local forge (a dry run) by default; ``submit`` opens or updates
+    the PR on GitHub (token in $SMITHBOT_GITHUB_TOKEN; API base in $SMITHBOT_GITHUB_API, default api.github.com)."""
+    import os
+    import re
+
     from smithbot.evolve.db import RunDB
     from smithbot.propose.forge import LocalForge
+    from smithbot.propose.github import GitHubConfig, GitHubForge
     from smithbot.propose.pipeline import ProposeError, prepare
 
-    if submit:
-        raise ProposeError("--submit needs the GitHub forge, which this release does not have yet; without it, "
-                           "smithbot writes the branch, pr.md and patch.diff locally")
     done = []
     with RunDB(db_path(db)) as rdb:
         ids = run_ids or [r.id for r in rdb.runs() if rdb.events(r.id, "verified")
                           and not rdb.events(r.id, "proposed")]
         for run_id in ids:
             pr, target = prepare(rdb, run_id, source)
-            dest = Path(out) / pr.kernel_id if out else home() / "workspaces" / target.name / "proposals" / pr.kernel_id
-            published = LocalForge(dest).publish(pr)
-            rdb.event(run_id, "proposed", {"forge": "local", "action": published.action, "where": published.where,
-                                           "branch": pr.branch, "variant": pr.variant})
+            if submit:
+                m = re.fullmatch(r"(?:https://github\.com/|git@github\.com:)([^/]+/[^/]+?)(?:\.git)?/?", target.repo)
+                if m is None:
+                    raise ProposeError(f"--submit needs a GitHub repository; {target.name}'s repo is {target.repo}")
+                forge: Any = GitHubForge(GitHubConfig(
+                    upstream=m.group(1), base_url=os.environ.get("SMITHBOT_GITHUB_API", "https://api.github.com"),
+                    max_open_prs=target.conventions.max_open_prs))
+            else:
+                dest = Path(out) / pr.kernel_id if out else home() / "workspaces" / target.name / "proposals" / pr.kernel_id
+                forge = LocalForge(dest)
+            published = forge.publish(pr)
+            rdb.event(run_id, "proposed", {"forge": "github" if submit else "local", "action": published.action,
+                                           "where": published.where, "branch": pr.branch, "variant": pr.variant})
             done.append((run_id, published))
     return done
 
@@ -338,6 +348,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     """The whole job: scan -> extract the top-K hot kernels (or the named ones) -> evolve -> verify -> propose.
     One row per kernel says how far it got and why it stopped; a failure of one kernel does not stop the others."""
     from evaluator import resolve_backend
+    from smithbot.propose.github import ForgeError
     from smithbot.propose.pipeline import ProposeError
     from smithbot.propose.reinsert import ReinsertError
 
@@ -380,7 +391,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         row["stage"] = "propose"
         try:
             [(_, published)] = propose([status.run_id], submit=submit, source=source)
-        except (ProposeError, ReinsertError) as exc:
+        except (ProposeError, ReinsertError, ForgeError) as exc:
             row["why"] = str(exc)
             continue
         out = Path(published.where) if published.action == "written" else None

@@ -364,19 +364,21 @@ def verify_cmd(run: str = typer.Argument(..., help="run id (see `smithbot runs`)
 @app.command("propose")
 def propose_cmd(runs: Optional[List[str]] = typer.Argument(None, help="run ids (default: every verified run not "
                                                                          "yet proposed)"),
-                submit: bool = typer.Option(False, help="open the PR on GitHub (not available in this release)"),
+                submit: bool = typer.Option(False, help="open or update the PR on GitHub through the bot's fork "
+                                                        "(token in $SMITHBOT_GITHUB_TOKEN); default: a local dry run"),
                 source: Optional[Path] = typer.Option(None, help="an existing checkout of the target to branch from"),
                 out_dir: Optional[Path] = typer.Option(None, "--out", help="where pr.md and patch.diff go"),
                 db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)")) -> None:
     """Turn verified winners into pull requests: the change re-inserted on a branch `smithbot/<target>/<kernel>`,
     formatted, with a generated test and benchmark, and a PR body in the target's template. A dry run by default."""
     from smithbot.evolve.db import DBError
+    from smithbot.propose.github import ForgeError
     from smithbot.propose.pipeline import ProposeError
     from smithbot.propose.reinsert import ReinsertError
 
     try:
         done = api.propose(list(runs or []), submit, str(source) if source else None, out_dir, db)
-    except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError) as exc:
+    except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError, ForgeError) as exc:
         _fail(str(exc))
         return
     for run_id, p in done:
@@ -415,7 +417,7 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
             config: Optional[Path] = typer.Option(None, help="evolve config YAML (for --proposer llm)"),
             backend: str = typer.Option("auto", help="cuda, interpreter or auto"),
             source: Optional[str] = typer.Option(None, help="an existing checkout of the target"),
-            submit: bool = typer.Option(False, help="open PRs (not available in this release: a dry run)")) -> None:
+            submit: bool = typer.Option(False, help="open or update PRs on GitHub (default: a local dry run)")) -> None:
     """The scheduled job: scan, extract the top-K hot kernels, evolve, verify and propose. Writes a markdown summary
     to stdout and appends it to $GITHUB_STEP_SUMMARY when that is set."""
     import os

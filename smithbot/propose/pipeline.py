@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import git
 
