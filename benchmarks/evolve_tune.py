@@ -23,9 +23,11 @@ from evaluator import Evaluator  # noqa: E402
 from smithbot.evolve.db import RunDB  # noqa: E402
 from smithbot.evolve.proposers import TuneProposer  # noqa: E402
 from smithbot.evolve.search import Budget, Search, SearchConfig  # noqa: E402
+from smithbot.verify import verify  # noqa: E402
 
 
-def bench(task_dir: Path, db: RunDB, time_s: float, islands: int, seed: int, workdir: Path, backend: str) -> dict:
+def bench(task_dir: Path, db: RunDB, time_s: float, islands: int, seed: int, workdir: Path, backend: str,
+          verify_top: int) -> dict:
     t0 = time.time()
     with Evaluator(task_dir, backend=backend) as ev:
         ev.prepare()
@@ -48,6 +50,10 @@ def bench(task_dir: Path, db: RunDB, time_s: float, islands: int, seed: int, wor
             verified = {"status": v.status, "speedup": v.speedup, "ci": v.speedup_ci, "seconds": time.time() - t2,
                         "cases": [{"name": c["name"], "ratio": c["ratio"], "ci": c["ratio_ci"], "base_us": c["base_us"],
                                    "cand_us": c["cand_us"]} for c in v.cases]}
+    checked = None
+    if verify_top:  # smithbot verify: more seeds, extra odd shapes, no case slower beyond its interval
+        v = verify(db, run.id, top=verify_top, backend=backend)
+        checked = {"winner": v.winner, "verdicts": [(d.candidate, d.accepted, d.reason, d.speedup) for d in v.verdicts]}
     evaluated = [c for c in cands if c.proposer != "baseline" and c.status not in ("pending", "failed_proposal")]
     stages = {k: 0.0 for k in ("compile", "correctness", "timing")}
     for c in evaluated:
@@ -65,7 +71,7 @@ def bench(task_dir: Path, db: RunDB, time_s: float, islands: int, seed: int, wor
         "baseline_bw_fraction": {c["name"]: c["cand_bw_fraction"] for c in base_cases},
         "best": None if best is None else {"id": best.id, "search_speedup": best.fitness,
                                            "diff": best.diff, "proposer": best.proposer},
-        "verified": verified,
+        "verified": verified, "smithbot_verify": checked,
     }
 
 
@@ -77,12 +83,14 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--backend", default="cuda", help="cuda for the figures; interpreter only to smoke-test the script")
+    p.add_argument("--db", type=Path, default=None, help="keep the run database here (default: a temporary one)")
+    p.add_argument("--verify-top", type=int, default=0, help="also run `smithbot verify` on this many best candidates")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="evolve-tune-"))
     rows = []
-    with RunDB(work / "runs.db") as db:
+    with RunDB(args.db or work / "runs.db") as db:
         for task in args.tasks:
-            row = bench(task, db, args.time, args.islands, args.seed, work, args.backend)
+            row = bench(task.resolve(), db, args.time, args.islands, args.seed, work, args.backend, args.verify_top)
             rows.append(row)
             v = row["verified"]
             fr = row["baseline_bw_fraction"]
