@@ -73,10 +73,11 @@ def test_replay_dedupes_and_records_garbage(tmp_path: Path) -> None:
         cands = db.candidates(status.run_id)
     assert cands[0].proposer == "baseline" and cands[0].correct
     assert cands[1].correct and cands[1].speedup > 1.0  # BLOCK 16 -> 256
-    assert [(c.status, c.reason.split(" (")[0]) for c in cands[2:]] == [
+    # Two proposer threads: the order of the failed proposals in the database may differ from the file's.
+    assert sorted((c.status, c.reason.split(" (")[0]) for c in cands[2:]) == sorted([
         ("failed_proposal", "duplicate of an earlier candidate"), ("failed_proposal", "duplicate of an earlier candidate"),
         ("failed_proposal", f"{replay} line 4: not a replay record"),
-        ("failed_proposal", "no SEARCH/REPLACE block in the response")]
+        ("failed_proposal", "no SEARCH/REPLACE block in the response")])
     assert cands[1].diff.startswith("--- a/kernel.py") and "BLOCK\": 256" in cands[1].diff
 
 
