@@ -4,7 +4,8 @@ For the run's top candidates (correct, fastest first, distinct sources):
 - a copy of the task with twice the seeds and extra irregular shapes (odd row counts per regime) is evaluated;
 - each candidate is checked and timed again from scratch on every case, paired and interleaved, with intervals;
 - a candidate is **rejected** when any single case is slower than the baseline beyond its interval (the interval's
-  upper bound below 1), even if the geomean improved, or when the geomean is not shown faster (``promoted``).
+  upper bound below 1, less a 1% noise floor), even if the geomean improved, or when the geomean is not shown
+  faster (``promoted``).
 The first accepted candidate is the winner. ``verification.json`` in the run's folder holds the environment
 fingerprint and every number; the run database gets a ``verified`` event.
 """
@@ -23,6 +24,10 @@ from evaluator import Evaluator, load_task
 from smithbot.evolve.db import Candidate, RunDB
 from smithbot.evolve.search import run_dir
 
+# A case counts as slower only when its whole interval lies below 1 - NOISE_FLOOR. The per-case interval measures the
+# noise within one evaluation; between evaluations a case can drift by about 1% (the A/A benchmark's largest per-case
+# bias was +1.18%, the others within 0.3%), so a smaller "loss" is not evidence of one.
+NOISE_FLOOR = 0.01
 ROW_DIMS = ("tokens", "num_tokens", "batch", "bs", "seq_len", "rows", "m", "M", "T")
 EXTRA_ROWS = {"decode": 5, "prefill": 13}  # decode: a small odd batch; prefill: rows + 13, an odd count
 
@@ -85,10 +90,10 @@ def verification_task(task_dir: Path, dest: Path, seed_factor: int = 2) -> Path:
 def judge(r: Any) -> tuple[bool, str]:
     if not r.correct:
         return False, f"{r.status}: {r.reason} {r.detail}".strip()
-    slower = [c for c in r.cases if c["ratio_ci"][1] < 1.0]
+    slower = [c for c in r.cases if c["ratio_ci"][1] < 1.0 - NOISE_FLOOR]
     if slower:
         worst = min(slower, key=lambda c: c["ratio"])
-        return False, (f"{len(slower)} case(s) slower than the baseline beyond their interval, worst "
+        return False, (f"{len(slower)} case(s) slower than the baseline beyond their interval and the 1% noise floor, worst "
                        f"{worst['name']} at {worst['ratio']:.3f}x [{worst['ratio_ci'][0]:.3f}, {worst['ratio_ci'][1]:.3f}]")
     if r.status != "promoted":
         lo = r.speedup_ci[0] if r.speedup_ci else float("nan")
@@ -96,10 +101,16 @@ def judge(r: Any) -> tuple[bool, str]:
     return True, "faster on the geomean and on no case slower"
 
 
+def _slower_cases(c: Candidate) -> int:
+    return sum(1 for case in (c.result or {}).get("cases", []) if case["ratio_ci"][1] < 1.0 - NOISE_FLOOR)
+
+
 def top_candidates(db: RunDB, run_id: str, k: int) -> list[Candidate]:
+    """The run's fastest distinct candidates, those with no case slower in the search first: the search ranks by the
+    geomean alone, verification also needs every case."""
     seen, out = set(), []
     cands = sorted((c for c in db.candidates(run_id) if c.correct and c.proposer != "baseline" and c.fitness),
-                   key=lambda c: -(c.fitness or 0.0))
+                   key=lambda c: (_slower_cases(c) > 0, -(c.fitness or 0.0)))
     for c in cands:
         if c.source_hash not in seen and (c.fitness or 0.0) > 1.0:
             seen.add(c.source_hash)

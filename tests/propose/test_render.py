@@ -81,8 +81,12 @@ def test_judge_rejects_any_slower_case_even_with_a_better_geomean() -> None:
     base = dict(candidate="c.py", task="t", backend="cuda", stage="verdict", speedup=1.3, speedup_ci=(1.25, 1.35))
     slower = EvalResult(status="promoted", cases=(_case("a", 1.9, 1.8, 2.0), _case("b", 0.97, 0.96, 0.98)), **base)
     ok, why = judge(slower)
-    assert not ok and why.startswith("1 case(s) slower than the baseline beyond their interval, worst b at 0.970x")
+    assert not ok and why.startswith("1 case(s) slower than the baseline beyond their interval and the 1% noise floor, "
+                                     "worst b at 0.970x")
     fine = EvalResult(status="promoted", cases=(_case("a", 1.9, 1.8, 2.0), _case("b", 0.99, 0.97, 1.01)), **base)
     assert judge(fine) == (True, "faster on the geomean and on no case slower")
+    within_noise = EvalResult(status="promoted", cases=(_case("a", 1.9, 1.8, 2.0), _case("b", 0.995, 0.993, 0.997)),
+                              **base)
+    assert judge(within_noise)[0] is True  # 0.3% below 1, inside the between-run noise floor
     flat = EvalResult(status="correct", cases=(_case("a", 1.01, 0.99, 1.03),), **{**base, "speedup_ci": (0.99, 1.03)})
     assert judge(flat)[0] is False and "not shown faster" in judge(flat)[1]
