@@ -29,12 +29,14 @@ class ProposeError(Exception):
 
 
 def target_for(task: Task) -> Target:
+    """The target a task came from: the bundled demo, the target whose name prefixes the task id (``smithbot extract
+    sglang ... --source PATH`` writes ``sglang-<kernel>``), the target with that repository URL, or generic defaults."""
     repo = task.provenance.repo
     if repo.startswith("bundled:"):
         return get_target(repo.split(":", 1)[1])
     for name in target_names():
         t = get_target(name)
-        if t.repo.rstrip("/").removesuffix(".git") == repo.rstrip("/").removesuffix(".git"):
+        if task.id.startswith(f"{name}-") or t.repo.rstrip("/").removesuffix(".git") == repo.rstrip("/").removesuffix(".git"):
             return t
     return generic_target(repo)
 
