@@ -92,13 +92,17 @@ def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[Prepared
     branch = f"smithbot/{target.name}/{kernel_id}"
     wt = home() / "workspaces" / target.name / "propose" / kernel_id
     repo = git.Repo(base.root)
-    if wt.exists():
-        try:
-            repo.git.worktree("remove", "--force", str(wt))
-        except git.GitCommandError:
-            shutil.rmtree(wt)
-        repo.git.worktree("prune")
-    repo.git.worktree("add", "--force", "-B", branch, str(wt), commit)
+    try:
+        if wt.exists():
+            try:
+                repo.git.worktree("remove", "--force", str(wt))
+            except git.GitCommandError:
+                shutil.rmtree(wt)
+        repo.git.worktree("prune")  # also forgets worktrees whose folders were deleted
+        repo.git.worktree("add", "--force", "-B", branch, str(wt), commit)
+    except git.GitCommandError as exc:
+        raise ProposeError(f"cannot make a worktree of {base.root} on {branch}: "
+                           f"{str(exc.stderr).strip().splitlines()[-1] if exc.stderr else exc}") from None
     wrepo = git.Repo(wt)
     try:
         result = reinsert(task, cand.source or "", wt)
