@@ -397,8 +397,12 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
     from smithbot.propose.pipeline import ProposeError
     from smithbot.propose.reinsert import ReinsertError
 
+    from rich.live import Live
+
     try:
-        paths = api.demo(kernel, iterations, backend, say=lambda m: err.print(m, highlight=False))
+        with Live(Table(), console=err, refresh_per_second=4, transient=True) as live:
+            paths = api.demo(kernel, iterations, backend, say=lambda m: live.console.print(m, highlight=False),
+                             on_update=lambda s: live.update(_live_table(s)))
     except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError, BackendError) as exc:
         _fail(str(exc))
         return
@@ -426,10 +430,14 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
     from smithbot.evolve.proposers import ProposerError
     from smithbot.propose.pipeline import ProposeError
 
+    from rich.live import Live
+
     try:
-        rows = api.run_pipeline(target, list(kernel or []) or None, top, iterations, time_s, budget_usd, proposer,
-                                str(config) if config else None, backend, source, submit,
-                                say=lambda m: err.print(m, highlight=False))
+        with Live(Table(), console=err, refresh_per_second=4, transient=True) as live:
+            rows = api.run_pipeline(target, list(kernel or []) or None, top, iterations, time_s, budget_usd, proposer,
+                                    str(config) if config else None, backend, source, submit,
+                                    say=lambda m: live.console.print(m, highlight=False),
+                                    on_update=lambda s: live.update(_live_table(s)))
     except (DBError, TaskError, ConfigError, RepoError, ProposeError, ProposerError, BackendError, ValueError) as exc:
         _fail(str(exc))
         return
