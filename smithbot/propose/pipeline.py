@@ -109,7 +109,9 @@ def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[Prepared
     except Exception:
         repo.git.worktree("remove", "--force", str(wt))
         raise
-    notes = run_formatters(wt, result.changed_files, target.conventions.formatter, target.conventions.quote_style)
+    originals = {rel: wrepo.git.show(f"{commit}:{rel}") + "\n" for rel in result.changed_files}
+    notes = run_formatters(wt, result.changed_files, target.conventions.formatter, target.conventions.quote_style,
+                           originals)
     patch_kernel = wrepo.git.diff(commit, "--", *result.changed_files) if result.changed_files else ""
     reproduce = (f"smithbot verify {run_id}   # re-measures the winner; or, with the task directory:\n"
                  f"python -m evaluator {run.task_dir} candidate.py")

@@ -184,10 +184,23 @@ def reinsert(task: Task, candidate: str, root: Path) -> Result:
     return Result(tuple(changed), tuple(replaced), tuple(added))
 
 
-def run_formatters(root: Path, files: tuple[str, ...], formatters: tuple[str, ...],
-                   quote_style: str = "double") -> list[str]:
-    """Run the target's formatters on the changed files only. Returns notes for the PR (e.g. one not installed)."""
-    notes = []
+def _formatter_cmd(name: str, exe: str, quote_style: str, check: bool) -> list[str]:
+    if name == "black":
+        return [exe, "-q", *(["--check"] if check else [])]
+    if name == "isort":
+        return [exe, "-q", "--profile", "black", *(["--check-only"] if check else [])]
+    if name == "ruff":
+        quotes = ["--config", "format.quote-style='single'"] if quote_style == "single" else []
+        return [exe, "format", "-q", "--line-length", "120", *quotes, *(["--check"] if check else [])]
+    return [exe]
+
+
+def run_formatters(root: Path, files: tuple[str, ...], formatters: tuple[str, ...], quote_style: str = "double",
+                   originals: dict[str, str] | None = None) -> list[str]:
+    """Run the target's formatters on the changed files only. A file that was not already clean for a formatter
+    before the change (``originals``: its text at the base commit) is left alone, since formatting it would rewrite
+    lines the change did not touch. Returns notes for the PR (a formatter not installed, a file left alone)."""
+    notes: list[str] = []
     if not files:
         return notes
     for f in formatters:
@@ -195,10 +208,26 @@ def run_formatters(root: Path, files: tuple[str, ...], formatters: tuple[str, ..
         if exe is None:
             notes.append(f"`{f}` is not installed here, so the changed files were not formatted with it")
             continue
-        cmd = {"black": [exe, "-q"], "isort": [exe, "-q", "--profile", "black"],
-               "ruff": [exe, "format", "-q", "--line-length", "120"] +
-               (["--config", "format.quote-style='single'"] if quote_style == "single" else [])}.get(f, [exe])
-        proc = subprocess.run([*cmd, *files], cwd=root, capture_output=True, text=True, timeout=300)
+        todo = []
+        for rel in files:
+            before = (originals or {}).get(rel)
+            if before is not None:
+                probe = root / Path(rel).with_name(f".smithbot-base-{Path(rel).name}")
+                probe.write_text(before, encoding="utf-8")
+                try:
+                    clean = subprocess.run([*_formatter_cmd(f, exe, quote_style, True), str(probe.relative_to(root))],
+                                           cwd=root, capture_output=True, text=True, timeout=300).returncode == 0
+                finally:
+                    probe.unlink()
+                if not clean:
+                    notes.append(f"`{rel}` was not `{f}`-clean before this change; it was left unformatted so that "
+                                 "the diff holds only the change")
+                    continue
+            todo.append(rel)
+        if not todo:
+            continue
+        proc = subprocess.run([*_formatter_cmd(f, exe, quote_style, False), *todo], cwd=root, capture_output=True,
+                              text=True, timeout=300)
         if proc.returncode != 0:
             notes.append(f"`{f}` failed on the changed files: {(proc.stderr or proc.stdout).strip()[:300]}")
     return notes

@@ -197,3 +197,19 @@ def test_extracted_from_the_demo_then_reinserted(tmp_path: Path, monkeypatch: py
     assert r.changed_files == ("minengine/kernels/norm.py",) and "1 file changed, 1 insertion(+), 1 deletion(-)" in diff
     line = next(ln for ln in (upstream / "minengine/kernels/norm.py").read_text().splitlines() if "_rms_norm_kernel[" in ln)
     assert line.endswith("BLOCK=1024, num_warps=(2 if x.shape[0] <= 256 else 8))")
+
+
+def test_formatter_runs_only_on_files_that_were_clean(tmp_path: Path) -> None:
+    from smithbot.propose.reinsert import run_formatters
+
+    clean = "def f(x):\n    return g(x, BLOCK=32)\n"
+    messy = "def f( x ):\n    return g(x,BLOCK=32)\n"
+    (tmp_path / "a.py").write_text(clean.replace("BLOCK=32", "BLOCK=64 ,  num_warps=8"))  # the change, unformatted
+    (tmp_path / "b.py").write_text(messy.replace("BLOCK=32", "BLOCK=64"))
+    notes = run_formatters(tmp_path, ("a.py", "b.py"), ("black",), originals={"a.py": clean, "b.py": messy})
+    assert (tmp_path / "a.py").read_text() == "def f(x):\n    return g(x, BLOCK=64, num_warps=8)\n"
+    assert (tmp_path / "b.py").read_text() == messy.replace("BLOCK=32", "BLOCK=64")  # left alone
+    assert notes == ["`b.py` was not `black`-clean before this change; it was left unformatted so that the diff holds "
+                     "only the change"]
+    assert run_formatters(tmp_path, ("a.py",), ("no-such-formatter",)) == [
+        "`no-such-formatter` is not installed here, so the changed files were not formatted with it"]
