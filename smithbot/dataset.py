@@ -38,7 +38,7 @@ def _parent_fitness(db: RunDB, c: Candidate) -> float | None:
     return db.candidate(c.parent_id).fitness if c.parent_id else 1.0
 
 
-def _step(db: RunDB, c: Candidate, prompter: Prompter, task: Any) -> dict[str, Any] | None:
+def _step(db: RunDB, c: Candidate, prompter: Prompter, task: Any) -> dict[str, Any]:
     parent = db.candidate(c.parent_id) if c.parent_id else None
     parent_src = parent.source if parent else task.kernel_path.read_text(encoding="utf-8")
     split = _split_prompt(c.prompt)
@@ -75,8 +75,6 @@ def export(db: RunDB, run_ids: list[str], out: Path, mode: str = "best-steps", t
             if not c.correct or c.fitness is None or pf is None or c.fitness <= pf * (1 + threshold):
                 continue
             row = _step(db, c, prompter, task)
-            if row is None:
-                continue
             m = row["messages"]
             key = hashlib.sha256((m[1]["content"] + "\0" + m[2]["content"]).encode()).hexdigest()
             if key not in seen:

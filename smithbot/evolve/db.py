@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -228,10 +228,6 @@ class RunDB:
 
     # candidates
 
-    def has_source(self, run_id: str, source_hash: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM candidates WHERE run_id = ? AND source_hash = ?",
-                                 (run_id, source_hash)).fetchone() is not None
-
     def add_candidate(self, run_id: str, **fields: Any) -> Candidate:
         """Insert a proposal (``pending`` or ``failed_proposal``) with the next sequence number."""
         now = time.time()
@@ -280,10 +276,6 @@ class RunDB:
     def candidates(self, run_id: str, status: str | None = None) -> list[Candidate]:
         q = "SELECT * FROM candidates WHERE run_id = ?" + (" AND status = ?" if status else "") + " ORDER BY seq"
         return [_row(Candidate, r) for r in self.conn.execute(q, (run_id, status) if status else (run_id,))]
-
-    def iter_candidates(self, run_id: str) -> Iterator[Candidate]:
-        for r in self.conn.execute("SELECT * FROM candidates WHERE run_id = ? ORDER BY seq", (run_id,)):
-            yield _row(Candidate, r)
 
     def best(self, run_id: str) -> Candidate | None:
         row = self.conn.execute(
