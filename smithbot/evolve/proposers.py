@@ -128,6 +128,11 @@ class Prompter:
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir() / "prompts"),
                                       undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
+    def recorded(self, ctx: Context, fmt: str) -> tuple[str, str, str]:
+        """(system, user, the prompt as the run database records it)."""
+        system, user = self.render(ctx, fmt)
+        return system, user, f"[system]\n{system}\n[user]\n{user}"
+
     def render(self, ctx: Context, fmt: str) -> tuple[str, str]:
         task = ctx.task
         cases = [c.as_dict() for c in task.cases]
@@ -137,6 +142,15 @@ class Prompter:
             second=ctx.second, second_block=edits.block_of(ctx.second.source) if ctx.second else "",
             inspirations=[(p, edits.block_of(p.source)) for p in ctx.inspirations], failures=ctx.failures)
         return system, user
+
+
+def _answer(parent: str, fmt: str, text: str, finish: str = "", **recorded: Any) -> Proposal:
+    """The candidate a response describes, or a failed proposal that keeps everything recorded about it."""
+    try:
+        return Proposal(edits.apply(fmt, parent, text), edit_format=fmt, response=text, **recorded)
+    except edits.EditError as exc:
+        why = f"{exc} (the response was cut at max_tokens)" if finish == "length" else str(exc)
+        return Proposal(None, edit_format=fmt, response=text, error=why, **recorded)
 
 
 def _choose(rng: random.Random, weights: dict[str, float]) -> str:
@@ -197,21 +211,14 @@ class LLMProposer:
         if ctx.second is None:
             formats.pop("crossover", None)
         fmt = _choose(ctx.rng, formats or {"diff": 1.0})
-        system, user = self.prompter.render(ctx, fmt)
+        system, user, prompt = self.prompter.recorded(ctx, fmt)
         model = ctx.rng.choices([m.name for m in self.llm.models], weights=[m.weight for m in self.llm.models])[0]
-        prompt = f"[system]\n{system}\n[user]\n{user}"
         try:
             text, finish, t_in, t_out = self._ask(model, system, user)
         except RuntimeError as exc:
             return Proposal(None, fmt, prompt, model=model, error=str(exc))
-        cost = self.cfg.cost(model, t_in, t_out)
-        common = dict(edit_format=fmt, prompt=prompt, response=text, model=model, tokens_in=t_in, tokens_out=t_out,
-                      cost=cost)
-        try:
-            return Proposal(edits.apply(fmt, ctx.parent.source, text), **common)
-        except edits.EditError as exc:
-            why = f"{exc} (the response was cut at max_tokens)" if finish == "length" else str(exc)
-            return Proposal(None, error=why, **common)
+        return _answer(ctx.parent.source, fmt, text, finish, prompt=prompt, model=model, tokens_in=t_in,
+                       tokens_out=t_out, cost=self.cfg.cost(model, t_in, t_out))
 
 
 class ReplayProposer:
@@ -238,11 +245,6 @@ class ReplayProposer:
             return Proposal(None, "diff", error=f"{self.path} line {self.pos}: not a replay record ({exc})")
         if fmt not in edits.FORMATS:
             return Proposal(None, fmt, response=text, error=f"unknown edit format {fmt!r}")
-        system, user = self.prompter.render(ctx, fmt)
-        common = dict(edit_format=fmt, prompt=f"[system]\n{system}\n[user]\n{user}", response=text,
-                      model=str(rec.get("model", "replay")), tokens_in=int(rec.get("tokens_in", 0)),
-                      tokens_out=int(rec.get("tokens_out", 0)))
-        try:
-            return Proposal(edits.apply(fmt, ctx.parent.source, text), **common)
-        except edits.EditError as exc:
-            return Proposal(None, error=str(exc), **common)
+        return _answer(ctx.parent.source, fmt, text, prompt=self.prompter.recorded(ctx, fmt)[2],
+                       model=str(rec.get("model", "replay")), tokens_in=int(rec.get("tokens_in", 0)),
+                       tokens_out=int(rec.get("tokens_out", 0)))
