@@ -257,21 +257,32 @@ class Search:
         feats = arc.features(c.source or "")
         where = arc.cell(feats)
         placed = self.archive.add(c.island, c.id, fit, where)
-        self.counters["evaluated"] = self.counters.get("evaluated", 0) + 1
         best = self.counters.get("best")
-        if fit is not None and (best is None or fit > best * 1.001):
-            self.counters["best"], self.counters["since_best"] = fit, 0
-        else:
-            self.counters["since_best"] = self.counters.get("since_best", 0) + 1
-        self.counters["elapsed_s"] = self._elapsed()
-        self.db.record(c.id, self.run_id, res.status, self.archive.to_dict(), self.counters, reason=res.reason,
-                       result=res.to_dict(), speedup=res.speedup, fitness=fit, features={**feats, "cell": where})
-        self.cands[c.id] = self.db.candidate(c.id)
-        self.hashes.add(c.source_hash or "")
-        self.inflight_hashes.discard(c.source_hash or "")
+        improved = fit is not None and (best is None or fit > best * 1.001)
+        if improved:
+            self.counters["best"] = fit
+        self._commit(c, res.status, improved, reason=res.reason, result=res.to_dict(), speedup=res.speedup,
+                     fitness=fit, features={**feats, "cell": where})
         if placed:
             self.db.event(self.run_id, "elite", {"island": c.island, "candidate": c.id, "fitness": fit, "cell": where})
         self._maybe_migrate()
+
+    def _screened_out(self, cand_id: str, res: EvalResult, why: str) -> None:
+        c = self.cands[cand_id]
+        self.archive.islands[c.island].evaluated += 1
+        self._commit(c, "screened_out" if res.correct else res.status, False, reason=why or res.reason,
+                     screen_result=res.to_dict(), result=None if res.correct else res.to_dict())
+        self._maybe_migrate()
+
+    def _commit(self, c: Candidate, status: str, improved: bool, **fields: Any) -> None:
+        """Count the evaluation, commit it with the archive and counters, and mark its source as seen."""
+        self.counters["evaluated"] = self.counters.get("evaluated", 0) + 1
+        self.counters["since_best"] = 0 if improved else self.counters.get("since_best", 0) + 1
+        self.counters["elapsed_s"] = self._elapsed()
+        self.db.record(c.id, self.run_id, status, self.archive.to_dict(), self.counters, **fields)
+        self.cands[c.id] = self.db.candidate(c.id)
+        self.hashes.add(c.source_hash or "")
+        self.inflight_hashes.discard(c.source_hash or "")
 
     def _maybe_migrate(self) -> None:
         n = len(self.archive.islands)
@@ -280,20 +291,6 @@ class Search:
             moves = self.archive.migrate(cells)
             self.db.save_state(self.run_id, self.archive.to_dict(), self.counters, "migration",
                                {"moves": [list(m) for m in moves], "after": self.counters["evaluated"]})
-
-    def _screened_out(self, cand_id: str, res: EvalResult, why: str) -> None:
-        c = self.cands[cand_id]
-        status = "screened_out" if res.correct else res.status
-        self.archive.islands[c.island].evaluated += 1
-        self.counters["evaluated"] = self.counters.get("evaluated", 0) + 1
-        self.counters["since_best"] = self.counters.get("since_best", 0) + 1
-        self.counters["elapsed_s"] = self._elapsed()
-        self.db.record(c.id, self.run_id, status, self.archive.to_dict(), self.counters,
-                       reason=why or res.reason, screen_result=res.to_dict(), result=None if res.correct else res.to_dict())
-        self.cands[c.id] = self.db.candidate(c.id)
-        self.hashes.add(c.source_hash or "")
-        self.inflight_hashes.discard(c.source_hash or "")
-        self._maybe_migrate()
 
     # the loop
 
