@@ -108,14 +108,14 @@ def _apply(upstream: list[str], before: list[str], after: list[str], where: str)
         ctx_old = before[lo:hi]
         ctx_new = before[lo:i1] + new + before[i2:hi]
         hit = _find(out, ctx_old)
+        bare = _find(out, old)
         if hit is not None:
             out[hit:hit + len(ctx_old)] = ctx_new
         elif _find(out, ctx_new) is not None:
             continue  # already applied: re-running changes nothing
-        elif old and _find(out, old) is not None:
-            k = _find(out, old)
-            out[k:k + len(old)] = new  # type: ignore[index, misc]
-        elif new and _find(out, new) is not None:
+        elif bare is not None:  # the context differs upstream, the changed lines themselves do not
+            out[bare:bare + len(old)] = new
+        elif _find(out, new) is not None:
             continue  # already applied (its context differs upstream)
         else:
             shown = (old or ctx_old or [""])[0].strip()

@@ -55,48 +55,10 @@ def act(x):
     return y
 '''
 
-# The task's baseline, as the extractor wrote it: the alias rewritten, the method's body as a function.
-BASELINE = '''import torch
-import triton
-import triton.language as tl
-
-# EVOLVE-BLOCK-START
-
-
-@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 128}, num_warps=4)],
-                 key=["n"])
-@triton.jit
-def _act_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + i, mask=i < n)
-    tl.store(y_ptr + i, tl.exp(x), mask=i < n)
-
-
-@triton.heuristics({"EVEN": lambda a: a["n"] % a["BLOCK"] == 0})
-@triton.jit
-def _scale_kernel(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) * 2, mask=i < n)
-
-
-class Layer:
-    """A layer whose method launches a kernel."""
-
-    def forward(self, x):
-        # a comment inside the method stays
-        n = x.numel()
-        _scale_kernel[(triton.cdiv(n, 256),)](x, n, BLOCK=256, num_warps=4)
-        return x
-
-
-def act(x):
-    y = torch.empty_like(x)
-    _act_kernel[lambda META: (triton.cdiv(x.numel(), META["BLOCK"]),)](x, y, x.numel())
-    return y
-
-
-# EVOLVE-BLOCK-END
-'''
+# The task's baseline, as the extractor writes it: the same definitions inside an EVOLVE-BLOCK, the alias rewritten.
+BASELINE = ("import torch\nimport triton\nimport triton.language as tl\n\n# EVOLVE-BLOCK-START\n"
+            + UPSTREAM.split("CONSTANT = 7  # untouched\n", 1)[1].replace("_exp(x)", "tl.exp(x)")
+            + "\n\n# EVOLVE-BLOCK-END\n")
 
 
 def _task(tmp_path: Path) -> tuple[Path, Path]:
