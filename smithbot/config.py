@@ -74,6 +74,7 @@ class Conventions:
     max_open_prs: int = 1
     quote_style: str = "double"
     header: str = ""
+    test_register: str = ""  # lines the generated test carries after its imports (sglang registers tests for CI)
 
 
 @dataclass(frozen=True)

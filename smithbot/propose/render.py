@@ -155,9 +155,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     test = env.get_template("tests/kernel_test.py.j2").render(
         **common, style=_TEST_STYLE.get(style, "pytest"), seeds=3,
         tolerances=json.dumps({d: [TOLERANCES[d].atol, TOLERANCES[d].rtol] for d in TOLERANCES}),
-        class_name="".join(w.capitalize() for w in op.split("_")),
-        register="# Register this file for CI the way the other tests in this folder do (register_cuda_ci)."
-        if style == "sglang" else "")
+        class_name="".join(w.capitalize() for w in op.split("_")), register=target.conventions.test_register)
     bench = env.get_template("tests/bench.py.j2").render(**common)
     return Rendered(body, test_path, test, bench_path, bench)
 

@@ -58,7 +58,12 @@ def test_body_follows_the_target_template(parts: tuple, target: str) -> None:
     assert "Closing this PR unmerged stops this variant for good" in r.body
     assert metadata(r.body) == {"base_commit": "0123456789abcdef", "kernel": "smithbot/tasks/rmsnorm/kernel.py::_rmsnorm_kernel",
                                 "smithbot": "0.1.0", "task": "rmsnorm", "variant": "abc123"}
-    ast.parse(r.test), ast.parse(r.bench)  # both generated files are valid Python
+    tree = ast.parse(r.test)
+    ast.parse(r.bench)  # both generated files are valid Python
+    # sglang's CI collects test/registered files by a module-level register_cuda_ci(...) call, read from the AST
+    registered = [n for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+                  and getattr(n.value.func, "id", "") == "register_cuda_ci"]
+    assert len(registered) == (target == "sglang")
     assert f"from {module_of(task.provenance.definitions[1].path)} import rmsnorm as rmsnorm_new" in r.test
     assert ("class TestRmsnorm(unittest.TestCase)" in r.test) == (target == "sglang")
     assert r.test_path.endswith("test_rmsnorm.py") and r.bench_path.endswith("bench_rmsnorm.py")
