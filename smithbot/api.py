@@ -305,25 +305,74 @@ def verify(run_id: str, top: int = 3, backend: str | None = None, db: str | Path
         return _verify(rdb, run_id, top, backend)
 
 
+def rebase(run_id: str, head: str, source: str | None = None, db: str | Path | None = None) -> str:
+    """Carry a verified winner over to the target's new head: re-extract the kernel there, port the change, evaluate
+    and verify it in a new run. Returns that run's id; raises ProposeError when any step fails."""
+    from evaluator import load_task
+    from smithbot.evolve.db import RunDB
+    from smithbot.propose.pipeline import ProposeError, target_for, winner
+    from smithbot.propose.reinsert import ReinsertError, port
+
+    with RunDB(db_path(db)) as rdb:
+        run = rdb.run(run_id)
+        _, _, cand = winner(rdb, run_id)
+    task = load_task(run.task_dir)
+    target = target_for(task)
+    entry = next(d for d in task.provenance.definitions if d.name == task.entry)
+    dest = Path(run.task_dir).parent / f"{task.id}@{head[:12]}"
+    [row] = extract(target.name if target.file else target.repo, f"{entry.path}::{entry.qualname}", out=dest,
+                    source=source)
+    if not row.checked or row.out is None:
+        raise ProposeError(f"rebase: {entry.qualname} extracted at {head[:12]} does not pass its self-check ({row.why})")
+    try:
+        ported = port(task.kernel_path.read_text(encoding="utf-8"), cand.source or "",
+                      load_task(row.out).kernel_path.read_text(encoding="utf-8"))
+    except ReinsertError as exc:
+        raise ProposeError(f"rebase: the change does not carry over to {head[:12]}: {exc}") from None
+    replay = dest / "rebased.jsonl"
+    response = f"The change of candidate {cand.id}, carried over to {head[:12]}.\n```python\n{ported}```\n"
+    replay.write_text(json.dumps({"response": response, "format": "full", "model": "rebase"}) + "\n")
+    status = evolve(row.out, proposer="replay", replay=str(replay), iterations=1, backend=run.config.get("backend"),
+                    db=db)
+    ver = verify(status.run_id, top=1, db=db)
+    with RunDB(db_path(db)) as rdb:
+        rdb.event(status.run_id, "rebased", {"from_run": run_id, "from_candidate": cand.id, "head": head})
+        rdb.event(run_id, "superseded", {"by_run": status.run_id, "head": head})
+    if ver.winner is None:
+        reasons = "; ".join(v.reason for v in ver.verdicts) or "the ported change was not evaluated correct"
+        raise ProposeError(f"rebase: the change no longer verifies on {head[:12]} ({reasons})")
+    return status.run_id
+
+
 def propose(run_ids: list[str] | None = None, submit: bool = False, source: str | None = None,
-            out: str | Path | None = None, db: str | Path | None = None) -> list[tuple[str, Any]]:
+            out: str | Path | None = None, db: str | Path | None = None, rebase_moved: bool = False
+            ) -> list[tuple[str, Any]]:
     """Turn verified winners into pull requests: a branch, pr.md, patch.diff, a generated test and benchmark. With no
     run ids, every verified run not proposed yet. The local forge (a dry run) by default; ``submit`` opens or updates
-    the PR on GitHub (token in $SMITHBOT_GITHUB_TOKEN; API base in $SMITHBOT_GITHUB_API, default api.github.com)."""
+    the PR on GitHub (token in $SMITHBOT_GITHUB_TOKEN; API base in $SMITHBOT_GITHUB_API, default api.github.com).
+    When upstream changed a definition the winner touches, it stops; ``rebase_moved`` re-extracts and re-verifies the
+    change on the new head instead (a new run) and proposes that."""
     import os
     import re
 
     from smithbot.evolve.db import RunDB
     from smithbot.propose.forge import LocalForge
     from smithbot.propose.github import GitHubConfig, GitHubForge
-    from smithbot.propose.pipeline import ProposeError, prepare
+    from smithbot.propose.pipeline import ProposeError, UpstreamMoved, prepare
 
     done = []
     with RunDB(db_path(db)) as rdb:
         ids = run_ids or [r.id for r in rdb.runs() if rdb.events(r.id, "verified")
-                          and not rdb.events(r.id, "proposed")]
-        for run_id in ids:
-            pr, target = prepare(rdb, run_id, source)
+                          and not rdb.events(r.id, "proposed") and not rdb.events(r.id, "superseded")]
+    for run_id in ids:
+        with RunDB(db_path(db)) as rdb:
+            try:
+                pr, target = prepare(rdb, run_id, source)
+            except UpstreamMoved as exc:
+                if not rebase_moved:
+                    raise
+                run_id = rebase(run_id, exc.head, source, db)
+                pr, target = prepare(rdb, run_id, source)
             if submit:
                 m = re.fullmatch(r"(?:https://github\.com/|git@github\.com:)([^/]+/[^/]+?)(?:\.git)?/?", target.repo)
                 if m is None:

@@ -368,6 +368,9 @@ def propose_cmd(runs: Optional[List[str]] = typer.Argument(None, help="run ids (
                                                         "(token in $SMITHBOT_GITHUB_TOKEN); default: a local dry run"),
                 source: Optional[Path] = typer.Option(None, help="an existing checkout of the target to branch from"),
                 out_dir: Optional[Path] = typer.Option(None, "--out", help="where pr.md and patch.diff go"),
+                rebase: bool = typer.Option(False, help="when upstream changed the kernel since the task was extracted, "
+                                                        "re-extract it at the new head, carry the change over and "
+                                                        "re-verify it (a new run) instead of stopping"),
                 db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)")) -> None:
     """Turn verified winners into pull requests: the change re-inserted on a branch `smithbot/<target>/<kernel>`,
     formatted, with a generated test and benchmark, and a PR body in the target's template. A dry run by default."""
@@ -377,7 +380,7 @@ def propose_cmd(runs: Optional[List[str]] = typer.Argument(None, help="run ids (
     from smithbot.propose.reinsert import ReinsertError
 
     try:
-        done = api.propose(list(runs or []), submit, str(source) if source else None, out_dir, db)
+        done = api.propose(list(runs or []), submit, str(source) if source else None, out_dir, db, rebase)
     except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError, ForgeError) as exc:
         _fail(str(exc))
         return

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import shutil
+from typing import Any
 
 import git
 
 from evaluator import Task, load_task
 from smithbot.config import ConfigError, Target, TARGETS_DIR, generic_target, get_target, target_names
-from smithbot.evolve.db import RunDB
+from smithbot.evolve.db import Candidate, RunDB
 from smithbot.propose.forge import PreparedPR
-from smithbot.propose.reinsert import reinsert, run_formatters
+from smithbot.propose.reinsert import changed_definitions, definition_lines, reinsert, run_formatters
 from smithbot.propose.render import render
 from smithbot.repo import Checkout, checkout, home
 
@@ -26,6 +27,14 @@ BOT = git.Actor("smithbot", "smithbot@users.noreply.github.com")
 
 class ProposeError(Exception):
     """A run cannot be proposed (not verified, no winner, the target moved). One line."""
+
+
+class UpstreamMoved(ProposeError):
+    """A definition the candidate changes is different at the target's head than at the task's commit."""
+
+    def __init__(self, message: str, head: str) -> None:
+        super().__init__(message)
+        self.head = head
 
 
 def target_for(task: Task) -> Target:
@@ -67,27 +76,54 @@ def _base(target: Target, task: Task, source: str | None) -> Checkout:
     return co
 
 
-def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[PreparedPR, Target]:
-    run = db.run(run_id)
+def _upstream_moved(repo: git.Repo, task: Task, candidate: str, base: str, head: str) -> list[str]:
+    """The definitions the candidate changes whose upstream text differs between ``base`` and ``head``."""
+    def lines_at(rev: str, path: str, qualname: str) -> list[str] | None:
+        try:
+            return definition_lines(repo.git.show(f"{rev}:{path}"), qualname)
+        except git.GitCommandError:
+            return None  # the file is gone
+
+    return [f"{d.path}::{d.qualname}" for d in changed_definitions(task, candidate)
+            if lines_at(base, d.path, d.qualname) != lines_at(head, d.path, d.qualname)]
+
+
+def winner(db: RunDB, run_id: str) -> tuple[dict[str, Any], dict[str, Any], Candidate]:
+    """A verified run's verification.json, the winner's verdict and its candidate row. Raises ProposeError."""
     vpath = db.path.parent / "runs" / run_id / "verification.json"
     if not vpath.exists():
         raise ProposeError(f"run {run_id} is not verified yet: `smithbot verify {run_id}` first")
     verification = json.loads(vpath.read_text())
-    winner = verification.get("winner")
-    if not winner:
+    best = verification.get("winner")
+    if not best:
         reasons = "; ".join(f"{c['candidate']}: {c['reason']}" for c in verification["candidates"]) or "no candidate"
         raise ProposeError(f"run {run_id} has no verified winner ({reasons})")
-    verdict = next(c for c in verification["candidates"] if c["candidate"] == winner)
-    cand = db.candidate(winner)
+    verdict = next(c for c in verification["candidates"] if c["candidate"] == best)
+    return verification, verdict, db.candidate(best)
+
+
+def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[PreparedPR, Target]:
+    """Re-insert a verified run's winner on a branch at the task's commit. Raises UpstreamMoved when a definition it
+    changes is different at the target's head (``--rebase`` re-extracts and re-verifies there instead)."""
+    run = db.run(run_id)
+    verification, verdict, cand = winner(db, run_id)
     task = load_task(run.task_dir)
     try:
         target = target_for(task)
     except ConfigError as exc:
         raise ProposeError(str(exc)) from None
+    bundled = task.provenance.repo.startswith("bundled:") and source is None
+    head = None if bundled else checkout(target, source).commit  # fetched first: the base fetch below checks out last
     base = _base(target, task, source)
     commit = task.provenance.commit or base.commit
     if commit is None:
         raise ProposeError(f"{base.root}: no base commit to branch from")
+    if head and head != commit:
+        moved = _upstream_moved(git.Repo(base.root), task, cand.source or "", commit, head)
+        if moved:
+            raise UpstreamMoved(f"upstream moved on: {', '.join(moved)} changed between {commit[:12]} and {head[:12]}; "
+                                f"`smithbot propose {run_id} --rebase` re-extracts and re-verifies the change on the "
+                                "new head", head)
     kernel_id = task.id.removeprefix(f"{target.name}-").strip("_-")
     branch = f"smithbot/{target.name}/{kernel_id}"
     wt = home() / "workspaces" / target.name / "propose" / kernel_id

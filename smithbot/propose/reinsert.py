@@ -24,7 +24,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from evaluator import Task
-from evaluator.task import split_evolve
+from evaluator.task import Definition, split_evolve
 
 
 class ReinsertError(Exception):
@@ -131,6 +131,45 @@ def _find(lines: list[str], seq: list[str]) -> int | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def definition_lines(text: str, qualname: str) -> list[str] | None:
+    """The lines of ``qualname`` in a module's text, or None when it is not defined there."""
+    try:
+        first, last = _locate(text, qualname)
+    except ReinsertError:
+        return None
+    return text.splitlines()[first:last + 1]
+
+
+def changed_definitions(task: Task, candidate: str) -> list[Definition]:
+    """The task's provenance entries whose code the candidate changes."""
+    base_defs = definitions(task.kernel_path.read_text(encoding="utf-8"))
+    cand_defs = definitions(candidate)
+    prov = {d.name: d for d in task.provenance.definitions}
+    return [d for name, d in prov.items() if name in base_defs and name in cand_defs
+            and base_defs[name] != cand_defs[name]]
+
+
+def port(before: str, after: str, onto: str) -> str:
+    """Carry the edit ``before -> after`` (two versions of a task's kernel.py) over to ``onto``: the same kernel
+    re-extracted from a newer commit. Changed definitions get the same line hunks; new helpers follow the first one."""
+    b, a, o = definitions(before), definitions(after), definitions(onto)
+    text, first = onto, None
+    for name in b:
+        if name not in a or a[name] == b[name]:
+            continue
+        if name not in o:
+            raise ReinsertError(f"{name} is not in the kernel extracted from the new head")
+        new = "\n".join(_apply(o[name].splitlines(), b[name].splitlines(), a[name].splitlines(), name))
+        text = text.replace(o[name], new, 1)
+        first = first or new
+    helpers = [a[n] for n in a if n not in b and n not in o]
+    if helpers:
+        if first is None:
+            raise ReinsertError("the candidate only adds definitions; nothing to port them next to")
+        text = text.replace(first, "\n\n\n".join([first] + helpers), 1)
+    return text
+
+
 def reinsert(task: Task, candidate: str, root: Path) -> Result:
     """Apply ``candidate`` (a whole kernel.py) to the checkout at ``root``. Raises ReinsertError."""
     base_defs = definitions(task.kernel_path.read_text(encoding="utf-8"))
@@ -138,9 +177,8 @@ def reinsert(task: Task, candidate: str, root: Path) -> Result:
     prov = {d.name: d for d in task.provenance.definitions}
     files: dict[str, list[str]] = {}
     replaced, added, last_line = [], [], {}
-    for name, d in prov.items():
-        if name not in base_defs or name not in cand_defs or base_defs[name] == cand_defs[name]:
-            continue
+    for d in changed_definitions(task, candidate):
+        name = d.name
         path = root / d.path
         if d.path not in files:
             if not path.is_file():
