@@ -8,6 +8,7 @@ an LLM wrote is cleaned of @-mentions and ``#123`` references before it goes in.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass
@@ -76,12 +77,22 @@ class Rendered:
     bench: str
 
 
-def _strip_module_preamble(src: str) -> str:
-    """Drop a module docstring, ``from __future__`` and the EVOLVE markers; keep the code."""
-    src = re.sub(r'^\s*(""".*?"""|\'\'\'.*?\'\'\')\s*\n', "", src, count=1, flags=re.DOTALL)
-    lines = [line for line in src.splitlines() if not line.startswith("from __future__")
-             and line.strip() not in ("# EVOLVE-BLOCK-START", "# EVOLVE-BLOCK-END")]
-    return "\n".join(lines).strip() + "\n"
+def _split_module(src: str) -> tuple[list[str], str]:
+    """A module's top-level imports (``from __future__`` dropped) and the rest of its code, without the module
+    docstring or the EVOLVE markers: the generated files gather every import at their top, once."""
+    tree = ast.parse(src)
+    lines = src.splitlines()
+    imports, drop = [], set()
+    for i, node in enumerate(tree.body):
+        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            drop.update(range(node.lineno - 1, node.end_lineno or node.lineno))  # the docstring
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            drop.update(range(node.lineno - 1, node.end_lineno or node.lineno))
+            if not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+                imports.append(ast.unparse(node))
+    body = [line for i, line in enumerate(lines) if i not in drop
+            and line.strip() not in ("# EVOLVE-BLOCK-START", "# EVOLVE-BLOCK-END")]
+    return imports, re.sub(r"\n{3,}", "\n\n\n", "\n".join(body)).strip() + "\n"
 
 
 def _cases(task: Task, extra: list[str]) -> str:
@@ -147,11 +158,12 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     if len(body) > MAX_BODY:
         raise ValueError(f"the PR body is {len(body)} characters even without the diff (limit {MAX_BODY})")
     header = (target.conventions.header + "\n") if target.conventions.header else ""
-    harness = _strip_module_preamble(task.harness_path.read_text(encoding="utf-8"))
-    reference = _strip_module_preamble(base_src)
+    ref_imports, reference = _split_module(base_src)
+    harness_imports, harness = _split_module(task.harness_path.read_text(encoding="utf-8"))
+    imports = [i for i in dict.fromkeys(ref_imports + harness_imports) if i != "import torch"]  # torch: the template's
     common = dict(header=header, module=module_of(entry_def.path), entry=task.entry, version=__version__,
                   task_id=task.id, commit=base_commit[:12], reference=reference, harness=harness,
-                  cases=_cases(task, []), imports=[])
+                  cases=_cases(task, []), imports=imports)
     test = env.get_template("tests/kernel_test.py.j2").render(
         **common, style=_TEST_STYLE.get(style, "pytest"), seeds=3,
         tolerances=json.dumps({d: [TOLERANCES[d].atol, TOLERANCES[d].rtol] for d in TOLERANCES}),
