@@ -385,7 +385,7 @@ def propose_cmd(runs: Optional[List[str]] = typer.Argument(None, help="run ids (
         _fail(str(exc))
         return
     for run_id, p in done:
-        out.print(f"{run_id}: {p.action} {p.where} ({p.detail})")
+        out.print(f"{run_id}: {p.action} {p.where} ({p.detail})", soft_wrap=True, highlight=False)
     if not done:
         err.print("nothing to propose: no verified run is waiting")
 
@@ -410,7 +410,7 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
         _fail(str(exc))
         return
     out.print(f"patch:   {paths['patch']}\nPR body: {paths['pr']}\ntest:    {paths['test']}\n"
-              f"verification: {paths['verification']}\n{paths['detail']}")
+              f"verification: {paths['verification']}\n{paths['detail']}", soft_wrap=True, highlight=False)
 
 
 @app.command("run")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,8 @@ class Rendered:
 
 
 def _split_module(src: str) -> tuple[list[str], str]:
-    """A module's top-level imports (``from __future__`` dropped) and the rest of its code, without the module
-    docstring or the EVOLVE markers: the generated files gather every import at their top, once."""
+    """A module's top-level imports and the rest of its code, without the module docstring or the EVOLVE markers:
+    the generated files gather every import at their top, once."""
     tree = ast.parse(src)
     lines = src.splitlines()
     imports, drop = [], set()
@@ -88,11 +89,21 @@ def _split_module(src: str) -> tuple[list[str], str]:
             drop.update(range(node.lineno - 1, node.end_lineno or node.lineno))  # the docstring
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             drop.update(range(node.lineno - 1, node.end_lineno or node.lineno))
-            if not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
-                imports.append(ast.unparse(node))
+            imports.append(ast.unparse(node))
     body = [line for i, line in enumerate(lines) if i not in drop
             and line.strip() not in ("# EVOLVE-BLOCK-START", "# EVOLVE-BLOCK-END")]
     return imports, re.sub(r"\n{3,}", "\n\n\n", "\n".join(body)).strip() + "\n"
+
+
+def _import_groups(imports: list[str]) -> list[list[str]]:
+    """Imports as isort lays them out: the standard library, then third-party packages, each sorted, once."""
+    def top(imp: str) -> str:
+        return imp.split()[1].split(".")[0]
+
+    unique = sorted(set(imports), key=lambda i: (i.startswith("from "), top(i), i))
+    groups = [[i for i in unique if top(i) in sys.stdlib_module_names],
+              [i for i in unique if top(i) not in sys.stdlib_module_names]]
+    return [g for g in groups if g]
 
 
 def _cases(task: Task, extra: list[str]) -> str:
@@ -160,15 +171,22 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     header = (target.conventions.header + "\n") if target.conventions.header else ""
     ref_imports, reference = _split_module(base_src)
     harness_imports, harness = _split_module(task.harness_path.read_text(encoding="utf-8"))
-    imports = [i for i in dict.fromkeys(ref_imports + harness_imports) if i != "import torch"]  # torch: the template's
+    # The extractor keeps annotations as strings (``from __future__ import annotations``) and drops typing imports
+    # that only they need, so the generated files keep the future import too.
+    found = list(dict.fromkeys(ref_imports + harness_imports))
+    future = "from __future__ import annotations" in found
+    found = [i for i in found if not i.startswith("from __future__")]
     common = dict(header=header, module=module_of(entry_def.path), entry=task.entry, version=__version__,
                   task_id=task.id, commit=base_commit[:12], reference=reference, harness=harness,
-                  cases=_cases(task, []), imports=imports)
+                  cases=_cases(task, []), future=future)
+    test_style = _TEST_STYLE.get(style, "pytest")
     test = env.get_template("tests/kernel_test.py.j2").render(
-        **common, style=_TEST_STYLE.get(style, "pytest"), seeds=3,
+        **common, imports=_import_groups(found + ["import torch", f"import {test_style}"]), style=test_style, seeds=3,
         tolerances=json.dumps({d: [TOLERANCES[d].atol, TOLERANCES[d].rtol] for d in TOLERANCES}),
         class_name="".join(w.capitalize() for w in op.split("_")), register=target.conventions.test_register)
-    bench = env.get_template("tests/bench.py.j2").render(**common)
+    bench = env.get_template("tests/bench.py.j2").render(
+        **common, imports=_import_groups(found + ["import torch", "from triton.testing import do_bench_cudagraph"]),
+        bench_path=bench_path)
     return Rendered(body, test_path, test, bench_path, bench)
 
 
