@@ -2,8 +2,8 @@
 
 It is the first line against the known cheats, and it runs in the parent before any candidate code does:
 - only the EVOLVE-BLOCK differs from the baseline, and the entry point keeps its signature;
-- imports come from an allow-list (torch, triton and its language submodules such as libdevice, math, typing,
-  functools); ``from torch import empty`` style imports, which would dodge output poisoning, are
+- imports come from an allow-list (torch, triton and its language submodules such as libdevice, and the I/O-free
+  standard modules math, typing, functools, enum, dataclasses, collections, itertools, operator); ``from torch import empty`` style imports, which would dodge output poisoning, are
   refused;
 - no streams, events, graphs, synchronisation, threads, processes, files, environment, ``eval``/``exec``/``compile``/
   ``__import__``/``getattr``/``globals``, private or dunder attributes, ``try`` blocks (a silent fallback), ``global``
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from evaluator.task import split_evolve
 
 ALLOWED_MODULES = {"__future__", "math", "typing", "functools", "torch", "torch.nn.functional", "triton",
-                   "triton.language"}
+                   "triton.language", "enum", "dataclasses", "collections", "collections.abc", "itertools", "operator"}
 ALLOWED_FROM = {
     "torch": {"Tensor", "dtype", "device", "Size"},
     "triton": {"language", "jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2"},
@@ -161,6 +161,32 @@ def _check_module_value(value: ast.AST) -> str | None:
     return None
 
 
+def _parameter_uses(tree: ast.Module) -> set[int]:
+    """Uses of a function's own parameter that shadows a forbidden builtin (a launcher's ``input`` tensor): the value
+    comes from the caller, not the builtin. Defaults are evaluated outside the function, so they are never exempt."""
+    exempt: set[int] = set()
+
+    def visit(node: ast.AST, params: frozenset[str]) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            for d in [*a.defaults, *[d for d in a.kw_defaults if d is not None]]:
+                visit(d, params)
+            for dec in getattr(node, "decorator_list", []):
+                visit(dec, params)
+            own = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x is not None}
+            inner = params | own
+            for stmt in (node.body if isinstance(node.body, list) else [node.body]):
+                visit(stmt, frozenset(inner))
+            return
+        if isinstance(node, ast.Name) and node.id in params:
+            exempt.add(id(node))
+        for child in ast.iter_child_nodes(node):
+            visit(child, params)
+
+    visit(tree, frozenset())
+    return exempt
+
+
 def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
     module_names = {"torch", "triton", "tl", "math", "functools", "typing", "F"}
     for stmt in tree.body:
@@ -178,6 +204,8 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
 
     def bad(reason: str, node: ast.AST, detail: str) -> GuardResult:
         return GuardResult(False, reason, f"line {getattr(node, 'lineno', '?')}: {detail}")
+
+    shadowed = _parameter_uses(tree)
 
     for scope in [tree, *[n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]]:
         for stmt in scope.body:
@@ -204,7 +232,7 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
                     return bad("import", node, f"'from {mod} import {a.name}' is not allowed")
                 if a.name in CACHE_DECORATORS:
                     return bad("state", node, f"cache decorator {a.name}")
-        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
+        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and id(node) not in shadowed:
             return bad("forbidden", node, f"{FORBIDDEN_NAMES[node.id]} is not allowed")
         elif isinstance(node, ast.Attribute):
             if node.attr.startswith("_"):

@@ -149,8 +149,12 @@ class Coverage:
 
 def extract(spec: str, kernel: str | None, out: str | Path | None = None, source: str | None = None,
             rev: str | None = None, all_kernels: bool = False, check: bool = True,
-            progress: Callable[[int, int], None] | None = None) -> list[Coverage]:
-    """Extract one kernel (or, with ``all_kernels``, every launched kernel) into task directories and self-check."""
+            progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> list[Coverage]:
+    """Extract one kernel (or, with ``all_kernels``, every launched kernel) into task directories and self-check
+    them (``jobs`` at a time, each in its own interpreter process; default: one per CPU core)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
     import libcst as cst
 
     from smithbot.extract.build import extract as build, self_check
@@ -165,14 +169,14 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             raise ConfigError("name a kernel (or pass --all)")
         sites = [find_kernel(result, kernel)]
     rows: list[Coverage] = []
-    by_wrapper: dict[tuple[str, str], Coverage] = {}  # kernels launched by one launcher share its task
-    for i, site in enumerate(sites):
+    by_wrapper: dict[tuple[str, str], int] = {}  # kernels launched by one launcher share its task
+    for site in sites:
         dest = base / site.name.strip("_") if all_kernels or out is None else base
         launcher = min(((la.path, la.wrapper) for la in site.launches), default=("", ""))
         if launcher in by_wrapper:
-            prev = by_wrapper[launcher]
-            rows.append(Coverage(site.name, site.path, prev.extracted, prev.checked, prev.why, prev.out))
+            rows.append(Coverage(site.name, site.path, False, False, "", None))  # filled in from its launcher's row
             continue
+        by_wrapper[launcher] = len(rows)
         try:
             done = build(result.checkout.root, result.checkout.commit, result.checkout.url, result.target, site,
                          result.modules, dest)
@@ -183,11 +187,25 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             rows.append(Coverage(site.name, site.path, False, False, f"{site.name}: extractor error: "
                                  f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", None))
         else:
-            ok, why = self_check(done) if check else (False, "not checked")
-            rows.append(Coverage(site.name, site.path, True, ok, why, done))
-        by_wrapper[launcher] = rows[-1]
+            rows.append(Coverage(site.name, site.path, True, False, "not checked", done))
+    todo = [i for i, r in enumerate(rows) if r.out is not None and check]
+    finished = 0
+
+    def checked(i: int) -> None:
+        nonlocal finished
+        ok, why = self_check(rows[i].out)  # type: ignore[arg-type]
+        rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, rows[i].out)
+        finished += 1
         if progress is not None:
-            progress(i + 1, len(sites))
+            progress(finished, len(todo))
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+        list(pool.map(checked, todo))
+    for i, site in enumerate(sites):  # kernels that share a launcher share its outcome
+        launcher = min(((la.path, la.wrapper) for la in site.launches), default=("", ""))
+        first = rows[by_wrapper[launcher]]
+        if by_wrapper[launcher] != i:
+            rows[i] = Coverage(site.name, site.path, first.extracted, first.checked, first.why, first.out)
     return rows
 
 

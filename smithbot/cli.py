@@ -170,15 +170,17 @@ def extract_cmd(
     rev: Optional[str] = typer.Option(None, help="pin a commit, tag or branch"),
     all_kernels: bool = typer.Option(False, "--all", help="extract every launched kernel and print the coverage"),
     check: bool = typer.Option(True, help="self-check each task under the Triton interpreter"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="self-checks run at once (default: one per "
+                                                                          "CPU core)"),
 ) -> None:
     """Turn a kernel and its launcher into a standalone task directory (task.yaml, kernel.py, harness.py)."""
     from rich.progress import Progress
 
     try:
         with Progress(console=err, transient=True) as bar:
-            task_id = bar.add_task("extracting", total=None)
+            task_id = bar.add_task("extracting, then self-checking", total=None)
             rows = api.extract(target, kernel, out_dir, str(source) if source else None, rev, all_kernels, check,
-                               progress=lambda n, total: bar.update(task_id, completed=n, total=total))
+                               progress=lambda n, total: bar.update(task_id, completed=n, total=total), jobs=jobs)
     except (ConfigError, RepoError) as exc:
         _fail(str(exc))
         return

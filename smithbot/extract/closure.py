@@ -2,7 +2,7 @@
 with torch and triton alone.
 
 Starting from the wrapper (the entry point), each definition's free names are resolved in its own module:
-- builtins, and names from torch, triton, math, typing and functools: kept, as imports;
+- builtins, and names from torch, triton and the I/O-free standard modules of ``STDLIB``: kept, as imports;
 - module-level definitions and constants of the same file, or of another file of the target package: inlined;
 - aliases of tl builtins chosen at import time (``exp = tl.exp``): rewritten to the qualified call with libcst;
 - runtime helpers named in the target's ``stubs``: replaced by a stub returning the target's value;
@@ -19,10 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
+import libcst.helpers
 
 from smithbot.scan.parse import collect_imports
 
-ALLOWED_ROOTS = {"torch", "triton", "math", "typing", "functools"}
+# What a task may import: torch, triton, and standard-library modules with no I/O, which launchers use for their
+# types (enum, dataclasses, collections). The evaluator's guard allows the same.
+STDLIB = ("math", "typing", "functools", "enum", "dataclasses", "collections", "collections.abc", "itertools",
+          "operator")
+ALLOWED_ROOTS = {"torch", "triton", *(m.split(".")[0] for m in STDLIB)}
 _BUILTINS = set(dir(builtins))
 
 
@@ -62,6 +67,9 @@ def _top_bindings(tree: ast.Module) -> dict[str, ast.stmt]:
 
     def visit(stmts: list[ast.stmt]) -> None:
         for s in stmts:
+            if isinstance(s, ast.FunctionDef) and any(ast.unparse(d).split(".")[-1] == "overload"
+                                                      for d in s.decorator_list):
+                continue  # a typing.overload signature: the implementation follows
             if isinstance(s, (ast.FunctionDef, ast.ClassDef)):
                 out.setdefault(s.name, s)
             elif isinstance(s, ast.Assign):
@@ -128,7 +136,7 @@ def _import_line(local: str, target: str) -> str | None:
     mod, _, attr = target.rpartition(".")
     if target in ("torch.nn.functional",):
         return f"import torch.nn.functional as {local}"
-    if mod in ("triton", "typing", "math", "functools", "torch") or mod.startswith("triton.language"):
+    if mod in ("triton", "torch", *STDLIB) or mod.startswith("triton.language"):
         return f"from {mod} import {attr}" + (f" as {local}" if local != attr else "")
     return None
 
@@ -194,6 +202,26 @@ class _Pruner(cst.CSTTransformer):
         if isinstance(updated.orelse, cst.If):
             return updated.orelse
         return cst.FlattenSentinel(updated.orelse.body.body)
+
+
+class _LocalImportDropper(cst.CSTTransformer):
+    """Replaces the import statements that bind any of ``names`` with ``pass`` (a block never becomes empty)."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine,
+                                  updated: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        def binds(stmt: cst.BaseSmallStatement) -> bool:
+            if not isinstance(stmt, (cst.Import, cst.ImportFrom)) or isinstance(stmt.names, cst.ImportStar):
+                return False
+            bound = {(a.asname.name.value if a.asname else cst.helpers.get_full_name_for_node(a.name) or "")
+                     .split(".")[0] for a in stmt.names if isinstance(a.asname, cst.AsName) or a.asname is None}
+            return bool(bound & self.names)
+
+        if any(binds(s) for s in updated.body):
+            return updated.with_changes(body=[cst.Pass()])
+        return updated
 
 
 def _custom_decorator_stub(name: str) -> str:
@@ -285,17 +313,38 @@ class ClosureBuilder:
         self._bound[name] = key
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         source = textwrap.dedent("\n".join(mod.lines[start - 1:node.end_lineno])) + "\n"
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
+                and node.value.func.id in self.stubs_values and not node.value.args:
+            # `_is_fnuz = is_fp8_fnuz()`: a constant computed at import time by a stubbed helper, so the stub's value
+            value = self.stubs_values[node.value.func.id]
+            self.c.definitions.append(Definition(name, name, mod.path, f"{name} = {value!r}\n"))
+            return
         if isinstance(node, ast.FunctionDef) and self.stubs_values:
             source = cst.parse_module(source).visit(_Pruner(self.stubs_values)).code
             node = ast.parse(source).body[0]
+        # Imports inside a function that the task may not make (the target's own helpers, relative imports) become
+        # `pass`, and what they bound is resolved like a module-level import: inlined, stubbed or reported.
+        local: dict[str, str] = {}
+        for n in ast.walk(node):
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                local.update(collect_imports(ast.Module(body=[n], type_ignores=[]), mod.name,
+                                             mod.path.endswith("__init__.py")))
+        dropped = {k: v for k, v in local.items() if _import_line(k, v) is None}
+        if dropped:
+            source = cst.parse_module(source).visit(_LocalImportDropper(set(dropped))).code
+            node = ast.parse(source).body[0]
+            for local_name, target in dropped.items():
+                self._resolve(mod, local_name, target)
         for free in _free_names(node):
-            self._resolve(mod, free)
+            if free not in dropped:
+                self._resolve(mod, free)
         self.c.definitions.append(Definition(name, name, mod.path, source))
         if as_name != name:
             self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             self._bound[as_name] = key
 
-    def _resolve(self, mod: _Module, name: str) -> None:
+    def _resolve(self, mod: _Module, name: str, imported: str | None = None) -> None:
+        """Bind ``name`` as module ``mod`` sees it (or, with ``imported``, as that function-local import binds it)."""
         if name in self.c.imports or name in self.c.stubs or name in self.c.aliases:
             return
         if name in self.custom_decorators:
@@ -306,8 +355,8 @@ class ClosureBuilder:
                          for n in ast.walk(mod.tree))
             self.c.stubs[name] = _stub_source(name, self.stubs_values[name], called)
             return
-        if name in mod.imports:
-            target = mod.imports[name]
+        if imported is not None or name in mod.imports:
+            target = imported or mod.imports[name]
             root = target.split(".")[0]
             line = _import_line(name, target)
             if line is not None:

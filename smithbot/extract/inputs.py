@@ -3,14 +3,16 @@
 In order of preference, a parameter's spec comes from:
 1. the target YAML's ``inputs: {wrapper: {param: spec}}``;
 2. the parameter's name (``x``, ``weight``, ``q``, ``positions``, ``router_logits``...), with model-preset dims;
-3. its default value.
+3. its default value;
+4. how the launcher uses it (``infer.py``): annotations, ranks and shape equalities read from its code.
 Otherwise extraction stops and names the parameter, so that the YAML can say what it is.
 
 A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|bool, init: ...}`` where dims are
 numbers or arithmetic over the case's dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``,
 ``intermediate``, ``moe_intermediate``, ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is
 ``randn`` (the default), ``around1``, ``randint:LO:HI``, ``perm:N`` (distinct values below N) or ``arange``.
-A scalar spec is a number, a bool, or an arithmetic expression over the dims.
+A scalar spec is a number, a bool, or an arithmetic expression over the dims; ``dtype:act`` is the case's dtype and
+``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class InputError(Exception):
 
 
 def _names_in(expr: Any) -> set[str]:
+    if isinstance(expr, str) and expr.startswith("dtype:"):
+        return set()
     if isinstance(expr, str):
         try:
             return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
@@ -52,12 +56,17 @@ def _names_in(expr: Any) -> set[str]:
     return set()
 
 
-def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(spec per parameter, extra dims). ``params`` holds (name, default or ...) in signature order."""
+def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target,
+                fn: ast.FunctionDef | None = None) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """(spec per parameter, extra dims, the parameters whose spec was inferred from the launcher's code).
+    ``params`` holds (name, default or ...) in signature order; ``fn`` is the launcher, for the inference."""
+    from smithbot.extract.infer import infer, rank_conflicts
+
     given = dict(target.inputs.get(wrapper, {}))
     given.pop("_models", None)
     extra = dict(given.pop("_dims", {}) or {})
     specs: dict[str, Any] = {}
+    unknown = []
     for name, default in params:
         if name in given:
             specs[name] = given[name]
@@ -66,9 +75,19 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target) -> 
         elif default is not ...:
             specs[name] = default
         else:
+            unknown.append(name)
+    if fn is not None:
+        by_rule = {n: specs[n] for n in specs if n in NAME_RULES and n not in given}
+        for name in rank_conflicts(fn, by_rule):
+            del specs[name]
+            unknown.append(name)
+    inferred = infer(fn, unknown, specs) if fn is not None and unknown else {}
+    for name in unknown:
+        if name not in inferred:
             raise InputError(f"cannot infer an input for parameter {name!r} of {wrapper}; describe it under "
                              f"inputs: {wrapper}: {name}: in the target YAML")
-    return specs, extra
+    specs = {name: specs[name] if name in specs else inferred[name] for name, _ in params}
+    return specs, extra, list(inferred)
 
 
 def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper: str) -> list[dict[str, Any]]:
@@ -104,6 +123,7 @@ import torch
 SPEC = {spec!r}
 EXTRA_DIMS = {extra!r}
 _DTYPES = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int32": torch.int32,
+           "fp8_e4m3": torch.float8_e4m3fn, "int8": torch.int8,
            "int64": torch.int64, "bool": torch.bool}}
 
 
@@ -138,6 +158,9 @@ def make_inputs(case, generator):
     dev = generator.device
     args = {{}}
     for name, spec in SPEC.items():
+        if isinstance(spec, str) and spec.startswith("dtype:"):
+            args[name] = case["dtype"] if spec == "dtype:act" else _DTYPES[spec[6:]]
+            continue
         if not isinstance(spec, dict):
             args[name] = _value(spec, dims)
             continue

@@ -56,3 +56,15 @@ def test_module_level_constants_are_fine_but_state_is_not() -> None:
 def test_syntax_error() -> None:
     res = check(RMS, RMS.replace("def rmsnorm(", "def rmsnorm(("), "rmsnorm")
     assert (res.ok, res.reason) == (False, "syntax")
+
+
+def test_a_parameter_may_shadow_a_forbidden_builtin_but_not_smuggle_it() -> None:
+    """A launcher's ``input`` tensor is its caller's value; a default or another function's use is the builtin."""
+    anchor = "# EVOLVE-BLOCK-END\n"
+    ok = "def helper(input, id):\n    return input.view(-1)[: id.numel()]\n\n\n"
+    assert check(RMS, RMS.replace(anchor, ok + anchor), "rmsnorm").ok
+    for bad in ("def helper(open=open):\n    return open\n\n\n",
+                "def helper(input):\n    return input\n\n\ndef other():\n    return input('?')\n\n\n",
+                "def helper(x, f=lambda open: open):\n    return f(eval)\n\n\n"):
+        res = check(RMS, RMS.replace(anchor, bad + anchor), "rmsnorm")
+        assert (res.ok, res.reason) == (False, "forbidden"), bad

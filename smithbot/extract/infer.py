@@ -1,0 +1,309 @@
+"""Input specs inferred from how a launcher uses its parameters, for the parameters no rule or YAML entry names.
+
+The evidence, all read from the launcher's AST:
+- annotations (``torch.Tensor``, ``int``, ``float``, ``bool``) and tensor use (``p.shape``, ``p.stride(0)``, ``p.view``);
+- ranks: ``a, b = p.shape``, ``p.shape[i]``, ``p.size(i)``, ``p.stride(i)``, ``p.dim() == k``, ``p.ndim == k``;
+- equalities: ``n = p.shape[i]``, ``assert p.shape == (a, b)``, ``assert p.shape[i] == q.shape[j]``,
+  ``assert p.shape == q.shape``.
+Axes that are equal share one dimension; a dimension is named after the variables bound to it (``num_tokens`` ->
+tokens, ``nheads`` -> heads...) or, failing that, after its position (first axis tokens, last axis hidden). Names that
+say "index" (``*_ids``, ``*_indices``, ``*_loc``, ``seq_lens``...) get integer tensors with valid values.
+
+These are guesses: the extracted baseline must still pass its self-check on them, or the kernel is reported.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+TENSOR_ATTRS = {"shape", "stride", "size", "dtype", "device", "numel", "view", "reshape", "contiguous", "data_ptr",
+                "is_contiguous", "element_size", "dim", "ndim", "flatten", "unsqueeze", "squeeze", "transpose",
+                "is_cuda", "new_empty", "new_zeros", "zero_", "fill_", "copy_", "to", "float", "half", "t",
+                "permute", "expand", "narrow", "split", "chunk", "view_as", "T", "mT", "nbytes", "sum", "max",
+                "min", "cumsum", "numel", "item", "tolist"}
+# Variable-name rules for one dimension, tried in order (a name is lower-cased, underscores kept).
+DIM_NAMES: list[tuple[str, str]] = [
+    (r"^(m|t|n_?tokens?|num_?tokens?|tokens?|total_?tokens?|bs|b|batch|batch_?size|num_?seqs?|n_?rows|rows|seq_?len|"
+     r"seqlen|l|s|n_?reqs?|num_?reqs?|num_?items)$", "tokens"),
+    (r"^(h|nheads?|n_?heads?|num_?heads?|num_?q_?heads|head_?num|hq|num_?attention_?heads)$", "heads"),
+    (r"^(hk|hkv|n_?kv_?heads?|num_?kv_?heads?|kv_?heads?)$", "kv_heads"),
+    (r"^(d|dk|dv|head_?dim|head_?size|d_?head|headdim|qk_?head_?dim|v_?head_?dim)$", "head_dim"),
+    (r"^(e|n_?experts?|num_?experts?|experts?)$", "experts"),
+    (r"^(top_?k|k_?top|num_?topk)$", "top_k"),
+    (r"^(v|vocab|vocab_?size)$", "vocab"),
+    (r"^(i|inter|intermediate|intermediate_?size|ffn_?dim)$", "intermediate"),
+    (r"^(n|k|c|hidden|hidden_?size|hidden_?dim|dim|n_?cols|cols|d_?model|width|feat|features)$", "hidden"),
+]
+INDEX_NAME = re.compile(r"(^|_)(ids?|idx|indices|index|indptr|loc|locs|pos|positions|offsets?|lens?|lengths?|"
+                        r"seqlens?|seq_lens?|starts?|ends?|mapping|map|table|slots?|mask|counts?|num_tokens_per)(_|$|\d)|_to_")
+CUMULATIVE = re.compile(r"(cu_|indptr|start_loc|offsets|cumsum)")
+SCALAR_INTS: list[tuple[str, Any]] = [
+    (r"(page|block|chunk|group|tile)_?size", 64), (r"^(bs|batch_?size|num_?tokens|n_?tokens|num_?seqs)$", "tokens"),
+    (r"(hidden_?size|hidden_?dim|^dim$|^n_?cols$)", "hidden"), (r"num_?heads|^nheads$", "heads"),
+    (r"head_?(dim|size)", "head_dim"), (r"top_?k", "top_k"), (r"num_?experts", "experts"), (r"^max_", 64),
+    (r"(stride|^offset$|^start$)", 0), (r"^(n|m|k|size|length|num|count)$", "tokens"), (r"_size$", 64),
+    (r"ratio", 4), (r"^(num|n)_", 4),
+]
+
+
+def _ann_kind(ann: ast.expr | None) -> str | None:
+    if ann is None:
+        return None
+    text = ast.unparse(ann).replace("'", "").replace('"', "")
+    if "Tensor" in text:
+        return "tensor"
+    if "dtype" in text:
+        return "dtype"
+    for kind in ("bool", "int", "float"):
+        if re.fullmatch(rf"(Optional\[)?{kind}\]?", text):
+            return kind
+    return "other"
+
+
+class _Facts:
+    """Union-find over axes ``(param, i)``, local names and integer literals, plus ranks and tensor use."""
+
+    def __init__(self, params: set[str]) -> None:
+        self.params = params
+        self.parent: dict[Any, Any] = {}
+        self.rank: dict[str, int] = {}
+        self.exact: set[str] = set()  # ranks the code states (unpacking, dim() ==), not just indexes up to
+        self.tensor: set[str] = set()
+        self.floaty: set[str] = set()
+        self.launched: set[str] = set()  # passed as they are to a kernel launch ``k[grid](...)``
+
+    def find(self, x: Any) -> Any:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: Any, b: Any) -> None:
+        if a is not None and b is not None:
+            self.parent[self.find(a)] = self.find(b)
+
+    def at_least(self, p: str, r: int) -> None:
+        self.rank[p] = max(self.rank.get(p, 0), r)
+
+    def axis(self, node: ast.expr) -> Any:
+        """``p.shape[i]`` / ``p.size(i)`` -> ("ax", p, i); a name -> ("name", n); an int -> ("lit", v); else None."""
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                and isinstance(node.value.value, ast.Name) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, int):
+            return self._ax(node.value.value.id, node.slice.value)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+                and isinstance(node.func.value, ast.Name) and len(node.args) == 1 \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int):
+            return self._ax(node.func.value.id, node.args[0].value)
+        if isinstance(node, ast.Name):
+            return ("name", node.id)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return ("lit", node.value)
+        return None
+
+    def _ax(self, p: str, i: int) -> Any:
+        if p not in self.params:
+            return None
+        self.tensor.add(p)
+        if i >= 0:
+            self.at_least(p, i + 1)
+            return ("ax", p, i)
+        self.at_least(p, -i)
+        return ("neg", p, -i)
+
+    def shape_of(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Attribute) and node.attr == "shape" and isinstance(node.value, ast.Name) \
+                and node.value.id in self.params:
+            return node.value.id
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+                and not node.args and isinstance(node.func.value, ast.Name) and node.func.value.id in self.params:
+            return node.func.value.id
+        return None
+
+
+def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in facts.params \
+                and node.attr in TENSOR_ATTRS:
+            facts.tensor.add(node.value.id)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "stride" \
+                and isinstance(node.func.value, ast.Name) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, int):
+            facts._ax(node.func.value.id, node.args[0].value)
+        facts.axis(node) if isinstance(node, (ast.Subscript, ast.Call)) else None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+            facts.launched.update(a.id for a in [*node.args, *(k.value for k in node.keywords)]
+                                  if isinstance(a, ast.Name) and a.id in facts.params)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            tgt, val = node.targets[0], node.value
+            p = facts.shape_of(val)
+            if p and isinstance(tgt, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in tgt.elts):
+                facts.rank[p] = len(tgt.elts)
+                facts.exact.add(p)
+                for i, e in enumerate(tgt.elts):
+                    if isinstance(e, ast.Name) and e.id != "_":
+                        facts.union(("name", e.id), ("ax", p, i))
+            elif isinstance(tgt, ast.Name):
+                ax = facts.axis(val)
+                if ax is not None and ax[0] in ("ax", "neg"):
+                    facts.union(("name", tgt.id), ax)
+        if isinstance(node, ast.Compare) and len(node.ops) >= 1 and all(isinstance(o, ast.Eq) for o in node.ops):
+            items = [node.left, *node.comparators]
+            for a, b in zip(items, items[1:]):
+                _equate(facts, a, b)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args \
+                and isinstance(node.args[0], ast.Name):
+            facts.floaty.add(node.args[0].id)
+
+
+def _equate(facts: _Facts, a: ast.expr, b: ast.expr) -> None:
+    # p.dim() == k, p.ndim == k, len(p.shape) == k
+    for x, y in ((a, b), (b, a)):
+        if isinstance(y, ast.Constant) and isinstance(y.value, int):
+            p = None
+            if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "dim" \
+                    and isinstance(x.func.value, ast.Name):
+                p = x.func.value.id
+            elif isinstance(x, ast.Attribute) and x.attr == "ndim" and isinstance(x.value, ast.Name):
+                p = x.value.id
+            elif isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len" and x.args:
+                p = facts.shape_of(x.args[0])
+            if p in facts.params:
+                facts.tensor.add(p)
+                facts.rank[p] = y.value
+                facts.exact.add(p)
+                return
+    pa, pb = facts.shape_of(a), facts.shape_of(b)
+    if pa and pb:  # p.shape == q.shape
+        r = max(facts.rank.get(pa, 0), facts.rank.get(pb, 0))
+        facts.rank[pa] = facts.rank[pb] = r or facts.rank.get(pa, 0)
+        facts.parent.setdefault(("same", pa), ("same", pa))
+        facts.union(("same", pa), ("same", pb))
+        return
+    for p, other in ((pa, b), (pb, a)):
+        if p and isinstance(other, (ast.Tuple, ast.List)):
+            facts.rank[p] = len(other.elts)
+            facts.exact.add(p)
+            for i, e in enumerate(other.elts):
+                facts.union(("ax", p, i), facts.axis(e))
+            return
+    facts.union(facts.axis(a), facts.axis(b))
+
+
+def rank_conflicts(fn: ast.FunctionDef, specs: dict[str, Any]) -> list[str]:
+    """The parameters whose name-rule shape has another rank than the launcher's code shows (``hidden_states`` is 2-D
+    by its name, but ``assert hidden_states.dim() == 3`` says otherwise): the code wins."""
+    facts = _Facts({a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs})
+    _collect(fn, facts)
+    out = []
+    for p, spec in specs.items():
+        if isinstance(spec, dict) and isinstance(spec.get("shape"), list) and p in facts.rank:
+            n = len(spec["shape"])
+            if (p in facts.exact and facts.rank[p] != n) or facts.rank[p] > n:
+                out.append(p)
+    return out
+
+
+def _dim_of_name(name: str) -> str | None:
+    low = name.lower()
+    for pattern, dim in DIM_NAMES:
+        if re.match(pattern, low):
+            return dim
+    return None
+
+
+def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any]) -> dict[str, Any]:
+    """Specs for the ``unknown`` parameters of launcher ``fn`` (a subset may stay unknown: they are left out)."""
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    ann = {a.arg: _ann_kind(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    facts = _Facts(params)
+    _collect(fn, facts)
+    # p.shape == q.shape: one rank, and axis by axis the same dims
+    groups: dict[Any, list[str]] = {}
+    for key in list(facts.parent):
+        if key[0] == "same":
+            groups.setdefault(facts.find(key), []).append(key[1])
+    for members in groups.values():
+        r = max(facts.rank.get(p, 0) for p in members)
+        for p in members:
+            facts.rank[p] = r
+            for i in range(r):
+                facts.union(("ax", p, i), ("ax", members[0], i))
+    # negative axes, now that ranks are known
+    for key in list(facts.parent):
+        if key[0] == "neg" and facts.rank.get(key[1]):
+            facts.union(key, ("ax", key[1], facts.rank[key[1]] - key[2]))
+    # A known spec pins its axes: x -> [tokens, hidden] makes x.shape[1] "hidden".
+    pinned: dict[Any, Any] = {}
+    for p, spec in known.items():
+        if isinstance(spec, dict) and isinstance(spec.get("shape"), list):
+            for i, d in enumerate(spec["shape"]):
+                pinned[facts.find(("ax", p, i))] = d
+    classes: dict[Any, list[Any]] = {}
+    for key in list(facts.parent):
+        classes.setdefault(facts.find(key), []).append(key)
+
+    def dim(p: str, i: int, rank: int) -> Any:
+        root = facts.find(("ax", p, i))
+        if root in pinned:
+            return pinned[root]
+        members = classes.get(root, [])
+        lits = [m[1] for m in members if m[0] == "lit"]
+        if lits:
+            return lits[0]
+        for m in members:
+            if m[0] == "name" and _dim_of_name(m[1]):
+                return _dim_of_name(m[1])
+        if rank == 1 or i == 0:
+            return "tokens"
+        if i == rank - 1:
+            return "hidden"
+        return "heads"
+
+    out: dict[str, Any] = {}
+    for p in unknown:
+        kind = ann.get(p)
+        # handed to a kernel under a buffer-like name: a pointer argument
+        is_tensor = kind == "tensor" or p in facts.tensor or (kind is None and p in facts.launched and (
+            INDEX_NAME.search(p.lower()) or re.search(r"(_ptr|buf|buffer|cache|^out|output)$", p.lower())))
+        if is_tensor:
+            rank = facts.rank.get(p) or (1 if INDEX_NAME.search(p.lower()) else 2)
+            shape = [dim(p, i, rank) for i in range(rank)]
+            if INDEX_NAME.search(p.lower()) and "mask" not in p.lower():
+                dtype = "int32" if "int32" in p.lower() else "int64"
+                if CUMULATIVE.search(p.lower()):
+                    out[p] = {"shape": shape, "dtype": dtype, "init": "arange"}
+                elif re.search(r"lens?|lengths?|counts?", p.lower()):
+                    out[p] = {"shape": shape, "dtype": dtype, "init": "randint:1:8"}
+                else:
+                    out[p] = {"shape": shape, "dtype": dtype, "init": "randint:0:tokens"}
+            elif "mask" in p.lower():
+                out[p] = {"shape": shape, "dtype": "bool", "init": "randint:0:2"}
+            else:
+                out[p] = {"shape": shape}
+            continue
+        if kind == "dtype" or p.lower().endswith("dtype"):
+            out[p] = "dtype:fp8_e4m3" if "quant" in p.lower() else "dtype:act"
+        elif kind == "float" or p in facts.floaty or re.search(r"(scale|eps|factor|temperature|alpha|beta)$", p.lower()):
+            out[p] = 1e-6 if "eps" in p.lower() else 1.0
+        elif kind == "bool" or re.match(r"^(is_|use_|has_|enable|do_)", p.lower()):
+            out[p] = False
+        elif kind == "int" or kind is None:
+            root = facts.find(("name", p))
+            members = classes.get(root, [])
+            axes = [m for m in members if m[0] == "ax" and m[1] != p]
+            if axes:
+                q, i = axes[0][1], axes[0][2]
+                out[p] = dim(q, i, facts.rank.get(q) or 1)
+                continue
+            for pattern, value in SCALAR_INTS:
+                if re.search(pattern, p.lower()):
+                    out[p] = value
+                    break
+            else:
+                if _dim_of_name(p):
+                    out[p] = _dim_of_name(p)
+    return out
