@@ -304,6 +304,12 @@ class ClosureBuilder:
                 self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             return
         if node is None:
+            for star in self._star_modules(mod):  # `from .common import *` in a package __init__
+                sm = self.module(star)
+                if sm is not None and (name in sm.top or name in sm.imports):
+                    self._done.discard(key)
+                    self.add(star, name, as_name)
+                    return
             self.c.blockers.append(f"{name} is not defined at module level in {mod.path}")
             return
         clash = self._bound.get(name)
@@ -342,6 +348,19 @@ class ClosureBuilder:
         if as_name != name:
             self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             self._bound[as_name] = key
+
+    @staticmethod
+    def _star_modules(mod: _Module) -> list[str]:
+        out = []
+        for node in mod.tree.body:
+            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+                name = node.module or ""
+                if node.level:
+                    base = mod.name.split(".")
+                    keep = len(base) - node.level + (1 if mod.path.endswith("__init__.py") else 0)
+                    name = ".".join(base[:max(keep, 0)] + ([name] if name else []))
+                out.append(name)
+        return out
 
     def _resolve(self, mod: _Module, name: str, imported: str | None = None) -> None:
         """Bind ``name`` as module ``mod`` sees it (or, with ``imported``, as that function-local import binds it)."""

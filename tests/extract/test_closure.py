@@ -1,0 +1,71 @@
+"""The closure follows what real packages do: star re-exports, imports inside functions, typing.overload stubs,
+constants computed at import time by runtime helpers, and standard-library types."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from smithbot.extract.closure import ClosureBuilder
+
+COMMON = '''from typing import overload
+
+
+def ceil_div(a, b):
+    return (a + b - 1) // b
+
+
+@overload
+def pick(x: int) -> int: ...
+@overload
+def pick(x: float) -> float: ...
+def pick(x):
+    return x * 2
+
+
+def is_fnuz():
+    import subprocess  # what a runtime probe may do; never reached in a task
+    return subprocess.run(["nvidia-smi"]).returncode == 0
+'''
+
+OPS = '''import enum
+
+from pkg.utils import ceil_div, is_fnuz
+
+_FNUZ = is_fnuz()
+
+
+class Mode(enum.Enum):
+    FAST = 1
+
+
+def launch(n):
+    from pkg.utils.common import pick
+    from .extra import offset
+    if _FNUZ:
+        return -1
+    return pick(ceil_div(n, 4)) + offset + Mode.FAST.value
+'''
+
+
+def test_star_reexports_local_imports_overloads_and_stubbed_constants(tmp_path: Path) -> None:
+    files = {"pkg/__init__.py": "", "pkg/utils/__init__.py": "from .common import *\n", "pkg/utils/common.py": COMMON,
+             "pkg/ops.py": OPS, "pkg/extra.py": "offset = 100\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    modules = {"pkg": "pkg/__init__.py", "pkg.utils": "pkg/utils/__init__.py", "pkg.utils.common": "pkg/utils/common.py",
+               "pkg.ops": "pkg/ops.py", "pkg.extra": "pkg/extra.py"}
+    b = ClosureBuilder(tmp_path, modules, "pkg", {"is_fnuz": False}, ())
+    b.add("pkg.ops", "launch")
+    assert b.c.blockers == []
+    defs = {d.name: d for d in b.render_definitions()}
+    assert defs["ceil_div"].path == "pkg/utils/common.py"  # found through `from .common import *`
+    assert "@overload" not in defs["pick"].source and "return x * 2" in defs["pick"].source
+    assert defs["_FNUZ"].source == "_FNUZ = False\n"  # the stub's value, not a call at import time
+    assert "import" not in defs["launch"].source  # the local imports became `pass`; their names are inlined
+    assert defs["offset"].source == "offset = 100\n"
+    src = "\n".join(sorted(b.c.imports.values())) + "\n\n" + "\n\n".join(
+        d.source for d in b.render_definitions())
+    ns: dict = {}
+    exec(compile(src, "task", "exec"), ns)
+    assert ns["launch"](10) == 2 * 3 + 100 + 1
