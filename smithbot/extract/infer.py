@@ -72,7 +72,8 @@ class _Facts:
         self.exact: set[str] = set()  # ranks the code states (unpacking, dim() ==), not just indexes up to
         self.tensor: set[str] = set()
         self.floaty: set[str] = set()
-        self.launched: set[str] = set()  # passed as they are to a kernel launch ``k[grid](...)``
+        self.launched: set[str] = set()
+        self.dtype: dict[str, str] = {}  # from `p.dtype == torch.float32`  # passed as they are to a kernel launch ``k[grid](...)``
 
     def find(self, x: Any) -> Any:
         self.parent.setdefault(x, x)
@@ -88,20 +89,27 @@ class _Facts:
     def at_least(self, p: str, r: int) -> None:
         self.rank[p] = max(self.rank.get(p, 0), r)
 
+    @staticmethod
+    def _int(node: ast.expr) -> int | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+                and isinstance(node.operand.value, int):
+            return -node.operand.value
+        return None
+
     def axis(self, node: ast.expr) -> Any:
         """``p.shape[i]`` / ``p.size(i)`` -> ("ax", p, i); a name -> ("name", n); an int -> ("lit", v); else None."""
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
-                and isinstance(node.value.value, ast.Name) and isinstance(node.slice, ast.Constant) \
-                and isinstance(node.slice.value, int):
-            return self._ax(node.value.value.id, node.slice.value)
+                and isinstance(node.value.value, ast.Name) and self._int(node.slice) is not None:
+            return self._ax(node.value.value.id, self._int(node.slice))  # type: ignore[arg-type]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
-                and isinstance(node.func.value, ast.Name) and len(node.args) == 1 \
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int):
-            return self._ax(node.func.value.id, node.args[0].value)
+                and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and self._int(node.args[0]) is not None:
+            return self._ax(node.func.value.id, self._int(node.args[0]))  # type: ignore[arg-type]
         if isinstance(node, ast.Name):
             return ("name", node.id)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-            return ("lit", node.value)
+        if self._int(node) is not None and self._int(node) >= 0:  # type: ignore[operator]
+            return ("lit", self._int(node))
         return None
 
     def _ax(self, p: str, i: int) -> Any:
@@ -130,9 +138,8 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
                 and node.attr in TENSOR_ATTRS:
             facts.tensor.add(node.value.id)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "stride" \
-                and isinstance(node.func.value, ast.Name) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, int):
-            facts._ax(node.func.value.id, node.args[0].value)
+                and isinstance(node.func.value, ast.Name) and node.args and facts._int(node.args[0]) is not None:
+            facts._ax(node.func.value.id, facts._int(node.args[0]))  # type: ignore[arg-type]
         facts.axis(node) if isinstance(node, (ast.Subscript, ast.Call)) else None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
             facts.launched.update(a.id for a in [*node.args, *(k.value for k in node.keywords)]
@@ -159,7 +166,19 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
             facts.floaty.add(node.args[0].id)
 
 
+TORCH_DTYPES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
+                "int32": "int32", "int": "int32", "int64": "int64", "long": "int64", "float8_e4m3fn": "fp8_e4m3",
+                "int8": "int8", "bool": "bool"}
+
+
 def _equate(facts: _Facts, a: ast.expr, b: ast.expr) -> None:
+    for x, y in ((a, b), (b, a)):  # p.dtype == torch.float32
+        if isinstance(x, ast.Attribute) and x.attr == "dtype" and isinstance(x.value, ast.Name) \
+                and x.value.id in facts.params and isinstance(y, ast.Attribute) and y.attr in TORCH_DTYPES \
+                and isinstance(y.value, ast.Name) and y.value.id == "torch":
+            facts.tensor.add(x.value.id)
+            facts.dtype[x.value.id] = TORCH_DTYPES[y.attr]
+            return
     # p.dim() == k, p.ndim == k, len(p.shape) == k
     for x, y in ((a, b), (b, a)):
         if isinstance(y, ast.Constant) and isinstance(y.value, int):
@@ -284,6 +303,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any]) -> dic
                 out[p] = {"shape": shape, "dtype": "bool", "init": "randint:0:2"}
             else:
                 out[p] = {"shape": shape}
+            if p in facts.dtype and facts.dtype[p] != "bf16":  # bf16 is what the cases' activation dtype already is
+                out[p]["dtype"] = facts.dtype[p]
             continue
         if kind == "dtype" or p.lower().endswith("dtype"):
             out[p] = "dtype:fp8_e4m3" if "quant" in p.lower() else "dtype:act"
@@ -294,6 +315,10 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any]) -> dic
         elif kind == "int" or kind is None:
             root = facts.find(("name", p))
             members = classes.get(root, [])
+            lits = [m[1] for m in members if m[0] == "lit"]
+            if lits:  # assert num_experts == 192
+                out[p] = lits[0]
+                continue
             axes = [m for m in members if m[0] == "ax" and m[1] != p]
             if axes:
                 q, i = axes[0][1], axes[0][2]

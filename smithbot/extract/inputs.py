@@ -35,6 +35,9 @@ NAME_RULES: dict[str, Any] = {
     **{n: {"shape": ["tokens"], "dtype": "int64", "init": "randint:0:4096"} for n in ("positions", "position_ids")},
     **{n: {"shape": ["tokens", "experts"], "dtype": "fp32"} for n in ("router_logits", "gating_output", "logits")},
     **{n: "top_k" for n in ("top_k", "topk")},
+    **{n: {"shape": ["tokens", "top_k"], "dtype": "int32", "init": "randint:0:experts"}
+       for n in ("topk_ids", "topk_idx", "topk_indices", "topk_index")},
+    **{n: {"shape": ["tokens", "top_k"], "dtype": "fp32", "init": "around1"} for n in ("topk_weights", "topk_weight")},
 }
 
 

@@ -113,3 +113,17 @@ def test_inferred_inputs_extract_run_and_match_a_reference(engine: Path, tmp_pat
     _with_reference(tmp_path / "task", GATHER_REFERENCE, {
         "name": "irregular-29x777", "regime": "prefill", "dtype": "fp32", "dims": {"tokens": 29, "hidden": 777}})
     _check_against_reference(tmp_path / "task")
+
+
+def test_dtypes_negative_axes_and_literal_sizes() -> None:
+    fn = _fn('''
+def router(scores, bias, num_experts, k_cache):
+    assert scores.dtype == torch.float32 and bias.dtype == torch.float32
+    assert num_experts == 192
+    assert k_cache.dim() == 3 and k_cache.size(-1) == 128
+    assert bias.shape[-1] == scores.shape[-1]
+''')
+    got = infer(fn, ["scores", "bias", "num_experts", "k_cache"], {})
+    assert got["scores"] == {"shape": ["tokens"], "dtype": "fp32"} and got["bias"] == got["scores"]
+    assert got["num_experts"] == 192
+    assert got["k_cache"] == {"shape": ["tokens", "heads", 128]}
