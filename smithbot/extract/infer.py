@@ -4,7 +4,8 @@ The evidence, all read from the launcher's AST:
 - annotations (``torch.Tensor``, ``int``, ``float``, ``bool``) and tensor use (``p.shape``, ``p.stride(0)``, ``p.view``);
 - ranks: ``a, b = p.shape``, ``p.shape[i]``, ``p.size(i)``, ``p.stride(i)``, ``p.dim() == k``, ``p.ndim == k``;
 - equalities: ``n = p.shape[i]``, ``assert p.shape == (a, b)``, ``assert p.shape[i] == q.shape[j]``,
-  ``assert p.shape == q.shape``.
+  ``assert p.shape == q.shape``, ``assert n == 192``, ``assert p.dtype == torch.float32`` (asserts only: an ``if``
+  that compares is a special case, not the rule).
 Axes that are equal share one dimension; a dimension is named after the variables bound to it (``num_tokens`` ->
 tokens, ``nheads`` -> heads...) or, failing that, after its position (first axis tokens, last axis hidden). Names that
 say "index" (``*_ids``, ``*_indices``, ``*_loc``, ``seq_lens``...) get integer tensors with valid values.
@@ -133,6 +134,8 @@ class _Facts:
 
 
 def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
+    # Equalities count only where the code insists on them: `assert a == b`, not `if n == 0: return`.
+    asserted = {id(n) for a in ast.walk(fn) if isinstance(a, ast.Assert) for n in ast.walk(a.test)}
     for node in ast.walk(fn):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in facts.params \
                 and node.attr in TENSOR_ATTRS:
@@ -157,7 +160,7 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
                 ax = facts.axis(val)
                 if ax is not None and ax[0] in ("ax", "neg"):
                     facts.union(("name", tgt.id), ax)
-        if isinstance(node, ast.Compare) and len(node.ops) >= 1 and all(isinstance(o, ast.Eq) for o in node.ops):
+        if isinstance(node, ast.Compare) and id(node) in asserted and all(isinstance(o, ast.Eq) for o in node.ops):
             items = [node.left, *node.comparators]
             for a, b in zip(items, items[1:]):
                 _equate(facts, a, b)

@@ -117,13 +117,16 @@ def test_inferred_inputs_extract_run_and_match_a_reference(engine: Path, tmp_pat
 
 def test_dtypes_negative_axes_and_literal_sizes() -> None:
     fn = _fn('''
-def router(scores, bias, num_experts, k_cache):
+def router(scores, bias, num_experts, k_cache, num_reqs):
+    if num_reqs == 0:
+        return None  # a special case, not the rule: num_reqs is not inferred as 0
     assert scores.dtype == torch.float32 and bias.dtype == torch.float32
     assert num_experts == 192
     assert k_cache.dim() == 3 and k_cache.size(-1) == 128
     assert bias.shape[-1] == scores.shape[-1]
 ''')
-    got = infer(fn, ["scores", "bias", "num_experts", "k_cache"], {})
+    got = infer(fn, ["scores", "bias", "num_experts", "k_cache", "num_reqs"], {})
+    assert got["num_reqs"] == 4
     assert got["scores"] == {"shape": ["tokens"], "dtype": "fp32"} and got["bias"] == got["scores"]
     assert got["num_experts"] == 192
     assert got["k_cache"] == {"shape": ["tokens", "heads", 128]}
