@@ -1,37 +1,112 @@
-"""Extraction coverage per repository: launched kernels -> extracted -> self-check passed under the interpreter.
+"""Extraction coverage per repository: launched kernels -> extracted -> self-check passed.
 
-    python benchmarks/extract_coverage.py demo sglang=/path/to/sglang lmdeploy=/path/to/lmdeploy engram=/path/to/DLBlas
+Here (no GPU needed), extraction and the interpreter self-check; the task directories and ``coverage.json`` are kept
+under ``--keep DIR`` (default: a temporary directory):
+
+    python benchmarks/extract_coverage.py demo sglang=/path/to/sglang lmdeploy=/path/to/lmdeploy \\
+        engram=/path/to/DLBlas --keep cov
+
+Then, on a GPU machine (torch and triton only), the tasks that the interpreter could not check (fp8 dtypes, block
+pointers, ``torch.cuda`` calls in the launcher...) are self-checked on the GPU instead: the evaluator runs the baseline
+against itself on every GPU case and must call it correct:
+
+    python benchmarks/extract_coverage.py --gpu-check cov [--jobs 8]
 
 Prints, per target, the counts and the most common reasons a kernel was not extracted or did not pass.
 """
 
 from __future__ import annotations
 
+import argparse
 import collections
+import json
 import re
+import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-from smithbot import api  # noqa: E402
+
+def _reasons(rows: list[dict], failed: str) -> None:
+    reasons = collections.Counter(re.sub(r"^[^:]*: ", "", r["why"]).split(";")[0][:100] for r in rows if failed in r
+                                  and not r[failed])
+    for why, count in reasons.most_common(10):
+        print(f"  {count:4d}  {why}")
+
+
+def extract(specs: list[str], keep: Path, jobs: int | None) -> None:
+    from smithbot import api
+
+    for arg in specs:
+        name, _, path = arg.partition("=")
+        out = keep / name
+        t0 = time.perf_counter()
+        rows = api.extract(name, None, out=out / "tasks", source=path or None, all_kernels=True, check=True, jobs=jobs)
+        data = [{"kernel": r.kernel, "path": r.path, "extracted": r.extracted, "interpreter": r.checked, "why": r.why,
+                 "task": str(r.out.relative_to(out)) if r.out else None} for r in rows]
+        (out / "coverage.json").write_text(json.dumps(data, indent=1))
+        n, ext, ok = len(rows), sum(r.extracted for r in rows), sum(r.checked for r in rows)
+        print(f"{name}: {n} launched kernels, {ext} extracted ({ext / max(n, 1):.0%}), {ok} passed the interpreter "
+              f"self-check ({ok / max(n, 1):.0%}) in {time.perf_counter() - t0:.0f} s")
+        _reasons([{**r, "ok": r["interpreter"]} for r in data if not r["extracted"]], "ok")
+        print("  -- extracted, not passed:")
+        _reasons([r for r in data if r["extracted"]], "interpreter")
+
+
+def gpu_check(keep: Path, jobs: int) -> None:
+    for cov in sorted(keep.glob("*/coverage.json")):
+        rows = json.loads(cov.read_text())
+        tasks = sorted({r["task"] for r in rows if r["extracted"] and not r["interpreter"]})
+        verdict: dict[str, tuple[bool, str]] = {}
+
+        def run(task: str) -> None:
+            d = cov.parent / task
+            try:
+                p = subprocess.run([sys.executable, "-m", "evaluator", str(d), str(d / "kernel.py"), "--backend",
+                                    "cuda", "--rounds", "3", "--json"], capture_output=True, text=True, timeout=240,
+                                   cwd=ROOT)
+                res = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {}
+                if isinstance(res, list):
+                    res = res[0]
+                ok = res.get("status") in ("correct", "promoted", "flagged")
+                why = f"{res.get('status')}: {res.get('reason', '')} {res.get('detail', '')}".strip() if res else \
+                    (p.stderr.strip().splitlines() or ["no output"])[-1][:200]
+            except subprocess.TimeoutExpired:
+                ok, why = False, "timeout"
+            verdict[task] = (ok, why[:300])
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            list(pool.map(run, tasks))
+        for r in rows:
+            if r["task"] in verdict:
+                r["gpu"], r["gpu_why"] = verdict[r["task"]]
+        cov.write_text(json.dumps(rows, indent=1))
+        n = len(rows)
+        interp = sum(r["interpreter"] for r in rows)
+        gpu = sum(bool(r.get("gpu")) for r in rows)
+        print(f"{cov.parent.name}: {n} launched, {sum(r['extracted'] for r in rows)} extracted, {interp} passed the "
+              f"interpreter, {gpu} more passed on the GPU ({len(tasks)} tasks tried there) -> {interp + gpu} "
+              f"({(interp + gpu) / max(n, 1):.0%}) in {time.perf_counter() - t0:.0f} s")
+        _reasons([{**r, "why": r.get("gpu_why", "")} for r in rows if "gpu" in r], "gpu")
 
 
 def main() -> None:
-    for arg in sys.argv[1:]:
-        name, _, path = arg.partition("=")
-        out = Path(tempfile.mkdtemp(prefix=f"coverage-{name}-"))
-        t0 = time.perf_counter()
-        rows = api.extract(name, None, out=out, source=path or None, all_kernels=True, check=True)
-        n, ext, ok = len(rows), sum(r.extracted for r in rows), sum(r.checked for r in rows)
-        print(f"{name}: {n} launched kernels, {ext} extracted ({ext / max(n, 1):.0%}), {ok} passed the self-check "
-              f"({ok / max(n, 1):.0%}) in {time.perf_counter() - t0:.0f} s")
-        reasons = collections.Counter(re.sub(r"^[^:]*: ", "", r.why).split(";")[0][:100]
-                                      for r in rows if not r.checked)
-        for why, count in reasons.most_common(8):
-            print(f"  {count:4d}  {why}")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("targets", nargs="*", help="NAME or NAME=CHECKOUT")
+    ap.add_argument("--keep", type=Path, help="where the tasks and coverage.json go")
+    ap.add_argument("--gpu-check", type=Path, metavar="DIR", help="self-check on the GPU what the interpreter could not")
+    ap.add_argument("--jobs", type=int, default=None)
+    args = ap.parse_args()
+    if args.gpu_check:
+        gpu_check(args.gpu_check, args.jobs or 8)
+    else:
+        extract(args.targets, args.keep or Path(tempfile.mkdtemp(prefix="coverage-")), args.jobs)
 
 
 if __name__ == "__main__":
