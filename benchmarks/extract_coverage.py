@@ -10,7 +10,9 @@ Then, on a GPU machine (torch and triton only), the tasks that the interpreter c
 pointers, ``torch.cuda`` calls in the launcher...) are self-checked on the GPU instead: the evaluator runs the baseline
 against itself on every GPU case and must call it correct:
 
-    python benchmarks/extract_coverage.py --gpu-check cov [--jobs 8]
+    python benchmarks/extract_coverage.py --gpu-check cov [--jobs 8] [--confirm 10]
+
+(``--confirm N`` also runs N tasks per target that passed the interpreter, to confirm them on the GPU.)
 
 Prints, per target, the counts and the most common reasons a kernel was not extracted or did not pass.
 """
@@ -58,10 +60,11 @@ def extract(specs: list[str], keep: Path, jobs: int | None) -> None:
         _reasons([r for r in data if r["extracted"]], "interpreter")
 
 
-def gpu_check(keep: Path, jobs: int) -> None:
+def gpu_check(keep: Path, jobs: int, confirm: int) -> None:
     for cov in sorted(keep.glob("*/coverage.json")):
         rows = json.loads(cov.read_text())
         tasks = sorted({r["task"] for r in rows if r["extracted"] and not r["interpreter"]})
+        passed = sorted({r["task"] for r in rows if r["interpreter"]})[:confirm]  # the baseline on the GPU too
         verdict: dict[str, tuple[bool, str]] = {}
 
         def run(task: str) -> None:
@@ -82,18 +85,21 @@ def gpu_check(keep: Path, jobs: int) -> None:
 
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            list(pool.map(run, tasks))
+            list(pool.map(run, tasks + passed))
         for r in rows:
             if r["task"] in verdict:
                 r["gpu"], r["gpu_why"] = verdict[r["task"]]
+        confirmed = [t for t in passed if verdict[t][0]]
+        print(f"{cov.parent.name}: {len(confirmed)} of {len(passed)} interpreter-passed tasks also correct on the GPU"
+              + "".join(f"\n  not on the GPU: {t}: {verdict[t][1]}" for t in passed if not verdict[t][0]))
         cov.write_text(json.dumps(rows, indent=1))
         n = len(rows)
         interp = sum(r["interpreter"] for r in rows)
-        gpu = sum(bool(r.get("gpu")) for r in rows)
+        gpu = sum(bool(r.get("gpu")) for r in rows if not r["interpreter"])
         print(f"{cov.parent.name}: {n} launched, {sum(r['extracted'] for r in rows)} extracted, {interp} passed the "
               f"interpreter, {gpu} more passed on the GPU ({len(tasks)} tasks tried there) -> {interp + gpu} "
               f"({(interp + gpu) / max(n, 1):.0%}) in {time.perf_counter() - t0:.0f} s")
-        _reasons([{**r, "why": r.get("gpu_why", "")} for r in rows if "gpu" in r], "gpu")
+        _reasons([{**r, "why": r.get("gpu_why", "")} for r in rows if "gpu" in r and not r["interpreter"]], "gpu")
 
 
 def main() -> None:
@@ -102,9 +108,11 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="where the tasks and coverage.json go")
     ap.add_argument("--gpu-check", type=Path, metavar="DIR", help="self-check on the GPU what the interpreter could not")
     ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--confirm", type=int, default=10, help="with --gpu-check: also run this many interpreter-passed "
+                                                            "tasks per target on the GPU")
     args = ap.parse_args()
     if args.gpu_check:
-        gpu_check(args.gpu_check, args.jobs or 8)
+        gpu_check(args.gpu_check, args.jobs or 8, args.confirm)
     else:
         extract(args.targets, args.keep or Path(tempfile.mkdtemp(prefix="coverage-")), args.jobs)
 
