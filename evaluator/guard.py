@@ -3,7 +3,8 @@
 It is the first line against the known cheats, and it runs in the parent before any candidate code does:
 - only the EVOLVE-BLOCK differs from the baseline, and the entry point keeps its signature;
 - imports come from an allow-list (torch, triton and its language submodules such as libdevice, and the I/O-free
-  standard modules math, typing, functools, enum, dataclasses, collections, itertools, operator); ``from torch import empty`` style imports, which would dodge output poisoning, are
+  standard modules math, typing, functools, enum, dataclasses, collections, itertools, operator,
+  contextlib); ``from torch import empty`` style imports, which would dodge output poisoning, are
   refused;
 - no streams, events, graphs, synchronisation, threads, processes, files, environment, ``eval``/``exec``/``compile``/
   ``__import__``/``getattr``/``globals``, private or dunder attributes, ``try`` blocks (a silent fallback), ``global``
@@ -22,7 +23,8 @@ from dataclasses import dataclass
 from evaluator.task import split_evolve
 
 ALLOWED_MODULES = {"__future__", "math", "typing", "functools", "torch", "torch.nn.functional", "triton",
-                   "triton.language", "enum", "dataclasses", "collections", "collections.abc", "itertools", "operator"}
+                   "triton.language", "enum", "dataclasses", "collections", "collections.abc", "itertools", "operator",
+                   "contextlib"}
 ALLOWED_FROM = {
     "torch": {"Tensor", "dtype", "device", "Size"},
     "triton": {"language", "jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2"},

@@ -26,7 +26,7 @@ from smithbot.scan.parse import collect_imports
 # What a task may import: torch, triton, and standard-library modules with no I/O, which launchers use for their
 # types (enum, dataclasses, collections). The evaluator's guard allows the same.
 STDLIB = ("math", "typing", "functools", "enum", "dataclasses", "collections", "collections.abc", "itertools",
-          "operator")
+          "operator", "contextlib")
 ALLOWED_ROOTS = {"torch", "triton", *(m.split(".")[0] for m in STDLIB)}
 _BUILTINS = set(dir(builtins))
 

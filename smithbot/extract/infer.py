@@ -45,7 +45,7 @@ SCALAR_INTS: list[tuple[str, Any]] = [
     (r"(hidden_?size|hidden_?dim|^dim$|^n_?cols$)", "hidden"), (r"num_?heads|^nheads$", "heads"),
     (r"head_?(dim|size)", "head_dim"), (r"top_?k", "top_k"), (r"num_?experts", "experts"), (r"^max_", 64),
     (r"(stride|^offset$|^start$)", 0), (r"^(n|m|k|size|length|num|count)$", "tokens"), (r"_size$", 64),
-    (r"ratio", 4), (r"^(num|n)_", 4),
+    (r"ratio", 4), (r"^total_", "tokens"), (r"^(num|n)_|_per_", 4), (r"(policy|mode|flags?)$", 0), (r"mult$", 1),
 ]
 
 
