@@ -60,8 +60,10 @@ def extract(specs: list[str], keep: Path, jobs: int | None) -> None:
         _reasons([r for r in data if r["extracted"]], "interpreter")
 
 
-def gpu_check(keep: Path, jobs: int, confirm: int) -> None:
+def gpu_check(keep: Path, jobs: int, confirm: int, only: list[str]) -> None:
     for cov in sorted(keep.glob("*/coverage.json")):
+        if only and cov.parent.name not in only:
+            continue
         rows = json.loads(cov.read_text())
         tasks = sorted({r["task"] for r in rows if r["extracted"] and not r["interpreter"]})
         passed = sorted({r["task"] for r in rows if r["interpreter"]})[:confirm]  # the baseline on the GPU too
@@ -104,7 +106,8 @@ def gpu_check(keep: Path, jobs: int, confirm: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("targets", nargs="*", help="NAME or NAME=CHECKOUT")
+    ap.add_argument("targets", nargs="*", help="NAME or NAME=CHECKOUT (with --gpu-check: the targets to check, "
+                                                   "default all)")
     ap.add_argument("--keep", type=Path, help="where the tasks and coverage.json go")
     ap.add_argument("--gpu-check", type=Path, metavar="DIR", help="self-check on the GPU what the interpreter could not")
     ap.add_argument("--jobs", type=int, default=None)
@@ -112,7 +115,7 @@ def main() -> None:
                                                             "tasks per target on the GPU")
     args = ap.parse_args()
     if args.gpu_check:
-        gpu_check(args.gpu_check, args.jobs or 8, args.confirm)
+        gpu_check(args.gpu_check, args.jobs or 8, args.confirm, args.targets)
     else:
         extract(args.targets, args.keep or Path(tempfile.mkdtemp(prefix="coverage-")), args.jobs)
 
