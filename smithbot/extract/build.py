@@ -127,15 +127,22 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
 
 
 def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str]:
-    """The baseline must run on its inputs under the interpreter and agree with itself over two runs."""
+    """The baseline must run on its inputs under the interpreter, and on the GPU's named cases when there is a GPU,
+    and agree with itself over two runs. The interpreter runs one small case; the GPU's larger ones catch inputs
+    that only look valid when small (an index past the end of a bigger table)."""
+    import torch
+
     from evaluator import Evaluator, TaskError
 
-    try:
-        with Evaluator(task_dir, backend="interpreter", timeout_s=timeout_s) as ev:
-            ev.prepare()
-            r = ev.submit(task_dir / "kernel.py").result()
-    except TaskError as exc:
-        return False, str(exc)
-    if r.correct:  # timing is not the point here: the interpreter's wall clock can "promote" a copy of itself
-        return True, "baseline runs under the interpreter and agrees with itself"
-    return False, f"{r.status}: {r.reason} {r.detail}".strip()
+    checked = []
+    for backend in ("interpreter", "cuda") if torch.cuda.is_available() else ("interpreter",):
+        try:
+            with Evaluator(task_dir, backend=backend, timeout_s=timeout_s, rounds=3) as ev:
+                ev.prepare()
+                r = ev.submit(task_dir / "kernel.py").result()
+        except TaskError as exc:
+            return False, f"{backend}: {exc}"
+        if not r.correct:  # timing is not the point: the interpreter's wall clock can "promote" a copy of itself
+            return False, f"{backend}: {r.status}: {r.reason} {r.detail}".strip()
+        checked.append("under the interpreter" if backend == "interpreter" else "on the GPU")
+    return True, f"baseline runs {' and '.join(checked)} and agrees with itself"
