@@ -127,22 +127,32 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
 
 
 def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str]:
-    """The baseline must run on its inputs under the interpreter, and on the GPU's named cases when there is a GPU,
-    and agree with itself over two runs. The interpreter runs one small case; the GPU's larger ones catch inputs
-    that only look valid when small (an index past the end of a bigger table)."""
+    """The baseline must run on its inputs and agree with itself over two runs: under the interpreter, and on the
+    GPU's named cases when there is a GPU. The GPU's larger cases catch inputs that only look valid when small (an
+    index past the end of a bigger table) and races the interpreter cannot show. With a GPU, the GPU decides; an
+    interpreter failure is then only reported (some triton releases' interpreters fail where their GPU backend runs)."""
     import torch
 
     from evaluator import Evaluator, TaskError
 
-    checked = []
-    for backend in ("interpreter", "cuda") if torch.cuda.is_available() else ("interpreter",):
+    def run(backend: str) -> str | None:
         try:
             with Evaluator(task_dir, backend=backend, timeout_s=timeout_s, rounds=3) as ev:
                 ev.prepare()
                 r = ev.submit(task_dir / "kernel.py").result()
         except TaskError as exc:
-            return False, f"{backend}: {exc}"
-        if not r.correct:  # timing is not the point: the interpreter's wall clock can "promote" a copy of itself
-            return False, f"{backend}: {r.status}: {r.reason} {r.detail}".strip()
-        checked.append("under the interpreter" if backend == "interpreter" else "on the GPU")
-    return True, f"baseline runs {' and '.join(checked)} and agrees with itself"
+            return str(exc)
+        # timing is not the point: the interpreter's wall clock can even "promote" a copy of itself
+        return None if r.correct else f"{r.status}: {r.reason} {r.detail}".strip()
+
+    gpu = run("cuda") if torch.cuda.is_available() else None
+    if torch.cuda.is_available() and gpu is not None:
+        return False, f"on the GPU: {gpu}"
+    interp = run("interpreter")
+    if not torch.cuda.is_available():
+        if interp is not None:
+            return False, interp
+        return True, "baseline runs under the interpreter and agrees with itself"
+    if interp is not None:
+        return True, f"baseline runs on the GPU and agrees with itself (the interpreter failed: {interp[:200]})"
+    return True, "baseline runs on the GPU and under the interpreter and agrees with itself"

@@ -123,3 +123,9 @@ def test_bad_kernel_names(home: Path, tmp_path: Path) -> None:
         api.extract(str(repo), "scale_kernel", check=False)
     [row] = api.extract(str(repo), "pkg/b/k.py::scale_kernel", out=tmp_path / "b", check=False)
     assert row.extracted and load_task(tmp_path / "b").provenance.definitions[0].path == "pkg/b/k.py"
+
+
+@pytest.mark.gpu
+def test_self_check_runs_the_gpu_cases_when_there_is_a_gpu(home: Path) -> None:
+    [row] = api.extract("demo", "rms_norm", out=home / "rms", check=True)
+    assert row.checked and row.why.startswith("baseline runs on the GPU"), row.why
