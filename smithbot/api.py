@@ -170,13 +170,14 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
         sites = [find_kernel(result, kernel)]
     rows: list[Coverage] = []
     by_wrapper: dict[tuple[str, str], int] = {}  # kernels launched by one launcher share its task
+    owner: list[int] = []  # per kernel: the row of the first kernel of its launcher
     for site in sites:
         dest = base / site.name.strip("_") if all_kernels or out is None else base
         launcher = min(((la.path, la.wrapper) for la in site.launches), default=("", ""))
-        if launcher in by_wrapper:
-            rows.append(Coverage(site.name, site.path, False, False, "", None))  # filled in from its launcher's row
+        owner.append(by_wrapper.setdefault(launcher, len(rows)))
+        if owner[-1] != len(rows):
+            rows.append(Coverage(site.name, site.path, False, False, "", None))  # filled in from its owner below
             continue
-        by_wrapper[launcher] = len(rows)
         try:
             done = build(result.checkout.root, result.checkout.commit, result.checkout.url, result.target, site,
                          result.modules, dest)
@@ -202,9 +203,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
         list(pool.map(checked, todo))
     for i, site in enumerate(sites):  # kernels that share a launcher share its outcome
-        launcher = min(((la.path, la.wrapper) for la in site.launches), default=("", ""))
-        first = rows[by_wrapper[launcher]]
-        if by_wrapper[launcher] != i:
+        if owner[i] != i:
+            first = rows[owner[i]]
             rows[i] = Coverage(site.name, site.path, first.extracted, first.checked, first.why, first.out)
     return rows
 

@@ -145,14 +145,15 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str]:
         # timing is not the point: the interpreter's wall clock can even "promote" a copy of itself
         return None if r.correct else f"{r.status}: {r.reason} {r.detail}".strip()
 
-    gpu = run("cuda") if torch.cuda.is_available() else None
-    if torch.cuda.is_available() and gpu is not None:
-        return False, f"on the GPU: {gpu}"
+    has_gpu = torch.cuda.is_available()
+    if has_gpu:
+        gpu = run("cuda")
+        if gpu is not None:
+            return False, f"on the GPU: {gpu}"
     interp = run("interpreter")
-    if not torch.cuda.is_available():
-        if interp is not None:
-            return False, interp
-        return True, "baseline runs under the interpreter and agrees with itself"
-    if interp is not None:
+    if interp is None:
+        where = "on the GPU and under the interpreter" if has_gpu else "under the interpreter"
+        return True, f"baseline runs {where} and agrees with itself"
+    if has_gpu:
         return True, f"baseline runs on the GPU and agrees with itself (the interpreter failed: {interp[:200]})"
-    return True, "baseline runs on the GPU and under the interpreter and agrees with itself"
+    return False, interp

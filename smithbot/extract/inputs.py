@@ -60,7 +60,7 @@ def _names_in(expr: Any) -> set[str]:
 
 
 def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target,
-                fn: ast.FunctionDef | None = None) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+                fn: ast.FunctionDef) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """(spec per parameter, extra dims, the parameters whose spec was inferred from the launcher's code).
     ``params`` holds (name, default or ...) in signature order; ``fn`` is the launcher, for the inference."""
     from smithbot.extract.infer import infer, rank_conflicts
@@ -79,12 +79,11 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target,
             specs[name] = default
         else:
             unknown.append(name)
-    if fn is not None:
-        by_rule = {n: specs[n] for n in specs if n in NAME_RULES and n not in given}
-        for name in rank_conflicts(fn, by_rule):
-            del specs[name]
-            unknown.append(name)
-    inferred = infer(fn, unknown, specs) if fn is not None and unknown else {}
+    by_rule = {n: specs[n] for n in specs if n in NAME_RULES and n not in given}
+    for name in rank_conflicts(fn, by_rule):
+        del specs[name]
+        unknown.append(name)
+    inferred = infer(fn, unknown, specs) if unknown else {}
     for name in unknown:
         if name not in inferred:
             raise InputError(f"cannot infer an input for parameter {name!r} of {wrapper}; describe it under "
