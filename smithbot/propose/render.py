@@ -60,8 +60,8 @@ def knob_changes(base: str, cand: str) -> list[str]:
         before = kb.value if kb else None
         if kc.value != before:
             def show(v: Any, k: tune.Knob) -> str:
-                if v is None:
-                    return "as written"
+                if v is None:  # not set in the base (Triton's default), or computed by an expression
+                    return "the original setting"
                 if isinstance(v, tuple):
                     return f"{v[0]} when {k.bucket} <= {tune.BUCKET}, else {v[1]}"
                 return str(v)
