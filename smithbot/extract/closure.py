@@ -21,7 +21,7 @@ from typing import Any
 import libcst as cst
 import libcst.helpers
 
-from smithbot.scan.parse import collect_imports
+from smithbot.scan.parse import collect_imports, from_module
 
 # What a task may import: torch, triton, and standard-library modules with no I/O, which launchers use for their
 # types (enum, dataclasses, collections). The evaluator's guard allows the same.
@@ -215,8 +215,8 @@ class _LocalImportDropper(cst.CSTTransformer):
         def binds(stmt: cst.BaseSmallStatement) -> bool:
             if not isinstance(stmt, (cst.Import, cst.ImportFrom)) or isinstance(stmt.names, cst.ImportStar):
                 return False
-            bound = {(a.asname.name.value if a.asname else cst.helpers.get_full_name_for_node(a.name) or "")
-                     .split(".")[0] for a in stmt.names if isinstance(a.asname, cst.AsName) or a.asname is None}
+            bound = {(cst.helpers.get_full_name_for_node(a.asname.name if a.asname else a.name) or "").split(".")[0]
+                     for a in stmt.names}
             return bool(bound & self.names)
 
         if any(binds(s) for s in updated.body):
@@ -351,16 +351,8 @@ class ClosureBuilder:
 
     @staticmethod
     def _star_modules(mod: _Module) -> list[str]:
-        out = []
-        for node in mod.tree.body:
-            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
-                name = node.module or ""
-                if node.level:
-                    base = mod.name.split(".")
-                    keep = len(base) - node.level + (1 if mod.path.endswith("__init__.py") else 0)
-                    name = ".".join(base[:max(keep, 0)] + ([name] if name else []))
-                out.append(name)
-        return out
+        return [from_module(node, mod.name, mod.path.endswith("__init__.py")) for node in mod.tree.body
+                if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)]
 
     def _resolve(self, mod: _Module, name: str, imported: str | None = None) -> None:
         """Bind ``name`` as module ``mod`` sees it (or, with ``imported``, as that function-local import binds it)."""

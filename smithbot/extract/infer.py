@@ -143,7 +143,8 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "stride" \
                 and isinstance(node.func.value, ast.Name) and node.args and facts._int(node.args[0]) is not None:
             facts._ax(node.func.value.id, facts._int(node.args[0]))  # type: ignore[arg-type]
-        facts.axis(node) if isinstance(node, (ast.Subscript, ast.Call)) else None
+        if isinstance(node, (ast.Subscript, ast.Call)):
+            facts.axis(node)  # records p.shape[i] / p.size(i): p is a tensor of rank > i
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
             facts.launched.update(a.id for a in [*node.args, *(k.value for k in node.keywords)]
                                   if isinstance(a, ast.Name) and a.id in facts.params)

@@ -59,6 +59,16 @@ def _statements(tree: ast.AST) -> Iterator[ast.stmt]:
         stack.extend(reversed(children))
 
 
+def from_module(node: ast.ImportFrom, modname: str, is_package: bool) -> str:
+    """The absolute module a ``from ... import`` in module ``modname`` reads from (relative levels resolved)."""
+    mod = node.module or ""
+    if node.level:
+        base = modname.split(".")
+        keep = len(base) - node.level + (1 if is_package else 0)
+        mod = ".".join(base[:max(keep, 0)] + ([mod] if mod else []))
+    return mod
+
+
 def collect_imports(tree: ast.AST, modname: str, is_package: bool) -> dict[str, str]:
     """Local name -> dotted target of every import in a module, relative imports resolved against ``modname``."""
     imports: dict[str, str] = {}
@@ -67,11 +77,7 @@ def collect_imports(tree: ast.AST, modname: str, is_package: bool) -> dict[str, 
             for a in node.names:
                 imports[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            if node.level:
-                base = modname.split(".")
-                keep = len(base) - node.level + (1 if is_package else 0)
-                mod = ".".join(base[:max(keep, 0)] + ([mod] if mod else []))
+            mod = from_module(node, modname, is_package)
             for a in node.names:
                 if a.name != "*":
                     imports[a.asname or a.name] = f"{mod}.{a.name}" if mod else a.name
