@@ -173,9 +173,8 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     harness_imports, harness = _split_module(task.harness_path.read_text(encoding="utf-8"))
     # The extractor keeps annotations as strings (``from __future__ import annotations``) and drops typing imports
     # that only they need, so the generated files keep the future import too.
-    found = list(dict.fromkeys(ref_imports + harness_imports))
-    future = "from __future__ import annotations" in found
-    found = [i for i in found if not i.startswith("from __future__")]
+    future = "from __future__ import annotations" in ref_imports + harness_imports
+    found = [i for i in ref_imports + harness_imports if not i.startswith("from __future__")]
     common = dict(header=header, module=module_of(entry_def.path), entry=task.entry, version=__version__,
                   task_id=task.id, commit=base_commit[:12], reference=reference, harness=harness,
                   cases=_cases(task, []), future=future)
