@@ -44,6 +44,11 @@ class EvalResult:
     def correct(self) -> bool:
         return self.status in ("flagged", "correct", "promoted")
 
+    @property
+    def why(self) -> str:
+        """The status with its reason and detail, in one line."""
+        return f"{self.status}: {self.reason} {self.detail}".strip()
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["speedup_ci"] = list(self.speedup_ci) if self.speedup_ci else None

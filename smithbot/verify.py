@@ -87,10 +87,15 @@ def verification_task(task_dir: Path, dest: Path, seed_factor: int = 2) -> Path:
     return dest
 
 
+def _slower(cases: Any) -> list[dict[str, Any]]:
+    """The cases whose interval lies below 1 beyond the noise floor."""
+    return [c for c in cases if c["ratio_ci"][1] < 1.0 - NOISE_FLOOR]
+
+
 def judge(r: Any) -> tuple[bool, str]:
     if not r.correct:
-        return False, f"{r.status}: {r.reason} {r.detail}".strip()
-    slower = [c for c in r.cases if c["ratio_ci"][1] < 1.0 - NOISE_FLOOR]
+        return False, r.why
+    slower = _slower(r.cases)
     if slower:
         worst = min(slower, key=lambda c: c["ratio"])
         return False, (f"{len(slower)} case(s) slower than the baseline beyond their interval and the 1% noise floor, worst "
@@ -101,8 +106,6 @@ def judge(r: Any) -> tuple[bool, str]:
     return True, "faster on the geomean and on no case slower"
 
 
-def _slower_cases(c: Candidate) -> int:
-    return sum(1 for case in (c.result or {}).get("cases", []) if case["ratio_ci"][1] < 1.0 - NOISE_FLOOR)
 
 
 def top_candidates(db: RunDB, run_id: str, k: int) -> list[Candidate]:
@@ -110,7 +113,7 @@ def top_candidates(db: RunDB, run_id: str, k: int) -> list[Candidate]:
     geomean alone, verification also needs every case."""
     seen, out = set(), []
     cands = sorted((c for c in db.candidates(run_id) if c.correct and c.proposer != "baseline" and c.fitness),
-                   key=lambda c: (_slower_cases(c) > 0, -(c.fitness or 0.0)))
+                   key=lambda c: (bool(_slower((c.result or {}).get("cases", []))), -(c.fitness or 0.0)))
     for c in cands:
         if c.source_hash not in seen and (c.fitness or 0.0) > 1.0:
             seen.add(c.source_hash)

@@ -143,7 +143,7 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str]:
         except TaskError as exc:
             return str(exc)
         # timing is not the point: the interpreter's wall clock can even "promote" a copy of itself
-        return None if r.correct else f"{r.status}: {r.reason} {r.detail}".strip()
+        return None if r.correct else r.why
 
     has_gpu = torch.cuda.is_available()
     if has_gpu:
