@@ -216,20 +216,6 @@ def _equate(facts: _Facts, a: ast.expr, b: ast.expr) -> None:
     facts.union(facts.axis(a), facts.axis(b))
 
 
-def rank_conflicts(fn: ast.FunctionDef, specs: dict[str, Any]) -> list[str]:
-    """The parameters whose name-rule shape has another rank than the launcher's code shows (``hidden_states`` is 2-D
-    by its name, but ``assert hidden_states.dim() == 3`` says otherwise): the code wins."""
-    facts = _Facts({a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs})
-    _collect(fn, facts)
-    out = []
-    for p, spec in specs.items():
-        if isinstance(spec, dict) and isinstance(spec.get("shape"), list) and p in facts.rank:
-            n = len(spec["shape"])
-            if (p in facts.exact and facts.rank[p] != n) or facts.rank[p] > n:
-                out.append(p)
-    return out
-
-
 def _dim_of_name(name: str) -> str | None:
     low = name.lower()
     for pattern, dim in DIM_NAMES:
@@ -238,12 +224,22 @@ def _dim_of_name(name: str) -> str | None:
     return None
 
 
-def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any]) -> dict[str, Any]:
-    """Specs for the ``unknown`` parameters of launcher ``fn`` (a subset may stay unknown: they are left out)."""
+def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any],
+          by_rule: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Specs for the ``unknown`` parameters of launcher ``fn`` (a subset may stay unknown: they are left out), and
+    for those of ``by_rule`` (specs a name rule gave) whose rank the code contradicts: ``hidden_states`` is 2-D by its
+    name, but ``assert hidden_states.dim() == 3`` says otherwise, and the code wins."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     ann = {a.arg: _ann_kind(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     facts = _Facts(params)
     _collect(fn, facts)
+    known, unknown = dict(known), list(unknown)
+    for p in by_rule:
+        shape = known[p].get("shape") if isinstance(known.get(p), dict) else None
+        if isinstance(shape, list) and p in facts.rank and (
+                (p in facts.exact and facts.rank[p] != len(shape)) or facts.rank[p] > len(shape)):
+            del known[p]
+            unknown.append(p)
     # p.shape == q.shape: one rank, and axis by axis the same dims
     groups: dict[Any, list[str]] = {}
     for key in list(facts.parent):

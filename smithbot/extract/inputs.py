@@ -63,7 +63,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target,
                 fn: ast.FunctionDef) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """(spec per parameter, extra dims, the parameters whose spec was inferred from the launcher's code).
     ``params`` holds (name, default or ...) in signature order; ``fn`` is the launcher, for the inference."""
-    from smithbot.extract.infer import infer, rank_conflicts
+    from smithbot.extract.infer import infer
 
     given = dict(target.inputs.get(wrapper, {}))
     given.pop("_models", None)
@@ -79,16 +79,12 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target,
             specs[name] = default
         else:
             unknown.append(name)
-    by_rule = {n: specs[n] for n in specs if n in NAME_RULES and n not in given}
-    for name in rank_conflicts(fn, by_rule):
-        del specs[name]
-        unknown.append(name)
-    inferred = infer(fn, unknown, specs) if unknown else {}
+    inferred = infer(fn, unknown, specs, tuple(n for n in specs if n in NAME_RULES and n not in given))
     for name in unknown:
         if name not in inferred:
             raise InputError(f"cannot infer an input for parameter {name!r} of {wrapper}; describe it under "
                              f"inputs: {wrapper}: {name}: in the target YAML")
-    specs = {name: specs[name] if name in specs else inferred[name] for name, _ in params}
+    specs = {name: inferred[name] if name in inferred else specs[name] for name, _ in params}
     return specs, extra, list(inferred)
 
 

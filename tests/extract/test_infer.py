@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from smithbot import api
-from smithbot.extract.infer import infer, rank_conflicts
+from smithbot.extract.infer import infer
 from tests.extract.test_extract import _check_against_reference, _with_reference
 
 
@@ -56,7 +56,9 @@ def moe_reduce(hidden_states, plan, topk_weights):
     return plan(hidden_states)
 ''')
     assert infer(fn, ["plan"], {}) == {}  # called, never used as a tensor or a number: nothing to go on
-    assert rank_conflicts(fn, {"hidden_states": {"shape": ["tokens", "hidden"]}}) == ["hidden_states"]
+    rule = {"hidden_states": {"shape": ["tokens", "hidden"]}}  # what the name rule says
+    assert infer(fn, [], rule, by_rule=("hidden_states",)) == {"hidden_states": {"shape": ["tokens", "heads", "hidden"]}}
+    assert infer(fn, [], {"hidden_states": {"shape": ["tokens", "heads", "hidden"]}}, by_rule=("hidden_states",)) == {}
 
 
 LAUNCHER = '''"""A fixture engine whose launcher's parameters no name rule knows."""
@@ -130,3 +132,14 @@ def router(scores, bias, num_experts, k_cache, num_reqs):
     assert got["scores"] == {"shape": ["tokens"], "dtype": "fp32"} and got["bias"] == got["scores"]
     assert got["num_experts"] == 192
     assert got["k_cache"] == {"shape": ["tokens", "heads", 128]}
+
+
+def test_param_specs_lets_the_code_override_a_name_rule() -> None:
+    from smithbot.config import get_target
+    from smithbot.extract.inputs import param_specs
+
+    fn = _fn("def moe_reduce(hidden_states, x, fp32_acc=False):\n    assert hidden_states.dim() == 3\n")
+    specs, _, inferred = param_specs([("hidden_states", ...), ("x", ...), ("fp32_acc", False)], "moe_reduce",
+                                     get_target("demo"), fn)
+    assert specs["hidden_states"] == {"shape": ["tokens", "heads", "hidden"]} and inferred == ["hidden_states"]
+    assert specs["x"] == {"shape": ["tokens", "hidden"]}  # the name rule stands where the code says nothing
