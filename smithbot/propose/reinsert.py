@@ -140,13 +140,15 @@ def definition_lines(text: str, qualname: str) -> list[str] | None:
     return text.splitlines()[first:last + 1]
 
 
-def changed_definitions(task: Task, candidate: str) -> list[Definition]:
-    """The task's provenance entries whose code the candidate changes."""
-    base_defs = definitions(task.kernel_path.read_text(encoding="utf-8"))
-    cand_defs = definitions(candidate)
+def _changed(task: Task, base_defs: dict[str, str], cand_defs: dict[str, str]) -> list[Definition]:
     prov = {d.name: d for d in task.provenance.definitions}
     return [d for name, d in prov.items() if name in base_defs and name in cand_defs
             and base_defs[name] != cand_defs[name]]
+
+
+def changed_definitions(task: Task, candidate: str) -> list[Definition]:
+    """The task's provenance entries whose code the candidate changes."""
+    return _changed(task, definitions(task.kernel_path.read_text(encoding="utf-8")), definitions(candidate))
 
 
 def port(before: str, after: str, onto: str) -> str:
@@ -177,7 +179,7 @@ def reinsert(task: Task, candidate: str, root: Path) -> Result:
     prov = {d.name: d for d in task.provenance.definitions}
     files: dict[str, list[str]] = {}
     replaced, added, last_line = [], [], {}
-    for d in changed_definitions(task, candidate):
+    for d in _changed(task, base_defs, cand_defs):
         name = d.name
         path = root / d.path
         if d.path not in files:
