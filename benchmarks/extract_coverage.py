@@ -61,6 +61,8 @@ def extract(specs: list[str], keep: Path, jobs: int | None) -> None:
 
 
 def gpu_check(keep: Path, jobs: int, confirm: int, only: list[str]) -> None:
+    from evaluator import EvalResult
+
     for cov in sorted(keep.glob("*/coverage.json")):
         if only and cov.parent.name not in only:
             continue
@@ -75,12 +77,11 @@ def gpu_check(keep: Path, jobs: int, confirm: int, only: list[str]) -> None:
                 p = subprocess.run([sys.executable, "-m", "evaluator", str(d), str(d / "kernel.py"), "--backend",
                                     "cuda", "--rounds", "3", "--json"], capture_output=True, text=True, timeout=240,
                                    cwd=ROOT)
-                res = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {}
-                if isinstance(res, list):
-                    res = res[0]
-                ok = res.get("status") in ("correct", "promoted", "flagged")
-                why = f"{res.get('status')}: {res.get('reason', '')} {res.get('detail', '')}".strip() if res else \
-                    (p.stderr.strip().splitlines() or ["no output"])[-1][:200]
+                if p.stdout.strip():
+                    res = EvalResult.from_dict(json.loads(p.stdout.strip().splitlines()[-1]))
+                    ok, why = res.correct, res.why
+                else:
+                    ok, why = False, (p.stderr.strip().splitlines() or ["no output"])[-1][:200]
             except subprocess.TimeoutExpired:
                 ok, why = False, "timeout"
             verdict[task] = (ok, why[:300])
