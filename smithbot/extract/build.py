@@ -88,12 +88,13 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     builder.add(module, wrapper)
     if builder.c.blockers:
         raise ExtractError(f"{site.name}: " + "; ".join(dict.fromkeys(builder.c.blockers)))
+    defs = builder.render_definitions()
+    functions = tuple(n for d in defs for n in ast.parse(d.source).body if isinstance(n, ast.FunctionDef))
     try:
-        specs, extra, inferred = param_specs(_params(fn), wrapper, target, fn)
+        specs, extra, inferred = param_specs(_params(fn), wrapper, target, fn, functions)
         case_list = cases(specs, extra, target, wrapper)
     except InputError as exc:
         raise ExtractError(f"{site.name}: {exc}") from None
-    defs = builder.render_definitions()
     imports = sorted(set(builder.c.imports.values()) | {"import torch", "import triton", "import triton.language as tl"})
     parts = [f'"""{site.name}, launched by {wrapper}(): extracted by smithbot from {url}'
              f"{'@' + commit[:12] if commit else ''} {path}.\n\nEvery definition below comes from the target; "

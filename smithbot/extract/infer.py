@@ -5,7 +5,9 @@ The evidence, all read from the launcher's AST:
 - ranks: ``a, b = p.shape``, ``p.shape[i]``, ``p.size(i)``, ``p.stride(i)``, ``p.dim() == k``, ``p.ndim == k``;
 - equalities: ``n = p.shape[i]``, ``assert p.shape == (a, b)``, ``assert p.shape[i] == q.shape[j]``,
   ``assert p.shape == q.shape``, ``assert n == 192``, ``assert p.dtype == torch.float32`` (asserts only: an ``if``
-  that compares is a special case, not the rule).
+  that compares is a special case, not the rule); a scalar parameter with a known value pins the axes it equals;
+- what a parameter handed to a kernel launch becomes there (``kernel_param_kinds``): a pointer the kernel loads
+  from or stores to is a tensor, a ``tl.constexpr`` or a plain scalar is a number.
 Axes that are equal share one dimension; a dimension is named after the variables bound to it (``num_tokens`` ->
 tokens, ``nheads`` -> heads...) or, failing that, after its position (first axis tokens, last axis hidden). Names that
 say "index" (``*_ids``, ``*_indices``, ``*_loc``, ``seq_lens``...) get integer tensors with valid values.
@@ -40,6 +42,8 @@ DIM_NAMES: list[tuple[str, str]] = [
 INDEX_NAME = re.compile(r"(^|_)(ids?|idx|indices|index|indptr|loc|locs|pos|positions|offsets?|lens?|lengths?|"
                         r"seqlens?|seq_lens?|starts?|ends?|mapping|map|table|slots?|mask|counts?|num_tokens_per)(_|$|\d)|_to_")
 CUMULATIVE = re.compile(r"(cu_|indptr|start_loc|offsets|cumsum)")
+FLOAT_NAME = r"(scale|eps|factor|temperature|alpha|beta|cap|softcap|smoothing|fill_value|const)$"
+SIZE_NAME = r"(len|size|sz|dim|num|window|win|capacity|budget|tokens?|pages|rank_dim|blk)"
 SCALAR_INTS: list[tuple[str, Any]] = [
     (r"(page|block|chunk|group|tile)_?size", 64), (r"^(bs|batch_?size|num_?tokens|n_?tokens|num_?seqs)$", "tokens"),
     (r"(hidden_?size|hidden_?dim|^dim$|^n_?cols$)", "hidden"), (r"num_?heads|^nheads$", "heads"),
@@ -47,6 +51,79 @@ SCALAR_INTS: list[tuple[str, Any]] = [
     (r"(stride|^offset$|^start$)", 0), (r"^(n|m|k|size|length|num|count)$", "tokens"), (r"_size$", 64),
     (r"ratio", 4), (r"^total_", "tokens"), (r"^(num|n)_|_per_", 4), (r"(policy|mode|flags?)$", 0), (r"mult$", 1),
 ]
+
+
+POINTER_OPS = {"load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and",
+               "atomic_or", "atomic_xor", "make_block_ptr", "make_tensor_descriptor"}
+PASS_THROUGH = {"multiple_of", "max_contiguous", "cast"}  # f(ptr, ...) is still the pointer
+
+
+def _addends(expr: ast.expr) -> set[str]:
+    """Names that a pointer expression adds offsets to: ``X + row * stride + cols`` -> {X, cols}."""
+    if isinstance(expr, ast.Name):
+        return {expr.id}
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        return _addends(expr.left) | _addends(expr.right)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub):
+        return _addends(expr.left)
+    if isinstance(expr, ast.IfExp):
+        return _addends(expr.body) | _addends(expr.orelse)
+    if isinstance(expr, ast.Subscript):
+        return _addends(expr.value)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("to", "cast") \
+            and not (isinstance(expr.func.value, ast.Name) and expr.func.value.id == "tl"):
+        return _addends(expr.func.value)  # ptr.to(tl.pointer_type(...))
+    if isinstance(expr, ast.Call) and expr.args and (isinstance(expr.func, ast.Attribute) and expr.func.attr
+                                                     or getattr(expr.func, "id", None)) in PASS_THROUGH:
+        return _addends(expr.args[0])  # tl.multiple_of(ptr, 16), tl.cast(ptr, ...)
+    return set()
+
+
+def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
+    """"pointer", "constexpr", "scalar" or "unknown" for each parameter of a ``@triton.jit`` kernel, from its body: a parameter
+    that offsets are added to and that ends up loaded from or stored to (``tl.load(X + offs)``) is a pointer, unless
+    it is also compared, multiplied or ranged over, which only numbers are."""
+    params = [a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs]
+    constexpr = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs
+                 if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
+    assigned: dict[str, list[ast.expr]] = {}
+    pointer: set[str] = set()
+    numeric: set[str] = set()
+    for node in ast.walk(kernel):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in POINTER_OPS:
+            target = node.args[0] if node.args else next(
+                (k.value for k in node.keywords if k.arg in ("pointer", "base")), None)
+            if target is not None:
+                pointer |= _addends(target)
+        elif isinstance(node, ast.Compare):
+            numeric |= {n.id for e in (node.left, *node.comparators) for n in ast.walk(e) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.FloorDiv, ast.Mod, ast.Div)):
+            numeric |= {e.id for e in (node.left, node.right) if isinstance(e, ast.Name)}
+        if isinstance(node, ast.Call) and (isinstance(node.func, ast.Name) and node.func.id in ("range", "min", "max")
+                                           or isinstance(node.func, ast.Attribute) and node.func.attr in (
+                                               "arange", "cdiv", "range", "static_range", "full")):
+            numeric |= {n.id for a in node.args for n in ast.walk(a) if isinstance(n, ast.Name)}
+    todo = list(pointer)
+    while todo:
+        for expr in assigned.get(todo.pop(), []):
+            for name in _addends(expr) - pointer:
+                pointer.add(name)
+                todo.append(name)
+    return {p: "constexpr" if p in constexpr else "scalar" if p in numeric else "pointer" if p in pointer
+            else "unknown" for p in params}  # "unknown": say, only handed on to a helper
+
+
+def _required(kernel: ast.FunctionDef) -> list[str]:
+    """The parameters a launch must pass: no default, and not set by an autotune config or a heuristic."""
+    decorated = {k.value for d in kernel.decorator_list for n in ast.walk(d) if isinstance(n, ast.Dict)
+                 for k in n.keys if isinstance(k, ast.Constant)}
+    args = kernel.args.posonlyargs + kernel.args.args
+    with_default = {a.arg for a in args[len(args) - len(kernel.args.defaults):]} if kernel.args.defaults else set()
+    return [a.arg for a in args if a.arg not in with_default and a.arg not in decorated]
 
 
 def _ann_kind(ann: ast.expr | None) -> str | None:
@@ -66,15 +143,17 @@ def _ann_kind(ann: ast.expr | None) -> str | None:
 class _Facts:
     """Union-find over axes ``(param, i)``, local names and integer literals, plus ranks and tensor use."""
 
-    def __init__(self, params: set[str]) -> None:
+    def __init__(self, params: set[str], kernels: dict[str, tuple[dict[str, str], list[str]]]) -> None:
         self.params = params
+        self.kernels = kernels  # kernel name -> (its parameters' kinds in signature order, those a launch must pass)
+        self.kernel_kind: dict[str, str] = {}  # launcher parameter -> what the kernel it is handed to makes of it
         self.parent: dict[Any, Any] = {}
         self.rank: dict[str, int] = {}
         self.exact: set[str] = set()  # ranks the code states (unpacking, dim() ==), not just indexes up to
         self.tensor: set[str] = set()
         self.floaty: set[str] = set()
         self.launched: set[str] = set()
-        self.dtype: dict[str, str] = {}  # from `p.dtype == torch.float32`  # passed as they are to a kernel launch ``k[grid](...)``
+        self.dtype: dict[str, str] = {}  # from `p.dtype == torch.float32`
 
     def find(self, x: Any) -> Any:
         self.parent.setdefault(x, x)
@@ -148,8 +227,23 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
             facts.launched.update(a.id for a in [*node.args, *(k.value for k in node.keywords)]
                                   if isinstance(a, ast.Name) and a.id in facts.params)
+            if getattr(node.func.value, "id", None) in facts.kernels:
+                _launch(facts, node, *facts.kernels[node.func.value.id])  # type: ignore[attr-defined]
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             tgt, val = node.targets[0], node.value
+            starred = [e for e in val.elts if isinstance(e, ast.Starred)] if isinstance(val, ast.Tuple) else []
+            if len(starred) == 1 and facts.shape_of(starred[0].value) and isinstance(tgt, (ast.Tuple, ast.List)):
+                # B, T, H, K, V = *k.shape, v.shape[-1]
+                p, at = facts.shape_of(starred[0].value), val.elts.index(starred[0])
+                r = len(tgt.elts) - len(val.elts) + 1
+                if r >= 1 and p:
+                    facts.rank[p] = r
+                    facts.exact.add(p)
+                    for i, e in enumerate(tgt.elts):
+                        src = ("ax", p, i - at) if at <= i < at + r else facts.axis(val.elts[i if i < at else i - r + 1])
+                        if isinstance(e, ast.Name) and e.id != "_":
+                            facts.union(("name", e.id), src)
+                continue
             p = facts.shape_of(val)
             if p and isinstance(tgt, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in tgt.elts):
                 facts.rank[p] = len(tgt.elts)
@@ -168,6 +262,35 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args \
                 and isinstance(node.args[0], ast.Name):
             facts.floaty.add(node.args[0].id)
+
+
+def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list[str]) -> None:
+    """What the kernel makes of each launcher parameter handed to it as it is, and the rank of a splatted
+    ``*p.stride()`` / ``*p.shape``: as many as the kernel's parameters left over for it."""
+    names = list(kinds)
+    given = {k.arg for k in call.keywords}
+    stars = [i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)]
+    width = 1
+    if len(stars) == 1:
+        width = len([n for n in required if n not in given]) - (len(call.args) - 1)
+        star = call.args[stars[0]].value
+        p = facts.shape_of(star) or (star.func.value.id if isinstance(star, ast.Call) and isinstance(
+            star.func, ast.Attribute) and star.func.attr == "stride" and isinstance(star.func.value, ast.Name)
+            and star.func.value.id in facts.params else None)
+        if p and width >= 1:
+            facts.tensor.add(p)
+            facts.rank[p] = width
+            facts.exact.add(p)
+    elif stars:
+        return
+    pairs = []
+    for i, a in enumerate(call.args):
+        at = i if not stars or i < stars[0] else i + width - 1
+        if not isinstance(a, ast.Starred) and at < len(names):
+            pairs.append((names[at], a))
+    for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]:
+        if isinstance(a, ast.Name) and a.id in facts.params and kinds.get(kparam or "", "unknown") != "unknown":
+            facts.kernel_kind.setdefault(a.id, kinds[kparam])  # type: ignore[index]
 
 
 TORCH_DTYPES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
@@ -216,6 +339,25 @@ def _equate(facts: _Facts, a: ast.expr, b: ast.expr) -> None:
     facts.union(facts.axis(a), facts.axis(b))
 
 
+def required_optionals(fn: ast.FunctionDef) -> set[str]:
+    """Names the launcher insists are given although their default is None: ``assert n is not None`` or
+    ``if n is None: raise ...``."""
+    out = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assert):
+            test, op = node.test, ast.IsNot
+        elif isinstance(node, ast.If) and node.body and isinstance(node.body[0], ast.Raise):
+            test, op = node.test, ast.Is
+        else:
+            continue
+        for c in ast.walk(test):
+            if isinstance(c, ast.Compare) and isinstance(c.left, ast.Name) and len(c.ops) == 1 \
+                    and isinstance(c.ops[0], op) and isinstance(c.comparators[0], ast.Constant) \
+                    and c.comparators[0].value is None:
+                out.add(c.left.id)
+    return out
+
+
 def _dim_of_name(name: str) -> str | None:
     low = name.lower()
     for pattern, dim in DIM_NAMES:
@@ -224,14 +366,15 @@ def _dim_of_name(name: str) -> str | None:
     return None
 
 
-def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any],
-          by_rule: tuple[str, ...] = ()) -> dict[str, Any]:
+def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rule: tuple[str, ...] = (),
+          kernels: tuple[ast.FunctionDef, ...] = ()) -> dict[str, Any]:
     """Specs for the ``unknown`` parameters of launcher ``fn`` (a subset may stay unknown: they are left out), and
     for those of ``by_rule`` (specs a name rule gave) whose rank the code contradicts: ``hidden_states`` is 2-D by its
-    name, but ``assert hidden_states.dim() == 3`` says otherwise, and the code wins."""
+    name, but ``assert hidden_states.dim() == 3`` says otherwise, and the code wins. ``kernels`` are the
+    ``@triton.jit`` functions it may launch."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     ann = {a.arg: _ann_kind(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    facts = _Facts(params)
+    facts = _Facts(params, {k.name: (kernel_param_kinds(k), _required(k)) for k in kernels})
     _collect(fn, facts)
     known, unknown = dict(known), list(unknown)
     for p in by_rule:
@@ -240,6 +383,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any],
                 (p in facts.exact and facts.rank[p] != len(shape)) or facts.rank[p] > len(shape)):
             del known[p]
             unknown.append(p)
+        elif isinstance(shape, list):
+            facts.rank[p] = len(shape)  # the rule's rank stands; `x.shape[-1]` is its last axis
     # p.shape == q.shape: one rank, and axis by axis the same dims
     groups: dict[Any, list[str]] = {}
     for key in list(facts.parent):
@@ -261,18 +406,23 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any],
         if isinstance(spec, dict) and isinstance(spec.get("shape"), list):
             for i, d in enumerate(spec["shape"]):
                 pinned[facts.find(("ax", p, i))] = d
+        elif isinstance(spec, int) and not isinstance(spec, bool) and spec > 0 or isinstance(spec, str) \
+                and not spec.startswith("dtype:"):
+            pinned[facts.find(("name", p))] = spec  # d_v=512 and `assert q.shape[-1] == d_v`
     classes: dict[Any, list[Any]] = {}
     for key in list(facts.parent):
         classes.setdefault(facts.find(key), []).append(key)
 
+    def literal(p: str, i: int) -> int | None:
+        return next((m[1] for m in classes.get(facts.find(("ax", p, i)), []) if m[0] == "lit"), None)
+
     def dim(p: str, i: int, rank: int) -> Any:
         root = facts.find(("ax", p, i))
+        if literal(p, i) is not None:  # the code insists: `assert x.shape[-1] == 128`
+            return literal(p, i)
         if root in pinned:
             return pinned[root]
         members = classes.get(root, [])
-        lits = [m[1] for m in members if m[0] == "lit"]
-        if lits:
-            return lits[0]
         for m in members:
             if m[0] == "name" and _dim_of_name(m[1]):
                 return _dim_of_name(m[1])
@@ -283,11 +433,19 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any],
         return "heads"
 
     out: dict[str, Any] = {}
+    for p in by_rule:  # a name rule's shape, with the sizes the code insists on
+        if p not in unknown and isinstance(known.get(p), dict) and isinstance(known[p].get("shape"), list):
+            shape = known[p]["shape"]
+            fixed = [d if literal(p, i) is None else literal(p, i) for i, d in enumerate(shape)]
+            if fixed != shape:
+                out[p] = {**known[p], "shape": fixed}
     for p in unknown:
         kind = ann.get(p)
         # handed to a kernel under a buffer-like name: a pointer argument
-        is_tensor = kind == "tensor" or p in facts.tensor or (kind is None and p in facts.launched and (
-            INDEX_NAME.search(p.lower()) or re.search(r"(_ptr|buf|buffer|cache|^out|output)$", p.lower())))
+        handed = facts.kernel_kind.get(p)
+        is_tensor = kind == "tensor" or p in facts.tensor or kind is None and (handed == "pointer" or (
+            handed is None and p in facts.launched and (
+                INDEX_NAME.search(p.lower()) or re.search(r"(_ptr|buf|buffer|cache|^out|output)$", p.lower()))))
         if is_tensor:
             rank = facts.rank.get(p) or (1 if INDEX_NAME.search(p.lower()) else 2)
             shape = [dim(p, i, rank) for i in range(rank)]
@@ -307,10 +465,10 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any],
                 out[p]["dtype"] = facts.dtype[p]
             continue
         if kind == "dtype" or p.lower().endswith("dtype"):
-            out[p] = "dtype:fp8_e4m3" if "quant" in p.lower() else "dtype:act"
-        elif kind == "float" or p in facts.floaty or re.search(r"(scale|eps|factor|temperature|alpha|beta)$", p.lower()):
-            out[p] = 1e-6 if "eps" in p.lower() else 1.0
-        elif kind == "bool" or re.match(r"^(is_|use_|has_|enable|do_)", p.lower()):
+            out[p] = "dtype:fp8_e4m3" if re.search("quant|fp8", p.lower()) else "dtype:act"
+        elif kind == "float" or p in facts.floaty or re.search(FLOAT_NAME, p.lower()):
+            out[p] = 1e-6 if "eps" in p.lower() else 0.0 if re.search(r"smoothing|fill", p.lower()) else 1.0
+        elif kind == "bool" or re.match(r"^(is_|use_|has_|enable|do_)|^(causal|training)$", p.lower()):
             out[p] = False
         elif kind == "int" or kind is None:
             root = facts.find(("name", p))
@@ -331,4 +489,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any],
             else:
                 if _dim_of_name(p):
                     out[p] = _dim_of_name(p)
+                elif kind == "int" or handed in ("scalar", "constexpr"):
+                    # a number with nothing more to go on: a power of two for a size (tl.arange needs one), else 0
+                    out[p] = 64 if handed == "constexpr" or re.search(SIZE_NAME, p.lower()) else 0
     return out

@@ -4,7 +4,8 @@ In order of preference, a parameter's spec comes from:
 1. the target YAML's ``inputs: {wrapper: {param: spec}}``;
 2. the parameter's name (``x``, ``weight``, ``q``, ``positions``, ``router_logits``...), with model-preset dims;
 3. its default value;
-4. how the launcher uses it (``infer.py``): annotations, ranks and shape equalities read from its code.
+4. how the launcher uses it (``infer.py``): annotations, ranks and shape equalities read from its code, and what
+   the kernel it is handed to makes of it (a pointer, a number).
 Otherwise extraction stops and names the parameter, so that the YAML can say what it is.
 
 A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|bool, init: ...}`` where dims are
@@ -12,7 +13,8 @@ numbers or arithmetic over the case's dims (``tokens``, ``hidden``, ``heads``, `
 ``intermediate``, ``moe_intermediate``, ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is
 ``randn`` (the default), ``around1``, ``randint:LO:HI``, ``perm:N`` (distinct values below N) or ``arange``.
 A scalar spec is a number, a bool, or an arithmetic expression over the dims; ``dtype:act`` is the case's dtype and
-``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype.
+``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype; ``{literal: VALUE}`` is VALUE as it is (a string
+default such as ``activation="swish"``).
 """
 
 from __future__ import annotations
@@ -59,27 +61,29 @@ def _names_in(expr: Any) -> set[str]:
     return set()
 
 
-def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target,
-                fn: ast.FunctionDef) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn: ast.FunctionDef,
+                kernels: tuple[ast.FunctionDef, ...] = ()) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """(spec per parameter, extra dims, the parameters whose spec was inferred from the launcher's code).
-    ``params`` holds (name, default or ...) in signature order; ``fn`` is the launcher, for the inference."""
-    from smithbot.extract.infer import infer
+    ``params`` holds (name, default or ...) in signature order; ``fn`` is the launcher and ``kernels`` the functions
+    of its closure, for the inference."""
+    from smithbot.extract.infer import infer, required_optionals
 
     given = dict(target.inputs.get(wrapper, {}))
     given.pop("_models", None)
     extra = dict(given.pop("_dims", {}) or {})
     specs: dict[str, Any] = {}
     unknown = []
+    required = required_optionals(fn)
     for name, default in params:
         if name in given:
             specs[name] = given[name]
         elif name in NAME_RULES:
             specs[name] = NAME_RULES[name]
-        elif default is not ...:
-            specs[name] = default
+        elif default is not ... and not (default is None and name in required):
+            specs[name] = {"literal": default} if isinstance(default, (str, tuple, list)) else default
         else:
             unknown.append(name)
-    inferred = infer(fn, unknown, specs, tuple(n for n in specs if n in NAME_RULES and n not in given))
+    inferred = infer(fn, unknown, specs, tuple(n for n in specs if n in NAME_RULES and n not in given), kernels)
     for name in unknown:
         if name not in inferred:
             raise InputError(f"cannot infer an input for parameter {name!r} of {wrapper}; describe it under "
@@ -161,6 +165,9 @@ def make_inputs(case, generator):
             continue
         if not isinstance(spec, dict):
             args[name] = _value(spec, dims)
+            continue
+        if "literal" in spec:
+            args[name] = spec["literal"]
             continue
         shape = [int(_value(s, dims)) for s in spec["shape"]]
         dtype = case["dtype"] if spec.get("dtype", "act") == "act" else _DTYPES[spec["dtype"]]

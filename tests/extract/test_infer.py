@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from smithbot import api
-from smithbot.extract.infer import infer
+from smithbot.extract.infer import infer, kernel_param_kinds, required_optionals
 from tests.extract.test_extract import _check_against_reference, _with_reference
 
 
@@ -59,6 +59,72 @@ def moe_reduce(hidden_states, plan, topk_weights):
     rule = {"hidden_states": {"shape": ["tokens", "hidden"]}}  # what the name rule says
     assert infer(fn, [], rule, by_rule=("hidden_states",)) == {"hidden_states": {"shape": ["tokens", "heads", "hidden"]}}
     assert infer(fn, [], {"hidden_states": {"shape": ["tokens", "heads", "hidden"]}}, by_rule=("hidden_states",)) == {}
+
+
+KERNEL = '''
+@triton.jit
+def _kernel(X, Out, lse, stride, n_cols, cap, start, row_ids, flag, BLOCK: tl.constexpr):
+    row = tl.load(row_ids + tl.program_id(0))
+    ptrs = tl.multiple_of(X, 16) + row * stride
+    cols = tl.arange(0, BLOCK)
+    y = tl.load(ptrs + cols, mask=cols < n_cols) * cap
+    out_ptr = Out + start
+    tl.store(out_ptr + cols, y, mask=cols < n_cols)
+    tl.store(lse.to(tl.pointer_type(tl.float32)) + row, tl.max(y, 0))
+    _helper(flag)
+'''
+
+
+def test_kernel_param_kinds_read_pointers_numbers_and_constexprs() -> None:
+    kinds = kernel_param_kinds(_fn(KERNEL))
+    assert kinds == {"X": "pointer", "Out": "pointer", "lse": "pointer", "stride": "scalar", "n_cols": "scalar",
+                     "cap": "scalar", "start": "pointer", "row_ids": "pointer", "flag": "unknown",
+                     "BLOCK": "constexpr"}
+
+
+def test_a_launch_says_what_unannotated_parameters_are() -> None:
+    fn = _fn('''
+def launch(a, b, att_lse, logit_cap, sz, offset_rows, block, helper_only):
+    _kernel[(3,)](a, b, att_lse, 8, sz, logit_cap, 0, offset_rows, helper_only, BLOCK=block)
+''')
+    got = infer(fn, ["a", "b", "att_lse", "logit_cap", "sz", "offset_rows", "block", "helper_only"], {},
+                kernels=(_fn(KERNEL),))
+    assert got["att_lse"] == {"shape": ["tokens", "hidden"]}  # a pointer the kernel stores to, despite its name
+    assert got["offset_rows"]["dtype"] == "int64"  # an index-like name keeps its valid integers
+    assert (got["logit_cap"], got["sz"], got["block"]) == (1.0, 64, 64)
+    assert "helper_only" not in got  # only handed on to a helper: nothing to go on
+
+
+def test_a_known_scalar_pins_the_axis_it_equals() -> None:
+    fn = _fn('''
+def mla(q_nope, d_v=512):
+    assert q_nope.dim() == 3
+    d_v_in = q_nope.shape[-1]
+    assert d_v_in == d_v
+''')
+    assert infer(fn, ["q_nope"], {"d_v": 512}) == {"q_nope": {"shape": ["tokens", "heads", 512]}}
+
+
+def test_starred_unpacking_splats_and_code_stated_sizes() -> None:
+    fn = _fn('''
+def chunk_o(q, v, x, h, N=None, mode="swish"):
+    B, T, H, K, V = *q.shape, v.shape[-1]
+    assert x.shape[-1] == 128
+    assert N is not None
+    _kernel[(B,)](q, v, *h.stride(), N)
+''')
+    kernel = _fn('''
+@triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["N"])
+@triton.jit
+def _kernel(q, v, s0, s1, s2, N, BLOCK: tl.constexpr, EVEN: tl.constexpr = True):
+    pass
+''')
+    got = infer(fn, ["v", "h"], {"q": {"shape": ["tokens", "heads", "head_dim"]}, "x": {"shape": ["tokens", "hidden"]}},
+                by_rule=("q", "x"), kernels=(kernel,))
+    assert got["q"] == {"shape": ["tokens", "tokens", "heads", "hidden"]}  # rank 4, as the unpacking says (K: hidden)
+    assert got["x"] == {"shape": ["tokens", 128]}  # the rule's shape, with the size the assert insists on
+    assert len(got["h"]["shape"]) == 3  # *h.stride() fills the 3 kernel parameters left before N
+    assert required_optionals(fn) == {"N"}
 
 
 LAUNCHER = '''"""A fixture engine whose launcher's parameters no name rule knows."""
