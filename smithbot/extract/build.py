@@ -17,19 +17,25 @@ from smithbot.types import KernelSite
 LAUNCH_KWARGS = ("num_warps", "num_stages")
 
 
-def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionDef]:
-    """(module path, wrapper name, its def) of the kernel's preferred launch: CUDA branch first, fallbacks last."""
-    launches = sorted(site.launches, key=lambda la: (la.fallback_only, not la.cuda_branch))
+def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionDef | None]:
+    """(module path, wrapper, its def) of the kernel's preferred launch: CUDA branch first, fallbacks last. The
+    wrapper is a module-level function, or ``Cls.forward`` of an ``autograd.Function`` (then the def is None: the
+    closure builder writes it as a function)."""
+    launches = sorted(site.launches, key=lambda la: (la.fallback_only, not la.cuda_branch, "." in la.wrapper))
     for la in launches:
-        if "." in la.wrapper or la.wrapper == "<module>":
+        if la.wrapper == "<module>" or la.wrapper.count(".") > 1:
             continue
+        cls, _, method = la.wrapper.rpartition(".")
         tree = ast.parse((root / la.path).read_text(encoding="utf-8-sig"))
         for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name == la.wrapper:
+            if not cls and isinstance(node, ast.FunctionDef) and node.name == la.wrapper:
                 return la.path, la.wrapper, node
+            if cls and method == "forward" and isinstance(node, ast.ClassDef) and node.name == cls \
+                    and any("Function" in ast.unparse(b) for b in node.bases):
+                return la.path, la.wrapper, None
     wrappers = ", ".join(sorted({la.wrapper for la in site.launches})) or "none"
-    raise ExtractError(f"{site.name}: no module-level launcher function to extract (launched from: {wrappers}); "
-                       "methods and nested launchers are not supported yet")
+    raise ExtractError(f"{site.name}: no module-level launcher function or autograd.Function.forward to extract "
+                       f"(launched from: {wrappers}); other methods and nested launchers are not supported yet")
 
 
 def _literal(node: ast.expr | None) -> Any:
@@ -85,7 +91,11 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         raise ExtractError(f"{site.name}: {path} shares its module name with another file; cannot place it")
     builder = ClosureBuilder(root, modules, module.split(".")[0], target.stubs, target.hints.external_modules,
                              target.hints.custom_jit_decorators)
-    builder.add(module, wrapper)
+    if fn is None:  # Cls.forward of an autograd.Function, extracted as the function Cls_forward
+        fn = builder.add_forward(module, wrapper.partition(".")[0], wrapper.replace(".", "_"))
+        wrapper = fn.name
+    else:
+        builder.add(module, wrapper)
     if builder.c.blockers:
         raise ExtractError(f"{site.name}: " + "; ".join(dict.fromkeys(builder.c.blockers)))
     defs = builder.render_definitions()

@@ -325,6 +325,13 @@ class ClosureBuilder:
             value = self.stubs_values[node.value.func.id]
             self.c.definitions.append(Definition(name, name, mod.path, f"{name} = {value!r}\n"))
             return
+        self._take(mod, name, name, source, node)
+        if as_name != name:
+            self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
+            self._bound[as_name] = key
+
+    def _take(self, mod: _Module, name: str, qualname: str, source: str, node: ast.stmt) -> ast.stmt:
+        """Append the definition ``source`` (``node`` parsed) and resolve everything it needs; return its final node."""
         if isinstance(node, ast.FunctionDef) and self.stubs_values:
             source = cst.parse_module(source).visit(_Pruner(self.stubs_values)).code
             node = ast.parse(source).body[0]
@@ -344,10 +351,36 @@ class ClosureBuilder:
         for free in _free_names(node):
             if free not in dropped:
                 self._resolve(mod, free)
-        self.c.definitions.append(Definition(name, name, mod.path, source))
-        if as_name != name:
-            self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
-            self._bound[as_name] = key
+        self.c.definitions.append(Definition(name, qualname, mod.path, source))
+        return node
+
+    def add_forward(self, module: str, cls: str, as_name: str) -> ast.FunctionDef:
+        """Add ``cls.forward`` of an ``autograd.Function`` as the module-level function ``as_name`` (no ``ctx``
+        parameter: a local stand-in takes what it saves for backward) and everything it needs; return its def."""
+        mod = self.module(module)
+        node = mod.top.get(cls) if mod else None
+        method = next((n for n in getattr(node, "body", []) if isinstance(n, ast.FunctionDef) and n.name == "forward"),
+                      None)
+        if not isinstance(node, ast.ClassDef) or method is None or not method.args.args \
+                or not any("Function" in ast.unparse(b) for b in node.bases):
+            raise ExtractError(f"{cls}.forward is not the forward of an autograd.Function")
+        assert mod is not None
+        source = textwrap.dedent("\n".join(mod.lines[method.lineno - 1:method.end_lineno])) + "\n"
+        fn = cst.ensure_type(cst.parse_module(source).body[0], cst.FunctionDef)
+        ctx = fn.params.params[0].name.value
+        stand_in = cst.parse_statement(
+            f"class {ctx}:  # the autograd context: what forward saves for backward is dropped\n"
+            "    def save_for_backward(*tensors):\n        pass\n\n"
+            "    mark_non_differentiable = set_materialize_grads = save_for_backward\n")
+        body = cst.ensure_type(fn.body, cst.IndentedBlock)
+        fn = fn.with_changes(name=cst.Name(as_name), params=fn.params.with_changes(params=fn.params.params[1:]),
+                             body=body.with_changes(body=[stand_in, *body.body]))
+        source = cst.Module(body=[fn]).code
+        self._done.add((module, as_name))
+        self._bound[as_name] = (module, as_name)
+        tree = self._take(mod, as_name, f"{cls}.forward", source, ast.parse(source).body[0])
+        assert isinstance(tree, ast.FunctionDef)
+        return tree
 
     @staticmethod
     def _star_modules(mod: _Module) -> list[str]:

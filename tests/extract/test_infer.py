@@ -159,6 +159,42 @@ def reference(table, token_ids, factor):
 '''
 
 
+FUNCTION = '''"""An activation whose kernel only an autograd.Function launches."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scaled_silu_kernel(X, Out, n, factor, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(X + offs, mask=mask).to(tl.float32)
+    tl.store(Out + offs, (x * tl.sigmoid(x) * factor).to(Out.dtype.element_ty), mask=mask)
+
+
+class ScaledSilu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, factor=2.0):
+        out = torch.empty_like(x)
+        n = x.numel()
+        _scaled_silu_kernel[(triton.cdiv(n, 256),)](x, out, n, factor, BLOCK=256)
+        ctx.save_for_backward(x)
+        ctx.factor = factor
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise NotImplementedError
+'''
+
+SILU_REFERENCE = '''
+
+def reference(x, factor):
+    return (torch.nn.functional.silu(x.float()) * factor).to(x.dtype)
+'''
+
+
 @pytest.fixture()
 def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
@@ -166,6 +202,7 @@ def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (repo / "engine").mkdir(parents=True)
     (repo / "engine" / "__init__.py").write_text("")
     (repo / "engine" / "gather.py").write_text(LAUNCHER)
+    (repo / "engine" / "act.py").write_text(FUNCTION)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
     subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
@@ -181,6 +218,27 @@ def test_inferred_inputs_extract_run_and_match_a_reference(engine: Path, tmp_pat
     _with_reference(tmp_path / "task", GATHER_REFERENCE, {
         "name": "irregular-29x777", "regime": "prefill", "dtype": "fp32", "dims": {"tokens": 29, "hidden": 777}})
     _check_against_reference(tmp_path / "task")
+
+
+def test_an_autograd_function_forward_extracts_and_goes_back(engine: Path, tmp_path: Path) -> None:
+    from evaluator import load_task
+    from smithbot.propose.reinsert import reinsert
+
+    [row] = api.extract(str(engine), "_scaled_silu_kernel", out=tmp_path / "task", source=str(engine), check=True)
+    assert row.extracted and row.checked, row.why
+    task = load_task(tmp_path / "task")
+    assert task.entry == "ScaledSilu_forward"
+    assert [d.qualname for d in task.provenance.definitions] == ["_scaled_silu_kernel", "ScaledSilu.forward"]
+    _with_reference(tmp_path / "task", SILU_REFERENCE, {
+        "name": "irregular-7x333", "regime": "prefill", "dtype": "fp32", "dims": {"tokens": 7, "hidden": 333}})
+    _check_against_reference(tmp_path / "task")
+    # a tuned candidate goes back into the method, one line changed
+    candidate = (tmp_path / "task" / "kernel.py").read_text().replace("BLOCK=256", "BLOCK=1024")
+    reinsert(task, candidate, engine)
+    diff = subprocess.run(["git", "-C", str(engine), "diff", "-U0"], capture_output=True, text=True).stdout
+    assert [ln for ln in diff.splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")] == [
+        "-        _scaled_silu_kernel[(triton.cdiv(n, 256),)](x, out, n, factor, BLOCK=256)",
+        "+        _scaled_silu_kernel[(triton.cdiv(n, 256),)](x, out, n, factor, BLOCK=1024)"]
 
 
 def test_dtypes_negative_axes_and_literal_sizes() -> None:
