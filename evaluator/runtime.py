@@ -59,7 +59,8 @@ class Recorder(TorchDispatchMode):
 
 
 class LaunchCounter:
-    """Counts Triton kernel launches by wrapping ``run`` on the JIT (and interpreter) function classes."""
+    """Counts Triton kernel launches by wrapping ``run`` on the JIT (and interpreter) function classes. Under the
+    interpreter it also passes a list grid (``k[[n]](...)``, which the GPU launcher accepts) as a tuple."""
 
     count = 0
     _installed = False
@@ -80,9 +81,13 @@ class LaunchCounter:
         for klass in classes:
             original = klass.run
 
-            def run(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            def run(self: Any, *args: Any, _original: Any = original, _host: bool = klass is not jit.JITFunction,
+                    **kwargs: Any) -> Any:
                 if not kwargs.get("warmup", False):
                     LaunchCounter.count += 1
+                grid = kwargs.get("grid")
+                if _host and grid is not None:  # the GPU launcher takes a list grid, the interpreter only a tuple
+                    kwargs["grid"] = (lambda meta, g=grid: tuple(g(meta))) if callable(grid) else tuple(grid)
                 return _original(self, *args, **kwargs)
 
             klass.run = run  # type: ignore[method-assign]

@@ -215,6 +215,8 @@ class _Facts:
 def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
     # Equalities count only where the code insists on them: `assert a == b`, not `if n == 0: return`.
     asserted = {id(n) for a in ast.walk(fn) if isinstance(a, ast.Assert) for n in ast.walk(a.test)}
+    assigned = [t.id for a in ast.walk(fn) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                for t in (a.targets if isinstance(a, ast.Assign) else [a.target]) if isinstance(t, ast.Name)]
     for node in ast.walk(fn):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in facts.params \
                 and node.attr in TENSOR_ATTRS:
@@ -253,12 +255,22 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
                         facts.union(("name", e.id), ("ax", p, i))
             elif isinstance(tgt, ast.Name):
                 ax = facts.axis(val)
-                if ax is not None and ax[0] in ("ax", "neg"):
+                if ax is not None and (ax[0] in ("ax", "neg") or ax[0] == "lit" and ax[1] > 0
+                                       and assigned.count(tgt.id) == 1):  # BLOCK_E = 128, bound once
                     facts.union(("name", tgt.id), ax)
         if isinstance(node, ast.Compare) and id(node) in asserted and all(isinstance(o, ast.Eq) for o in node.ops):
             items = [node.left, *node.comparators]
+            if isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Mod) and len(items) == 2 \
+                    and facts._int(items[1]) == 0:
+                items = [node.left.left, node.left.right]  # `assert n % BLOCK == 0`: n = BLOCK is the least that holds
             for a, b in zip(items, items[1:]):
                 _equate(facts, a, b)
+        if isinstance(node, ast.Compare) and id(node) in asserted and len(node.ops) == 1 \
+                and isinstance(node.ops[0], (ast.Gt, ast.GtE)) and facts._int(node.comparators[0]) is not None:
+            p = _rank_of(facts, node.left)  # assert x.dim() >= 2
+            if p is not None:
+                facts.tensor.add(p)
+                facts.at_least(p, facts._int(node.comparators[0]) + isinstance(node.ops[0], ast.Gt))  # type: ignore
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args \
                 and isinstance(node.args[0], ast.Name):
             facts.floaty.add(node.args[0].id)
@@ -298,6 +310,19 @@ TORCH_DTYPES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "
                 "int8": "int8", "bool": "bool"}
 
 
+def _rank_of(facts: _Facts, x: ast.expr) -> str | None:
+    """The parameter whose rank ``x`` is: ``p.dim()``, ``p.ndim``, ``len(p.shape)``."""
+    p = None
+    if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "dim" \
+            and isinstance(x.func.value, ast.Name):
+        p = x.func.value.id
+    elif isinstance(x, ast.Attribute) and x.attr == "ndim" and isinstance(x.value, ast.Name):
+        p = x.value.id
+    elif isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len" and x.args:
+        p = facts.shape_of(x.args[0])
+    return p if p in facts.params else None
+
+
 def _equate(facts: _Facts, a: ast.expr, b: ast.expr) -> None:
     for x, y in ((a, b), (b, a)):  # p.dtype == torch.float32
         if isinstance(x, ast.Attribute) and x.attr == "dtype" and isinstance(x.value, ast.Name) \
@@ -309,15 +334,8 @@ def _equate(facts: _Facts, a: ast.expr, b: ast.expr) -> None:
     # p.dim() == k, p.ndim == k, len(p.shape) == k
     for x, y in ((a, b), (b, a)):
         if isinstance(y, ast.Constant) and isinstance(y.value, int):
-            p = None
-            if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "dim" \
-                    and isinstance(x.func.value, ast.Name):
-                p = x.func.value.id
-            elif isinstance(x, ast.Attribute) and x.attr == "ndim" and isinstance(x.value, ast.Name):
-                p = x.value.id
-            elif isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len" and x.args:
-                p = facts.shape_of(x.args[0])
-            if p in facts.params:
+            p = _rank_of(facts, x)
+            if p is not None:
                 facts.tensor.add(p)
                 facts.rank[p] = y.value
                 facts.exact.add(p)
@@ -439,6 +457,10 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             fixed = [d if literal(p, i) is None else literal(p, i) for i, d in enumerate(shape)]
             if fixed != shape:
                 out[p] = {**known[p], "shape": fixed}
+        elif p not in unknown and isinstance(known.get(p), str):  # top_k by its name, but `assert top_k == 8`
+            lits = [m[1] for m in classes.get(facts.find(("name", p)), []) if m[0] == "lit"]
+            if lits:
+                out[p] = lits[0]
     for p in unknown:
         kind = ann.get(p)
         # handed to a kernel under a buffer-like name: a pointer argument

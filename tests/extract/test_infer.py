@@ -107,9 +107,12 @@ def mla(q_nope, d_v=512):
 
 def test_starred_unpacking_splats_and_code_stated_sizes() -> None:
     fn = _fn('''
-def chunk_o(q, v, x, h, N=None, mode="swish"):
+def chunk_o(q, v, x, h, gate_up, rows, top_k, N=None, mode="swish"):
     B, T, H, K, V = *q.shape, v.shape[-1]
-    assert x.shape[-1] == 128
+    assert x.shape[-1] == 128 and top_k == 8
+    assert gate_up.dim() >= 3
+    BLOCK_E = 64
+    assert rows.shape[0] % BLOCK_E == 0
     assert N is not None
     _kernel[(B,)](q, v, *h.stride(), N)
 ''')
@@ -119,10 +122,13 @@ def chunk_o(q, v, x, h, N=None, mode="swish"):
 def _kernel(q, v, s0, s1, s2, N, BLOCK: tl.constexpr, EVEN: tl.constexpr = True):
     pass
 ''')
-    got = infer(fn, ["v", "h"], {"q": {"shape": ["tokens", "heads", "head_dim"]}, "x": {"shape": ["tokens", "hidden"]}},
-                by_rule=("q", "x"), kernels=(kernel,))
+    got = infer(fn, ["v", "h", "gate_up", "rows"], {"q": {"shape": ["tokens", "heads", "head_dim"]},
+                                                    "x": {"shape": ["tokens", "hidden"]}, "top_k": "top_k"},
+                by_rule=("q", "x", "top_k"), kernels=(kernel,))
     assert got["q"] == {"shape": ["tokens", "tokens", "heads", "hidden"]}  # rank 4, as the unpacking says (K: hidden)
     assert got["x"] == {"shape": ["tokens", 128]}  # the rule's shape, with the size the assert insists on
+    assert got["top_k"] == 8 and len(got["gate_up"]["shape"]) == 3
+    assert got["rows"]["shape"] == [64]  # a multiple of BLOCK_E, the least one
     assert len(got["h"]["shape"]) == 3  # *h.stride() fills the 3 kernel parameters left before N
     assert required_optionals(fn) == {"N"}
 
