@@ -11,6 +11,7 @@ import yaml
 
 from smithbot.config import Target
 from smithbot.extract.closure import ClosureBuilder, ExtractError
+from smithbot.extract.infer import TORCH_DTYPES
 from smithbot.extract.inputs import InputError, cases, harness_source, param_specs
 from smithbot.types import KernelSite
 
@@ -39,9 +40,13 @@ def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionD
 
 
 def _literal(node: ast.expr | None) -> Any:
-    """A default's value, or ... when there is none or it is not a literal."""
+    """A default's value (``torch.float32`` as the spec ``dtype:fp32``), or ... when there is none or it is not a
+    literal."""
     if node is None:
         return ...
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch" \
+            and node.attr in TORCH_DTYPES:
+        return f"dtype:{TORCH_DTYPES[node.attr]}"
     try:
         return ast.literal_eval(node)
     except ValueError:

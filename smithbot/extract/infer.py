@@ -154,6 +154,7 @@ class _Facts:
         self.floaty: set[str] = set()
         self.launched: set[str] = set()
         self.dtype: dict[str, str] = {}  # from `p.dtype == torch.float32`
+        self.keys: dict[str, set[str]] = {}  # p["BLOCK_SIZE_M"]: p is a dict of launch settings
 
     def find(self, x: Any) -> Any:
         self.parent.setdefault(x, x)
@@ -226,6 +227,9 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
             facts._ax(node.func.value.id, facts._int(node.args[0]))  # type: ignore[arg-type]
         if isinstance(node, (ast.Subscript, ast.Call)):
             facts.axis(node)  # records p.shape[i] / p.size(i): p is a tensor of rank > i
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in facts.params \
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            facts.keys.setdefault(node.value.id, set()).add(node.slice.value)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
             facts.launched.update(a.id for a in [*node.args, *(k.value for k in node.keywords)]
                                   if isinstance(a, ast.Name) and a.id in facts.params)
@@ -376,6 +380,16 @@ def required_optionals(fn: ast.FunctionDef) -> set[str]:
     return out
 
 
+def _setting(key: str) -> int:
+    """A plausible value for one key of a launch-settings dict (``config["BLOCK_SIZE_M"]``)."""
+    low = key.lower()
+    if low == "num_warps":
+        return 4
+    if low == "num_stages":
+        return 2
+    return 64 if "block" in low else 1
+
+
 def _dim_of_name(name: str) -> str | None:
     low = name.lower()
     for pattern, dim in DIM_NAMES:
@@ -485,6 +499,9 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                 out[p] = {"shape": shape}
             if p in facts.dtype and facts.dtype[p] != "bf16":  # bf16 is what the cases' activation dtype already is
                 out[p]["dtype"] = facts.dtype[p]
+            continue
+        if p in facts.keys and kind in (None, "other"):  # config["BLOCK_SIZE_M"]: settings a tuning table gives
+            out[p] = {"literal": {k: _setting(k) for k in sorted(facts.keys[p])}}
             continue
         if kind == "dtype" or p.lower().endswith("dtype"):
             out[p] = "dtype:fp8_e4m3" if re.search("quant|fp8", p.lower()) else "dtype:act"

@@ -80,7 +80,8 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
         elif name in NAME_RULES:
             specs[name] = NAME_RULES[name]
         elif default is not ... and not (default is None and name in required):
-            specs[name] = {"literal": default} if isinstance(default, (str, tuple, list)) else default
+            specs[name] = {"literal": default} if isinstance(default, (tuple, list)) or isinstance(default, str) \
+                and not default.startswith("dtype:") else default
         else:
             unknown.append(name)
     inferred = infer(fn, unknown, specs, tuple(n for n in specs if n in NAME_RULES and n not in given), kernels)

@@ -107,7 +107,9 @@ def mla(q_nope, d_v=512):
 
 def test_starred_unpacking_splats_and_code_stated_sizes() -> None:
     fn = _fn('''
-def chunk_o(q, v, x, h, gate_up, rows, top_k, N=None, mode="swish"):
+def chunk_o(q, v, x, h, gate_up, rows, top_k, config: Dict[str, Any], N=None, mode="swish"):
+    grid = (triton.cdiv(rows.shape[0], config["BLOCK_SIZE_M"]), config.get("SPLIT_K", 1))
+    num_warps = config["num_warps"]
     B, T, H, K, V = *q.shape, v.shape[-1]
     assert x.shape[-1] == 128 and top_k == 8
     assert gate_up.dim() >= 3
@@ -122,13 +124,14 @@ def chunk_o(q, v, x, h, gate_up, rows, top_k, N=None, mode="swish"):
 def _kernel(q, v, s0, s1, s2, N, BLOCK: tl.constexpr, EVEN: tl.constexpr = True):
     pass
 ''')
-    got = infer(fn, ["v", "h", "gate_up", "rows"], {"q": {"shape": ["tokens", "heads", "head_dim"]},
+    got = infer(fn, ["v", "h", "gate_up", "rows", "config"], {"q": {"shape": ["tokens", "heads", "head_dim"]},
                                                     "x": {"shape": ["tokens", "hidden"]}, "top_k": "top_k"},
                 by_rule=("q", "x", "top_k"), kernels=(kernel,))
     assert got["q"] == {"shape": ["tokens", "tokens", "heads", "hidden"]}  # rank 4, as the unpacking says (K: hidden)
     assert got["x"] == {"shape": ["tokens", 128]}  # the rule's shape, with the size the assert insists on
     assert got["top_k"] == 8 and len(got["gate_up"]["shape"]) == 3
     assert got["rows"]["shape"] == [64]  # a multiple of BLOCK_E, the least one
+    assert got["config"] == {"literal": {"BLOCK_SIZE_M": 64, "num_warps": 4}}  # .get() has its own default
     assert len(got["h"]["shape"]) == 3  # *h.stride() fills the 3 kernel parameters left before N
     assert required_optionals(fn) == {"N"}
 
@@ -149,18 +152,20 @@ def _gather_scaled_kernel(src_ptr, idx_ptr, out_ptr, n_cols, factor, BLOCK: tl.c
     tl.store(out_ptr + row * n_cols + cols, v * factor, mask=mask)
 
 
-def gather_scaled(table: torch.Tensor, token_ids: torch.Tensor, factor: float) -> torch.Tensor:
+def gather_scaled(table: torch.Tensor, token_ids: torch.Tensor, factor: float, mode: str = "scaled") -> torch.Tensor:
+    assert mode in ("scaled", "plain")
     num_tokens, width = table.shape
     assert token_ids.dim() == 1
     out = torch.empty((token_ids.shape[0], width), dtype=table.dtype, device=table.device)
     grid = (token_ids.shape[0],)
-    _gather_scaled_kernel[grid](table, token_ids, out, width, factor, BLOCK=triton.next_power_of_2(width))
+    _gather_scaled_kernel[grid](table, token_ids, out, width, factor if mode == "scaled" else 1.0,
+                                BLOCK=triton.next_power_of_2(width))
     return out
 '''
 
 GATHER_REFERENCE = '''
 
-def reference(table, token_ids, factor):
+def reference(table, token_ids, factor, mode):
     return (table[token_ids].float() * factor).to(table.dtype)
 '''
 
@@ -273,3 +278,15 @@ def test_param_specs_lets_the_code_override_a_name_rule() -> None:
                                      get_target("demo"), fn)
     assert specs["hidden_states"] == {"shape": ["tokens", "heads", "hidden"]} and inferred == ["hidden_states"]
     assert specs["x"] == {"shape": ["tokens", "hidden"]}  # the name rule stands where the code says nothing
+
+
+def test_defaults_become_specs_as_they_are() -> None:
+    from smithbot.config import get_target
+    from smithbot.extract.build import _params
+    from smithbot.extract.inputs import param_specs
+
+    fn = _fn("def quant(x, scale_dtype=torch.float32, activation='swish', eps=1e-6, group=(1, 2), N=None):\n    pass\n")
+    specs, _, _ = param_specs(_params(fn), "quant", get_target("demo"), fn)
+    assert specs["scale_dtype"] == "dtype:fp32"  # not the cases' activation dtype
+    assert specs["activation"] == {"literal": "swish"} and specs["group"] == {"literal": (1, 2)}
+    assert specs["N"] is None
