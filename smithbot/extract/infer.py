@@ -213,9 +213,32 @@ class _Facts:
         return None
 
 
+def _negated(test: ast.expr) -> list[ast.expr]:
+    """What must hold for ``if test: raise`` not to raise, as far as it can be said: ``a != b`` -> ``a == b``
+    (``not in`` -> ``in``, ``is None`` -> ``is not None``), ``x or y`` -> both negated, ``not x`` -> ``x``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return [test.operand]
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return [t for v in test.values for t in _negated(v)]
+    flipped = {ast.NotEq: ast.Eq, ast.NotIn: ast.In, ast.Is: ast.IsNot}
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in flipped:
+        return [ast.Compare(left=test.left, ops=[flipped[type(test.ops[0])]()], comparators=test.comparators)]
+    return []
+
+
+def _insisted(fn: ast.FunctionDef) -> list[ast.expr]:
+    """The conditions the launcher insists on: ``assert cond`` and ``if not cond: raise ...``. Only these say what
+    the inputs must be; ``if n == 0: return`` is a special case, not the rule."""
+    out: list[ast.expr] = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assert):
+            out.append(node.test)
+        elif isinstance(node, ast.If) and node.body and isinstance(node.body[0], ast.Raise):
+            out.extend(_negated(node.test))
+    return out
+
+
 def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
-    # Equalities count only where the code insists on them: `assert a == b`, not `if n == 0: return`.
-    asserted = {id(n) for a in ast.walk(fn) if isinstance(a, ast.Assert) for n in ast.walk(a.test)}
     assigned = [t.id for a in ast.walk(fn) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
                 for t in (a.targets if isinstance(a, ast.Assign) else [a.target]) if isinstance(t, ast.Name)]
     for node in ast.walk(fn):
@@ -262,22 +285,31 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
                 if ax is not None and (ax[0] in ("ax", "neg") or ax[0] == "lit" and ax[1] > 0
                                        and assigned.count(tgt.id) == 1):  # BLOCK_E = 128, bound once
                     facts.union(("name", tgt.id), ax)
-        if isinstance(node, ast.Compare) and id(node) in asserted and all(isinstance(o, ast.Eq) for o in node.ops):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args \
+                and isinstance(node.args[0], ast.Name):
+            facts.floaty.add(node.args[0].id)
+    for node in (n for test in _insisted(fn) for n in ast.walk(test)):
+        if not isinstance(node, ast.Compare):
+            continue
+        if all(isinstance(o, ast.Eq) for o in node.ops):
             items = [node.left, *node.comparators]
             if isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Mod) and len(items) == 2 \
                     and facts._int(items[1]) == 0:
                 items = [node.left.left, node.left.right]  # `assert n % BLOCK == 0`: n = BLOCK is the least that holds
             for a, b in zip(items, items[1:]):
                 _equate(facts, a, b)
-        if isinstance(node, ast.Compare) and id(node) in asserted and len(node.ops) == 1 \
-                and isinstance(node.ops[0], (ast.Gt, ast.GtE)) and facts._int(node.comparators[0]) is not None:
+        elif len(node.ops) == 1 and isinstance(node.ops[0], (ast.Gt, ast.GtE)) \
+                and facts._int(node.comparators[0]) is not None:
             p = _rank_of(facts, node.left)  # assert x.dim() >= 2
             if p is not None:
                 facts.tensor.add(p)
                 facts.at_least(p, facts._int(node.comparators[0]) + isinstance(node.ops[0], ast.Gt))  # type: ignore
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args \
-                and isinstance(node.args[0], ast.Name):
-            facts.floaty.add(node.args[0].id)
+        elif len(node.ops) == 1 and isinstance(node.ops[0], ast.In) and isinstance(
+                node.comparators[0], (ast.Set, ast.Tuple, ast.List)) and node.comparators[0].elts:
+            # assert d in {64, 128, 256}; assert w.dtype in (torch.int8, torch.float16): one of them
+            options = node.comparators[0].elts
+            pick = next((e for e in options if facts._int(e) == 128), options[0])
+            _equate(facts, node.left, pick)
 
 
 def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list[str]) -> None:
@@ -364,20 +396,10 @@ def _equate(facts: _Facts, a: ast.expr, b: ast.expr) -> None:
 def required_optionals(fn: ast.FunctionDef) -> set[str]:
     """Names the launcher insists are given although their default is None: ``assert n is not None`` or
     ``if n is None: raise ...``."""
-    out = set()
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Assert):
-            test, op = node.test, ast.IsNot
-        elif isinstance(node, ast.If) and node.body and isinstance(node.body[0], ast.Raise):
-            test, op = node.test, ast.Is
-        else:
-            continue
-        for c in ast.walk(test):
-            if isinstance(c, ast.Compare) and isinstance(c.left, ast.Name) and len(c.ops) == 1 \
-                    and isinstance(c.ops[0], op) and isinstance(c.comparators[0], ast.Constant) \
-                    and c.comparators[0].value is None:
-                out.add(c.left.id)
-    return out
+    return {c.left.id for test in _insisted(fn) for c in ast.walk(test)
+            if isinstance(c, ast.Compare) and isinstance(c.left, ast.Name) and len(c.ops) == 1
+            and isinstance(c.ops[0], ast.IsNot) and isinstance(c.comparators[0], ast.Constant)
+            and c.comparators[0].value is None}
 
 
 def _setting(key: str) -> int:

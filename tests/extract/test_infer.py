@@ -107,7 +107,7 @@ def mla(q_nope, d_v=512):
 
 def test_starred_unpacking_splats_and_code_stated_sizes() -> None:
     fn = _fn('''
-def chunk_o(q, v, x, h, gate_up, rows, top_k, config: Dict[str, Any], N=None, mode="swish"):
+def chunk_o(q, v, x, h, gate_up, rows, top_k, config: Dict[str, Any], state, w, d, N=None, mode="swish"):
     grid = (triton.cdiv(rows.shape[0], config["BLOCK_SIZE_M"]), config.get("SPLIT_K", 1))
     num_warps = config["num_warps"]
     B, T, H, K, V = *q.shape, v.shape[-1]
@@ -115,6 +115,11 @@ def chunk_o(q, v, x, h, gate_up, rows, top_k, config: Dict[str, Any], N=None, mo
     assert gate_up.dim() >= 3
     BLOCK_E = 64
     assert rows.shape[0] % BLOCK_E == 0
+    if state.ndim != 4 or state.shape[-1] != K:
+        raise ValueError("state must be [B, H, K, K]")
+    if w.dtype not in (torch.int8, torch.float16):
+        raise TypeError("w must be int8 or fp16")
+    assert d.shape[-1] in {64, 128, 256}
     assert N is not None
     _kernel[(B,)](q, v, *h.stride(), N)
 ''')
@@ -124,7 +129,7 @@ def chunk_o(q, v, x, h, gate_up, rows, top_k, config: Dict[str, Any], N=None, mo
 def _kernel(q, v, s0, s1, s2, N, BLOCK: tl.constexpr, EVEN: tl.constexpr = True):
     pass
 ''')
-    got = infer(fn, ["v", "h", "gate_up", "rows", "config"], {"q": {"shape": ["tokens", "heads", "head_dim"]},
+    got = infer(fn, ["v", "h", "gate_up", "rows", "config", "state", "w", "d"], {"q": {"shape": ["tokens", "heads", "head_dim"]},
                                                     "x": {"shape": ["tokens", "hidden"]}, "top_k": "top_k"},
                 by_rule=("q", "x", "top_k"), kernels=(kernel,))
     assert got["q"] == {"shape": ["tokens", "tokens", "heads", "hidden"]}  # rank 4, as the unpacking says (K: hidden)
@@ -132,6 +137,8 @@ def _kernel(q, v, s0, s1, s2, N, BLOCK: tl.constexpr, EVEN: tl.constexpr = True)
     assert got["top_k"] == 8 and len(got["gate_up"]["shape"]) == 3
     assert got["rows"]["shape"] == [64]  # a multiple of BLOCK_E, the least one
     assert got["config"] == {"literal": {"BLOCK_SIZE_M": 64, "num_warps": 4}}  # .get() has its own default
+    assert got["state"] == {"shape": ["tokens", "heads", "heads", "hidden"]}  # `if ... != ...: raise` insists too
+    assert got["w"]["dtype"] == "int8" and got["d"]["shape"] == [128]
     assert len(got["h"]["shape"]) == 3  # *h.stride() fills the 3 kernel parameters left before N
     assert required_optionals(fn) == {"N"}
 
