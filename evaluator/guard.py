@@ -24,7 +24,7 @@ from evaluator.task import split_evolve
 
 ALLOWED_MODULES = {"__future__", "math", "typing", "functools", "torch", "torch.nn.functional", "triton",
                    "triton.language", "enum", "dataclasses", "collections", "collections.abc", "itertools", "operator",
-                   "contextlib"}
+                   "contextlib", "warnings"}
 ALLOWED_FROM = {
     "torch": {"Tensor", "dtype", "device", "Size"},
     "triton": {"language", "jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2"},
@@ -61,7 +61,7 @@ ALLOWED_TORCH = {
     "get_device_properties", "get_device_capability", "get_device_name", "current_device", "device_count",
     "is_available",
 }
-_MODULE_LEVEL_CALLS = {"constexpr", "jit", "autotune", "heuristics", "Config"}
+_MODULE_LEVEL_CALLS = {"constexpr", "jit", "autotune", "heuristics", "Config", "int", "float", "bool", "str"}
 _TRY = tuple(getattr(ast, n) for n in ("Try", "TryStar") if hasattr(ast, n))
 
 

@@ -6,6 +6,8 @@ Starting from the wrapper (the entry point), each definition's free names are re
 - module-level definitions and constants of the same file, or of another file of the target package: inlined;
 - aliases of tl builtins chosen at import time (``exp = tl.exp``): rewritten to the qualified call with libcst;
 - runtime helpers named in the target's ``stubs``: replaced by a stub returning the target's value;
+- environment reads (``os.getenv(k, d)``, ``os.environ.get(k, d)``): pinned to their default ``d``, as a run with a
+  clean environment sees them;
 - anything from an external extension or an unknown module: a blocker, reported by name.
 """
 
@@ -24,9 +26,9 @@ import libcst.helpers
 from smithbot.scan.parse import collect_imports, from_module
 
 # What a task may import: torch, triton, and standard-library modules with no I/O, which launchers use for their
-# types (enum, dataclasses, collections). The evaluator's guard allows the same.
+# types (enum, dataclasses, collections) or to warn. The evaluator's guard allows the same.
 STDLIB = ("math", "typing", "functools", "enum", "dataclasses", "collections", "collections.abc", "itertools",
-          "operator", "contextlib")
+          "operator", "contextlib", "warnings")
 ALLOWED_ROOTS = {"torch", "triton", *(m.split(".")[0] for m in STDLIB)}
 _BUILTINS = set(dir(builtins))
 
@@ -204,6 +206,18 @@ class _Pruner(cst.CSTTransformer):
         return cst.FlattenSentinel(updated.orelse.body.body)
 
 
+class _EnvPinner(cst.CSTTransformer):
+    """``os.getenv(k, d)`` and ``os.environ.get(k, d)`` -> ``d`` (``None`` without one): the clean environment's value."""
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        name = cst.helpers.get_full_name_for_node(updated.func) or ""
+        if name not in ("os.getenv", "os.environ.get") or not updated.args:
+            return updated
+        default = updated.args[1].value if len(updated.args) > 1 else next(
+            (a.value for a in updated.args if a.keyword and a.keyword.value == "default"), cst.Name("None"))
+        return default
+
+
 class _LocalImportDropper(cst.CSTTransformer):
     """Replaces the import statements that bind any of ``names`` with ``pass`` (a block never becomes empty)."""
 
@@ -334,6 +348,9 @@ class ClosureBuilder:
         """Append the definition ``source`` (``node`` parsed) and resolve everything it needs; return its final node."""
         if isinstance(node, ast.FunctionDef) and self.stubs_values:
             source = cst.parse_module(source).visit(_Pruner(self.stubs_values)).code
+            node = ast.parse(source).body[0]
+        if "os." in source:
+            source = cst.parse_module(source).visit(_EnvPinner()).code
             node = ast.parse(source).body[0]
         # Imports inside a function that the task may not make (the target's own helpers, relative imports) become
         # `pass`, and what they bound is resolved like a module-level import: inlined, stubbed or reported.

@@ -1,5 +1,5 @@
 """The closure follows what real packages do: star re-exports, imports inside functions, typing.overload stubs,
-constants computed at import time by runtime helpers, and standard-library types."""
+constants computed at import time by runtime helpers, environment reads, and standard-library types."""
 
 from __future__ import annotations
 
@@ -28,10 +28,13 @@ def is_fnuz():
 '''
 
 OPS = '''import enum
+import os
+import warnings
 
 from pkg.utils import ceil_div, is_fnuz
 
 _FNUZ = is_fnuz()
+_STEP = int(os.getenv("PKG_STEP", "1"))
 
 
 class Mode(enum.Enum):
@@ -43,7 +46,9 @@ def launch(n):
     from .extra import offset
     if _FNUZ:
         return -1
-    return pick(ceil_div(n, 4)) + offset + Mode.FAST.value
+    if os.environ.get("PKG_DEBUG") is not None:
+        warnings.warn("debugging")
+    return pick(ceil_div(n, 4)) + offset + Mode.FAST.value + _STEP
 '''
 
 
@@ -64,8 +69,10 @@ def test_star_reexports_local_imports_overloads_and_stubbed_constants(tmp_path: 
     assert defs["_FNUZ"].source == "_FNUZ = False\n"  # the stub's value, not a call at import time
     assert "import" not in defs["launch"].source  # the local imports became `pass`; their names are inlined
     assert defs["offset"].source == "offset = 100\n"
+    assert defs["_STEP"].source == '_STEP = int("1")\n'  # environment reads pinned to their defaults
+    assert "os." not in defs["launch"].source and "import os" not in b.c.imports.values()
     src = "\n".join(sorted(b.c.imports.values())) + "\n\n" + "\n\n".join(
         d.source for d in b.render_definitions())
     ns: dict = {}
     exec(compile(src, "task", "exec"), ns)
-    assert ns["launch"](10) == 2 * 3 + 100 + 1
+    assert ns["launch"](10) == 2 * 3 + 100 + 1 + 1
