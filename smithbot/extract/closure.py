@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
+import importlib
+import importlib.util
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,9 +141,21 @@ def _import_line(local: str, target: str) -> str | None:
     mod, _, attr = target.rpartition(".")
     if target in ("torch.nn.functional",):
         return f"import torch.nn.functional as {local}"
+    if root == "triton" and not _in_triton(mod, attr):
+        return None
     if mod in ("triton", "torch", *STDLIB) or mod.startswith("triton.language"):
         return f"from {mod} import {attr}" + (f" as {local}" if local != attr else "")
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _in_triton(mod: str, attr: str) -> bool:
+    """Whether the installed triton has ``mod.attr``: a fork's module (DeepLink's ``triton.language.extra.deeplink``)
+    is not there, and a task importing it could never run."""
+    try:
+        return hasattr(importlib.import_module(mod), attr) or importlib.util.find_spec(f"{mod}.{attr}") is not None
+    except ImportError:
+        return False
 
 
 class _Renamer(cst.CSTTransformer):
@@ -430,6 +445,8 @@ class ClosureBuilder:
                     self.add(tmod, attr, name)
             elif root in self.external:
                 self.c.blockers.append(f"external extension {root} ({name})")
+            elif root == "triton":
+                self.c.blockers.append(f"{target} ({name}) is not in the installed triton: a fork's module")
             else:
                 self.c.blockers.append(f"import of {target} ({name})")
             return

@@ -76,3 +76,13 @@ def test_star_reexports_local_imports_overloads_and_stubbed_constants(tmp_path: 
     ns: dict = {}
     exec(compile(src, "task", "exec"), ns)
     assert ns["launch"](10) == 2 * 3 + 100 + 1 + 1
+
+
+def test_a_triton_forks_module_blocks_with_its_name(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "npu.py").write_text(
+        "import triton\nfrom triton.language.extra import deeplink as dl\nfrom triton.language.extra import libdevice\n"
+        "\n\ndef launch(x):\n    return dl.compile_hint(x), libdevice.exp\n")
+    b = ClosureBuilder(tmp_path, {"pkg.npu": "pkg/npu.py"}, "pkg", {}, ())
+    b.add("pkg.npu", "launch")
+    assert b.c.blockers == ["triton.language.extra.deeplink (dl) is not in the installed triton: a fork's module"]
