@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -149,17 +150,22 @@ class Coverage:
 
 def extract(spec: str, kernel: str | None, out: str | Path | None = None, source: str | None = None,
             rev: str | None = None, all_kernels: bool = False, check: bool = True,
-            progress: Callable[[int, int], None] | None = None, jobs: int | None = None) -> list[Coverage]:
+            progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
+            config: str | Path | None = None) -> list[Coverage]:
     """Extract one kernel (or, with ``all_kernels``, every launched kernel) into task directories and self-check
-    them (``jobs`` at a time, each in its own interpreter process; default: one per CPU core)."""
+    them (``jobs`` at a time, each in its own interpreter process; default: one per CPU core). With ``config`` (an
+    evolve config with an ``llm:`` section), the LLM writes the inputs of the tasks whose inputs could not be inferred
+    or failed the self-check; they are kept only if the baseline then passes."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
     import libcst as cst
 
-    from smithbot.extract.build import extract as build, self_check
+    from smithbot.extract.build import NeedsInputs, extract as build, self_check
     from smithbot.extract.closure import ExtractError
+    from smithbot.extract.llm_inputs import asker, write_inputs
 
+    llm = asker(config) if config and check else None  # a missing key or a bad config fails here, before any work
     result = scan(spec, source, rev)
     base = Path(out) if out else home() / "workspaces" / result.target.name / "tasks"
     if all_kernels:
@@ -169,6 +175,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             raise ConfigError("name a kernel (or pass --all)")
         sites = [find_kernel(result, kernel)]
     rows: list[Coverage] = []
+    no_inputs: set[int] = set()  # rows whose task has no harness yet, for the LLM to write
     by_wrapper: dict[tuple[str, str], int] = {}  # kernels launched by one launcher share its task
     owner: list[int] = []  # per kernel: the row of the first kernel of its launcher
     for site in sites:
@@ -180,7 +187,10 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             continue
         try:
             done = build(result.checkout.root, result.checkout.commit, result.checkout.url, result.target, site,
-                         result.modules, dest)
+                         result.modules, dest, without_inputs=llm is not None)
+        except NeedsInputs as exc:
+            rows.append(Coverage(site.name, site.path, True, False, str(exc), exc.out))
+            no_inputs.add(len(rows) - 1)
         except ExtractError as exc:
             rows.append(Coverage(site.name, site.path, False, False, str(exc), None))
         except (SyntaxError, ValueError, TypeError, UnicodeDecodeError, cst.ParserSyntaxError) as exc:
@@ -194,8 +204,15 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
 
     def checked(i: int) -> None:
         nonlocal finished
-        ok, why = self_check(rows[i].out)  # type: ignore[arg-type]
-        rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, rows[i].out)
+        task_dir: Path = rows[i].out  # type: ignore[assignment]
+        ok, why = (False, rows[i].why) if i in no_inputs else self_check(task_dir)
+        if not ok and llm is not None:
+            ok, why = write_inputs(task_dir, why, llm[0], llm[1], self_check)
+        if i in no_inputs and not ok:  # no inputs, none written: the task is not kept
+            shutil.rmtree(task_dir, ignore_errors=True)
+            rows[i] = Coverage(rows[i].kernel, rows[i].path, False, False, f"{rows[i].why}; {why}", None)
+        else:
+            rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, task_dir)
         finished += 1
         if progress is not None:
             progress(finished, len(todo))

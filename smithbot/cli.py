@@ -172,16 +172,22 @@ def extract_cmd(
     check: bool = typer.Option(True, help="self-check each task under the Triton interpreter"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="self-checks run at once (default: one per "
                                                                           "CPU core)"),
+    config: Optional[Path] = typer.Option(None, "--config", help="an evolve config whose llm: section writes the "
+                                          "inputs that inference could not (kept only if the baseline then passes "
+                                          "its self-check)"),
 ) -> None:
     """Turn a kernel and its launcher into a standalone task directory (task.yaml, kernel.py, harness.py)."""
     from rich.progress import Progress
+
+    from smithbot.evolve.proposers import ProposerError
 
     try:
         with Progress(console=err, transient=True) as bar:
             task_id = bar.add_task("extracting, then self-checking", total=None)
             rows = api.extract(target, kernel, out_dir, str(source) if source else None, rev, all_kernels, check,
-                               progress=lambda n, total: bar.update(task_id, completed=n, total=total), jobs=jobs)
-    except (ConfigError, RepoError) as exc:
+                               progress=lambda n, total: bar.update(task_id, completed=n, total=total), jobs=jobs,
+                               config=config)
+    except (ConfigError, RepoError, ProposerError) as exc:
         _fail(str(exc))
         return
     if not all_kernels:

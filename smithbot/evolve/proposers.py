@@ -179,7 +179,7 @@ class LLMProposer:
         self.prompter = Prompter()
         self.sleep = sleep
 
-    def _ask(self, model: str, system: str, user: str) -> tuple[str, str, int, int]:
+    def ask(self, model: str, system: str, user: str) -> tuple[str, str, int, int]:
         """(text, finish_reason, prompt tokens, completion tokens); raises RuntimeError with a one-line reason."""
         o = self.openai
         last = ""
@@ -214,7 +214,7 @@ class LLMProposer:
         system, user, prompt = self.prompter.recorded(ctx, fmt)
         model = ctx.rng.choices([m.name for m in self.llm.models], weights=[m.weight for m in self.llm.models])[0]
         try:
-            text, finish, t_in, t_out = self._ask(model, system, user)
+            text, finish, t_in, t_out = self.ask(model, system, user)
         except RuntimeError as exc:
             return Proposal(None, fmt, prompt, model=model, error=str(exc))
         return _answer(ctx.parent.source, fmt, text, finish, prompt=prompt, model=model, tokens_in=t_in,

@@ -88,8 +88,23 @@ def _tunables(fn: ast.FunctionDef, source: str) -> dict[str, Any]:
     return out
 
 
+class NeedsInputs(ExtractError):
+    """The kernel was extracted but its inputs could not be inferred: the task was written without a harness, for an
+    LLM to write one."""
+
+    def __init__(self, message: str, out: Path) -> None:
+        super().__init__(message)
+        self.out = out
+
+
+# The sizes every model preset has: the cases of a task whose inputs an LLM will write.
+DENSE_DIMS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate")
+
+
 def extract(root: Path, commit: str | None, url: str, target: Target, site: KernelSite,
-            modules: dict[str, str], out: Path) -> Path:
+            modules: dict[str, str], out: Path, without_inputs: bool = False) -> Path:
+    """Write the task for ``site`` into ``out``. With ``without_inputs``, a kernel whose inputs cannot be inferred is
+    still written, without ``harness.py``, and :class:`NeedsInputs` says so."""
     path, wrapper, fn = _wrapper_node(root, site)
     module = next((m for m, p in modules.items() if p == path), None)
     if module is None:
@@ -105,11 +120,15 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         raise ExtractError(f"{site.name}: " + "; ".join(dict.fromkeys(builder.c.blockers)))
     defs = builder.render_definitions()
     functions = tuple(n for d in defs for n in ast.parse(d.source).body if isinstance(n, ast.FunctionDef))
+    missing = ""
     try:
         specs, extra, inferred = param_specs(_params(fn), wrapper, target, fn, functions)
         case_list = cases(specs, extra, target, wrapper)
     except InputError as exc:
-        raise ExtractError(f"{site.name}: {exc}") from None
+        if not without_inputs:
+            raise ExtractError(f"{site.name}: {exc}") from None
+        missing, specs, extra, inferred = str(exc), {}, {}, []
+        case_list = cases({}, {}, target, wrapper, also=DENSE_DIMS)
     imports = sorted(set(builder.c.imports.values()) | {"import torch", "import triton", "import triton.language as tl"})
     parts = [f'"""{site.name}, launched by {wrapper}(): extracted by smithbot from {url}'
              f"{'@' + commit[:12] if commit else ''} {path}.\n\nEvery definition below comes from the target; "
@@ -125,7 +144,8 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     (out / "kernel.py").write_text(kernel_src)
     how = f"from {target.name}'s input specs" + (f"; inferred from the launcher's code, unchecked by a person: "
                                                   f"{', '.join(inferred)}" if inferred else "")
-    (out / "harness.py").write_text(harness_source(wrapper, specs, extra, how))
+    if not missing:
+        (out / "harness.py").write_text(harness_source(wrapper, specs, extra, how))
     task = {
         "id": f"{target.name}-{site.name.strip('_')}",
         "kind": "triton",
@@ -139,6 +159,8 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         "tunables": _tunables(fn, kernel_src),
     }
     (out / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False, width=120))
+    if missing:
+        raise NeedsInputs(f"{site.name}: {missing}", out)
     return out
 
 

@@ -93,9 +93,11 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     return specs, extra, list(inferred)
 
 
-def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper: str) -> list[dict[str, Any]]:
-    """Decode and prefill cases named after the model presets whose dims the inputs need (or the YAML's _models)."""
-    used = set().union(*[_names_in(s) for s in specs.values()], *[_names_in(v) for v in extra.values()])
+def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper: str,
+          also: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Decode and prefill cases named after the model presets whose dims the inputs need, and the dims ``also``
+    names (or the YAML's _models)."""
+    used = set(also).union(*[_names_in(s) for s in specs.values()], *[_names_in(v) for v in extra.values()])
     needed = [d for d in DIMS if d in used]
     allowed = target.inputs.get(wrapper, {}).get("_models")
     models: list[ModelPreset] = [m for m in target.models if all(getattr(m, d) > 0 for d in needed)
