@@ -1,13 +1,17 @@
 """Input specs inferred from how a launcher uses its parameters, for the parameters no rule or YAML entry names.
 
-The evidence, all read from the launcher's AST:
+The evidence, all read from the launcher's AST and the kernels it launches:
 - annotations (``torch.Tensor``, ``int``, ``float``, ``bool``) and tensor use (``p.shape``, ``p.stride(0)``, ``p.view``);
-- ranks: ``a, b = p.shape``, ``p.shape[i]``, ``p.size(i)``, ``p.stride(i)``, ``p.dim() == k``, ``p.ndim == k``;
-- equalities: ``n = p.shape[i]``, ``assert p.shape == (a, b)``, ``assert p.shape[i] == q.shape[j]``,
-  ``assert p.shape == q.shape``, ``assert n == 192``, ``assert p.dtype == torch.float32`` (asserts only: an ``if``
-  that compares is a special case, not the rule); a scalar parameter with a known value pins the axes it equals;
+- ranks: ``a, b = p.shape``, ``B, T, H, K, V = *q.shape, v.shape[-1]``, ``p.shape[i]``, ``p.size(i)``,
+  ``p.stride(i)``, ``p.dim() == k``, ``p.dim() >= k``, and a ``*p.stride()`` splat as wide as the kernel parameters
+  it fills;
+- what the code insists on, in ``assert`` and ``if ...: raise`` guards only (``if n == 0: return`` is a special case,
+  not the rule): ``p.shape == (a, b)``, ``p.shape[i] == q.shape[j]``, ``p.shape == q.shape``, ``n == 192``,
+  ``n % BLOCK == 0``, ``d in {64, 128}``, ``p.dtype == torch.float32``, ``n is not None``; these override a name
+  rule's sizes. A scalar parameter with a known value, or a local constant bound once, pins the axes it equals;
 - what a parameter handed to a kernel launch becomes there (``kernel_param_kinds``): a pointer the kernel loads
-  from or stores to is a tensor, a ``tl.constexpr`` or a plain scalar is a number.
+  from or stores to is a tensor, a ``tl.constexpr`` or a plain scalar is a number;
+- ``p["BLOCK_SIZE_M"]``: a dict of launch settings, with a plausible value per key read.
 Axes that are equal share one dimension; a dimension is named after the variables bound to it (``num_tokens`` ->
 tokens, ``nheads`` -> heads...) or, failing that, after its position (first axis tokens, last axis hidden). Names that
 say "index" (``*_ids``, ``*_indices``, ``*_loc``, ``seq_lens``...) get integer tensors with valid values.
@@ -80,9 +84,9 @@ def _addends(expr: ast.expr) -> set[str]:
 
 
 def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
-    """"pointer", "constexpr", "scalar" or "unknown" for each parameter of a ``@triton.jit`` kernel, from its body: a parameter
-    that offsets are added to and that ends up loaded from or stored to (``tl.load(X + offs)``) is a pointer, unless
-    it is also compared, multiplied or ranged over, which only numbers are."""
+    """"pointer", "constexpr", "scalar" or "unknown" for each parameter of a ``@triton.jit`` kernel, from its body: a
+    parameter that offsets are added to and that ends up loaded from or stored to (``tl.load(X + offs)``) is a
+    pointer, unless it is also compared, multiplied or ranged over, which only numbers are."""
     params = [a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs]
     constexpr = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs
                  if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
