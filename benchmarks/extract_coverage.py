@@ -41,14 +41,15 @@ def _reasons(rows: list[dict], failed: str) -> None:
         print(f"  {count:4d}  {why}")
 
 
-def extract(specs: list[str], keep: Path, jobs: int | None) -> None:
+def extract(specs: list[str], keep: Path, jobs: int | None, timeout_s: float) -> None:
     from smithbot import api
 
     for arg in specs:
         name, _, path = arg.partition("=")
         out = keep / name
         t0 = time.perf_counter()
-        rows = api.extract(name, None, out=out / "tasks", source=path or None, all_kernels=True, check=True, jobs=jobs)
+        rows = api.extract(name, None, out=out / "tasks", source=path or None, all_kernels=True, check=True, jobs=jobs,
+                           timeout_s=timeout_s)
         data = [{"kernel": r.kernel, "path": r.path, "extracted": r.extracted, "interpreter": r.checked, "why": r.why,
                  "task": str(r.out.relative_to(out)) if r.out else None} for r in rows]
         (out / "coverage.json").write_text(json.dumps(data, indent=1))
@@ -112,13 +113,15 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="where the tasks and coverage.json go")
     ap.add_argument("--gpu-check", type=Path, metavar="DIR", help="self-check on the GPU what the interpreter could not")
     ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--check-timeout", type=float, default=300.0, help="seconds one interpreter self-check evaluation "
+                                                                      "may take (as smithbot extract --check-timeout)")
     ap.add_argument("--confirm", type=int, default=10, help="with --gpu-check: also run this many interpreter-passed "
                                                             "tasks per target on the GPU")
     args = ap.parse_args()
     if args.gpu_check:
         gpu_check(args.gpu_check, args.jobs or 8, args.confirm, args.targets)
     else:
-        extract(args.targets, args.keep or Path(tempfile.mkdtemp(prefix="coverage-")), args.jobs)
+        extract(args.targets, args.keep or Path(tempfile.mkdtemp(prefix="coverage-")), args.jobs, args.check_timeout)
 
 
 if __name__ == "__main__":

@@ -151,11 +151,12 @@ class Coverage:
 def extract(spec: str, kernel: str | None, out: str | Path | None = None, source: str | None = None,
             rev: str | None = None, all_kernels: bool = False, check: bool = True,
             progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
-            config: str | Path | None = None) -> list[Coverage]:
+            config: str | Path | None = None, timeout_s: float = 300.0) -> list[Coverage]:
     """Extract one kernel (or, with ``all_kernels``, every launched kernel) into task directories and self-check
     them (``jobs`` at a time, each in its own interpreter process; default: one per CPU core). With ``config`` (an
     evolve config with an ``llm:`` section), the LLM writes the inputs of the tasks whose inputs could not be inferred
-    or failed the self-check; they are kept only if the baseline then passes."""
+    or failed the self-check; they are kept only if the baseline then passes. A self-check stops after ``timeout_s``
+    seconds per evaluation."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
@@ -205,9 +206,12 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     def checked(i: int) -> None:
         nonlocal finished
         task_dir: Path = rows[i].out  # type: ignore[assignment]
-        ok, why = (False, rows[i].why) if i in no_inputs else self_check(task_dir)
+        def check_one(d: Path) -> tuple[bool, str]:
+            return self_check(d, timeout_s)
+
+        ok, why = (False, rows[i].why) if i in no_inputs else check_one(task_dir)
         if not ok and llm is not None:
-            ok, why = write_inputs(task_dir, why, llm[0], llm[1], self_check)
+            ok, why = write_inputs(task_dir, why, llm[0], llm[1], check_one)
         if i in no_inputs and not ok:  # no inputs, none written: the task is not kept
             shutil.rmtree(task_dir, ignore_errors=True)
             rows[i] = Coverage(rows[i].kernel, rows[i].path, False, False, f"{rows[i].why}; {why}", None)

@@ -175,6 +175,8 @@ def extract_cmd(
     config: Optional[Path] = typer.Option(None, "--config", help="an evolve config whose llm: section writes the "
                                           "inputs that inference could not (kept only if the baseline then passes "
                                           "its self-check)"),
+    timeout: float = typer.Option(300.0, "--check-timeout", min=1.0, help="seconds one self-check evaluation may "
+                                  "take before the task is reported as too slow"),
 ) -> None:
     """Turn a kernel and its launcher into a standalone task directory (task.yaml, kernel.py, harness.py)."""
     from rich.progress import Progress
@@ -186,7 +188,7 @@ def extract_cmd(
             task_id = bar.add_task("extracting, then self-checking", total=None)
             rows = api.extract(target, kernel, out_dir, str(source) if source else None, rev, all_kernels, check,
                                progress=lambda n, total: bar.update(task_id, completed=n, total=total), jobs=jobs,
-                               config=config)
+                               config=config, timeout_s=timeout)
     except (ConfigError, RepoError, ProposerError) as exc:
         _fail(str(exc))
         return
