@@ -1,4 +1,4 @@
-"""Opt-in: scan real checkouts named by SMITHBOT_TEST_SGLANG, SMITHBOT_TEST_LMDEPLOY and SMITHBOT_TEST_DLBLAS (fetch
+"""Opt-in: scan and extract real checkouts named by SMITHBOT_TEST_SGLANG, SMITHBOT_TEST_LMDEPLOY and SMITHBOT_TEST_DLBLAS (fetch
 the public repositories yourself; they are never committed)."""
 
 from __future__ import annotations
