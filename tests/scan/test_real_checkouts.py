@@ -1,5 +1,5 @@
-"""Opt-in: scan and extract real checkouts named by SMITHBOT_TEST_SGLANG, SMITHBOT_TEST_LMDEPLOY and SMITHBOT_TEST_DLBLAS (fetch
-the public repositories yourself; they are never committed)."""
+"""Opt-in: scan and extract real checkouts named by SMITHBOT_TEST_SGLANG, SMITHBOT_TEST_LMDEPLOY and
+SMITHBOT_TEST_DLBLAS (fetch the public repositories yourself; they are never committed)."""
 
 from __future__ import annotations
 
