@@ -44,7 +44,8 @@ DIM_NAMES: list[tuple[str, str]] = [
     (r"^(n|k|c|hidden|hidden_?size|hidden_?dim|dim|n_?cols|cols|d_?model|width|feat|features)$", "hidden"),
 ]
 INDEX_NAME = re.compile(r"(^|_)(ids?|idx|indices|index|indptr|loc|locs|pos|positions|offsets?|lens?|lengths?|"
-                        r"seqlens?|seq_lens?|starts?|ends?|mapping|map|table|slots?|mask|counts?|num_tokens_per)(_|$|\d)|_to_")
+                        r"seqlens?|seq_lens?|starts?|ends?|mapping|map|table|slots?|mask|counts?|num_tokens_per)(_|$|\d)|_to_|"
+                        r"[a-z]2[a-z]")  # src2dst
 CUMULATIVE = re.compile(r"(cu_|indptr|start_loc|offsets|cumsum)")
 FLOAT_NAME = r"(scale|eps|factor|temperature|alpha|beta|cap|softcap|smoothing|fill_value|const)$"
 SIZE_NAME = r"(len|size|sz|dim|num|window|win|capacity|budget|tokens?|pages|rank_dim|blk)"
@@ -83,26 +84,42 @@ def _addends(expr: ast.expr) -> set[str]:
     return set()
 
 
+def _loaded_from(expr: ast.expr) -> ast.expr | None:
+    """The pointer expression of ``tl.load(p)``, also under ``.to(...)`` or ``tl.cast``; else None."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("to", "cast"):
+        expr = expr.func.value if expr.func.attr == "to" else expr.args[0] if expr.args else expr.func.value
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "load" and expr.args:
+        return expr.args[0]
+    return None
+
+
 def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
-    """"pointer", "constexpr", "scalar" or "unknown" for each parameter of a ``@triton.jit`` kernel, from its body: a
-    parameter that offsets are added to and that ends up loaded from or stored to (``tl.load(X + offs)``) is a
-    pointer, unless it is also compared, multiplied or ranged over, which only numbers are."""
+    """"pointer", "index", "constexpr", "scalar" or "unknown" for each parameter of a ``@triton.jit`` kernel, from its
+    body: a parameter that offsets are added to and that ends up loaded from or stored to (``tl.load(X + offs)``) is a
+    pointer, unless it is also compared, multiplied or ranged over, which only numbers are; a pointer whose loaded
+    values go into an address is an index table."""
     params = [a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs]
     constexpr = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs
                  if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
     assigned: dict[str, list[ast.expr]] = {}
     pointer: set[str] = set()
     numeric: set[str] = set()
+    pointer_args: list[ast.expr] = []
+    loaded: dict[str, set[str]] = {}  # variable -> the names whose memory it was loaded from
     for node in ast.walk(kernel):
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     assigned.setdefault(t.id, []).append(node.value)
+                    source = _loaded_from(node.value)
+                    if source is not None:
+                        loaded.setdefault(t.id, set()).update(_addends(source))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in POINTER_OPS:
             target = node.args[0] if node.args else next(
                 (k.value for k in node.keywords if k.arg in ("pointer", "base")), None)
             if target is not None:
                 pointer |= _addends(target)
+                pointer_args.append(target)
         elif isinstance(node, ast.Compare):
             numeric |= {n.id for e in (node.left, *node.comparators) for n in ast.walk(e) if isinstance(n, ast.Name)}
         elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.FloorDiv, ast.Mod, ast.Div)):
@@ -117,8 +134,17 @@ def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
             for name in _addends(expr) - pointer:
                 pointer.add(name)
                 todo.append(name)
-    return {p: "constexpr" if p in constexpr else "scalar" if p in numeric else "pointer" if p in pointer
-            else "unknown" for p in params}  # "unknown": say, only handed on to a helper
+    # An index table: what is loaded from it goes into an address (`row = tl.load(Rows + i)`, `tl.load(X + row * n)`)
+    addressing = {n.id for c in pointer_args for n in ast.walk(c) if isinstance(n, ast.Name)}
+    todo = list(addressing)
+    while todo:
+        for expr in assigned.get(todo.pop(), []):
+            for name in {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)} - addressing:
+                addressing.add(name)
+                todo.append(name)
+    index = {p for var, sources in loaded.items() if var in addressing for p in sources}
+    return {p: "constexpr" if p in constexpr else "scalar" if p in numeric else "index" if p in index and p in pointer
+            else "pointer" if p in pointer else "unknown" for p in params}  # "unknown": only handed on to a helper
 
 
 def _required(kernel: ast.FunctionDef) -> list[str]:
@@ -505,13 +531,14 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         kind = ann.get(p)
         # handed to a kernel under a buffer-like name: a pointer argument
         handed = facts.kernel_kind.get(p)
-        is_tensor = kind == "tensor" or p in facts.tensor or kind is None and (handed == "pointer" or (
+        is_tensor = kind == "tensor" or p in facts.tensor or kind is None and (handed in ("pointer", "index") or (
             handed is None and p in facts.launched and (
                 INDEX_NAME.search(p.lower()) or re.search(r"(_ptr|buf|buffer|cache|^out|output)$", p.lower()))))
         if is_tensor:
-            rank = facts.rank.get(p) or (1 if INDEX_NAME.search(p.lower()) else 2)
+            indexes = handed == "index" or bool(INDEX_NAME.search(p.lower()))
+            rank = facts.rank.get(p) or (1 if indexes else 2)
             shape = [dim(p, i, rank) for i in range(rank)]
-            if INDEX_NAME.search(p.lower()) and "mask" not in p.lower():
+            if indexes and "mask" not in p.lower():
                 dtype = "int32" if "int32" in p.lower() else "int64"
                 if CUMULATIVE.search(p.lower()):
                     out[p] = {"shape": shape, "dtype": dtype, "init": "arange"}

@@ -78,19 +78,20 @@ def _kernel(X, Out, lse, stride, n_cols, cap, start, row_ids, flag, BLOCK: tl.co
 def test_kernel_param_kinds_read_pointers_numbers_and_constexprs() -> None:
     kinds = kernel_param_kinds(_fn(KERNEL))
     assert kinds == {"X": "pointer", "Out": "pointer", "lse": "pointer", "stride": "scalar", "n_cols": "scalar",
-                     "cap": "scalar", "start": "pointer", "row_ids": "pointer", "flag": "unknown",
+                     "cap": "scalar", "start": "pointer", "row_ids": "index", "flag": "unknown",
                      "BLOCK": "constexpr"}
 
 
 def test_a_launch_says_what_unannotated_parameters_are() -> None:
     fn = _fn('''
-def launch(a, b, att_lse, logit_cap, sz, offset_rows, block, helper_only):
-    _kernel[(3,)](a, b, att_lse, 8, sz, logit_cap, 0, offset_rows, helper_only, BLOCK=block)
+def launch(a, b, att_lse, logit_cap, sz, plan_rows, block, helper_only):
+    _kernel[(3,)](a, b, att_lse, 8, sz, logit_cap, 0, plan_rows, helper_only, BLOCK=block)
 ''')
-    got = infer(fn, ["a", "b", "att_lse", "logit_cap", "sz", "offset_rows", "block", "helper_only"], {},
+    got = infer(fn, ["a", "b", "att_lse", "logit_cap", "sz", "plan_rows", "block", "helper_only"], {},
                 kernels=(_fn(KERNEL),))
     assert got["att_lse"] == {"shape": ["tokens", "hidden"]}  # a pointer the kernel stores to, despite its name
-    assert got["offset_rows"]["dtype"] == "int64"  # an index-like name keeps its valid integers
+    assert got["plan_rows"] == {"shape": ["tokens"], "dtype": "int64", "init": "randint:0:tokens"}  # loaded into
+    # an address by the kernel: an index table, whatever its name
     assert (got["logit_cap"], got["sz"], got["block"]) == (1.0, 64, 64)
     assert "helper_only" not in got  # only handed on to a helper: nothing to go on
 
