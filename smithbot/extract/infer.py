@@ -185,6 +185,7 @@ class _Facts:
         self.launched: set[str] = set()
         self.dtype: dict[str, str] = {}  # from `p.dtype == torch.float32`
         self.keys: dict[str, set[str]] = {}  # p["BLOCK_SIZE_M"]: p is a dict of launch settings
+        self.alias: dict[str, str] = {}  # out = torch.empty_like(x): out has x's shape
 
     def find(self, x: Any) -> Any:
         self.parent.setdefault(x, x)
@@ -224,6 +225,7 @@ class _Facts:
         return None
 
     def _ax(self, p: str, i: int) -> Any:
+        p = self.alias.get(p, p)
         if p not in self.params:
             return None
         self.tensor.add(p)
@@ -235,11 +237,12 @@ class _Facts:
 
     def shape_of(self, node: ast.expr) -> str | None:
         if isinstance(node, ast.Attribute) and node.attr == "shape" and isinstance(node.value, ast.Name) \
-                and node.value.id in self.params:
-            return node.value.id
+                and self.alias.get(node.value.id, node.value.id) in self.params:
+            return self.alias.get(node.value.id, node.value.id)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
-                and not node.args and isinstance(node.func.value, ast.Name) and node.func.value.id in self.params:
-            return node.func.value.id
+                and not node.args and isinstance(node.func.value, ast.Name) \
+                and self.alias.get(node.func.value.id, node.func.value.id) in self.params:
+            return self.alias.get(node.func.value.id, node.func.value.id)
         return None
 
 
@@ -268,7 +271,18 @@ def _insisted(fn: ast.FunctionDef) -> list[ast.expr]:
     return out
 
 
+SAME_SHAPE = {"clone", "contiguous", "detach", "float", "half", "bfloat16", "to"}
+
+
 def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
+    for node in ast.walk(fn):  # out = torch.empty_like(x), y = x.contiguous(): names for x's shape
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Call):
+            f, args = node.value.func, node.value.args
+            src = args[0] if isinstance(f, ast.Attribute) and f.attr.endswith("_like") and args else \
+                f.value if isinstance(f, ast.Attribute) and f.attr in SAME_SHAPE else None
+            if isinstance(src, ast.Name) and src.id in facts.params and node.targets[0].id != src.id:
+                facts.alias[node.targets[0].id] = src.id
     assigned = [t.id for a in ast.walk(fn) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
                 for t in (a.targets if isinstance(a, ast.Assign) else [a.target]) if isinstance(t, ast.Name)]
     for node in ast.walk(fn):
@@ -291,6 +305,13 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             tgt, val = node.targets[0], node.value
             starred = [e for e in val.elts if isinstance(e, ast.Starred)] if isinstance(val, ast.Tuple) else []
+            if isinstance(val, ast.Tuple) and not starred and isinstance(tgt, ast.Tuple) \
+                    and len(tgt.elts) == len(val.elts):  # n, h = x.shape[0], x.shape[1]
+                for e, v in zip(tgt.elts, val.elts):
+                    ax = facts.axis(v)
+                    if isinstance(e, ast.Name) and ax is not None and ax[0] in ("ax", "neg"):
+                        facts.union(("name", e.id), ax)
+                continue
             if len(starred) == 1 and facts.shape_of(starred[0].value) and isinstance(tgt, (ast.Tuple, ast.List)):
                 # B, T, H, K, V = *k.shape, v.shape[-1]
                 p, at = facts.shape_of(starred[0].value), val.elts.index(starred[0])
@@ -386,6 +407,7 @@ def _rank_of(facts: _Facts, x: ast.expr) -> str | None:
         p = x.value.id
     elif isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len" and x.args:
         p = facts.shape_of(x.args[0])
+    p = facts.alias.get(p or "", p)
     return p if p in facts.params else None
 
 

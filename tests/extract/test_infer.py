@@ -96,6 +96,16 @@ def launch(a, b, att_lse, logit_cap, sz, plan_rows, block, helper_only):
     assert "helper_only" not in got  # only handed on to a helper: nothing to go on
 
 
+def test_an_output_made_like_an_input_tells_the_inputs_shape() -> None:
+    fn = _fn('''
+def merge_state(prefix_output, prefix_lse, output=None):
+    if output is None:
+        output = torch.empty_like(prefix_output)
+    num_tokens, num_heads, head_size = output.shape[0], output.shape[1], output.shape[2]
+''')
+    assert infer(fn, ["prefix_output"], {})["prefix_output"] == {"shape": ["tokens", "heads", "head_dim"]}
+
+
 def test_a_known_scalar_pins_the_axis_it_equals() -> None:
     fn = _fn('''
 def mla(q_nope, d_v=512):
