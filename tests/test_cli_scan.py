@@ -54,5 +54,6 @@ def test_extract_cli(tmp_path: Path) -> None:
     assert (tmp_path / "rms" / "task.yaml").is_file() and "wrote" in p.stdout
     assert_one_line_error(run("extract", "demo", "nope_kernel", home=tmp_path), "no launched kernel or wrapper named")
     assert_one_line_error(run("extract", "demo", "_store_kernel", "--no-check", home=tmp_path),
-                          "no module-level launcher function to extract (launched from: KVPool.store)")
+                          "no module-level launcher function or autograd.Function.forward to extract (launched "
+                          "from: KVPool.store)")
     assert_one_line_error(run("extract", "demo", home=tmp_path), "name a kernel (or pass --all)")
