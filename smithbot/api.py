@@ -203,12 +203,12 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     todo = [i for i, r in enumerate(rows) if r.out is not None and check]
     finished = 0
 
+    def check_one(task_dir: Path) -> tuple[bool, str]:
+        return self_check(task_dir, timeout_s)
+
     def checked(i: int) -> None:
         nonlocal finished
         task_dir: Path = rows[i].out  # type: ignore[assignment]
-        def check_one(d: Path) -> tuple[bool, str]:
-            return self_check(d, timeout_s)
-
         ok, why = (False, rows[i].why) if i in no_inputs else check_one(task_dir)
         if not ok and llm is not None:
             ok, why = write_inputs(task_dir, why, llm[0], llm[1], check_one)
