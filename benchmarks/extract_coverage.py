@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def _reasons(rows: list[dict], failed: str) -> None:
-    reasons = collections.Counter(re.sub(r"^[^:]*: ", "", r["why"]).split(";")[0][:100] for r in rows if failed in r
-                                  and not r[failed])
+    reasons = collections.Counter(re.sub(r"^(error: )?(task \S+: |[^:]*: )", "", r["why"]).split(";")[0][:100]
+                                  for r in rows if failed in r and not r[failed])
     for why, count in reasons.most_common(10):
         print(f"  {count:4d}  {why}")
 

@@ -151,7 +151,8 @@ def _import_line(local: str, target: str) -> str | None:
 @functools.lru_cache(maxsize=None)
 def _in_triton(mod: str, attr: str) -> bool:
     """Whether the installed triton has ``mod.attr``: a fork's module (DeepLink's ``triton.language.extra.deeplink``)
-    is not there, and a task importing it could never run."""
+    or what an older triton had (``triton.language.math.fast_expf``) is not there, and a task importing it would
+    fail."""
     try:
         return hasattr(importlib.import_module(mod), attr) or importlib.util.find_spec(f"{mod}.{attr}") is not None
     except ImportError:
@@ -446,7 +447,8 @@ class ClosureBuilder:
             elif root in self.external:
                 self.c.blockers.append(f"external extension {root} ({name})")
             elif root == "triton":
-                self.c.blockers.append(f"{target} ({name}) is not in the installed triton: a fork's module")
+                self.c.blockers.append(f"{target} ({name}) is not in the installed triton (a fork's or an older "
+                                       "triton's)")
             else:
                 self.c.blockers.append(f"import of {target} ({name})")
             return
