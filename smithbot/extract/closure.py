@@ -129,8 +129,9 @@ def _free_names(node: ast.AST) -> list[str]:
     return [u for u in used if u not in bound]
 
 
-def _import_line(local: str, target: str) -> str | None:
-    """The import statement that binds ``local`` to ``target`` in the task, or None if it may not be imported."""
+def _import_line(local: str, target: str, installed: bool = True) -> str | None:
+    """The import statement that binds ``local`` to ``target`` in the task, or None if it may not be imported (with
+    ``installed``, also when the installed triton lacks it)."""
     root = target.split(".")[0]
     if root not in ALLOWED_ROOTS:
         return None
@@ -141,7 +142,7 @@ def _import_line(local: str, target: str) -> str | None:
     mod, _, attr = target.rpartition(".")
     if target in ("torch.nn.functional",):
         return f"import torch.nn.functional as {local}"
-    if root == "triton" and not _in_triton(mod, attr):
+    if installed and root == "triton" and not _in_triton(mod, attr):
         return None
     if mod in ("triton", "torch", *STDLIB) or mod.startswith("triton.language"):
         return f"from {mod} import {attr}" + (f" as {local}" if local != attr else "")
@@ -375,7 +376,8 @@ class ClosureBuilder:
             if isinstance(n, (ast.Import, ast.ImportFrom)):
                 local.update(collect_imports(ast.Module(body=[n], type_ignores=[]), mod.name,
                                              mod.path.endswith("__init__.py")))
-        dropped = {k: v for k, v in local.items() if _import_line(k, v) is None}
+        # (a function-local import of a triton name may sit in a branch for another triton version: it stays)
+        dropped = {k: v for k, v in local.items() if _import_line(k, v, installed=False) is None}
         if dropped:
             source = cst.parse_module(source).visit(_LocalImportDropper(set(dropped))).code
             node = ast.parse(source).body[0]
