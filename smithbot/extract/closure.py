@@ -224,7 +224,8 @@ class _Pruner(cst.CSTTransformer):
 
 
 class _EnvPinner(cst.CSTTransformer):
-    """``os.getenv(k, d)`` and ``os.environ.get(k, d)`` -> ``d`` (``None`` without one): the clean environment's value."""
+    """``os.getenv(k, d)`` and ``os.environ.get(k, d)`` -> ``d`` (``None`` without one), the value a clean
+    environment gives."""
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         name = cst.helpers.get_full_name_for_node(updated.func) or ""

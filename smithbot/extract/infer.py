@@ -44,8 +44,8 @@ DIM_NAMES: list[tuple[str, str]] = [
     (r"^(n|k|c|hidden|hidden_?size|hidden_?dim|dim|n_?cols|cols|d_?model|width|feat|features)$", "hidden"),
 ]
 INDEX_NAME = re.compile(r"(^|_)(ids?|idx|indices|index|indptr|loc|locs|pos|positions|offsets?|lens?|lengths?|"
-                        r"seqlens?|seq_lens?|starts?|ends?|mapping|map|table|slots?|mask|counts?|num_tokens_per)(_|$|\d)|_to_|"
-                        r"[a-z]2[a-z]")  # src2dst
+                        r"seqlens?|seq_lens?|starts?|ends?|mapping|map|table|slots?|mask|counts?|num_tokens_per)"
+                        r"(_|$|\d)|_to_|[a-z]2[a-z]")  # src2dst
 CUMULATIVE = re.compile(r"(cu_|indptr|start_loc|offsets|cumsum)")
 FLOAT_NAME = r"(scale|eps|factor|temperature|alpha|beta|cap|softcap|smoothing|fill_value|const)$"
 SIZE_NAME = r"(len|size|sz|dim|num|window|win|capacity|budget|tokens?|pages|rank_dim|blk)"
@@ -320,7 +320,8 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
                     facts.rank[p] = r
                     facts.exact.add(p)
                     for i, e in enumerate(tgt.elts):
-                        src = ("ax", p, i - at) if at <= i < at + r else facts.axis(val.elts[i if i < at else i - r + 1])
+                        src = ("ax", p, i - at) if at <= i < at + r else \
+                            facts.axis(val.elts[i if i < at else i - r + 1])
                         if isinstance(e, ast.Name) and e.id != "_":
                             facts.union(("name", e.id), src)
                 continue

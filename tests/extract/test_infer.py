@@ -140,8 +140,8 @@ def chunk_o(q, v, x, h, gate_up, rows, top_k, config: Dict[str, Any], state, w, 
 def _kernel(q, v, s0, s1, s2, N, BLOCK: tl.constexpr, EVEN: tl.constexpr = True):
     pass
 ''')
-    got = infer(fn, ["v", "h", "gate_up", "rows", "config", "state", "w", "d"], {"q": {"shape": ["tokens", "heads", "head_dim"]},
-                                                    "x": {"shape": ["tokens", "hidden"]}, "top_k": "top_k"},
+    got = infer(fn, ["v", "h", "gate_up", "rows", "config", "state", "w", "d"],
+                {"q": {"shape": ["tokens", "heads", "head_dim"]}, "x": {"shape": ["tokens", "hidden"]}, "top_k": "top_k"},
                 by_rule=("q", "x", "top_k"), kernels=(kernel,))
     assert got["q"] == {"shape": ["tokens", "tokens", "heads", "hidden"]}  # rank 4, as the unpacking says (K: hidden)
     assert got["x"] == {"shape": ["tokens", 128]}  # the rule's shape, with the size the assert insists on
