@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Iterator
 
@@ -12,6 +13,18 @@ from evaluator import Evaluator
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "smithbot" / "tasks"
+
+
+def git_repo(repo: Path, files: dict[str, str]) -> Path:
+    """A real git repository at ``repo`` holding ``files`` (relative path -> text) in one commit."""
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+                   check=True)
+    return repo
 
 
 def has_gpu() -> bool:

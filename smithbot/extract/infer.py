@@ -25,6 +25,8 @@ import ast
 import re
 from typing import Any
 
+from smithbot.extract.kernel_use import kernel_param_kinds, required_params
+
 TENSOR_ATTRS = {"shape", "stride", "size", "dtype", "device", "numel", "view", "reshape", "contiguous", "data_ptr",
                 "is_contiguous", "element_size", "dim", "ndim", "flatten", "unsqueeze", "squeeze", "transpose",
                 "is_cuda", "new_empty", "new_zeros", "zero_", "fill_", "copy_", "to", "float", "half", "t",
@@ -56,104 +58,6 @@ SCALAR_INTS: list[tuple[str, Any]] = [
     (r"(stride|^offset$|^start$)", 0), (r"^(n|m|k|size|length|num|count)$", "tokens"), (r"_size$", 64),
     (r"ratio", 4), (r"^total_", "tokens"), (r"^(num|n)_|_per_", 4), (r"(policy|mode|flags?)$", 0), (r"mult$", 1),
 ]
-
-
-POINTER_OPS = {"load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and",
-               "atomic_or", "atomic_xor", "make_block_ptr", "make_tensor_descriptor"}
-PASS_THROUGH = {"multiple_of", "max_contiguous", "cast"}  # f(ptr, ...) is still the pointer
-
-
-def _addends(expr: ast.expr) -> set[str]:
-    """Names that a pointer expression adds offsets to: ``X + row * stride + cols`` -> {X, cols}."""
-    if isinstance(expr, ast.Name):
-        return {expr.id}
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-        return _addends(expr.left) | _addends(expr.right)
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Sub):
-        return _addends(expr.left)
-    if isinstance(expr, ast.IfExp):
-        return _addends(expr.body) | _addends(expr.orelse)
-    if isinstance(expr, ast.Subscript):
-        return _addends(expr.value)
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("to", "cast") \
-            and not (isinstance(expr.func.value, ast.Name) and expr.func.value.id == "tl"):
-        return _addends(expr.func.value)  # ptr.to(tl.pointer_type(...))
-    if isinstance(expr, ast.Call) and expr.args and (isinstance(expr.func, ast.Attribute) and expr.func.attr
-                                                     or getattr(expr.func, "id", None)) in PASS_THROUGH:
-        return _addends(expr.args[0])  # tl.multiple_of(ptr, 16), tl.cast(ptr, ...)
-    return set()
-
-
-def _loaded_from(expr: ast.expr) -> ast.expr | None:
-    """The pointer expression of ``tl.load(p)``, also under ``.to(...)`` or ``tl.cast``; else None."""
-    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("to", "cast"):
-        expr = expr.func.value if expr.func.attr == "to" else expr.args[0] if expr.args else expr.func.value
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "load" and expr.args:
-        return expr.args[0]
-    return None
-
-
-def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
-    """"pointer", "index", "constexpr", "scalar" or "unknown" for each parameter of a ``@triton.jit`` kernel, from its
-    body: a parameter that offsets are added to and that ends up loaded from or stored to (``tl.load(X + offs)``) is a
-    pointer, unless it is also compared, multiplied or ranged over, which only numbers are; a pointer whose loaded
-    values go into an address is an index table."""
-    params = [a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs]
-    constexpr = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs
-                 if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
-    assigned: dict[str, list[ast.expr]] = {}
-    pointer: set[str] = set()
-    numeric: set[str] = set()
-    pointer_args: list[ast.expr] = []
-    loaded: dict[str, set[str]] = {}  # variable -> the names whose memory it was loaded from
-    for node in ast.walk(kernel):
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    assigned.setdefault(t.id, []).append(node.value)
-                    source = _loaded_from(node.value)
-                    if source is not None:
-                        loaded.setdefault(t.id, set()).update(_addends(source))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in POINTER_OPS:
-            target = node.args[0] if node.args else next(
-                (k.value for k in node.keywords if k.arg in ("pointer", "base")), None)
-            if target is not None:
-                pointer |= _addends(target)
-                pointer_args.append(target)
-        elif isinstance(node, ast.Compare):
-            numeric |= {n.id for e in (node.left, *node.comparators) for n in ast.walk(e) if isinstance(n, ast.Name)}
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.FloorDiv, ast.Mod, ast.Div)):
-            numeric |= {e.id for e in (node.left, node.right) if isinstance(e, ast.Name)}
-        if isinstance(node, ast.Call) and (isinstance(node.func, ast.Name) and node.func.id in ("range", "min", "max")
-                                           or isinstance(node.func, ast.Attribute) and node.func.attr in (
-                                               "arange", "cdiv", "range", "static_range", "full")):
-            numeric |= {n.id for a in node.args for n in ast.walk(a) if isinstance(n, ast.Name)}
-    todo = list(pointer)
-    while todo:
-        for expr in assigned.get(todo.pop(), []):
-            for name in _addends(expr) - pointer:
-                pointer.add(name)
-                todo.append(name)
-    # An index table: what is loaded from it goes into an address (`row = tl.load(Rows + i)`, `tl.load(X + row * n)`)
-    addressing = {n.id for c in pointer_args for n in ast.walk(c) if isinstance(n, ast.Name)}
-    todo = list(addressing)
-    while todo:
-        for expr in assigned.get(todo.pop(), []):
-            for name in {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)} - addressing:
-                addressing.add(name)
-                todo.append(name)
-    index = {p for var, sources in loaded.items() if var in addressing for p in sources}
-    return {p: "constexpr" if p in constexpr else "scalar" if p in numeric else "index" if p in index and p in pointer
-            else "pointer" if p in pointer else "unknown" for p in params}  # "unknown": only handed on to a helper
-
-
-def _required(kernel: ast.FunctionDef) -> list[str]:
-    """The parameters a launch must pass: no default, and not set by an autotune config or a heuristic."""
-    decorated = {k.value for d in kernel.decorator_list for n in ast.walk(d) if isinstance(n, ast.Dict)
-                 for k in n.keys if isinstance(k, ast.Constant)}
-    args = kernel.args.posonlyargs + kernel.args.args
-    with_default = {a.arg for a in args[len(args) - len(kernel.args.defaults):]} if kernel.args.defaults else set()
-    return [a.arg for a in args if a.arg not in with_default and a.arg not in decorated]
 
 
 def _ann_kind(ann: ast.expr | None) -> str | None:
@@ -481,7 +385,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     ``@triton.jit`` functions it may launch."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     ann = {a.arg: _ann_kind(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    facts = _Facts(params, {k.name: (kernel_param_kinds(k), _required(k)) for k in kernels})
+    facts = _Facts(params, {k.name: (kernel_param_kinds(k), required_params(k)) for k in kernels})
     _collect(fn, facts)
     known, unknown = dict(known), list(unknown)
     for p in by_rule:

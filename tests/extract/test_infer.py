@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from smithbot import api
-from smithbot.extract.infer import infer, kernel_param_kinds, required_optionals
+from smithbot.extract.infer import infer, required_optionals
+from smithbot.extract.kernel_use import kernel_param_kinds
+from tests.conftest import git_repo
 from tests.extract.test_extract import _check_against_reference, _with_reference
 
 
@@ -227,16 +229,8 @@ def reference(x, factor):
 @pytest.fixture()
 def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
-    repo = tmp_path / "engine"
-    (repo / "engine").mkdir(parents=True)
-    (repo / "engine" / "__init__.py").write_text("")
-    (repo / "engine" / "gather.py").write_text(LAUNCHER)
-    (repo / "engine" / "act.py").write_text(FUNCTION)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
-                   check=True)
-    return repo
+    return git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/gather.py": LAUNCHER,
+                                          "engine/act.py": FUNCTION})
 
 
 def test_inferred_inputs_extract_run_and_match_a_reference(engine: Path, tmp_path: Path) -> None:

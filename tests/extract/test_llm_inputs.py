@@ -3,13 +3,13 @@ self-check deciding whether what the model wrote is kept."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from smithbot import api
 from smithbot.extract.llm_inputs import harness_of
+from tests.conftest import git_repo
 from tests.evolve.helpers import ScriptedOpenAI, llm_config
 from tests.extract.test_extract import _check_against_reference, _with_reference
 
@@ -94,15 +94,7 @@ def reference(x, plan):
 def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("SMITHBOT_TEST_KEY", "sk-test-secret")
-    repo = tmp_path / "engine"
-    (repo / "engine").mkdir(parents=True)
-    (repo / "engine" / "__init__.py").write_text("")
-    (repo / "engine" / "plan.py").write_text(ENGINE)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
-                   check=True)
-    return repo
+    return git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/plan.py": ENGINE})
 
 
 def test_without_an_llm_the_parameter_is_named(engine: Path, tmp_path: Path) -> None:
