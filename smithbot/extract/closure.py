@@ -364,7 +364,8 @@ class ClosureBuilder:
 
     def _take(self, mod: _Module, name: str, qualname: str, source: str, node: ast.stmt) -> ast.stmt:
         """Append the definition ``source`` (``node`` parsed) and resolve everything it needs; return its final node."""
-        if isinstance(node, ast.FunctionDef) and self.stubs_values:
+        if isinstance(node, ast.FunctionDef) and any(name in source for name in self.stubs_values):
+            # (only a definition that names a stub can have a branch the stub decides: the others skip the libcst pass)
             source = cst.parse_module(source).visit(_Pruner(self.stubs_values)).code
             node = ast.parse(source).body[0]
         if "os." in source:
