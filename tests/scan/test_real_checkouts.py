@@ -15,6 +15,8 @@ from smithbot import api
 from smithbot.config import get_target
 from smithbot.scan.index import list_files
 
+CHECKOUTS = [("sglang", "SMITHBOT_TEST_SGLANG"), ("lmdeploy", "SMITHBOT_TEST_LMDEPLOY"),
+             ("engram", "SMITHBOT_TEST_DLBLAS")]
 JIT = re.compile(r"(?:^|\n) *@ (triton \. )?jit\b|= triton \. jit \(")
 
 
@@ -29,13 +31,18 @@ def grep_code(data: bytes) -> int:
     return len(JIT.findall("".join(lines)))
 
 
-@pytest.mark.parametrize("target, var", [("sglang", "SMITHBOT_TEST_SGLANG"), ("lmdeploy", "SMITHBOT_TEST_LMDEPLOY"),
-                                         ("engram", "SMITHBOT_TEST_DLBLAS")])
-def test_scan_finds_every_grepped_kernel(target: str, var: str, tmp_path: Path, monkeypatch) -> None:
+def _checkout(var: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The checkout ``var`` names (or a skip), with a fresh SMITHBOT_HOME."""
     root = os.environ.get(var)
     if not root:
         pytest.skip(f"set {var} to a checkout to run this")
-    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path))
+    monkeypatch.setenv("SMITHBOT_HOME", str(home))
+    return root
+
+
+@pytest.mark.parametrize("target, var", CHECKOUTS)
+def test_scan_finds_every_grepped_kernel(target: str, var: str, tmp_path: Path, monkeypatch) -> None:
+    root = _checkout(var, tmp_path, monkeypatch)
     t = get_target(target)
     grepped = sum(grep_code((Path(root) / rel).read_bytes())
                   for rel in list_files(Path(root), t.include, t.exclude))
@@ -49,13 +56,9 @@ def test_scan_finds_every_grepped_kernel(target: str, var: str, tmp_path: Path, 
 EXTRACTED_FLOOR = {"sglang": 0.6, "lmdeploy": 0.75, "engram": 0.7}
 
 
-@pytest.mark.parametrize("target, var", [("sglang", "SMITHBOT_TEST_SGLANG"), ("lmdeploy", "SMITHBOT_TEST_LMDEPLOY"),
-                                         ("engram", "SMITHBOT_TEST_DLBLAS")])
+@pytest.mark.parametrize("target, var", CHECKOUTS)
 def test_extraction_coverage(target: str, var: str, tmp_path: Path, monkeypatch) -> None:
-    root = os.environ.get(var)
-    if not root:
-        pytest.skip(f"set {var} to a checkout to run this")
-    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path))
+    root = _checkout(var, tmp_path, monkeypatch)
     rows = api.extract(target, None, out=tmp_path / "tasks", source=root, all_kernels=True, check=False)
     assert sum(r.extracted for r in rows) >= EXTRACTED_FLOOR[target] * len(rows), target
     for r in rows:  # every kernel is either a task directory or a reason
