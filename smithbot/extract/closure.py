@@ -256,6 +256,33 @@ class _LocalImportDropper(cst.CSTTransformer):
         return updated
 
 
+def _calls_stub(expr: ast.expr, stubs: dict[str, Any]) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in stubs and not n.args
+               and not n.keywords for n in ast.walk(expr))
+
+
+def _fold_stubs(expr: ast.expr, stubs: dict[str, Any]) -> ast.expr:
+    """``expr`` with each argument-less call of a stubbed helper replaced by the stub's value, and a conditional
+    expression that this decides replaced by its branch."""
+
+    class Fold(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            if isinstance(node.func, ast.Name) and node.func.id in stubs and not node.args and not node.keywords:
+                return ast.Constant(stubs[node.func.id])
+            return self.generic_visit(node)
+
+        def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+            self.generic_visit(node)
+            test = node.test
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Constant):
+                test = ast.Constant(not test.operand.value)
+            if isinstance(test, ast.Constant):
+                return node.body if test.value else node.orelse
+            return node
+
+    return Fold().visit(expr)
+
+
 def _custom_decorator_stub(name: str) -> str:
     return (f"def {name}(*args, **kwargs):\n"
             f'    """Stub of the target\'s custom kernel decorator: the kernel is returned unchanged."""\n'
@@ -351,12 +378,11 @@ class ClosureBuilder:
         self._bound[name] = key
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         source = textwrap.dedent("\n".join(mod.lines[start - 1:node.end_lineno])) + "\n"
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
-                and node.value.func.id in self.stubs_values and not node.value.args:
-            # `_is_fnuz = is_fp8_fnuz()`: a constant computed at import time by a stubbed helper, so the stub's value
-            value = self.stubs_values[node.value.func.id]
-            self.c.definitions.append(Definition(name, name, mod.path, f"{name} = {value!r}\n"))
-            return
+        if isinstance(node, ast.Assign) and _calls_stub(node.value, self.stubs_values):
+            # `_is_fnuz = is_fp8_fnuz()`, `dt = A if is_fp8_fnuz() else B`: computed at import time by a stubbed
+            # helper, so the stub's value decides it here
+            node = ast.Assign(node.targets, _fold_stubs(node.value, self.stubs_values), lineno=node.lineno)
+            source = ast.unparse(node) + "\n"
         self._take(mod, name, name, source, node)
         if as_name != name:
             self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))

@@ -22,6 +22,7 @@ These are guesses: the extracted baseline must still pass its self-check on them
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from typing import Any
 
@@ -269,32 +270,81 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
 
 
 def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list[str]) -> None:
-    """What the kernel makes of each launcher parameter handed to it as it is, and the rank of a splatted
-    ``*p.stride()`` / ``*p.shape``: as many as the kernel's parameters left over for it."""
+    """What the kernel makes of each launcher parameter handed to it as it is, and the rank of each splatted
+    ``*p.stride()`` / ``*p.shape``: the kernel parameters left over for it (``_splat_widths``)."""
     names = list(kinds)
     given = {k.arg for k in call.keywords}
     stars = [i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)]
-    width = 1
-    if len(stars) == 1:
-        width = len([n for n in required if n not in given]) - (len(call.args) - 1)
-        star = call.args[stars[0]].value
-        p = facts.shape_of(star) or (star.func.value.id if isinstance(star, ast.Call) and isinstance(
-            star.func, ast.Attribute) and star.func.attr == "stride" and isinstance(star.func.value, ast.Name)
-            and star.func.value.id in facts.params else None)
+    left = [n for n in required if n not in given]
+    widths = _splat_widths(call.args, left, [_splatted(facts, call.args[i].value) for i in stars])  # type: ignore
+    if widths is None:
+        return
+    for i, width in zip(stars, widths):
+        p = _splatted(facts, call.args[i].value)  # type: ignore[attr-defined]
         if p and width >= 1:
             facts.tensor.add(p)
             facts.rank[p] = width
             facts.exact.add(p)
-    elif stars:
-        return
-    pairs = []
-    for i, a in enumerate(call.args):
-        at = i if not stars or i < stars[0] else i + width - 1
-        if not isinstance(a, ast.Starred) and at < len(names):
+    pairs, at = [], 0
+    for a in call.args:
+        if isinstance(a, ast.Starred):
+            at += widths[stars.index(call.args.index(a))]
+            continue
+        if at < len(names):
             pairs.append((names[at], a))
+        at += 1
     for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]:
         if isinstance(a, ast.Name) and a.id in facts.params and kinds.get(kparam or "", "unknown") != "unknown":
             facts.kernel_kind.setdefault(a.id, kinds[kparam])  # type: ignore[index]
+
+
+def _splatted(facts: _Facts, star: ast.expr) -> str | None:
+    """The launcher parameter whose ``.shape`` / ``.size()`` / ``.stride()`` is splatted, if it is one."""
+    if isinstance(star, ast.Call) and isinstance(star.func, ast.Attribute) and star.func.attr == "stride" \
+            and isinstance(star.func.value, ast.Name):
+        p = facts.alias.get(star.func.value.id, star.func.value.id)
+        return p if p in facts.params else None
+    return facts.shape_of(star)
+
+
+def _splat_widths(args: list[ast.expr], left: list[str], owners: list[str | None]) -> list[int] | None:
+    """How many kernel parameters each ``*splat`` in a launch fills. One splat takes what the others leave. Several
+    take widths of 1 to 4 that add up, chosen so that most stride parameters land on the splat their name mentions
+    (``kv_stride_s`` on ``*kv.stride()``, ``stride_qm`` on ``*q.stride()``), then as even as possible."""
+    stars = [i for i, a in enumerate(args) if isinstance(a, ast.Starred)]
+    total = len(left) - (len(args) - len(stars))
+    if len(stars) <= 1:
+        return [total] if stars else []
+    if total < len(stars) or total > 4 * len(stars) or len(stars) > 8:
+        return None
+    at = stars[0]  # where in ``left`` the first splat starts
+    nonstar_between = [sum(1 for a in args[s + 1:(stars + [len(args)])[k + 1]] if not isinstance(a, ast.Starred))
+                       for k, s in enumerate(stars)]
+
+    def owner_of(param: str) -> int | None:
+        words = param.lower().split("_")
+        if "stride" not in words and "strides" not in words:
+            return None
+        words = [w for w in words if w and w not in ("stride", "strides")]
+        best, best_len = None, 0
+        for k, o in enumerate(owners):
+            o = (o or "").lower()
+            if o and ("_".join(words) == o or "_".join(words).startswith(o + "_")
+                      or (len(words) == 1 and words[0].startswith(o) and len(words[0]) - len(o) <= 1)) \
+                    and len(o) > best_len:
+                best, best_len = k, len(o)
+        return best
+
+    def score(widths: tuple[int, ...]) -> tuple[int, float]:
+        pos, hits = at, 0
+        for k, w in enumerate(widths):
+            hits += sum(owner_of(p) == k for p in left[pos:pos + w])
+            pos += w + nonstar_between[k]
+        mean = total / len(widths)
+        return hits, -sum((w - mean) ** 2 for w in widths)
+
+    choices = [w for w in itertools.product(range(1, 5), repeat=len(stars)) if sum(w) == total]
+    return list(max(choices, key=score)) if choices else None
 
 
 TORCH_DTYPES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",

@@ -34,6 +34,7 @@ import warnings
 from pkg.utils import ceil_div, is_fnuz
 
 _FNUZ = is_fnuz()
+_WIDTH = 1 if is_fnuz() else 2
 _STEP = int(os.getenv("PKG_STEP", "1"))
 
 
@@ -48,7 +49,7 @@ def launch(n):
         return -1
     if os.environ.get("PKG_DEBUG") is not None:
         warnings.warn("debugging")
-    return pick(ceil_div(n, 4)) + offset + Mode.FAST.value + _STEP
+    return pick(ceil_div(n, 4)) + offset + Mode.FAST.value + _STEP + _WIDTH
 '''
 
 
@@ -67,6 +68,7 @@ def test_star_reexports_local_imports_overloads_and_stubbed_constants(tmp_path: 
     assert defs["ceil_div"].path == "pkg/utils/common.py"  # found through `from .common import *`
     assert "@overload" not in defs["pick"].source and "return x * 2" in defs["pick"].source
     assert defs["_FNUZ"].source == "_FNUZ = False\n"  # the stub's value, not a call at import time
+    assert defs["_WIDTH"].source == "_WIDTH = 2\n"  # and the branch it picks
     assert "import" not in defs["launch"].source  # the local imports became `pass`; their names are inlined
     assert defs["offset"].source == "offset = 100\n"
     assert defs["_STEP"].source == '_STEP = int("1")\n'  # environment reads pinned to their defaults
@@ -75,7 +77,7 @@ def test_star_reexports_local_imports_overloads_and_stubbed_constants(tmp_path: 
         d.source for d in b.render_definitions())
     ns: dict = {}
     exec(compile(src, "task", "exec"), ns)
-    assert ns["launch"](10) == 2 * 3 + 100 + 1 + 1
+    assert ns["launch"](10) == 2 * 3 + 100 + 1 + 1 + 2
 
 
 def test_a_triton_forks_module_blocks_with_its_name(tmp_path: Path) -> None:

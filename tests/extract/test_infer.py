@@ -156,6 +156,22 @@ def _kernel(q, v, s0, s1, s2, N, BLOCK: tl.constexpr, EVEN: tl.constexpr = True)
     assert required_optionals(fn) == {"N"}
 
 
+@pytest.mark.parametrize("kernel_params, ranks", [
+    ("x_ptr, sx0, sx1, sx2, out_ptr, so0, so1, so2, m_ptr, size_n", {"x": 3, "state": 3}),  # no names: even
+    ("x_ptr, stride_xb, stride_xs, out_ptr, state_stride_b, state_stride_h, state_stride_s, state_stride_d, m_ptr, "
+     "size_n", {"x": 2, "state": 4}),  # the stride names say whose they are
+])
+def test_several_splats_share_the_kernel_parameters(kernel_params: str, ranks: dict[str, int]) -> None:
+    fn = _fn('''
+def silu_and_mul(x, state, masked_m, size_n):
+    out = torch.empty_like(state)
+    _kernel[(1,)](x, *x.stride(), out, *out.stride(), masked_m, size_n)
+''')
+    kernel = _fn(f"@triton.jit\ndef _kernel({kernel_params}):\n    pass\n")
+    got = infer(fn, ["x", "state", "masked_m", "size_n"], {}, kernels=(kernel,))
+    assert {p: len(got[p]["shape"]) for p in ranks} == ranks
+
+
 LAUNCHER = '''"""A fixture engine whose launcher's parameters no name rule knows."""
 import torch
 import triton
