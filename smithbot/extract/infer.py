@@ -91,6 +91,8 @@ class _Facts:
         self.dtype: dict[str, str] = {}  # from `p.dtype == torch.float32`
         self.keys: dict[str, set[str]] = {}  # p["BLOCK_SIZE_M"]: p is a dict of launch settings
         self.alias: dict[str, str] = {}  # out = torch.empty_like(x): out has x's shape
+        self.multiples: list[tuple[ast.expr, ast.expr]] = []  # assert n % BLOCK == 0
+        self.upper: list[tuple[Any, int]] = []  # assert K <= 256
 
     def find(self, x: Any) -> Any:
         self.parent.setdefault(x, x)
@@ -251,10 +253,19 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
         if all(isinstance(o, ast.Eq) for o in node.ops):
             items = [node.left, *node.comparators]
             if isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Mod) and len(items) == 2 \
-                    and facts._int(items[1]) == 0:
-                items = [node.left.left, node.left.right]  # `assert n % BLOCK == 0`: n = BLOCK is the least that holds
+                    and facts._int(items[1]) == 0:  # `assert n % BLOCK == 0`: n is a multiple of BLOCK
+                facts.multiples.append((node.left.left, node.left.right))
+                if facts.axis(node.left.left) is not None:
+                    facts.find(facts.axis(node.left.left))  # records the axis, and the rank it implies
+                continue
             for a, b in zip(items, items[1:]):
                 _equate(facts, a, b)
+        elif len(node.ops) == 1 and isinstance(node.ops[0], (ast.Lt, ast.LtE)) \
+                and facts._int(node.comparators[0]) is not None and facts.axis(node.left) is not None:
+            bound = facts._int(node.comparators[0]) - isinstance(node.ops[0], ast.Lt)  # type: ignore[operator]
+            key = facts.axis(node.left)
+            facts.find(key)
+            facts.upper.append((key, bound))  # assert K <= 256
         elif len(node.ops) == 1 and isinstance(node.ops[0], (ast.Gt, ast.GtE)) \
                 and facts._int(node.comparators[0]) is not None:
             p = _rank_of(facts, node.left)  # assert x.dim() >= 2
@@ -470,14 +481,41 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         elif isinstance(spec, int) and not isinstance(spec, bool) and spec > 0 or isinstance(spec, str) \
                 and not spec.startswith("dtype:"):
             pinned[facts.find(("name", p))] = spec  # d_v=512 and `assert q.shape[-1] == d_v`
+    # n % BLOCK == 0 with BLOCK a number: n rounds up to a multiple of it; otherwise n = BLOCK, the least that holds
+    multiples = []
+    for a, b in facts.multiples:
+        key = facts.axis(b)
+        m = facts._int(b) or (key is not None and next(
+            (k[1] for k in list(facts.parent) if k[0] == "lit" and facts.find(k) == facts.find(key)), None))
+        if m and facts.axis(a) is not None:
+            multiples.append((facts.axis(a), m))
+        else:
+            _equate(facts, a, b)
     classes: dict[Any, list[Any]] = {}
     for key in list(facts.parent):
         classes.setdefault(facts.find(key), []).append(key)
+    multiple = {facts.find(key): m for key, m in multiples}
+
+    def class_literal(key: Any) -> int | None:
+        return next((m[1] for m in classes.get(facts.find(key), []) if m[0] == "lit"), None)
 
     def literal(p: str, i: int) -> int | None:
-        return next((m[1] for m in classes.get(facts.find(("ax", p, i)), []) if m[0] == "lit"), None)
+        return class_literal(("ax", p, i))
+
+    # K <= 256: at most the bound, a power of two, and no more than 128
+    most = {facts.find(key): 1 << (min(bound, 128).bit_length() - 1) for key, bound in facts.upper if bound >= 1}
 
     def dim(p: str, i: int, rank: int) -> Any:
+        d = _dim(p, i, rank)
+        root = facts.find(("ax", p, i))
+        if root in most and not isinstance(d, int):
+            d = most[root]
+        m = multiple.get(root)
+        if m and isinstance(d, int):
+            return -(-d // m) * m
+        return f"(({d} + {m - 1}) // {m}) * {m}" if m else d
+
+    def _dim(p: str, i: int, rank: int) -> Any:
         root = facts.find(("ax", p, i))
         if literal(p, i) is not None:  # the code insists: `assert x.shape[-1] == 128`
             return literal(p, i)

@@ -134,6 +134,7 @@ def chunk_o(q, v, x, h, gate_up, rows, top_k, config: Dict[str, Any], state, w, 
         raise TypeError("w must be int8 or fp16")
     assert d.shape[-1] in {64, 128, 256}
     assert N is not None
+    assert v.shape[-1] <= 256 and w.shape[-1] % 2 == 0
     _kernel[(B,)](q, v, *h.stride(), N)
 ''')
     kernel = _fn('''
@@ -148,10 +149,12 @@ def _kernel(q, v, s0, s1, s2, N, BLOCK: tl.constexpr, EVEN: tl.constexpr = True)
     assert got["q"] == {"shape": ["tokens", "tokens", "heads", "hidden"]}  # rank 4, as the unpacking says (K: hidden)
     assert got["x"] == {"shape": ["tokens", 128]}  # the rule's shape, with the size the assert insists on
     assert got["top_k"] == 8 and len(got["gate_up"]["shape"]) == 3
-    assert got["rows"]["shape"] == [64]  # a multiple of BLOCK_E, the least one
+    assert got["rows"]["shape"] == ["((tokens + 63) // 64) * 64"]  # rounded up to a multiple of BLOCK_E
     assert got["config"] == {"literal": {"BLOCK_SIZE_M": 64, "num_warps": 4}}  # .get() has its own default
     assert got["state"] == {"shape": ["tokens", "heads", "heads", "hidden"]}  # `if ... != ...: raise` insists too
     assert got["w"]["dtype"] == "int8" and got["d"]["shape"] == [128]
+    assert got["v"]["shape"][-1] == 128  # at most 256: a power of two no larger than 128
+    assert got["w"]["shape"] == ["((tokens + 1) // 2) * 2"]  # even
     assert len(got["h"]["shape"]) == 3  # *h.stride() fills the 3 kernel parameters left before N
     assert required_optionals(fn) == {"N"}
 
