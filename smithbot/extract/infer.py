@@ -26,7 +26,7 @@ import itertools
 import re
 from typing import Any
 
-from smithbot.extract.kernel_use import kernel_param_kinds, required_params
+from smithbot.extract.kernel_use import arange_bounds, kernel_param_kinds, required_params
 
 TENSOR_ATTRS = {"shape", "stride", "size", "dtype", "device", "numel", "view", "reshape", "contiguous", "data_ptr",
                 "is_contiguous", "element_size", "dim", "ndim", "flatten", "unsqueeze", "squeeze", "transpose",
@@ -93,6 +93,8 @@ class _Facts:
         self.alias: dict[str, str] = {}  # out = torch.empty_like(x): out has x's shape
         self.multiples: list[tuple[ast.expr, ast.expr]] = []  # assert n % BLOCK == 0
         self.upper: list[tuple[Any, int]] = []  # assert K <= 256
+        self.isa: dict[str, str] = {}  # assert isinstance(flag, bool)
+        self.pow2: list[Any] = []  # sizes a kernel hands to tl.arange
 
     def find(self, x: Any) -> Any:
         self.parent.setdefault(x, x)
@@ -125,6 +127,9 @@ class _Facts:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
                 and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and self._int(node.args[0]) is not None:
             return self._ax(node.func.value.id, self._int(node.args[0]))  # type: ignore[arg-type]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
+                and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
+            return self._ax(node.args[0].id, 0)  # len(p): p's first axis
         if isinstance(node, ast.Name):
             return ("name", node.id)
         if self._int(node) is not None and self._int(node) >= 0:  # type: ignore[operator]
@@ -248,6 +253,9 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
                 and isinstance(node.args[0], ast.Name):
             facts.floaty.add(node.args[0].id)
     for node in (n for test in _insisted(fn) for n in ast.walk(test)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
+                and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Name):
+            facts.isa[node.args[0].id] = node.args[1].id  # assert isinstance(flag, bool)
         if not isinstance(node, ast.Compare):
             continue
         if all(isinstance(o, ast.Eq) for o in node.ops):
@@ -258,8 +266,9 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
                 if facts.axis(node.left.left) is not None:
                     facts.find(facts.axis(node.left.left))  # records the axis, and the rank it implies
                 continue
-            for a, b in zip(items, items[1:]):
-                _equate(facts, a, b)
+            lit = next((e for e in items if facts._int(e) is not None), None)
+            for a, b in zip(items, items[1:]) if lit is None else ((e, lit) for e in items if e is not lit):
+                _equate(facts, a, b)  # a == b == c; q.dim() == k.dim() == 2: each of them is 2
         elif len(node.ops) == 1 and isinstance(node.ops[0], (ast.Lt, ast.LtE)) \
                 and facts._int(node.comparators[0]) is not None and facts.axis(node.left) is not None:
             bound = facts._int(node.comparators[0]) - isinstance(node.ops[0], ast.Lt)  # type: ignore[operator]
@@ -280,7 +289,7 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
             _equate(facts, node.left, pick)
 
 
-def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list[str]) -> None:
+def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list[str], pow2: set[str]) -> None:
     """What the kernel makes of each launcher parameter handed to it as it is, and the rank of each splatted
     ``*p.stride()`` / ``*p.shape``: the kernel parameters left over for it (``_splat_widths``)."""
     names = list(kinds)
@@ -307,6 +316,9 @@ def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list
     for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]:
         if isinstance(a, ast.Name) and a.id in facts.params and kinds.get(kparam or "", "unknown") != "unknown":
             facts.kernel_kind.setdefault(a.id, kinds[kparam])  # type: ignore[index]
+        if kparam in pow2 and facts.axis(a) is not None:  # tl.arange(0, D): D is a power of two
+            facts.pow2.append(facts.axis(a))
+            facts.find(facts.axis(a))
 
 
 def _splatted(facts: _Facts, star: ast.expr) -> str | None:
@@ -394,6 +406,15 @@ def _equate(facts: _Facts, a: ast.expr, b: ast.expr) -> None:
                 facts.rank[p] = y.value
                 facts.exact.add(p)
                 return
+    for x, y in ((a, b), (b, a)):  # p.numel() == n: a 1-D p of n elements, unless p's rank is known otherwise
+        if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "numel" \
+                and isinstance(x.func.value, ast.Name) and x.func.value.id in facts.params \
+                and x.func.value.id not in facts.exact and facts.rank.get(x.func.value.id, 1) == 1:
+            p = x.func.value.id
+            facts.tensor.add(p)
+            facts.rank[p] = 1
+            facts.union(("ax", p, 0), facts.axis(y))
+            return
     pa, pb = facts.shape_of(a), facts.shape_of(b)
     if pa and pb:  # p.shape == q.shape
         r = max(facts.rank.get(pa, 0), facts.rank.get(pb, 0))
@@ -446,7 +467,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     ``@triton.jit`` functions it may launch."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     ann = {a.arg: _ann_kind(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    facts = _Facts(params, {k.name: (kernel_param_kinds(k), required_params(k)) for k in kernels})
+    facts = _Facts(params, {k.name: (kernel_param_kinds(k), required_params(k), arange_bounds(k)) for k in kernels})
     _collect(fn, facts)
     known, unknown = dict(known), list(unknown)
     for p in by_rule:
@@ -481,7 +502,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         elif isinstance(spec, int) and not isinstance(spec, bool) and spec > 0 or isinstance(spec, str) \
                 and not spec.startswith("dtype:"):
             pinned[facts.find(("name", p))] = spec  # d_v=512 and `assert q.shape[-1] == d_v`
-    # n % BLOCK == 0 with BLOCK a number: n rounds up to a multiple of it; otherwise n = BLOCK, the least that holds
+    # n % BLOCK == 0 with BLOCK a number: n rounds down to a multiple of it, and is at least BLOCK (a smaller size
+    # is less likely to overrun a buffer whose relation to n only the kernel knows); otherwise n = BLOCK
     multiples = []
     for a, b in facts.multiples:
         key = facts.axis(b)
@@ -495,6 +517,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     for key in list(facts.parent):
         classes.setdefault(facts.find(key), []).append(key)
     multiple = {facts.find(key): m for key, m in multiples}
+    pow2 = {facts.find(key) for key in facts.pow2}
 
     def class_literal(key: Any) -> int | None:
         return next((m[1] for m in classes.get(facts.find(key), []) if m[0] == "lit"), None)
@@ -510,10 +533,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         root = facts.find(("ax", p, i))
         if root in most and not isinstance(d, int):
             d = most[root]
-        m = multiple.get(root)
-        if m and isinstance(d, int):
-            return -(-d // m) * m
-        return f"(({d} + {m - 1}) // {m}) * {m}" if m else d
+        d = _multiple_of(d, multiple[root]) if root in multiple else d
+        return _pow2(d) if root in pow2 else d
 
     def _dim(p: str, i: int, rank: int) -> Any:
         root = facts.find(("ax", p, i))
@@ -543,7 +564,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             if lits:
                 out[p] = lits[0]
     for p in unknown:
-        kind = ann.get(p)
+        kind = ann.get(p) or {"bool": "bool", "int": "int", "float": "float"}.get(facts.isa.get(p, ""))
         # handed to a kernel under a buffer-like name: a pointer argument
         handed = facts.kernel_kind.get(p)
         is_tensor = kind == "tensor" or p in facts.tensor or kind is None and (handed in ("pointer", "index") or (
@@ -599,4 +620,22 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                 elif kind == "int" or handed in ("scalar", "constexpr"):
                     # a number with nothing more to go on: a power of two for a size (tl.arange needs one), else 0
                     out[p] = 64 if handed == "constexpr" or re.search(SIZE_NAME, p.lower()) else 0
+            if p in out and root in multiple:  # assert page_size % 128 == 0
+                out[p] = _multiple_of(out[p], multiple[root])
+            if p in out and root in pow2:
+                out[p] = _pow2(out[p])
     return out
+
+
+def _multiple_of(d: Any, m: int) -> Any:
+    """The largest multiple of ``m`` no larger than ``d`` (a number, or a dim name or expression), and at least m."""
+    if isinstance(d, int):
+        return max(m, d // m * m)
+    return f"max({m}, ({d}) // {m} * {m})"
+
+
+def _pow2(d: Any) -> Any:
+    """The largest power of two no larger than ``d`` (a number, or a dim name or expression)."""
+    if isinstance(d, int):
+        return 1 << max(d, 1).bit_length() - 1
+    return f"pow2({d})"

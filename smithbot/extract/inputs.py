@@ -52,7 +52,9 @@ def _names_in(expr: Any) -> set[str]:
         return set()
     if isinstance(expr, str):
         try:
-            return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
+            tree = ast.parse(expr, mode="eval")
+            called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+            return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called}
         except SyntaxError:
             raise InputError(f"not an arithmetic expression: {expr!r}") from None
     if isinstance(expr, dict):
@@ -133,7 +135,7 @@ _DTYPES = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16
 
 
 def _value(expr, dims):
-    """A number, or +, -, *, //, /, ** and % over the case's dims."""
+    """A number, or +, -, *, //, /, **, %, min(), max() and pow2() over the case's dims."""
     if not isinstance(expr, str):
         return expr
     def ev(n):
@@ -145,6 +147,10 @@ def _value(expr, dims):
             return dims[n.id]
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
             return -ev(n.operand)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("min", "max") and n.args:
+            return {{"min": min, "max": max}}[n.func.id](ev(a) for a in n.args)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "pow2" and len(n.args) == 1:
+            return 1 << max(int(ev(n.args[0])), 1).bit_length() - 1  # the largest power of two not above it
         if isinstance(n, ast.BinOp):
             a, b = ev(n.left), ev(n.right)
             ops = {{ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}}

@@ -102,3 +102,9 @@ def required_params(kernel: ast.FunctionDef) -> list[str]:
     args = kernel.args.posonlyargs + kernel.args.args
     with_default = {a.arg for a in args[len(args) - len(kernel.args.defaults):]} if kernel.args.defaults else set()
     return [a.arg for a in args if a.arg not in with_default and a.arg not in decorated]
+
+
+def arange_bounds(kernel: ast.FunctionDef) -> set[str]:
+    """Parameters used as a bound of ``tl.arange``: each must be a power of two."""
+    return {a.id for n in ast.walk(kernel) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "arange" for a in n.args if isinstance(a, ast.Name)}

@@ -120,7 +120,8 @@ def mla(q_nope, d_v=512):
 
 def test_starred_unpacking_splats_and_code_stated_sizes() -> None:
     fn = _fn('''
-def chunk_o(q, v, x, h, gate_up, rows, top_k, config: Dict[str, Any], state, w, d, N=None, mode="swish"):
+def chunk_o(q, v, x, h, gate_up, rows, top_k, config: Dict[str, Any], state, w, d, flag, page_size, starts, bias,
+            q2, k2, N=None, mode="swish"):
     grid = (triton.cdiv(rows.shape[0], config["BLOCK_SIZE_M"]), config.get("SPLIT_K", 1))
     num_warps = config["num_warps"]
     B, T, H, K, V = *q.shape, v.shape[-1]
@@ -135,6 +136,8 @@ def chunk_o(q, v, x, h, gate_up, rows, top_k, config: Dict[str, Any], state, w, 
     assert d.shape[-1] in {64, 128, 256}
     assert N is not None
     assert v.shape[-1] <= 256 and w.shape[-1] % 2 == 0
+    assert isinstance(flag, bool) and page_size % 128 == 0 and len(starts) == 1 and bias.numel() == top_k
+    assert q2.dim() == k2.dim() == 2
     _kernel[(B,)](q, v, *h.stride(), N)
 ''')
     kernel = _fn('''
@@ -143,18 +146,22 @@ def chunk_o(q, v, x, h, gate_up, rows, top_k, config: Dict[str, Any], state, w, 
 def _kernel(q, v, s0, s1, s2, N, BLOCK: tl.constexpr, EVEN: tl.constexpr = True):
     pass
 ''')
-    got = infer(fn, ["v", "h", "gate_up", "rows", "config", "state", "w", "d"],
+    got = infer(fn, ["v", "h", "gate_up", "rows", "config", "state", "w", "d", "flag", "page_size", "starts", "bias",
+                     "q2", "k2"],
                 {"q": {"shape": ["tokens", "heads", "head_dim"]}, "x": {"shape": ["tokens", "hidden"]}, "top_k": "top_k"},
                 by_rule=("q", "x", "top_k"), kernels=(kernel,))
     assert got["q"] == {"shape": ["tokens", "tokens", "heads", "hidden"]}  # rank 4, as the unpacking says (K: hidden)
     assert got["x"] == {"shape": ["tokens", 128]}  # the rule's shape, with the size the assert insists on
     assert got["top_k"] == 8 and len(got["gate_up"]["shape"]) == 3
-    assert got["rows"]["shape"] == ["((tokens + 63) // 64) * 64"]  # rounded up to a multiple of BLOCK_E
+    assert got["rows"]["shape"] == ["max(64, (tokens) // 64 * 64)"]  # a multiple of BLOCK_E, at least BLOCK_E
     assert got["config"] == {"literal": {"BLOCK_SIZE_M": 64, "num_warps": 4}}  # .get() has its own default
     assert got["state"] == {"shape": ["tokens", "heads", "heads", "hidden"]}  # `if ... != ...: raise` insists too
     assert got["w"]["dtype"] == "int8" and got["d"]["shape"] == [128]
     assert got["v"]["shape"][-1] == 128  # at most 256: a power of two no larger than 128
-    assert got["w"]["shape"] == ["((tokens + 1) // 2) * 2"]  # even
+    assert got["w"]["shape"] == ["max(2, (tokens) // 2 * 2)"]  # even
+    assert got["flag"] is False and got["page_size"] == 128 and got["starts"]["shape"] == [1]
+    assert got["bias"]["shape"] == [8]  # 1-D, as many elements as top_k, which the code says is 8
+    assert len(got["q2"]["shape"]) == len(got["k2"]["shape"]) == 2
     assert len(got["h"]["shape"]) == 3  # *h.stride() fills the 3 kernel parameters left before N
     assert required_optionals(fn) == {"N"}
 
@@ -321,3 +328,40 @@ def test_defaults_become_specs_as_they_are() -> None:
     assert specs["scale_dtype"] == "dtype:fp32"  # not the cases' activation dtype
     assert specs["activation"] == {"literal": "swish"} and specs["group"] == {"literal": (1, 2)}
     assert specs["N"] is None
+
+
+def test_harness_sizes_may_be_expressions_with_min_and_max(tmp_path: Path) -> None:
+    import importlib.util
+
+    import torch
+
+    from smithbot.extract.inputs import _names_in, harness_source
+
+    specs = {"rows": {"shape": ["max(64, (tokens) // 64 * 64)", "min(hidden, 128)", "pow2(hidden)"]}}
+    assert _names_in(specs["rows"]) == {"tokens", "hidden"}  # max, min and pow2 are not dims
+    (tmp_path / "harness.py").write_text(harness_source("launch", specs, {}, "inferred"))
+    spec = importlib.util.spec_from_file_location("harness_under_test", tmp_path / "harness.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    gen = torch.Generator().manual_seed(0)
+    for tokens, hidden, want in ((3, 1536, (64, 128, 1024)), (200, 96, (192, 96, 64)), (1, 1, (64, 1, 1))):
+        args = mod.make_inputs({"dtype": torch.float32, "tokens": tokens, "hidden": hidden}, gen)
+        assert tuple(args["rows"].shape) == want
+
+
+def test_a_size_the_kernel_hands_to_tl_arange_is_a_power_of_two() -> None:
+    fn = _fn('''
+def score(kv, ape, window: int):
+    ratio = ape.shape[0]
+    _kernel[(1,)](kv, ape, kv.shape[-1], window, RATIO=ratio)
+''')
+    kernel = _fn('''
+@triton.jit
+def _kernel(kv_ptr, ape_ptr, D: tl.constexpr, W: tl.constexpr, RATIO: tl.constexpr):
+    r = tl.arange(0, RATIO)
+    d = tl.arange(0, D)
+    w = tl.arange(0, W)
+''')
+    got = infer(fn, ["kv", "ape", "window"], {}, kernels=(kernel,))
+    assert got["ape"]["shape"] == got["kv"]["shape"] == ["pow2(tokens)"]
+    assert got["window"] == 64
