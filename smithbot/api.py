@@ -155,8 +155,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     """Extract one kernel (or, with ``all_kernels``, every launched kernel) into task directories and self-check
     them (``jobs`` at a time, each in its own interpreter process; default: one per CPU core). With ``config`` (an
     evolve config with an ``llm:`` section), the LLM writes the inputs of the tasks whose inputs could not be inferred
-    or failed the self-check; they are kept only if the baseline then passes. A self-check stops after ``timeout_s``
-    seconds per evaluation."""
+    or failed the self-check; they are kept only if the baseline then passes. A self-check gets ``timeout_s``
+    seconds to prepare the baseline (its warm-up on every case) and as many again to evaluate it."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 

@@ -175,7 +175,7 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str]:
 
     def run(backend: str) -> str | None:
         try:
-            with Evaluator(task_dir, backend=backend, timeout_s=timeout_s, rounds=3) as ev:
+            with Evaluator(task_dir, backend=backend, timeout_s=timeout_s, prepare_timeout_s=timeout_s, rounds=3) as ev:
                 ev.prepare()
                 r = ev.submit(task_dir / "kernel.py").result()
         except TaskError as exc:

@@ -47,7 +47,7 @@ DIM_NAMES: list[tuple[str, str]] = [
     (r"^(n|k|c|hidden|hidden_?size|hidden_?dim|dim|n_?cols|cols|d_?model|width|feat|features)$", "hidden"),
 ]
 INDEX_NAME = re.compile(r"(^|_)(ids?|idx|indices|index|indptr|loc|locs|pos|positions|offsets?|lens?|lengths?|"
-                        r"seqlens?|seq_lens?|starts?|ends?|mapping|map|table|slots?|mask|counts?|num_tokens_per)"
+                        r"seqlens?|seq_lens?|starts?|ends?|mapping|map|table|slots?|mask|counts?|tokens_per)"
                         r"(_|$|\d)|_to_|[a-z]2[a-z]")  # src2dst
 CUMULATIVE = re.compile(r"(cu_|indptr|start_loc|offsets|cumsum)")
 FLOAT_NAME = r"(scale|eps|factor|temperature|alpha|beta|cap|softcap|smoothing|fill_value|const)$"

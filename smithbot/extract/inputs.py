@@ -9,11 +9,12 @@ In order of preference, a parameter's spec comes from:
 Otherwise extraction stops and names the parameter, so that the YAML can say what it is.
 
 A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|bool, init: ...}`` where dims are
-numbers or arithmetic over the case's dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``,
+numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above) over the case's dims
+(``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``,
 ``intermediate``, ``moe_intermediate``, ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is
 ``randn`` (the default), ``around1``, ``randint:LO:HI``, ``perm:N`` (distinct values below N) or ``arange``.
 A scalar spec is a number, a bool, or an arithmetic expression over the dims; ``dtype:act`` is the case's dtype and
-``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype; ``{literal: VALUE}`` is VALUE as it is (a string
+``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype; ``device:`` the case's device; ``{literal: VALUE}`` is VALUE as it is (a string
 default such as ``activation="swish"``).
 """
 
@@ -32,6 +33,8 @@ NAME_RULES: dict[str, Any] = {
     **{n: {"shape": _ACT} for n in ("x", "hidden_states", "input", "residual", "inp")},
     **{n: {"shape": ["hidden"], "init": "around1"} for n in ("weight", "w", "gamma")},
     **{n: 1e-6 for n in ("eps", "epsilon", "variance_epsilon")},
+    "device": "device:",  # the case's device
+    **{n: {"shape": ["tokens"], "dtype": "fp32", "init": "around1"} for n in ("temperatures", "temperature")},
     **{n: {"shape": ["tokens", "heads", "head_dim"]} for n in ("q", "query")},
     **{n: {"shape": ["tokens", "kv_heads", "head_dim"]} for n in ("k", "key", "v", "value")},
     **{n: {"shape": ["tokens"], "dtype": "int64", "init": "randint:0:4096"} for n in ("positions", "position_ids")},
@@ -48,7 +51,7 @@ class InputError(Exception):
 
 
 def _names_in(expr: Any) -> set[str]:
-    if isinstance(expr, str) and expr.startswith("dtype:"):
+    if isinstance(expr, str) and (expr.startswith("dtype:") or expr == "device:"):
         return set()
     if isinstance(expr, str):
         try:
@@ -171,6 +174,9 @@ def make_inputs(case, generator):
     for name, spec in SPEC.items():
         if isinstance(spec, str) and spec.startswith("dtype:"):
             args[name] = case["dtype"] if spec == "dtype:act" else _DTYPES[spec[6:]]
+            continue
+        if spec == "device:":
+            args[name] = dev
             continue
         if not isinstance(spec, dict):
             args[name] = _value(spec, dims)

@@ -45,7 +45,7 @@ def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
     """"pointer", "index", "constexpr", "scalar" or "unknown" for each parameter of a ``@triton.jit`` kernel, from its
     body: a parameter that offsets are added to and that ends up loaded from or stored to (``tl.load(X + offs)``) is a
     pointer, unless it is also compared, multiplied or ranged over, which only numbers are; a pointer whose loaded
-    values go into an address is an index table."""
+    values go into an address or a loop bound is an index table."""
     params = [a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs]
     constexpr = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs
                  if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
@@ -54,6 +54,7 @@ def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
     numeric: set[str] = set()
     pointer_args: list[ast.expr] = []
     loaded: dict[str, set[str]] = {}  # variable -> the names whose memory it was loaded from
+    bounds: list[ast.expr] = []  # loop bounds: `for i in range(n)`
     for node in ast.walk(kernel):
         if isinstance(node, ast.Assign):
             for t in node.targets:
@@ -76,6 +77,8 @@ def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
                                            or isinstance(node.func, ast.Attribute) and node.func.attr in (
                                                "arange", "cdiv", "range", "static_range", "full")):
             numeric |= {n.id for a in node.args for n in ast.walk(a) if isinstance(n, ast.Name)}
+            if getattr(node.func, "id", getattr(node.func, "attr", "")) in ("range", "static_range"):
+                bounds.extend(node.args)
     todo = list(pointer)
     while todo:
         for expr in assigned.get(todo.pop(), []):
@@ -83,7 +86,8 @@ def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
                 pointer.add(name)
                 todo.append(name)
     # An index table: what is loaded from it goes into an address (`row = tl.load(Rows + i)`, `tl.load(X + row * n)`)
-    addressing = {n.id for c in pointer_args for n in ast.walk(c) if isinstance(n, ast.Name)}
+    # or bounds a loop (`n = tl.load(Counts + e)`, `for i in range(n)`)
+    addressing = {n.id for c in pointer_args + bounds for n in ast.walk(c) if isinstance(n, ast.Name)}
     todo = list(addressing)
     while todo:
         for expr in assigned.get(todo.pop(), []):

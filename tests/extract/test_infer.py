@@ -65,8 +65,11 @@ def moe_reduce(hidden_states, plan, topk_weights):
 
 KERNEL = '''
 @triton.jit
-def _kernel(X, Out, lse, stride, n_cols, cap, start, row_ids, flag, BLOCK: tl.constexpr):
+def _kernel(X, Out, lse, stride, n_cols, cap, start, row_ids, flag, Counts, BLOCK: tl.constexpr):
     row = tl.load(row_ids + tl.program_id(0))
+    n = tl.load(Counts + tl.program_id(0))
+    for i in range(n):
+        pass
     ptrs = tl.multiple_of(X, 16) + row * stride
     cols = tl.arange(0, BLOCK)
     y = tl.load(ptrs + cols, mask=cols < n_cols) * cap
@@ -81,7 +84,7 @@ def test_kernel_param_kinds_read_pointers_numbers_and_constexprs() -> None:
     kinds = kernel_param_kinds(_fn(KERNEL))
     assert kinds == {"X": "pointer", "Out": "pointer", "lse": "pointer", "stride": "scalar", "n_cols": "scalar",
                      "cap": "scalar", "start": "pointer", "row_ids": "index", "flag": "unknown",
-                     "BLOCK": "constexpr"}
+                     "Counts": "index", "BLOCK": "constexpr"}  # Counts: what it holds bounds a loop
 
 
 def test_a_launch_says_what_unannotated_parameters_are() -> None:
@@ -337,7 +340,8 @@ def test_harness_sizes_may_be_expressions_with_min_and_max(tmp_path: Path) -> No
 
     from smithbot.extract.inputs import _names_in, harness_source
 
-    specs = {"rows": {"shape": ["max(64, (tokens) // 64 * 64)", "min(hidden, 128)", "pow2(hidden)"]}}
+    specs = {"rows": {"shape": ["max(64, (tokens) // 64 * 64)", "min(hidden, 128)", "pow2(hidden)"]},
+             "device": "device:"}
     assert _names_in(specs["rows"]) == {"tokens", "hidden"}  # max, min and pow2 are not dims
     (tmp_path / "harness.py").write_text(harness_source("launch", specs, {}, "inferred"))
     spec = importlib.util.spec_from_file_location("harness_under_test", tmp_path / "harness.py")
@@ -346,7 +350,7 @@ def test_harness_sizes_may_be_expressions_with_min_and_max(tmp_path: Path) -> No
     gen = torch.Generator().manual_seed(0)
     for tokens, hidden, want in ((3, 1536, (64, 128, 1024)), (200, 96, (192, 96, 64)), (1, 1, (64, 1, 1))):
         args = mod.make_inputs({"dtype": torch.float32, "tokens": tokens, "hidden": hidden}, gen)
-        assert tuple(args["rows"].shape) == want
+        assert tuple(args["rows"].shape) == want and args["device"] == gen.device
 
 
 def test_a_size_the_kernel_hands_to_tl_arange_is_a_power_of_two() -> None:
