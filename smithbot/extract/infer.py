@@ -577,6 +577,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             if indexes and "mask" not in p.lower():
                 dtype = "int32" if "int32" in p.lower() else "int64"
                 if CUMULATIVE.search(p.lower()):
+                    if shape == ["tokens"] and re.search(r"^cu_|indptr", p.lower()):
+                        shape = ["tokens + 1"]  # one more entry than there are rows: row b is [p[b], p[b + 1])
                     out[p] = {"shape": shape, "dtype": dtype, "init": "arange"}
                 elif re.search(r"lens?|lengths?|counts?", p.lower()):
                     out[p] = {"shape": shape, "dtype": dtype, "init": "randint:1:8"}

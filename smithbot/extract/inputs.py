@@ -34,6 +34,9 @@ NAME_RULES: dict[str, Any] = {
     **{n: {"shape": ["hidden"], "init": "around1"} for n in ("weight", "w", "gamma")},
     **{n: 1e-6 for n in ("eps", "epsilon", "variance_epsilon")},
     "device": "device:",  # the case's device
+    # sglang's request-to-KV-slot table: a row per request, a slot per position
+    "req_to_token": {"shape": ["tokens", 1024], "dtype": "int32", "init": "randint:0:tokens"},
+    **{n: {"shape": ["tokens * top_k"], "dtype": "int32", "init": "perm:tokens * top_k"} for n in ("src2dst",)},
     **{n: {"shape": ["tokens"], "dtype": "fp32", "init": "around1"} for n in ("temperatures", "temperature")},
     **{n: {"shape": ["tokens", "heads", "head_dim"]} for n in ("q", "query")},
     **{n: {"shape": ["tokens", "kv_heads", "head_dim"]} for n in ("k", "key", "v", "value")},

@@ -46,7 +46,7 @@ def gather(x, req_to_token: torch.Tensor, seq_lens, cu_seqlens, page_size: int, 
                 {"x": {"shape": ["tokens", "hidden"]}})
     assert got["req_to_token"] == {"shape": ["tokens"], "dtype": "int64", "init": "randint:0:tokens"}  # a mapping
     assert got["seq_lens"] == {"shape": ["tokens"], "dtype": "int64", "init": "randint:1:8"}
-    assert got["cu_seqlens"] == {"shape": ["tokens"], "dtype": "int64", "init": "arange"}
+    assert got["cu_seqlens"] == {"shape": ["tokens + 1"], "dtype": "int64", "init": "arange"}  # one more than rows
     assert (got["page_size"], got["scale"], got["use_fp8"], got["out_dtype"]) == (64, 1.0, False, "dtype:act")
     assert got["width"] == "hidden"  # bound to x.size(1), which the known spec pins
 
