@@ -26,7 +26,7 @@ import itertools
 import re
 from typing import Any
 
-from smithbot.extract.kernel_use import arange_bounds, kernel_param_kinds, required_params
+from smithbot.extract.kernel_use import arange_bounds, index_targets, kernel_param_kinds, required_params
 
 TENSOR_ATTRS = {"shape", "stride", "size", "dtype", "device", "numel", "view", "reshape", "contiguous", "data_ptr",
                 "is_contiguous", "element_size", "dim", "ndim", "flatten", "unsqueeze", "squeeze", "transpose",
@@ -95,6 +95,7 @@ class _Facts:
         self.upper: list[tuple[Any, int]] = []  # assert K <= 256
         self.isa: dict[str, str] = {}  # assert isinstance(flag, bool)
         self.pow2: list[Any] = []  # sizes a kernel hands to tl.arange
+        self.index_into: dict[str, str] = {}  # index table -> a tensor whose rows its values address
 
     def find(self, x: Any) -> Any:
         self.parent.setdefault(x, x)
@@ -289,7 +290,8 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
             _equate(facts, node.left, pick)
 
 
-def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list[str], pow2: set[str]) -> None:
+def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list[str], pow2: set[str],
+            tables: dict[str, set[str]]) -> None:
     """What the kernel makes of each launcher parameter handed to it as it is, and the rank of each splatted
     ``*p.stride()`` / ``*p.shape``: the kernel parameters left over for it (``_splat_widths``)."""
     names = list(kinds)
@@ -319,6 +321,12 @@ def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list
         if kparam in pow2 and facts.axis(a) is not None:  # tl.arange(0, D): D is a power of two
             facts.pow2.append(facts.axis(a))
             facts.find(facts.axis(a))
+    given = {kparam: facts.alias.get(a.id, a.id) for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]
+             if isinstance(a, ast.Name) and facts.alias.get(a.id, a.id) in facts.params}
+    for table, targets in tables.items():  # what the kernel reads from a table addresses these tensors' rows
+        rows = [given[t] for t in sorted(targets) if t in given and given[t] != given.get(table)]
+        if table in given and rows:
+            facts.index_into.setdefault(given[table], rows[0])
 
 
 def _splatted(facts: _Facts, star: ast.expr) -> str | None:
@@ -467,7 +475,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     ``@triton.jit`` functions it may launch."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     ann = {a.arg: _ann_kind(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    facts = _Facts(params, {k.name: (kernel_param_kinds(k), required_params(k), arange_bounds(k)) for k in kernels})
+    facts = _Facts(params, {k.name: (kernel_param_kinds(k), required_params(k), arange_bounds(k), index_targets(k))
+                            for k in kernels})
     _collect(fn, facts)
     known, unknown = dict(known), list(unknown)
     for p in by_rule:
@@ -553,12 +562,23 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         return "heads"
 
     out: dict[str, Any] = {}
+    def rows(p: str) -> Any:
+        """The rows of the tensor that the values of index table ``p`` address, if the kernel says which."""
+        q = facts.index_into.get(p)
+        if q is None:
+            return None
+        shape = known[q].get("shape") if isinstance(known.get(q), dict) else None
+        return shape[0] if isinstance(shape, list) and shape else dim(q, 0, facts.rank.get(q) or 1)
+
     for p in by_rule:  # a name rule's shape, with the sizes the code insists on
         if p not in unknown and isinstance(known.get(p), dict) and isinstance(known[p].get("shape"), list):
             shape = known[p]["shape"]
-            fixed = [d if literal(p, i) is None else literal(p, i) for i, d in enumerate(shape)]
-            if fixed != shape:
-                out[p] = {**known[p], "shape": fixed}
+            fixed = {**known[p], "shape": [d if literal(p, i) is None else literal(p, i) for i, d in enumerate(shape)]}
+            init = str(known[p].get("init", ""))
+            if init.startswith("randint:0:") and rows(p) is not None:  # and values its kernel can address
+                fixed["init"] = f"randint:0:min({init[10:]}, {rows(p)})"
+            if fixed != known[p]:
+                out[p] = fixed
         elif p not in unknown and isinstance(known.get(p), str):  # top_k by its name, but `assert top_k == 8`
             lits = [m[1] for m in classes.get(facts.find(("name", p)), []) if m[0] == "lit"]
             if lits:
@@ -583,7 +603,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                 elif re.search(r"lens?|lengths?|counts?", p.lower()):
                     out[p] = {"shape": shape, "dtype": dtype, "init": "randint:1:8"}
                 else:
-                    out[p] = {"shape": shape, "dtype": dtype, "init": "randint:0:tokens"}
+                    out[p] = {"shape": shape, "dtype": dtype, "init": f"randint:0:{rows(p) or 'tokens'}"}
             elif "mask" in p.lower():
                 out[p] = {"shape": shape, "dtype": "bool", "init": "randint:0:2"}
             else:

@@ -112,3 +112,48 @@ def arange_bounds(kernel: ast.FunctionDef) -> set[str]:
     """Parameters used as a bound of ``tl.arange``: each must be a power of two."""
     return {a.id for n in ast.walk(kernel) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
             and n.func.attr == "arange" for a in n.args if isinstance(a, ast.Name)}
+
+
+def index_targets(kernel: ast.FunctionDef) -> dict[str, set[str]]:
+    """For each parameter whose loaded values go into an address, the pointer parameters that address reaches:
+    ``d = tl.load(Src2dst + i)``, ``tl.load(Down + d * n)`` gives {"Src2dst": {"Down"}}. A value read from the table
+    must then stay below the size of what it addresses."""
+    params = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs}
+    assigned: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(kernel):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(node.value)
+
+    def reach(expr: ast.expr) -> tuple[set[str], set[str]]:
+        """(parameters the expression is built from, parameters the loads it uses read from)."""
+        bases: set[str] = set()
+        tables: set[str] = set()
+        seen: set[str] = set()
+        todo = [expr]
+        while todo:
+            e = todo.pop()
+            source = _loaded_from(e)
+            if source is not None:  # a value read from memory: the pointer it was read from is a table
+                tables |= reach(source)[0]
+            elif isinstance(e, ast.Name):
+                if e.id not in seen:
+                    seen.add(e.id)
+                    bases |= {e.id} & params
+                    todo.extend(assigned.get(e.id, []))
+            else:
+                todo.extend(ast.iter_child_nodes(e))  # type: ignore[arg-type]
+        return bases, tables
+
+    kinds = kernel_param_kinds(kernel)
+    memory = {p for p, k in kinds.items() if k in ("pointer", "index")}
+    out: dict[str, set[str]] = {}
+    for node in ast.walk(kernel):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in POINTER_OPS \
+                and node.args:
+            bases, tables = reach(node.args[0])
+            for t in tables & memory:
+                if (bases & memory) - tables:
+                    out.setdefault(t, set()).update((bases & memory) - tables)
+    return out

@@ -10,7 +10,7 @@ import pytest
 
 from smithbot import api
 from smithbot.extract.infer import infer, required_optionals
-from smithbot.extract.kernel_use import kernel_param_kinds
+from smithbot.extract.kernel_use import index_targets, kernel_param_kinds
 from tests.conftest import git_repo
 from tests.extract.test_extract import _check_against_reference, _with_reference
 
@@ -369,3 +369,28 @@ def _kernel(kv_ptr, ape_ptr, D: tl.constexpr, W: tl.constexpr, RATIO: tl.constex
     got = infer(fn, ["kv", "ape", "window"], {}, kernels=(kernel,))
     assert got["ape"]["shape"] == got["kv"]["shape"] == ["pow2(tokens)"]
     assert got["window"] == 64
+
+
+def test_an_index_tables_values_stay_below_the_rows_they_address() -> None:
+    fn = _fn('''
+def unpermute(down, src2dst, topk_ids, out):
+    assert down.shape[0] == 96
+    _kernel[(3,)](down, out, src2dst, topk_ids, down.size(1))
+''')
+    kernel = _fn('''
+@triton.jit
+def _kernel(down_ptr, out_ptr, src2dst_ptr, topk_ids_ptr, n):
+    src2dst_ptr = src2dst_ptr + tl.program_id(0)
+    d = tl.load(src2dst_ptr).to(tl.int64)
+    e = tl.load(topk_ids_ptr + tl.program_id(0))
+    x = tl.load(down_ptr + d * n + tl.arange(0, 16))
+    tl.store(out_ptr + tl.program_id(0) * n + tl.arange(0, 16), x + e)
+''')
+    assert index_targets(kernel) == {"src2dst_ptr": {"down_ptr"}}  # topk_ids' values go into no address
+    rule = {"topk_ids": {"shape": ["tokens", "top_k"], "dtype": "int32", "init": "randint:0:experts"}}
+    got = infer(fn, ["down", "src2dst", "out"], rule, by_rule=("topk_ids",), kernels=(kernel,))
+    assert got["down"]["shape"][0] == 96 and got["src2dst"]["init"] == "randint:0:96"
+    assert "topk_ids" not in got  # the rule stands
+    rule["src2dst"] = {"shape": ["tokens"], "dtype": "int32", "init": "randint:0:4096"}  # a name rule's range, capped
+    got = infer(fn, ["down", "out"], rule, by_rule=("topk_ids", "src2dst"), kernels=(kernel,))
+    assert got["src2dst"]["init"] == "randint:0:min(4096, 96)"
