@@ -53,7 +53,6 @@ def test_extract_cli(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "rms" / "task.yaml").is_file() and "wrote" in p.stdout
     assert_one_line_error(run("extract", "demo", "nope_kernel", home=tmp_path), "no launched kernel or wrapper named")
-    assert_one_line_error(run("extract", "demo", "_store_kernel", "--no-check", home=tmp_path),
-                          "no module-level launcher function or autograd.Function.forward to extract (launched "
-                          "from: KVPool.store)")
+    assert_one_line_error(run("extract", "demo", "scale_heads", "--no-check", home=tmp_path),
+                          "_scale_rows_kernel: external extension einops (rearrange)")
     assert_one_line_error(run("extract", "demo", home=tmp_path), "name a kernel (or pass --all)")

@@ -12,16 +12,16 @@ import yaml
 from smithbot.config import Target
 from smithbot.extract.closure import ClosureBuilder, ExtractError
 from smithbot.extract.infer import TORCH_DTYPES
-from smithbot.extract.inputs import InputError, cases, harness_source, param_specs
+from smithbot.extract.inputs import NAME_RULES, InputError, cases, flat_entry, flatten_objects, harness_source, param_specs
 from smithbot.types import KernelSite
 
 LAUNCH_KWARGS = ("num_warps", "num_stages")
 
 
 def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionDef | None]:
-    """(module path, wrapper, its def) of the kernel's preferred launch: CUDA branch first, fallbacks last. The
-    wrapper is a module-level function, or ``Cls.forward`` of an ``autograd.Function`` (then the def is None: the
-    closure builder writes it as a function)."""
+    """(module path, wrapper, its def) of the kernel's preferred launch: CUDA branch first, fallbacks last, functions
+    before methods. The wrapper is a module-level function, or ``Cls.method`` of a module-level class (then the def
+    is None: the closure builder writes it as a function)."""
     launches = sorted(site.launches, key=lambda la: (la.fallback_only, not la.cuda_branch, "." in la.wrapper))
     for la in launches:
         if la.wrapper == "<module>" or la.wrapper.count(".") > 1:
@@ -31,12 +31,12 @@ def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionD
         for node in tree.body:
             if not cls and isinstance(node, ast.FunctionDef) and node.name == la.wrapper:
                 return la.path, la.wrapper, node
-            if cls and method == "forward" and isinstance(node, ast.ClassDef) and node.name == cls \
-                    and any("Function" in ast.unparse(b) for b in node.bases):
+            if cls and isinstance(node, ast.ClassDef) and node.name == cls and any(
+                    isinstance(n, ast.FunctionDef) and n.name == method for n in node.body):
                 return la.path, la.wrapper, None
     wrappers = ", ".join(sorted({la.wrapper for la in site.launches})) or "none"
-    raise ExtractError(f"{site.name}: no module-level launcher function or autograd.Function.forward to extract "
-                       f"(launched from: {wrappers}); other methods and nested launchers are not supported yet")
+    raise ExtractError(f"{site.name}: no module-level launcher function or method to extract (launched from: "
+                       f"{wrappers}); nested launchers are not supported yet")
 
 
 def _literal(node: ast.expr | None) -> Any:
@@ -111,8 +111,8 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         raise ExtractError(f"{site.name}: {path} shares its module name with another file; cannot place it")
     builder = ClosureBuilder(root, modules, module.split(".")[0], target.stubs, target.hints.external_modules,
                              target.hints.custom_jit_decorators)
-    if fn is None:  # Cls.forward of an autograd.Function, extracted as the function Cls_forward
-        fn = builder.add_forward(module, wrapper.partition(".")[0], wrapper.replace(".", "_"))
+    if fn is None:  # Cls.method, extracted as the function Cls_method
+        fn = builder.add_method(module, *wrapper.split("."), wrapper.replace(".", "_"))
         wrapper = fn.name
     else:
         builder.add(module, wrapper)
@@ -121,8 +121,12 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     defs = builder.render_definitions()
     functions = tuple(n for d in defs for n in ast.parse(d.source).body if isinstance(n, ast.FunctionDef))
     missing = ""
+    # a parameter read only for its attributes (`plan.seq_lens`, a method's `self.weight`) becomes one per attribute
+    bare = [n for n, d in _params(fn) if d is ... and n not in target.inputs.get(wrapper, {}) and n not in NAME_RULES]
+    flat_fn, objects = flatten_objects(fn, bare)
+    entry = f"{wrapper}_flat" if objects else wrapper
     try:
-        specs, extra, inferred = param_specs(_params(fn), wrapper, target, fn, functions)
+        specs, extra, inferred = param_specs(_params(flat_fn), wrapper, target, flat_fn, functions)
         case_list = cases(specs, extra, target, wrapper)
     except InputError as exc:
         if not without_inputs:
@@ -137,6 +141,8 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     if builder.c.stubs:
         parts.append("\n# Runtime helpers, stubbed with the values in the target YAML.\n" + "\n".join(builder.c.stubs.values()))
     parts.append("\n# EVOLVE-BLOCK-START\n\n" + "\n\n".join(d.source.rstrip() + "\n" for d in defs) + "\n\n# EVOLVE-BLOCK-END\n")
+    if objects:
+        parts.append(flat_entry(wrapper, [n for n, _ in _params(fn)], objects))
     kernel_src = "\n".join(parts)
     if out.exists():
         shutil.rmtree(out)
@@ -145,11 +151,11 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     how = f"from {target.name}'s input specs" + (f"; inferred from the launcher's code, unchecked by a person: "
                                                   f"{', '.join(inferred)}" if inferred else "")
     if not missing:
-        (out / "harness.py").write_text(harness_source(wrapper, specs, extra, how))
+        (out / "harness.py").write_text(harness_source(entry, specs, extra, how))
     task = {
         "id": f"{target.name}-{site.name.strip('_')}",
         "kind": "triton",
-        "entry": wrapper,
+        "entry": entry,
         "description": f"{site.name} ({site.family}) from {path}:{site.line}, launched by {wrapper}().",
         "provenance": {"repo": url, "commit": commit,
                        "definitions": [{"name": d.name, "path": d.path, "qualname": d.qualname} for d in defs

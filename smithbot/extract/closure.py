@@ -384,6 +384,11 @@ class ClosureBuilder:
             node = ast.Assign(node.targets, _fold_stubs(node.value, self.stubs_values), lineno=node.lineno)
             source = ast.unparse(node) + "\n"
         self._take(mod, name, name, source, node)
+        for s in mod.tree.body:  # `f = triton.jit(f)` after `def f`: the rebinding follows the definition
+            if isinstance(node, ast.FunctionDef) and isinstance(s, ast.Assign) and s.lineno > node.lineno \
+                    and [ast.unparse(t) for t in s.targets] == [name] \
+                    and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(s.value)):
+                self._take(mod, name, name, ast.unparse(s) + "\n", s)
         if as_name != name:
             self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             self._bound[as_name] = key
@@ -417,31 +422,38 @@ class ClosureBuilder:
         self.c.definitions.append(Definition(name, qualname, mod.path, source))
         return node
 
-    def add_forward(self, module: str, cls: str, as_name: str) -> ast.FunctionDef:
-        """Add ``cls.forward`` of an ``autograd.Function`` as the module-level function ``as_name`` (no ``ctx``
-        parameter: a local stand-in takes what it saves for backward) and everything it needs; return its def."""
+    def add_method(self, module: str, cls: str, method: str, as_name: str) -> ast.FunctionDef:
+        """Add ``cls.method`` as the module-level function ``as_name``, and everything it needs; return its def. A
+        method keeps ``self`` as its first parameter (the inputs stand in for the attributes it reads); a static
+        method loses its decorator; the ``forward`` of an ``autograd.Function`` loses ``ctx``, for which a local
+        stand-in takes what it saves for backward."""
         mod = self.module(module)
         node = mod.top.get(cls) if mod else None
-        method = next((n for n in getattr(node, "body", []) if isinstance(n, ast.FunctionDef) and n.name == "forward"),
-                      None)
-        if not isinstance(node, ast.ClassDef) or method is None or not method.args.args \
-                or not any("Function" in ast.unparse(b) for b in node.bases):
-            raise ExtractError(f"{cls}.forward is not the forward of an autograd.Function")
+        found = next((n for n in getattr(node, "body", []) if isinstance(n, ast.FunctionDef) and n.name == method),
+                     None)
+        if not isinstance(node, ast.ClassDef) or found is None:
+            raise ExtractError(f"{cls}.{method} is not a method of a module-level class")
+        decorators = {ast.unparse(d) for d in found.decorator_list}
+        if decorators - {"staticmethod"} or not found.args.args and "staticmethod" not in decorators:
+            raise ExtractError(f"{cls}.{method}: only plain and static methods are supported, not "
+                               f"{', '.join(sorted(decorators)) or 'a method without self'}")
         assert mod is not None
-        source = textwrap.dedent("\n".join(mod.lines[method.lineno - 1:method.end_lineno])) + "\n"
+        source = textwrap.dedent("\n".join(mod.lines[found.lineno - 1:found.end_lineno])) + "\n"
         fn = cst.ensure_type(cst.parse_module(source).body[0], cst.FunctionDef)
-        ctx = fn.params.params[0].name.value
-        stand_in = cst.parse_statement(
-            f"class {ctx}:  # the autograd context: what forward saves for backward is dropped\n"
-            "    def save_for_backward(*tensors):\n        pass\n\n"
-            "    mark_non_differentiable = set_materialize_grads = save_for_backward\n")
-        body = cst.ensure_type(fn.body, cst.IndentedBlock)
-        fn = fn.with_changes(name=cst.Name(as_name), params=fn.params.with_changes(params=fn.params.params[1:]),
-                             body=body.with_changes(body=[stand_in, *body.body]))
+        fn = fn.with_changes(name=cst.Name(as_name))
+        if method == "forward" and any("Function" in ast.unparse(b) for b in node.bases):
+            ctx = fn.params.params[0].name.value
+            stand_in = cst.parse_statement(
+                f"class {ctx}:  # the autograd context: what forward saves for backward is dropped\n"
+                "    def save_for_backward(*tensors):\n        pass\n\n"
+                "    mark_non_differentiable = set_materialize_grads = save_for_backward\n")
+            body = cst.ensure_type(fn.body, cst.IndentedBlock)
+            fn = fn.with_changes(params=fn.params.with_changes(params=fn.params.params[1:]),
+                                 body=body.with_changes(body=[stand_in, *body.body]))
         source = cst.Module(body=[fn]).code
         self._done.add((module, as_name))
         self._bound[as_name] = (module, as_name)
-        tree = self._take(mod, as_name, f"{cls}.forward", source, ast.parse(source).body[0])
+        tree = self._take(mod, as_name, f"{cls}.{method}", source, ast.parse(source).body[0])
         assert isinstance(tree, ast.FunctionDef)
         return tree
 

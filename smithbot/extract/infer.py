@@ -95,7 +95,8 @@ class _Facts:
         self.upper: list[tuple[Any, int]] = []  # assert K <= 256
         self.isa: dict[str, str] = {}  # assert isinstance(flag, bool)
         self.pow2: list[Any] = []  # sizes a kernel hands to tl.arange
-        self.index_into: dict[str, str] = {}  # index table -> a tensor whose rows its values address
+        self.index_into: dict[str, tuple[str, bool]] = {}  # index table -> a tensor whose rows its values address,
+        # and whether the kernel stores through them
 
     def find(self, x: Any) -> Any:
         self.parent.setdefault(x, x)
@@ -291,7 +292,7 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
 
 
 def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list[str], pow2: set[str],
-            tables: dict[str, set[str]]) -> None:
+            tables: dict[str, dict[str, bool]]) -> None:
     """What the kernel makes of each launcher parameter handed to it as it is, and the rank of each splatted
     ``*p.stride()`` / ``*p.shape``: the kernel parameters left over for it (``_splat_widths``)."""
     names = list(kinds)
@@ -324,7 +325,7 @@ def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list
     given = {kparam: facts.alias.get(a.id, a.id) for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]
              if isinstance(a, ast.Name) and facts.alias.get(a.id, a.id) in facts.params}
     for table, targets in tables.items():  # what the kernel reads from a table addresses these tensors' rows
-        rows = [given[t] for t in sorted(targets) if t in given and given[t] != given.get(table)]
+        rows = [(given[t], targets[t]) for t in sorted(targets) if t in given and given[t] != given.get(table)]
         if table in given and rows:
             facts.index_into.setdefault(given[table], rows[0])
 
@@ -487,6 +488,9 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             unknown.append(p)
         elif isinstance(shape, list):
             facts.rank[p] = len(shape)  # the rule's rank stands; `x.shape[-1]` is its last axis
+    for p, spec in known.items():  # a given spec's rank stands too (`y.shape == x.shape` with x given)
+        if p not in by_rule and isinstance(spec, dict) and isinstance(spec.get("shape"), list):
+            facts.rank[p] = len(spec["shape"])
     # p.shape == q.shape: one rank, and axis by axis the same dims
     groups: dict[Any, list[str]] = {}
     for key in list(facts.parent):
@@ -564,7 +568,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     out: dict[str, Any] = {}
     def rows(p: str) -> Any:
         """The rows of the tensor that the values of index table ``p`` address, if the kernel says which."""
-        q = facts.index_into.get(p)
+        q = facts.index_into.get(p, (None,))[0]
         if q is None:
             return None
         shape = known[q].get("shape") if isinstance(known.get(q), dict) else None
@@ -603,7 +607,10 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                 elif re.search(r"lens?|lengths?|counts?", p.lower()):
                     out[p] = {"shape": shape, "dtype": dtype, "init": "randint:1:8"}
                 else:
-                    out[p] = {"shape": shape, "dtype": dtype, "init": f"randint:0:{rows(p) or 'tokens'}"}
+                    bound = rows(p) or "tokens"
+                    scatter = facts.index_into.get(p, (None, False))[1] and shape == [bound]
+                    out[p] = {"shape": shape, "dtype": dtype, "init": f"perm:{bound}" if scatter else
+                              f"randint:0:{bound}"}  # a scatter's rows are distinct: no two programs race for one
             elif "mask" in p.lower():
                 out[p] = {"shape": shape, "dtype": "bool", "init": "randint:0:2"}
             else:

@@ -21,6 +21,7 @@ default such as ``activation="swish"``).
 from __future__ import annotations
 
 import ast
+import copy
 from typing import Any
 
 from smithbot.config import ModelPreset, Target
@@ -67,6 +68,70 @@ def _names_in(expr: Any) -> set[str]:
         return set().union(*[_names_in(s) for s in expr.get("shape", [])], *[
             _names_in(p) for p in str(expr.get("init", "")).split(":")[1:]])
     return set()
+
+
+def attributes_read(fn: ast.FunctionDef, name: str) -> list[str] | None:
+    """The attributes parameter ``name`` of ``fn`` is read for (``plan.seq_lens``, ``self.weight``), when that is all
+    it is used for: never called, passed on, assigned to, or rebound. Otherwise None."""
+    attrs: set[str] = set()
+    called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == name:
+            if not isinstance(node.ctx, ast.Load) or id(node) in called or node.attr.startswith("__"):
+                return None
+            attrs.add(node.attr)
+    uses = sum(isinstance(n, ast.Name) and n.id == name for n in ast.walk(fn))
+    reads = sum(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name
+                for n in ast.walk(fn))
+    return sorted(attrs) if attrs and uses == reads else None
+
+
+def flatten_objects(fn: ast.FunctionDef, names: list[str]) -> tuple[ast.FunctionDef, dict[str, dict[str, str]]]:
+    """``fn`` with each parameter of ``names`` that is only read for its attributes replaced by one parameter per
+    attribute (``plan.seq_lens`` -> ``seq_lens``; ``plan_seq_lens`` when that name is taken), and, per replaced
+    parameter, {attribute: the parameter that stands for it}. The inputs are then inferred for those parameters."""
+    taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
+        a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    objects: dict[str, dict[str, str]] = {}
+    for name in names:
+        attrs = attributes_read(fn, name)
+        if attrs:
+            objects[name] = {}
+            for attr in attrs:
+                flat = attr if attr not in taken else f"{name}_{attr}"
+                while flat in taken:
+                    flat += "_"
+                objects[name][attr] = flat
+                taken.add(flat)
+    if not objects:
+        return fn, {}
+
+    class Flatten(ast.NodeTransformer):
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            if isinstance(node.value, ast.Name) and node.value.id in objects:
+                return ast.copy_location(ast.Name(objects[node.value.id][node.attr], ast.Load()), node)
+            return self.generic_visit(node)
+
+    flat = Flatten().visit(copy.deepcopy(fn))
+    args = []
+    for a in flat.args.args:
+        args += [ast.arg(n) for n in objects[a.arg].values()] if a.arg in objects else [a]
+    flat.args.args = args  # the objects had no defaults, so the defaults still belong to the last parameters
+    return flat, objects
+
+
+def flat_entry(wrapper: str, params: list[str], objects: dict[str, dict[str, str]]) -> str:
+    """Source of ``{wrapper}_flat``: the task's entry when the launcher reads attributes of objects. It takes one
+    parameter per attribute and hands the launcher stand-in objects that carry them."""
+    out = []
+    for p, attrs in objects.items():
+        sets = "".join(f"        self.{a} = {a}\n" for a in attrs)
+        out.append(f"\n\nclass _{wrapper}_{p}:\n    \"\"\"Stands in for the object {wrapper} reads as {p} (smithbot).\"\"\"\n\n"
+                   f"    def __init__(self, {', '.join(attrs)}):\n{sets}")
+    flat = [n for p in params for n in (objects[p].values() if p in objects else [p])]
+    call = ", ".join(f"{p}=_{wrapper}_{p}({', '.join(f'{a}={n}' for a, n in objects[p].items())})" if p in objects
+                     else f"{p}={p}" for p in params)
+    return "".join(out) + f"\n\ndef {wrapper}_flat({', '.join(flat)}):\n    return {wrapper}({call})\n"
 
 
 def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn: ast.FunctionDef,

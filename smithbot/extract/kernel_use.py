@@ -114,10 +114,11 @@ def arange_bounds(kernel: ast.FunctionDef) -> set[str]:
             and n.func.attr == "arange" for a in n.args if isinstance(a, ast.Name)}
 
 
-def index_targets(kernel: ast.FunctionDef) -> dict[str, set[str]]:
-    """For each parameter whose loaded values go into an address, the pointer parameters that address reaches:
-    ``d = tl.load(Src2dst + i)``, ``tl.load(Down + d * n)`` gives {"Src2dst": {"Down"}}. A value read from the table
-    must then stay below the size of what it addresses."""
+def index_targets(kernel: ast.FunctionDef) -> dict[str, dict[str, bool]]:
+    """For each parameter whose loaded values go into an address, the pointer parameters that address reaches, and
+    whether the kernel stores through it: ``d = tl.load(Src2dst + i)``, ``tl.load(Down + d * n)`` gives
+    {"Src2dst": {"Down": False}}. A value read from the table must then stay below the size of what it addresses, and
+    a table that scatters stores had better not repeat a value (two programs would race for one row)."""
     params = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs}
     assigned: dict[str, list[ast.expr]] = {}
     for node in ast.walk(kernel):
@@ -148,12 +149,12 @@ def index_targets(kernel: ast.FunctionDef) -> dict[str, set[str]]:
 
     kinds = kernel_param_kinds(kernel)
     memory = {p for p, k in kinds.items() if k in ("pointer", "index")}
-    out: dict[str, set[str]] = {}
+    out: dict[str, dict[str, bool]] = {}
     for node in ast.walk(kernel):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in POINTER_OPS \
                 and node.args:
             bases, tables = reach(node.args[0])
             for t in tables & memory:
-                if (bases & memory) - tables:
-                    out.setdefault(t, set()).update((bases & memory) - tables)
+                for b in (bases & memory) - tables:
+                    out.setdefault(t, {})[b] = out.get(t, {}).get(b, False) or node.func.attr == "store"
     return out

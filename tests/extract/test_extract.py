@@ -90,6 +90,30 @@ def test_decode_attention_closure_and_reference(home: Path) -> None:
     _check_against_reference(home / "attn")
 
 
+STORE_REFERENCE = '''
+
+def reference(k, v, key, value, slots):
+    k[slots.long()] = key
+    v[slots.long()] = value
+'''
+
+
+def test_a_method_launcher_gets_its_attributes_as_inputs(home: Path) -> None:
+    """KVPool.store launches with self.k and self.v; the task's entry takes them as tensors and builds the stand-in,
+    and `_store_kernel = triton.jit(_store_kernel)` follows its definition."""
+    [row] = api.extract("demo", "_store_kernel", out=home / "store", check=False)
+    assert row.extracted, row.why
+    task = load_task(home / "store")
+    assert task.entry == "KVPool_store_flat"
+    kernel = (home / "store" / "kernel.py").read_text()
+    assert "_store_kernel = triton.jit(_store_kernel)" in kernel and "def KVPool_store(self, key" in kernel
+    assert [d.qualname for d in task.provenance.definitions] == ["_store_kernel", "KVPool.store"]
+    _with_reference(home / "store", STORE_REFERENCE, {"name": "irregular", "regime": "decode", "dtype": "bf16",
+                                                      "dims": {"tokens": 5, "kv_heads": 3, "head_dim": 24},
+                                                      "interpreter": True})
+    _check_against_reference(home / "store")
+
+
 def test_tl_alias_rewritten(home: Path) -> None:
     [row] = api.extract("demo", "_rotary_kernel", out=home / "rot", check=False)
     kernel = (home / "rot" / "kernel.py").read_text()
@@ -98,12 +122,13 @@ def test_tl_alias_rewritten(home: Path) -> None:
 
 def test_demo_coverage(home: Path) -> None:
     rows = {r.kernel: r for r in api.extract("demo", None, all_kernels=True, check=True)}
-    assert len(rows) == 10
-    assert sum(r.extracted for r in rows.values()) == 9
+    assert len(rows) == 11
+    assert sum(r.extracted for r in rows.values()) == 10
     assert {k for k, r in rows.items() if r.checked} == {
         "_decode_stage1", "_decode_stage2", "topk_softmax_kernel", "_silu_and_mul_kernel", "_rms_norm_kernel",
-        "_fused_add_rms_norm_kernel", "_rotary_kernel", "expert_count_kernel"}  # the last: CountExperts.forward
-    assert "KVPool.store" in rows["_store_kernel"].why  # why not: a method launcher, named
+        "_fused_add_rms_norm_kernel", "_rotary_kernel", "expert_count_kernel",  # CountExperts.forward
+        "_store_kernel"}  # KVPool.store, a method: self.k and self.v become inputs
+    assert rows["_scale_rows_kernel"].why.endswith("external extension einops (rearrange)")  # why not, named
     assert "launched no Triton kernel" in rows["_softplus_kernel"].why  # HIP-only: nothing runs on CUDA
 
 

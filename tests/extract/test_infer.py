@@ -386,7 +386,7 @@ def _kernel(down_ptr, out_ptr, src2dst_ptr, topk_ids_ptr, n):
     x = tl.load(down_ptr + d * n + tl.arange(0, 16))
     tl.store(out_ptr + tl.program_id(0) * n + tl.arange(0, 16), x + e)
 ''')
-    assert index_targets(kernel) == {"src2dst_ptr": {"down_ptr"}}  # topk_ids' values go into no address
+    assert index_targets(kernel) == {"src2dst_ptr": {"down_ptr": False}}  # topk_ids' values go into no address
     rule = {"topk_ids": {"shape": ["tokens", "top_k"], "dtype": "int32", "init": "randint:0:experts"}}
     got = infer(fn, ["down", "src2dst", "out"], rule, by_rule=("topk_ids",), kernels=(kernel,))
     assert got["down"]["shape"][0] == 96 and got["src2dst"]["init"] == "randint:0:96"
@@ -394,3 +394,49 @@ def _kernel(down_ptr, out_ptr, src2dst_ptr, topk_ids_ptr, n):
     rule["src2dst"] = {"shape": ["tokens"], "dtype": "int32", "init": "randint:0:4096"}  # a name rule's range, capped
     got = infer(fn, ["down", "out"], rule, by_rule=("topk_ids", "src2dst"), kernels=(kernel,))
     assert got["src2dst"]["init"] == "randint:0:min(4096, 96)"
+
+
+def test_a_table_that_scatters_stores_holds_distinct_rows() -> None:
+    fn = _fn('''
+def store(pool, key, slots):
+    _kernel[(key.shape[0],)](key, pool, slots)
+''')
+    kernel = _fn('''
+@triton.jit
+def _kernel(k_ptr, pool_ptr, slot_ptr):
+    slot = tl.load(slot_ptr + tl.program_id(0))
+    tl.store(pool_ptr + slot * 16 + tl.arange(0, 16), tl.load(k_ptr + tl.program_id(0) * 16 + tl.arange(0, 16)))
+''')
+    assert index_targets(kernel) == {"slot_ptr": {"pool_ptr": True}}
+    got = infer(fn, ["pool", "key", "slots"], {}, kernels=(kernel,))
+    assert got["slots"] == {"shape": ["tokens"], "dtype": "int64", "init": "perm:tokens"}
+
+
+def test_an_object_read_only_for_its_attributes_becomes_one_input_per_attribute() -> None:
+    from smithbot.extract.inputs import attributes_read, flat_entry, flatten_objects
+
+    fn = _fn('''
+def seg_fwd(q, meta, plan, cfg, scale):
+    bs = meta.batch_size
+    assert plan.seq_lens.shape[0] == bs and plan.q.shape == q.shape
+    cfg.update(scale)
+    return plan.run(q)
+''')
+    assert attributes_read(fn, "meta") == ["batch_size"]
+    assert attributes_read(fn, "plan") is None  # plan.run(q) is a call: nothing to stand in for
+    assert attributes_read(fn, "cfg") is None and attributes_read(fn, "q") is None
+    fn = _fn('''
+def seg_fwd(q, meta, plan):
+    bs = meta.batch_size
+    assert plan.seq_lens.shape[0] == bs and plan.q.shape == q.shape
+''')
+    flat, objects = flatten_objects(fn, ["meta", "plan"])
+    assert objects == {"meta": {"batch_size": "batch_size"}, "plan": {"q": "plan_q", "seq_lens": "seq_lens"}}
+    assert [a.arg for a in flat.args.args] == ["q", "batch_size", "plan_q", "seq_lens"]
+    assert "plan_q.shape == q.shape" in ast.unparse(flat)
+    got = infer(flat, ["batch_size", "plan_q", "seq_lens"], {"q": {"shape": ["tokens", "heads", "head_dim"]}})
+    assert got["plan_q"] == {"shape": ["tokens", "heads", "head_dim"]} and got["batch_size"] == "tokens"
+    ns: dict = {}
+    exec(flat_entry("seg_fwd", ["q", "meta", "plan"], objects) + "\ndef seg_fwd(q, meta, plan):\n"
+         "    return q, meta.batch_size, plan.q, plan.seq_lens\n", ns)
+    assert ns["seg_fwd_flat"](q=1, batch_size=2, plan_q=3, seq_lens=4) == (1, 2, 3, 4)
