@@ -126,7 +126,13 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     flat_fn, objects = flatten_objects(fn, bare)
     entry = f"{wrapper}_flat" if objects else wrapper
     try:
-        specs, extra, inferred = param_specs(_params(flat_fn), wrapper, target, flat_fn, functions)
+        try:
+            specs, extra, inferred = param_specs(_params(flat_fn), wrapper, target, flat_fn, functions)
+        except InputError:
+            if not objects:
+                raise
+            flat_fn, objects, entry = fn, {}, wrapper  # an attribute has nothing to go on: ask for the object
+            specs, extra, inferred = param_specs(_params(fn), wrapper, target, fn, functions)
         case_list = cases(specs, extra, target, wrapper)
     except InputError as exc:
         if not without_inputs:

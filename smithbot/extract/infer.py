@@ -91,6 +91,7 @@ class _Facts:
         self.dtype: dict[str, str] = {}  # from `p.dtype == torch.float32`
         self.keys: dict[str, set[str]] = {}  # p["BLOCK_SIZE_M"]: p is a dict of launch settings
         self.alias: dict[str, str] = {}  # out = torch.empty_like(x): out has x's shape
+        self.renamed: dict[str, str] = {}  # rows = plan_rows: the same tensor
         self.multiples: list[tuple[ast.expr, ast.expr]] = []  # assert n % BLOCK == 0
         self.upper: list[tuple[Any, int]] = []  # assert K <= 256
         self.isa: dict[str, str] = {}  # assert isinstance(flag, bool)
@@ -197,6 +198,10 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
                 f.value if isinstance(f, ast.Attribute) and f.attr in SAME_SHAPE else None
             if isinstance(src, ast.Name) and src.id in facts.params and node.targets[0].id != src.id:
                 facts.alias[node.targets[0].id] = src.id
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Name) and node.value.id in facts.params \
+                and node.targets[0].id not in facts.params:  # rows = plan_rows: another name for the parameter
+            facts.alias[node.targets[0].id] = facts.renamed[node.targets[0].id] = node.value.id
     assigned = [t.id for a in ast.walk(fn) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
                 for t in (a.targets if isinstance(a, ast.Assign) else [a.target]) if isinstance(t, ast.Name)]
     for node in ast.walk(fn):
@@ -317,8 +322,9 @@ def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list
             pairs.append((names[at], a))
         at += 1
     for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]:
-        if isinstance(a, ast.Name) and a.id in facts.params and kinds.get(kparam or "", "unknown") != "unknown":
-            facts.kernel_kind.setdefault(a.id, kinds[kparam])  # type: ignore[index]
+        p = facts.renamed.get(a.id, a.id) if isinstance(a, ast.Name) else None
+        if p in facts.params and kinds.get(kparam or "", "unknown") != "unknown":
+            facts.kernel_kind.setdefault(p, kinds[kparam])  # type: ignore[arg-type, index]
         if kparam in pow2 and facts.axis(a) is not None:  # tl.arange(0, D): D is a power of two
             facts.pow2.append(facts.axis(a))
             facts.find(facts.axis(a))

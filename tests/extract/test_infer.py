@@ -259,7 +259,29 @@ def reference(x, factor):
 def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
     return git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/gather.py": LAUNCHER,
-                                          "engine/act.py": FUNCTION})
+                                          "engine/act.py": FUNCTION, "engine/cfg.py": CFG})
+
+
+CFG = '''import triton
+
+
+@triton.jit
+def _cfg_kernel(X, n):
+    pass
+
+
+def describe(layout):
+    return layout.n
+
+
+def launch_cfg(x, cfg):
+    _cfg_kernel[(1,)](x, describe(cfg.layout))
+'''
+
+
+def test_an_object_whose_attributes_say_nothing_is_asked_for_whole(engine: Path, tmp_path: Path) -> None:
+    [row] = api.extract(str(engine), "launch_cfg", out=tmp_path / "task", source=str(engine), check=False)
+    assert not row.extracted and "cannot infer an input for parameter 'cfg' of launch_cfg" in row.why
 
 
 def test_inferred_inputs_extract_run_and_match_a_reference(engine: Path, tmp_path: Path) -> None:
@@ -440,3 +462,17 @@ def seg_fwd(q, meta, plan):
     exec(flat_entry("seg_fwd", ["q", "meta", "plan"], objects) + "\ndef seg_fwd(q, meta, plan):\n"
          "    return q, meta.batch_size, plan.q, plan.seq_lens\n", ns)
     assert ns["seg_fwd_flat"](q=1, batch_size=2, plan_q=3, seq_lens=4) == (1, 2, 3, 4)
+    fn = _fn('''
+def apply_plan(x, plan):
+    rows = plan.rows
+    _kernel[(rows.shape[0],)](x, rows)
+''')
+    kernel = _fn('''
+@triton.jit
+def _kernel(X, Rows):
+    src = tl.load(Rows + tl.program_id(0))
+    tl.store(X + src, 1.0)
+''')
+    flat, objects = flatten_objects(fn, ["plan"])
+    got = infer(flat, ["plan_rows"], {"x": {"shape": ["tokens", "hidden"]}}, kernels=(kernel,))
+    assert got["plan_rows"] == {"shape": ["tokens"], "dtype": "int64", "init": "perm:tokens"}  # via rows = plan_rows
