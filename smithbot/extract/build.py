@@ -12,7 +12,8 @@ import yaml
 from smithbot.config import Target
 from smithbot.extract.closure import ClosureBuilder, ExtractError
 from smithbot.extract.infer import TORCH_DTYPES
-from smithbot.extract.inputs import NAME_RULES, InputError, cases, flat_entry, flatten_objects, harness_source, param_specs
+from smithbot.extract.inputs import (NAME_RULES, InputError, cases, flat_entry, flatten_objects, harness_source,
+                                     param_specs)
 from smithbot.types import KernelSite
 
 LAUNCH_KWARGS = ("num_warps", "num_stages")

@@ -274,7 +274,8 @@ def _fold_stubs(expr: ast.expr, stubs: dict[str, Any]) -> ast.expr:
         def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
             self.generic_visit(node)
             test = node.test
-            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Constant):
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
+                    and isinstance(test.operand, ast.Constant):
                 test = ast.Constant(not test.operand.value)
             if isinstance(test, ast.Constant):
                 return node.body if test.value else node.orelse

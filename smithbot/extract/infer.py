@@ -328,12 +328,12 @@ def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list
         if kparam in pow2 and facts.axis(a) is not None:  # tl.arange(0, D): D is a power of two
             facts.pow2.append(facts.axis(a))
             facts.find(facts.axis(a))
-    given = {kparam: facts.alias.get(a.id, a.id) for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]
-             if isinstance(a, ast.Name) and facts.alias.get(a.id, a.id) in facts.params}
+    source = {kparam: facts.alias.get(a.id, a.id) for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]
+              if isinstance(a, ast.Name) and facts.alias.get(a.id, a.id) in facts.params}
     for table, targets in tables.items():  # what the kernel reads from a table addresses these tensors' rows
-        rows = [(given[t], targets[t]) for t in sorted(targets) if t in given and given[t] != given.get(table)]
-        if table in given and rows:
-            facts.index_into.setdefault(given[table], rows[0])
+        rows = [(source[t], targets[t]) for t in sorted(targets) if t in source and source[t] != source.get(table)]
+        if table in source and rows:
+            facts.index_into.setdefault(source[table], rows[0])
 
 
 def _splatted(facts: _Facts, star: ast.expr) -> str | None:
@@ -571,7 +571,6 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             return "hidden"
         return "heads"
 
-    out: dict[str, Any] = {}
     def rows(p: str) -> Any:
         """The rows of the tensor that the values of index table ``p`` address, if the kernel says which."""
         q = facts.index_into.get(p, (None,))[0]
@@ -580,6 +579,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         shape = known[q].get("shape") if isinstance(known.get(q), dict) else None
         return shape[0] if isinstance(shape, list) and shape else dim(q, 0, facts.rank.get(q) or 1)
 
+    out: dict[str, Any] = {}
     for p in by_rule:  # a name rule's shape, with the sizes the code insists on
         if p not in unknown and isinstance(known.get(p), dict) and isinstance(known[p].get("shape"), list):
             shape = known[p]["shape"]

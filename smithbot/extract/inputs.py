@@ -10,12 +10,12 @@ Otherwise extraction stops and names the parameter, so that the YAML can say wha
 
 A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|bool, init: ...}`` where dims are
 numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above) over the case's dims
-(``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``,
-``intermediate``, ``moe_intermediate``, ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is
-``randn`` (the default), ``around1``, ``randint:LO:HI``, ``perm:N`` (distinct values below N) or ``arange``.
-A scalar spec is a number, a bool, or an arithmetic expression over the dims; ``dtype:act`` is the case's dtype and
-``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype; ``device:`` the case's device; ``{literal: VALUE}`` is VALUE as it is (a string
-default such as ``activation="swish"``).
+(``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``, ``moe_intermediate``, ``experts``,
+``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the default), ``around1``,
+``randint:LO:HI``, ``perm:N`` (distinct values below N) or ``arange``. A scalar spec is a number, a bool, or an
+arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
+``_DTYPES``) that dtype; ``device:`` the case's device; ``{literal: VALUE}`` is VALUE as it is (a string default
+such as ``activation="swish"``).
 """
 
 from __future__ import annotations
@@ -126,7 +126,8 @@ def flat_entry(wrapper: str, params: list[str], objects: dict[str, dict[str, str
     out = []
     for p, attrs in objects.items():
         sets = "".join(f"        self.{a} = {a}\n" for a in attrs)
-        out.append(f"\n\nclass _{wrapper}_{p}:\n    \"\"\"Stands in for the object {wrapper} reads as {p} (smithbot).\"\"\"\n\n"
+        out.append(f"\n\nclass _{wrapper}_{p}:\n"
+                   f"    \"\"\"Stands in for the object {wrapper} reads as {p} (smithbot).\"\"\"\n\n"
                    f"    def __init__(self, {', '.join(attrs)}):\n{sets}")
     flat = [n for p in params for n in (objects[p].values() if p in objects else [p])]
     call = ", ".join(f"{p}=_{wrapper}_{p}({', '.join(f'{a}={n}' for a, n in objects[p].items())})" if p in objects
