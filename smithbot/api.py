@@ -160,8 +160,6 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    import libcst as cst
-
     from smithbot.extract.build import NeedsInputs, extract as build, self_check
     from smithbot.extract.closure import ExtractError
     from smithbot.extract.llm_inputs import asker, write_inputs
@@ -194,8 +192,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             no_inputs.add(len(rows) - 1)
         except ExtractError as exc:
             rows.append(Coverage(site.name, site.path, False, False, str(exc), None))
-        except (SyntaxError, ValueError, TypeError, UnicodeDecodeError, cst.ParserSyntaxError) as exc:
-            # a construct the extractor does not handle yet: reported per kernel, the batch goes on
+        except Exception as exc:  # noqa: BLE001 - a construct the extractor does not handle yet (a parse error, a
+            # recursion too deep...): reported per kernel with its type, and the batch goes on
             rows.append(Coverage(site.name, site.path, False, False, f"{site.name}: extractor error: "
                                  f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", None))
         else:

@@ -127,17 +127,17 @@ def index_targets(kernel: ast.FunctionDef) -> dict[str, dict[str, bool]]:
                 if isinstance(t, ast.Name):
                     assigned.setdefault(t.id, []).append(node.value)
 
-    def reach(expr: ast.expr) -> tuple[set[str], set[str]]:
-        """(parameters the expression is built from, parameters the loads it uses read from)."""
+    def reach(expr: ast.expr, seen: set[str]) -> tuple[set[str], set[str]]:
+        """(parameters the expression is built from, parameters the loads it uses read from). ``seen``: the names
+        already followed, so that pointer chasing (``p = tl.load(p)``) ends."""
         bases: set[str] = set()
         tables: set[str] = set()
-        seen: set[str] = set()
         todo = [expr]
         while todo:
             e = todo.pop()
             source = _loaded_from(e)
             if source is not None:  # a value read from memory: the pointer it was read from is a table
-                tables |= reach(source)[0]
+                tables |= reach(source, seen)[0]
             elif isinstance(e, ast.Name):
                 if e.id not in seen:
                     seen.add(e.id)
@@ -153,7 +153,7 @@ def index_targets(kernel: ast.FunctionDef) -> dict[str, dict[str, bool]]:
     for node in ast.walk(kernel):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in POINTER_OPS \
                 and node.args:
-            bases, tables = reach(node.args[0])
+            bases, tables = reach(node.args[0], set())
             for t in tables & memory:
                 for b in (bases & memory) - tables:
                     out.setdefault(t, {})[b] = out.get(t, {}).get(b, False) or node.func.attr == "store"

@@ -476,3 +476,15 @@ def _kernel(X, Rows):
     flat, objects = flatten_objects(fn, ["plan"])
     got = infer(flat, ["plan_rows"], {"x": {"shape": ["tokens", "hidden"]}}, kernels=(kernel,))
     assert got["plan_rows"] == {"shape": ["tokens"], "dtype": "int64", "init": "perm:tokens"}  # via rows = plan_rows
+
+
+def test_pointer_chasing_ends() -> None:
+    kernel = _fn('''
+@triton.jit
+def _chase(Next, Out, n):
+    p = tl.load(Next + tl.program_id(0))
+    for _ in range(n):
+        p = tl.load(Next + p)
+    tl.store(Out + p, 1)
+''')
+    assert index_targets(kernel) == {"Next": {"Out": True}}
