@@ -11,7 +11,7 @@ import yaml
 
 from smithbot.config import Target
 from smithbot.extract.closure import ClosureBuilder, ExtractError
-from smithbot.extract.infer import TORCH_DTYPES
+from smithbot.extract.names import TORCH_DTYPES
 from smithbot.extract.inputs import (NAME_RULES, InputError, cases, flat_entry, flatten_objects, harness_source,
                                      param_specs)
 from smithbot.types import KernelSite

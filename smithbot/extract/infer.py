@@ -16,65 +16,26 @@ Axes that are equal share one dimension; a dimension is named after the variable
 tokens, ``nheads`` -> heads...) or, failing that, after its position (first axis tokens, last axis hidden). Names that
 say "index" (``*_ids``, ``*_indices``, ``*_loc``, ``seq_lens``...) get integer tensors with valid values.
 
-These are guesses: the extracted baseline must still pass its self-check on them, or the kernel is reported.
+The name rules are in ``names.py``, the reading of kernel bodies in ``kernel_use.py``. These are guesses: the
+extracted baseline must still pass its self-check on them, or the kernel is reported.
 """
 
 from __future__ import annotations
 
 import ast
-import itertools
 import re
 from typing import Any
 
-from smithbot.extract.kernel_use import arange_bounds, index_targets, kernel_param_kinds, required_params
+from smithbot.extract.kernel_use import (arange_bounds, index_targets, kernel_param_kinds, required_params,
+                                         splat_widths)
+from smithbot.extract.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, SCALAR_INTS, SIZE_NAME, TORCH_DTYPES, ann_kind,
+                                    dim_of_name, setting)
 
 TENSOR_ATTRS = {"shape", "stride", "size", "dtype", "device", "numel", "view", "reshape", "contiguous", "data_ptr",
                 "is_contiguous", "element_size", "dim", "ndim", "flatten", "unsqueeze", "squeeze", "transpose",
                 "is_cuda", "new_empty", "new_zeros", "zero_", "fill_", "copy_", "to", "float", "half", "t",
                 "permute", "expand", "narrow", "split", "chunk", "view_as", "T", "mT", "nbytes", "sum", "max",
                 "min", "cumsum", "numel", "item", "tolist"}
-# Variable-name rules for one dimension, tried in order (a name is lower-cased, underscores kept).
-DIM_NAMES: list[tuple[str, str]] = [
-    (r"^(m|t|n_?tokens?|num_?tokens?|tokens?|total_?tokens?|bs|b|batch|batch_?size|num_?seqs?|n_?rows|rows|seq_?len|"
-     r"seqlen|l|s|n_?reqs?|num_?reqs?|num_?items)$", "tokens"),
-    (r"^(h|nheads?|n_?heads?|num_?heads?|num_?q_?heads|head_?num|hq|num_?attention_?heads)$", "heads"),
-    (r"^(hk|hkv|n_?kv_?heads?|num_?kv_?heads?|kv_?heads?)$", "kv_heads"),
-    (r"^(d|dk|dv|head_?dim|head_?size|d_?head|headdim|qk_?head_?dim|v_?head_?dim)$", "head_dim"),
-    (r"^(e|n_?experts?|num_?experts?|experts?)$", "experts"),
-    (r"^(top_?k|k_?top|num_?topk)$", "top_k"),
-    (r"^(v|vocab|vocab_?size)$", "vocab"),
-    (r"^(i|inter|intermediate|intermediate_?size|ffn_?dim)$", "intermediate"),
-    (r"^(n|k|c|hidden|hidden_?size|hidden_?dim|dim|n_?cols|cols|d_?model|width|feat|features)$", "hidden"),
-]
-INDEX_NAME = re.compile(r"(^|_)(ids?|idx|indices|index|indptr|loc|locs|pos|positions|offsets?|lens?|lengths?|"
-                        r"seqlens?|seq_lens?|starts?|ends?|mapping|map|table|slots?|mask|counts?|tokens_per)"
-                        r"(_|$|\d)|_to_|[a-z]2[a-z]")  # src2dst
-CUMULATIVE = re.compile(r"(cu_|indptr|start_loc|offsets|cumsum)")
-FLOAT_NAME = r"(scale|eps|factor|temperature|alpha|beta|cap|softcap|smoothing|fill_value|const)$"
-SIZE_NAME = r"(len|size|sz|dim|num|window|win|capacity|budget|tokens?|pages|rank_dim|blk)"
-SCALAR_INTS: list[tuple[str, Any]] = [
-    (r"(page|block|chunk|group|tile)_?size", 64), (r"^(bs|batch_?size|num_?tokens|n_?tokens|num_?seqs)$", "tokens"),
-    (r"(hidden_?size|hidden_?dim|^dim$|^n_?cols$)", "hidden"), (r"num_?heads|^nheads$", "heads"),
-    (r"head_?(dim|size)", "head_dim"), (r"top_?k", "top_k"), (r"num_?experts", "experts"), (r"^max_", 64),
-    (r"(stride|^offset$|^start$)", 0), (r"^(n|m|k|size|length|num|count)$", "tokens"), (r"_size$", 64),
-    (r"ratio", 4), (r"^total_", "tokens"), (r"^(num|n)_|_per_", 4), (r"(policy|mode|flags?)$", 0), (r"mult$", 1),
-]
-
-
-def _ann_kind(ann: ast.expr | None) -> str | None:
-    if ann is None:
-        return None
-    text = ast.unparse(ann).replace("'", "").replace('"', "")
-    if "Tensor" in text:
-        return "tensor"
-    if "dtype" in text:
-        return "dtype"
-    for kind in ("bool", "int", "float"):
-        if re.fullmatch(rf"(Optional\[)?{kind}\]?", text):
-            return kind
-    return "other"
-
-
 class _Facts:
     """Union-find over axes ``(param, i)``, local names and integer literals, plus ranks and tensor use."""
 
@@ -299,12 +260,12 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
 def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list[str], pow2: set[str],
             tables: dict[str, dict[str, bool]]) -> None:
     """What the kernel makes of each launcher parameter handed to it as it is, and the rank of each splatted
-    ``*p.stride()`` / ``*p.shape``: the kernel parameters left over for it (``_splat_widths``)."""
+    ``*p.stride()`` / ``*p.shape``: the kernel parameters left over for it (``splat_widths``)."""
     names = list(kinds)
     given = {k.arg for k in call.keywords}
     stars = [i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)]
     left = [n for n in required if n not in given]
-    widths = _splat_widths(call.args, left, [_splatted(facts, call.args[i].value) for i in stars])  # type: ignore
+    widths = splat_widths(call.args, left, [_splatted(facts, call.args[i].value) for i in stars])  # type: ignore
     if widths is None:
         return
     for i, width in zip(stars, widths):
@@ -343,51 +304,6 @@ def _splatted(facts: _Facts, star: ast.expr) -> str | None:
         p = facts.alias.get(star.func.value.id, star.func.value.id)
         return p if p in facts.params else None
     return facts.shape_of(star)
-
-
-def _splat_widths(args: list[ast.expr], left: list[str], owners: list[str | None]) -> list[int] | None:
-    """How many kernel parameters each ``*splat`` in a launch fills. One splat takes what the others leave. Several
-    take widths of 1 to 4 that add up, chosen so that most stride parameters land on the splat their name mentions
-    (``kv_stride_s`` on ``*kv.stride()``, ``stride_qm`` on ``*q.stride()``), then as even as possible."""
-    stars = [i for i, a in enumerate(args) if isinstance(a, ast.Starred)]
-    total = len(left) - (len(args) - len(stars))
-    if len(stars) <= 1:
-        return [total] if stars else []
-    if total < len(stars) or total > 4 * len(stars) or len(stars) > 8:
-        return None
-    at = stars[0]  # where in ``left`` the first splat starts
-    nonstar_between = [sum(1 for a in args[s + 1:(stars + [len(args)])[k + 1]] if not isinstance(a, ast.Starred))
-                       for k, s in enumerate(stars)]
-
-    def owner_of(param: str) -> int | None:
-        words = param.lower().split("_")
-        if "stride" not in words and "strides" not in words:
-            return None
-        words = [w for w in words if w and w not in ("stride", "strides")]
-        best, best_len = None, 0
-        for k, o in enumerate(owners):
-            o = (o or "").lower()
-            if o and ("_".join(words) == o or "_".join(words).startswith(o + "_")
-                      or (len(words) == 1 and words[0].startswith(o) and len(words[0]) - len(o) <= 1)) \
-                    and len(o) > best_len:
-                best, best_len = k, len(o)
-        return best
-
-    def score(widths: tuple[int, ...]) -> tuple[int, float]:
-        pos, hits = at, 0
-        for k, w in enumerate(widths):
-            hits += sum(owner_of(p) == k for p in left[pos:pos + w])
-            pos += w + nonstar_between[k]
-        mean = total / len(widths)
-        return hits, -sum((w - mean) ** 2 for w in widths)
-
-    choices = [w for w in itertools.product(range(1, 5), repeat=len(stars)) if sum(w) == total]
-    return list(max(choices, key=score)) if choices else None
-
-
-TORCH_DTYPES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
-                "int32": "int32", "int": "int32", "int64": "int64", "long": "int64", "float8_e4m3fn": "fp8_e4m3",
-                "int8": "int8", "bool": "bool"}
 
 
 def _rank_of(facts: _Facts, x: ast.expr) -> str | None:
@@ -456,24 +372,6 @@ def required_optionals(fn: ast.FunctionDef) -> set[str]:
             and c.comparators[0].value is None}
 
 
-def _setting(key: str) -> int:
-    """A plausible value for one key of a launch-settings dict (``config["BLOCK_SIZE_M"]``)."""
-    low = key.lower()
-    if low == "num_warps":
-        return 4
-    if low == "num_stages":
-        return 2
-    return 64 if "block" in low else 1
-
-
-def _dim_of_name(name: str) -> str | None:
-    low = name.lower()
-    for pattern, dim in DIM_NAMES:
-        if re.match(pattern, low):
-            return dim
-    return None
-
-
 def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rule: tuple[str, ...] = (),
           kernels: tuple[ast.FunctionDef, ...] = ()) -> dict[str, Any]:
     """Specs for the ``unknown`` parameters of launcher ``fn`` (a subset may stay unknown: they are left out), and
@@ -481,7 +379,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     name, but ``assert hidden_states.dim() == 3`` says otherwise, and the code wins. ``kernels`` are the
     ``@triton.jit`` functions it may launch."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    ann = {a.arg: _ann_kind(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    ann = {a.arg: ann_kind(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     facts = _Facts(params, {k.name: (kernel_param_kinds(k), required_params(k), arange_bounds(k), index_targets(k))
                             for k in kernels})
     _collect(fn, facts)
@@ -563,8 +461,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             return pinned[root]
         members = classes.get(root, [])
         for m in members:
-            if m[0] == "name" and _dim_of_name(m[1]):
-                return _dim_of_name(m[1])
+            if m[0] == "name" and dim_of_name(m[1]):
+                return dim_of_name(m[1])
         if rank == 1 or i == 0:
             return "tokens"
         if i == rank - 1:
@@ -625,7 +523,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                 out[p]["dtype"] = facts.dtype[p]
             continue
         if p in facts.keys and kind in (None, "other"):  # config["BLOCK_SIZE_M"]: settings a tuning table gives
-            out[p] = {"literal": {k: _setting(k) for k in sorted(facts.keys[p])}}
+            out[p] = {"literal": {k: setting(k) for k in sorted(facts.keys[p])}}
             continue
         if kind == "dtype" or p.lower().endswith("dtype"):
             out[p] = "dtype:fp8_e4m3" if re.search("quant|fp8", p.lower()) else "dtype:act"
@@ -650,8 +548,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                     out[p] = value
                     break
             else:
-                if _dim_of_name(p):
-                    out[p] = _dim_of_name(p)
+                if dim_of_name(p):
+                    out[p] = dim_of_name(p)
                 elif kind == "int" or handed in ("scalar", "constexpr"):
                     # a number with nothing more to go on: a power of two for a size (tl.arange needs one), else 0
                     out[p] = 64 if handed == "constexpr" or re.search(SIZE_NAME, p.lower()) else 0

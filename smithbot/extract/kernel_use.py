@@ -1,10 +1,12 @@
-"""What a ``@triton.jit`` kernel makes of its parameters, read from its body: pointers, index tables, numbers and
-constexprs, and which parameters a launch must pass. Input inference (``infer.py``) uses it for the launcher's
-parameters that are handed to a kernel as they are."""
+"""What a ``@triton.jit`` kernel makes of its parameters, read from its body: pointers, index tables (and what they
+address), numbers, constexprs and ``tl.arange`` sizes; which parameters a launch must pass, and how a launch's
+``*x.stride()`` splats fill them. Input inference (``infer.py``) uses it for the launcher's parameters that are handed
+to a kernel as they are."""
 
 from __future__ import annotations
 
 import ast
+import itertools
 
 POINTER_OPS = {"load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and",
                "atomic_or", "atomic_xor", "make_block_ptr", "make_tensor_descriptor"}
@@ -158,3 +160,43 @@ def index_targets(kernel: ast.FunctionDef) -> dict[str, dict[str, bool]]:
                 for b in (bases & memory) - tables:
                     out.setdefault(t, {})[b] = out.get(t, {}).get(b, False) or node.func.attr == "store"
     return out
+
+
+def splat_widths(args: list[ast.expr], left: list[str], owners: list[str | None]) -> list[int] | None:
+    """How many kernel parameters each ``*splat`` in a launch fills. One splat takes what the others leave. Several
+    take widths of 1 to 4 that add up, chosen so that most stride parameters land on the splat their name mentions
+    (``kv_stride_s`` on ``*kv.stride()``, ``stride_qm`` on ``*q.stride()``), then as even as possible."""
+    stars = [i for i, a in enumerate(args) if isinstance(a, ast.Starred)]
+    total = len(left) - (len(args) - len(stars))
+    if len(stars) <= 1:
+        return [total] if stars else []
+    if total < len(stars) or total > 4 * len(stars) or len(stars) > 8:
+        return None
+    at = stars[0]  # where in ``left`` the first splat starts
+    nonstar_between = [sum(1 for a in args[s + 1:(stars + [len(args)])[k + 1]] if not isinstance(a, ast.Starred))
+                       for k, s in enumerate(stars)]
+
+    def owner_of(param: str) -> int | None:
+        words = param.lower().split("_")
+        if "stride" not in words and "strides" not in words:
+            return None
+        words = [w for w in words if w and w not in ("stride", "strides")]
+        best, best_len = None, 0
+        for k, o in enumerate(owners):
+            o = (o or "").lower()
+            if o and ("_".join(words) == o or "_".join(words).startswith(o + "_")
+                      or (len(words) == 1 and words[0].startswith(o) and len(words[0]) - len(o) <= 1)) \
+                    and len(o) > best_len:
+                best, best_len = k, len(o)
+        return best
+
+    def score(widths: tuple[int, ...]) -> tuple[int, float]:
+        pos, hits = at, 0
+        for k, w in enumerate(widths):
+            hits += sum(owner_of(p) == k for p in left[pos:pos + w])
+            pos += w + nonstar_between[k]
+        mean = total / len(widths)
+        return hits, -sum((w - mean) ** 2 for w in widths)
+
+    choices = [w for w in itertools.product(range(1, 5), repeat=len(stars)) if sum(w) == total]
+    return list(max(choices, key=score)) if choices else None
