@@ -385,11 +385,11 @@ class ClosureBuilder:
             node = ast.Assign(node.targets, _fold_stubs(node.value, self.stubs_values), lineno=node.lineno)
             source = ast.unparse(node) + "\n"
         self._take(mod, name, name, source, node)
-        for s in mod.tree.body:  # `f = triton.jit(f)` after `def f`: the rebinding follows the definition
-            if isinstance(node, ast.FunctionDef) and isinstance(s, ast.Assign) and s.lineno > node.lineno \
-                    and [ast.unparse(t) for t in s.targets] == [name] \
-                    and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(s.value)):
-                self._take(mod, name, name, ast.unparse(s) + "\n", s)
+        rebinds = [s for s in mod.tree.body if isinstance(node, ast.FunctionDef) and isinstance(s, ast.Assign)
+                   and s.lineno > node.lineno and [ast.unparse(t) for t in s.targets] == [name]
+                   and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(s.value))]
+        for s in rebinds:  # `f = triton.jit(f)` after `def f`: the rebinding follows the definition
+            self._take(mod, name, name, ast.unparse(s) + "\n", s)
         if as_name != name:
             self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             self._bound[as_name] = key

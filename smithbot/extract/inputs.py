@@ -37,7 +37,7 @@ NAME_RULES: dict[str, Any] = {
     "device": "device:",  # the case's device
     # sglang's request-to-KV-slot table: a row per request, a slot per position
     "req_to_token": {"shape": ["tokens", 1024], "dtype": "int32", "init": "randint:0:tokens"},
-    **{n: {"shape": ["tokens * top_k"], "dtype": "int32", "init": "perm:tokens * top_k"} for n in ("src2dst",)},
+    "src2dst": {"shape": ["tokens * top_k"], "dtype": "int32", "init": "perm:tokens * top_k"},
     **{n: {"shape": ["tokens"], "dtype": "fp32", "init": "around1"} for n in ("temperatures", "temperature")},
     **{n: {"shape": ["tokens", "heads", "head_dim"]} for n in ("q", "query")},
     **{n: {"shape": ["tokens", "kv_heads", "head_dim"]} for n in ("k", "key", "v", "value")},
@@ -87,13 +87,14 @@ def attributes_read(fn: ast.FunctionDef, name: str) -> list[str] | None:
 
 
 def flatten_objects(fn: ast.FunctionDef, names: list[str]) -> tuple[ast.FunctionDef, dict[str, dict[str, str]]]:
-    """``fn`` with each parameter of ``names`` that is only read for its attributes replaced by one parameter per
+    """``fn`` with each positional parameter of ``names`` that is only read for its attributes replaced by one per
     attribute (``plan.seq_lens`` -> ``seq_lens``; ``plan_seq_lens`` when that name is taken), and, per replaced
     parameter, {attribute: the parameter that stands for it}. The inputs are then inferred for those parameters."""
     taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
         a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     objects: dict[str, dict[str, str]] = {}
-    for name in names:
+    positional = {a.arg for a in fn.args.args}
+    for name in (n for n in names if n in positional):
         attrs = attributes_read(fn, name)
         if attrs:
             objects[name] = {}
