@@ -380,8 +380,9 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     ``@triton.jit`` functions it may launch."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     ann = {a.arg: ann_kind(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    facts = _Facts(params, {k.name: (kernel_param_kinds(k), required_params(k), arange_bounds(k), index_targets(k))
-                            for k in kernels})
+    kinds = {k.name: kernel_param_kinds(k) for k in kernels}  # read once: index_targets needs them too
+    facts = _Facts(params, {k.name: (kinds[k.name], required_params(k), arange_bounds(k),
+                                     index_targets(k, kinds[k.name])) for k in kernels})
     _collect(fn, facts)
     known, unknown = dict(known), list(unknown)
     for p in by_rule:

@@ -43,6 +43,17 @@ def _loaded_from(expr: ast.expr) -> ast.expr | None:
     return None
 
 
+def _assignments(kernel: ast.FunctionDef) -> dict[str, list[ast.expr]]:
+    """Every value each plain name is assigned in the kernel."""
+    out: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(kernel):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out.setdefault(t.id, []).append(node.value)
+    return out
+
+
 def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
     """"pointer", "index", "constexpr", "scalar" or "unknown" for each parameter of a ``@triton.jit`` kernel, from its
     body: a parameter that offsets are added to and that ends up loaded from or stored to (``tl.load(X + offs)``) is a
@@ -51,7 +62,7 @@ def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
     params = [a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs]
     constexpr = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs
                  if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
-    assigned: dict[str, list[ast.expr]] = {}
+    assigned = _assignments(kernel)
     pointer: set[str] = set()
     numeric: set[str] = set()
     pointer_args: list[ast.expr] = []
@@ -61,7 +72,6 @@ def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Name):
-                    assigned.setdefault(t.id, []).append(node.value)
                     source = _loaded_from(node.value)
                     if source is not None:
                         loaded.setdefault(t.id, set()).update(_addends(source))
@@ -116,18 +126,14 @@ def arange_bounds(kernel: ast.FunctionDef) -> set[str]:
             and n.func.attr == "arange" for a in n.args if isinstance(a, ast.Name)}
 
 
-def index_targets(kernel: ast.FunctionDef) -> dict[str, dict[str, bool]]:
+def index_targets(kernel: ast.FunctionDef, kinds: dict[str, str] | None = None) -> dict[str, dict[str, bool]]:
     """For each parameter whose loaded values go into an address, the pointer parameters that address reaches, and
     whether the kernel stores through it: ``d = tl.load(Src2dst + i)``, ``tl.load(Down + d * n)`` gives
     {"Src2dst": {"Down": False}}. A value read from the table must then stay below the size of what it addresses, and
-    a table that scatters stores had better not repeat a value (two programs would race for one row)."""
+    a table that scatters stores had better not repeat a value (two programs would race for one row). ``kinds``:
+    ``kernel_param_kinds(kernel)``, when the caller has it already."""
     params = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs}
-    assigned: dict[str, list[ast.expr]] = {}
-    for node in ast.walk(kernel):
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    assigned.setdefault(t.id, []).append(node.value)
+    assigned = _assignments(kernel)
 
     def reach(expr: ast.expr, seen: set[str]) -> tuple[set[str], set[str]]:
         """(parameters the expression is built from, parameters the loads it uses read from). ``seen``: the names
@@ -149,7 +155,7 @@ def index_targets(kernel: ast.FunctionDef) -> dict[str, dict[str, bool]]:
                 todo.extend(ast.iter_child_nodes(e))  # type: ignore[arg-type]
         return bases, tables
 
-    kinds = kernel_param_kinds(kernel)
+    kinds = kinds or kernel_param_kinds(kernel)
     memory = {p for p, k in kinds.items() if k in ("pointer", "index")}
     out: dict[str, dict[str, bool]] = {}
     for node in ast.walk(kernel):
