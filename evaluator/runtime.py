@@ -94,12 +94,6 @@ class LaunchCounter:
         cls._installed = True
 
 
-def cpu_stands_in_for_cuda() -> None:
-    """Under the interpreter the CPU plays the GPU's part, so a CPU tensor answers ``is_cuda`` with True: launchers
-    check ``assert x.is_cuda`` before a launch, and a task must run there as it runs on the GPU."""
-    torch.Tensor.is_cuda = property(lambda self: self.device.type in ("cuda", "cpu"))  # type: ignore[assignment]
-
-
 _names = itertools.count()
 
 

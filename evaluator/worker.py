@@ -23,7 +23,8 @@ import torch
 
 from evaluator import correctness
 from evaluator.env import copy_bandwidth_gbps, fingerprint
-from evaluator.runtime import LaunchCounter, cpu_stands_in_for_cuda, load_module
+from evaluator import bounds, standin
+from evaluator.runtime import LaunchCounter, load_module
 from evaluator.task import Case, Task, TaskError, load_task
 
 
@@ -89,7 +90,8 @@ class Worker:
         self.copy_gbps: float | None = None
         LaunchCounter.install()
         if backend == "interpreter":
-            cpu_stands_in_for_cuda()
+            standin.install()
+            bounds.install()
 
     def prepare(self, task_dir: str) -> _Prepared:
         key = os.path.realpath(task_dir)

@@ -372,6 +372,8 @@ class ClosureBuilder:
                     return
             self.c.blockers.append(f"{name} is not defined at module level in {mod.path}")
             return
+        if self._alias(mod, node, as_name):
+            return
         clash = self._bound.get(name)
         if clash is not None and clash != key:
             self.c.blockers.append(f"two definitions named {name} ({clash[0]} and {module})")
@@ -497,19 +499,26 @@ class ClosureBuilder:
             return
         node = mod.top.get(name)
         if node is not None:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute):
-                dotted = ast.unparse(node.value)
-                head = dotted.split(".")[0]
-                full = mod.imports.get(head, head) + dotted[len(head):]
-                if full.startswith("triton.language."):
-                    self.c.aliases[name] = "tl." + full.removeprefix("triton.language.")
-                    self.c.imports.setdefault("tl", "import triton.language as tl")
-                    return
-            self.add(mod.name, name)
+            if not self._alias(mod, node, name):
+                self.add(mod.name, name)
             return
         if name in _BUILTINS:
             return
         self.c.blockers.append(f"unresolved name {name} in {mod.path}")
+
+    def _alias(self, mod: _Module, node: ast.stmt, as_name: str) -> bool:
+        """Whether ``node`` binds a tl builtin under another name (``fast_expf = tl.math.exp``); if so, calls of
+        ``as_name`` are rewritten to the qualified name, which the interpreter patches and the compiler resolves."""
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute)):
+            return False
+        dotted = ast.unparse(node.value)
+        head = dotted.split(".")[0]
+        full = mod.imports.get(head, head) + dotted[len(head):]
+        if not full.startswith("triton.language."):
+            return False
+        self.c.aliases[as_name] = "tl." + full.removeprefix("triton.language.")
+        self.c.imports.setdefault("tl", "import triton.language as tl")
+        return True
 
     def render_definitions(self) -> list[Definition]:
         if not self.c.aliases:

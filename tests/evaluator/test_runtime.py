@@ -57,3 +57,56 @@ def test_a_launcher_that_insists_on_cuda_tensors_runs_under_the_interpreter(tmp_
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1])["status"] in ("correct", "promoted")
+
+
+STANDIN_AND_BOUNDS = '''
+import torch
+import triton
+import triton.language as tl
+
+from evaluator import bounds, standin
+
+standin.install()
+bounds.install()
+from triton.language.extra.libdevice import tanh  # bound at import, as launchers do
+
+
+@triton.jit
+def _act(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n, other=0.0)
+    y = tl.extra.cuda.libdevice.round(x) + tanh(x) + tl.extra.cuda.libdevice.pow(x, 2.0)
+    tl.store(Y + offs, y, mask=offs < n)
+
+
+@triton.jit
+def _shift(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(X + offs + 3, mask=offs < n), mask=offs < n)
+
+
+x = torch.tensor([-2.5, -0.4, 0.5, 1.5, 3.0])
+y = torch.empty(8)[:5]  # a view: its storage is what bounds it
+_act[(1,)](x, y, 5, BLOCK=8)
+want = torch.sign(x) * torch.floor(x.abs() + 0.5) + torch.tanh(x) + x * x
+assert torch.allclose(y, want), (y, want)
+assert torch.cuda.get_device_properties(0).multi_processor_count == 132 and torch.cuda.get_device_capability() == (9, 0)
+with torch.get_device_module(x.device).device(x.device.index), torch.cuda.device(x.device):
+    assert x.is_cuda and not torch.cuda.is_available()
+_shift[(1,)](x, y, 2, BLOCK=8)  # reads x[3], x[4]: inside
+try:
+    _shift[(1,)](x, y, 5, BLOCK=8)  # reads x[3..7]: three past the end
+except Exception as exc:
+    print(exc)
+'''
+
+
+def test_the_interpreter_stands_in_for_the_gpu_and_checks_bounds(tmp_path) -> None:
+    """libdevice calls and torch.cuda queries work under the interpreter, and an access past the end of a tensor is
+    an error naming the kernel and the argument (it would read the heap, or kill the worker with SIGSEGV)."""
+    (tmp_path / "standin.py").write_text(STANDIN_AND_BOUNDS)
+    out = subprocess.run([sys.executable, str(tmp_path / "standin.py")], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert ("kernel _shift loads 3 element(s) outside every tensor it was given (the first: element 5 of 'X', whose "
+            "storage holds 5)") in out.stdout, out.stdout

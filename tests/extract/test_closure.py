@@ -92,3 +92,21 @@ def test_a_triton_forks_module_blocks_with_its_name(tmp_path: Path) -> None:
     b.add("pkg.npu", "launch")
     assert b.c.blockers == ["triton.language.extra.deeplink (dl) is not in the installed triton (a fork's or an older "
                             "triton's)"]  # a local import in a branch for an older triton is not a blocker
+
+
+def test_a_tl_alias_imported_from_another_module_stays_a_tl_call(tmp_path: Path) -> None:
+    """``fast_expf = tl.math.exp`` in one module, ``from .act import fast_expf`` in the next: the interpreter patches
+    ``tl.math.exp`` when it launches, not a module-level copy of it, so the call must name tl."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "act.py").write_text(
+        "import triton\nimport triton.language as tl\n\nif triton.__version__ >= '3.0.0':\n"
+        "    fast_expf = tl.math.exp\nelse:\n    fast_expf = tl.math.fast_expf\n")
+    (tmp_path / "pkg" / "k.py").write_text(
+        "import triton\nimport triton.language as tl\nfrom .act import fast_expf\n\n\n@triton.jit\n"
+        "def _k(X):\n    tl.store(X, fast_expf(tl.load(X)))\n\n\ndef launch(x):\n    _k[(1,)](x)\n")
+    b = ClosureBuilder(tmp_path, {"pkg.act": "pkg/act.py", "pkg.k": "pkg/k.py"}, "pkg", {}, ())
+    b.add("pkg.k", "launch")
+    assert b.c.blockers == []
+    defs = {d.name: d.source for d in b.render_definitions()}
+    assert set(defs) == {"_k", "launch"}
+    assert "tl.store(X, tl.math.exp(tl.load(X)))" in defs["_k"]

@@ -1,0 +1,103 @@
+"""Bounds checking for Triton's interpreter: every load, store and atomic a kernel makes must fall inside a tensor
+it was given.
+
+On a GPU an access past the end of a tensor reads someone else's memory, or faults much later; in the interpreter it
+reads the CPU heap or kills the process with SIGSEGV, which says nothing about the cause. ``install()`` makes every
+such access an ``IndexError`` that names the kernel and the argument the address lies nearest to, so a candidate that
+reads out of bounds is a runtime error with a reason, and a task whose inputs are wrong says which one.
+
+Only the interpreter worker installs it: the GPU backend is untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+# (sorted storage starts, ends, argument names, kernel name) of the launch in progress; None outside launches.
+_bounds: tuple[np.ndarray, np.ndarray, list[str], str] | None = None
+
+
+def _storages(name: str, value: Any, out: dict[int, tuple[int, list[str]]]) -> None:
+    if isinstance(value, torch.Tensor):
+        storage = value.untyped_storage()
+        entry = out.setdefault(storage.data_ptr(), (storage.nbytes(), []))
+        entry[1].append(name)
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            _storages(f"{name}[{i}]", v, out)
+    elif hasattr(value, "base") and isinstance(getattr(value, "base"), torch.Tensor):  # a TensorDescriptor
+        _storages(name, value.base, out)
+
+
+def _set(kernel: str, named: dict[str, Any]) -> None:
+    global _bounds
+    found: dict[int, tuple[int, list[str]]] = {}
+    for name, value in named.items():
+        _storages(name, value, found)
+    order = sorted(found)
+    _bounds = (np.array(order, dtype=np.uint64), np.array([p + found[p][0] for p in order], dtype=np.uint64),
+               ["/".join(found[p][1]) for p in order], kernel)
+
+
+def _check(ptrs: Any, mask: Any, what: str) -> None:
+    if _bounds is None:
+        return
+    addr = np.asarray(ptrs.data).astype(np.uint64, copy=False)
+    if mask is not None:
+        addr = addr[np.broadcast_to(np.asarray(mask.data, dtype=bool), addr.shape)]
+    addr = addr.ravel()
+    if addr.size == 0 or not len(_bounds[0]):
+        return
+    size = np.uint64(max(ptrs.get_element_ty().primitive_bitwidth // 8, 1))
+    starts, ends, names, kernel = _bounds
+    i = np.searchsorted(starts, addr, side="right").astype(np.int64) - 1
+    ok = (i >= 0) & (addr + size <= ends[np.maximum(i, 0)])
+    if ok.all():
+        return
+    bad, j = int(addr[~ok][0]), max(int(i[~ok][0]), 0)
+    start, end = int(starts[j]), int(ends[j])
+    raise IndexError(f"kernel {kernel} {what} {int((~ok).sum())} element(s) outside every tensor it was given "
+                     f"(the first: element {(bad - start) // int(size)} of '{names[j]}', whose storage holds "
+                     f"{(end - start) // int(size)})")
+
+
+def install() -> None:
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    executor = interpreter.GridExecutor
+    init_args = getattr(executor, "_init_args_hst", None)
+    if init_args is None:  # a triton whose interpreter is laid out otherwise: run unchecked, as before
+        return
+    masked_load, masked_store = builder.create_masked_load, builder.create_masked_store
+    atomic_rmw, atomic_cas = builder.create_atomic_rmw, builder.create_atomic_cas
+
+    def init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
+        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
+        named = dict(zip(self.arg_names, args_hst))
+        named.update(kwargs_hst)
+        _set(getattr(self.fn, "__name__", "?"), named)
+        return args_hst, kwargs_hst
+
+    def load(self: Any, ptrs: Any, mask: Any, *rest: Any) -> Any:
+        _check(ptrs, mask, "loads")
+        return masked_load(self, ptrs, mask, *rest)
+
+    def store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+        _check(ptrs, mask, "stores")
+        return masked_store(self, ptrs, value, mask, *rest)
+
+    def rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any) -> Any:
+        _check(ptr, mask, "updates atomically")
+        return atomic_rmw(self, op, ptr, val, mask, *rest)
+
+    def cas(self: Any, ptr: Any, *rest: Any) -> Any:
+        _check(ptr, None, "compares-and-swaps")
+        return atomic_cas(self, ptr, *rest)
+
+    executor._init_args_hst = init_args_hst
+    builder.create_masked_load, builder.create_masked_store = load, store
+    builder.create_atomic_rmw, builder.create_atomic_cas = rmw, cas
