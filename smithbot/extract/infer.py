@@ -59,6 +59,7 @@ class _Facts:
         self.pow2: list[Any] = []  # sizes a kernel hands to tl.arange
         self.index_into: dict[str, tuple[str, bool]] = {}  # index table -> a tensor whose rows its values address,
         # and whether the kernel stores through them
+        self.derived: dict[Any, ast.expr] = {}  # assert z.shape[0] == K // group_size: the axis is that expression
 
     def find(self, x: Any) -> Any:
         self.parent.setdefault(x, x)
@@ -70,6 +71,14 @@ class _Facts:
     def union(self, a: Any, b: Any) -> None:
         if a is not None and b is not None:
             self.parent[self.find(a)] = self.find(b)
+
+    def equal(self, key: Any, node: ast.expr) -> None:
+        """``key`` (an axis or name) equals ``node``: the same class, or, for arithmetic, that expression."""
+        if self.axis(node) is not None:
+            self.union(key, self.axis(node))
+        elif key is not None and _arithmetic(node):
+            self.find(key)
+            self.derived.setdefault(key, node)
 
     def at_least(self, p: str, r: int) -> None:
         self.rank[p] = max(self.rank.get(p, 0), r)
@@ -112,6 +121,9 @@ class _Facts:
         return ("neg", p, -i)
 
     def shape_of(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("tuple", "list") \
+                and len(node.args) == 1:  # tuple(p.shape) == (a, b)
+            node = node.args[0]
         if isinstance(node, ast.Attribute) and node.attr == "shape" and isinstance(node.value, ast.Name) \
                 and self.alias.get(node.value.id, node.value.id) in self.params:
             return self.alias.get(node.value.id, node.value.id)
@@ -120,6 +132,15 @@ class _Facts:
                 and self.alias.get(node.func.value.id, node.func.value.id) in self.params:
             return self.alias.get(node.func.value.id, node.func.value.id)
         return None
+
+
+_ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}
+
+
+def _arithmetic(node: ast.expr) -> bool:
+    """``K // group_size``, ``2 * head_dim``, ``x.numel()``: a size computed from others."""
+    return isinstance(node, ast.BinOp) and type(node.op) in _ARITH or isinstance(node, ast.Call) \
+        and isinstance(node.func, ast.Attribute) and node.func.attr == "numel" and not node.args
 
 
 def _negated(test: ast.expr) -> list[ast.expr]:
@@ -217,6 +238,8 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
                 if ax is not None and (ax[0] in ("ax", "neg") or ax[0] == "lit" and ax[1] > 0
                                        and assigned.count(tgt.id) == 1):  # BLOCK_E = 128, bound once
                     facts.union(("name", tgt.id), ax)
+                elif ax is None and assigned.count(tgt.id) == 1 and _arithmetic(val):  # n = h // 2, bound once
+                    facts.equal(("name", tgt.id), val)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args \
                 and isinstance(node.args[0], ast.Name):
             facts.floaty.add(node.args[0].id)
@@ -358,9 +381,11 @@ def _equate(facts: _Facts, a: ast.expr, b: ast.expr) -> None:
             facts.rank[p] = len(other.elts)
             facts.exact.add(p)
             for i, e in enumerate(other.elts):
-                facts.union(("ax", p, i), facts.axis(e))
+                facts.equal(("ax", p, i), e)
             return
-    facts.union(facts.axis(a), facts.axis(b))
+    if facts.axis(a) is None:
+        a, b = b, a
+    facts.equal(facts.axis(a), b)
 
 
 def required_optionals(fn: ast.FunctionDef) -> set[str]:
@@ -446,20 +471,28 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     # K <= 256: at most the bound, a power of two, and no more than 128
     most = {facts.find(key): 1 << (min(bound, 128).bit_length() - 1) for key, bound in facts.upper if bound >= 1}
 
-    def dim(p: str, i: int, rank: int) -> Any:
-        d = _dim(p, i, rank)
+    derived: dict[Any, ast.expr] = {}
+    for key, node in facts.derived.items():
+        derived.setdefault(facts.find(key), node)
+
+    def dim(p: str, i: int, rank: int, seen: frozenset = frozenset()) -> Any:
+        d = _dim(p, i, rank, seen)
         root = facts.find(("ax", p, i))
         if root in most and not isinstance(d, int):
             d = most[root]
         d = _multiple_of(d, multiple[root]) if root in multiple else d
         return _pow2(d) if root in pow2 else d
 
-    def _dim(p: str, i: int, rank: int) -> Any:
+    def _dim(p: str, i: int, rank: int, seen: frozenset) -> Any:
         root = facts.find(("ax", p, i))
         if literal(p, i) is not None:  # the code insists: `assert x.shape[-1] == 128`
             return literal(p, i)
         if root in pinned:
             return pinned[root]
+        if root in derived and root not in seen:  # assert z.shape[0] == K // group_size
+            d = value_of(derived[root], seen | {root})
+            if d is not None:
+                return d
         members = classes.get(root, [])
         for m in members:
             if m[0] == "name" and dim_of_name(m[1]):
@@ -469,6 +502,65 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         if i == rank - 1:
             return "hidden"
         return "heads"
+
+    def value_of(node: ast.expr, seen: frozenset) -> Any:
+        """The size ``node`` computes, as a number or a harness expression; None where a part has no size."""
+        if facts._int(node) is not None:
+            return facts._int(node)
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
+            a, b = value_of(node.left, seen), value_of(node.right, seen)
+            if a is None or b is None or b == 0 and isinstance(node.op, ast.FloorDiv):
+                return None
+            if isinstance(a, int) and isinstance(b, int):
+                return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}.get(type(node.op)) if not isinstance(
+                    node.op, ast.FloorDiv) else a // b
+            return f"({a}) {_ARITH[type(node.op)]} ({b})"
+        if _arithmetic(node):  # p.numel(): the product of its dims
+            p = facts.alias.get(getattr(node.func.value, "id", ""), "")  # type: ignore[attr-defined]
+            p = p or getattr(node.func.value, "id", "")  # type: ignore[attr-defined]
+            r = facts.rank.get(p)
+            return " * ".join(f"({dim(p, i, r, seen)})" for i in range(r)) if p in params and r else None
+        key = facts.axis(node)
+        root = facts.find(key) if key is not None else None
+        if root is None or root in seen:
+            return None
+        members = classes.get(root, [key])
+        ax = next((m for m in members if m[0] == "ax"), None)
+        if ax is not None:
+            return dim(ax[1], ax[2], facts.rank.get(ax[1]) or ax[2] + 1, seen | {root})
+        if class_literal(root) is not None:
+            return class_literal(root)
+        if root in pinned:
+            return pinned[root]
+        p = next((m[1] for m in members if m[0] == "name" and m[1] in params), None)
+        return scalar_int(p, seen | {root}) if p is not None else None
+
+    def kind_of(p: str) -> str | None:
+        return ann.get(p) or {"bool": "bool", "int": "int", "float": "float"}.get(facts.isa.get(p, ""))
+
+    def scalar_int(p: str, seen: frozenset) -> Any:
+        """An integer parameter's value: what the code insists on, the axis or expression it equals, else a
+        plausible size for its name; None when nothing says it is an integer."""
+        root = facts.find(("name", p))
+        members = classes.get(root, [])
+        lits = [m[1] for m in members if m[0] == "lit"]
+        if lits:  # assert num_experts == 192
+            return lits[0]
+        axes = [m for m in members if m[0] == "ax" and m[1] != p]
+        if axes:
+            q, i = axes[0][1], axes[0][2]
+            return dim(q, i, facts.rank.get(q) or 1, seen)
+        value = value_of(derived[root], seen | {root}) if root in derived and root not in seen else None
+        if value is None:
+            value = next((v for pattern, v in SCALAR_INTS if re.search(pattern, p.lower())), dim_of_name(p))
+        if value is None and (kind_of(p) == "int" or facts.kernel_kind.get(p) in ("scalar", "constexpr")):
+            # a number with nothing more to go on: a power of two for a size (tl.arange needs one), else 0
+            value = 64 if facts.kernel_kind.get(p) == "constexpr" or re.search(SIZE_NAME, p.lower()) else 0
+        if value is not None and root in multiple:  # assert page_size % 128 == 0
+            value = _multiple_of(value, multiple[root])
+        if value is not None and root in pow2:
+            value = _pow2(value)
+        return value
 
     def rows(p: str) -> Any:
         """The rows of the tensor that the values of index table ``p`` address, if the kernel says which."""
@@ -493,7 +585,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             if lits:
                 out[p] = lits[0]
     for p in unknown:
-        kind = ann.get(p) or {"bool": "bool", "int": "int", "float": "float"}.get(facts.isa.get(p, ""))
+        kind = kind_of(p)
         # handed to a kernel under a buffer-like name: a pointer argument
         handed = facts.kernel_kind.get(p)
         is_tensor = kind == "tensor" or p in facts.tensor or kind is None and (handed in ("pointer", "index") or (
@@ -533,31 +625,9 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         elif kind == "bool" or re.match(r"^(is_|use_|has_|enable|do_)|^(causal|training)$", p.lower()):
             out[p] = False
         elif kind == "int" or kind is None:
-            root = facts.find(("name", p))
-            members = classes.get(root, [])
-            lits = [m[1] for m in members if m[0] == "lit"]
-            if lits:  # assert num_experts == 192
-                out[p] = lits[0]
-                continue
-            axes = [m for m in members if m[0] == "ax" and m[1] != p]
-            if axes:
-                q, i = axes[0][1], axes[0][2]
-                out[p] = dim(q, i, facts.rank.get(q) or 1)
-                continue
-            for pattern, value in SCALAR_INTS:
-                if re.search(pattern, p.lower()):
-                    out[p] = value
-                    break
-            else:
-                if dim_of_name(p):
-                    out[p] = dim_of_name(p)
-                elif kind == "int" or handed in ("scalar", "constexpr"):
-                    # a number with nothing more to go on: a power of two for a size (tl.arange needs one), else 0
-                    out[p] = 64 if handed == "constexpr" or re.search(SIZE_NAME, p.lower()) else 0
-            if p in out and root in multiple:  # assert page_size % 128 == 0
-                out[p] = _multiple_of(out[p], multiple[root])
-            if p in out and root in pow2:
-                out[p] = _pow2(out[p])
+            value = scalar_int(p, frozenset())
+            if value is not None:
+                out[p] = value
     return out
 
 
