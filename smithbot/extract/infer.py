@@ -521,6 +521,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             r = facts.rank.get(p)
             return " * ".join(f"({dim(p, i, r, seen)})" for i in range(r)) if p in params and r else None
         key = facts.axis(node)
+        if key is not None and key[0] == "neg" and facts.rank.get(key[1]):  # x.size(-1): x's last axis
+            key = ("ax", key[1], facts.rank[key[1]] - key[2])
         root = facts.find(key) if key is not None else None
         if root is None or root in seen:
             return None

@@ -488,3 +488,33 @@ def _chase(Next, Out, n):
     tl.store(Out + p, 1)
 ''')
     assert index_targets(kernel) == {"Next": {"Out": True}}
+
+
+def test_sizes_the_code_equates_with_arithmetic() -> None:
+    fn = _fn('''
+def dequant(qweight, scales, zeros, group_size: int, out, seq_len: int, x):
+    rows, cols = qweight.shape
+    assert scales.shape[0] == rows // group_size and scales.shape[1] == cols
+    half = cols // 2
+    assert tuple(zeros.shape) == (rows // group_size, half)
+    assert out.size(-1) == 2 * cols + 1
+    assert seq_len == x.numel() // x.size(-1)
+    assert x.dim() == 2
+''')
+    assert infer(fn, ["qweight", "scales", "zeros", "group_size", "out", "seq_len", "x"], {}) == {
+        "qweight": {"shape": ["tokens", "hidden"]}, "scales": {"shape": ["(tokens) // (64)", "hidden"]},
+        "zeros": {"shape": ["(tokens) // (64)", "(hidden) // (2)"]}, "group_size": 64,
+        "out": {"shape": ["((2) * (hidden)) + (1)"]}, "seq_len": "((tokens) * (hidden)) // (hidden)",
+        "x": {"shape": ["tokens", "hidden"]}}
+
+
+def test_a_size_that_equals_itself_through_arithmetic_is_not_a_loop() -> None:
+    fn = _fn('''
+def k(a, b):
+    rows = a.shape[0]
+    assert b.shape[0] == rows * 2
+    assert a.shape[0] == b.shape[0] // 2
+''')
+    out = infer(fn, ["a", "b"], {})
+    assert out["b"] == {"shape": ["(tokens) * (2)"]}  # from a, which it cannot then be derived from in turn
+    assert out["a"] == {"shape": ["(tokens) // (2)"]}
