@@ -305,6 +305,10 @@ def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list
         if at < len(names):
             pairs.append((names[at], a))
         at += 1
+    passed = {kparam for kparam, _ in pairs} | given
+    for k in call.keywords:  # **config: a settings dict holds the kernel parameters the launch passes no other way
+        if k.arg is None and isinstance(k.value, ast.Name) and k.value.id in facts.params:
+            facts.keys.setdefault(k.value.id, set()).update(n for n in required if n not in passed)
     for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]:
         p = facts.renamed.get(a.id, a.id) if isinstance(a, ast.Name) else None
         if p in facts.params and kinds.get(kparam or "", "unknown") != "unknown":

@@ -518,3 +518,20 @@ def k(a, b):
     out = infer(fn, ["a", "b"], {})
     assert out["b"] == {"shape": ["(tokens) * (2)"]}  # from a, which it cannot then be derived from in turn
     assert out["a"] == {"shape": ["(tokens) // (2)"]}
+
+
+def test_a_settings_dict_splatted_into_a_launch_holds_the_kernels_tile_sizes() -> None:
+    kernel = _fn('''
+@triton.jit
+def _gemm(A, C, M, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+          EVEN_K: tl.constexpr = True):
+    pass
+''')
+    fn = _fn('''
+def launch(a, c, config):
+    if a.shape[0] < config["BLOCK_SIZE_M"]:
+        pass
+    _gemm[(1,)](a, c, a.shape[0], **config)
+''')
+    got = infer(fn, ["a", "c", "config"], {}, kernels=(kernel,))
+    assert got["config"] == {"literal": {"BLOCK_SIZE_K": 64, "BLOCK_SIZE_M": 64, "GROUP_SIZE_M": 1}}
