@@ -6,7 +6,10 @@ only, so a task runs there as it runs on an H200:
 - ``torch.cuda.get_device_capability``, ``get_device_properties`` and ``current_device`` describe one H200, and
   ``torch.cuda.device(...)`` and ``torch.get_device_module(x.device).device(...)`` are contexts that do nothing;
 - the libdevice functions (``tl.extra.cuda.libdevice.round``, ``from triton.language.extra.libdevice import tanh``),
-  which the interpreter cannot call, compute with numpy.
+  which the interpreter cannot call, compute with numpy;
+- where the installed triton has removed block pointers (3.9), ``tl.make_block_ptr``, ``tl.advance`` and
+  ``tl.load``/``tl.store`` with ``boundary_check`` work as they do in the triton releases the targets run on: a block
+  pointer becomes the block of plain pointers and the mask it stands for.
 
 ``torch.cuda.is_available()`` stays False: code that takes a CUDA path on it would allocate on a GPU that is not there.
 """
@@ -100,6 +103,89 @@ def _patch_libdevice() -> None:
                 setattr(module, name, _libdevice_fn(name, key))
 
 
+class _BlockPtr:
+    """A block pointer: a base pointer, the parent tensor's shape and strides, and the block's offsets and shape."""
+
+    def __init__(self, base: Any, shape: list[int], strides: list[int], offsets: list[int], block: list[int]) -> None:
+        self.base, self.shape, self.strides, self.offsets, self.block = base, shape, strides, offsets, block
+        self.dtype = base.dtype  # p.dtype.element_ty: what the block holds
+
+    def pointers(self, boundary_check: Any) -> tuple[Any, Any]:
+        """The block of pointers, and the mask of those inside the parent tensor along ``boundary_check``'s dims."""
+        from triton import language as tl
+        from triton.runtime.interpreter import TensorHandle
+
+        pointer = self.base.dtype
+        size = max(pointer.element_ty.primitive_bitwidth // 8, 1)
+        index = np.zeros(self.block, dtype=np.int64)
+        inside = np.ones(self.block, dtype=bool)
+        checked = {int(_scalar(d)) for d in (boundary_check or ())}
+        for d, (offset, n, stride, extent) in enumerate(zip(self.offsets, self.block, self.strides, self.shape)):
+            i = (offset + np.arange(n, dtype=np.int64)).reshape([-1 if k == d else 1 for k in range(len(self.block))])
+            index = index + i * stride
+            if d in checked:
+                inside = inside & (i >= 0) & (i < extent)
+        base = int(np.asarray(self.base.handle.data).reshape(-1)[0])
+        addr = (base + index * size).astype(np.uint64)
+        ptrs = tl.tensor(TensorHandle(addr, pointer), tl.block_type(pointer, list(self.block)))
+        mask = tl.tensor(TensorHandle(inside, tl.int1), tl.block_type(tl.int1, list(self.block))) if checked else None
+        return ptrs, mask
+
+
+def _scalar(x: Any) -> int:
+    from triton import language as tl
+
+    if isinstance(x, tl.tensor):
+        return int(np.asarray(x.handle.data).reshape(-1)[0])
+    return int(x.value if isinstance(x, tl.constexpr) else x)
+
+
+def _patch_block_pointers() -> None:
+    from triton import language as tl
+    from triton.language import core
+
+    if "have been removed" not in (core.make_block_ptr.__doc__ or ""):
+        return  # this triton's interpreter has block pointers of its own
+    load, store = core.load, core.store
+
+    def make_block_ptr(base: Any, shape: Any, strides: Any, offsets: Any, block_shape: Any, order: Any,
+                       _semantic: Any = None) -> _BlockPtr:
+        ints = lambda xs: [_scalar(x) for x in xs]  # noqa: E731
+        return _BlockPtr(base, ints(shape), ints(strides), ints(offsets), ints(block_shape))
+
+    def advance(base: _BlockPtr, offsets: Any, _semantic: Any = None) -> _BlockPtr:
+        moved = [o + _scalar(d) for o, d in zip(base.offsets, offsets)]
+        return _BlockPtr(base.base, base.shape, base.strides, moved, base.block)
+
+    def block_load(pointer: Any, mask: Any = None, other: Any = None, boundary_check: Any = (),
+                   padding_option: Any = "", cache_modifier: str = "", eviction_policy: str = "", volatile: bool = False,
+                   _semantic: Any = None) -> Any:
+        if isinstance(pointer, _BlockPtr):
+            pointer, mask = pointer.pointers(boundary_check)
+            other = float("nan") if mask is not None and str(_unwrap(padding_option)) == "nan" else None
+        return load(pointer, mask, other, cache_modifier=cache_modifier, eviction_policy=eviction_policy,
+                    volatile=volatile, _semantic=_semantic)
+
+    def block_store(pointer: Any, value: Any, mask: Any = None, boundary_check: Any = (), cache_modifier: str = "",
+                    eviction_policy: str = "", _semantic: Any = None) -> Any:
+        if isinstance(pointer, _BlockPtr):
+            pointer, mask = pointer.pointers(boundary_check)
+        return store(pointer, value, mask, cache_modifier=cache_modifier, eviction_policy=eviction_policy,
+                     _semantic=_semantic)
+
+    for name, fn in (("make_block_ptr", make_block_ptr), ("advance", advance), ("load", block_load),
+                     ("store", block_store)):
+        setattr(fn, core.TRITON_BUILTIN, True)
+        setattr(core, name, fn)
+        setattr(tl, name, fn)
+
+
+def _unwrap(x: Any) -> Any:
+    from triton import language as tl
+
+    return x.value if isinstance(x, tl.constexpr) else x
+
+
 def install() -> None:
     torch.Tensor.is_cuda = property(lambda self: self.device.type in ("cuda", "cpu"))  # type: ignore[assignment]
     torch.cuda.get_device_capability = lambda device=None: (_H200.major, _H200.minor)
@@ -108,3 +194,4 @@ def install() -> None:
     torch.cuda.device = lambda device=None: contextlib.nullcontext()  # type: ignore[assignment,misc]
     torch.cpu.device = lambda device=None: contextlib.nullcontext()  # type: ignore[attr-defined]
     _patch_libdevice()
+    _patch_block_pointers()

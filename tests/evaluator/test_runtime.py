@@ -85,6 +85,22 @@ def _shift(X, Y, n, BLOCK: tl.constexpr):
     tl.store(Y + offs, tl.load(X + offs + 3, mask=offs < n), mask=offs < n)
 
 
+@triton.jit
+def _copy_blocks(X, Y, M, N, sxm, sxn, sym, syn, BM: tl.constexpr, BN: tl.constexpr):
+    src = tl.make_block_ptr(X, shape=(M, N), strides=(sxm, sxn), offsets=(tl.program_id(0) * BM, 0),
+                            block_shape=(BM, BN), order=(1, 0))
+    dst = tl.make_block_ptr(Y, (M, N), (sym, syn), (tl.program_id(0) * BM, 0), (BM, BN), (1, 0))
+    for _ in range(0, N, BN):
+        tl.store(dst, tl.load(src, boundary_check=(0, 1), padding_option="zero") + 1.0, boundary_check=(0, 1))
+        src = tl.advance(src, (0, BN))
+        dst = tl.advance(dst, (0, BN))
+
+
+a = torch.randn(5, 7)
+b = torch.zeros(7, 5).t()  # strided, and its storage exactly as large as a's
+_copy_blocks[(2,)](a, b, 5, 7, *a.stride(), *b.stride(), BM=4, BN=4)
+assert torch.equal(b, a + 1.0), (a, b)
+
 x = torch.tensor([-2.5, -0.4, 0.5, 1.5, 3.0])
 y = torch.empty(8)[:5]  # a view: its storage is what bounds it
 _act[(1,)](x, y, 5, BLOCK=8)
@@ -102,8 +118,9 @@ except Exception as exc:
 
 
 def test_the_interpreter_stands_in_for_the_gpu_and_checks_bounds(tmp_path) -> None:
-    """libdevice calls and torch.cuda queries work under the interpreter, and an access past the end of a tensor is
-    an error naming the kernel and the argument (it would read the heap, or kill the worker with SIGSEGV)."""
+    """libdevice calls, block pointers and torch.cuda queries work under the interpreter, and an access past the end
+    of a tensor is an error naming the kernel and the argument (it would read the heap, or kill the worker with
+    SIGSEGV). The block-pointer copy's blocks overhang both tensors, so its boundary checks are exercised too."""
     (tmp_path / "standin.py").write_text(STANDIN_AND_BOUNDS)
     out = subprocess.run([sys.executable, str(tmp_path / "standin.py")], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}, timeout=120)
