@@ -18,6 +18,7 @@ import builtins
 import functools
 import importlib
 import importlib.util
+import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,10 +66,29 @@ class _Module:
     tree: ast.Module
     imports: dict[str, str]
     top: dict[str, ast.stmt]  # first top-level (or conditional top-level) binding of each name
+    optional: set[str]  # names imported in a `try:` whose `except ImportError:` is the target's own fallback
 
 
-def _top_bindings(tree: ast.Module) -> dict[str, ast.stmt]:
+def _optional_import(s: ast.Try, package: str) -> set[str]:
+    """The names a ``try: from pkg import f / except ImportError: ...`` binds from a package a task may not import:
+    the target runs without that package, on the handler's fallback, and so does the task."""
+    caught = {ast.unparse(h.type).split(".")[-1] if h.type is not None else "" for h in s.handlers}
+    if not caught & {"ImportError", "ModuleNotFoundError", "Exception", ""}:
+        return set()
+    names: set[str] = set()
+    for node in s.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
+            root = (node.module if isinstance(node, ast.ImportFrom) else node.names[0].name).split(".")[0]
+            if root not in ALLOWED_ROOTS and root != package:
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def _top_bindings(tree: ast.Module, package: str) -> tuple[dict[str, ast.stmt], set[str]]:
+    """Each name's first top-level (or conditional top-level) binding, and the optional imports
+    (``_optional_import``); for a ``try`` with one, the handler's bindings (``HAS_X = False``) come first."""
     out: dict[str, ast.stmt] = {}
+    optional: set[str] = set()
 
     def visit(stmts: list[ast.stmt]) -> None:
         for s in stmts:
@@ -87,10 +107,15 @@ def _top_bindings(tree: ast.Module) -> dict[str, ast.stmt]:
                 visit(s.body)  # the first branch: e.g. the newer-triton definition of a helper
                 visit(s.orelse)
             elif isinstance(s, ast.Try):
+                names = _optional_import(s, package)
+                optional.update(names)
+                if names:
+                    for h in s.handlers:
+                        visit(h.body)
                 visit(s.body)
 
     visit(tree.body)
-    return out
+    return out, optional
 
 
 def _without_annotations(node: ast.AST) -> list[ast.AST]:
@@ -114,9 +139,10 @@ def _free_names(node: ast.AST) -> list[str]:
     """Names a definition reads but does not bind itself, in first-use order."""
     bound: set[str] = set()
     used: list[str] = []
+    declared = {g for n in ast.walk(node) if isinstance(n, ast.Global) for g in n.names}  # module-level names
     for n in _without_annotations(node):
         if isinstance(n, ast.Name):
-            if isinstance(n.ctx, ast.Store):
+            if isinstance(n.ctx, ast.Store) and n.id not in declared:
                 bound.add(n.id)
             elif n.id not in used:
                 used.append(n.id)
@@ -284,12 +310,73 @@ def _fold_stubs(expr: ast.expr, stubs: dict[str, Any]) -> ast.expr:
     return Fold().visit(expr)
 
 
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in text.split("+")[0].split(".")[:3])
+
+
+def _fold_versions(expr: ast.expr, parse: set[str]) -> ast.expr:
+    """``version.parse("3.2.0")`` -> ``(3, 2, 0)``; ``version.parse(triton.__version__)`` -> the installed triton's."""
+    import triton
+
+    class Fold(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            if ast.unparse(node.func) in parse and len(node.args) == 1 and not node.keywords:
+                arg = node.args[0]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    return ast.Constant(_release(arg.value))
+                if ast.unparse(arg) == "triton.__version__":
+                    return ast.Constant(_release(triton.__version__))
+            return self.generic_visit(node)
+
+    return Fold().visit(expr)
+
+
+def _without_lazy_globals(fn: ast.FunctionDef) -> ast.FunctionDef:
+    """``global cap`` / ``if cap is None: cap = probe()`` caches a probe's answer between calls; the task asks each
+    call (the evaluator allows no state between calls). Other ``global`` uses stay, for the guard to report."""
+    lazy: set[str] = set()
+
+    class Strip(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> Any:
+            t = node.test
+            if isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and isinstance(t.ops[0], ast.Is) \
+                    and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value is None \
+                    and not node.orelse and t.left.id in declared:
+                lazy.add(t.left.id)
+                return node.body
+            return self.generic_visit(node)
+
+        def visit_Global(self, node: ast.Global) -> Any:
+            return node
+
+    declared = {g for n in ast.walk(fn) if isinstance(n, ast.Global) for g in n.names}
+    fn = Strip().visit(fn)
+
+    class Drop(ast.NodeTransformer):
+        def visit_Global(self, node: ast.Global) -> Any:
+            names = [g for g in node.names if g not in lazy]
+            return ast.Global(names) if names else None
+
+    return ast.fix_missing_locations(Drop().visit(fn))
+
+
 def _custom_decorator_stub(name: str) -> str:
     return (f"def {name}(*args, **kwargs):\n"
             f'    """Stub of the target\'s custom kernel decorator: the kernel is returned unchanged."""\n'
             f"    if len(args) == 1 and not kwargs and hasattr(args[0], \"run\"):\n"
             f"        return args[0]\n"
             f"    return lambda fn: fn\n")
+
+
+_RELEASE = 'tuple(int(p) if p.isdigit() else 0 for p in str(text).split("+")[0].split(".")[:3])'
+# Modules and functions outside the allowed imports that a task gets a definition of instead: version checks
+# (``version.parse(triton.__version__) >= version.parse("3.0.0")``) compare release numbers.
+_STAND_INS = {
+    "packaging.version": "class {name}:  # packaging.version, as far as comparing release numbers goes\n"
+                         "    @staticmethod\n    def parse(text):\n        return " + _RELEASE + "\n",
+    "packaging.version.parse": "def {name}(text):  # packaging.version.parse, for release numbers\n"
+                               "    return " + _RELEASE + "\n",
+}
 
 
 def _stub_source(name: str, value: Any, called: bool) -> str:
@@ -335,7 +422,7 @@ class ClosureBuilder:
             text = (self.root / rel).read_text(encoding="utf-8-sig")
             tree = ast.parse(text)
             imports = collect_imports(tree, name, rel.endswith("__init__.py"))
-            self._mods[name] = _Module(rel, name, text.splitlines(), tree, imports, _top_bindings(tree))
+            self._mods[name] = _Module(rel, name, text.splitlines(), tree, imports, *_top_bindings(tree, self.package))
         return self._mods[name]
 
     def add(self, module: str, name: str, as_name: str | None = None) -> None:
@@ -381,6 +468,14 @@ class ClosureBuilder:
         self._bound[name] = key
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         source = textwrap.dedent("\n".join(mod.lines[start - 1:node.end_lineno])) + "\n"
+        parse = {f"{k}.parse" if v == "packaging.version" else k for k, v in mod.imports.items()
+                 if v in ("packaging.version", "packaging.version.parse")}
+        if isinstance(node, ast.Assign) and parse and any(
+                isinstance(n, ast.Call) and ast.unparse(n.func) in parse for n in ast.walk(node.value)):
+            # `TRITON_VERSION = version.parse(triton.__version__)`: a release tuple, read here at extraction (a
+            # module-level call's result is state to the evaluator's guard)
+            node = ast.Assign(node.targets, _fold_versions(node.value, parse), lineno=node.lineno)
+            source = ast.unparse(node) + "  # release numbers, read at extraction\n"
         if isinstance(node, ast.Assign) and _calls_stub(node.value, self.stubs_values):
             # `_is_fnuz = is_fp8_fnuz()`, `dt = A if is_fp8_fnuz() else B`: computed at import time by a stubbed
             # helper, so the stub's value decides it here
@@ -405,6 +500,12 @@ class ClosureBuilder:
         if "os." in source:
             source = cst.parse_module(source).visit(_EnvPinner()).code
             node = ast.parse(source).body[0]
+        if "torch.version" in source:  # the task targets CUDA: ROCm's version string is absent
+            source = re.sub(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b", "None", source)
+            node = ast.parse(source).body[0]
+        if isinstance(node, ast.FunctionDef) and any(isinstance(n, ast.Global) for n in ast.walk(node)):
+            node = _without_lazy_globals(node)
+            source = ast.unparse(node) + "\n"
         # Imports inside a function that the task may not make (the target's own helpers, relative imports) become
         # `pass`, and what they bound is resolved like a module-level import: inlined, stubbed or reported.
         local: dict[str, str] = {}
@@ -483,6 +584,10 @@ class ClosureBuilder:
             line = _import_line(name, target)
             if line is not None:
                 self.c.imports[name] = line
+            elif target in _STAND_INS:
+                self.c.stubs[name] = _STAND_INS[target].format(name=name)
+            elif imported is None and name in mod.optional:
+                self.c.stubs[name] = f"{name} = None  # optional in the target ({target}), absent here\n"
             elif root == self.package:
                 tmod, _, attr = target.rpartition(".")
                 if self.module(target) is not None:

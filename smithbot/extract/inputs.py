@@ -12,7 +12,9 @@ A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|bool
 numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above) over the case's dims
 (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``, ``moe_intermediate``, ``experts``,
 ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the default), ``around1``,
-``randint:LO:HI``, ``perm:N`` (distinct values below N) or ``arange``. A scalar spec is a number, a bool, or an
+``randint:LO:HI``, ``perm:N`` (distinct values below N), ``arange`` or ``starts:LENS`` (where each sequence starts
+when the lengths in input LENS are laid end to end; with one entry more than LENS, the last is the total). A scalar
+spec is a number, a bool, or an
 arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
 ``_DTYPES``) that dtype; ``device:`` the case's device; ``{literal: VALUE}`` is VALUE as it is (a string default
 such as ``activation="swish"``).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 from typing import Any
 
 from smithbot.config import ModelPreset, Target
@@ -165,7 +168,38 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
             raise InputError(f"cannot infer an input for parameter {name!r} of {wrapper}; describe it under "
                              f"inputs: {wrapper}: {name}: in the target YAML")
     specs = {name: inferred[name] if name in inferred else specs[name] for name, _ in params}
+    _one_layout(specs, set(inferred))
     return specs, extra, list(inferred)
+
+
+_STEM = re.compile(r"(start_?locs?|cu_?seq_?lens?|seq_?lens?|seqlens?|lens?|lengths?|starts?|indptr)")
+
+
+def _stem(name: str) -> str:
+    """What says which sequences a table is about: ``q`` of ``q_start_loc`` and ``q_seqlens``, ``k`` of
+    ``cu_seqlens_k`` and ``k_lens``."""
+    return _STEM.sub("", name.lower()).replace("_", "")
+
+
+def _one_layout(specs: dict[str, Any], inferred: set[str]) -> None:
+    """Start offsets and lengths of the same sequences (``q_start_loc`` and ``q_seqlens``), inferred apart as
+    ``arange`` and ``randint:1:8``, become one layout: a sequence per 8 rows (at least one), each 1 to
+    rows/sequences long, each starting where the one before ends, so that no sequence runs past the rows."""
+    lens = [n for n in inferred if isinstance(specs[n], dict) and specs[n].get("init") == "randint:1:8"
+            and len(specs[n].get("shape", ())) == 1 and "len" in n.lower()]
+    for start in sorted(inferred):
+        spec = specs[start]
+        if not (isinstance(spec, dict) and spec.get("init") == "arange" and len(spec.get("shape", ())) == 1
+                and re.search(r"start|^cu_|indptr", start.lower())):
+            continue
+        same = [n for n in lens if _stem(n) == _stem(start)]
+        partner = same[0] if len(same) == 1 else lens[0] if len(lens) == 1 else None
+        if partner is None:
+            continue
+        batch = "max(1, (tokens) // 8)"
+        specs[partner] = {**specs[partner], "shape": [batch], "init": f"randint:1:(tokens) // ({batch}) + 1"}
+        cu = str(spec["shape"][0]).endswith("+ 1")
+        specs[start] = {**spec, "shape": [f"{batch} + 1" if cu else batch], "init": f"starts:{partner}"}
 
 
 def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper: str,
@@ -241,7 +275,8 @@ def make_inputs(case, generator):
         dims[k] = _value(v, dims)
     dev = generator.device
     args = {{}}
-    for name, spec in SPEC.items():
+    later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith("starts:")
+    for name, spec in sorted(SPEC.items(), key=later):  # offsets after the lengths they add up
         if isinstance(spec, str) and spec.startswith("dtype:"):
             args[name] = case["dtype"] if spec == "dtype:act" else _DTYPES[spec[6:]]
             continue
@@ -267,6 +302,9 @@ def make_inputs(case, generator):
             t = torch.randperm(int(_value(init[1], dims)), generator=generator, device=dev)[:numel].view(shape)
         elif init[0] == "arange":
             t = torch.arange(numel, device=dev).view(shape)
+        elif init[0] == "starts":  # where each sequence starts, the lengths in args[init[1]] laid end to end
+            ends = torch.cumsum(args[init[1]].flatten().to(torch.int64), 0)
+            t = torch.cat([ends.new_zeros(1), ends])[:numel].view(shape)
         elif init[0] == "around1":
             t = 1.0 + 0.1 * torch.randn(shape, generator=generator, device=dev)
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evaluator.guard import check
 from smithbot.extract.closure import ClosureBuilder
 
 COMMON = '''from typing import overload
@@ -110,3 +111,51 @@ def test_a_tl_alias_imported_from_another_module_stays_a_tl_call(tmp_path: Path)
     defs = {d.name: d.source for d in b.render_definitions()}
     assert set(defs) == {"_k", "launch"}
     assert "tl.store(X, tl.math.exp(tl.load(X)))" in defs["_k"]
+
+
+def test_an_optional_import_takes_the_targets_own_fallback(tmp_path: Path) -> None:
+    """``try: from fast_pkg import f / except ImportError: HAS_F = False``: the target runs without fast_pkg, on
+    its fallback, and so does the task; a required import of the same package still blocks."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "rot.py").write_text(
+        "import torch\n\ntry:\n    from fast_pkg import rotate as _fast_rotate\n\n    HAS_FAST = True\n"
+        "except ImportError:\n    HAS_FAST = False\n\n\ndef launch(x):\n    if HAS_FAST:\n"
+        "        return _fast_rotate(x)\n    return torch.flip(x, [0])\n")
+    (tmp_path / "pkg" / "hard.py").write_text("from fast_pkg import rotate\n\n\ndef launch(x):\n    return rotate(x)\n")
+    b = ClosureBuilder(tmp_path, {"pkg.rot": "pkg/rot.py"}, "pkg", {}, ())
+    b.add("pkg.rot", "launch")
+    assert b.c.blockers == []
+    src = "\n".join(sorted(b.c.imports.values())) + "\n\n" + "".join(b.c.stubs.values()) + "\n".join(
+        d.source for d in b.render_definitions())
+    ns: dict = {}
+    exec(compile(src, "task", "exec"), ns)
+    import torch
+
+    assert ns["HAS_FAST"] is False and torch.equal(ns["launch"](torch.arange(3)), torch.tensor([2, 1, 0]))
+    b = ClosureBuilder(tmp_path, {"pkg.hard": "pkg/hard.py"}, "pkg", {}, ())
+    b.add("pkg.hard", "launch")
+    assert b.c.blockers == ["import of fast_pkg.rotate (rotate)"]
+
+
+def test_a_version_check_compares_release_numbers_without_packaging(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    """Also what surrounds such checks in real launchers: a device probe cached in a global, and a ROCm test."""
+    (tmp_path / "pkg" / "attn.py").write_text(
+        "import torch\nimport triton\nfrom packaging import version\n\n"
+        "TRITON_VERSION = version.parse(triton.__version__)\nVERSION_320 = version.parse('3.2.0')\n_cap = None\n\n\n"
+        "def launch(block):\n    global _cap\n    if _cap is None:\n        _cap = (9, 0)\n"
+        "    if getattr(torch.version, 'hip', None) is not None:\n        return 32\n"
+        "    return 64 if block >= 512 and TRITON_VERSION < VERSION_320 else block + _cap[0]\n")
+    b = ClosureBuilder(tmp_path, {"pkg.attn": "pkg/attn.py"}, "pkg", {}, ())
+    b.add("pkg.attn", "launch")
+    assert b.c.blockers == []
+    src = "\n".join(sorted(b.c.imports.values())) + "\n\n" + "".join(b.c.stubs.values()) + "\n".join(
+        d.source for d in b.render_definitions())
+    ns: dict = {}
+    exec(compile(src, "task", "exec"), ns)
+    import triton
+
+    assert ns["VERSION_320"] == (3, 2, 0) and ns["TRITON_VERSION"][:2] == tuple(map(int, triton.__version__.split(".")[:2]))
+    assert ns["launch"](512) == 521  # triton here is newer than 3.2; not ROCm; the probe asked on each call
+    evolved = f"# EVOLVE-BLOCK-START\n{src}\n# EVOLVE-BLOCK-END\n"
+    assert check(evolved, evolved, "launch").ok  # no module-level call's result, no global: as the guard wants

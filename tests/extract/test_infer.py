@@ -535,3 +535,36 @@ def launch(a, c, config):
 ''')
     got = infer(fn, ["a", "c", "config"], {}, kernels=(kernel,))
     assert got["config"] == {"literal": {"BLOCK_SIZE_K": 64, "BLOCK_SIZE_M": 64, "GROUP_SIZE_M": 1}}
+
+
+def test_sequence_starts_and_lengths_make_one_layout(tmp_path: Path) -> None:
+    """Inferred apart, ``q_start_loc`` is an arange and ``q_seqlens`` random lengths, and sequences overrun the rows
+    (an out-of-bounds read). Paired, each sequence starts where the one before ends, within the rows."""
+    import importlib.util
+
+    import torch
+
+    from smithbot.extract.inputs import _one_layout, harness_source
+
+    specs = {"q": {"shape": ["tokens", "heads", "head_dim"]},
+             "q_start_loc": {"shape": ["tokens"], "dtype": "int64", "init": "arange"},
+             "q_seqlens": {"shape": ["tokens"], "dtype": "int64", "init": "randint:1:8"},
+             "cu_seqlens_k": {"shape": ["tokens + 1"], "dtype": "int32", "init": "arange"},
+             "k_lens": {"shape": ["tokens"], "dtype": "int32", "init": "randint:1:8"},
+             "expert_offsets": {"shape": ["tokens"], "dtype": "int64", "init": "arange"}}
+    _one_layout(specs, set(specs) - {"q"})
+    assert specs["q_start_loc"]["init"] == "starts:q_seqlens" and specs["cu_seqlens_k"]["init"] == "starts:k_lens"
+    assert specs["expert_offsets"]["init"] == "arange"  # no sequence start by its name: left alone
+    (tmp_path / "harness.py").write_text(harness_source("launch", specs, {}, "inferred"))
+    spec = importlib.util.spec_from_file_location("harness_layout", tmp_path / "harness.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    for seed, tokens in ((0, 3), (1, 64), (2, 517)):
+        args = mod.make_inputs({"dtype": torch.float32, "tokens": tokens, "heads": 2, "head_dim": 8},
+                               torch.Generator().manual_seed(seed))
+        starts, lens = args["q_start_loc"], args["q_seqlens"]
+        assert len(starts) == len(lens) == max(1, tokens // 8) and int(lens.min()) >= 1
+        assert starts[0] == 0 and torch.equal(starts[1:], torch.cumsum(lens, 0)[:-1])
+        assert int(starts[-1] + lens[-1]) <= tokens  # every sequence within q's rows
+        cu, k_lens = args["cu_seqlens_k"], args["k_lens"]
+        assert len(cu) == len(k_lens) + 1 and cu[0] == 0 and int(cu[-1]) == int(k_lens.sum()) <= tokens
