@@ -476,6 +476,11 @@ class ClosureBuilder:
             # module-level call's result is state to the evaluator's guard)
             node = ast.Assign(node.targets, _fold_versions(node.value, parse), lineno=node.lineno)
             source = ast.unparse(node) + "  # release numbers, read at extraction\n"
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Set)) and all(
+                isinstance(e, (ast.Constant, ast.UnaryOp)) for e in node.value.elts):
+            # `BT_LIST = [8, 16, 32]` read by autotune configs: a tuple, which no call can grow into a cache
+            node = ast.Assign(node.targets, ast.Tuple(node.value.elts, ast.Load()), lineno=node.lineno)
+            source = ast.unparse(node) + "\n"
         if isinstance(node, ast.Assign) and _calls_stub(node.value, self.stubs_values):
             # `_is_fnuz = is_fp8_fnuz()`, `dt = A if is_fp8_fnuz() else B`: computed at import time by a stubbed
             # helper, so the stub's value decides it here

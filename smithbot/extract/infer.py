@@ -28,8 +28,8 @@ from typing import Any
 
 from smithbot.extract.kernel_use import (arange_bounds, index_targets, kernel_param_kinds, required_params,
                                          splat_widths)
-from smithbot.extract.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, SCALAR_INTS, SIZE_NAME, TORCH_DTYPES, ann_kind,
-                                    dim_of_name, setting)
+from smithbot.extract.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, PER_EXPERT, SCALAR_INTS, SIZE_NAME,
+                                    TORCH_DTYPES, ann_kind, dim_of_name, setting)
 
 TENSOR_ATTRS = {"shape", "stride", "size", "dtype", "device", "numel", "view", "reshape", "contiguous", "data_ptr",
                 "is_contiguous", "element_size", "dim", "ndim", "flatten", "unsqueeze", "squeeze", "transpose",
@@ -501,6 +501,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         for m in members:
             if m[0] == "name" and dim_of_name(m[1]):
                 return dim_of_name(m[1])
+        if i == 0 and PER_EXPERT.search(p.lower()):  # ExpStart, expert_start_loc, tokens_per_expert: a row each
+            return "experts"
         if rank == 1 or i == 0:
             return "tokens"
         if i == rank - 1:
@@ -634,6 +636,14 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             value = scalar_int(p, frozenset())
             if value is not None:
                 out[p] = value
+    for p in unknown:  # B_scale of B [experts, n, k]: a scale per row of its last axis, [experts, n]
+        m = re.match(r"^(.+?)_?(scales?|s)$", p)
+        base = known.get(m.group(1)) if m else None
+        base = out.get(m.group(1), base) if m else None
+        shape = base.get("shape") if isinstance(base, dict) else None
+        if isinstance(out.get(p), dict) and "init" not in out[p] and p not in facts.exact and isinstance(shape, list) \
+                and len(shape) >= 2 and facts.rank.get(p, 0) <= len(shape) - 1:
+            out[p]["shape"] = shape[:-1]
     return out
 
 

@@ -24,6 +24,8 @@ DIM_NAMES: list[tuple[str, str]] = [
 INDEX_NAME = re.compile(r"(^|_)(ids?|idx|indices|index|indptr|loc|locs|pos|positions|offsets?|lens?|lengths?|"
                         r"seqlens?|seq_lens?|starts?|ends?|mapping|map|table|slots?|mask|counts?|tokens_per)"
                         r"(_|$|\d)|_to_|[a-z]2[a-z]")  # src2dst
+# tables with a row per expert: ExpStart, exp_end, expert_start_loc, expert_offsets, num_tokens_per_expert
+PER_EXPERT = re.compile(r"^(exp|experts?)_?(start|end|offsets?|locs?|counts?|ids?|lens?)|per_?expert")
 CUMULATIVE = re.compile(r"(cu_|indptr|start_loc|offsets|cumsum)")
 FLOAT_NAME = r"(scale|eps|factor|temperature|alpha|beta|cap|softcap|smoothing|fill_value|const)$"
 SIZE_NAME = r"(len|size|sz|dim|num|window|win|capacity|budget|tokens?|pages|rank_dim|blk)"

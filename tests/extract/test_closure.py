@@ -37,6 +37,7 @@ from pkg.utils import ceil_div, is_fnuz
 _FNUZ = is_fnuz()
 _WIDTH = 1 if is_fnuz() else 2
 _STEP = int(os.getenv("PKG_STEP", "1"))
+_SIZES = [8, 16]
 
 
 class Mode(enum.Enum):
@@ -50,7 +51,7 @@ def launch(n):
         return -1
     if os.environ.get("PKG_DEBUG") is not None:
         warnings.warn("debugging")
-    return pick(ceil_div(n, 4)) + offset + Mode.FAST.value + _STEP + _WIDTH
+    return pick(ceil_div(n, 4)) + offset + Mode.FAST.value + _STEP + _WIDTH + _SIZES[1]
 '''
 
 
@@ -73,12 +74,13 @@ def test_star_reexports_local_imports_overloads_and_stubbed_constants(tmp_path: 
     assert "import" not in defs["launch"].source  # the local imports became `pass`; their names are inlined
     assert defs["offset"].source == "offset = 100\n"
     assert defs["_STEP"].source == '_STEP = int("1")\n'  # environment reads pinned to their defaults
+    assert defs["_SIZES"].source == "_SIZES = (8, 16)\n"  # a constant list becomes a tuple: no state to grow
     assert "os." not in defs["launch"].source and "import os" not in b.c.imports.values()
     src = "\n".join(sorted(b.c.imports.values())) + "\n\n" + "\n\n".join(
         d.source for d in b.render_definitions())
     ns: dict = {}
     exec(compile(src, "task", "exec"), ns)
-    assert ns["launch"](10) == 2 * 3 + 100 + 1 + 1 + 2
+    assert ns["launch"](10) == 2 * 3 + 100 + 1 + 1 + 2 + 16
 
 
 def test_a_triton_forks_module_blocks_with_its_name(tmp_path: Path) -> None:

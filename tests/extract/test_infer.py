@@ -568,3 +568,16 @@ def test_sequence_starts_and_lengths_make_one_layout(tmp_path: Path) -> None:
         assert int(starts[-1] + lens[-1]) <= tokens  # every sequence within q's rows
         cu, k_lens = args["cu_seqlens_k"], args["k_lens"]
         assert len(cu) == len(k_lens) + 1 and cu[0] == 0 and int(cu[-1]) == int(k_lens.sum()) <= tokens
+
+
+def test_per_expert_tables_and_scales_take_their_rows_from_what_they_describe() -> None:
+    fn = _fn('''
+def moe(A, B, B_scale, A_scale, exp_start, expert_offsets, sorted_idx):
+    assert B.dim() == 3 and A.dim() == 2 and A_scale.is_contiguous()
+    n = B_scale.stride(0)
+    _kernel[(1,)](A, B, B_scale, A_scale, exp_start, expert_offsets, sorted_idx)
+''')
+    got = infer(fn, ["A", "B", "B_scale", "A_scale", "exp_start", "expert_offsets", "sorted_idx"], {})
+    assert got["B_scale"] == {"shape": got["B"]["shape"][:2]} and got["A_scale"] == {"shape": ["tokens"]}
+    assert got["exp_start"]["shape"] == got["expert_offsets"]["shape"] == ["experts"]
+    assert got["sorted_idx"]["shape"] == ["tokens"]
