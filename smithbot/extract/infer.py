@@ -480,7 +480,12 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         derived.setdefault(facts.find(key), node)
 
     def dim(p: str, i: int, rank: int, seen: frozenset = frozenset()) -> Any:
-        d = _dim(p, i, rank, seen)
+        return adjusted(p, i, _dim(p, i, rank, seen))
+
+    def adjusted(p: str, i: int, d: Any) -> Any:
+        """Size ``d`` of axis i of p, as the code insists: a literal, at most a bound, a multiple, a power of two."""
+        if literal(p, i) is not None:
+            return literal(p, i)
         root = facts.find(("ax", p, i))
         if root in most and not isinstance(d, int):
             d = most[root]
@@ -582,7 +587,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     for p in by_rule:  # a name rule's shape, with the sizes the code insists on
         if p not in unknown and isinstance(known.get(p), dict) and isinstance(known[p].get("shape"), list):
             shape = known[p]["shape"]
-            fixed = {**known[p], "shape": [d if literal(p, i) is None else literal(p, i) for i, d in enumerate(shape)]}
+            fixed = {**known[p], "shape": [adjusted(p, i, d) for i, d in enumerate(shape)]}
             init = str(known[p].get("init", ""))
             if init.startswith("randint:0:") and rows(p) is not None:  # and values its kernel can address
                 fixed["init"] = f"randint:0:min({init[10:]}, {rows(p)})"

@@ -391,7 +391,15 @@ def _kernel(kv_ptr, ape_ptr, D: tl.constexpr, W: tl.constexpr, RATIO: tl.constex
     got = infer(fn, ["kv", "ape", "window"], {}, kernels=(kernel,))
     assert got["ape"]["shape"] == got["kv"]["shape"] == ["pow2(tokens)"]
     assert got["window"] == 64
-
+    # a name rule's shape too: hidden_states is [tokens, hidden] by its name, and its last axis feeds tl.arange
+    fn = _fn('''
+def norm(hidden_states, ape):
+    feat = hidden_states.shape[-1]
+    _kernel[(1,)](hidden_states, ape, feat, 4, RATIO=2)
+''')
+    got = infer(fn, ["ape"], {"hidden_states": {"shape": ["tokens", "hidden"]}}, by_rule=("hidden_states",),
+                kernels=(kernel,))
+    assert got["hidden_states"] == {"shape": ["tokens", "pow2(hidden)"]}
 
 def test_an_index_tables_values_stay_below_the_rows_they_address() -> None:
     fn = _fn('''
