@@ -60,6 +60,7 @@ class _Facts:
         self.index_into: dict[str, tuple[str, bool]] = {}  # index table -> a tensor whose rows its values address,
         # and whether the kernel stores through them
         self.derived: dict[Any, ast.expr] = {}  # assert z.shape[0] == K // group_size: the axis is that expression
+        self.sizes: set[str] = set()  # torch.empty((k, s)), range(k): names used as sizes, so numbers
 
     def find(self, x: Any) -> Any:
         self.parent.setdefault(x, x)
@@ -169,6 +170,7 @@ def _insisted(fn: ast.FunctionDef) -> list[ast.expr]:
 
 
 SAME_SHAPE = {"clone", "contiguous", "detach", "float", "half", "bfloat16", "to"}
+ALLOCATORS = {"empty", "zeros", "ones", "full", "randn", "rand", "new_empty", "new_zeros", "new_ones", "new_full"}
 
 
 def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
@@ -243,6 +245,10 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args \
                 and isinstance(node.args[0], ast.Name):
             facts.floaty.add(node.args[0].id)
+        if isinstance(node, ast.Call) and (ast.unparse(node.func).split(".")[-1] in ALLOCATORS or
+                                           isinstance(node.func, ast.Name) and node.func.id == "range"):
+            args = node.args[0].elts if node.args and isinstance(node.args[0], (ast.Tuple, ast.List)) else node.args
+            facts.sizes.update(a.id for a in args if isinstance(a, ast.Name))
     for node in (n for test in _insisted(fn) for n in ast.walk(test)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
                 and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Name):
@@ -416,8 +422,9 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     known, unknown = dict(known), list(unknown)
     for p in by_rule:
         shape = known[p].get("shape") if isinstance(known.get(p), dict) else None
-        if isinstance(shape, list) and p in facts.rank and (
-                (p in facts.exact and facts.rank[p] != len(shape)) or facts.rank[p] > len(shape)):
+        if isinstance(shape, list) and (p in facts.rank and (
+                (p in facts.exact and facts.rank[p] != len(shape)) or facts.rank[p] > len(shape))
+                or p in facts.sizes and p not in facts.tensor):  # `k` is a key tensor by name, a count by use
             del known[p]
             unknown.append(p)
         elif isinstance(shape, list):

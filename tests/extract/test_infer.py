@@ -589,3 +589,14 @@ def moe(A, B, B_scale, A_scale, exp_start, expert_offsets, sorted_idx):
     assert got["B_scale"] == {"shape": got["B"]["shape"][:2]} and got["A_scale"] == {"shape": ["tokens"]}
     assert got["exp_start"]["shape"] == got["expert_offsets"]["shape"] == ["experts"]
     assert got["sorted_idx"]["shape"] == ["tokens"]
+
+
+def test_a_name_used_as_a_size_is_a_number_whatever_its_name_says() -> None:
+    fn = _fn('''
+def gating(gates, k):
+    s, e = gates.shape
+    out = torch.empty((k, s, e), dtype=gates.dtype)
+''')
+    known = {"k": {"shape": ["tokens", "kv_heads", "head_dim"]}}  # the name rule for an attention key
+    got = infer(fn, ["gates"], known, by_rule=("k",))
+    assert got["k"] == "tokens" and got["gates"] == {"shape": ["tokens", "experts"]}
