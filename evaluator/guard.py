@@ -265,6 +265,20 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
     return None
 
 
+def module_state(value: ast.AST) -> str | None:
+    """Why a module-level value is state between calls (a mutable container, a call's result), or None."""
+    return _check_module_value(value)
+
+
+def forbidden_in(source: str) -> GuardResult | None:
+    """The first rule that code breaks on its own (an import, ``getattr``, a private attribute, ``global``...), or
+    None: what extraction asks of each helper it copies, so that a task's baseline passes its own guard."""
+    tree = ast.parse(source)
+    facts = _Facts()
+    facts.visit(tree)
+    return _forbidden(tree, facts.aliases)
+
+
 def check(baseline: str, candidate: str, entry: str) -> GuardResult:
     """Run every static check of a candidate's source against the baseline ``kernel.py``."""
     try:

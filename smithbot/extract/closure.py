@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import functools
 import importlib
 import importlib.util
@@ -26,6 +27,8 @@ from typing import Any
 
 import libcst as cst
 import libcst.helpers
+
+from evaluator.guard import forbidden_in, module_state
 
 from smithbot.scan.parse import collect_imports, from_module
 
@@ -70,17 +73,20 @@ class _Module:
 
 
 def _optional_import(s: ast.Try, package: str) -> set[str]:
-    """The names a ``try: from pkg import f / except ImportError: ...`` binds from a package a task may not import:
-    the target runs without that package, on the handler's fallback, and so does the task."""
+    """The names a ``try: from pkg import f / except ImportError: ...`` binds that a task may not import (another
+    package, a triton module outside triton.language): the target runs without them, on the handler's fallback,
+    and so does the task."""
     caught = {ast.unparse(h.type).split(".")[-1] if h.type is not None else "" for h in s.handlers}
     if not caught & {"ImportError", "ModuleNotFoundError", "Exception", ""}:
         return set()
     names: set[str] = set()
     for node in s.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
-            root = (node.module if isinstance(node, ast.ImportFrom) else node.names[0].name).split(".")[0]
-            if root not in ALLOWED_ROOTS and root != package:
-                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            for a in node.names:
+                target = f"{node.module}.{a.name}" if isinstance(node, ast.ImportFrom) else a.name
+                local = (a.asname or a.name).split(".")[0]
+                if target.split(".")[0] != package and _import_line(local, target) is None:
+                    names.add(local)
     return names
 
 
@@ -262,6 +268,18 @@ class _EnvPinner(cst.CSTTransformer):
         return default
 
 
+def _env_pinned(expr: ast.expr) -> ast.expr:
+    """``expr`` with environment reads replaced by their defaults, as ``_EnvPinner`` leaves them in the task."""
+
+    class Pin(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            if ast.unparse(node.func) in ("os.getenv", "os.environ.get") and len(node.args) == 2:
+                return node.args[1]
+            return self.generic_visit(node)
+
+    return Pin().visit(copy.deepcopy(expr))
+
+
 class _LocalImportDropper(cst.CSTTransformer):
     """Replaces the import statements that bind any of ``names`` with ``pass`` (a block never becomes empty)."""
 
@@ -283,8 +301,13 @@ class _LocalImportDropper(cst.CSTTransformer):
 
 
 def _calls_stub(expr: ast.expr, stubs: dict[str, Any]) -> bool:
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in stubs and not n.args
-               and not n.keywords for n in ast.walk(expr))
+    return any(_stub_call(n, stubs) for n in ast.walk(expr))
+
+
+def _stub_call(n: ast.AST, stubs: dict[str, Any]) -> bool:
+    """A call of a stubbed helper with literal arguments only (``get_bool_env_var("X")``): its value is the stub's."""
+    return isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in stubs and all(
+        isinstance(a, ast.Constant) for a in [*n.args, *(k.value for k in n.keywords)])
 
 
 def _fold_stubs(expr: ast.expr, stubs: dict[str, Any]) -> ast.expr:
@@ -293,9 +316,16 @@ def _fold_stubs(expr: ast.expr, stubs: dict[str, Any]) -> ast.expr:
 
     class Fold(ast.NodeTransformer):
         def visit_Call(self, node: ast.Call) -> ast.AST:
-            if isinstance(node.func, ast.Name) and node.func.id in stubs and not node.args and not node.keywords:
-                return ast.Constant(stubs[node.func.id])
+            if _stub_call(node, stubs):
+                return ast.Constant(stubs[node.func.id])  # type: ignore[attr-defined]
             return self.generic_visit(node)
+
+        def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:  # False and x -> False; True or x -> True
+            self.generic_visit(node)
+            first = node.values[0]
+            if isinstance(first, ast.Constant) and bool(first.value) == isinstance(node.op, ast.Or):
+                return first
+            return node
 
         def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
             self.generic_visit(node)
@@ -308,6 +338,120 @@ def _fold_stubs(expr: ast.expr, stubs: dict[str, Any]) -> ast.expr:
             return node
 
     return Fold().visit(expr)
+
+
+class _NotConstant(Exception):
+    pass
+
+
+class _Constants:
+    """The value of a module-level expression made only of literals, stubbed helpers, module constants and calls of
+    plain helpers whose bodies are ifs and returns over the same: ``get_moe_padding_size(False)`` -> 0. Anything
+    else is not a constant (no target code runs here)."""
+
+    _CALLS = {"bool": bool, "int": int, "float": float, "str": str, "min": min, "max": max, "abs": abs}
+
+    def __init__(self, builder: Any, mod: Any) -> None:
+        self.builder, self.mod, self.stubs, self.depth = builder, mod, builder.stubs_values, 0
+
+    def _top(self, name: str) -> tuple[Any, ast.stmt | None]:
+        """(module, binding) of ``name`` as the module being read sees it: its own, or imported from the target."""
+        if name in self.mod.top:
+            return self.mod, self.mod.top[name]
+        target = self.mod.imports.get(name, "")
+        other = self.builder.module(target.rpartition(".")[0]) if target.split(".")[0] == self.builder.package \
+            else None
+        return (other, other.top.get(target.rpartition(".")[2])) if other is not None else (None, None)
+
+    def _in(self, mod: Any, e: ast.expr, local: dict[str, Any] | None = None) -> Any:
+        saved, self.mod = self.mod, mod
+        try:
+            return self.value(e, local)
+        finally:
+            self.mod = saved
+
+    def value(self, e: ast.expr, local: dict[str, Any] | None = None) -> Any:
+        local = local or {}
+        self.depth += 1
+        try:
+            if self.depth > 50:
+                raise _NotConstant
+            return self._value(e, local)
+        finally:
+            self.depth -= 1
+
+    def _value(self, e: ast.expr, local: dict[str, Any]) -> Any:
+        if isinstance(e, ast.Constant):
+            return e.value
+        if isinstance(e, ast.Name):
+            if e.id in local:
+                return local[e.id]
+            if e.id in self.stubs:
+                return self.stubs[e.id]
+            mod, top = self._top(e.id)
+            if isinstance(top, ast.Assign) and len(top.targets) == 1:
+                return self._in(mod, top.value)
+            raise _NotConstant
+        if isinstance(e, ast.BoolOp):
+            v = None
+            for part in e.values:
+                v = self.value(part, local)
+                if bool(v) == isinstance(e.op, ast.Or):
+                    return v
+            return v
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.Not, ast.USub)):
+            v = self.value(e.operand, local)
+            return (not v) if isinstance(e.op, ast.Not) else -v
+        if isinstance(e, ast.IfExp):
+            return self.value(e.body if self.value(e.test, local) else e.orelse, local)
+        if isinstance(e, (ast.BinOp, ast.Compare)):
+            names = {f"_{i}": self.value(x, local) for i, x in enumerate(
+                [e.left, e.right] if isinstance(e, ast.BinOp) else [e.left, *e.comparators])}
+            shape = ast.BinOp(ast.Name("_0", ast.Load()), e.op, ast.Name("_1", ast.Load())) if isinstance(
+                e, ast.BinOp) else ast.Compare(ast.Name("_0", ast.Load()), e.ops,
+                                               [ast.Name(f"_{i + 1}", ast.Load()) for i in range(len(e.ops))])
+            return eval(compile(ast.fix_missing_locations(ast.Expression(shape)), "<constant>", "eval"),
+                        {"__builtins__": {}}, names)
+        if isinstance(e, ast.Call) and ast.unparse(e.func) in ("os.getenv", "os.environ.get") and len(e.args) == 2:
+            return self.value(e.args[1], local)  # an environment read: its default, as the task pins it
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and not e.keywords:
+            args = [self.value(a, local) for a in e.args]
+            if e.func.id in self.stubs:
+                return self.stubs[e.func.id]
+            if e.func.id in self._CALLS and self._top(e.func.id)[1] is None:
+                return self._CALLS[e.func.id](*args)
+            mod, fn = self._top(e.func.id)
+            if isinstance(fn, ast.FunctionDef) and not fn.decorator_list and len(args) == len(fn.args.args) \
+                    and not fn.args.vararg and not fn.args.kwarg:
+                saved, self.mod = self.mod, mod
+                try:
+                    return self._run(fn.body, {a.arg: v for a, v in zip(fn.args.args, args)})
+                finally:
+                    self.mod = saved
+        raise _NotConstant
+
+    def _run(self, body: list[ast.stmt], local: dict[str, Any]) -> Any:
+        for stmt in body:
+            if isinstance(stmt, ast.Return):
+                return self.value(stmt.value, local) if stmt.value is not None else None
+            if isinstance(stmt, ast.If):
+                branch = stmt.body if self.value(stmt.test, local) else stmt.orelse
+                done, v = self._block(branch, local)
+                if done:
+                    return v
+            elif not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):  # a docstring
+                raise _NotConstant
+        raise _NotConstant
+
+    def _block(self, body: list[ast.stmt], local: dict[str, Any]) -> tuple[bool, Any]:
+        if not body:
+            return False, None
+        try:
+            return True, self._run(body, local)
+        except _NotConstant:
+            if any(isinstance(s, ast.Return) for s in ast.walk(ast.Module(body=body, type_ignores=[]))):
+                raise
+            return False, None
 
 
 def _release(text: str) -> tuple[int, ...]:
@@ -360,6 +504,10 @@ def _without_lazy_globals(fn: ast.FunctionDef) -> ast.FunctionDef:
     return ast.fix_missing_locations(Drop().visit(fn))
 
 
+def _is_kernel(node: ast.FunctionDef) -> bool:
+    return any(re.search(r"\b(jit|autotune|heuristics)\b", ast.unparse(d)) for d in node.decorator_list)
+
+
 def _custom_decorator_stub(name: str) -> str:
     return (f"def {name}(*args, **kwargs):\n"
             f'    """Stub of the target\'s custom kernel decorator: the kernel is returned unchanged."""\n'
@@ -399,6 +547,7 @@ class ClosureBuilder:
         self._done: set[tuple[str, str]] = set()
         self._bound: dict[str, tuple[str, str]] = {}  # task name -> (module, name) it stands for
         self._following: set[tuple[str, str]] = set()  # re-exports being followed
+        self._depth = 0  # 0 while adding the launcher itself, more for what it needs
 
     def _locate(self, name: str) -> str | None:
         """The file of a module the scan did not parse: tried under each source prefix the parsed modules show."""
@@ -481,12 +630,46 @@ class ClosureBuilder:
             # `BT_LIST = [8, 16, 32]` read by autotune configs: a tuple, which no call can grow into a cache
             node = ast.Assign(node.targets, ast.Tuple(node.value.elts, ast.Load()), lineno=node.lineno)
             source = ast.unparse(node) + "\n"
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
+                and node.value.func.id not in self.stubs_values and module_state(_env_pinned(node.value)):
+            # `padding_size = get_moe_padding_size(_use_aiter)`: a constant that a plain helper computes at import
+            # (a module-level call's result is state to the evaluator's guard), so it is computed here
+            try:
+                value = _Constants(self, mod).value(node.value)
+            except _NotConstant:
+                value = _NotConstant
+            if value is None or isinstance(value, (bool, int, float, str)):
+                source = f"{ast.unparse(node.targets[0])} = {value!r}  # {ast.unparse(node.value)}, at extraction\n"
+                node = ast.parse(source).body[0]
         if isinstance(node, ast.Assign) and _calls_stub(node.value, self.stubs_values):
             # `_is_fnuz = is_fp8_fnuz()`, `dt = A if is_fp8_fnuz() else B`: computed at import time by a stubbed
             # helper, so the stub's value decides it here
             node = ast.Assign(node.targets, _fold_stubs(node.value, self.stubs_values), lineno=node.lineno)
             source = ast.unparse(node) + "\n"
-        self._take(mod, name, name, source, node)
+        state = module_state(_env_pinned(node.value)) if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value \
+            else None
+        if state and self._depth:  # `_CACHE = OrderedDict()`: a helper that keeps it is stubbed, if one can be
+            self.c.blockers.append(f"{name} is module-level state ({state})")
+        self._depth += 1
+        saved = self._save()
+        try:
+            self._take(mod, name, name, source, node)
+        finally:
+            self._depth -= 1
+        if self._depth and len(self.c.blockers) > saved[0] and isinstance(node, ast.FunctionDef) \
+                and not _is_kernel(node):
+            # a helper that needs what a task cannot have (an extension, a package outside torch and triton): in
+            # the task it raises and names that need, so a launcher that calls it only on other inputs (an fp8
+            # path, a ROCm path) still extracts, and the self-check shows whether its inputs reach it
+            need = self.c.blockers[saved[0]]
+            self._restore(saved)
+            self._done.add(key)
+            self._bound[name] = key
+            self.c.stubs[name] = (f"def {name}(*args, **kwargs):  # the target's {module}.{name}\n"
+                                  f"    raise NotImplementedError({f'{name} is not in this task: {need}'!r})\n")
+            if as_name != name:
+                self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
+            return
         rebinds = [s for s in mod.tree.body if isinstance(node, ast.FunctionDef) and isinstance(s, ast.Assign)
                    and s.lineno > node.lineno and [ast.unparse(t) for t in s.targets] == [name]
                    and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(s.value))]
@@ -495,6 +678,17 @@ class ClosureBuilder:
         if as_name != name:
             self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             self._bound[as_name] = key
+
+    def _save(self) -> tuple:
+        c = self.c
+        return (len(c.blockers), len(c.definitions), dict(c.imports), dict(c.stubs), dict(c.aliases), set(self._done),
+                dict(self._bound), set(self._following))
+
+    def _restore(self, saved: tuple) -> None:
+        n_blockers, n_defs, imports, stubs, aliases, done, bound, following = saved
+        del self.c.blockers[n_blockers:], self.c.definitions[n_defs:]
+        self.c.imports, self.c.stubs, self.c.aliases = imports, stubs, aliases
+        self._done, self._bound, self._following = done, bound, following
 
     def _take(self, mod: _Module, name: str, qualname: str, source: str, node: ast.stmt) -> ast.stmt:
         """Append the definition ``source`` (``node`` parsed) and resolve everything it needs; return its final node."""
@@ -508,6 +702,11 @@ class ClosureBuilder:
         if "torch.version" in source:  # the task targets CUDA: ROCm's version string is absent
             source = re.sub(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b", "None", source)
             node = ast.parse(source).body[0]
+        cached = [d for d in getattr(node, "decorator_list", []) if re.fullmatch(
+            r"(functools\.)?(lru_cache|cache)(\(.*\))?", ast.unparse(d), re.S)]
+        if isinstance(node, ast.FunctionDef) and cached:  # memoisation only saves time; the evaluator wants no state
+            node.decorator_list = [d for d in node.decorator_list if d not in cached]
+            source = ast.unparse(node) + "\n"
         if isinstance(node, ast.FunctionDef) and any(isinstance(n, ast.Global) for n in ast.walk(node)):
             node = _without_lazy_globals(node)
             source = ast.unparse(node) + "\n"
@@ -525,6 +724,11 @@ class ClosureBuilder:
             node = ast.parse(source).body[0]
             for local_name, target in dropped.items():
                 self._resolve(mod, local_name, target)
+        if isinstance(node, ast.FunctionDef) and self._depth > 1 and not _is_kernel(node):
+            bad = forbidden_in(source)  # a helper the evaluator's guard would reject: stubbed if off the path
+            if bad is not None:
+                self.c.blockers.append(f"it does what a task may not ({bad.detail.split(': ', 1)[-1]})")
+                return node
         for free in _free_names(node):
             if free not in dropped:
                 self._resolve(mod, free)
@@ -601,6 +805,8 @@ class ClosureBuilder:
                     self.add(tmod, attr, name)
             elif root in self.external:
                 self.c.blockers.append(f"external extension {root} ({name})")
+            elif root == "triton" and _in_triton(*target.rpartition(".")[::2]):
+                self.c.blockers.append(f"{target} ({name}) is a triton module a task may not import")
             elif root == "triton":
                 self.c.blockers.append(f"{target} ({name}) is not in the installed triton (a fork's or an older "
                                        "triton's)")

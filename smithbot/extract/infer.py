@@ -59,8 +59,10 @@ class _Facts:
         self.pow2: list[Any] = []  # sizes a kernel hands to tl.arange
         self.index_into: dict[str, tuple[str, bool]] = {}  # index table -> a tensor whose rows its values address,
         # and whether the kernel stores through them
+        self.addressed: dict[str, set[str]] = {}  # index table -> every tensor whose rows its values address
         self.derived: dict[Any, ast.expr] = {}  # assert z.shape[0] == K // group_size: the axis is that expression
         self.sizes: set[str] = set()  # torch.empty((k, s)), range(k): names used as sizes, so numbers
+        self.values: dict[str, Any] = {}  # parameters whose inputs are fixed flags or None: they decide branches
 
     def find(self, x: Any) -> Any:
         self.parent.setdefault(x, x)
@@ -157,19 +159,56 @@ def _negated(test: ast.expr) -> list[ast.expr]:
     return []
 
 
-def _insisted(fn: ast.FunctionDef) -> list[ast.expr]:
+def _insisted(fn: ast.FunctionDef, values: dict[str, Any] | None = None) -> list[ast.expr]:
     """The conditions the launcher insists on: ``assert cond`` and ``if not cond: raise ...``. Only these say what
-    the inputs must be; ``if n == 0: return`` is a special case, not the rule."""
+    the inputs must be; ``if n == 0: return`` is a special case, not the rule. With ``values`` (parameters whose
+    inputs are fixed: ``use_fp8=False``, ``scale=None``), a branch those decide against is left out."""
     out: list[ast.expr] = []
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Assert):
-            out.append(node.test)
-        elif isinstance(node, ast.If) and node.body and isinstance(node.body[0], ast.Raise):
-            out.extend(_negated(node.test))
+
+    def visit(stmts: list[ast.stmt]) -> None:
+        for node in stmts:
+            if isinstance(node, ast.Assert):
+                out.append(node.test)
+            elif isinstance(node, ast.If):
+                if node.body and isinstance(node.body[0], ast.Raise):
+                    out.extend(_negated(node.test))
+                taken = _decided(node.test, values or {})
+                if taken is not False:
+                    visit(node.body)
+                if taken is not True:
+                    visit(node.orelse)
+            elif isinstance(node, (ast.For, ast.While, ast.With, ast.Try)):
+                for block in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, block, []))
+                for h in getattr(node, "handlers", []):
+                    visit(h.body)
+
+    visit(fn.body)
     return out
 
 
+def _decided(test: ast.expr, values: dict[str, Any]) -> bool | None:
+    """Whether ``test`` holds, when fixed parameter values decide it; None when they do not."""
+    if isinstance(test, ast.Name) and test.id in values:
+        return bool(values[test.id])
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        v = _decided(test.operand, values)
+        return None if v is None else not v
+    if isinstance(test, ast.BoolOp):
+        parts = [_decided(v, values) for v in test.values]
+        stop = isinstance(test.op, ast.Or)  # Or: any True decides; And: any False decides
+        if stop in parts:
+            return stop
+        return None if None in parts else not stop
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
+            and test.left.id in values and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is None and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
+        return (values[test.left.id] is None) == isinstance(test.ops[0], ast.Is)
+    return None
+
+
 SAME_SHAPE = {"clone", "contiguous", "detach", "float", "half", "bfloat16", "to"}
+BOOL_NAME = r"^(is_|use_|has_|enable|do_)|^(causal|training)$"  # flags, False in the cases
 ALLOCATORS = {"empty", "zeros", "ones", "full", "randn", "rand", "new_empty", "new_zeros", "new_ones", "new_full"}
 
 
@@ -249,7 +288,7 @@ def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
                                            isinstance(node.func, ast.Name) and node.func.id == "range"):
             args = node.args[0].elts if node.args and isinstance(node.args[0], (ast.Tuple, ast.List)) else node.args
             facts.sizes.update(a.id for a in args if isinstance(a, ast.Name))
-    for node in (n for test in _insisted(fn) for n in ast.walk(test)):
+    for node in (n for test in _insisted(fn, facts.values) for n in ast.walk(test)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
                 and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Name):
             facts.isa[node.args[0].id] = node.args[1].id  # assert isinstance(flag, bool)
@@ -328,6 +367,7 @@ def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list
         rows = [(source[t], targets[t]) for t in sorted(targets) if t in source and source[t] != source.get(table)]
         if table in source and rows:
             facts.index_into.setdefault(source[table], rows[0])
+            facts.addressed.setdefault(source[table], set()).update(q for q, _ in rows)
 
 
 def _splatted(facts: _Facts, star: ast.expr) -> str | None:
@@ -398,12 +438,13 @@ def _equate(facts: _Facts, a: ast.expr, b: ast.expr) -> None:
     facts.equal(facts.axis(a), b)
 
 
-def required_optionals(fn: ast.FunctionDef) -> set[str]:
+def required_optionals(fn: ast.FunctionDef, op: type = ast.IsNot, values: dict[str, Any] | None = None) -> set[str]:
     """Names the launcher insists are given although their default is None: ``assert n is not None`` or
-    ``if n is None: raise ...``."""
-    return {c.left.id for test in _insisted(fn) for c in ast.walk(test)
+    ``if n is None: raise ...`` (with ``op=ast.Is``, those it insists are None: ``assert a_scale is None``), on the
+    branches ``values`` leave (``_insisted``)."""
+    return {c.left.id for test in _insisted(fn, values) for c in ast.walk(test)
             if isinstance(c, ast.Compare) and isinstance(c.left, ast.Name) and len(c.ops) == 1
-            and isinstance(c.ops[0], ast.IsNot) and isinstance(c.comparators[0], ast.Constant)
+            and isinstance(c.ops[0], op) and isinstance(c.comparators[0], ast.Constant)
             and c.comparators[0].value is None}
 
 
@@ -415,9 +456,13 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     ``@triton.jit`` functions it may launch."""
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     ann = {a.arg: ann_kind(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    ann_text = {a.arg: ast.unparse(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+                if a.annotation is not None}
     kinds = {k.name: kernel_param_kinds(k) for k in kernels}  # read once: index_targets needs them too
     facts = _Facts(params, {k.name: (kinds[k.name], required_params(k), arange_bounds(k),
                                      index_targets(k, kinds[k.name])) for k in kernels})
+    facts.values = {p: v for p, v in known.items() if v is None or isinstance(v, bool)}
+    facts.values.update({p: False for p in unknown if ann.get(p) == "bool" or re.match(BOOL_NAME, p.lower())})
     _collect(fn, facts)
     known, unknown = dict(known), list(unknown)
     for p in by_rule:
@@ -454,7 +499,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             for i, d in enumerate(spec["shape"]):
                 pinned[facts.find(("ax", p, i))] = d
         elif isinstance(spec, int) and not isinstance(spec, bool) and spec > 0 or isinstance(spec, str) \
-                and not spec.startswith("dtype:"):
+                and not spec.startswith(("dtype:", "tldtype:")):
             pinned[facts.find(("name", p))] = spec  # d_v=512 and `assert q.shape[-1] == d_v`
     # n % BLOCK == 0 with BLOCK a number: n rounds down to a multiple of it, and is at least BLOCK (a smaller size
     # is less likely to overrun a buffer whose relation to n only the kernel knows); otherwise n = BLOCK
@@ -482,6 +527,12 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     # K <= 256: at most the bound, a power of two, and no more than 128
     most = {facts.find(key): 1 << (min(bound, 128).bit_length() - 1) for key, bound in facts.upper if bound >= 1}
 
+    addressed: dict[str, str] = {}  # expert_ids (randint:0:experts) addresses B's rows: B has `experts` rows
+    for p in by_rule:
+        init = str(known[p].get("init", "")) if isinstance(known.get(p), dict) else ""
+        for q in sorted(facts.addressed.get(p, ())) if re.match(r"(perm|randint:0):", init) else ():
+            if q in unknown:
+                addressed.setdefault(q, init.split(":")[-1])
     derived: dict[Any, ast.expr] = {}
     for key, node in facts.derived.items():
         derived.setdefault(facts.find(key), node)
@@ -505,6 +556,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             return literal(p, i)
         if root in pinned:
             return pinned[root]
+        if i == 0 and p in addressed:  # as many rows as a name rule's index table addresses
+            return addressed[p]
         if root in derived and root not in seen:  # assert z.shape[0] == K // group_size
             d = value_of(derived[root], seen | {root})
             if d is not None:
@@ -604,8 +657,12 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             lits = [m[1] for m in classes.get(facts.find(("name", p)), []) if m[0] == "lit"]
             if lits:
                 out[p] = lits[0]
+    nones = required_optionals(fn, ast.Is, facts.values) - required_optionals(fn, ast.IsNot, facts.values)
     for p in unknown:
         kind = kind_of(p)
+        if p in nones:  # `assert A_scale is None` on the path the cases take (no quantization)
+            out[p] = None
+            continue
         # handed to a kernel under a buffer-like name: a pointer argument
         handed = facts.kernel_kind.get(p)
         is_tensor = kind == "tensor" or p in facts.tensor or kind is None and (handed in ("pointer", "index") or (
@@ -640,9 +697,11 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             continue
         if kind == "dtype" or p.lower().endswith("dtype"):
             out[p] = "dtype:fp8_e4m3" if re.search("quant|fp8", p.lower()) else "dtype:act"
+            if re.match(r"(tl|triton\.language)\.", ann_text.get(p, "")):  # compute_type: tl.dtype
+                out[p] = "tl" + out[p]
         elif kind == "float" or p in facts.floaty or re.search(FLOAT_NAME, p.lower()):
             out[p] = 1e-6 if "eps" in p.lower() else 0.0 if re.search(r"smoothing|fill", p.lower()) else 1.0
-        elif kind == "bool" or re.match(r"^(is_|use_|has_|enable|do_)|^(causal|training)$", p.lower()):
+        elif kind == "bool" or re.match(BOOL_NAME, p.lower()):
             out[p] = False
         elif kind == "int" or kind is None:
             value = scalar_int(p, frozenset())

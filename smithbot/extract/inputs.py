@@ -12,12 +12,12 @@ A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|bool
 numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above) over the case's dims
 (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``, ``moe_intermediate``, ``experts``,
 ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the default), ``around1``,
-``randint:LO:HI``, ``perm:N`` (distinct values below N), ``arange`` or ``starts:LENS`` (where each sequence starts
-when the lengths in input LENS are laid end to end; with one entry more than LENS, the last is the total). A scalar
-spec is a number, a bool, or an
-arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
-``_DTYPES``) that dtype; ``device:`` the case's device; ``{literal: VALUE}`` is VALUE as it is (a string default
-such as ``activation="swish"``).
+``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them), ``arange`` or
+``starts:LENS`` (where each sequence starts when the lengths in input LENS are laid end to end; with one entry more
+than LENS, the last is the total). A scalar spec is a number, a bool, or an arithmetic expression over the dims;
+``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype, and
+``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``{literal: VALUE}`` is VALUE as it is (a
+string default such as ``activation="swish"``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ DIMS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "moe_intermed
 _ACT = ["tokens", "hidden"]
 SMALL_CAPS = {"heads": 4, "kv_heads": 2, "experts": 16, "top_k": 4, "vocab": 1000, "hidden": 1536,
               "intermediate": 1536, "moe_intermediate": 768}
+_PADDED = "(tokens * top_k + 255) // 256 * 256"
 NAME_RULES: dict[str, Any] = {
     **{n: {"shape": _ACT} for n in ("x", "hidden_states", "input", "residual", "inp")},
     **{n: {"shape": ["hidden"], "init": "around1"} for n in ("weight", "w", "gamma")},
@@ -50,6 +51,11 @@ NAME_RULES: dict[str, Any] = {
     **{n: {"shape": ["tokens", "top_k"], "dtype": "int32", "init": "randint:0:experts"}
        for n in ("topk_ids", "topk_idx", "topk_indices", "topk_index")},
     **{n: {"shape": ["tokens", "top_k"], "dtype": "fp32", "init": "around1"} for n in ("topk_weights", "topk_weight")},
+    # a MoE routing as moe_align_block_size lays it out: each (token, k) slot once, padded with the no-slot value
+    # tokens * top_k to whole blocks (of up to 256 rows), an expert per block, and the padded length
+    "sorted_token_ids": {"shape": [_PADDED], "dtype": "int32", "init": "perm:tokens * top_k"},
+    "expert_ids": {"shape": ["tokens * top_k"], "dtype": "int32", "init": "randint:0:experts"},
+    "num_tokens_post_padded": {"shape": [1], "dtype": "int32", "init": f"randint:{_PADDED}:{_PADDED} + 1"},
 }
 
 
@@ -58,7 +64,7 @@ class InputError(Exception):
 
 
 def _names_in(expr: Any) -> set[str]:
-    if isinstance(expr, str) and (expr.startswith("dtype:") or expr == "device:"):
+    if isinstance(expr, str) and (expr.startswith(("dtype:", "tldtype:")) or expr == "device:"):
         return set()
     if isinstance(expr, str):
         try:
@@ -277,8 +283,13 @@ def make_inputs(case, generator):
     args = {{}}
     later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith("starts:")
     for name, spec in sorted(SPEC.items(), key=later):  # offsets after the lengths they add up
-        if isinstance(spec, str) and spec.startswith("dtype:"):
-            args[name] = case["dtype"] if spec == "dtype:act" else _DTYPES[spec[6:]]
+        if isinstance(spec, str) and spec.startswith(("dtype:", "tldtype:")):
+            dtype = case["dtype"] if spec.endswith(":act") else _DTYPES[spec.split(":")[1]]
+            if spec.startswith("tl"):  # a triton dtype (compute_type: tl.dtype), named like the torch one
+                import triton.language as tl
+
+                dtype = getattr(tl, str(dtype).removeprefix("torch.").replace("float8_e4m3fn", "float8e4nv"))
+            args[name] = dtype
             continue
         if spec == "device:":
             args[name] = dev
@@ -298,8 +309,10 @@ def make_inputs(case, generator):
         if init[0] == "randint":
             t = torch.randint(int(_value(init[1], dims)), int(_value(init[2], dims)), shape, generator=generator,
                               device=dev)
-        elif init[0] == "perm":
-            t = torch.randperm(int(_value(init[1], dims)), generator=generator, device=dev)[:numel].view(shape)
+        elif init[0] == "perm":  # a longer table is padded with n, the value that stands for no row
+            n = int(_value(init[1], dims))
+            t = torch.randperm(n, generator=generator, device=dev)[:numel]
+            t = torch.cat([t, t.new_full((numel - len(t),), n)]).view(shape)
         elif init[0] == "arange":
             t = torch.arange(numel, device=dev).view(shape)
         elif init[0] == "starts":  # where each sequence starts, the lengths in args[init[1]] laid end to end

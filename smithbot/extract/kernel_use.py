@@ -81,7 +81,7 @@ def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
             if target is not None:
                 pointer |= _addends(target)
                 pointer_args.append(target)
-        elif isinstance(node, ast.Compare):
+        elif isinstance(node, ast.Compare) and not all(isinstance(o, (ast.Is, ast.IsNot)) for o in node.ops):
             numeric |= {n.id for e in (node.left, *node.comparators) for n in ast.walk(e) if isinstance(n, ast.Name)}
         elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.FloorDiv, ast.Mod, ast.Div)):
             numeric |= {e.id for e in (node.left, node.right) if isinstance(e, ast.Name)}

@@ -161,3 +161,83 @@ def test_a_version_check_compares_release_numbers_without_packaging(tmp_path: Pa
     assert ns["launch"](512) == 521  # triton here is newer than 3.2; not ROCm; the probe asked on each call
     evolved = f"# EVOLVE-BLOCK-START\n{src}\n# EVOLVE-BLOCK-END\n"
     assert check(evolved, evolved, "launch").ok  # no module-level call's result, no global: as the guard wants
+
+
+HELPERS = '''import functools
+import os
+from collections import OrderedDict
+
+import torch
+from fastext import fused_quant
+
+_CACHE = OrderedDict()
+_FLAG = False
+
+
+def _padding(use_fast):
+    if use_fast:
+        return 128
+    return 64 if bool(int(os.getenv("PKG_PAD", "1"))) else 0
+
+
+PADDING = _padding(_FLAG)
+
+
+def quant(x):
+    return fused_quant(x)
+
+
+def cached_quant(x):
+    if x.shape not in _CACHE:
+        _CACHE[x.shape] = x.abs().max()
+    return _CACHE[x.shape]
+
+
+def set_allocator():
+    global _FLAG
+    _FLAG = True
+
+
+@functools.lru_cache(maxsize=8)
+def pick_block(n):
+    return 32 if n < 1024 else 128
+
+
+def launch(x, use_fp8: bool = False):
+    if use_fp8:
+        set_allocator()
+        return quant(x), cached_quant(x)
+    return x * pick_block(x.numel()) + PADDING
+'''
+
+
+def test_a_helper_off_the_path_that_a_task_cannot_have_becomes_a_stub_that_says_so(tmp_path: Path) -> None:
+    """An extension, module-level state, a global: in a helper the launcher calls only on other inputs (an fp8 path),
+    the helper is replaced by one that raises with the reason; the launcher itself extracts and runs. A module
+    constant a plain helper computes at import is computed at extraction, and memoisation is dropped."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "ops.py").write_text(HELPERS)
+    b = ClosureBuilder(tmp_path, {"pkg.ops": "pkg/ops.py"}, "pkg", {}, ())
+    b.add("pkg.ops", "launch")
+    assert b.c.blockers == []
+    defs = {d.name: d.source for d in b.render_definitions()}
+    assert defs["PADDING"].startswith("PADDING = 64  #") and "lru_cache" not in defs["pick_block"]
+    assert {"quant", "cached_quant", "set_allocator"} <= set(b.c.stubs) and "_CACHE" not in defs
+    src = "\n".join(sorted(b.c.imports.values())) + "\n\n" + "".join(b.c.stubs.values()) + "\n".join(defs.values())
+    evolved = f"# EVOLVE-BLOCK-START\n{src}\n# EVOLVE-BLOCK-END\n"
+    assert check(evolved, evolved, "launch").ok, check(evolved, evolved, "launch")
+    ns: dict = {}
+    exec(compile(src, "task", "exec"), ns)
+    import pytest
+    import torch
+
+    assert torch.equal(ns["launch"](torch.ones(4)), torch.full((4,), 32.0 + 64))
+    with pytest.raises(NotImplementedError, match="set_allocator is not in this task: it does what a task may not"):
+        ns["launch"](torch.ones(4), use_fp8=True)
+    assert "external extension fastext" in b.c.stubs["quant"] or "import of fastext" in b.c.stubs["quant"]
+    assert "_CACHE is module-level state" in b.c.stubs["cached_quant"]
+    (tmp_path / "pkg" / "direct.py").write_text("from fastext import fused_quant\n\n\ndef launch(x):\n"
+                                                "    return fused_quant(x)\n")
+    b = ClosureBuilder(tmp_path, {"pkg.direct": "pkg/direct.py"}, "pkg", {}, ())
+    b.add("pkg.direct", "launch")
+    assert b.c.blockers == ["import of fastext.fused_quant (fused_quant)"]  # the launcher's own need still blocks
