@@ -16,8 +16,9 @@ Axes that are equal share one dimension; a dimension is named after the variable
 tokens, ``nheads`` -> heads...) or, failing that, after its position (first axis tokens, last axis hidden). Names that
 say "index" (``*_ids``, ``*_indices``, ``*_loc``, ``seq_lens``...) get integer tensors with valid values.
 
-The name rules are in ``names.py``, the reading of kernel bodies in ``kernel_use.py``. These are guesses: the
-extracted baseline must still pass its self-check on them, or the kernel is reported.
+The reading of the launcher is in ``launcher_facts.py``, of kernel bodies in ``kernel_use.py``, the name rules in
+``names.py``. These are guesses: the extracted baseline must still pass its self-check on them, or the kernel is
+reported.
 """
 
 from __future__ import annotations
@@ -26,427 +27,10 @@ import ast
 import re
 from typing import Any
 
-from smithbot.extract.kernel_use import (arange_bounds, index_targets, kernel_param_kinds, required_params,
-                                         splat_widths)
-from smithbot.extract.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, PER_EXPERT, SCALAR_INTS, SIZE_NAME,
-                                    TORCH_DTYPES, ann_kind, dim_of_name, setting)
-
-TENSOR_ATTRS = {"shape", "stride", "size", "dtype", "device", "numel", "view", "reshape", "contiguous", "data_ptr",
-                "is_contiguous", "element_size", "dim", "ndim", "flatten", "unsqueeze", "squeeze", "transpose",
-                "is_cuda", "new_empty", "new_zeros", "zero_", "fill_", "copy_", "to", "float", "half", "t",
-                "permute", "expand", "narrow", "split", "chunk", "view_as", "T", "mT", "nbytes", "sum", "max",
-                "min", "cumsum", "numel", "item", "tolist"}
-class _Facts:
-    """Union-find over axes ``(param, i)``, local names and integer literals, plus ranks and tensor use."""
-
-    def __init__(self, params: set[str], kernels: dict[str, tuple[dict[str, str], list[str]]]) -> None:
-        self.params = params
-        self.kernels = kernels  # kernel name -> (its parameters' kinds in signature order, those a launch must pass)
-        self.kernel_kind: dict[str, str] = {}  # launcher parameter -> what the kernel it is handed to makes of it
-        self.parent: dict[Any, Any] = {}
-        self.rank: dict[str, int] = {}
-        self.exact: set[str] = set()  # ranks the code states (unpacking, dim() ==), not just indexes up to
-        self.tensor: set[str] = set()
-        self.floaty: set[str] = set()
-        self.launched: set[str] = set()
-        self.dtype: dict[str, str] = {}  # from `p.dtype == torch.float32`
-        self.keys: dict[str, set[str]] = {}  # p["BLOCK_SIZE_M"]: p is a dict of launch settings
-        self.alias: dict[str, str] = {}  # out = torch.empty_like(x): out has x's shape
-        self.renamed: dict[str, str] = {}  # rows = plan_rows: the same tensor
-        self.multiples: list[tuple[ast.expr, ast.expr]] = []  # assert n % BLOCK == 0
-        self.upper: list[tuple[Any, int]] = []  # assert K <= 256
-        self.isa: dict[str, str] = {}  # assert isinstance(flag, bool)
-        self.pow2: list[Any] = []  # sizes a kernel hands to tl.arange
-        self.index_into: dict[str, tuple[str, bool]] = {}  # index table -> a tensor whose rows its values address,
-        # and whether the kernel stores through them
-        self.addressed: dict[str, set[str]] = {}  # index table -> every tensor whose rows its values address
-        self.derived: dict[Any, ast.expr] = {}  # assert z.shape[0] == K // group_size: the axis is that expression
-        self.sizes: set[str] = set()  # torch.empty((k, s)), range(k): names used as sizes, so numbers
-        self.values: dict[str, Any] = {}  # parameters whose inputs are fixed flags or None: they decide branches
-
-    def find(self, x: Any) -> Any:
-        self.parent.setdefault(x, x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a: Any, b: Any) -> None:
-        if a is not None and b is not None:
-            self.parent[self.find(a)] = self.find(b)
-
-    def equal(self, key: Any, node: ast.expr) -> None:
-        """``key`` (an axis or name) equals ``node``: the same class, or, for arithmetic, that expression."""
-        if self.axis(node) is not None:
-            self.union(key, self.axis(node))
-        elif key is not None and _arithmetic(node):
-            self.find(key)
-            self.derived.setdefault(key, node)
-
-    def at_least(self, p: str, r: int) -> None:
-        self.rank[p] = max(self.rank.get(p, 0), r)
-
-    @staticmethod
-    def _int(node: ast.expr) -> int | None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-            return node.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
-                and isinstance(node.operand.value, int):
-            return -node.operand.value
-        return None
-
-    def axis(self, node: ast.expr) -> Any:
-        """``p.shape[i]`` / ``p.size(i)`` -> ("ax", p, i); a name -> ("name", n); an int -> ("lit", v); else None."""
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
-                and isinstance(node.value.value, ast.Name) and self._int(node.slice) is not None:
-            return self._ax(node.value.value.id, self._int(node.slice))  # type: ignore[arg-type]
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
-                and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and self._int(node.args[0]) is not None:
-            return self._ax(node.func.value.id, self._int(node.args[0]))  # type: ignore[arg-type]
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
-                and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
-            return self._ax(node.args[0].id, 0)  # len(p): p's first axis
-        if isinstance(node, ast.Name):
-            return ("name", node.id)
-        if self._int(node) is not None and self._int(node) >= 0:  # type: ignore[operator]
-            return ("lit", self._int(node))
-        return None
-
-    def _ax(self, p: str, i: int) -> Any:
-        p = self.alias.get(p, p)
-        if p not in self.params:
-            return None
-        self.tensor.add(p)
-        if i >= 0:
-            self.at_least(p, i + 1)
-            return ("ax", p, i)
-        self.at_least(p, -i)
-        return ("neg", p, -i)
-
-    def shape_of(self, node: ast.expr) -> str | None:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("tuple", "list") \
-                and len(node.args) == 1:  # tuple(p.shape) == (a, b)
-            node = node.args[0]
-        if isinstance(node, ast.Attribute) and node.attr == "shape" and isinstance(node.value, ast.Name) \
-                and self.alias.get(node.value.id, node.value.id) in self.params:
-            return self.alias.get(node.value.id, node.value.id)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
-                and not node.args and isinstance(node.func.value, ast.Name) \
-                and self.alias.get(node.func.value.id, node.func.value.id) in self.params:
-            return self.alias.get(node.func.value.id, node.func.value.id)
-        return None
-
-
-_ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}
-
-
-def _arithmetic(node: ast.expr) -> bool:
-    """``K // group_size``, ``2 * head_dim``, ``x.numel()``: a size computed from others."""
-    return isinstance(node, ast.BinOp) and type(node.op) in _ARITH or isinstance(node, ast.Call) \
-        and isinstance(node.func, ast.Attribute) and node.func.attr == "numel" and not node.args
-
-
-def _negated(test: ast.expr) -> list[ast.expr]:
-    """What must hold for ``if test: raise`` not to raise, as far as it can be said: ``a != b`` -> ``a == b``
-    (``not in`` -> ``in``, ``is None`` -> ``is not None``), ``x or y`` -> both negated, ``not x`` -> ``x``."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return [test.operand]
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-        return [t for v in test.values for t in _negated(v)]
-    flipped = {ast.NotEq: ast.Eq, ast.NotIn: ast.In, ast.Is: ast.IsNot}
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in flipped:
-        return [ast.Compare(left=test.left, ops=[flipped[type(test.ops[0])]()], comparators=test.comparators)]
-    return []
-
-
-def _insisted(fn: ast.FunctionDef, values: dict[str, Any] | None = None) -> list[ast.expr]:
-    """The conditions the launcher insists on: ``assert cond`` and ``if not cond: raise ...``. Only these say what
-    the inputs must be; ``if n == 0: return`` is a special case, not the rule. With ``values`` (parameters whose
-    inputs are fixed: ``use_fp8=False``, ``scale=None``), a branch those decide against is left out."""
-    out: list[ast.expr] = []
-
-    def visit(stmts: list[ast.stmt]) -> None:
-        for node in stmts:
-            if isinstance(node, ast.Assert):
-                out.append(node.test)
-            elif isinstance(node, ast.If):
-                if node.body and isinstance(node.body[0], ast.Raise):
-                    out.extend(_negated(node.test))
-                taken = _decided(node.test, values or {})
-                if taken is not False:
-                    visit(node.body)
-                if taken is not True:
-                    visit(node.orelse)
-            elif isinstance(node, (ast.For, ast.While, ast.With, ast.Try)):
-                for block in ("body", "orelse", "finalbody"):
-                    visit(getattr(node, block, []))
-                for h in getattr(node, "handlers", []):
-                    visit(h.body)
-
-    visit(fn.body)
-    return out
-
-
-def _decided(test: ast.expr, values: dict[str, Any]) -> bool | None:
-    """Whether ``test`` holds, when fixed parameter values decide it; None when they do not."""
-    if isinstance(test, ast.Name) and test.id in values:
-        return bool(values[test.id])
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        v = _decided(test.operand, values)
-        return None if v is None else not v
-    if isinstance(test, ast.BoolOp):
-        parts = [_decided(v, values) for v in test.values]
-        stop = isinstance(test.op, ast.Or)  # Or: any True decides; And: any False decides
-        if stop in parts:
-            return stop
-        return None if None in parts else not stop
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
-            and test.left.id in values and isinstance(test.comparators[0], ast.Constant) \
-            and test.comparators[0].value is None and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
-        return (values[test.left.id] is None) == isinstance(test.ops[0], ast.Is)
-    return None
-
-
-SAME_SHAPE = {"clone", "contiguous", "detach", "float", "half", "bfloat16", "to"}
-BOOL_NAME = r"^(is_|use_|has_|enable|do_)|^(causal|training)$"  # flags, False in the cases
-ALLOCATORS = {"empty", "zeros", "ones", "full", "randn", "rand", "new_empty", "new_zeros", "new_ones", "new_full"}
-
-
-def _collect(fn: ast.FunctionDef, facts: _Facts) -> None:
-    for node in ast.walk(fn):  # out = torch.empty_like(x), y = x.contiguous(): names for x's shape
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and isinstance(node.value, ast.Call):
-            f, args = node.value.func, node.value.args
-            src = args[0] if isinstance(f, ast.Attribute) and f.attr.endswith("_like") and args else \
-                f.value if isinstance(f, ast.Attribute) and f.attr in SAME_SHAPE else None
-            if isinstance(src, ast.Name) and src.id in facts.params and node.targets[0].id != src.id:
-                facts.alias[node.targets[0].id] = src.id
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and isinstance(node.value, ast.Name) and node.value.id in facts.params \
-                and node.targets[0].id not in facts.params:  # rows = plan_rows: another name for the parameter
-            facts.alias[node.targets[0].id] = facts.renamed[node.targets[0].id] = node.value.id
-    assigned = [t.id for a in ast.walk(fn) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-                for t in (a.targets if isinstance(a, ast.Assign) else [a.target]) if isinstance(t, ast.Name)]
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in facts.params \
-                and node.attr in TENSOR_ATTRS:
-            facts.tensor.add(node.value.id)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "stride" \
-                and isinstance(node.func.value, ast.Name) and node.args and facts._int(node.args[0]) is not None:
-            facts._ax(node.func.value.id, facts._int(node.args[0]))  # type: ignore[arg-type]
-        if isinstance(node, (ast.Subscript, ast.Call)):
-            facts.axis(node)  # records p.shape[i] / p.size(i): p is a tensor of rank > i
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in facts.params \
-                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-            facts.keys.setdefault(node.value.id, set()).add(node.slice.value)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
-            facts.launched.update(a.id for a in [*node.args, *(k.value for k in node.keywords)]
-                                  if isinstance(a, ast.Name) and a.id in facts.params)
-            if getattr(node.func.value, "id", None) in facts.kernels:
-                _launch(facts, node, *facts.kernels[node.func.value.id])  # type: ignore[attr-defined]
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            tgt, val = node.targets[0], node.value
-            starred = [e for e in val.elts if isinstance(e, ast.Starred)] if isinstance(val, ast.Tuple) else []
-            if isinstance(val, ast.Tuple) and not starred and isinstance(tgt, ast.Tuple) \
-                    and len(tgt.elts) == len(val.elts):  # n, h = x.shape[0], x.shape[1]
-                for e, v in zip(tgt.elts, val.elts):
-                    ax = facts.axis(v)
-                    if isinstance(e, ast.Name) and ax is not None and ax[0] in ("ax", "neg"):
-                        facts.union(("name", e.id), ax)
-                continue
-            if len(starred) == 1 and facts.shape_of(starred[0].value) and isinstance(tgt, (ast.Tuple, ast.List)):
-                # B, T, H, K, V = *k.shape, v.shape[-1]
-                p, at = facts.shape_of(starred[0].value), val.elts.index(starred[0])
-                r = len(tgt.elts) - len(val.elts) + 1
-                if r >= 1 and p:
-                    facts.rank[p] = r
-                    facts.exact.add(p)
-                    for i, e in enumerate(tgt.elts):
-                        src = ("ax", p, i - at) if at <= i < at + r else \
-                            facts.axis(val.elts[i if i < at else i - r + 1])
-                        if isinstance(e, ast.Name) and e.id != "_":
-                            facts.union(("name", e.id), src)
-                continue
-            p = facts.shape_of(val)
-            if p and isinstance(tgt, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in tgt.elts):
-                facts.rank[p] = len(tgt.elts)
-                facts.exact.add(p)
-                for i, e in enumerate(tgt.elts):
-                    if isinstance(e, ast.Name) and e.id != "_":
-                        facts.union(("name", e.id), ("ax", p, i))
-            elif isinstance(tgt, ast.Name):
-                ax = facts.axis(val)
-                if ax is not None and (ax[0] in ("ax", "neg") or ax[0] == "lit" and ax[1] > 0
-                                       and assigned.count(tgt.id) == 1):  # BLOCK_E = 128, bound once
-                    facts.union(("name", tgt.id), ax)
-                elif ax is None and assigned.count(tgt.id) == 1 and _arithmetic(val):  # n = h // 2, bound once
-                    facts.equal(("name", tgt.id), val)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args \
-                and isinstance(node.args[0], ast.Name):
-            facts.floaty.add(node.args[0].id)
-        if isinstance(node, ast.Call) and (ast.unparse(node.func).split(".")[-1] in ALLOCATORS or
-                                           isinstance(node.func, ast.Name) and node.func.id == "range"):
-            args = node.args[0].elts if node.args and isinstance(node.args[0], (ast.Tuple, ast.List)) else node.args
-            facts.sizes.update(a.id for a in args if isinstance(a, ast.Name))
-    for node in (n for test in _insisted(fn, facts.values) for n in ast.walk(test)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
-                and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Name):
-            facts.isa[node.args[0].id] = node.args[1].id  # assert isinstance(flag, bool)
-        if not isinstance(node, ast.Compare):
-            continue
-        if all(isinstance(o, ast.Eq) for o in node.ops):
-            items = [node.left, *node.comparators]
-            if isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Mod) and len(items) == 2 \
-                    and facts._int(items[1]) == 0:  # `assert n % BLOCK == 0`: n is a multiple of BLOCK
-                facts.multiples.append((node.left.left, node.left.right))
-                if facts.axis(node.left.left) is not None:
-                    facts.find(facts.axis(node.left.left))  # records the axis, and the rank it implies
-                continue
-            lit = next((e for e in items if facts._int(e) is not None), None)
-            for a, b in zip(items, items[1:]) if lit is None else ((e, lit) for e in items if e is not lit):
-                _equate(facts, a, b)  # a == b == c; q.dim() == k.dim() == 2: each of them is 2
-        elif len(node.ops) == 1 and isinstance(node.ops[0], (ast.Lt, ast.LtE)) \
-                and facts._int(node.comparators[0]) is not None and facts.axis(node.left) is not None:
-            bound = facts._int(node.comparators[0]) - isinstance(node.ops[0], ast.Lt)  # type: ignore[operator]
-            key = facts.axis(node.left)
-            facts.find(key)
-            facts.upper.append((key, bound))  # assert K <= 256
-        elif len(node.ops) == 1 and isinstance(node.ops[0], (ast.Gt, ast.GtE)) \
-                and facts._int(node.comparators[0]) is not None:
-            p = _rank_of(facts, node.left)  # assert x.dim() >= 2
-            if p is not None:
-                facts.tensor.add(p)
-                facts.at_least(p, facts._int(node.comparators[0]) + isinstance(node.ops[0], ast.Gt))  # type: ignore
-        elif len(node.ops) == 1 and isinstance(node.ops[0], ast.In) and isinstance(
-                node.comparators[0], (ast.Set, ast.Tuple, ast.List)) and node.comparators[0].elts:
-            # assert d in {64, 128, 256}; assert w.dtype in (torch.int8, torch.float16): one of them
-            options = node.comparators[0].elts
-            pick = next((e for e in options if facts._int(e) == 128), options[0])
-            _equate(facts, node.left, pick)
-
-
-def _launch(facts: _Facts, call: ast.Call, kinds: dict[str, str], required: list[str], pow2: set[str],
-            tables: dict[str, dict[str, bool]]) -> None:
-    """What the kernel makes of each launcher parameter handed to it as it is, and the rank of each splatted
-    ``*p.stride()`` / ``*p.shape``: the kernel parameters left over for it (``splat_widths``)."""
-    names = list(kinds)
-    given = {k.arg for k in call.keywords}
-    stars = [i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)]
-    left = [n for n in required if n not in given]
-    widths = splat_widths(call.args, left, [_splatted(facts, call.args[i].value) for i in stars])  # type: ignore
-    if widths is None:
-        return
-    for i, width in zip(stars, widths):
-        p = _splatted(facts, call.args[i].value)  # type: ignore[attr-defined]
-        if p and width >= 1:
-            facts.tensor.add(p)
-            facts.rank[p] = width
-            facts.exact.add(p)
-    pairs, at = [], 0
-    for a in call.args:
-        if isinstance(a, ast.Starred):
-            at += widths[stars.index(call.args.index(a))]
-            continue
-        if at < len(names):
-            pairs.append((names[at], a))
-        at += 1
-    passed = {kparam for kparam, _ in pairs} | given
-    for k in call.keywords:  # **config: a settings dict holds the kernel parameters the launch passes no other way
-        if k.arg is None and isinstance(k.value, ast.Name) and k.value.id in facts.params:
-            facts.keys.setdefault(k.value.id, set()).update(n for n in required if n not in passed)
-    for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]:
-        p = facts.renamed.get(a.id, a.id) if isinstance(a, ast.Name) else None
-        if p in facts.params and kinds.get(kparam or "", "unknown") != "unknown":
-            facts.kernel_kind.setdefault(p, kinds[kparam])  # type: ignore[arg-type, index]
-        if kparam in pow2 and facts.axis(a) is not None:  # tl.arange(0, D): D is a power of two
-            facts.pow2.append(facts.axis(a))
-            facts.find(facts.axis(a))
-    source = {kparam: facts.alias.get(a.id, a.id) for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]
-              if isinstance(a, ast.Name) and facts.alias.get(a.id, a.id) in facts.params}
-    for table, targets in tables.items():  # what the kernel reads from a table addresses these tensors' rows
-        rows = [(source[t], targets[t]) for t in sorted(targets) if t in source and source[t] != source.get(table)]
-        if table in source and rows:
-            facts.index_into.setdefault(source[table], rows[0])
-            facts.addressed.setdefault(source[table], set()).update(q for q, _ in rows)
-
-
-def _splatted(facts: _Facts, star: ast.expr) -> str | None:
-    """The launcher parameter whose ``.shape`` / ``.size()`` / ``.stride()`` is splatted, if it is one."""
-    if isinstance(star, ast.Call) and isinstance(star.func, ast.Attribute) and star.func.attr == "stride" \
-            and isinstance(star.func.value, ast.Name):
-        p = facts.alias.get(star.func.value.id, star.func.value.id)
-        return p if p in facts.params else None
-    return facts.shape_of(star)
-
-
-def _rank_of(facts: _Facts, x: ast.expr) -> str | None:
-    """The parameter whose rank ``x`` is: ``p.dim()``, ``p.ndim``, ``len(p.shape)``."""
-    p = None
-    if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "dim" \
-            and isinstance(x.func.value, ast.Name):
-        p = x.func.value.id
-    elif isinstance(x, ast.Attribute) and x.attr == "ndim" and isinstance(x.value, ast.Name):
-        p = x.value.id
-    elif isinstance(x, ast.Call) and isinstance(x.func, ast.Name) and x.func.id == "len" and x.args:
-        p = facts.shape_of(x.args[0])
-    p = facts.alias.get(p or "", p)
-    return p if p in facts.params else None
-
-
-def _equate(facts: _Facts, a: ast.expr, b: ast.expr) -> None:
-    for x, y in ((a, b), (b, a)):  # p.dtype == torch.float32
-        if isinstance(x, ast.Attribute) and x.attr == "dtype" and isinstance(x.value, ast.Name) \
-                and x.value.id in facts.params and isinstance(y, ast.Attribute) and y.attr in TORCH_DTYPES \
-                and isinstance(y.value, ast.Name) and y.value.id == "torch":
-            facts.tensor.add(x.value.id)
-            facts.dtype[x.value.id] = TORCH_DTYPES[y.attr]
-            return
-    # p.dim() == k, p.ndim == k, len(p.shape) == k
-    for x, y in ((a, b), (b, a)):
-        if isinstance(y, ast.Constant) and isinstance(y.value, int):
-            p = _rank_of(facts, x)
-            if p is not None:
-                facts.tensor.add(p)
-                facts.rank[p] = y.value
-                facts.exact.add(p)
-                return
-    for x, y in ((a, b), (b, a)):  # p.numel() == n: a 1-D p of n elements, unless p's rank is known otherwise
-        if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "numel" \
-                and isinstance(x.func.value, ast.Name) and x.func.value.id in facts.params \
-                and x.func.value.id not in facts.exact and facts.rank.get(x.func.value.id, 1) == 1:
-            p = x.func.value.id
-            facts.tensor.add(p)
-            facts.rank[p] = 1
-            facts.union(("ax", p, 0), facts.axis(y))
-            return
-    pa, pb = facts.shape_of(a), facts.shape_of(b)
-    if pa and pb:  # p.shape == q.shape
-        r = max(facts.rank.get(pa, 0), facts.rank.get(pb, 0))
-        facts.rank[pa] = facts.rank[pb] = r or facts.rank.get(pa, 0)
-        facts.parent.setdefault(("same", pa), ("same", pa))
-        facts.union(("same", pa), ("same", pb))
-        return
-    for p, other in ((pa, b), (pb, a)):
-        if p and isinstance(other, (ast.Tuple, ast.List)):
-            facts.rank[p] = len(other.elts)
-            facts.exact.add(p)
-            for i, e in enumerate(other.elts):
-                facts.equal(("ax", p, i), e)
-            return
-    if facts.axis(a) is None:
-        a, b = b, a
-    facts.equal(facts.axis(a), b)
-
-
-def required_optionals(fn: ast.FunctionDef, op: type = ast.IsNot, values: dict[str, Any] | None = None) -> set[str]:
-    """Names the launcher insists are given although their default is None: ``assert n is not None`` or
-    ``if n is None: raise ...`` (with ``op=ast.Is``, those it insists are None: ``assert a_scale is None``), on the
-    branches ``values`` leave (``_insisted``)."""
-    return {c.left.id for test in _insisted(fn, values) for c in ast.walk(test)
-            if isinstance(c, ast.Compare) and isinstance(c.left, ast.Name) and len(c.ops) == 1
-            and isinstance(c.ops[0], op) and isinstance(c.comparators[0], ast.Constant)
-            and c.comparators[0].value is None}
-
+from smithbot.extract.kernel_use import arange_bounds, index_targets, kernel_param_kinds, required_params
+from smithbot.extract.launcher_facts import ARITH, BOOL_NAME, Facts, arithmetic, collect, equate, required_optionals
+from smithbot.extract.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, PER_EXPERT, SCALAR_INTS, SIZE_NAME, ann_kind,
+                                    dim_of_name, setting)
 
 def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rule: tuple[str, ...] = (),
           kernels: tuple[ast.FunctionDef, ...] = ()) -> dict[str, Any]:
@@ -459,11 +43,11 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     ann_text = {a.arg: ast.unparse(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
                 if a.annotation is not None}
     kinds = {k.name: kernel_param_kinds(k) for k in kernels}  # read once: index_targets needs them too
-    facts = _Facts(params, {k.name: (kinds[k.name], required_params(k), arange_bounds(k),
+    facts = Facts(params, {k.name: (kinds[k.name], required_params(k), arange_bounds(k),
                                      index_targets(k, kinds[k.name])) for k in kernels})
     facts.values = {p: v for p, v in known.items() if v is None or isinstance(v, bool)}
     facts.values.update({p: False for p in unknown if ann.get(p) == "bool" or re.match(BOOL_NAME, p.lower())})
-    _collect(fn, facts)
+    collect(fn, facts)
     known, unknown = dict(known), list(unknown)
     for p in by_rule:
         shape = known[p].get("shape") if isinstance(known.get(p), dict) else None
@@ -511,7 +95,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         if m and facts.axis(a) is not None:
             multiples.append((facts.axis(a), m))
         else:
-            _equate(facts, a, b)
+            equate(facts, a, b)
     classes: dict[Any, list[Any]] = {}
     for key in list(facts.parent):
         classes.setdefault(facts.find(key), []).append(key)
@@ -578,15 +162,15 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         """The size ``node`` computes, as a number or a harness expression; None where a part has no size."""
         if facts._int(node) is not None:
             return facts._int(node)
-        if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
+        if isinstance(node, ast.BinOp) and type(node.op) in ARITH:
             a, b = value_of(node.left, seen), value_of(node.right, seen)
             if a is None or b is None or b == 0 and isinstance(node.op, ast.FloorDiv):
                 return None
             if isinstance(a, int) and isinstance(b, int):
                 return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}.get(type(node.op)) if not isinstance(
                     node.op, ast.FloorDiv) else a // b
-            return f"({a}) {_ARITH[type(node.op)]} ({b})"
-        if _arithmetic(node):  # p.numel(): the product of its dims
+            return f"({a}) {ARITH[type(node.op)]} ({b})"
+        if arithmetic(node):  # p.numel(): the product of its dims
             p = facts.alias.get(getattr(node.func.value, "id", ""), "")  # type: ignore[attr-defined]
             p = p or getattr(node.func.value, "id", "")  # type: ignore[attr-defined]
             r = facts.rank.get(p)

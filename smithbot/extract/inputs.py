@@ -150,7 +150,8 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     """(spec per parameter, extra dims, the parameters whose spec was inferred from the launcher's code).
     ``params`` holds (name, default or ...) in signature order; ``fn`` is the launcher and ``kernels`` the functions
     of its closure, for the inference."""
-    from smithbot.extract.infer import infer, required_optionals
+    from smithbot.extract.infer import infer
+    from smithbot.extract.launcher_facts import required_optionals
 
     given = dict(target.inputs.get(wrapper, {}))
     given.pop("_models", None)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from smithbot import api
-from smithbot.extract.infer import infer, required_optionals
+from smithbot.extract.infer import infer
+from smithbot.extract.launcher_facts import required_optionals
 from smithbot.extract.kernel_use import index_targets, kernel_param_kinds
 from tests.conftest import git_repo
 from tests.extract.test_extract import _check_against_reference, _with_reference

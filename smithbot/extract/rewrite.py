@@ -1,0 +1,362 @@
+"""Rewrites of the target's source for a task, and what the closure works out at extraction instead of at import.
+
+- libcst rewrites of a definition: tl aliases to qualified calls, branches a stub decides pruned, environment reads
+  pinned to their defaults, function-local imports the task may not make dropped;
+- folds of module-level values: stubbed helpers' results, release-number version checks, and constants that plain
+  helpers compute at import (``Constants``: no target code runs here);
+- ``global`` probes cached between calls, asked on each call instead;
+- stand-ins for what a task may not import but a launcher needs (``packaging.version``), and the stubs that raise.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+from typing import Any
+
+import libcst as cst
+import libcst.helpers
+
+
+class Renamer(cst.CSTTransformer):
+    """Rewrites tl aliases (``exp`` -> ``tl.exp``) in a definition's source."""
+
+    def __init__(self, aliases: dict[str, str]) -> None:
+        self.aliases = aliases
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        target = self.aliases.get(original.value)
+        return cst.parse_expression(target) if target else updated
+
+    # Names that are not reads of the alias keep their spelling: attributes, keywords, parameters, definitions.
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+    def leave_Param(self, original: cst.Param, updated: cst.Param) -> cst.Param:
+        return updated.with_changes(name=original.name)
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        return updated.with_changes(name=original.name)
+
+
+class Pruner(cst.CSTTransformer):
+    """Keeps only the branch a stubbed dispatch test takes: ``if is_hip(): ...`` with is_hip stubbed to False."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+        self._elif: set[int] = set()
+
+    def visit_If(self, node: cst.If) -> None:
+        if isinstance(node.orelse, cst.If):
+            self._elif.add(id(node.orelse))
+
+    def _eval(self, test: cst.BaseExpression) -> bool | None:
+        if isinstance(test, cst.Name) and test.value in self.values:
+            return bool(self.values[test.value])
+        if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value in self.values \
+                and not test.args:
+            return bool(self.values[test.func.value])
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self._eval(test.expression)
+            return None if inner is None else not inner
+        return None
+
+    def leave_If(self, original: cst.If, updated: cst.If) -> Any:
+        taken = self._eval(updated.test)
+        if taken is None:
+            return updated
+        if id(original) in self._elif:  # an elif: it can only become an else, another elif, or nothing
+            if taken:
+                return cst.Else(body=updated.body)
+            return updated.orelse if updated.orelse is not None else cst.RemoveFromParent()
+        if taken:
+            return cst.FlattenSentinel(updated.body.body)
+        if updated.orelse is None:
+            return cst.RemoveFromParent()
+        if isinstance(updated.orelse, cst.If):
+            return updated.orelse
+        return cst.FlattenSentinel(updated.orelse.body.body)
+
+
+class EnvPinner(cst.CSTTransformer):
+    """``os.getenv(k, d)`` and ``os.environ.get(k, d)`` -> ``d`` (``None`` without one), the value a clean
+    environment gives."""
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        name = cst.helpers.get_full_name_for_node(updated.func) or ""
+        if name not in ("os.getenv", "os.environ.get") or not updated.args:
+            return updated
+        default = updated.args[1].value if len(updated.args) > 1 else next(
+            (a.value for a in updated.args if a.keyword and a.keyword.value == "default"), cst.Name("None"))
+        return default
+
+
+def env_pinned(expr: ast.expr) -> ast.expr:
+    """``expr`` with environment reads replaced by their defaults, as ``EnvPinner`` leaves them in the task."""
+
+    class Pin(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            if ast.unparse(node.func) in ("os.getenv", "os.environ.get") and len(node.args) == 2:
+                return node.args[1]
+            return self.generic_visit(node)
+
+    return Pin().visit(copy.deepcopy(expr))
+
+
+class LocalImportDropper(cst.CSTTransformer):
+    """Replaces the import statements that bind any of ``names`` with ``pass`` (a block never becomes empty)."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine,
+                                  updated: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        def binds(stmt: cst.BaseSmallStatement) -> bool:
+            if not isinstance(stmt, (cst.Import, cst.ImportFrom)) or isinstance(stmt.names, cst.ImportStar):
+                return False
+            bound = {(cst.helpers.get_full_name_for_node(a.asname.name if a.asname else a.name) or "").split(".")[0]
+                     for a in stmt.names}
+            return bool(bound & self.names)
+
+        if any(binds(s) for s in updated.body):
+            return updated.with_changes(body=[cst.Pass()])
+        return updated
+
+
+def calls_stub(expr: ast.expr, stubs: dict[str, Any]) -> bool:
+    return any(_stub_call(n, stubs) for n in ast.walk(expr))
+
+
+def _stub_call(n: ast.AST, stubs: dict[str, Any]) -> bool:
+    """A call of a stubbed helper with literal arguments only (``get_bool_env_var("X")``): its value is the stub's."""
+    return isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in stubs and all(
+        isinstance(a, ast.Constant) for a in [*n.args, *(k.value for k in n.keywords)])
+
+
+def fold_stubs(expr: ast.expr, stubs: dict[str, Any]) -> ast.expr:
+    """``expr`` with each argument-less call of a stubbed helper replaced by the stub's value, and a conditional
+    expression that this decides replaced by its branch."""
+
+    class Fold(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            if _stub_call(node, stubs):
+                return ast.Constant(stubs[node.func.id])  # type: ignore[attr-defined]
+            return self.generic_visit(node)
+
+        def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:  # False and x -> False; True or x -> True
+            self.generic_visit(node)
+            first = node.values[0]
+            if isinstance(first, ast.Constant) and bool(first.value) == isinstance(node.op, ast.Or):
+                return first
+            return node
+
+        def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+            self.generic_visit(node)
+            test = node.test
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
+                    and isinstance(test.operand, ast.Constant):
+                test = ast.Constant(not test.operand.value)
+            if isinstance(test, ast.Constant):
+                return node.body if test.value else node.orelse
+            return node
+
+    return Fold().visit(expr)
+
+
+class NotConstant(Exception):
+    pass
+
+
+class Constants:
+    """The value of a module-level expression made only of literals, stubbed helpers, module constants and calls of
+    plain helpers whose bodies are ifs and returns over the same: ``get_moe_padding_size(False)`` -> 0. Anything
+    else is not a constant (no target code runs here)."""
+
+    _CALLS = {"bool": bool, "int": int, "float": float, "str": str, "min": min, "max": max, "abs": abs}
+
+    def __init__(self, builder: Any, mod: Any) -> None:
+        self.builder, self.mod, self.stubs, self.depth = builder, mod, builder.stubs_values, 0
+
+    def _top(self, name: str) -> tuple[Any, ast.stmt | None]:
+        """(module, binding) of ``name`` as the module being read sees it: its own, or imported from the target."""
+        if name in self.mod.top:
+            return self.mod, self.mod.top[name]
+        target = self.mod.imports.get(name, "")
+        other = self.builder.module(target.rpartition(".")[0]) if target.split(".")[0] == self.builder.package \
+            else None
+        return (other, other.top.get(target.rpartition(".")[2])) if other is not None else (None, None)
+
+    def _in(self, mod: Any, e: ast.expr, local: dict[str, Any] | None = None) -> Any:
+        saved, self.mod = self.mod, mod
+        try:
+            return self.value(e, local)
+        finally:
+            self.mod = saved
+
+    def value(self, e: ast.expr, local: dict[str, Any] | None = None) -> Any:
+        local = local or {}
+        self.depth += 1
+        try:
+            if self.depth > 50:
+                raise NotConstant
+            return self._value(e, local)
+        finally:
+            self.depth -= 1
+
+    def _value(self, e: ast.expr, local: dict[str, Any]) -> Any:
+        if isinstance(e, ast.Constant):
+            return e.value
+        if isinstance(e, ast.Name):
+            if e.id in local:
+                return local[e.id]
+            if e.id in self.stubs:
+                return self.stubs[e.id]
+            mod, top = self._top(e.id)
+            if isinstance(top, ast.Assign) and len(top.targets) == 1:
+                return self._in(mod, top.value)
+            raise NotConstant
+        if isinstance(e, ast.BoolOp):
+            v = None
+            for part in e.values:
+                v = self.value(part, local)
+                if bool(v) == isinstance(e.op, ast.Or):
+                    return v
+            return v
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.Not, ast.USub)):
+            v = self.value(e.operand, local)
+            return (not v) if isinstance(e.op, ast.Not) else -v
+        if isinstance(e, ast.IfExp):
+            return self.value(e.body if self.value(e.test, local) else e.orelse, local)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Pow, ast.LShift)):
+            raise NotConstant  # no arithmetic that can grow without bound
+        if isinstance(e, (ast.BinOp, ast.Compare)):
+            names = {f"_{i}": self.value(x, local) for i, x in enumerate(
+                [e.left, e.right] if isinstance(e, ast.BinOp) else [e.left, *e.comparators])}
+            shape = ast.BinOp(ast.Name("_0", ast.Load()), e.op, ast.Name("_1", ast.Load())) if isinstance(
+                e, ast.BinOp) else ast.Compare(ast.Name("_0", ast.Load()), e.ops,
+                                               [ast.Name(f"_{i + 1}", ast.Load()) for i in range(len(e.ops))])
+            return eval(compile(ast.fix_missing_locations(ast.Expression(shape)), "<constant>", "eval"),
+                        {"__builtins__": {}}, names)
+        if isinstance(e, ast.Call) and ast.unparse(e.func) in ("os.getenv", "os.environ.get") and len(e.args) == 2:
+            return self.value(e.args[1], local)  # an environment read: its default, as the task pins it
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and not e.keywords:
+            args = [self.value(a, local) for a in e.args]
+            if e.func.id in self.stubs:
+                return self.stubs[e.func.id]
+            if e.func.id in self._CALLS and self._top(e.func.id)[1] is None:
+                return self._CALLS[e.func.id](*args)
+            mod, fn = self._top(e.func.id)
+            if isinstance(fn, ast.FunctionDef) and not fn.decorator_list and len(args) == len(fn.args.args) \
+                    and not fn.args.vararg and not fn.args.kwarg:
+                saved, self.mod = self.mod, mod
+                try:
+                    return self._run(fn.body, {a.arg: v for a, v in zip(fn.args.args, args)})
+                finally:
+                    self.mod = saved
+        raise NotConstant
+
+    def _run(self, body: list[ast.stmt], local: dict[str, Any]) -> Any:
+        for stmt in body:
+            if isinstance(stmt, ast.Return):
+                return self.value(stmt.value, local) if stmt.value is not None else None
+            if isinstance(stmt, ast.If):
+                branch = stmt.body if self.value(stmt.test, local) else stmt.orelse
+                done, v = self._block(branch, local)
+                if done:
+                    return v
+            elif not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):  # a docstring
+                raise NotConstant
+        raise NotConstant
+
+    def _block(self, body: list[ast.stmt], local: dict[str, Any]) -> tuple[bool, Any]:
+        if not body:
+            return False, None
+        try:
+            return True, self._run(body, local)
+        except NotConstant:
+            if any(isinstance(s, ast.Return) for s in ast.walk(ast.Module(body=body, type_ignores=[]))):
+                raise
+            return False, None
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in text.split("+")[0].split(".")[:3])
+
+
+def fold_versions(expr: ast.expr, parse: set[str]) -> ast.expr:
+    """``version.parse("3.2.0")`` -> ``(3, 2, 0)``; ``version.parse(triton.__version__)`` -> the installed triton's."""
+    import triton
+
+    class Fold(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            if ast.unparse(node.func) in parse and len(node.args) == 1 and not node.keywords:
+                arg = node.args[0]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    return ast.Constant(_release(arg.value))
+                if ast.unparse(arg) == "triton.__version__":
+                    return ast.Constant(_release(triton.__version__))
+            return self.generic_visit(node)
+
+    return Fold().visit(expr)
+
+
+def without_lazy_globals(fn: ast.FunctionDef) -> ast.FunctionDef:
+    """``global cap`` / ``if cap is None: cap = probe()`` caches a probe's answer between calls; the task asks each
+    call (the evaluator allows no state between calls). Other ``global`` uses stay, for the guard to report."""
+    lazy: set[str] = set()
+
+    class Strip(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> Any:
+            t = node.test
+            if isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and isinstance(t.ops[0], ast.Is) \
+                    and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value is None \
+                    and not node.orelse and t.left.id in declared:
+                lazy.add(t.left.id)
+                return node.body
+            return self.generic_visit(node)
+
+        def visit_Global(self, node: ast.Global) -> Any:
+            return node
+
+    declared = {g for n in ast.walk(fn) if isinstance(n, ast.Global) for g in n.names}
+    fn = Strip().visit(fn)
+
+    class Drop(ast.NodeTransformer):
+        def visit_Global(self, node: ast.Global) -> Any:
+            names = [g for g in node.names if g not in lazy]
+            return ast.Global(names) if names else None
+
+    return ast.fix_missing_locations(Drop().visit(fn))
+
+
+def is_kernel(node: ast.FunctionDef) -> bool:
+    return any(re.search(r"\b(jit|autotune|heuristics)\b", ast.unparse(d)) for d in node.decorator_list)
+
+
+def custom_decorator_stub(name: str) -> str:
+    return (f"def {name}(*args, **kwargs):\n"
+            f'    """Stub of the target\'s custom kernel decorator: the kernel is returned unchanged."""\n'
+            f"    if len(args) == 1 and not kwargs and hasattr(args[0], \"run\"):\n"
+            f"        return args[0]\n"
+            f"    return lambda fn: fn\n")
+
+
+_RELEASE = 'tuple(int(p) if p.isdigit() else 0 for p in str(text).split("+")[0].split(".")[:3])'
+# Modules and functions outside the allowed imports that a task gets a definition of instead: version checks
+# (``version.parse(triton.__version__) >= version.parse("3.0.0")``) compare release numbers.
+STAND_INS = {
+    "packaging.version": "class {name}:  # packaging.version, as far as comparing release numbers goes\n"
+                         "    @staticmethod\n    def parse(text):\n        return " + _RELEASE + "\n",
+    "packaging.version.parse": "def {name}(text):  # packaging.version.parse, for release numbers\n"
+                               "    return " + _RELEASE + "\n",
+}
+
+
+def stub_source(name: str, value: Any, called: bool) -> str:
+    if called:
+        return f"def {name}(*args, **kwargs):\n    return {value!r}\n"
+    return f"{name} = {value!r}\n"
