@@ -51,7 +51,8 @@ def _literal(node: ast.expr | None) -> Any:
     try:
         return ast.literal_eval(node)
     except ValueError:
-        return ...
+        # `quant_policy: QuantPolicy = QuantPolicy.NONE`: the launcher's own default, which the inputs leave to it
+        return "default:" if isinstance(node, (ast.Attribute, ast.Name)) else ...
 
 
 def _params(fn: ast.FunctionDef) -> list[tuple[str, Any]]:

@@ -28,9 +28,9 @@ import libcst as cst
 import libcst.helpers
 
 from evaluator.guard import forbidden_in, module_state
-from smithbot.extract.rewrite import (STAND_INS, Constants, EnvPinner, LocalImportDropper, NotConstant, Pruner,
-                                      Renamer, calls_stub, custom_decorator_stub, env_pinned, fold_stubs,
-                                      fold_versions, is_kernel, stub_source, without_lazy_globals)
+from smithbot.extract.rewrite import (LOGGER, STAND_INS, Constants, EnvPinner, LocalImportDropper, NotConstant,
+                                      Pruner, Renamer, calls_stub, custom_decorator_stub, env_pinned, fold_stubs,
+                                      fold_versions, is_kernel, is_logger, stub_source, without_lazy_globals)
 from smithbot.scan.parse import collect_imports, from_module
 
 # What a task may import: torch, triton, and standard-library modules with no I/O, which launchers use for their
@@ -270,6 +270,9 @@ class ClosureBuilder:
             self.c.blockers.append(f"{name} is not defined at module level in {mod.path}")
             return
         if self._alias(mod, node, as_name):
+            return
+        if is_logger(node):
+            self.c.stubs[as_name] = LOGGER.format(name=as_name)
             return
         clash = self._bound.get(name)
         if clash is not None and clash != key:

@@ -83,7 +83,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             for i, d in enumerate(spec["shape"]):
                 pinned[facts.find(("ax", p, i))] = d
         elif isinstance(spec, int) and not isinstance(spec, bool) and spec > 0 or isinstance(spec, str) \
-                and not spec.startswith(("dtype:", "tldtype:")):
+                and not spec.startswith(("dtype:", "tldtype:", "default:")):
             pinned[facts.find(("name", p))] = spec  # d_v=512 and `assert q.shape[-1] == d_v`
     # n % BLOCK == 0 with BLOCK a number: n rounds down to a multiple of it, and is at least BLOCK (a smaller size
     # is less likely to overrun a buffer whose relation to n only the kernel knows); otherwise n = BLOCK

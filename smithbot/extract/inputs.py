@@ -16,8 +16,9 @@ numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of 
 ``starts:LENS`` (where each sequence starts when the lengths in input LENS are laid end to end; with one entry more
 than LENS, the last is the total). A scalar spec is a number, a bool, or an arithmetic expression over the dims;
 ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype, and
-``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``{literal: VALUE}`` is VALUE as it is (a
-string default such as ``activation="swish"``).
+``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:`` leaves the parameter to the
+launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a string default such as
+``activation="swish"``).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class InputError(Exception):
 
 
 def _names_in(expr: Any) -> set[str]:
-    if isinstance(expr, str) and (expr.startswith(("dtype:", "tldtype:")) or expr == "device:"):
+    if isinstance(expr, str) and (expr.startswith(("dtype:", "tldtype:")) or expr in ("device:", "default:")):
         return set()
     if isinstance(expr, str):
         try:
@@ -166,7 +167,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
             specs[name] = NAME_RULES[name]
         elif default is not ... and not (default is None and name in required):
             specs[name] = {"literal": default} if isinstance(default, (tuple, list)) or isinstance(default, str) \
-                and not default.startswith("dtype:") else default
+                and not default.startswith(("dtype:", "default:")) else default
         else:
             unknown.append(name)
     inferred = infer(fn, unknown, specs, tuple(n for n in specs if n in NAME_RULES and n not in given), kernels)
@@ -200,9 +201,9 @@ def _one_layout(specs: dict[str, Any], inferred: set[str]) -> None:
                 and re.search(r"start|^cu_|indptr", start.lower())):
             continue
         same = [n for n in lens if _stem(n) == _stem(start)]
-        partner = same[0] if len(same) == 1 else lens[0] if len(lens) == 1 else None
-        if partner is None:
+        if len(same) != 1:  # cu_q_seqlens and kv_seqlens describe different sequences
             continue
+        partner = same[0]
         batch = "max(1, (tokens) // 8)"
         specs[partner] = {**specs[partner], "shape": [batch], "init": f"randint:1:(tokens) // ({batch}) + 1"}
         cu = str(spec["shape"][0]).endswith("+ 1")
@@ -291,6 +292,8 @@ def make_inputs(case, generator):
 
                 dtype = getattr(tl, str(dtype).removeprefix("torch.").replace("float8_e4m3fn", "float8e4nv"))
             args[name] = dtype
+            continue
+        if spec == "default:":  # left to the launcher's own default
             continue
         if spec == "device:":
             args[name] = dev

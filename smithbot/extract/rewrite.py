@@ -360,3 +360,14 @@ def stub_source(name: str, value: Any, called: bool) -> str:
     if called:
         return f"def {name}(*args, **kwargs):\n    return {value!r}\n"
     return f"{name} = {value!r}\n"
+
+
+LOGGER = ("class {name}:  # the target's logger: a task logs nothing\n"
+          "    def debug(*args, **kwargs):\n        pass\n\n"
+          "    info = warning = warning_once = info_once = error = exception = critical = debug\n")
+
+
+def is_logger(node: ast.stmt) -> bool:
+    """``logger = get_logger("x")``, ``logger = logging.getLogger(__name__)``, ``logger = init_logger(...)``."""
+    return isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and bool(
+        re.search(r"(get_?logger|getLogger|init_logger)$", ast.unparse(node.value.func)))

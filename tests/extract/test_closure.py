@@ -164,6 +164,7 @@ def test_a_version_check_compares_release_numbers_without_packaging(tmp_path: Pa
 
 
 HELPERS = '''import functools
+import logging
 import os
 from collections import OrderedDict
 
@@ -172,6 +173,7 @@ from fastext import fused_quant
 
 _CACHE = OrderedDict()
 _FLAG = False
+logger = logging.getLogger(__name__)
 
 
 def _padding(use_fast):
@@ -204,6 +206,7 @@ def pick_block(n):
 
 
 def launch(x, use_fp8: bool = False):
+    logger.debug("launch %s", x.shape)
     if use_fp8:
         set_allocator()
         return quant(x), cached_quant(x)
@@ -214,7 +217,8 @@ def launch(x, use_fp8: bool = False):
 def test_a_helper_off_the_path_that_a_task_cannot_have_becomes_a_stub_that_says_so(tmp_path: Path) -> None:
     """An extension, module-level state, a global: in a helper the launcher calls only on other inputs (an fp8 path),
     the helper is replaced by one that raises with the reason; the launcher itself extracts and runs. A module
-    constant a plain helper computes at import is computed at extraction, and memoisation is dropped."""
+    constant a plain helper computes at import is computed at extraction, memoisation is dropped, and the logger
+    logs nothing."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "ops.py").write_text(HELPERS)
     b = ClosureBuilder(tmp_path, {"pkg.ops": "pkg/ops.py"}, "pkg", {}, ())
@@ -222,7 +226,7 @@ def test_a_helper_off_the_path_that_a_task_cannot_have_becomes_a_stub_that_says_
     assert b.c.blockers == []
     defs = {d.name: d.source for d in b.render_definitions()}
     assert defs["PADDING"].startswith("PADDING = 64  #") and "lru_cache" not in defs["pick_block"]
-    assert {"quant", "cached_quant", "set_allocator"} <= set(b.c.stubs) and "_CACHE" not in defs
+    assert {"quant", "cached_quant", "set_allocator", "logger"} <= set(b.c.stubs) and "_CACHE" not in defs
     src = "\n".join(sorted(b.c.imports.values())) + "\n\n" + "".join(b.c.stubs.values()) + "\n".join(defs.values())
     evolved = f"# EVOLVE-BLOCK-START\n{src}\n# EVOLVE-BLOCK-END\n"
     assert check(evolved, evolved, "launch").ok, check(evolved, evolved, "launch")

@@ -601,3 +601,22 @@ def gating(gates, k):
     known = {"k": {"shape": ["tokens", "kv_heads", "head_dim"]}}  # the name rule for an attention key
     got = infer(fn, ["gates"], known, by_rule=("k",))
     assert got["k"] == "tokens" and got["gates"] == {"shape": ["tokens", "experts"]}
+
+
+def test_a_default_that_is_no_literal_is_left_to_the_launcher(tmp_path: Path) -> None:
+    import importlib.util
+
+    import torch
+
+    from smithbot.extract.build import _params
+    from smithbot.extract.inputs import harness_source
+
+    fn = _fn("def attn(q, quant_policy: QuantPolicy = QuantPolicy.NONE, layout='bshd', scale=None):\n    pass\n")
+    assert _params(fn) == [("q", ...), ("quant_policy", "default:"), ("layout", "bshd"), ("scale", None)]
+    specs = {"q": {"shape": ["tokens"]}, "quant_policy": "default:", "scale": None}
+    (tmp_path / "harness.py").write_text(harness_source("attn", specs, {}, "inferred"))
+    spec = importlib.util.spec_from_file_location("harness_default", tmp_path / "harness.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    args = mod.make_inputs({"dtype": torch.float32, "tokens": 5}, torch.Generator().manual_seed(0))
+    assert set(args) == {"q", "scale"}  # quant_policy is not passed: attn(**args) takes its own default
