@@ -61,8 +61,7 @@ ALLOWED_TORCH = {
     "get_device_properties", "get_device_capability", "get_device_name", "current_device", "device_count",
     "is_available",
 }
-_MODULE_LEVEL_CALLS = {"constexpr", "jit", "autotune", "heuristics", "Config", "constexpr_function", "int", "float",
-                       "bool", "str"}
+_MODULE_LEVEL_CALLS = {"constexpr", "jit", "autotune", "heuristics", "Config", "int", "float", "bool", "str"}
 _TRY = tuple(getattr(ast, n) for n in ("Try", "TryStar") if hasattr(ast, n))
 
 
