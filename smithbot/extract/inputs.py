@@ -13,12 +13,12 @@ numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of 
 (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``, ``moe_intermediate``, ``experts``,
 ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the default), ``around1``,
 ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them), ``arange`` or
-``starts:LENS`` (where each sequence starts when the lengths in input LENS are laid end to end; with one entry more
-than LENS, the last is the total). A scalar spec is a number, a bool, or an arithmetic expression over the dims;
-``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype, and
-``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:`` leaves the parameter to the
-launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a string default such as
-``activation="swish"``).
+``arange:STEP`` (0, STEP, 2 STEP...), or ``starts:LENS`` (where each sequence starts when the lengths in input LENS
+are laid end to end; with one entry more than LENS, the last is the total). A scalar spec is a number, a bool, or an
+arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
+``_DTYPES``) that dtype, and ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:``
+leaves the parameter to the launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a
+string default such as ``activation="swish"``).
 """
 
 from __future__ import annotations
@@ -317,8 +317,8 @@ def make_inputs(case, generator):
             n = int(_value(init[1], dims))
             t = torch.randperm(n, generator=generator, device=dev)[:numel]
             t = torch.cat([t, t.new_full((numel - len(t),), n)]).view(shape)
-        elif init[0] == "arange":
-            t = torch.arange(numel, device=dev).view(shape)
+        elif init[0] == "arange":  # 0, 1, 2... or with a step, 0, s, 2s...
+            t = (torch.arange(numel, device=dev) * (int(_value(init[1], dims)) if len(init) > 1 else 1)).view(shape)
         elif init[0] == "starts":  # where each sequence starts, the lengths in args[init[1]] laid end to end
             ends = torch.cumsum(args[init[1]].flatten().to(torch.int64), 0)
             t = torch.cat([ends.new_zeros(1), ends])[:numel].view(shape)

@@ -132,9 +132,18 @@ def calls_stub(expr: ast.expr, stubs: dict[str, Any]) -> bool:
 
 
 def _stub_call(n: ast.AST, stubs: dict[str, Any]) -> bool:
-    """A call of a stubbed helper with literal arguments only (``get_bool_env_var("X")``): its value is the stub's."""
-    return isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in stubs and all(
+    """A call of a stubbed helper with literal arguments only (``get_bool_env_var("X")``, or a ``torch.cuda`` query
+    the target stubs: ``torch.cuda.get_device_capability()``): its value is the stub's."""
+    return isinstance(n, ast.Call) and _stub_name(n.func) in stubs and all(
         isinstance(a, ast.Constant) for a in [*n.args, *(k.value for k in n.keywords)])
+
+
+def _stub_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and ast.unparse(func.value) == "torch.cuda":
+        return func.attr
+    return None
 
 
 def fold_stubs(expr: ast.expr, stubs: dict[str, Any]) -> ast.expr:
@@ -144,7 +153,8 @@ def fold_stubs(expr: ast.expr, stubs: dict[str, Any]) -> ast.expr:
     class Fold(ast.NodeTransformer):
         def visit_Call(self, node: ast.Call) -> ast.AST:
             if _stub_call(node, stubs):
-                return ast.Constant(stubs[node.func.id])  # type: ignore[attr-defined]
+                value = stubs[_stub_name(node.func)]  # type: ignore[index]
+                return ast.Constant(tuple(value) if isinstance(value, list) else value)
             return self.generic_visit(node)
 
         def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:  # False and x -> False; True or x -> True
