@@ -29,8 +29,9 @@ import libcst.helpers
 
 from evaluator.guard import forbidden_in, module_state
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, Constants, EnvPinner, LocalImportDropper, NotConstant,
-                                      Pruner, Renamer, calls_stub, custom_decorator_stub, env_pinned, fold_stubs,
-                                      fold_versions, is_kernel, is_logger, stub_source, without_lazy_globals)
+                                      Pruner, Ref, Renamer, calls_stub, custom_decorator_stub, env_pinned, fold_stubs,
+                                      fold_versions, is_kernel, is_logger, stub_source, version_test,
+                                      without_lazy_globals)
 from smithbot.scan.parse import collect_imports, from_module
 
 # What a task may import: torch, triton, and standard-library modules with no I/O, which launchers use for their
@@ -110,9 +111,9 @@ def _top_bindings(tree: ast.Module, package: str) -> tuple[dict[str, ast.stmt], 
                         out.setdefault(t.id, s)
             elif isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None:
                 out.setdefault(s.target.id, s)
-            elif isinstance(s, ast.If):
-                visit(s.body)  # the first branch: e.g. the newer-triton definition of a helper
-                visit(s.orelse)
+            elif isinstance(s, ast.If):  # the branch the installed triton takes, else the first (often the newer)
+                for branch in ((s.orelse, s.body) if version_test(s.test) is False else (s.body, s.orelse)):
+                    visit(branch)
             elif isinstance(s, ast.Try):
                 names = _optional_import(s, package)
                 optional.update(names)
@@ -290,19 +291,25 @@ class ClosureBuilder:
             node = ast.Assign(node.targets, fold_versions(node.value, parse), lineno=node.lineno)
             source = ast.unparse(node) + "  # release numbers, read at extraction\n"
         if isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Set)) and all(
-                isinstance(e, (ast.Constant, ast.UnaryOp)) for e in node.value.elts):
-            # `BT_LIST = [8, 16, 32]` read by autotune configs: a tuple, which no call can grow into a cache
+                isinstance(e, (ast.Constant, ast.UnaryOp)) or isinstance(e, ast.Call) and ast.unparse(e.func) in (
+                    "triton.Config", "Config") for e in node.value.elts):
+            # `BT_LIST = [8, 16, 32]`, `configs = [triton.Config(...), ...]` read by autotune: a tuple, which no call
+            # can grow into a cache
             node = ast.Assign(node.targets, ast.Tuple(node.value.elts, ast.Load()), lineno=node.lineno)
             source = ast.unparse(node) + "\n"
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
-                and node.value.func.id not in self.stubs_values and module_state(env_pinned(node.value)):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                and not calls_stub(node.value, self.stubs_values) and module_state(env_pinned(node.value)):
             # `padding_size = get_moe_padding_size(_use_aiter)`: a constant that a plain helper computes at import
             # (a module-level call's result is state to the evaluator's guard), so it is computed here
             try:
                 value = Constants(self, mod).value(node.value)
             except NotConstant:
                 value = NotConstant
-            if value is None or isinstance(value, (bool, int, float, str)):
+            if isinstance(value, Ref) and value.startswith("triton.language."):
+                self.c.aliases[as_name] = "tl." + value.removeprefix("triton.language.")  # exp = get_tl_exp()
+                self.c.imports.setdefault("tl", "import triton.language as tl")
+                return
+            if value is None or isinstance(value, (bool, int, float)) or type(value) is str:
                 source = f"{ast.unparse(node.targets[0])} = {value!r}  # {ast.unparse(node.value)}, at extraction\n"
                 node = ast.parse(source).body[0]
         if isinstance(node, ast.Assign) and calls_stub(node.value, self.stubs_values):
@@ -367,7 +374,7 @@ class ClosureBuilder:
             source = re.sub(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b", "None", source)
             node = ast.parse(source).body[0]
         cached = [d for d in getattr(node, "decorator_list", []) if re.fullmatch(
-            r"(functools\.)?(lru_cache|cache)(\(.*\))?", ast.unparse(d), re.S)]
+            r"([\w.]*\.)?\w*cache[d]?(\(.*\))?", ast.unparse(d), re.S)]  # lru_cache, the target's tensor_cache
         if isinstance(node, ast.FunctionDef) and cached:  # memoisation only saves time; the evaluator wants no state
             node.decorator_list = [d for d in node.decorator_list if d not in cached]
             source = ast.unparse(node) + "\n"

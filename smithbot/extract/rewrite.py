@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import math
 import re
 from typing import Any
 
@@ -181,12 +182,17 @@ class NotConstant(Exception):
     pass
 
 
+class Ref(str):
+    """A helper's result that is an imported function: ``get_tl_exp()`` -> ``triton.language.math.exp``."""
+
+
 class Constants:
     """The value of a module-level expression made only of literals, stubbed helpers, module constants and calls of
     plain helpers whose bodies are ifs and returns over the same: ``get_moe_padding_size(False)`` -> 0. Anything
     else is not a constant (no target code runs here)."""
 
     _CALLS = {"bool": bool, "int": int, "float": float, "str": str, "min": min, "max": max, "abs": abs}
+    _MATH = {"log", "log2", "log10", "sqrt", "exp", "ceil", "floor", "gcd"}
 
     def __init__(self, builder: Any, mod: Any) -> None:
         self.builder, self.mod, self.stubs, self.depth = builder, mod, builder.stubs_values, 0
@@ -220,6 +226,10 @@ class Constants:
     def _value(self, e: ast.expr, local: dict[str, Any]) -> Any:
         if isinstance(e, ast.Constant):
             return e.value
+        if isinstance(e, ast.Attribute) and ast.unparse(e) == "triton.__version__":
+            import triton
+
+            return triton.__version__  # as the target compares it, against the triton installed here
         if isinstance(e, ast.Name):
             if e.id in local:
                 return local[e.id]
@@ -251,6 +261,11 @@ class Constants:
                                                [ast.Name(f"_{i + 1}", ast.Load()) for i in range(len(e.ops))])
             return eval(compile(ast.fix_missing_locations(ast.Expression(shape)), "<constant>", "eval"),
                         {"__builtins__": {}}, names)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and ast.unparse(e.func.value) == "math" \
+                and e.func.attr in self._MATH and not e.keywords:  # LOG2 = math.log(2)
+            return getattr(math, e.func.attr)(*[self.value(a, local) for a in e.args])
+        if isinstance(e, ast.Attribute) and ast.unparse(e) in ("math.pi", "math.e", "math.inf"):
+            return getattr(math, e.attr)
         if isinstance(e, ast.Call) and ast.unparse(e.func) in ("os.getenv", "os.environ.get") and len(e.args) == 2:
             return self.value(e.args[1], local)  # an environment read: its default, as the task pins it
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and not e.keywords:
@@ -278,6 +293,12 @@ class Constants:
                 done, v = self._block(branch, local)
                 if done:
                     return v
+            elif isinstance(stmt, ast.Try):  # `try: from triton... import tanh`: the import this triton has
+                done, v = self._block(stmt.body, local)
+                if done:
+                    return v
+            elif isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+                local.update({a.asname or a.name: Ref(f"{stmt.module}.{a.name}") for a in stmt.names})
             elif not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):  # a docstring
                 raise NotConstant
         raise NotConstant
@@ -312,6 +333,38 @@ def fold_versions(expr: ast.expr, parse: set[str]) -> ast.expr:
             return self.generic_visit(node)
 
     return Fold().visit(expr)
+
+
+def version_test(test: ast.expr) -> bool | None:
+    """Whether a module-level ``if`` on the installed triton's version holds here (``version.parse(
+    triton.__version__) <= version.parse("2.2.0")``, ``triton.__version__ >= "3.0.0"``); None for any other test."""
+    import triton
+
+    if "__version__" not in ast.unparse(test):
+        return None
+
+    class Fold(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if re.search(r"(parse|Version)$", ast.unparse(node.func)) and len(node.args) == 1 \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                return ast.Constant(_release(node.args[0].value))
+            return node
+
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            if ast.unparse(node) == "triton.__version__":
+                return ast.Constant(triton.__version__)
+            return self.generic_visit(node)
+
+    folded = Fold().visit(copy.deepcopy(test))
+    if not all(isinstance(n, (ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.cmpop, ast.boolop, ast.unaryop,
+                              ast.Tuple, ast.Load)) for n in ast.walk(folded)):
+        return None
+    try:
+        return bool(eval(compile(ast.fix_missing_locations(ast.Expression(folded)), "<version>", "eval"),
+                         {"__builtins__": {}}))
+    except TypeError:  # a tuple against a string: not a comparison this reads
+        return None
 
 
 def without_lazy_globals(fn: ast.FunctionDef) -> ast.FunctionDef:

@@ -3,6 +3,7 @@ constants computed at import time by runtime helpers, environment reads, and sta
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from evaluator.guard import check
@@ -245,3 +246,58 @@ def test_a_helper_off_the_path_that_a_task_cannot_have_becomes_a_stub_that_says_
     b = ClosureBuilder(tmp_path, {"pkg.direct": "pkg/direct.py"}, "pkg", {}, ())
     b.add("pkg.direct", "launch")
     assert b.c.blockers == ["import of fastext.fused_quant (fused_quant)"]  # the launcher's own need still blocks
+
+
+UTILS = '''import math
+
+import triton
+import triton.language as tl
+from packaging import version
+
+
+def get_tl_exp():
+    if is_npu():
+        from triton.language.math import exp as tl_exp
+    elif triton.__version__ >= "3.0.0":
+        from triton.language.extra.cuda.libdevice import fast_expf as tl_exp
+    else:
+        from triton.language.math import fast_expf as tl_exp
+    return tl_exp
+
+
+exp = get_tl_exp()
+LOG2 = math.log(2)
+
+if version.parse(triton.__version__) <= version.parse("2.2.0"):
+
+    def meta():
+        from triton.runtime.jit import get_cuda_stream
+        return get_cuda_stream(0)
+else:
+
+    def meta():
+        return 1
+
+
+@triton.jit
+def _k(X):
+    tl.store(X, exp(tl.load(X)) * LOG2)
+
+
+def launch(x):
+    _k[(1,)](x)
+    return meta()
+'''
+
+
+def test_import_time_choices_by_triton_version_are_made_for_the_installed_triton(tmp_path: Path) -> None:
+    """``exp = get_tl_exp()`` picks a tl function by version: an alias of it. ``math.log(2)`` is a number. Of a
+    module-level ``if`` on the version, the branch this triton takes is the one extracted."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "utils.py").write_text(UTILS)
+    b = ClosureBuilder(tmp_path, {"pkg.utils": "pkg/utils.py"}, "pkg", {"is_npu": False}, ())
+    b.add("pkg.utils", "launch")
+    assert b.c.blockers == []
+    defs = {d.name: d.source for d in b.render_definitions()}
+    assert "tl.extra.cuda.libdevice.fast_expf(tl.load(X))" in defs["_k"] and "exp" not in defs
+    assert defs["LOG2"].startswith(f"LOG2 = {math.log(2)!r}") and defs["meta"].strip().endswith("return 1")
