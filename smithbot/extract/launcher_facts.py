@@ -249,11 +249,17 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
                             facts.union(("name", e.id), src)
                 continue
             p = facts.shape_of(val)
-            if p and isinstance(tgt, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in tgt.elts):
+            strides = isinstance(val, ast.Call) and isinstance(val.func, ast.Attribute) and val.func.attr == "stride" \
+                and not val.args and isinstance(val.func.value, ast.Name) and val.func.value.id in facts.params
+            if (p or strides) and isinstance(tgt, (ast.Tuple, ast.List)) and not any(
+                    isinstance(e, ast.Starred) for e in tgt.elts):
+                if strides:  # s0, s1, _ = p.stride(): p has as many axes, whose sizes this does not say
+                    p = val.func.value.id  # type: ignore[attr-defined]
+                    facts.tensor.add(p)
                 facts.rank[p] = len(tgt.elts)
                 facts.exact.add(p)
                 for i, e in enumerate(tgt.elts):
-                    if isinstance(e, ast.Name) and e.id != "_":
+                    if isinstance(e, ast.Name) and e.id != "_" and not strides:
                         facts.union(("name", e.id), ("ax", p, i))
             elif isinstance(tgt, ast.Name):
                 ax = facts.axis(val)
@@ -277,6 +283,14 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
             continue
         if all(isinstance(o, ast.Eq) for o in node.ops):
             items = [node.left, *node.comparators]
+            pow2 = [e.args[0] for e in items if isinstance(e, ast.Call) and ast.unparse(e.func).endswith(
+                "next_power_of_2") and len(e.args) == 1]
+            if len(items) == 2 and pow2 and ast.unparse(pow2[0]) in map(ast.unparse, items):
+                key = facts.axis(pow2[0])  # assert d == triton.next_power_of_2(d): d is a power of two
+                if key is not None:
+                    facts.find(key)
+                    facts.pow2.append(key)
+                continue
             if isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Mod) and len(items) == 2 \
                     and facts._int(items[1]) == 0:  # `assert n % BLOCK == 0`: n is a multiple of BLOCK
                 facts.multiples.append((node.left.left, node.left.right))

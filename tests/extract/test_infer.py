@@ -620,3 +620,14 @@ def test_a_default_that_is_no_literal_is_left_to_the_launcher(tmp_path: Path) ->
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     args = mod.make_inputs({"dtype": torch.float32, "tokens": 5}, torch.Generator().manual_seed(0))
     assert set(args) == {"q", "scale"}  # quant_policy is not passed: attn(**args) takes its own default
+
+
+def test_strides_unpacked_give_a_rank_and_a_power_of_two_insisted_on() -> None:
+    fn = _fn('''
+def gate(masks, d, x):
+    stride_k, stride_s, _ = masks.stride()
+    assert d == triton.next_power_of_2(d)
+    assert x.shape[-1] == d
+''')
+    got = infer(fn, ["masks", "d", "x"], {})
+    assert len(got["masks"]["shape"]) == 3 and got["d"] == "pow2(head_dim)" == got["x"]["shape"][-1]  # d: head_dim
