@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+OUT_OF_BOUNDS = "outside every tensor it was given"  # in each message, which the worker reports as a crash
 # (sorted storage starts, ends, argument names, kernel name) of the launch in progress; None outside launches.
 _bounds: tuple[np.ndarray, np.ndarray, list[str], str] | None = None
 
@@ -59,7 +60,7 @@ def _check(ptrs: Any, mask: Any, what: str) -> None:
         return
     bad, j = int(addr[~ok][0]), max(int(i[~ok][0]), 0)
     start, end = int(starts[j]), int(ends[j])
-    raise IndexError(f"kernel {kernel} {what} {int((~ok).sum())} element(s) outside every tensor it was given "
+    raise IndexError(f"kernel {kernel} {what} {int((~ok).sum())} element(s) {OUT_OF_BOUNDS} "
                      f"(the first: element {(bad - start) // int(size)} of '{names[j]}', whose storage holds "
                      f"{(end - start) // int(size)})")
 

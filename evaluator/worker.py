@@ -60,6 +60,8 @@ def _classify(exc: BaseException) -> tuple[str, bool]:
         return "oom", False
     if "CUDA error" in text or "illegal memory access" in text or "device-side assert" in text:
         return "crash", True
+    if bounds.OUT_OF_BOUNDS in text:  # the interpreter's illegal memory access, caught before it happens
+        return "crash", False
     module = type(exc).__module__ or ""
     if module.startswith("triton") and ("Compil" in type(exc).__name__ or "compiler" in module):
         return "compile_error", False
