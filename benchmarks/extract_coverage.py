@@ -41,6 +41,14 @@ def _reasons(rows: list[dict], failed: str) -> None:
         print(f"  {count:4d}  {why}")
 
 
+BACKEND_DIRS = {"ascend", "npu", "hip", "rocm", "amd", "musa", "xpu", "mlu", "maca", "camb", "dlinfer"}
+
+
+def other_backend(path: str) -> bool:
+    """A kernel file under a directory named for another accelerator (DLBlas's ``kernels/ascend/``)."""
+    return bool(BACKEND_DIRS & set(path.split("/")[:-1]))
+
+
 def extract(specs: list[str], keep: Path, jobs: int | None, timeout_s: float) -> None:
     from smithbot import api
 
@@ -56,6 +64,10 @@ def extract(specs: list[str], keep: Path, jobs: int | None, timeout_s: float) ->
         n, ext, ok = len(rows), sum(r.extracted for r in rows), sum(r.checked for r in rows)
         print(f"{name}: {n} launched kernels, {ext} extracted ({ext / max(n, 1):.0%}), {ok} passed the interpreter "
               f"self-check ({ok / max(n, 1):.0%}) in {time.perf_counter() - t0:.0f} s")
+        other = [r for r in data if other_backend(r["path"])]
+        if other:  # reported beside the totals, never instead of them
+            print(f"  of them under another backend's directory (never launched on NVIDIA): {len(other)}, "
+                  f"{sum(r['extracted'] for r in other)} extracted, {sum(r['interpreter'] for r in other)} passed")
         _reasons([{**r, "ok": r["interpreter"]} for r in data if not r["extracted"]], "ok")
         print("  -- extracted, not passed:")
         _reasons([r for r in data if r["extracted"]], "interpreter")
