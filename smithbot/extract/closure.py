@@ -40,6 +40,7 @@ STDLIB = ("math", "typing", "functools", "enum", "dataclasses", "collections", "
           "operator", "contextlib", "warnings")
 ALLOWED_ROOTS = {"torch", "triton", *(m.split(".")[0] for m in STDLIB)}
 _BUILTINS = set(dir(builtins))
+HELPER_DEFINITIONS = 150  # more than this in one helper's closure, and the helper becomes a stub
 
 
 class ExtractError(Exception):
@@ -209,6 +210,9 @@ class ClosureBuilder:
         self._bound: dict[str, tuple[str, str]] = {}  # task name -> (module, name) it stands for
         self._following: set[tuple[str, str]] = set()  # re-exports being followed
         self._depth = 0  # 0 while adding the launcher itself, more for what it needs
+        self._needs: dict[tuple[str, str], str] = {}  # helpers made stubs, and why: kept across rollbacks
+        self._takes = 0  # definitions taken so far, and where each helper being added started counting
+        self._starts: list[int] = []
 
     def _locate(self, name: str) -> str | None:
         """The file of a module the scan did not parse: tried under each source prefix the parsed modules show."""
@@ -321,19 +325,27 @@ class ClosureBuilder:
             else None
         if state and self._depth:  # `_CACHE = OrderedDict()`: a helper that keeps it is stubbed, if one can be
             self.c.blockers.append(f"{name} is module-level state ({state})")
-        self._depth += 1
-        saved = self._save()
-        try:
-            self._take(mod, name, name, source, node)
-        finally:
-            self._depth -= 1
-        if self._depth and len(self.c.blockers) > saved[0] and isinstance(node, ast.FunctionDef) \
-                and not is_kernel(node):
-            # a helper that needs what a task cannot have (an extension, a package outside torch and triton): in
-            # the task it raises and names that need, so a launcher that calls it only on other inputs (an fp8
-            # path, a ROCm path) still extracts, and the self-check shows whether its inputs reach it
-            need = self.c.blockers[saved[0]]
-            self._restore(saved)
+        helper = self._depth > 0 and isinstance(node, ast.FunctionDef) and not is_kernel(node)
+        need = self._needs.get(key) if helper else None
+        if need is None:
+            self._depth += 1
+            saved = self._save() if helper else None
+            if helper:
+                self._starts.append(self._takes)
+            try:
+                self._take(mod, name, name, source, node)
+            finally:
+                self._depth -= 1
+                if helper:
+                    self._starts.pop()
+            if saved is not None and len(self.c.blockers) > saved[0]:
+                # a helper that needs what a task cannot have (an extension, module-level state, code the guard
+                # rejects): in the task it raises and names that need, so a launcher that calls it only on other
+                # inputs (an fp8 path, a ROCm path) still extracts, and the self-check shows whether its inputs
+                # reach it. Remembered, so that other helpers needing it do not explore it again.
+                need = self._needs[key] = self.c.blockers[saved[0]]
+                self._restore(saved)
+        if need is not None:
             self._done.add(key)
             self._bound[name] = key
             self.c.stubs[name] = (f"def {name}(*args, **kwargs):  # the target's {module}.{name}\n"
@@ -363,6 +375,11 @@ class ClosureBuilder:
 
     def _take(self, mod: _Module, name: str, qualname: str, source: str, node: ast.stmt) -> ast.stmt:
         """Append the definition ``source`` (``node`` parsed) and resolve everything it needs; return its final node."""
+        self._takes += 1
+        if self._starts and self._takes - self._starts[0] > HELPER_DEFINITIONS:
+            # a helper whose closure runs into the serving stack (configs, schedulers, loggers): not kernel code
+            self.c.blockers.append(f"it needs more than {HELPER_DEFINITIONS} definitions")
+            return node
         if isinstance(node, ast.FunctionDef) and any(name in source for name in self.stubs_values):
             # (only a definition that names a stub can have a branch the stub decides: the others skip the libcst pass)
             source = cst.parse_module(source).visit(Pruner(self.stubs_values)).code
