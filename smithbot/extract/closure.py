@@ -41,6 +41,7 @@ STDLIB = ("math", "typing", "functools", "enum", "dataclasses", "collections", "
 ALLOWED_ROOTS = {"torch", "triton", *(m.split(".")[0] for m in STDLIB)}
 _BUILTINS = set(dir(builtins))
 HELPER_DEFINITIONS = 150  # more than this in one helper's closure, and the helper becomes a stub
+TOO_MANY = f"it needs more than {HELPER_DEFINITIONS} definitions"
 
 
 class ExtractError(Exception):
@@ -338,7 +339,9 @@ class ClosureBuilder:
                 self._depth -= 1
                 if helper:
                     self._starts.pop()
-            if saved is not None and len(self.c.blockers) > saved[0]:
+            over = saved is not None and self.c.blockers[saved[0]:saved[0] + 1] == [TOO_MANY]
+            if saved is not None and len(self.c.blockers) > saved[0] and not (over and self._starts):
+                # (a helper over the budget is given up as a whole, by the outermost helper that started it)
                 # a helper that needs what a task cannot have (an extension, module-level state, code the guard
                 # rejects): in the task it raises and names that need, so a launcher that calls it only on other
                 # inputs (an fp8 path, a ROCm path) still extracts, and the self-check shows whether its inputs
@@ -378,7 +381,7 @@ class ClosureBuilder:
         self._takes += 1
         if self._starts and self._takes - self._starts[0] > HELPER_DEFINITIONS:
             # a helper whose closure runs into the serving stack (configs, schedulers, loggers): not kernel code
-            self.c.blockers.append(f"it needs more than {HELPER_DEFINITIONS} definitions")
+            self.c.blockers.append(TOO_MANY)
             return node
         if isinstance(node, ast.FunctionDef) and any(name in source for name in self.stubs_values):
             # (only a definition that names a stub can have a branch the stub decides: the others skip the libcst pass)

@@ -301,3 +301,18 @@ def test_import_time_choices_by_triton_version_are_made_for_the_installed_triton
     defs = {d.name: d.source for d in b.render_definitions()}
     assert "tl.extra.cuda.libdevice.fast_expf(tl.load(X))" in defs["_k"] and "exp" not in defs
     assert defs["LOG2"].startswith(f"LOG2 = {math.log(2)!r}") and defs["meta"].strip().endswith("return 1")
+
+
+def test_a_helper_whose_closure_runs_into_the_serving_stack_becomes_a_stub(tmp_path: Path) -> None:
+    from smithbot.extract.closure import HELPER_DEFINITIONS
+
+    chain = "".join(f"def h{i}(x):\n    return h{i + 1}(x)\n\n\n" for i in range(HELPER_DEFINITIONS + 10))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "deep.py").write_text(
+        chain + f"def h{HELPER_DEFINITIONS + 10}(x):\n    return x\n\n\n"
+        "def small(x):\n    return x + 1\n\n\ndef launch(x, debug=False):\n    return h0(x) if debug else small(x)\n")
+    b = ClosureBuilder(tmp_path, {"pkg.deep": "pkg/deep.py"}, "pkg", {}, ())
+    b.add("pkg.deep", "launch")
+    assert b.c.blockers == [] and "small" in {d.name for d in b.c.definitions}
+    assert f"needs more than {HELPER_DEFINITIONS} definitions" in b.c.stubs["h0"]
+    assert len(b.c.definitions) < 5  # the chain was given up, not copied
