@@ -183,6 +183,7 @@ class Evaluator:
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         self._workers = [WorkerProcess(self.backend, (i % gpus) if gpus else None) for i in range(n)]
         self._prepared: set[int] = set()
+        self.kernels: tuple[str, ...] = ()  # filled by prepare()
         for w in self._workers:
             self._idle.put(w)
         self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="evaluator")
@@ -213,6 +214,7 @@ class Evaluator:
         if ans["status"] != "ok":
             raise TaskError(ans.get("detail", "preparing the task failed").splitlines()[0])
         self._prepared.add(id(w))
+        self.kernels = tuple(ans.get("kernels", ()))  # the Triton kernels the baseline launched on the cases
         return list(ans.get("warnings", []))
 
     @property
@@ -257,6 +259,7 @@ class Evaluator:
             if w.proc is None:  # killed or died: the replacement must prepare the task again
                 self._prepared.discard(id(w))
             common = {"task_warnings": tuple(ans.get("warnings", warnings)), "env": ans.get("env", {}),
+                      "baseline_kernels": tuple(ans.get("kernels", ())),
                       "elapsed_s": {**ans.get("elapsed_s", {}), "total": time.perf_counter() - t0},
                       "log_tail": ans.get("log", "")[-3000:]}
             status = ans["status"]

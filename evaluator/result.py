@@ -35,6 +35,7 @@ class EvalResult:
     cases: tuple[dict[str, Any], ...] = ()
     flags: tuple[str, ...] = ()
     task_warnings: tuple[str, ...] = ()
+    baseline_kernels: tuple[str, ...] = ()  # the Triton kernels the baseline launched on the cases
     timing_method: str = ""
     elapsed_s: dict[str, float] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
@@ -55,12 +56,13 @@ class EvalResult:
         d["cases"] = list(self.cases)
         d["flags"] = list(self.flags)
         d["task_warnings"] = list(self.task_warnings)
+        d["baseline_kernels"] = list(self.baseline_kernels)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalResult:
         d = dict(d)
         d["speedup_ci"] = tuple(d["speedup_ci"]) if d.get("speedup_ci") else None
-        for k in ("cases", "flags", "task_warnings"):
+        for k in ("cases", "flags", "task_warnings", "baseline_kernels"):
             d[k] = tuple(d.get(k) or ())
         return cls(**d)

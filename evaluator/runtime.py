@@ -63,6 +63,7 @@ class LaunchCounter:
     interpreter it also passes a list grid (``k[[n]](...)``, which the GPU launcher accepts) as a tuple."""
 
     count = 0
+    names: set[str] = set()  # the kernels launched, by name
     _installed = False
 
     @classmethod
@@ -85,6 +86,7 @@ class LaunchCounter:
                     **kwargs: Any) -> Any:
                 if not kwargs.get("warmup", False):
                     LaunchCounter.count += 1
+                    LaunchCounter.names.add(getattr(getattr(self, "fn", None), "__name__", "?"))
                 grid = kwargs.get("grid")
                 if _host and grid is not None:  # the GPU launcher takes a list grid, the interpreter only a tuple
                     kwargs["grid"] = (lambda meta, g=grid: tuple(g(meta))) if callable(grid) else tuple(grid)

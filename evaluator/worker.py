@@ -36,9 +36,11 @@ class _Prepared:
         self.cases = task.cases_for(backend)
         self.harness = load_module(task.harness_path, "harness", self.interpreter)
         self.base = getattr(load_module(task.kernel_path, "baseline", self.interpreter), task.entry)
+        LaunchCounter.names.clear()
         for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
             args = correctness.make_args(self.harness, case, correctness.seed_for(i, 0), self.device)
             self.base(**args)
+        self.kernels = sorted(LaunchCounter.names)  # the Triton kernels the baseline launches on these cases
         self.errors, self.warnings = correctness.validate_task(task, self.base, self.harness, self.cases, self.device)
 
     def select(self, names: list[str] | None) -> tuple[Case, ...]:
@@ -117,7 +119,7 @@ class Worker:
         if prep.errors:
             return {"status": "task_error", "detail": prep.errors[0], "warnings": prep.warnings}
         if req["op"] == "prepare":
-            return {"status": "ok", "warnings": prep.warnings, "env": self.env}
+            return {"status": "ok", "warnings": prep.warnings, "env": self.env, "kernels": prep.kernels}
         return self.evaluate(prep, req)
 
     def evaluate(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +127,8 @@ class Worker:
             cases = prep.select(req.get("cases"))
         except TaskError as exc:
             return {"status": "task_error", "detail": str(exc)}
-        out: dict[str, Any] = {"warnings": prep.warnings, "env": self.env, "elapsed_s": {}, "stage": "compile"}
+        out: dict[str, Any] = {"warnings": prep.warnings, "env": self.env, "elapsed_s": {}, "stage": "compile",
+                               "kernels": prep.kernels}
         t0 = time.perf_counter()
         try:
             cand = getattr(load_module(req["candidate"], "candidate", prep.interpreter), prep.task.entry)

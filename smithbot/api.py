@@ -201,8 +201,11 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     todo = [i for i, r in enumerate(rows) if r.out is not None and check]
     finished = 0
 
+    launched: dict[Path, tuple[str, ...]] = {}  # task -> the kernels its baseline launched in its self-check
+
     def check_one(task_dir: Path) -> tuple[bool, str]:
-        return self_check(task_dir, timeout_s)
+        ok, why, launched[task_dir] = self_check(task_dir, timeout_s)
+        return ok, why
 
     def checked(i: int) -> None:
         nonlocal finished
@@ -221,9 +224,14 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
 
     with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
         list(pool.map(checked, todo))
-    for i, site in enumerate(sites):  # kernels that share a launcher share its outcome
-        if owner[i] != i:
-            first = rows[owner[i]]
+    firsts = {o: rows[o] for o in set(owner)}
+    for i, site in enumerate(sites):  # kernels that share a launcher share its task, and its outcome if it ran them
+        first = firsts[owner[i]]
+        ran = launched.get(first.out) if first.out is not None else None
+        if first.checked and ran and site.name not in ran:
+            rows[i] = Coverage(site.name, site.path, True, False, f"its task's inputs never launch it (they launch "
+                               f"{', '.join(ran)})", first.out)
+        elif owner[i] != i:
             rows[i] = Coverage(site.name, site.path, first.extracted, first.checked, first.why, first.out)
     return rows
 

@@ -178,34 +178,36 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     return out
 
 
-def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str]:
+def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tuple[str, ...]]:
     """The baseline must run on its inputs and agree with itself over two runs: under the interpreter, and on the
     GPU's named cases when there is a GPU. The GPU's larger cases catch inputs that only look valid when small (an
     index past the end of a bigger table) and races the interpreter cannot show. With a GPU, the GPU decides; an
-    interpreter failure is then only reported (some triton releases' interpreters fail where their GPU backend runs)."""
+    interpreter failure is then only reported (some triton releases' interpreters fail where their GPU backend runs).
+    Also returns the Triton kernels the baseline launched there: a launcher's other kernels are not checked."""
     import torch
 
     from evaluator import Evaluator, TaskError
 
-    def run(backend: str) -> str | None:
+    def run(backend: str) -> tuple[str | None, tuple[str, ...]]:
         try:
             with Evaluator(task_dir, backend=backend, timeout_s=timeout_s, prepare_timeout_s=timeout_s, rounds=3) as ev:
                 ev.prepare()
                 r = ev.submit(task_dir / "kernel.py").result()
         except TaskError as exc:
-            return str(exc)
+            return str(exc), ()
         # timing is not the point: the interpreter's wall clock can even "promote" a copy of itself
-        return None if r.correct else r.why
+        return (None if r.correct else r.why), r.baseline_kernels
 
     has_gpu = torch.cuda.is_available()
     if has_gpu:
-        gpu = run("cuda")
+        gpu, kernels = run("cuda")
         if gpu is not None:
-            return False, f"on the GPU: {gpu}"
-    interp = run("interpreter")
+            return False, f"on the GPU: {gpu}", kernels
+    interp, launched = run("interpreter")
     if interp is None:
         where = "on the GPU and under the interpreter" if has_gpu else "under the interpreter"
-        return True, f"baseline runs {where} and agrees with itself"
+        return True, f"baseline runs {where} and agrees with itself", kernels if has_gpu else launched
     if has_gpu:
-        return True, f"baseline runs on the GPU and agrees with itself (the interpreter failed: {interp[:200]})"
-    return False, interp
+        return (True, f"baseline runs on the GPU and agrees with itself (the interpreter failed: {interp[:200]})",
+                kernels)
+    return False, interp, launched

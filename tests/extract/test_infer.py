@@ -631,3 +631,47 @@ def gate(masks, d, x):
 ''')
     got = infer(fn, ["masks", "d", "x"], {})
     assert len(got["masks"]["shape"]) == 3 and got["d"] == "pow2(head_dim)" == got["x"]["shape"][-1]  # d: head_dim
+
+
+BRANCHES = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _silu_kernel(X, Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n).to(tl.float32)
+    tl.store(Out + offs, (x * tl.sigmoid(x)).to(Out.dtype.element_ty), mask=offs < n)
+
+
+@triton.jit
+def _gelu_kernel(X, Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n).to(tl.float32)
+    tl.store(Out + offs, (0.5 * x * (1 + tl.erf(x * 0.7071))).to(Out.dtype.element_ty), mask=offs < n)
+
+
+def act(x: torch.Tensor, use_gelu: bool = False) -> torch.Tensor:
+    out = torch.empty_like(x)
+    n = x.numel()
+    if use_gelu:
+        _gelu_kernel[(triton.cdiv(n, 256),)](x, out, n, BLOCK=256)
+    else:
+        _silu_kernel[(triton.cdiv(n, 256),)](x, out, n, BLOCK=256)
+    return out
+'''
+
+
+def test_a_kernel_its_launchers_task_never_launches_is_not_checked(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both kernels share act()'s task, but its inputs (use_gelu=False) only launch _silu_kernel: _gelu_kernel is
+    extracted, not checked, and says so."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/act.py": BRANCHES})
+    rows = {r.kernel: r for r in api.extract(str(repo), None, out=tmp_path / "tasks", source=str(repo),
+                                             all_kernels=True, check=True)}
+    assert rows["_silu_kernel"].checked, rows["_silu_kernel"].why
+    gelu = rows["_gelu_kernel"]
+    assert gelu.extracted and not gelu.checked and gelu.out == rows["_silu_kernel"].out
+    assert gelu.why == "its task's inputs never launch it (they launch _silu_kernel)"
