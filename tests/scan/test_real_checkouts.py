@@ -53,7 +53,7 @@ def test_scan_finds_every_grepped_kernel(target: str, var: str, tmp_path: Path, 
 
 # Regression floors for the extracted share of launched kernels, a little under what benchmarks/RESULTS.md records for
 # the checkouts named there (the ≥ 90% goal is not met yet; these stop it from sliding back).
-EXTRACTED_FLOOR = {"sglang": 0.66, "lmdeploy": 0.75, "engram": 0.7}
+EXTRACTED_FLOOR = {"sglang": 0.7, "lmdeploy": 0.85, "engram": 0.7}
 
 
 @pytest.mark.parametrize("target, var", CHECKOUTS)
