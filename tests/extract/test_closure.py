@@ -9,6 +9,12 @@ from pathlib import Path
 from evaluator.guard import check
 from smithbot.extract.closure import ClosureBuilder
 
+def _source(b: ClosureBuilder) -> str:
+    """The closure as a task's kernel.py lays it out: imports, stubs, then the definitions."""
+    return "\n".join(sorted(b.c.imports.values())) + "\n\n" + "".join(b.c.stubs.values()) + "\n\n".join(
+        d.source for d in b.render_definitions())
+
+
 COMMON = '''from typing import overload
 
 
@@ -77,8 +83,7 @@ def test_star_reexports_local_imports_overloads_and_stubbed_constants(tmp_path: 
     assert defs["_STEP"].source == '_STEP = int("1")\n'  # environment reads pinned to their defaults
     assert defs["_SIZES"].source == "_SIZES = (8, 16)\n"  # a constant list becomes a tuple: no state to grow
     assert "os." not in defs["launch"].source and "import os" not in b.c.imports.values()
-    src = "\n".join(sorted(b.c.imports.values())) + "\n\n" + "\n\n".join(
-        d.source for d in b.render_definitions())
+    src = _source(b)
     ns: dict = {}
     exec(compile(src, "task", "exec"), ns)
     assert ns["launch"](10) == 2 * 3 + 100 + 1 + 1 + 2 + 16
@@ -128,8 +133,7 @@ def test_an_optional_import_takes_the_targets_own_fallback(tmp_path: Path) -> No
     b = ClosureBuilder(tmp_path, {"pkg.rot": "pkg/rot.py"}, "pkg", {}, ())
     b.add("pkg.rot", "launch")
     assert b.c.blockers == []
-    src = "\n".join(sorted(b.c.imports.values())) + "\n\n" + "".join(b.c.stubs.values()) + "\n".join(
-        d.source for d in b.render_definitions())
+    src = _source(b)
     ns: dict = {}
     exec(compile(src, "task", "exec"), ns)
     import torch
@@ -152,8 +156,7 @@ def test_a_version_check_compares_release_numbers_without_packaging(tmp_path: Pa
     b = ClosureBuilder(tmp_path, {"pkg.attn": "pkg/attn.py"}, "pkg", {}, ())
     b.add("pkg.attn", "launch")
     assert b.c.blockers == []
-    src = "\n".join(sorted(b.c.imports.values())) + "\n\n" + "".join(b.c.stubs.values()) + "\n".join(
-        d.source for d in b.render_definitions())
+    src = _source(b)
     ns: dict = {}
     exec(compile(src, "task", "exec"), ns)
     import triton
@@ -228,7 +231,7 @@ def test_a_helper_off_the_path_that_a_task_cannot_have_becomes_a_stub_that_says_
     defs = {d.name: d.source for d in b.render_definitions()}
     assert defs["PADDING"].startswith("PADDING = 64  #") and "lru_cache" not in defs["pick_block"]
     assert {"quant", "cached_quant", "set_allocator", "logger"} <= set(b.c.stubs) and "_CACHE" not in defs
-    src = "\n".join(sorted(b.c.imports.values())) + "\n\n" + "".join(b.c.stubs.values()) + "\n".join(defs.values())
+    src = _source(b)
     evolved = f"# EVOLVE-BLOCK-START\n{src}\n# EVOLVE-BLOCK-END\n"
     assert check(evolved, evolved, "launch").ok, check(evolved, evolved, "launch")
     ns: dict = {}
