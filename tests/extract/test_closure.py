@@ -9,6 +9,15 @@ from pathlib import Path
 from evaluator.guard import check
 from smithbot.extract.closure import ClosureBuilder
 
+def _closure(tmp_path: Path, module: str, source: str, stubs: dict | None = None) -> ClosureBuilder:
+    """The closure of ``launch`` in ``pkg/{module}.py``, written with ``source``."""
+    (tmp_path / "pkg").mkdir(exist_ok=True)
+    (tmp_path / "pkg" / f"{module}.py").write_text(source)
+    b = ClosureBuilder(tmp_path, {f"pkg.{module}": f"pkg/{module}.py"}, "pkg", stubs or {}, ())
+    b.add(f"pkg.{module}", "launch")
+    return b
+
+
 def _source(b: ClosureBuilder) -> str:
     """The closure as a task's kernel.py lays it out: imports, stubs, then the definitions."""
     return "\n".join(sorted(b.c.imports.values())) + "\n\n" + "".join(b.c.stubs.values()) + "\n\n".join(
@@ -90,15 +99,12 @@ def test_star_reexports_local_imports_overloads_and_stubbed_constants(tmp_path: 
 
 
 def test_a_triton_forks_module_blocks_with_its_name(tmp_path: Path) -> None:
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "npu.py").write_text(
-        "import triton\nfrom triton.language.extra import deeplink as dl\nfrom triton.language.extra import libdevice\n"
-        "\n\ndef launch(x):\n    return dl.compile_hint(x), libdevice.exp, pick_exp()\n"
-        "\n\ndef pick_exp():\n    if triton.__version__ >= '3.0.0':\n"
-        "        from triton.language.extra.cuda.libdevice import fast_expf as tl_exp\n    else:\n"
-        "        from triton.language.math import fast_expf as tl_exp\n    return tl_exp\n")
-    b = ClosureBuilder(tmp_path, {"pkg.npu": "pkg/npu.py"}, "pkg", {}, ())
-    b.add("pkg.npu", "launch")
+    b = _closure(tmp_path, "npu",
+                 "import triton\nfrom triton.language.extra import deeplink as dl\nfrom triton.language.extra import "
+                 "libdevice\n\n\ndef launch(x):\n    return dl.compile_hint(x), libdevice.exp, pick_exp()\n"
+                 "\n\ndef pick_exp():\n    if triton.__version__ >= '3.0.0':\n"
+                 "        from triton.language.extra.cuda.libdevice import fast_expf as tl_exp\n    else:\n"
+                 "        from triton.language.math import fast_expf as tl_exp\n    return tl_exp\n")
     assert b.c.blockers == ["triton.language.extra.deeplink (dl) is not in the installed triton (a fork's or an older "
                             "triton's)"]  # a local import in a branch for an older triton is not a blocker
 
@@ -129,7 +135,6 @@ def test_an_optional_import_takes_the_targets_own_fallback(tmp_path: Path) -> No
         "import torch\n\ntry:\n    from fast_pkg import rotate as _fast_rotate\n\n    HAS_FAST = True\n"
         "except ImportError:\n    HAS_FAST = False\n\n\ndef launch(x):\n    if HAS_FAST:\n"
         "        return _fast_rotate(x)\n    return torch.flip(x, [0])\n")
-    (tmp_path / "pkg" / "hard.py").write_text("from fast_pkg import rotate\n\n\ndef launch(x):\n    return rotate(x)\n")
     b = ClosureBuilder(tmp_path, {"pkg.rot": "pkg/rot.py"}, "pkg", {}, ())
     b.add("pkg.rot", "launch")
     assert b.c.blockers == []
@@ -139,29 +144,27 @@ def test_an_optional_import_takes_the_targets_own_fallback(tmp_path: Path) -> No
     import torch
 
     assert ns["HAS_FAST"] is False and torch.equal(ns["launch"](torch.arange(3)), torch.tensor([2, 1, 0]))
-    b = ClosureBuilder(tmp_path, {"pkg.hard": "pkg/hard.py"}, "pkg", {}, ())
-    b.add("pkg.hard", "launch")
+    b = _closure(tmp_path, "hard", "from fast_pkg import rotate\n\n\ndef launch(x):\n    return rotate(x)\n")
     assert b.c.blockers == ["import of fast_pkg.rotate (rotate)"]
 
 
 def test_a_version_check_compares_release_numbers_without_packaging(tmp_path: Path) -> None:
-    (tmp_path / "pkg").mkdir()
     """Also what surrounds such checks in real launchers: a device probe cached in a global, and a ROCm test."""
-    (tmp_path / "pkg" / "attn.py").write_text(
-        "import torch\nimport triton\nfrom packaging import version\n\n"
-        "TRITON_VERSION = version.parse(triton.__version__)\nVERSION_320 = version.parse('3.2.0')\n_cap = None\n\n\n"
-        "def launch(block):\n    global _cap\n    if _cap is None:\n        _cap = (9, 0)\n"
-        "    if getattr(torch.version, 'hip', None) is not None:\n        return 32\n"
-        "    return 64 if block >= 512 and TRITON_VERSION < VERSION_320 else block + _cap[0]\n")
-    b = ClosureBuilder(tmp_path, {"pkg.attn": "pkg/attn.py"}, "pkg", {}, ())
-    b.add("pkg.attn", "launch")
+    b = _closure(tmp_path, "attn",
+                 "import torch\nimport triton\nfrom packaging import version\n\n"
+                 "TRITON_VERSION = version.parse(triton.__version__)\nVERSION_320 = version.parse('3.2.0')\n"
+                 "_cap = None\n\n\n"
+                 "def launch(block):\n    global _cap\n    if _cap is None:\n        _cap = (9, 0)\n"
+                 "    if getattr(torch.version, 'hip', None) is not None:\n        return 32\n"
+                 "    return 64 if block >= 512 and TRITON_VERSION < VERSION_320 else block + _cap[0]\n")
     assert b.c.blockers == []
     src = _source(b)
     ns: dict = {}
     exec(compile(src, "task", "exec"), ns)
     import triton
 
-    assert ns["VERSION_320"] == (3, 2, 0) and ns["TRITON_VERSION"][:2] == tuple(map(int, triton.__version__.split(".")[:2]))
+    assert ns["VERSION_320"] == (3, 2, 0)
+    assert ns["TRITON_VERSION"][:2] == tuple(map(int, triton.__version__.split(".")[:2]))
     assert ns["launch"](512) == 521  # triton here is newer than 3.2; not ROCm; the probe asked on each call
     evolved = f"# EVOLVE-BLOCK-START\n{src}\n# EVOLVE-BLOCK-END\n"
     assert check(evolved, evolved, "launch").ok  # no module-level call's result, no global: as the guard wants
@@ -223,10 +226,7 @@ def test_a_helper_off_the_path_that_a_task_cannot_have_becomes_a_stub_that_says_
     the helper is replaced by one that raises with the reason; the launcher itself extracts and runs. A module
     constant a plain helper computes at import is computed at extraction, memoisation is dropped, and the logger
     logs nothing."""
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "ops.py").write_text(HELPERS)
-    b = ClosureBuilder(tmp_path, {"pkg.ops": "pkg/ops.py"}, "pkg", {}, ())
-    b.add("pkg.ops", "launch")
+    b = _closure(tmp_path, "ops", HELPERS)
     assert b.c.blockers == []
     defs = {d.name: d.source for d in b.render_definitions()}
     assert defs["PADDING"].startswith("PADDING = 64  #") and "lru_cache" not in defs["pick_block"]
@@ -244,10 +244,8 @@ def test_a_helper_off_the_path_that_a_task_cannot_have_becomes_a_stub_that_says_
         ns["launch"](torch.ones(4), use_fp8=True)
     assert "external extension fastext" in b.c.stubs["quant"] or "import of fastext" in b.c.stubs["quant"]
     assert "_CACHE is module-level state" in b.c.stubs["cached_quant"]
-    (tmp_path / "pkg" / "direct.py").write_text("from fastext import fused_quant\n\n\ndef launch(x):\n"
-                                                "    return fused_quant(x)\n")
-    b = ClosureBuilder(tmp_path, {"pkg.direct": "pkg/direct.py"}, "pkg", {}, ())
-    b.add("pkg.direct", "launch")
+    b = _closure(tmp_path, "direct", "from fastext import fused_quant\n\n\ndef launch(x):\n"
+                                     "    return fused_quant(x)\n")
     assert b.c.blockers == ["import of fastext.fused_quant (fused_quant)"]  # the launcher's own need still blocks
 
 
@@ -296,10 +294,7 @@ def launch(x):
 def test_import_time_choices_by_triton_version_are_made_for_the_installed_triton(tmp_path: Path) -> None:
     """``exp = get_tl_exp()`` picks a tl function by version: an alias of it. ``math.log(2)`` is a number. Of a
     module-level ``if`` on the version, the branch this triton takes is the one extracted."""
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "utils.py").write_text(UTILS)
-    b = ClosureBuilder(tmp_path, {"pkg.utils": "pkg/utils.py"}, "pkg", {"is_npu": False}, ())
-    b.add("pkg.utils", "launch")
+    b = _closure(tmp_path, "utils", UTILS, {"is_npu": False})
     assert b.c.blockers == []
     defs = {d.name: d.source for d in b.render_definitions()}
     assert "tl.extra.cuda.libdevice.fast_expf(tl.load(X))" in defs["_k"] and "exp" not in defs
@@ -310,12 +305,9 @@ def test_a_helper_whose_closure_runs_into_the_serving_stack_becomes_a_stub(tmp_p
     from smithbot.extract.closure import HELPER_DEFINITIONS
 
     chain = "".join(f"def h{i}(x):\n    return h{i + 1}(x)\n\n\n" for i in range(HELPER_DEFINITIONS + 10))
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "deep.py").write_text(
-        chain + f"def h{HELPER_DEFINITIONS + 10}(x):\n    return x\n\n\n"
-        "def small(x):\n    return x + 1\n\n\ndef launch(x, debug=False):\n    return h0(x) if debug else small(x)\n")
-    b = ClosureBuilder(tmp_path, {"pkg.deep": "pkg/deep.py"}, "pkg", {}, ())
-    b.add("pkg.deep", "launch")
+    b = _closure(tmp_path, "deep", chain + f"def h{HELPER_DEFINITIONS + 10}(x):\n    return x\n\n\n"
+                 "def small(x):\n    return x + 1\n\n\ndef launch(x, debug=False):\n"
+                 "    return h0(x) if debug else small(x)\n")
     assert b.c.blockers == [] and "small" in {d.name for d in b.c.definitions}
     assert f"needs more than {HELPER_DEFINITIONS} definitions" in b.c.stubs["h0"]
     assert len(b.c.definitions) < 5  # the chain was given up, not copied
