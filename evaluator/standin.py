@@ -9,7 +9,13 @@ only, so a task runs there as it runs on an H200:
   which the interpreter cannot call, compute with numpy;
 - where the installed triton has removed block pointers (3.9), ``tl.make_block_ptr``, ``tl.advance`` and
   ``tl.load``/``tl.store`` with ``boundary_check`` work as they do in the triton releases the targets run on: a block
-  pointer becomes the block of plain pointers and the mask it stands for.
+  pointer becomes the block of plain pointers and the mask it stands for;
+- a comparison's result stays boolean when it is broadcast (the interpreter filled the block with the compared
+  operands' integer type, and ``tl.load`` then rejects the mask);
+- ``tl.extra.cuda.gdc_wait()`` and ``gdc_launch_dependents()`` (programmatic dependent launch) do nothing, as on a
+  launch without that attribute;
+- the loop variable of ``tl.range`` and of ``range`` in a kernel is a triton scalar, as it is when compiled, not a
+  Python int: kernels write ``i.to(tl.int64)``.
 
 ``torch.cuda.is_available()`` stays False: code that takes a CUDA path on it would allocate on a GPU that is not there.
 """
@@ -195,3 +201,73 @@ def install() -> None:
     torch.cpu.device = lambda device=None: contextlib.nullcontext()  # type: ignore[attr-defined]
     _patch_libdevice()
     _patch_block_pointers()
+    _patch_range()
+    _patch_interpreter_ops()
+
+
+def _patch_range() -> None:
+    """Each launch, after the interpreter maps ``tl.range`` to Python's ``range``, map it and the kernel module's
+    ``range`` to one yielding scalars; the interpreter's restore undoes both after the launch."""
+    from triton import language as tl
+    from triton.runtime import interpreter
+
+    patch_lang = interpreter._patch_lang
+
+    def scalars(arg1: Any, arg2: Any = None, step: Any = None, **options: Any) -> Any:
+        bounds = [b for b in (arg1, arg2, step) if b is not None]
+        wide = any(getattr(b, "dtype", None) in (tl.int64, tl.uint64) for b in bounds)
+        start, end = (0, arg1) if arg2 is None else (arg1, arg2)
+        for i in range(_scalar(start), _scalar(end), 1 if step is None else _scalar(step)):
+            ty = tl.int64 if wide or not -2**31 <= i < 2**31 else tl.int32
+            yield tl.tensor(interpreter.TensorHandle(np.array([i], dtype=np.int64 if ty == tl.int64 else np.int32),
+                                                     ty), ty)
+
+    def patched(fn: Any) -> Any:
+        scope = patch_lang(fn)
+        scope.set_attr(tl, "range", scalars)
+        scope.set_attr(_Namespace(fn.__globals__), "range", scalars)
+        return scope
+
+    interpreter._patch_lang = patched
+
+
+
+class _Namespace:
+    """A module's globals as attributes, so the interpreter's patch scope can set and restore a name in them."""
+
+    def __init__(self, names: dict[str, Any]) -> None:
+        object.__setattr__(self, "_names", names)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._names[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._names[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        del self._names[name]
+
+
+def _patch_interpreter_ops() -> None:
+    from triton.language import core
+    from triton.language.extra import cuda
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    splat = builder.create_splat
+
+    def boolean_splat(self: Any, ret_ty: Any, arg: Any) -> Any:
+        out = splat(self, ret_ty, arg)
+        if np.asarray(arg.data).dtype == np.bool_:
+            out.data = out.data.astype(np.bool_)
+        return out
+
+    builder.create_splat = boolean_splat
+    for name in ("gdc_wait", "gdc_launch_dependents"):
+        if hasattr(cuda, name):
+            nothing = lambda *args, _semantic=None, **kwargs: None  # noqa: E731
+            setattr(nothing, core.TRITON_BUILTIN, True)
+            setattr(cuda, name, nothing)

@@ -27,7 +27,7 @@ import ast
 import re
 from typing import Any
 
-from smithbot.extract.kernel_use import arange_bounds, index_targets, kernel_param_kinds, required_params
+from smithbot.extract.kernel_use import arange_bounds, fp32_params, index_targets, kernel_param_kinds, required_params
 from smithbot.extract.launcher_facts import ARITH, BOOL_NAME, Facts, arithmetic, collect, equate, required_optionals
 from smithbot.extract.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, PER_EXPERT, SCALAR_INTS, SIZE_NAME, ann_kind,
                                     dim_of_name, setting)
@@ -44,7 +44,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                 if a.annotation is not None}
     kinds = {k.name: kernel_param_kinds(k) for k in kernels}  # read once: index_targets needs them too
     facts = Facts(params, {k.name: (kinds[k.name], required_params(k), arange_bounds(k),
-                                     index_targets(k, kinds[k.name])) for k in kernels})
+                                     index_targets(k, kinds[k.name]), fp32_params(k)) for k in kernels})
     facts.values = {p: v for p, v in known.items() if v is None or isinstance(v, bool)}
     facts.values.update({p: False for p in unknown if ann.get(p) == "bool" or re.match(BOOL_NAME, p.lower())})
     collect(fn, facts)

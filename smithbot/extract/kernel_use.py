@@ -111,6 +111,42 @@ def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
             else "pointer" if p in pointer else "unknown" for p in params}  # "unknown": only handed on to a helper
 
 
+FP32_MATH = {"exp", "exp2", "log", "log2", "cos", "sin", "sqrt", "sqrt_rn", "rsqrt", "erf", "floor", "ceil",
+             "div_rn"}  # tl.math functions that reject bf16 and fp16 operands
+SAME_TYPE = {"maximum", "minimum", "where", "abs"}  # keep their operands' type
+
+
+def fp32_params(kernel: ast.FunctionDef) -> set[str]:
+    """Pointer parameters whose loaded values reach a ``tl.exp``-like function uncast (``lse = tl.load(Lse + i)``,
+    ``tl.exp(lse - m)``): those functions accept only fp32 and fp64, so the tensor must hold fp32."""
+    params = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs}
+    raw: dict[str, set[str]] = {}  # name -> the parameters whose loaded values it holds as loaded
+
+    def sources(e: ast.expr) -> set[str]:
+        if isinstance(e, ast.Name):
+            return raw.get(e.id, set())
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+            if e.func.attr == "load" and e.args:
+                return _addends(e.args[0]) & params
+            if e.func.attr in SAME_TYPE:
+                return set().union(*(sources(a) for a in e.args[1 if e.func.attr == "where" else 0:]))
+            return set()  # .to(), tl.cast, reductions, dots: another type, or one not known here
+        if isinstance(e, ast.BinOp):
+            return sources(e.left) | sources(e.right)
+        if isinstance(e, ast.UnaryOp):
+            return sources(e.operand)
+        if isinstance(e, ast.IfExp):
+            return sources(e.body) | sources(e.orelse)
+        return set()
+
+    for _ in range(3):  # to a fixed point over reassignments (p = p - m) in any order
+        for node in ast.walk(kernel):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                raw.setdefault(node.targets[0].id, set()).update(sources(node.value))
+    return {p for n in ast.walk(kernel) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr in FP32_MATH and n.args for p in sources(n.args[0])}
+
+
 def required_params(kernel: ast.FunctionDef) -> list[str]:
     """The parameters a launch must pass: no default, and not set by an autotune config or a heuristic."""
     decorated = {k.value for d in kernel.decorator_list for n in ast.walk(d) if isinstance(n, ast.Dict)

@@ -96,6 +96,26 @@ def _copy_blocks(X, Y, M, N, sxm, sxn, sym, syn, BM: tl.constexpr, BN: tl.conste
         dst = tl.advance(dst, (0, BN))
 
 
+@triton.jit
+def _gather_rows(X, Tok, Y, n, lo, hi, BLOCK: tl.constexpr):
+    tl.extra.cuda.gdc_wait()
+    tok = tl.load(Tok + tl.program_id(0)).to(tl.int64)
+    inside = (tok >= lo) & (tok < hi)  # a scalar comparison, broadcast into a block mask below
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for i in tl.range(0, 2):
+        acc += tl.load(X + (tok - lo) * n + offs, mask=(offs < n) & inside, other=0.0) * (i.to(tl.int64) + 1)
+    for j in range(0, 1):
+        tl.store(Y + (tl.program_id(0) + j.to(tl.int64)) * n + offs, acc, mask=offs < n)
+    tl.extra.cuda.gdc_launch_dependents()
+
+
+rows, tok, out = torch.randn(4, 3), torch.tensor([5, 2, 3, 9]), torch.full((4, 3), float("nan"))
+_gather_rows[(4,)](rows, tok, out, 3, 2, 6, BLOCK=4)  # tokens 2..5 address rows 0..3; 9 is outside
+want = torch.where((tok >= 2)[:, None] & (tok < 6)[:, None], rows[(tok - 2).clamp(0, 3)] * 3, torch.zeros(4, 3))
+assert torch.equal(out, want), (out, want)
+assert tl.range.__name__ == "range" and isinstance(tl.range, type) and "range" not in globals()
+
 a = torch.randn(5, 7)
 b = torch.zeros(7, 5).t()  # strided, and its storage exactly as large as a's
 _copy_blocks[(2,)](a, b, 5, 7, *a.stride(), *b.stride(), BM=4, BN=4)
@@ -118,7 +138,9 @@ except Exception as exc:
 
 
 def test_the_interpreter_stands_in_for_the_gpu_and_checks_bounds(tmp_path) -> None:
-    """libdevice calls, block pointers and torch.cuda queries work under the interpreter, and an access past the end
+    """libdevice calls, block pointers, torch.cuda queries, loop variables used as triton scalars (``i.to(...)``),
+    scalar comparisons broadcast into masks and programmatic-dependent-launch calls work under the interpreter, and
+    an access past the end
     of a tensor is an error naming the kernel and the argument (it would read the heap, or kill the worker with
     SIGSEGV). The block-pointer copy's blocks overhang both tensors, so its boundary checks are exercised too."""
     (tmp_path / "standin.py").write_text(STANDIN_AND_BOUNDS)

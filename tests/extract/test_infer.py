@@ -675,3 +675,26 @@ def test_a_kernel_its_launchers_task_never_launches_is_not_checked(tmp_path: Pat
     gelu = rows["_gelu_kernel"]
     assert gelu.extracted and not gelu.checked and gelu.out == rows["_silu_kernel"].out
     assert gelu.why == "its task's inputs never launch it (they launch _silu_kernel)"
+
+
+def test_a_tensor_whose_values_reach_exp_uncast_holds_fp32() -> None:
+    """``tl.exp`` and its kind accept only fp32 and fp64: a log-sum-exp loaded and handed to them as it is must be
+    fp32, while one cast first (``.to(tl.float32)``) may stay in the cases' dtype."""
+    fn = _fn('''
+def merge(out_a, lse_a, lse_b, scores):
+    _merge[(out_a.shape[0],)](out_a, lse_a, lse_b, scores)
+''')
+    kernel = _fn('''
+@triton.jit
+def _merge(Out, LseA, LseB, Scores):
+    a = tl.load(LseA + tl.program_id(0))
+    b = tl.load(LseB + tl.program_id(0))
+    a = float("-inf") if a == float("inf") else a
+    m = tl.maximum(a, b)
+    w = tl.exp(a - m) + tl.exp(b - m)
+    s = tl.load(Scores + tl.program_id(0)).to(tl.float32)
+    tl.store(Out + tl.program_id(0), w * tl.sqrt(s))
+''')
+    got = infer(fn, ["out_a", "lse_a", "lse_b", "scores"], {}, kernels=(kernel,))
+    assert got["lse_a"]["dtype"] == got["lse_b"]["dtype"] == "fp32"
+    assert "dtype" not in got["scores"] and "dtype" not in got["out_a"]
