@@ -58,11 +58,13 @@ def _check(ptrs: Any, mask: Any, what: str) -> None:
     ok = (i >= 0) & (addr + size <= ends[np.maximum(i, 0)])
     if ok.all():
         return
-    bad, j = int(addr[~ok][0]), max(int(i[~ok][0]), 0)
-    start, end = int(starts[j]), int(ends[j])
-    raise IndexError(f"kernel {kernel} {what} {int((~ok).sum())} element(s) {OUT_OF_BOUNDS} "
-                     f"(the first: element {(bad - start) // int(size)} of '{names[j]}', whose storage holds "
-                     f"{(end - start) // int(size)})")
+    bad, nearest = addr[~ok], np.maximum(i[~ok], 0)
+    j = int(nearest[0])
+    start, end, unit = int(starts[j]), int(ends[j]), int(size)
+    furthest = int(bad[nearest == j].max())
+    raise IndexError(f"kernel {kernel} {what} {len(bad)} element(s) {OUT_OF_BOUNDS} "
+                     f"(the first: element {(int(bad[0]) - start) // unit} of '{names[j]}', whose storage holds "
+                     f"{(end - start) // unit}; the furthest: element {(furthest - start) // unit})")
 
 
 def install() -> None:

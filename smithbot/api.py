@@ -162,6 +162,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
 
     from smithbot.extract.build import NeedsInputs, extract as build, self_check
     from smithbot.extract.closure import ExtractError
+    from smithbot.extract.grow import grow
     from smithbot.extract.llm_inputs import asker, write_inputs
 
     llm = asker(config) if config and check else None  # a missing key or a bad config fails here, before any work
@@ -211,6 +212,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
         nonlocal finished
         task_dir: Path = rows[i].out  # type: ignore[assignment]
         ok, why = (False, rows[i].why) if i in no_inputs else check_one(task_dir)
+        if not ok and i not in no_inputs:
+            ok, why = grow(task_dir, why, check_one, result.target.inputs)
         if not ok and llm is not None:
             ok, why = write_inputs(task_dir, why, llm[0], llm[1], check_one)
         if i in no_inputs and not ok:  # no inputs, none written: the task is not kept

@@ -29,9 +29,9 @@ import libcst.helpers
 
 from evaluator.guard import forbidden_in, module_state
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, Constants, EnvPinner, LocalImportDropper, NotConstant,
-                                      Pruner, Ref, Renamer, calls_stub, custom_decorator_stub, env_pinned, fold_stubs,
-                                      fold_versions, is_kernel, is_logger, stub_source, version_test,
-                                      without_lazy_globals)
+                                      Pruner, Ref, Renamer, calls_stub, custom_decorator_stub, env_pinned, fold_settings,
+                                      fold_stubs, fold_versions, is_kernel, is_logger, only_called, stub_source,
+                                      version_test, without_lazy_globals)
 from smithbot.scan.parse import collect_imports, from_module
 
 # What a task may import: torch, triton, and standard-library modules with no I/O, which launchers use for their
@@ -390,6 +390,10 @@ class ClosureBuilder:
         if "os." in source:
             source = cst.parse_module(source).visit(EnvPinner()).code
             node = ast.parse(source).body[0]
+        if isinstance(node, ast.FunctionDef) and ".get()" in source:  # `envs.SGLANG_X.get()`: its declared default
+            folded = fold_settings(node, Constants(self, mod))
+            if folded is not None:
+                node, source = folded, ast.unparse(folded) + "\n"
         if "torch.version" in source:  # the task targets CUDA: ROCm's version string is absent
             source = re.sub(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b", "None", source)
             node = ast.parse(source).body[0]
@@ -490,10 +494,18 @@ class ClosureBuilder:
                 self.c.stubs[name] = f"{name} = None  # optional in the target ({target}), absent here\n"
             elif root == self.package:
                 tmod, _, attr = target.rpartition(".")
-                if self.module(target) is not None:
+                if self.module(target) is not None and re.search(r"log(ger|ging)?$", name) and only_called(
+                        mod.tree, name):  # `from pkg.utils import logger`, `logger.info(...)`: it logs nothing
+                    self.c.stubs[name] = LOGGER.format(name=name)
+                elif self.module(target) is not None:
                     self.c.blockers.append(f"{name} is a module of the target ({target}); only definitions inline")
                 else:
                     self.add(tmod, attr, name)
+            elif root != "triton" and imported is None and only_called(mod.tree, name, on_branches=True):
+                # `if _is_cpu: sgl_kernel.f_cpu(x) else: kernel[grid](...)`: a stub that raises if the inputs reach it
+                what = f"the external extension {root}" if root in self.external else f"{target}"
+                self.c.stubs[name] = (f"def {name}(*args, **kwargs):  # {target}\n    raise NotImplementedError("
+                                      f"{f'{name} is not in this task: it comes from {what}'!r})\n")
             elif root in self.external:
                 self.c.blockers.append(f"external extension {root} ({name})")
             elif root == "triton" and _in_triton(*target.rpartition(".")[::2]):

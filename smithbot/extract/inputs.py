@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import inspect
 import re
 from typing import Any
 
@@ -236,19 +237,6 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
     return out
 
 
-HARNESS = '''"""Inputs for {wrapper}, written by smithbot extract ({how})."""
-
-import ast
-
-import torch
-
-SPEC = {spec!r}
-EXTRA_DIMS = {extra!r}
-_DTYPES = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int32": torch.int32,
-           "fp8_e4m3": torch.float8_e4m3fn, "int8": torch.int8,
-           "int64": torch.int64, "bool": torch.bool}}
-
-
 def _value(expr, dims):
     """A number, or +, -, *, //, /, **, %, min(), max() and pow2() over the case's dims."""
     if not isinstance(expr, str):
@@ -263,19 +251,34 @@ def _value(expr, dims):
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
             return -ev(n.operand)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("min", "max") and n.args:
-            return {{"min": min, "max": max}}[n.func.id](ev(a) for a in n.args)
+            return {"min": min, "max": max}[n.func.id](ev(a) for a in n.args)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "pow2" and len(n.args) == 1:
             return 1 << max(int(ev(n.args[0])), 1).bit_length() - 1  # the largest power of two not above it
         if isinstance(n, ast.BinOp):
             a, b = ev(n.left), ev(n.right)
-            ops = {{ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}}
+            ops = {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}
             if type(n.op) in ops:
                 return ops[type(n.op)]
-            return {{ast.FloorDiv: lambda: a // b, ast.Div: lambda: a / b, ast.Pow: lambda: a ** b,
-                     ast.Mod: lambda: a % b}}[type(n.op)]()
-        raise ValueError(f"unsupported expression {{expr!r}}")
+            return {ast.FloorDiv: lambda: a // b, ast.Div: lambda: a / b, ast.Pow: lambda: a ** b,
+                     ast.Mod: lambda: a % b}[type(n.op)]()
+        raise ValueError(f"unsupported expression {expr!r}")
     return ev(ast.parse(expr, mode="eval"))
 
+
+HARNESS = '''"""Inputs for {wrapper}, written by smithbot extract ({how})."""
+
+import ast
+
+import torch
+
+SPEC = {spec!r}
+EXTRA_DIMS = {extra!r}
+_DTYPES = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int32": torch.int32,
+           "fp8_e4m3": torch.float8_e4m3fn, "int8": torch.int8,
+           "int64": torch.int64, "bool": torch.bool}}
+
+
+{value_fn}
 
 def make_inputs(case, generator):
     dims = {{k: v for k, v in case.items() if isinstance(v, int) and not isinstance(v, bool)}}
@@ -332,4 +335,4 @@ def make_inputs(case, generator):
 
 
 def harness_source(wrapper: str, specs: dict[str, Any], extra: dict[str, Any], how: str) -> str:
-    return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra)
+    return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra, value_fn=inspect.getsource(_value).strip())

@@ -96,6 +96,37 @@ class EnvPinner(cst.CSTTransformer):
         return default
 
 
+def setting_read(e: ast.expr) -> tuple[str, str] | None:
+    """``envs.SGLANG_X.get()`` -> ("envs", "SGLANG_X"): a read of an environment-backed settings object."""
+    if isinstance(e, ast.Call) and not e.args and not e.keywords and isinstance(e.func, ast.Attribute) \
+            and e.func.attr == "get" and isinstance(e.func.value, ast.Attribute) \
+            and isinstance(e.func.value.value, ast.Name):
+        return e.func.value.value.id, e.func.value.attr
+    return None
+
+
+def fold_settings(fn: ast.FunctionDef, constants: Constants) -> ast.FunctionDef | None:
+    """``fn`` with each settings read that ``constants`` can resolve replaced by its default; None if none was."""
+    class Fold(ast.NodeTransformer):
+        changed = False
+
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            read = setting_read(node)
+            if read is None:
+                return node
+            try:
+                value = constants.setting(*read)
+            except NotConstant:
+                return node
+            self.changed = True
+            return ast.copy_location(ast.Constant(value), node)
+
+    fold = Fold()
+    out = fold.visit(copy.deepcopy(fn))
+    return ast.fix_missing_locations(out) if fold.changed else None
+
+
 def env_pinned(expr: ast.expr) -> ast.expr:
     """``expr`` with environment reads replaced by their defaults, as ``EnvPinner`` leaves them in the task."""
 
@@ -268,6 +299,8 @@ class Constants:
             return getattr(math, e.attr)
         if isinstance(e, ast.Call) and ast.unparse(e.func) in ("os.getenv", "os.environ.get") and len(e.args) == 2:
             return self.value(e.args[1], local)  # an environment read: its default, as the task pins it
+        if setting_read(e) is not None:
+            return self.setting(*setting_read(e))  # type: ignore[misc]
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and not e.keywords:
             args = [self.value(a, local) for a in e.args]
             if e.func.id in self.stubs:
@@ -282,6 +315,30 @@ class Constants:
                     return self._run(fn.body, {a.arg: v for a, v in zip(fn.args.args, args)})
                 finally:
                     self.mod = saved
+        raise NotConstant
+
+    def setting(self, obj: str, attr: str) -> Any:
+        """The default of ``obj.attr``, where ``obj = Settings()`` is a module-level instance and the class declares
+        ``attr = EnvBool(False)`` or ``attr = Gated("attr", True)``: the value a clean environment gives."""
+        mod, top = self._top(obj)
+        if not (isinstance(top, ast.Assign) and isinstance(top.value, ast.Call) and isinstance(top.value.func, ast.Name)
+                and not top.value.args and not top.value.keywords):
+            raise NotConstant
+        saved, self.mod = self.mod, mod
+        try:
+            _, cls = self._top(top.value.func.id)
+        finally:
+            self.mod = saved
+        for stmt in cls.body if isinstance(cls, ast.ClassDef) else []:
+            if isinstance(stmt, ast.Assign) and [ast.unparse(t) for t in stmt.targets] == [attr] \
+                    and isinstance(stmt.value, ast.Call):
+                given = {k.arg: k.value for k in stmt.value.keywords}
+                rest = [a for a in stmt.value.args if not (isinstance(a, ast.Constant) and a.value == attr)]
+                default = given.get("default", rest[0] if rest else None)
+                try:
+                    return ast.literal_eval(default) if default is not None else None
+                except ValueError:
+                    raise NotConstant from None
         raise NotConstant
 
     def _run(self, body: list[ast.stmt], local: dict[str, Any]) -> Any:
@@ -416,7 +473,33 @@ STAND_INS = {
                          "    @staticmethod\n    def parse(text):\n        return " + _RELEASE + "\n",
     "packaging.version.parse": "def {name}(text):  # packaging.version.parse, for release numbers\n"
                                "    return " + _RELEASE + "\n",
+    "torch.profiler.record_function": "class {name}:  # torch.profiler.record_function: a profiler label, none here\n"
+                                      "    def __init__(self, *args, **kwargs):\n        pass\n\n"
+                                      "    def __enter__(self):\n        return self\n\n"
+                                      "    def __exit__(self, *exc):\n        return False\n",
 }
+
+
+def only_called(tree: ast.Module, name: str, on_branches: bool = False) -> bool:
+    """Whether every use of ``name`` in the module is a call inside a function body (``f(x)``, ``ext.f(x)``), and,
+    with ``on_branches``, inside an ``if`` or an ``except`` there, so not on every path."""
+    called: set[int] = set()
+    inside: set[int] = set()
+    branched: set[int] = set()
+    uses = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func.value if isinstance(node.func, ast.Attribute) else node.func
+            called.add(id(f))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inside.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+        if isinstance(node, (ast.If, ast.IfExp, ast.ExceptHandler)):
+            parts = [node.body, node.orelse] if isinstance(node, ast.IfExp) else [*node.body, *getattr(node, "orelse", [])]
+            branched.update(id(n) for part in parts for n in ast.walk(part))
+        if isinstance(node, ast.Name) and node.id == name:
+            uses.append(node)
+    return bool(uses) and all(id(u) in called and id(u) in inside and (id(u) in branched or not on_branches)
+                              for u in uses)
 
 
 def stub_source(name: str, value: Any, called: bool) -> str:

@@ -6,8 +6,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
 from evaluator.guard import check
 from smithbot.extract.closure import ClosureBuilder
+
 
 def _closure(tmp_path: Path, module: str, source: str, stubs: dict | None = None) -> ClosureBuilder:
     """The closure of ``launch`` in ``pkg/{module}.py``, written with ``source``."""
@@ -311,3 +314,44 @@ def test_a_helper_whose_closure_runs_into_the_serving_stack_becomes_a_stub(tmp_p
     assert b.c.blockers == [] and "small" in {d.name for d in b.c.definitions}
     assert f"needs more than {HELPER_DEFINITIONS} definitions" in b.c.stubs["h0"]
     assert len(b.c.definitions) < 5  # the chain was given up, not copied
+
+
+def test_a_settings_object_read_takes_its_declared_default(tmp_path: Path) -> None:
+    """``envs = Envs()`` is module-level state that no task may hold, but ``envs.FLAG.get()`` only reads a setting
+    whose default the class declares (``EnvBool(False)``, ``Gated("NAME", 3)``): that default, as a clean environment
+    gives it, replaces the read, in the launcher and at module level, and ``envs`` is not needed."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "environ.py").write_text(
+        "import os\n\n\nclass EnvBool:\n    def __init__(self, default):\n        self.default = default\n\n"
+        "    def get(self):\n        return os.environ.get('X', self.default)\n\n\n"
+        "class Envs:\n    USE_FAST = EnvBool(False)\n    BLOCK = Gated('BLOCK', 3)\n\n\nenvs = Envs()\n")
+    b = _closure(tmp_path, "op", "import torch\nfrom pkg.environ import envs\n\n_FAST = envs.USE_FAST.get()\n\n\n"
+                 "def launch(x):\n    if _FAST or envs.USE_FAST.get():\n        raise RuntimeError('fast path')\n"
+                 "    return x * envs.BLOCK.get()\n")
+    assert b.c.blockers == []
+    src = _source(b)
+    assert "envs" not in src.replace("_FAST = False  # envs.USE_FAST.get(), at extraction", "")
+    ns: dict = {}
+    exec(compile(src, "task", "exec"), ns)
+    assert ns["launch"](2) == 6
+
+
+def test_what_only_other_paths_or_profilers_need_does_not_block(tmp_path: Path) -> None:
+    """A call into a module a task cannot import, on a branch the CUDA path may not take (``if on_cpu:
+    ext.f_cpu(x)``), becomes a stub that raises and names it; a profiler label does nothing; the target's logger
+    module logs nothing. Called on every path, the same import still blocks (see the optional-import test)."""
+    (tmp_path / "pkg" / "utils").mkdir(parents=True)
+    (tmp_path / "pkg" / "utils" / "logger.py").write_text("def info(*args):\n    print(*args)\n")
+    (tmp_path / "pkg" / "op.py").write_text(
+        "import torch\nfrom torch.profiler import record_function\nfrom cpu_ext import add_one_cpu\n"
+        "from pkg.utils import logger\n\n\ndef launch(x, on_cpu=False):\n    logger.info('launch')\n"
+        "    with record_function('launch'):\n        if on_cpu:\n            return add_one_cpu(x)\n"
+        "        return x + 1\n")
+    b = ClosureBuilder(tmp_path, {"pkg.op": "pkg/op.py", "pkg.utils.logger": "pkg/utils/logger.py"}, "pkg", {}, ())
+    b.add("pkg.op", "launch")
+    assert b.c.blockers == []
+    ns: dict = {}
+    exec(compile(_source(b), "task", "exec"), ns)
+    assert ns["launch"](1) == 2
+    with pytest.raises(NotImplementedError, match="add_one_cpu is not in this task: it comes from cpu_ext"):
+        ns["launch"](1, on_cpu=True)

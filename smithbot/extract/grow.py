@@ -1,0 +1,164 @@
+"""Inferred inputs grown to what the kernel reads, from the interpreter's bounds check.
+
+An inferred shape is a guess: ``q_gate`` is ``[tokens]`` by default, but the kernel reads ``[tokens, heads]`` of it.
+The bounds check (``evaluator/bounds.py``) then names the kernel argument, the first and the furthest element read
+past its end, and how many its storage holds. ``grow`` follows the argument back through the launch to the harness
+input it came from, and gives that input the smallest shape, among a few made from the case's own sizes, that holds
+what was read: one more row (``tokens + 1``: offsets into ``tokens`` sequences), one more axis of a named size
+(``[tokens, heads]``), or its leading axis times a size. The shape stays symbolic, so the GPU's model-sized cases grow
+with it. The self-check is then run again, and an input may grow again; when nothing passes the harness is put back
+as it was. Only inputs smithbot inferred are grown: the target YAML's specs are a person's, and stand.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from smithbot.extract.inputs import _value
+
+_OOB = re.compile(r"kernel (\w+) .*? outside every tensor it was given \(the first: element (-?\d+) of '([^']+)', "
+                  r"whose storage holds (\d+); the furthest: element (-?\d+)\)")
+_SPEC = re.compile(r"^SPEC = (.*)$", re.M)
+_METHODS = {"view", "reshape", "contiguous", "flatten", "to", "float", "half", "bfloat16", "int", "long",
+            "unsqueeze", "squeeze", "view_as", "narrow", "expand", "transpose", "permute", "t", "clone"}
+
+
+def _base(expr: ast.expr, assigned: dict[str, ast.expr], seen: set[str]) -> str | None:
+    """The launcher name an argument is made from: ``x.view(-1, d)[0]``, ``x_flat`` after ``x_flat = x.flatten()``
+    -> ``x``."""
+    while True:
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _METHODS:
+            expr = expr.func.value
+        elif isinstance(expr, ast.Subscript):
+            expr = expr.value
+        elif isinstance(expr, ast.Name) and expr.id in assigned and expr.id not in seen:
+            seen.add(expr.id)
+            expr = assigned[expr.id]
+        else:
+            return expr.id if isinstance(expr, ast.Name) else None
+
+
+def harness_inputs(kernel_py: str, kernel: str, params: list[str]) -> dict[str, str]:
+    """For each of ``kernel``'s parameters, the launcher name its launches hand it (positional or keyword)."""
+    tree = ast.parse(kernel_py)
+    jit = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
+    if jit is None:
+        return {}
+    order = [a.arg for a in jit.args.posonlyargs + jit.args.args]
+    out: dict[str, str] = {}
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+        assigned = {t.id: n.value for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets
+                    if isinstance(t, ast.Name)}
+        for call in ast.walk(fn):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Subscript)
+                    and isinstance(call.func.value, ast.Name) and call.func.value.id == kernel):
+                continue
+            if any(isinstance(a, ast.Starred) for a in call.args):
+                continue  # *x.stride() splats: positions after them are not known here
+            passed = list(zip(order, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]
+            for name, arg in passed:
+                base = _base(arg, assigned, set())
+                if name in params and base is not None:
+                    out.setdefault(name, base)
+    return out
+
+
+def _candidates(shape: list[Any], dims: dict[str, int], need: int, again: bool) -> list[list[Any]]:
+    """Shapes holding at least ``need`` elements, smallest first, then simplest: one more leading row (not
+    ``again``: a second read past the end is no off-by-one), one more axis of a case size or of two sizes' product,
+    or the leading axis times a case size. A second token axis is not among them."""
+    lead = str(shape[0]) if shape else "1"
+    sizes = sorted(d for d in dims if d != "tokens")
+    options = [[f"{lead} + 1", *shape[1:]]] if shape and not again else []
+    options += [[*shape, d] for d in sizes]
+    options += [[f"({lead}) * {d}", *shape[1:]] for d in sizes] if shape else []
+    options += [[*shape, f"{a} * {b}"] for i, a in enumerate(sizes) for b in sizes[i + 1:]]
+
+    def numel(s: list[Any]) -> int:
+        try:
+            return math.prod(int(_value(x, dims)) for x in s)
+        except (KeyError, ValueError, TypeError, ZeroDivisionError):
+            return -1
+
+    fits = [(numel(s), i, s) for i, s in enumerate(options) if numel(s) >= need]
+    return [s for _, _, s in sorted(fits, key=lambda x: (x[0], x[1]))]
+
+
+def grow(task_dir: Path, why: str, check: Callable[[Path], tuple[bool, str]], yaml_inputs: dict[str, Any],
+         rounds: int = 6) -> tuple[bool, str]:
+    """Grow the input that ``why`` (a failed self-check) says a kernel read past, check again, and repeat while the
+    failures are reads past inferred inputs, at most ``rounds`` times. ``yaml_inputs``: the target YAML's input specs
+    by launcher; those it gives are never grown. Returns (passed, why); on failure the harness is as it was."""
+    harness = task_dir / "harness.py"
+    if not harness.is_file() or _OOB.search(why) is None:
+        return False, why
+    entry = str(yaml.safe_load((task_dir / "task.yaml").read_text()).get("entry", ""))
+    person = set(yaml_inputs.get(entry.removesuffix("_flat"), {}))
+    before = harness.read_text()
+    grown: dict[str, tuple[Any, Any]] = {}
+    ok, result = False, why
+    for _ in range(rounds):
+        step = _grow_once(task_dir, result, person, grown)
+        if step is None:
+            break
+        ok, result = check(task_dir)
+        if ok:
+            what = "; ".join(f"{k} {old} -> {new}" for k, (old, new) in grown.items())
+            text = harness.read_text()
+            harness.write_text(text.replace(" written by smithbot extract (",
+                                            f" written by smithbot extract (grown to what the kernel reads: {what}; ",
+                                            1))
+            return True, f"{result} (inputs grown to what the kernel reads: {what})"
+    harness.write_text(before)
+    return False, why
+
+
+def _grow_once(task_dir: Path, why: str, person: set[str], grown: dict[str, tuple[Any, Any]]) -> str | None:
+    m = _OOB.search(why)
+    if m is None:
+        return None
+    kernel, first, names, holds, furthest = m.group(1), int(m.group(2)), m.group(3), int(m.group(4)), int(m.group(5))
+    if first < holds:
+        return None  # read before the start: no size fixes that
+    harness = task_dir / "harness.py"
+    text = harness.read_text()
+    found = _SPEC.search(text)
+    if found is None:
+        return None
+    spec = ast.literal_eval(found.group(1))
+    task = yaml.safe_load((task_dir / "task.yaml").read_text())
+    case = next((c for c in task.get("cases", []) if c.get("interpreter")), None)
+    if case is None:
+        return None
+    dims = {k: v for k, v in case.get("dims", {}).items() if isinstance(v, int) and not isinstance(v, bool)}
+    extra = re.search(r"^EXTRA_DIMS = (.*)$", text, re.M)
+    for k, v in (ast.literal_eval(extra.group(1)) if extra else {}).items():
+        dims[k] = _value(v, dims)
+    params = names.split("/")
+    sources = harness_inputs((task_dir / "kernel.py").read_text(), kernel, params)
+    for p in params:
+        name = sources.get(p, p)
+        entry = spec.get(name)
+        if name in person or not isinstance(entry, dict) or not isinstance(entry.get("shape"), list):
+            continue
+        try:
+            size = math.prod(int(_value(x, dims)) for x in entry["shape"])
+        except (KeyError, ValueError, TypeError, ZeroDivisionError):
+            continue
+        # the element count is in the kernel's pointer type; the storage holds ``holds`` of them for ``size``
+        need = -(-(furthest + 1) * size // max(holds, 1))
+        original = grown.get(name, (entry["shape"],))[0]  # a second growth starts again from the inferred shape
+        options = _candidates(original, dims, need, again=name in grown)
+        if not options:
+            continue
+        grown[name] = (original, options[0])
+        entry["shape"] = options[0]
+        harness.write_text(text[:found.start(1)] + repr(spec) + text[found.end(1):])
+        return name
+    return None

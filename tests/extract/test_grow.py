@@ -1,0 +1,76 @@
+"""Inferred inputs grown, from the interpreter's bounds check, to what the kernel reads."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from smithbot import api
+from smithbot.extract.grow import harness_inputs
+from tests.conftest import git_repo
+
+GATED = '''"""A gate the launcher hands on by its row stride alone: nothing says it has as many columns as x."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gated_kernel(X, Gate, Out, stride_g, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(Gate + row * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(Out + row * n_cols + cols, (x * tl.sigmoid(g)).to(Out.dtype.element_ty), mask=mask)
+
+
+def gated(x, gate):
+    n, d = x.shape
+    out = torch.empty_like(x)
+    g = gate
+    _gated_kernel[(n,)](x.contiguous(), g, out, gate.stride(0), d, BLOCK=triton.next_power_of_2(d))
+    return out
+'''
+
+
+def _load(path: Path) -> object:
+    spec = importlib.util.spec_from_file_location("harness_under_test", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_an_input_the_kernel_reads_past_grows_until_the_baseline_passes(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gate`` is inferred 1-D (only its row stride is read), the kernel reads a row of x's width from it: the first
+    self-check fails on a read past its end, the gate grows by a named axis, and the task passes. Every case's gate
+    then holds what the kernel reads, including the GPU's model-sized ones, since the growth is symbolic."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/gate.py": GATED})
+    [row] = api.extract(str(repo), "gated", out=tmp_path / "task", source=str(repo), check=True)
+    assert row.checked, row.why
+    assert "inputs grown to what the kernel reads: gate ['tokens'] -> ['tokens', " in row.why
+    harness = _load(tmp_path / "task" / "harness.py")
+    assert "grown to what the kernel reads: gate" in harness.__doc__
+    for case in yaml.safe_load((tmp_path / "task" / "task.yaml").read_text())["cases"]:
+        args = harness.make_inputs({**case["dims"], "dtype": torch.float32}, torch.Generator().manual_seed(0))
+        assert args["gate"].dim() == 2 and args["gate"].shape[0] == args["x"].shape[0], case["name"]
+        assert args["gate"].shape[1] >= args["x"].shape[1], case["name"]
+
+
+def test_a_kernel_parameter_is_traced_to_the_launcher_input_it_came_from() -> None:
+    """Through a rename and tensor methods, positionally and by keyword; a launch with a ``*splat`` is skipped, since
+    the positions after it are not known."""
+    got = harness_inputs(GATED + '''
+
+def other(q, k):
+    k2 = k.view(-1, 4)
+    _gated_kernel[(1,)](q[0], k2.contiguous(), Out=q, stride_g=1, n_cols=4, BLOCK=4)
+    _gated_kernel[(1,)](*q.shape, k)
+''', "_gated_kernel", ["X", "Gate", "Out", "stride_g"])
+    assert got == {"X": "x", "Gate": "gate", "Out": "q"}  # gated()'s out is made there, not an input
