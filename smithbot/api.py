@@ -160,7 +160,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    from smithbot.extract.build import NeedsInputs, extract as build, self_check
+    from smithbot.extract.build import NEVER_LAUNCHED, NeedsInputs, branch_values, extract as build, self_check
     from smithbot.extract.closure import ExtractError
     from smithbot.extract.grow import grow
     from smithbot.extract.llm_inputs import asker, write_inputs
@@ -208,12 +208,15 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
         ok, why, launched[task_dir] = self_check(task_dir, timeout_s)
         return ok, why
 
+    def verified(task_dir: Path) -> tuple[bool, str]:
+        """The self-check, and, when the kernel reads past an inferred input, the inputs grown to what it reads."""
+        ok, why = check_one(task_dir)
+        return (True, why) if ok else grow(task_dir, why, check_one, result.target.inputs)
+
     def checked(i: int) -> None:
         nonlocal finished
         task_dir: Path = rows[i].out  # type: ignore[assignment]
-        ok, why = (False, rows[i].why) if i in no_inputs else check_one(task_dir)
-        if not ok and i not in no_inputs:
-            ok, why = grow(task_dir, why, check_one, result.target.inputs)
+        ok, why = (False, rows[i].why) if i in no_inputs else verified(task_dir)
         if not ok and llm is not None:
             ok, why = write_inputs(task_dir, why, llm[0], llm[1], check_one)
         if i in no_inputs and not ok:  # no inputs, none written: the task is not kept
@@ -223,19 +226,55 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, task_dir)
         finished += 1
         if progress is not None:
-            progress(finished, len(todo))
+            progress(finished, len(todo) + len(branches))
 
+    branches: list[tuple[int, str, dict[str, Any]]] = []
     with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
         list(pool.map(checked, todo))
-    firsts = {o: rows[o] for o in set(owner)}
-    for i, site in enumerate(sites):  # kernels that share a launcher share its task, and its outcome if it ran them
-        first = firsts[owner[i]]
-        ran = launched.get(first.out) if first.out is not None else None
-        if first.checked and ran and site.name not in ran:
-            rows[i] = Coverage(site.name, site.path, True, False, f"its task's inputs never launch it (they launch "
-                               f"{', '.join(ran)})", first.out)
-        elif owner[i] != i:
-            rows[i] = Coverage(site.name, site.path, first.extracted, first.checked, first.why, first.out)
+        firsts = {o: rows[o] for o in set(owner)}
+        for i, site in enumerate(sites):  # kernels that share a launcher share its task, and its outcome if it ran
+            first = firsts[owner[i]]
+            ran = launched.get(first.out) if first.out is not None else None
+            if first.checked and ran and site.name not in ran:
+                rows[i] = Coverage(site.name, site.path, True, False, f"{NEVER_LAUNCHED} (they launch "
+                                   f"{', '.join(ran)})", first.out)
+            elif owner[i] != i:
+                rows[i] = Coverage(site.name, site.path, first.extracted, first.checked, first.why, first.out)
+            if check and (owner[i] != i or rows[i].why.startswith(NEVER_LAUNCHED)) and rows[i].extracted \
+                    and not rows[i].checked and site.name not in (ran or ()):
+                wrapper, values = branch_values(result.checkout.root, site)
+                if values:
+                    branches.append((i, wrapper, values))
+
+        def branch(item: tuple[int, str, dict[str, Any]]) -> None:
+            """Its own task, with the launcher's flags set to take the branch that launches this kernel."""
+            nonlocal finished
+            i, wrapper, values = item
+            site, said = sites[i], ", ".join(f"{k}={v!r}" for k, v in values.items())
+            final = base / site.name.strip("_") if all_kernels or out is None else base
+            if any(r.out == final and r.checked for r in rows):  # another kernel's passing task: keep it
+                final = final.with_name(final.name + "-branch")
+            dest = final.with_name(final.name + ".tmp")
+            shutil.rmtree(dest, ignore_errors=True)
+            try:
+                done = build(result.checkout.root, result.checkout.commit, result.checkout.url,
+                             result.target.with_inputs(wrapper, values), site, result.modules, dest)
+                ok, why = verified(done)
+            except Exception as exc:  # noqa: BLE001 - reported in the row, as in the first pass
+                ok, why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            if ok and site.name in launched.get(dest, ()):
+                shutil.rmtree(final, ignore_errors=True)
+                dest.rename(final)
+                rows[i] = Coverage(site.name, site.path, True, True, f"{why} (with {said})", final)
+            else:
+                shutil.rmtree(dest, ignore_errors=True)
+                rows[i] = Coverage(site.name, site.path, rows[i].extracted, False, f"{rows[i].why}; with {said}: "
+                                   f"{why if not ok else 'still not launched'}", rows[i].out)
+            finished += 1
+            if progress is not None:
+                progress(finished, len(todo) + len(branches))
+
+        list(pool.map(branch, branches))
     return rows
 
 

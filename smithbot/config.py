@@ -3,6 +3,7 @@ error is one line naming the file and the key."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,10 @@ class Target:
     @property
     def bundled(self) -> bool:
         return "://" not in self.repo and not self.repo.startswith("git@")
+
+    def with_inputs(self, wrapper: str, values: dict[str, Any]) -> Target:
+        """This target with ``values`` as input specs of ``wrapper``, over any the YAML gives."""
+        return dataclasses.replace(self, inputs={**self.inputs, wrapper: {**self.inputs.get(wrapper, {}), **values}})
 
 
 _TOP = {"name": True, "repo": True, "branch": False, "sparse_paths": False, "include": False, "exclude": False,

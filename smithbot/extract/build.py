@@ -90,6 +90,50 @@ def _tunables(fn: ast.FunctionDef, source: str) -> dict[str, Any]:
     return out
 
 
+NEVER_LAUNCHED = "its task's inputs never launch it"
+
+
+def branch_values(root: Path, site: KernelSite) -> tuple[str, dict[str, Any]]:
+    """(launcher, the values of its parameters that take it down the branches to its launch of ``site``'s kernel),
+    where the tests are plain: ``if use_fp8:`` (True; False on the else side), ``if not x``, ``if mode ==
+    "decode"``, ``if scale is None``. What a test this cannot read needs is left out; {} for a method launcher."""
+    try:
+        _, wrapper, fn = _wrapper_node(root, site)
+    except ExtractError:
+        return "", {}
+    return wrapper, _branch_values(fn, site.name) if fn is not None else {}
+
+
+def _branch_values(fn: ast.FunctionDef, kernel: str) -> dict[str, Any]:
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    parents = {id(c): n for n in ast.walk(fn) for c in ast.iter_child_nodes(n)}
+    launch = next((n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
+                   and isinstance(n.func.value, ast.Name) and n.func.value.id == kernel), None)
+    out: dict[str, Any] = {}
+
+    def holds(test: ast.expr, truth: bool) -> None:
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            holds(test.operand, not truth)
+        elif isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) == truth:
+            for v in test.values:  # a and b taken, or a or b not taken: each of them
+                holds(v, truth)
+        elif isinstance(test, ast.Name) and test.id in params:
+            out.setdefault(test.id, truth)
+        elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
+                and test.left.id in params and isinstance(test.comparators[0], ast.Constant):
+            op, value = test.ops[0], test.comparators[0].value
+            if isinstance(op, (ast.Is, ast.Eq)) and truth or isinstance(op, (ast.IsNot, ast.NotEq)) and not truth:
+                out.setdefault(test.left.id, value)
+
+    node: ast.AST | None = launch
+    while node is not None and node is not fn:
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.If) and node is not parent.test:
+            holds(parent.test, any(node is b for b in parent.body))
+        node = parent
+    return out
+
+
 class NeedsInputs(ExtractError):
     """The kernel was extracted but its inputs could not be inferred: the task was written without a harness, for an
     LLM to write one."""

@@ -652,10 +652,19 @@ def _gelu_kernel(X, Out, n, BLOCK: tl.constexpr):
     tl.store(Out + offs, (0.5 * x * (1 + tl.erf(x * 0.7071))).to(Out.dtype.element_ty), mask=offs < n)
 
 
+@triton.jit
+def _relu_kernel(X, Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n)
+    tl.store(Out + offs, tl.maximum(x, 0.0), mask=offs < n)
+
+
 def act(x: torch.Tensor, use_gelu: bool = False) -> torch.Tensor:
     out = torch.empty_like(x)
     n = x.numel()
-    if use_gelu:
+    if x.dim() > 5:
+        _relu_kernel[(triton.cdiv(n, 256),)](x, out, n, BLOCK=256)
+    elif use_gelu:
         _gelu_kernel[(triton.cdiv(n, 256),)](x, out, n, BLOCK=256)
     else:
         _silu_kernel[(triton.cdiv(n, 256),)](x, out, n, BLOCK=256)
@@ -663,18 +672,23 @@ def act(x: torch.Tensor, use_gelu: bool = False) -> torch.Tensor:
 '''
 
 
-def test_a_kernel_its_launchers_task_never_launches_is_not_checked(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both kernels share act()'s task, but its inputs (use_gelu=False) only launch _silu_kernel: _gelu_kernel is
-    extracted, not checked, and says so."""
+def test_a_kernel_its_launchers_task_never_launches_gets_a_task_down_its_branch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernels share act()'s task, but its inputs (use_gelu=False) only launch _silu_kernel. _gelu_kernel's
+    branch is taken with use_gelu=True, in a task of its own, which passes. _relu_kernel's test (x.dim() > 5) names
+    no flag: it stays extracted, not checked, and says so."""
     monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
     repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/act.py": BRANCHES})
     rows = {r.kernel: r for r in api.extract(str(repo), None, out=tmp_path / "tasks", source=str(repo),
                                              all_kernels=True, check=True)}
     assert rows["_silu_kernel"].checked, rows["_silu_kernel"].why
     gelu = rows["_gelu_kernel"]
-    assert gelu.extracted and not gelu.checked and gelu.out == rows["_silu_kernel"].out
-    assert gelu.why == "its task's inputs never launch it (they launch _silu_kernel)"
+    assert gelu.checked and gelu.out == tmp_path / "tasks" / "gelu_kernel" != rows["_silu_kernel"].out, gelu.why
+    assert gelu.why.endswith("(with use_gelu=True)") and "use_gelu': True" in (gelu.out / "harness.py").read_text()
+    relu = rows["_relu_kernel"]
+    assert relu.extracted and not relu.checked and relu.out == rows["_silu_kernel"].out
+    assert relu.why == "its task's inputs never launch it (they launch _silu_kernel)"
+    assert sorted(p.name for p in (tmp_path / "tasks").iterdir()) == ["gelu_kernel", "silu_kernel"]
 
 
 def test_a_tensor_whose_values_reach_exp_uncast_holds_fp32() -> None:
