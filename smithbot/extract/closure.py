@@ -29,9 +29,9 @@ import libcst.helpers
 
 from evaluator.guard import forbidden_in, module_state
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, Constants, EnvPinner, LocalImportDropper, NotConstant,
-                                      Pruner, Ref, Renamer, calls_stub, custom_decorator_stub, env_pinned, fold_settings,
-                                      fold_stubs, fold_versions, is_kernel, is_logger, only_called, stub_source,
-                                      version_test, without_lazy_globals)
+                                      Pruner, Ref, Renamer, calls_stub, custom_decorator_stub, env_pinned,
+                                      fold_settings, fold_stubs, fold_versions, inline_kwargs, is_kernel, is_logger,
+                                      only_called, stub_source, version_test, without_lazy_globals)
 from smithbot.scan.parse import collect_imports, from_module
 
 # What a task may import: torch, triton, and standard-library modules with no I/O, which launchers use for their
@@ -196,6 +196,10 @@ def _in_triton(mod: str, attr: str) -> bool:
         return False
 
 
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float)) or type(value) is str
+
+
 class ClosureBuilder:
     def __init__(self, root: Path, modules: dict[str, str], package: str, stubs: dict[str, Any],
                  external: tuple[str, ...], custom_decorators: tuple[str, ...] = ()) -> None:
@@ -295,6 +299,11 @@ class ClosureBuilder:
             # module-level call's result is state to the evaluator's guard)
             node = ast.Assign(node.targets, fold_versions(node.value, parse), lineno=node.lineno)
             source = ast.unparse(node) + "  # release numbers, read at extraction\n"
+        if isinstance(node, ast.Assign) and calls_stub(node.value, self.stubs_values):
+            # `_is_fnuz = is_fp8_fnuz()`, `dt = A if is_fp8_fnuz() else B`: computed at import time by a stubbed
+            # helper, so the stub's value decides it here (`NUM_WARPS = [2, 4] if is_hopper() else [2, 4, 8]`)
+            node = ast.Assign(node.targets, fold_stubs(node.value, self.stubs_values), lineno=node.lineno)
+            source = ast.unparse(node) + "\n"
         if isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Set)) and all(
                 isinstance(e, (ast.Constant, ast.UnaryOp)) or isinstance(e, ast.Call) and ast.unparse(e.func) in (
                     "triton.Config", "Config") for e in node.value.elts):
@@ -302,10 +311,11 @@ class ClosureBuilder:
             # can grow into a cache
             node = ast.Assign(node.targets, ast.Tuple(node.value.elts, ast.Load()), lineno=node.lineno)
             source = ast.unparse(node) + "\n"
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
-                and not calls_stub(node.value, self.stubs_values) and module_state(env_pinned(node.value)):
-            # `padding_size = get_moe_padding_size(_use_aiter)`: a constant that a plain helper computes at import
-            # (a module-level call's result is state to the evaluator's guard), so it is computed here
+        if isinstance(node, ast.Assign) and not calls_stub(node.value, self.stubs_values) \
+                and module_state(env_pinned(node.value)):
+            # `padding_size = get_moe_padding_size(_use_aiter)`, `HAS_GATHER = hasattr(tl, "gather")`: a constant
+            # that a plain helper or the installed triton gives at import (a module-level call's result is state to
+            # the evaluator's guard), so it is computed here
             try:
                 value = Constants(self, mod).value(node.value)
             except NotConstant:
@@ -314,14 +324,9 @@ class ClosureBuilder:
                 self.c.aliases[as_name] = "tl." + value.removeprefix("triton.language.")  # exp = get_tl_exp()
                 self.c.imports.setdefault("tl", "import triton.language as tl")
                 return
-            if value is None or isinstance(value, (bool, int, float)) or type(value) is str:
+            if _plain(value) or isinstance(value, tuple) and all(_plain(v) for v in value):
                 source = f"{ast.unparse(node.targets[0])} = {value!r}  # {ast.unparse(node.value)}, at extraction\n"
                 node = ast.parse(source).body[0]
-        if isinstance(node, ast.Assign) and calls_stub(node.value, self.stubs_values):
-            # `_is_fnuz = is_fp8_fnuz()`, `dt = A if is_fp8_fnuz() else B`: computed at import time by a stubbed
-            # helper, so the stub's value decides it here
-            node = ast.Assign(node.targets, fold_stubs(node.value, self.stubs_values), lineno=node.lineno)
-            source = ast.unparse(node) + "\n"
         state = module_state(env_pinned(node.value)) if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value \
             else None
         if state and self._depth:  # `_CACHE = OrderedDict()`: a helper that keeps it is stubbed, if one can be
@@ -390,6 +395,10 @@ class ClosureBuilder:
         if "os." in source:
             source = cst.parse_module(source).visit(EnvPinner()).code
             node = ast.parse(source).body[0]
+        if isinstance(node, ast.FunctionDef) and "**" in source:  # `@triton.autotune(..., **cache_kwargs)`
+            inlined = inline_kwargs(node, Constants(self, mod))
+            if inlined is not None:
+                node, source = inlined, ast.unparse(inlined) + "\n"
         if isinstance(node, ast.FunctionDef) and ".get()" in source:  # `envs.SGLANG_X.get()`: its declared default
             folded = fold_settings(node, Constants(self, mod))
             if folded is not None:

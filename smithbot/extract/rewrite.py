@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import copy
+import importlib
+import inspect
 import math
 import re
 from typing import Any
@@ -125,6 +127,29 @@ def fold_settings(fn: ast.FunctionDef, constants: Constants) -> ast.FunctionDef 
     fold = Fold()
     out = fold.visit(copy.deepcopy(fn))
     return ast.fix_missing_locations(out) if fold.changed else None
+
+
+def inline_kwargs(fn: ast.FunctionDef, constants: Constants) -> ast.FunctionDef | None:
+    """``fn`` with each ``**settings`` in a decorator call (``@triton.autotune(..., **autotune_cache_kwargs)``) that
+    ``constants`` computes to a dict of plain values written out as keywords; None if there was none."""
+    fn, changed = copy.deepcopy(fn), False
+    for d in fn.decorator_list:
+        if not isinstance(d, ast.Call):
+            continue
+        keywords: list[ast.keyword] = []
+        for k in d.keywords:
+            try:
+                value = constants.value(k.value) if k.arg is None and isinstance(k.value, ast.Name) else None
+            except NotConstant:
+                value = None
+            if isinstance(value, dict) and all(isinstance(x, str) and x.isidentifier() for x in value) and all(
+                    v is None or isinstance(v, (bool, int, float, str)) for v in value.values()):
+                keywords += [ast.keyword(arg=x, value=ast.Constant(v)) for x, v in value.items()]
+                changed = True
+            else:
+                keywords.append(k)
+        d.keywords = keywords
+    return ast.fix_missing_locations(fn) if changed else None
 
 
 def env_pinned(expr: ast.expr) -> ast.expr:
@@ -301,6 +326,21 @@ class Constants:
             return self.value(e.args[1], local)  # an environment read: its default, as the task pins it
         if setting_read(e) is not None:
             return self.setting(*setting_read(e))  # type: ignore[misc]
+        if isinstance(e, (ast.List, ast.Tuple)):
+            return tuple(self.value(x, local) for x in e.elts)
+        if isinstance(e, ast.Dict) and all(k is not None for k in e.keys):
+            return {self.value(k, local): self.value(v, local) for k, v in zip(e.keys, e.values)}  # type: ignore
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("hasattr", "dir") \
+                and self._top(e.func.id)[1] is None and not e.keywords and e.args:
+            # `hasattr(tl, "gather")`, `"nv_tma_desc_type" in dir(tl)`: asked of the installed triton, as at import
+            probed = self._triton(e.args[0])
+            if e.func.id == "dir" and len(e.args) == 1:
+                return frozenset(dir(probed))
+            if e.func.id == "hasattr" and len(e.args) == 2:
+                return hasattr(probed, self.value(e.args[1], local))
+        if isinstance(e, ast.Attribute) and e.attr == "parameters" and isinstance(e.value, ast.Call) \
+                and len(e.value.args) == 1 and self._dotted(e.value.func) == "inspect.signature":
+            return frozenset(inspect.signature(self._triton(e.value.args[0])).parameters)
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and not e.keywords:
             args = [self.value(a, local) for a in e.args]
             if e.func.id in self.stubs:
@@ -315,6 +355,30 @@ class Constants:
                     return self._run(fn.body, {a.arg: v for a, v in zip(fn.args.args, args)})
                 finally:
                     self.mod = saved
+        raise NotConstant
+
+    def _dotted(self, e: ast.expr) -> str:
+        """``tl.math.exp`` -> ``triton.language.math.exp``: a dotted name with its head as the module imports it."""
+        dotted = ast.unparse(e)
+        head = dotted.split(".")[0]
+        return self.mod.imports.get(head, head) + dotted[len(head):]
+
+    def _triton(self, e: ast.expr) -> Any:
+        """The installed triton's object that ``e`` names (``tl``, ``triton.autotune``); else NotConstant."""
+        dotted = self._dotted(e)
+        if dotted.split(".")[0] != "triton":
+            raise NotConstant
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                found = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for attr in parts[i:]:
+                found = getattr(found, attr, NotConstant)
+            if found is NotConstant:
+                raise NotConstant
+            return found
         raise NotConstant
 
     def setting(self, obj: str, attr: str) -> Any:
@@ -494,7 +558,8 @@ def only_called(tree: ast.Module, name: str, on_branches: bool = False) -> bool:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             inside.update(id(n) for stmt in node.body for n in ast.walk(stmt))
         if isinstance(node, (ast.If, ast.IfExp, ast.ExceptHandler)):
-            parts = [node.body, node.orelse] if isinstance(node, ast.IfExp) else [*node.body, *getattr(node, "orelse", [])]
+            parts = [node.body, node.orelse] if isinstance(node, ast.IfExp) else [*node.body,
+                                                                                  *getattr(node, "orelse", [])]
             branched.update(id(n) for part in parts for n in ast.walk(part))
         if isinstance(node, ast.Name) and node.id == name:
             uses.append(node)

@@ -3,6 +3,7 @@ constants computed at import time by runtime helpers, environment reads, and sta
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from pathlib import Path
 
@@ -355,3 +356,43 @@ def test_what_only_other_paths_or_profilers_need_does_not_block(tmp_path: Path) 
     assert ns["launch"](1) == 2
     with pytest.raises(NotImplementedError, match="add_one_cpu is not in this task: it comes from cpu_ext"):
         ns["launch"](1, on_cpu=True)
+
+
+def test_a_list_a_stub_chooses_is_a_constant_tuple(tmp_path: Path) -> None:
+    """``NUM_WARPS = [2, 4] if is_hopper() else [2, 4, 8]``: the stub's value picks the list, which becomes a tuple
+    (a module-level list is state to the evaluator's guard)."""
+    b = _closure(tmp_path, "warps", "def is_hopper():\n    return False\n\n\nNUM_WARPS = [2, 4] if is_hopper() else "
+                 "[2, 4, 8]\n\n\ndef launch():\n    return max(NUM_WARPS)\n", stubs={"is_hopper": True})
+    assert b.c.blockers == []
+    src = _source(b)
+    assert "NUM_WARPS = (2, 4)" in src
+    evolved = f"# EVOLVE-BLOCK-START\n{src}\n# EVOLVE-BLOCK-END\n"
+    assert check(evolved, evolved, "launch").ok
+    ns: dict = {}
+    exec(compile(src, "task", "exec"), ns)
+    assert ns["launch"]() == 4
+
+
+def test_what_the_installed_triton_offers_is_asked_at_extraction(tmp_path: Path) -> None:
+    """``hasattr(tl, ...)``, ``... in dir(tl)`` and ``inspect.signature(triton.autotune).parameters`` are asked of
+    the installed triton, as the target asks at import; a settings dict that a decorator splats is written out."""
+    import inspect
+
+    import triton
+    import triton.language as tl
+
+    b = _closure(tmp_path, "probe", "import inspect\nimport triton\nimport triton.language as tl\n\n"
+                 "HAS_GATHER = hasattr(tl, 'gather')\nHAS_NOPE = 'no_such_thing' in dir(tl)\n"
+                 "CACHES = 'cache_results' in inspect.signature(triton.autotune).parameters\n"
+                 "cache_kwargs = {'cache_results': True} if CACHES else {}\n\n\n"
+                 "@triton.autotune(configs=[triton.Config({})], key=[], **cache_kwargs)\n@triton.jit\n"
+                 "def _k(X):\n    pass\n\n\ndef launch(x):\n    _k[(1,)](x)\n    return HAS_GATHER, HAS_NOPE\n")
+    assert b.c.blockers == []
+    src = _source(b)
+    caches = "cache_results" in inspect.signature(triton.autotune).parameters
+    assert ("cache_results=True" in src) == caches and "cache_kwargs" not in src
+    (tmp_path / "task_probe.py").write_text(src)  # @triton.jit reads its source from a file
+    spec = importlib.util.spec_from_file_location("task_probe", tmp_path / "task_probe.py")
+    task = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(task)  # type: ignore[union-attr]
+    assert (task.HAS_GATHER, task.HAS_NOPE) == (hasattr(tl, "gather"), False)
