@@ -242,7 +242,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
                 rows[i] = Coverage(site.name, site.path, first.extracted, first.checked, first.why, first.out)
             if check and (owner[i] != i or rows[i].why.startswith(NEVER_LAUNCHED)) and rows[i].extracted \
                     and not rows[i].checked and site.name not in (ran or ()):
-                wrapper, values = branch_values(result.checkout.root, site)
+                wrapper, values = branch_values(result.checkout.root, site, result.modules)
                 if values:
                     branches.append((i, wrapper, values))
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -93,18 +94,41 @@ def _tunables(fn: ast.FunctionDef, source: str) -> dict[str, Any]:
 NEVER_LAUNCHED = "its task's inputs never launch it"
 
 
-def branch_values(root: Path, site: KernelSite) -> tuple[str, dict[str, Any]]:
+def branch_values(root: Path, site: KernelSite, modules: dict[str, str]) -> tuple[str, dict[str, Any]]:
     """(launcher, the values of its parameters that take it down the branches to its launch of ``site``'s kernel),
     where the tests are plain: ``if use_fp8:`` (True; False on the else side), ``if not x``, ``if mode ==
-    "decode"``, ``if scale is None``. What a test this cannot read needs is left out; {} for a method launcher."""
+    "decode"``, ``if scale is None``, ``if policy == Policy.FP8`` or ``in (Policy.FP8, ...)`` for an int or str enum
+    of the target (its member's value). What a test this cannot read needs is left out; {} for a method launcher."""
     try:
-        _, wrapper, fn = _wrapper_node(root, site)
+        path, wrapper, fn = _wrapper_node(root, site)
     except ExtractError:
         return "", {}
-    return wrapper, _branch_values(fn, site.name) if fn is not None else {}
+    module = next((m for m, p in modules.items() if p == path), None)
+    if fn is None or module is None:
+        return wrapper, {}
+    resolver = ClosureBuilder(root, dict(modules), module.split(".")[0], {}, ())
+
+    def member(node: ast.expr) -> Any:
+        """``Policy.FP8`` -> 16, where the target has ``class Policy(enum.IntEnum): FP8 = 16``; else ..."""
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+            return ...
+        mod, name = resolver.module(module), node.value.id
+        if mod is not None and name not in mod.top and "." in mod.imports.get(name, ""):
+            mod, name = resolver.module(mod.imports[name].rpartition(".")[0]), mod.imports[name].rpartition(".")[2]
+        cls = mod.top.get(name) if mod is not None else None
+        if not (isinstance(cls, ast.ClassDef) and re.search(r"\b(IntEnum|IntFlag|StrEnum|int|str)\b",
+                                                            " ".join(map(ast.unparse, cls.bases)))):
+            return ...
+        for stmt in cls.body:
+            if isinstance(stmt, ast.Assign) and [ast.unparse(t) for t in stmt.targets] == [node.attr] \
+                    and isinstance(stmt.value, ast.Constant):
+                return stmt.value.value
+        return ...
+
+    return wrapper, _branch_values(fn, site.name, member)
 
 
-def _branch_values(fn: ast.FunctionDef, kernel: str) -> dict[str, Any]:
+def _branch_values(fn: ast.FunctionDef, kernel: str, member: Callable[[ast.expr], Any]) -> dict[str, Any]:
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     parents = {id(c): n for n in ast.walk(fn) for c in ast.iter_child_nodes(n)}
     launch = next((n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
@@ -120,9 +144,13 @@ def _branch_values(fn: ast.FunctionDef, kernel: str) -> dict[str, Any]:
         elif isinstance(test, ast.Name) and test.id in params:
             out.setdefault(test.id, truth)
         elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
-                and test.left.id in params and isinstance(test.comparators[0], ast.Constant):
-            op, value = test.ops[0], test.comparators[0].value
-            if isinstance(op, (ast.Is, ast.Eq)) and truth or isinstance(op, (ast.IsNot, ast.NotEq)) and not truth:
+                and test.left.id in params:
+            op, right = test.ops[0], test.comparators[0]
+            if isinstance(op, ast.In) and truth and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts:
+                op, right = ast.Eq(), right.elts[0]  # policy in (A, B): A
+            value = right.value if isinstance(right, ast.Constant) else member(right)
+            if value is not ... and (isinstance(op, (ast.Is, ast.Eq)) and truth
+                                     or isinstance(op, (ast.IsNot, ast.NotEq)) and not truth):
                 out.setdefault(test.left.id, value)
 
     node: ast.AST | None = launch

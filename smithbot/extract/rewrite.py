@@ -540,7 +540,8 @@ STAND_INS = {
     "torch.profiler.record_function": "class {name}:  # torch.profiler.record_function: a profiler label, none here\n"
                                       "    def __init__(self, *args, **kwargs):\n        pass\n\n"
                                       "    def __enter__(self):\n        return self\n\n"
-                                      "    def __exit__(self, *exc):\n        return False\n",
+                                      "    def __exit__(self, *exc):\n        return False\n\n"
+                                      "    def __call__(self, fn):\n        return fn\n",
 }
 
 

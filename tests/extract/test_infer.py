@@ -712,3 +712,54 @@ def _merge(Out, LseA, LseB, Scores):
     got = infer(fn, ["out_a", "lse_a", "lse_b", "scores"], {}, kernels=(kernel,))
     assert got["lse_a"]["dtype"] == got["lse_b"]["dtype"] == "fp32"
     assert "dtype" not in got["scores"] and "dtype" not in got["out_a"]
+
+
+POLICY = '''import enum
+
+
+class Policy(enum.IntEnum):
+    NONE = 0
+    FP8 = 16
+    INT4 = 4
+'''
+
+QUANT = '''import triton
+import triton.language as tl
+
+from engine.policy import Policy
+
+
+@triton.jit
+def _plain_kernel(X):
+    pass
+
+
+@triton.jit
+def _fp8_kernel(X):
+    pass
+
+
+def store(x, policy: Policy = Policy.NONE, scale=None, layout="bshd"):
+    if layout != "bshd" and scale is not None:
+        raise ValueError(layout)
+    if policy in (Policy.FP8, Policy.INT4):
+        if not (scale is None):
+            _fp8_kernel[(1,)](x)
+    else:
+        _plain_kernel[(1,)](x)
+'''
+
+
+def test_branch_values_read_flags_literals_and_the_targets_int_enums(tmp_path: Path) -> None:
+    """The values that take store() to its fp8 launch: policy is Policy.FP8's value (an IntEnum equals its int);
+    ``scale`` must not be None there, which no literal gives, and the raise's test, which the launch is not under,
+    says nothing."""
+    from smithbot.extract.build import branch_values
+
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/policy.py": POLICY,
+                                          "engine/quant.py": QUANT})
+    result = api.scan(str(repo), source=str(repo))
+    site = next(s for s in result.sites if s.name == "_fp8_kernel")
+    assert branch_values(result.checkout.root, site, result.modules) == ("store", {"policy": 16})
+    plain = next(s for s in result.sites if s.name == "_plain_kernel")
+    assert branch_values(result.checkout.root, plain, result.modules) == ("store", {})
