@@ -291,6 +291,12 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             value = scalar_int(p, frozenset())
             if value is not None:
                 out[p] = value
+    for _ in facts.same_dtype:  # q.dtype == k.dtype == v.dtype: one dtype that is not the cases' own spreads
+        for pair in facts.same_dtype:
+            held = [out[p] for p in pair if isinstance(out.get(p), dict) and "shape" in out[p]]
+            other = next((h["dtype"] for h in held if h.get("dtype", "bf16") != "bf16"), None)
+            for h in held if other is not None and len(held) == 2 else ():
+                h["dtype"] = other
     for p in unknown:  # B_scale of B [experts, n, k]: a scale per row of its last axis, [experts, n]
         m = re.match(r"^(.+?)_?(scales?|s)$", p)
         base = known.get(m.group(1)) if m else None

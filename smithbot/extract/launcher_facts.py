@@ -31,6 +31,7 @@ class Facts:
         self.floaty: set[str] = set()
         self.launched: set[str] = set()
         self.dtype: dict[str, str] = {}  # from `p.dtype == torch.float32`
+        self.same_dtype: list[tuple[str, str]] = []  # from `q.dtype == k.dtype`
         self.keys: dict[str, set[str]] = {}  # p["BLOCK_SIZE_M"]: p is a dict of launch settings
         self.alias: dict[str, str] = {}  # out = torch.empty_like(x): out has x's shape
         self.renamed: dict[str, str] = {}  # rows = plan_rows: the same tensor
@@ -391,6 +392,12 @@ def _rank_of(facts: Facts, x: ast.expr) -> str | None:
 
 
 def equate(facts: Facts, a: ast.expr, b: ast.expr) -> None:
+    held = [e.value.id for e in (a, b) if isinstance(e, ast.Attribute) and e.attr == "dtype"  # type: ignore[attr-defined]
+            and isinstance(e.value, ast.Name) and e.value.id in facts.params]
+    if len(held) == 2:  # q.dtype == k.dtype: whatever one holds, the other holds too
+        facts.tensor.update(held)
+        facts.same_dtype.append((held[0], held[1]))
+        return
     for x, y in ((a, b), (b, a)):  # p.dtype == torch.float32
         if isinstance(x, ast.Attribute) and x.attr == "dtype" and isinstance(x.value, ast.Name) \
                 and x.value.id in facts.params and isinstance(y, ast.Attribute) and y.attr in TORCH_DTYPES \

@@ -331,6 +331,13 @@ def router(scores, bias, num_experts, k_cache, num_reqs):
     assert got["scores"] == {"shape": ["tokens"], "dtype": "fp32"} and got["bias"] == got["scores"]
     assert got["num_experts"] == 192
     assert got["k_cache"] == {"shape": ["tokens", "heads", 128]}
+    fn = _fn('''
+def attn(q, k, v):
+    assert q.dtype in (torch.float16, torch.bfloat16)
+    assert q.dtype == k.dtype == v.dtype, "All tensors must have the same type"
+''')
+    got = infer(fn, ["q", "k", "v"], {})
+    assert got["q"]["dtype"] == got["k"]["dtype"] == got["v"]["dtype"] == "fp16"  # one dtype, the one q must have
 
 
 def test_param_specs_lets_the_code_override_a_name_rule() -> None:
