@@ -101,6 +101,14 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         classes.setdefault(facts.find(key), []).append(key)
     multiple = {facts.find(key): m for key, m in multiples}
     pow2 = {facts.find(key) for key in facts.pow2}
+    for key, node in list(facts.derived.items()):  # BLOCK_F = q.size(-1) // 2 goes to tl.arange: so must q's axis
+        halved = isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mult))
+        scale = facts._int(node.right) if halved else None  # type: ignore[attr-defined]
+        axis = facts.axis(node.left) if halved else None  # type: ignore[attr-defined]
+        if axis is not None and axis[0] == "neg" and facts.rank.get(axis[1]):  # q.size(-1): q's last axis
+            axis = ("ax", axis[1], facts.rank[axis[1]] - axis[2])
+        if facts.find(key) in pow2 and scale and scale & (scale - 1) == 0 and axis is not None:
+            pow2.add(facts.find(axis))
 
     def class_literal(key: Any) -> int | None:
         return next((m[1] for m in classes.get(facts.find(key), []) if m[0] == "lit"), None)

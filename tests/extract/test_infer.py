@@ -408,6 +408,14 @@ def norm(hidden_states, ape):
     got = infer(fn, ["ape"], {"hidden_states": {"shape": ["tokens", "hidden"]}}, by_rule=("hidden_states",),
                 kernels=(kernel,))
     assert got["hidden_states"] == {"shape": ["tokens", "pow2(hidden)"]}
+    fn = _fn('''
+def rotate(q, ape):
+    assert q.dim() == 4
+    half = q.size(-1) // 2
+    _kernel[(1,)](q, ape, half, 4, RATIO=2)
+''')
+    got = infer(fn, ["q", "ape"], {}, kernels=(kernel,))
+    assert got["q"]["shape"][-1] == "pow2(hidden)"  # half of it goes to tl.arange: a power of two, halved, is one
 
 def test_an_index_tables_values_stay_below_the_rows_they_address() -> None:
     fn = _fn('''
