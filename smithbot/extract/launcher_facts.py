@@ -221,6 +221,10 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in facts.params \
                 and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
             facts.keys.setdefault(node.value.id, set()).add(node.slice.value)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("pop", "get") \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in facts.params and node.args \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            facts.keys.setdefault(node.func.value.id, set()).add(node.args[0].value)  # config.pop("BLOCK_SIZE_K")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
             facts.launched.update(a.id for a in [*node.args, *(k.value for k in node.keywords)]
                                   if isinstance(a, ast.Name) and a.id in facts.params)

@@ -559,6 +559,14 @@ def launch(a, c, config):
 ''')
     got = infer(fn, ["a", "c", "config"], {}, kernels=(kernel,))
     assert got["config"] == {"literal": {"BLOCK_SIZE_K": 64, "BLOCK_SIZE_M": 64, "GROUP_SIZE_M": 1}}
+    fn = _fn('''
+def launch(a, c, config):
+    config = config.copy()
+    block_k = config.pop("BLOCK_SIZE_K")
+    _gemm[(1,)](a, c, a.shape[0], BLOCK_SIZE_K=block_k, **config)
+''')
+    got = infer(fn, ["a", "c", "config"], {}, kernels=(kernel,))  # popped before the splat: still one of them
+    assert got["config"] == {"literal": {"BLOCK_SIZE_K": 64, "BLOCK_SIZE_M": 64, "GROUP_SIZE_M": 1}}
 
 
 def test_sequence_starts_and_lengths_make_one_layout(tmp_path: Path) -> None:
