@@ -153,10 +153,13 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
             config: str | Path | None = None, timeout_s: float = 300.0) -> list[Coverage]:
     """Extract one kernel (or, with ``all_kernels``, every launched kernel) into task directories and self-check
-    them (``jobs`` at a time, each in its own interpreter process; default: one per CPU core). With ``config`` (an
-    evolve config with an ``llm:`` section), the LLM writes the inputs of the tasks whose inputs could not be inferred
-    or failed the self-check; they are kept only if the baseline then passes. A self-check gets ``timeout_s``
-    seconds to prepare the baseline (its warm-up on every case) and as many again to evaluate it."""
+    them (``jobs`` at a time, each in its own interpreter process; default: one per CPU core). A task whose kernel
+    reads past an inferred input has that input grown to what it reads (``extract/grow.py``) and is checked again. A
+    kernel its launcher's task does not launch gets a task of its own, with the launcher's flags set down its branch
+    (``branch_values``). With ``config`` (an evolve config with an ``llm:`` section), the LLM writes the inputs of
+    the tasks whose inputs could not be inferred or failed the self-check; they are kept only if the baseline then
+    passes. A self-check gets ``timeout_s`` seconds to prepare the baseline (its warm-up on every case) and as many
+    again to evaluate it."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 

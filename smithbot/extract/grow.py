@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import yaml
 
-from smithbot.extract.inputs import _value
+from smithbot.extract.inputs import size_value
 
 _OOB = re.compile(r"kernel (\w+) .*? outside every tensor it was given \(the first: element (-?\d+) of '([^']+)', "
                   r"whose storage holds (\d+); the furthest: element (-?\d+)\)")
@@ -82,7 +82,7 @@ def _candidates(shape: list[Any], dims: dict[str, int], need: int, again: bool) 
 
     def numel(s: list[Any]) -> int:
         try:
-            return math.prod(int(_value(x, dims)) for x in s)
+            return math.prod(int(size_value(x, dims)) for x in s)
         except (KeyError, ValueError, TypeError, ZeroDivisionError):
             return -1
 
@@ -139,7 +139,7 @@ def _grow_once(task_dir: Path, why: str, person: set[str], grown: dict[str, tupl
     dims = {k: v for k, v in case.get("dims", {}).items() if isinstance(v, int) and not isinstance(v, bool)}
     extra = re.search(r"^EXTRA_DIMS = (.*)$", text, re.M)
     for k, v in (ast.literal_eval(extra.group(1)) if extra else {}).items():
-        dims[k] = _value(v, dims)
+        dims[k] = size_value(v, dims)
     params = names.split("/")
     sources = harness_inputs((task_dir / "kernel.py").read_text(), kernel, params)
     for p in params:
@@ -148,7 +148,7 @@ def _grow_once(task_dir: Path, why: str, person: set[str], grown: dict[str, tupl
         if name in person or not isinstance(entry, dict) or not isinstance(entry.get("shape"), list):
             continue
         try:
-            size = math.prod(int(_value(x, dims)) for x in entry["shape"])
+            size = math.prod(int(size_value(x, dims)) for x in entry["shape"])
         except (KeyError, ValueError, TypeError, ZeroDivisionError):
             continue
         # the element count is in the kernel's pointer type; the storage holds ``holds`` of them for ``size``

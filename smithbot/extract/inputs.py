@@ -237,7 +237,7 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
     return out
 
 
-def _value(expr, dims):
+def size_value(expr, dims):
     """A number, or +, -, *, //, /, **, %, min(), max() and pow2() over the case's dims."""
     if not isinstance(expr, str):
         return expr
@@ -283,7 +283,7 @@ _DTYPES = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16
 def make_inputs(case, generator):
     dims = {{k: v for k, v in case.items() if isinstance(v, int) and not isinstance(v, bool)}}
     for k, v in EXTRA_DIMS.items():
-        dims[k] = _value(v, dims)
+        dims[k] = size_value(v, dims)
     dev = generator.device
     args = {{}}
     later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith("starts:")
@@ -302,26 +302,27 @@ def make_inputs(case, generator):
             args[name] = dev
             continue
         if not isinstance(spec, dict):
-            args[name] = _value(spec, dims)
+            args[name] = size_value(spec, dims)
             continue
         if "literal" in spec:
             args[name] = spec["literal"]
             continue
-        shape = [int(_value(s, dims)) for s in spec["shape"]]
+        shape = [int(size_value(s, dims)) for s in spec["shape"]]
         dtype = case["dtype"] if spec.get("dtype", "act") == "act" else _DTYPES[spec["dtype"]]
         init = str(spec.get("init", "randn")).split(":")
         numel = 1
         for s in shape:
             numel *= s
         if init[0] == "randint":
-            t = torch.randint(int(_value(init[1], dims)), int(_value(init[2], dims)), shape, generator=generator,
-                              device=dev)
+            low, high = int(size_value(init[1], dims)), int(size_value(init[2], dims))
+            t = torch.randint(low, high, shape, generator=generator, device=dev)
         elif init[0] == "perm":  # a longer table is padded with n, the value that stands for no row
-            n = int(_value(init[1], dims))
+            n = int(size_value(init[1], dims))
             t = torch.randperm(n, generator=generator, device=dev)[:numel]
             t = torch.cat([t, t.new_full((numel - len(t),), n)]).view(shape)
         elif init[0] == "arange":  # 0, 1, 2... or with a step, 0, s, 2s...
-            t = (torch.arange(numel, device=dev) * (int(_value(init[1], dims)) if len(init) > 1 else 1)).view(shape)
+            step = int(size_value(init[1], dims)) if len(init) > 1 else 1
+            t = (torch.arange(numel, device=dev) * step).view(shape)
         elif init[0] == "starts":  # where each sequence starts, the lengths in args[init[1]] laid end to end
             ends = torch.cumsum(args[init[1]].flatten().to(torch.int64), 0)
             t = torch.cat([ends.new_zeros(1), ends])[:numel].view(shape)
@@ -335,4 +336,5 @@ def make_inputs(case, generator):
 
 
 def harness_source(wrapper: str, specs: dict[str, Any], extra: dict[str, Any], how: str) -> str:
-    return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra, value_fn=inspect.getsource(_value).strip())
+    return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra,
+                          value_fn=inspect.getsource(size_value).strip())

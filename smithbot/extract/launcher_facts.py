@@ -396,8 +396,8 @@ def _rank_of(facts: Facts, x: ast.expr) -> str | None:
 
 
 def equate(facts: Facts, a: ast.expr, b: ast.expr) -> None:
-    held = [e.value.id for e in (a, b) if isinstance(e, ast.Attribute) and e.attr == "dtype"  # type: ignore[attr-defined]
-            and isinstance(e.value, ast.Name) and e.value.id in facts.params]
+    held = [e.value.id for e in (a, b) if isinstance(e, ast.Attribute) and e.attr == "dtype"
+            and isinstance(e.value, ast.Name) and e.value.id in facts.params]  # type: ignore[attr-defined]
     if len(held) == 2:  # q.dtype == k.dtype: whatever one holds, the other holds too
         facts.tensor.update(held)
         facts.same_dtype.append((held[0], held[1]))
