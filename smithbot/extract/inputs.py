@@ -8,10 +8,10 @@ In order of preference, a parameter's spec comes from:
    the kernel it is handed to makes of it (a pointer, a number).
 Otherwise extraction stops and names the parameter, so that the YAML can say what it is.
 
-A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|bool, init: ...}`` where dims are
-numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above) over the case's dims
-(``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``, ``moe_intermediate``, ``experts``,
-``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the default), ``around1``,
+A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|bool|complex64, init: ...}`` where dims
+are numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above) over the case's
+dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``, ``moe_intermediate``,
+``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the default), ``around1``,
 ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them), ``arange`` or
 ``arange:STEP`` (0, STEP, 2 STEP...), or ``starts:LENS`` (where each sequence starts when the lengths in input LENS
 are laid end to end; with one entry more than LENS, the last is the total). A scalar spec is a number, a bool, or an
@@ -275,7 +275,7 @@ SPEC = {spec!r}
 EXTRA_DIMS = {extra!r}
 _DTYPES = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int32": torch.int32,
            "fp8_e4m3": torch.float8_e4m3fn, "int8": torch.int8,
-           "int64": torch.int64, "bool": torch.bool}}
+           "int64": torch.int64, "bool": torch.bool, "complex64": torch.complex64}}
 
 
 {value_fn}

@@ -221,6 +221,10 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in facts.params \
                 and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
             facts.keys.setdefault(node.value.id, set()).add(node.slice.value)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.view_as_real" and node.args \
+                and isinstance(node.args[0], ast.Name) and node.args[0].id in facts.params:
+            facts.tensor.add(node.args[0].id)
+            facts.dtype[node.args[0].id] = "complex64"  # freqs_cis: complex rotations, read as (re, im) pairs
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("pop", "get") \
                 and isinstance(node.func.value, ast.Name) and node.func.value.id in facts.params and node.args \
                 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):

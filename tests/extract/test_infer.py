@@ -338,6 +338,12 @@ def attn(q, k, v):
 ''')
     got = infer(fn, ["q", "k", "v"], {})
     assert got["q"]["dtype"] == got["k"]["dtype"] == got["v"]["dtype"] == "fp16"  # one dtype, the one q must have
+    fn = _fn('''
+def rope(x, freqs_cis):
+    freqs_real = torch.view_as_real(freqs_cis).flatten(-2)
+    _k[(1,)](x, freqs_real)
+''')
+    assert infer(fn, ["x", "freqs_cis"], {})["freqs_cis"]["dtype"] == "complex64"  # complex rotations
 
 
 def test_param_specs_lets_the_code_override_a_name_rule() -> None:
