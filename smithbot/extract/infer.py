@@ -313,6 +313,11 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         if isinstance(out.get(p), dict) and "init" not in out[p] and p not in facts.exact and isinstance(shape, list) \
                 and len(shape) >= 2 and facts.rank.get(p, 0) <= len(shape) - 1:
             out[p]["shape"] = shape[:-1]
+    for p in (p for p in unknown if p not in out):  # `sorted_ = permutation is not None`: the launcher takes None
+        if any(isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.Is, ast.IsNot))
+               and isinstance(n.left, ast.Name) and n.left.id == p and isinstance(n.comparators[0], ast.Constant)
+               and n.comparators[0].value is None for n in ast.walk(fn)):
+            out[p] = None
     return out
 
 

@@ -193,7 +193,8 @@ def _stem(name: str) -> str:
 def _one_layout(specs: dict[str, Any], inferred: set[str]) -> None:
     """Start offsets and lengths of the same sequences (``q_start_loc`` and ``q_seqlens``), inferred apart as
     ``arange`` and ``randint:1:8``, become one layout: a sequence per 8 rows (at least one), each 1 to
-    rows/sequences long, each starting where the one before ends, so that no sequence runs past the rows."""
+    rows/sequences long, each starting where the one before ends, so that no sequence runs past the rows; an inferred
+    batch size (``bs``) counts those sequences."""
     lens = [n for n in inferred if isinstance(specs[n], dict) and specs[n].get("init") == "randint:1:8"
             and len(specs[n].get("shape", ())) == 1 and "len" in n.lower()]
     for start in sorted(inferred):
@@ -209,6 +210,9 @@ def _one_layout(specs: dict[str, Any], inferred: set[str]) -> None:
         specs[partner] = {**specs[partner], "shape": [batch], "init": f"randint:1:(tokens) // ({batch}) + 1"}
         cu = str(spec["shape"][0]).endswith("+ 1")
         specs[start] = {**spec, "shape": [f"{batch} + 1" if cu else batch], "init": f"starts:{partner}"}
+        for n in inferred:  # the batch size the launcher is also handed counts the same sequences
+            if re.fullmatch(r"bs|batch(_size)?|num_(seqs|reqs|requests|segments)", n.lower()) and specs[n] == "tokens":
+                specs[n] = batch
 
 
 def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper: str,

@@ -589,9 +589,10 @@ def test_sequence_starts_and_lengths_make_one_layout(tmp_path: Path) -> None:
              "q_seqlens": {"shape": ["tokens"], "dtype": "int64", "init": "randint:1:8"},
              "cu_seqlens_k": {"shape": ["tokens + 1"], "dtype": "int32", "init": "arange"},
              "k_lens": {"shape": ["tokens"], "dtype": "int32", "init": "randint:1:8"},
-             "expert_offsets": {"shape": ["tokens"], "dtype": "int64", "init": "arange"}}
+             "expert_offsets": {"shape": ["tokens"], "dtype": "int64", "init": "arange"}, "bs": "tokens"}
     _one_layout(specs, set(specs) - {"q"})
     assert specs["q_start_loc"]["init"] == "starts:q_seqlens" and specs["cu_seqlens_k"]["init"] == "starts:k_lens"
+    assert specs["bs"] == "max(1, (tokens) // 8)"  # the batch size counts the sequences
     assert specs["expert_offsets"]["init"] == "arange"  # no sequence start by its name: left alone
     (tmp_path / "harness.py").write_text(harness_source("launch", specs, {}, "inferred"))
     spec = importlib.util.spec_from_file_location("harness_layout", tmp_path / "harness.py")
@@ -606,6 +607,7 @@ def test_sequence_starts_and_lengths_make_one_layout(tmp_path: Path) -> None:
         assert int(starts[-1] + lens[-1]) <= tokens  # every sequence within q's rows
         cu, k_lens = args["cu_seqlens_k"], args["k_lens"]
         assert len(cu) == len(k_lens) + 1 and cu[0] == 0 and int(cu[-1]) == int(k_lens.sum()) <= tokens
+        assert args["bs"] == len(lens)
 
 
 def test_per_expert_tables_and_scales_take_their_rows_from_what_they_describe() -> None:
@@ -792,3 +794,15 @@ def test_branch_values_read_flags_literals_and_the_targets_int_enums(tmp_path: P
     assert branch_values(result.checkout.root, site, result.modules) == ("store", {"policy": 16})
     plain = next(s for s in result.sites if s.name == "_plain_kernel")
     assert branch_values(result.checkout.root, plain, result.modules) == ("store", {})
+
+
+def test_a_parameter_the_launcher_only_tests_against_none_may_be_none() -> None:
+    """``permutation`` says nothing of its shape, but the launcher asks whether it is None: None is an input it
+    takes. ``plan``, which nothing describes, stays unknown."""
+    fn = _fn('''
+def launch(x, permutation, plan):
+    sorted_by_adapter = permutation is not None
+    _k[(1,)](x, permutation, sorted_by_adapter, plan.rows)
+''')
+    got = infer(fn, ["x", "permutation", "plan"], {})
+    assert "permutation" in got and got["permutation"] is None and "plan" not in got
