@@ -103,6 +103,17 @@ def flatten_objects(fn: ast.FunctionDef, names: list[str]) -> tuple[ast.Function
     parameter, {attribute: the parameter that stands for it}. The inputs are then inferred for those parameters."""
     taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
         a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    bindings: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(fn):
+        for t in node.targets if isinstance(node, ast.Assign) else ():
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    bindings.setdefault(n.id, []).append(node.value if t is n else t)
+    # `num_segments = batch_info.num_segments`: the local is the attribute, so the parameter may take its name
+    copies = {(vs[0].value.id, k) for k, vs in bindings.items()  # type: ignore[attr-defined]
+              if all(isinstance(v, ast.Attribute) and v.attr == k and isinstance(v.value, ast.Name)
+                     and v.value.id == vs[0].value.id for v in vs)}  # type: ignore[attr-defined]
+    given: set[str] = set()
     objects: dict[str, dict[str, str]] = {}
     positional = {a.arg for a in fn.args.args}
     for name in (n for n in names if n in positional):
@@ -110,11 +121,15 @@ def flatten_objects(fn: ast.FunctionDef, names: list[str]) -> tuple[ast.Function
         if attrs:
             objects[name] = {}
             for attr in attrs:
-                flat = attr if attr not in taken else f"{name}_{attr}"
-                while flat in taken:
-                    flat += "_"
+                if (name, attr) in copies and attr not in given:
+                    flat = attr  # the copy becomes `num_segments = num_segments`
+                else:
+                    flat = attr if attr not in taken else f"{name}_{attr}"
+                    while flat in taken:
+                        flat += "_"
                 objects[name][attr] = flat
                 taken.add(flat)
+                given.add(flat)
     if not objects:
         return fn, {}
 

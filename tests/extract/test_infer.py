@@ -493,6 +493,14 @@ def seg_fwd(q, meta, plan):
          "    return q, meta.batch_size, plan.q, plan.seq_lens\n", ns)
     assert ns["seg_fwd_flat"](q=1, batch_size=2, plan_q=3, seq_lens=4) == (1, 2, 3, 4)
     fn = _fn('''
+def seg_fwd(q, meta):
+    num_segments = meta.num_segments
+    _kernel[(num_segments,)](q, meta.seg_lens)
+''')
+    flat, objects = flatten_objects(fn, ["meta"])  # the local copy of an attribute lends the parameter its name
+    assert objects == {"meta": {"num_segments": "num_segments", "seg_lens": "seg_lens"}}
+    assert ast.unparse(flat.body[0]) == "num_segments = num_segments"
+    fn = _fn('''
 def apply_plan(x, plan):
     rows = plan.rows
     _kernel[(rows.shape[0],)](x, rows)
@@ -504,8 +512,9 @@ def _kernel(X, Rows):
     tl.store(X + src, 1.0)
 ''')
     flat, objects = flatten_objects(fn, ["plan"])
-    got = infer(flat, ["plan_rows"], {"x": {"shape": ["tokens", "hidden"]}}, kernels=(kernel,))
-    assert got["plan_rows"] == {"shape": ["tokens"], "dtype": "int64", "init": "perm:tokens"}  # via rows = plan_rows
+    assert objects == {"plan": {"rows": "rows"}}  # `rows = plan.rows` becomes `rows = rows`
+    got = infer(flat, ["rows"], {"x": {"shape": ["tokens", "hidden"]}}, kernels=(kernel,))
+    assert got["rows"] == {"shape": ["tokens"], "dtype": "int64", "init": "perm:tokens"}
 
 
 def test_pointer_chasing_ends() -> None:
