@@ -123,53 +123,19 @@ def gpu_check(keep: Path, jobs: int, confirm: int, only: list[str]) -> None:
         _reasons([{**r, "why": r.get("gpu_why", "")} for r in rows if "gpu" in r and not r["interpreter"]], "gpu")
 
 
-def recount(keep: Path) -> None:
-    """For a run made before the self-check reported the kernels it launched: prepare each interpreter-passed task
-    again (the baseline's warm-up on every interpreter case) and count a kernel as passed only if it was launched."""
-    from evaluator import Evaluator, TaskError
-
-    for cov in sorted(keep.glob("*/coverage.json")):
-        rows = json.loads(cov.read_text())
-        launched: dict[str, tuple[str, ...]] = {}
-
-        def run(task: str) -> None:
-            try:
-                with Evaluator(cov.parent / task, backend="interpreter", prepare_timeout_s=300) as ev:
-                    ev.prepare()
-                    launched[task] = ev.kernels
-            except TaskError as exc:
-                launched[task] = ()
-                print(f"  {task}: {exc}")
-
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            list(pool.map(run, sorted({r["task"] for r in rows if r["interpreter"]})))
-        for r in rows:
-            ran = launched.get(r["task"])
-            if r["interpreter"] and ran is not None and r["kernel"] not in ran:
-                r["interpreter"] = False
-                r["why"] = f"its task's inputs never launch it (they launch {', '.join(ran) or 'nothing'})"
-        cov.write_text(json.dumps(rows, indent=1))
-        print(f"{cov.parent.name}: {sum(r['interpreter'] for r in rows)} of {len(rows)} launched kernels passed and "
-              f"were launched by their task")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("targets", nargs="*", help="NAME or NAME=CHECKOUT (with --gpu-check: the targets to check, "
                                                    "default all)")
     ap.add_argument("--keep", type=Path, help="where the tasks and coverage.json go")
     ap.add_argument("--gpu-check", type=Path, metavar="DIR", help="self-check on the GPU what the interpreter could not")
-    ap.add_argument("--recount", type=Path, metavar="DIR", help="count again, by the kernels each task launches, a "
-                                                                "run made before the self-check reported them")
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--check-timeout", type=float, default=300.0, help="seconds one interpreter self-check evaluation "
                                                                       "may take (as smithbot extract --check-timeout)")
     ap.add_argument("--confirm", type=int, default=10, help="with --gpu-check: also run this many interpreter-passed "
                                                             "tasks per target on the GPU")
     args = ap.parse_args()
-    if args.recount:
-        recount(args.recount)
-    elif args.gpu_check:
+    if args.gpu_check:
         gpu_check(args.gpu_check, args.jobs or 8, args.confirm, args.targets)
     else:
         extract(args.targets, args.keep or Path(tempfile.mkdtemp(prefix="coverage-")), args.jobs, args.check_timeout)
