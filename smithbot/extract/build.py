@@ -98,7 +98,8 @@ def branch_values(root: Path, site: KernelSite, modules: dict[str, str]) -> tupl
     """(launcher, the values of its parameters that take it down the branches to its launch of ``site``'s kernel),
     where the tests are plain: ``if use_fp8:`` (True; False on the else side), ``if not x``, ``if mode ==
     "decode"``, ``if scale is None``, ``if policy == Policy.FP8`` or ``in (Policy.FP8, ...)`` for an int or str enum
-    of the target (its member's value). What a test this cannot read needs is left out; {} for a method launcher."""
+    of the target (its member's value; on the else side of such tests, a member none of them took). What a test this
+    cannot read needs is left out; {} for a method launcher."""
     try:
         path, wrapper, fn = _wrapper_node(root, site)
     except ExtractError:
@@ -108,32 +109,34 @@ def branch_values(root: Path, site: KernelSite, modules: dict[str, str]) -> tupl
         return wrapper, {}
     resolver = ClosureBuilder(root, dict(modules), module.split(".")[0], {}, ())
 
-    def member(node: ast.expr) -> Any:
-        """``Policy.FP8`` -> 16, where the target has ``class Policy(enum.IntEnum): FP8 = 16``; else ..."""
+    def member(node: ast.expr) -> tuple[Any, tuple[Any, ...]]:
+        """``Policy.FP8`` -> (16, every member's value), where the target has ``class Policy(enum.IntEnum): FP8 =
+        16``; (..., ()) for what is not such a member."""
         if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
-            return ...
+            return ..., ()
         mod, name = resolver.module(module), node.value.id
         if mod is not None and name not in mod.top and "." in mod.imports.get(name, ""):
             mod, name = resolver.module(mod.imports[name].rpartition(".")[0]), mod.imports[name].rpartition(".")[2]
         cls = mod.top.get(name) if mod is not None else None
         if not (isinstance(cls, ast.ClassDef) and re.search(r"\b(IntEnum|IntFlag|StrEnum|int|str)\b",
                                                             " ".join(map(ast.unparse, cls.bases)))):
-            return ...
-        for stmt in cls.body:
-            if isinstance(stmt, ast.Assign) and [ast.unparse(t) for t in stmt.targets] == [node.attr] \
-                    and isinstance(stmt.value, ast.Constant):
-                return stmt.value.value
-        return ...
+            return ..., ()
+        values = {ast.unparse(s.targets[0]): s.value.value for s in cls.body if isinstance(s, ast.Assign)
+                  and len(s.targets) == 1 and isinstance(s.value, ast.Constant)}
+        return values.get(node.attr, ...), tuple(values.values())
 
     return wrapper, _branch_values(fn, site.name, member)
 
 
-def _branch_values(fn: ast.FunctionDef, kernel: str, member: Callable[[ast.expr], Any]) -> dict[str, Any]:
+def _branch_values(fn: ast.FunctionDef, kernel: str,
+                   member: Callable[[ast.expr], tuple[Any, tuple[Any, ...]]]) -> dict[str, Any]:
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     parents = {id(c): n for n in ast.walk(fn) for c in ast.iter_child_nodes(n)}
     launch = next((n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
                    and isinstance(n.func.value, ast.Name) and n.func.value.id == kernel), None)
     out: dict[str, Any] = {}
+    ruled_out: dict[str, set[Any]] = {}  # on an else side: the values the tests before it took
+    members: dict[str, tuple[Any, ...]] = {}  # a parameter compared with an enum's members: all of them
 
     def holds(test: ast.expr, truth: bool) -> None:
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -145,13 +148,18 @@ def _branch_values(fn: ast.FunctionDef, kernel: str, member: Callable[[ast.expr]
             out.setdefault(test.id, truth)
         elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
                 and test.left.id in params:
-            op, right = test.ops[0], test.comparators[0]
-            if isinstance(op, ast.In) and truth and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts:
-                op, right = ast.Eq(), right.elts[0]  # policy in (A, B): A
-            value = right.value if isinstance(right, ast.Constant) else member(right)
-            if value is not ... and (isinstance(op, (ast.Is, ast.Eq)) and truth
-                                     or isinstance(op, (ast.IsNot, ast.NotEq)) and not truth):
-                out.setdefault(test.left.id, value)
+            op, right, p = test.ops[0], test.comparators[0], test.left.id
+            options = right.elts if isinstance(op, (ast.In, ast.NotIn)) and isinstance(
+                right, (ast.Tuple, ast.List, ast.Set)) else [right]
+            found = [(o.value, ()) if isinstance(o, ast.Constant) else member(o) for o in options]
+            for _, every in found:
+                members[p] = every or members.get(p, ())
+            if isinstance(op, (ast.Is, ast.Eq, ast.In)) == truth and not isinstance(op, ast.IsNot) \
+                    or isinstance(op, ast.IsNot) and not truth:
+                if found and found[0][0] is not ...:
+                    out.setdefault(p, found[0][0])  # policy == A, policy in (A, B): A
+            elif not isinstance(op, (ast.Is, ast.IsNot)):
+                ruled_out.setdefault(p, set()).update(v for v, _ in found if v is not ...)
 
     node: ast.AST | None = launch
     while node is not None and node is not fn:
@@ -159,6 +167,10 @@ def _branch_values(fn: ast.FunctionDef, kernel: str, member: Callable[[ast.expr]
         if isinstance(parent, ast.If) and node is not parent.test:
             holds(parent.test, any(node is b for b in parent.body))
         node = parent
+    for p, taken in ruled_out.items():  # the else side of `if policy == A: ... elif policy in (B, C):`: another member
+        other = next((v for v in members.get(p, ()) if v not in taken), ...)
+        if p not in out and other is not ...:
+            out[p] = other
     return out
 
 

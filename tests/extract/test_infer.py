@@ -761,6 +761,7 @@ class Policy(enum.IntEnum):
     NONE = 0
     FP8 = 16
     INT4 = 4
+    INT8 = 8
 '''
 
 QUANT = '''import triton
@@ -779,21 +780,28 @@ def _fp8_kernel(X):
     pass
 
 
+@triton.jit
+def _int8_kernel(X):
+    pass
+
+
 def store(x, policy: Policy = Policy.NONE, scale=None, layout="bshd"):
     if layout != "bshd" and scale is not None:
         raise ValueError(layout)
     if policy in (Policy.FP8, Policy.INT4):
         if not (scale is None):
             _fp8_kernel[(1,)](x)
-    else:
+    elif policy == Policy.NONE:
         _plain_kernel[(1,)](x)
+    else:
+        _int8_kernel[(1,)](x)
 '''
 
 
 def test_branch_values_read_flags_literals_and_the_targets_int_enums(tmp_path: Path) -> None:
-    """The values that take store() to its fp8 launch: policy is Policy.FP8's value (an IntEnum equals its int);
-    ``scale`` must not be None there, which no literal gives, and the raise's test, which the launch is not under,
-    says nothing."""
+    """The values that take store() to each launch: for fp8, policy is Policy.FP8's value (an IntEnum equals its
+    int), and ``scale`` must not be None there, which no literal gives; for the else side, a member neither test took.
+    The raise's test, which no launch is under, says nothing."""
     from smithbot.extract.build import branch_values
 
     repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/policy.py": POLICY,
@@ -801,8 +809,8 @@ def test_branch_values_read_flags_literals_and_the_targets_int_enums(tmp_path: P
     result = api.scan(str(repo), source=str(repo))
     site = next(s for s in result.sites if s.name == "_fp8_kernel")
     assert branch_values(result.checkout.root, site, result.modules) == ("store", {"policy": 16})
-    plain = next(s for s in result.sites if s.name == "_plain_kernel")
-    assert branch_values(result.checkout.root, plain, result.modules) == ("store", {})
+    values = {s.name: branch_values(result.checkout.root, s, result.modules)[1] for s in result.sites}
+    assert values["_plain_kernel"] == {"policy": 0} and values["_int8_kernel"] == {"policy": 8}
 
 
 def test_a_parameter_the_launcher_only_tests_against_none_may_be_none() -> None:
