@@ -4,8 +4,9 @@ An inferred shape is a guess: ``q_gate`` is ``[tokens]`` by default, but the ker
 The bounds check (``evaluator/bounds.py``) then names the kernel argument, the first and the furthest element read
 past its end, and how many its storage holds. ``grow`` follows the argument back through the launch to the harness
 input it came from, and gives that input the smallest shape, among a few made from the case's own sizes, that holds
-what was read: one more row (``tokens + 1``: offsets into ``tokens`` sequences), one more axis of a named size
-(``[tokens, heads]``), or its leading axis times a size. The shape stays symbolic, so the GPU's model-sized cases grow
+what was read: one more row (``tokens + 1``: offsets into ``tokens`` sequences), its leading axis times a size, or,
+for a 1-D input, another axis of a named size (``[tokens, heads]``). If the launcher rejects the shape, the next one
+is tried. The shape stays symbolic, so the GPU's model-sized cases grow
 with it. The self-check is then run again, and an input may grow again; when nothing passes the harness is put back
 as it was. Only inputs smithbot inferred are grown: the target YAML's specs are a person's, and stand.
 """
@@ -69,24 +70,30 @@ def harness_inputs(kernel_py: str, kernel: str, params: list[str]) -> dict[str, 
     return out
 
 
+MOST_ELEMENTS = 2**30  # a grown input at the GPU's model-sized cases: 2 GiB of bf16 at most (no 400 GB tables)
+
+
+def _numel(shape: list[Any], dims: dict[str, int]) -> int:
+    try:
+        return math.prod(int(size_value(x, dims)) for x in shape)
+    except (KeyError, ValueError, TypeError, ZeroDivisionError):
+        return -1
+
+
 def _candidates(shape: list[Any], dims: dict[str, int], need: int, again: bool) -> list[list[Any]]:
-    """Shapes holding at least ``need`` elements, smallest first, then simplest: one more leading row (not
-    ``again``: a second read past the end is no off-by-one), one more axis of a case size or of two sizes' product,
-    or the leading axis times a case size. A second token axis is not among them."""
+    """Shapes holding at least ``need`` elements, smallest first, then in this order: one more leading row (not
+    ``again``: a second read past the end is no off-by-one); for one axis, another axis of a case size or of two
+    sizes' product (read through its stride as rows); the leading axis times a case size. An axis added behind others
+    would change their strides, which the kernel reads by. A second token axis is not among them."""
     lead = str(shape[0]) if shape else "1"
     sizes = sorted(d for d in dims if d != "tokens")
     options = [[f"{lead} + 1", *shape[1:]]] if shape and not again else []
-    options += [[*shape, d] for d in sizes]
+    if len(shape) <= 1:
+        options += [[*shape, d] for d in sizes]
+        options += [[*shape, f"{a} * {b}"] for i, a in enumerate(sizes) for b in sizes[i + 1:]]
     options += [[f"({lead}) * {d}", *shape[1:]] for d in sizes] if shape else []
-    options += [[*shape, f"{a} * {b}"] for i, a in enumerate(sizes) for b in sizes[i + 1:]]
 
-    def numel(s: list[Any]) -> int:
-        try:
-            return math.prod(int(size_value(x, dims)) for x in s)
-        except (KeyError, ValueError, TypeError, ZeroDivisionError):
-            return -1
-
-    fits = [(numel(s), i, s) for i, s in enumerate(options) if numel(s) >= need]
+    fits = [(_numel(s, dims), i, s) for i, s in enumerate(options) if _numel(s, dims) >= need]
     return [s for _, _, s in sorted(fits, key=lambda x: (x[0], x[1]))]
 
 
@@ -102,24 +109,43 @@ def grow(task_dir: Path, why: str, check: Callable[[Path], tuple[bool, str]], ya
     person = set(yaml_inputs.get(entry.removesuffix("_flat"), {}))
     before = harness.read_text()
     grown: dict[str, tuple[Any, Any]] = {}
-    ok, result = False, why
-    for _ in range(rounds):
-        step = _grow_once(task_dir, result, person, grown)
+    result, checks = why, 0
+    while checks < rounds:
+        step = _options(task_dir, result, person, grown)
         if step is None:
             break
-        ok, result = check(task_dir)
-        if ok:
-            what = "; ".join(f"{k} {old} -> {new}" for k, (old, new) in grown.items())
-            text = harness.read_text()
-            harness.write_text(text.replace(" written by smithbot extract (",
-                                            f" written by smithbot extract (grown to what the kernel reads: {what}; ",
-                                            1))
-            return True, f"{result} (inputs grown to what the kernel reads: {what})"
+        name, original, options = step
+        for shape in options[:3]:  # a shape the launcher then rejects (`n % BLOCK == 0`): the next one
+            _set_shape(task_dir, name, shape)
+            grown[name] = (original, shape)
+            checks += 1
+            ok, result = check(task_dir)
+            if ok:
+                what = "; ".join(f"{k} {old} -> {new}" for k, (old, new) in grown.items())
+                text = harness.read_text()
+                harness.write_text(text.replace(" written by smithbot extract (", " written by smithbot extract "
+                                                f"(grown to what the kernel reads: {what}; ", 1))
+                return True, f"{result} (inputs grown to what the kernel reads: {what})"
+            if _OOB.search(result) or checks >= rounds:
+                break
+        if not _OOB.search(result):
+            break
     harness.write_text(before)
     return False, why
 
 
-def _grow_once(task_dir: Path, why: str, person: set[str], grown: dict[str, tuple[Any, Any]]) -> str | None:
+def _set_shape(task_dir: Path, name: str, shape: list[Any]) -> None:
+    harness = task_dir / "harness.py"
+    text = harness.read_text()
+    found = _SPEC.search(text)
+    spec = ast.literal_eval(found.group(1))  # type: ignore[union-attr]
+    spec[name]["shape"] = shape
+    harness.write_text(text[:found.start(1)] + repr(spec) + text[found.end(1):])  # type: ignore[union-attr]
+
+
+def _options(task_dir: Path, why: str, person: set[str],
+             grown: dict[str, tuple[Any, Any]]) -> tuple[str, list[Any], list[list[Any]]] | None:
+    """(the input ``why`` says was read past, its inferred shape, the shapes that hold what was read), or None."""
     m = _OOB.search(why)
     if m is None:
         return None
@@ -133,13 +159,16 @@ def _grow_once(task_dir: Path, why: str, person: set[str], grown: dict[str, tupl
         return None
     spec = ast.literal_eval(found.group(1))
     task = yaml.safe_load((task_dir / "task.yaml").read_text())
-    case = next((c for c in task.get("cases", []) if c.get("interpreter")), None)
-    if case is None:
-        return None
-    dims = {k: v for k, v in case.get("dims", {}).items() if isinstance(v, int) and not isinstance(v, bool)}
     extra = re.search(r"^EXTRA_DIMS = (.*)$", text, re.M)
-    for k, v in (ast.literal_eval(extra.group(1)) if extra else {}).items():
-        dims[k] = size_value(v, dims)
+    every = []  # each case's dims, the interpreter's first
+    for case in sorted(task.get("cases", []), key=lambda c: not c.get("interpreter")):
+        dims = {k: v for k, v in case.get("dims", {}).items() if isinstance(v, int) and not isinstance(v, bool)}
+        for k, v in (ast.literal_eval(extra.group(1)) if extra else {}).items():
+            dims[k] = size_value(v, dims)
+        every.append(dims)
+    if not any(c.get("interpreter") for c in task.get("cases", [])):
+        return None
+    dims = every[0]
     params = names.split("/")
     sources = harness_inputs((task_dir / "kernel.py").read_text(), kernel, params)
     for p in params:
@@ -147,18 +176,14 @@ def _grow_once(task_dir: Path, why: str, person: set[str], grown: dict[str, tupl
         entry = spec.get(name)
         if name in person or not isinstance(entry, dict) or not isinstance(entry.get("shape"), list):
             continue
-        try:
-            size = math.prod(int(size_value(x, dims)) for x in entry["shape"])
-        except (KeyError, ValueError, TypeError, ZeroDivisionError):
+        size = _numel(entry["shape"], dims)
+        if size < 0:
             continue
         # the element count is in the kernel's pointer type; the storage holds ``holds`` of them for ``size``
         need = -(-(furthest + 1) * size // max(holds, 1))
         original = grown.get(name, (entry["shape"],))[0]  # a second growth starts again from the inferred shape
-        options = _candidates(original, dims, need, again=name in grown)
-        if not options:
-            continue
-        grown[name] = (original, options[0])
-        entry["shape"] = options[0]
-        harness.write_text(text[:found.start(1)] + repr(spec) + text[found.end(1):])
-        return name
+        options = [o for o in _candidates(original, dims, need, again=name in grown)
+                   if all(0 <= _numel(o, d) <= MOST_ELEMENTS for d in every)]
+        if options:
+            return name, original, options
     return None

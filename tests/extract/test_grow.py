@@ -74,3 +74,16 @@ def other(q, k):
     _gated_kernel[(1,)](*q.shape, k)
 ''', "_gated_kernel", ["X", "Gate", "Out", "stride_g"])
     assert got == {"X": "x", "Gate": "gate", "Out": "q"}  # gated()'s out is made there, not an input
+
+
+def test_the_shapes_an_input_may_grow_to() -> None:
+    """Smallest first: one more row; a 1-D input may gain an axis (read through its stride); a 2-D one only more rows,
+    since an axis behind would change the strides the kernel reads by. A second growth is no off-by-one."""
+    from smithbot.extract.grow import _candidates
+
+    dims = {"tokens": 3, "hidden": 8, "heads": 4}
+    assert _candidates(["tokens", "hidden"], dims, 32, again=False)[0] == ["tokens + 1", "hidden"]
+    grown = _candidates(["tokens", "hidden"], dims, 32, again=True)
+    assert grown[0] == ["(tokens) * heads", "hidden"] and all(len(s) == 2 for s in grown)
+    assert _candidates(["tokens"], dims, 10, again=True)[0] == ["tokens", "heads"]
+    assert _candidates(["tokens"], dims, 10**6, again=True) == []
