@@ -23,8 +23,8 @@ import yaml
 
 from smithbot.extract.inputs import size_value
 
-_OOB = re.compile(r"kernel (\w+) .*? outside every tensor it was given \(the first: element (-?\d+) of '([^']+)', "
-                  r"whose storage holds (\d+); the furthest: element (-?\d+)\)")
+_OOB = re.compile(r"kernel (\w+) .*? outside every tensor it was given \(the first: element (-?\d+) of \\?'([^'\\]+)"
+                  r"\\?', whose storage holds (\d+); the furthest: element (-?\d+)\)")  # quotes escaped when nested
 _SPEC = re.compile(r"^SPEC = (.*)$", re.M)
 _METHODS = {"view", "reshape", "contiguous", "flatten", "to", "float", "half", "bfloat16", "int", "long",
             "unsqueeze", "squeeze", "view_as", "narrow", "expand", "transpose", "permute", "t", "clone"}

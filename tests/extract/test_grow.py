@@ -87,3 +87,15 @@ def test_the_shapes_an_input_may_grow_to() -> None:
     assert grown[0] == ["(tokens) * heads", "hidden"] and all(len(s) == 2 for s in grown)
     assert _candidates(["tokens"], dims, 10, again=True)[0] == ["tokens", "heads"]
     assert _candidates(["tokens"], dims, 10**6, again=True) == []
+
+
+def test_a_read_past_the_end_is_read_from_the_check_even_when_reported_nested() -> None:
+    """A kernel launched inside another interpreter launch reports its error in the outer one's repr, quotes
+    escaped: the argument and the elements are read all the same."""
+    from smithbot.extract.grow import _OOB
+
+    inner = ("kernel _fwd_kernel loads 29 element(s) outside every tensor it was given (the first: element 3 of "
+             "'Block_offsets', whose storage holds 3; the furthest: element 31)")
+    nested = RuntimeError(repr(IndexError(inner)))  # as InterpreterError wraps the repr of what the kernel raised
+    for why in (repr(IndexError(inner)), f"InterpreterError: {nested!r}"):
+        assert _OOB.search(why).groups() == ("_fwd_kernel", "3", "Block_offsets", "3", "31"), why
