@@ -43,6 +43,17 @@ def _loaded_from(expr: ast.expr) -> ast.expr | None:
     return None
 
 
+def _loads_in(expr: ast.expr) -> list[ast.expr]:
+    """The pointer expressions of the loads whose values ``expr`` computes with: ``tl.load(p)``, also cast, and in
+    sums, differences and products."""
+    source = _loaded_from(expr)
+    if source is not None:
+        return [source]
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
+        return _loads_in(expr.left) + _loads_in(expr.right)
+    return []
+
+
 def _assignments(kernel: ast.FunctionDef) -> dict[str, list[ast.expr]]:
     """Every value each plain name is assigned in the kernel."""
     out: dict[str, list[ast.expr]] = {}
@@ -72,8 +83,7 @@ def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Name):
-                    source = _loaded_from(node.value)
-                    if source is not None:
+                    for source in _loads_in(node.value):  # `start = tl.load(Cum + i) - n` holds a loaded value
                         loaded.setdefault(t.id, set()).update(_addends(source))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in POINTER_OPS:
             target = node.args[0] if node.args else next(

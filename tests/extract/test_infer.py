@@ -86,6 +86,15 @@ def test_kernel_param_kinds_read_pointers_numbers_and_constexprs() -> None:
     assert kinds == {"X": "pointer", "Out": "pointer", "lse": "pointer", "stride": "scalar", "n_cols": "scalar",
                      "cap": "scalar", "start": "pointer", "row_ids": "index", "flag": "unknown",
                      "Counts": "index", "BLOCK": "constexpr"}  # Counts: what it holds bounds a loop
+    kinds = kernel_param_kinds(_fn('''
+@triton.jit
+def _repeat(Group, Repeats, Cum, Out):
+    n = tl.load(Repeats + tl.program_id(0))
+    start = tl.load(Cum + tl.program_id(0)) - n
+    for r in range(n):
+        tl.store(Out + start + r, tl.load(Group + tl.program_id(0)))
+'''))
+    assert kinds["Cum"] == "index" and kinds["Group"] == "pointer"  # an offset computed from what Cum holds
 
 
 def test_a_launch_says_what_unannotated_parameters_are() -> None:
