@@ -53,7 +53,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         shape = known[p].get("shape") if isinstance(known.get(p), dict) else None
         if isinstance(shape, list) and (p in facts.rank and (
                 (p in facts.exact and facts.rank[p] != len(shape)) or facts.rank[p] > len(shape))
-                or p in facts.sizes and p not in facts.tensor):  # `k` is a key tensor by name, a count by use
+                or (p in facts.sizes or facts.kernel_kind.get(p) in ("scalar", "constexpr"))
+                and p not in facts.tensor):  # `k` is a key tensor by name, a count by use; `temperature` a number
             del known[p]
             unknown.append(p)
         elif isinstance(shape, list):

@@ -364,6 +364,15 @@ def test_param_specs_lets_the_code_override_a_name_rule() -> None:
                                      get_target("demo"), fn)
     assert specs["hidden_states"] == {"shape": ["tokens", "heads", "hidden"]} and inferred == ["hidden_states"]
     assert specs["x"] == {"shape": ["tokens", "hidden"]}  # the name rule stands where the code says nothing
+    kernel = _fn('''
+@triton.jit
+def _scale(L, temperature, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(L + offs, tl.load(L + offs) / temperature)
+''')
+    fn = _fn("def scale(logits, temperature):\n    _scale[(1,)](logits, temperature, BLOCK=64)\n")
+    specs, _, _ = param_specs([("logits", ...), ("temperature", ...)], "scale", get_target("demo"), fn, (kernel,))
+    assert specs["temperature"] == 1.0  # a tensor of per-request temperatures by its name; the kernel divides by it
 
 
 def test_defaults_become_specs_as_they_are() -> None:
