@@ -22,8 +22,8 @@ LAUNCH_KWARGS = ("num_warps", "num_stages")
 
 def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionDef | None]:
     """(module path, wrapper, its def) of the kernel's preferred launch: CUDA branch first, fallbacks last, functions
-    before methods. The wrapper is a module-level function, or ``Cls.method`` of a module-level class (then the def
-    is None: the closure builder writes it as a function)."""
+    before methods. The wrapper is a module-level function (also one whose nested function launches), or
+    ``Cls.method`` of a module-level class (then the def is None: the closure builder writes it as a function)."""
     launches = sorted(site.launches, key=lambda la: (la.fallback_only, not la.cuda_branch, "." in la.wrapper))
     for la in launches:
         if la.wrapper == "<module>" or la.wrapper.count(".") > 1:
@@ -36,6 +36,9 @@ def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionD
             if cls and isinstance(node, ast.ClassDef) and node.name == cls and any(
                     isinstance(n, ast.FunctionDef) and n.name == method for n in node.body):
                 return la.path, la.wrapper, None
+            if cls and isinstance(node, ast.FunctionDef) and node.name == cls and any(
+                    isinstance(n, ast.FunctionDef) and n.name == method for n in ast.walk(node) if n is not node):
+                return la.path, cls, node  # a launch in a function nested in a launcher: the launcher, as it is
     wrappers = ", ".join(sorted({la.wrapper for la in site.launches})) or "none"
     raise ExtractError(f"{site.name}: no module-level launcher function or method to extract (launched from: "
                        f"{wrappers}); nested launchers are not supported yet")

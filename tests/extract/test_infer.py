@@ -841,3 +841,34 @@ def launch(x, permutation, plan):
 ''')
     got = infer(fn, ["x", "permutation", "plan"], {})
     assert "permutation" in got and got["permutation"] is None and "plan" not in got
+
+
+NESTED = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _double_kernel(X, Out, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(Out + offs, tl.load(X + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def double(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+
+    def run_kernel(block):
+        _double_kernel[(1,)](x, out, x.numel(), BLOCK=block)
+
+    run_kernel(triton.next_power_of_2(x.numel()))
+    return out
+'''
+
+
+def test_a_kernel_launched_from_a_nested_function_extracts_with_its_launcher(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/nested.py": NESTED})
+    [row] = api.extract(str(repo), "_double_kernel", out=tmp_path / "task", source=str(repo), check=True)
+    assert row.checked, row.why
+    assert "def double(x" in (tmp_path / "task" / "kernel.py").read_text()
