@@ -41,7 +41,7 @@ def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionD
                 return la.path, cls, node  # a launch in a function nested in a launcher: the launcher, as it is
     wrappers = ", ".join(sorted({la.wrapper for la in site.launches})) or "none"
     raise ExtractError(f"{site.name}: no module-level launcher function or method to extract (launched from: "
-                       f"{wrappers}); nested launchers are not supported yet")
+                       f"{wrappers}); launches at module level or two definitions deep are not supported yet")
 
 
 def _literal(node: ast.expr | None) -> Any:
