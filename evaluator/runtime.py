@@ -3,6 +3,7 @@ Triton launch counting. Runs only inside the child process."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import itertools
 import sys
@@ -12,6 +13,8 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from evaluator.tolerances import fields_of
 
 # ATen ops that allocate, view, cast or copy: never "compute" for the purposes of the torch-compute check.
 ALLOWED_ATEN = {
@@ -140,7 +143,8 @@ def tensors_of(value: Any) -> list[torch.Tensor]:
         return [t for v in value for t in tensors_of(v)]
     if isinstance(value, dict):
         return [t for v in value.values() for t in tensors_of(v)]
-    return []
+    fields = fields_of(value)  # a result record
+    return tensors_of(list(fields.values())) if fields is not None else []
 
 
 def bit_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -154,8 +158,16 @@ def bit_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 def zeros_like_output(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return torch.zeros_like(value)
+    if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a NamedTuple takes its fields one by one
+        return type(value)(*(zeros_like_output(v) for v in value))
     if isinstance(value, (tuple, list)):
         return type(value)(zeros_like_output(v) for v in value)
     if isinstance(value, dict):
         return {k: zeros_like_output(v) for k, v in value.items()}
+    fields = fields_of(value)
+    if fields is not None:  # a result record: a copy holding zeros
+        record = copy.copy(value)
+        for k, v in fields.items():
+            object.__setattr__(record, k, zeros_like_output(v))
+        return record
     return value

@@ -12,6 +12,7 @@ differ in the last bit on a few elements passes.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +138,36 @@ def compare(out: Any, ref: Any, path: str = "out", exact: bool = False) -> Misma
             if m is not None:
                 return m
         return None
+    fields = fields_of(ref)
+    if fields is not None:  # a result record (a dataclass, a msgspec.Struct, a plain object): field by field
+        theirs = fields_of(out)
+        if type(out).__name__ != type(ref).__name__ or theirs is None or set(theirs) != set(fields):
+            return Mismatch(path, f"expected a {type(ref).__name__} with fields {sorted(fields)}, got "
+                                  f"{type(out).__name__}")
+        for k in fields:
+            m = compare(theirs[k], fields[k], f"{path}.{k}", exact)
+            if m is not None:
+                return m
+        return None
     if isinstance(out, torch.Tensor) or out != ref:
         return Mismatch(path, f"{out!r} != {ref!r}")
     return None
+
+
+def fields_of(value: Any) -> dict[str, Any] | None:
+    """The fields of a result record, by name: a dataclass's, a ``msgspec.Struct``'s (``__struct_fields__``), or a
+    plain object's attributes; None for anything else (numbers, strings, tensors, types, functions, modules)."""
+    import types
+
+    import torch
+
+    if isinstance(value, (torch.Tensor, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+                          torch.dtype, torch.device, int, float, complex, str, bytes, bool)) or value is None:
+        return None
+    if dataclasses.is_dataclass(value):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    names = getattr(type(value), "__struct_fields__", None)
+    if isinstance(names, tuple):
+        return {n: getattr(value, n) for n in names}
+    attrs = getattr(value, "__dict__", None)
+    return dict(attrs) if isinstance(attrs, dict) and attrs else None

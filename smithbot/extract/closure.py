@@ -501,6 +501,8 @@ class ClosureBuilder:
                 self.c.imports[name] = line
             elif target in STAND_INS:
                 self.c.stubs[name] = STAND_INS[target].format(name=name)
+                if "typing." in self.c.stubs[name]:
+                    self.c.imports.setdefault("typing", "import typing")
             elif imported is None and name in mod.optional:
                 self.c.stubs[name] = f"{name} = None  # optional in the target ({target}), absent here\n"
             elif root == self.package:

@@ -537,6 +537,8 @@ STAND_INS = {
                          "    @staticmethod\n    def parse(text):\n        return " + _RELEASE + "\n",
     "packaging.version.parse": "def {name}(text):  # packaging.version.parse, for release numbers\n"
                                "    return " + _RELEASE + "\n",
+    "msgspec": "class {name}:  # msgspec, as far as its Struct base class goes: a record of named fields\n"
+               "    Struct = typing.NamedTuple\n",
     "torch.profiler.record_function": "class {name}:  # torch.profiler.record_function: a profiler label, none here\n"
                                       "    def __init__(self, *args, **kwargs):\n        pass\n\n"
                                       "    def __enter__(self):\n        return self\n\n"

@@ -53,3 +53,43 @@ def test_zeros_fail_and_structure_is_checked() -> None:
     assert compare(ref[:32], ref).reason.startswith("shape")
     assert compare(None, None) is None
     assert compare(3, 4) is not None
+
+
+def test_result_records_are_compared_field_by_field() -> None:
+    """A launcher that returns a record (a dataclass, a msgspec.Struct, a plain object) is compared by its fields,
+    under the same tolerances, not by object identity: two runs of the same kernel agree, a wrong field is named,
+    and a record of another kind or with other fields fails."""
+    from dataclasses import dataclass
+    from typing import NamedTuple
+
+    from evaluator.runtime import tensors_of, zeros_like_output
+
+    @dataclass
+    class Result:
+        indptr: torch.Tensor
+        total: int
+
+    class Struct:  # as msgspec.Struct lays a record out: slots named by __struct_fields__
+        __slots__ = ("scale", "data")
+        __struct_fields__ = ("data", "scale")
+
+        def __init__(self, data: torch.Tensor, scale: torch.Tensor) -> None:
+            self.data, self.scale = data, scale
+
+    class Plain:
+        def __init__(self, rows: torch.Tensor) -> None:
+            self.rows = rows
+
+    x = torch.randn(8)
+    assert compare(Result(torch.arange(4), 3), Result(torch.arange(4), 3)) is None
+    m = compare(Result(torch.tensor([0, 1, 2, 4]), 3), Result(torch.arange(4), 3))
+    assert m is not None and m.path == "out.indptr" and "bit-exact" in m.reason
+    assert compare(Result(torch.arange(4), 2), Result(torch.arange(4), 3)).path == "out.total"
+    assert compare(Struct(x + 1e-7, x), Struct(x.clone(), x)) is None  # within fp32 tolerance
+    assert compare(Struct(x + 1, x), Struct(x, x)).path == "out.data"
+    assert compare(Plain(x), Plain(x.clone())) is None and compare(Plain(x), Result(x, 1)) is not None
+    assert [t.shape for t in tensors_of(Struct(x, x[:2]))] == [torch.Size([8]), torch.Size([2])]
+    zeros = zeros_like_output(Result(x, 3))
+    assert torch.equal(zeros.indptr, torch.zeros(8)) and zeros.total == 3 and compare(zeros, Result(x, 3)) is not None
+    Pair = NamedTuple("Pair", [("a", torch.Tensor), ("b", torch.Tensor)])
+    assert torch.equal(zeros_like_output(Pair(x, x)).b, torch.zeros(8))  # a NamedTuple takes its fields one by one

@@ -396,3 +396,21 @@ def test_what_the_installed_triton_offers_is_asked_at_extraction(tmp_path: Path)
     task = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(task)  # type: ignore[union-attr]
     assert (task.HAS_GATHER, task.HAS_NOPE) == (hasattr(tl, "gather"), False)
+
+
+def test_a_msgspec_result_record_becomes_a_named_tuple(tmp_path: Path) -> None:
+    """``class Result(msgspec.Struct)`` with annotated fields: msgspec is no import a task may make, and a NamedTuple
+    is the same record, built by keyword, read by attribute, and compared field by field by the evaluator."""
+    b = _closure(tmp_path, "rec", "import msgspec\nimport torch\n\n\nclass Result(msgspec.Struct):\n"
+                 "    rows: torch.Tensor\n    total: int\n\n\ndef launch(x):\n"
+                 "    return Result(rows=x + 1, total=int(x.numel()))\n")
+    assert b.c.blockers == [] and "import typing" in b.c.imports.values()
+    src = _source(b)
+    evolved = f"# EVOLVE-BLOCK-START\n{src}\n# EVOLVE-BLOCK-END\n"
+    assert check(evolved, evolved, "launch").ok
+    ns: dict = {}
+    exec(compile(src, "task", "exec"), ns)
+    import torch
+
+    r = ns["launch"](torch.zeros(3))
+    assert r.total == 3 and torch.equal(r.rows, torch.ones(3)) and isinstance(r, tuple)
