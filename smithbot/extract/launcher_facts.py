@@ -226,8 +226,9 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
             facts.tensor.add(node.args[0].id)
             facts.dtype[node.args[0].id] = "complex64"  # freqs_cis: complex rotations, read as (re, im) pairs
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("pop", "get") \
-                and isinstance(node.func.value, ast.Name) and node.func.value.id in facts.params and len(node.args) == 1 \
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in facts.params \
+                and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
             # config.pop("BLOCK_SIZE_K"); with a default (config.get("SPLIT_K", 1)) the key may be absent
             facts.keys.setdefault(node.func.value.id, set()).add(node.args[0].value)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
