@@ -14,8 +14,8 @@ only, so a task runs there as it runs on an H200:
   operands' integer type, and ``tl.load`` then rejects the mask);
 - ``tl.extra.cuda.gdc_wait()`` and ``gdc_launch_dependents()`` (programmatic dependent launch) do nothing, as on a
   launch without that attribute;
-- the loop variable of ``tl.range`` and of ``range`` in a kernel is a triton scalar, as it is when compiled, not a
-  Python int: kernels write ``i.to(tl.int64)``.
+- the loop variable of ``tl.range`` and of ``range`` in a kernel answers ``i.to(tl.int64)`` with a triton scalar, as
+  a compiled loop variable does.
 
 ``torch.cuda.is_available()`` stays False: code that takes a CUDA path on it would allocate on a GPU that is not there.
 """
@@ -207,29 +207,31 @@ def install() -> None:
 
 def _patch_range() -> None:
     """Each launch, after the interpreter maps ``tl.range`` to Python's ``range``, map it and the kernel module's
-    ``range`` to one yielding scalars; the interpreter's restore undoes both after the launch."""
+    ``range`` to one yielding loop indices; the interpreter's restore undoes both after the launch."""
     from triton import language as tl
     from triton.runtime import interpreter
 
     patch_lang = interpreter._patch_lang
 
-    def scalars(arg1: Any, arg2: Any = None, step: Any = None, **options: Any) -> Any:
-        bounds = [b for b in (arg1, arg2, step) if b is not None]
-        wide = any(getattr(b, "dtype", None) in (tl.int64, tl.uint64) for b in bounds)
+    class LoopIndex(int):
+        """A loop variable: an int, so arithmetic on it stays as fast as the interpreter's own loops, which also
+        answers ``i.to(dtype)`` with a triton scalar, as a compiled loop variable does."""
+
+        def to(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
+            value = np.array([int(self)]).astype(interpreter._get_np_dtype(dtype))
+            return tl.tensor(interpreter.TensorHandle(value, dtype), dtype)
+
+    def indices(arg1: Any, arg2: Any = None, step: Any = None, **options: Any) -> Any:
         start, end = (0, arg1) if arg2 is None else (arg1, arg2)
-        for i in range(_scalar(start), _scalar(end), 1 if step is None else _scalar(step)):
-            ty = tl.int64 if wide or not -2**31 <= i < 2**31 else tl.int32
-            yield tl.tensor(interpreter.TensorHandle(np.array([i], dtype=np.int64 if ty == tl.int64 else np.int32),
-                                                     ty), ty)
+        return map(LoopIndex, range(_scalar(start), _scalar(end), 1 if step is None else _scalar(step)))
 
     def patched(fn: Any) -> Any:
         scope = patch_lang(fn)
-        scope.set_attr(tl, "range", scalars)
-        scope.set_attr(_Namespace(fn.__globals__), "range", scalars)
+        scope.set_attr(tl, "range", indices)
+        scope.set_attr(_Namespace(fn.__globals__), "range", indices)
         return scope
 
     interpreter._patch_lang = patched
-
 
 
 class _Namespace:
