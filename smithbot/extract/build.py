@@ -157,8 +157,7 @@ def _branch_values(fn: ast.FunctionDef, kernel: str,
             found = [(o.value, ()) if isinstance(o, ast.Constant) else member(o) for o in options]
             for _, every in found:
                 members[p] = every or members.get(p, ())
-            if isinstance(op, (ast.Is, ast.Eq, ast.In)) == truth and not isinstance(op, ast.IsNot) \
-                    or isinstance(op, ast.IsNot) and not truth:
+            if truth != isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot)):  # p is (one of) the options
                 if found and found[0][0] is not ...:
                     out.setdefault(p, found[0][0])  # policy == A, policy in (A, B): A
             elif not isinstance(op, (ast.Is, ast.IsNot)):
