@@ -155,12 +155,58 @@ def _check_module_value(value: ast.AST) -> str | None:
         name = _dotted(value.func) or ""
         if name.split(".")[-1] not in _MODULE_LEVEL_CALLS:
             return f"the result of {name or 'a call'}()"
+        if name.split(".")[-1] == "Config" and value.args and isinstance(value.args[0], ast.Dict):
+            # triton.Config({"BLOCK": 64}, num_warps=4): the dict is the config's settings, read by autotune
+            settings = value.args[0]
+            rest = [*settings.keys, *settings.values, *value.args[1:], *(k.value for k in value.keywords)]
+            return next((why for e in rest if e is not None for why in [_check_module_value(e)] if why), None)
     for sub in ast.iter_child_nodes(value):
         if isinstance(sub, ast.expr):
             why = _check_module_value(sub)
             if why:
                 return why
     return None
+
+
+_CONTAINERS = (ast.Dict, ast.List, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+_READ_METHODS = {"get", "items", "keys", "values", "index", "count"}
+_READ_CALLS = {"len", "tuple", "list", "sorted", "dict", "set", "frozenset", "enumerate", "zip", "min", "max"}
+
+
+def read_only_table(tree: ast.Module, stmt: ast.stmt) -> bool:
+    """Whether module-level ``stmt`` binds one name to a table that nothing can change: a container of immutable
+    values (``{torch.float8_e4m3fn: tl.float8e4nv}``, ``[triton.Config(...) for bn in (32, 64)]``, ``{}``) whose
+    every use in ``tree`` reads it: ``T[k]``, ``k in T``, ``for x in T``, ``T.get(k)``, ``len(T)``, ``configs=T``.
+    Such a table is a constant, not a cache between calls."""
+    value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+    if not isinstance(value, _CONTAINERS) or len(targets) != 1 or not isinstance(targets[0], ast.Name):
+        return False
+    if isinstance(value, (ast.ListComp, ast.SetComp, ast.DictComp)):
+        parts = [value.key, value.value] if isinstance(value, ast.DictComp) else [value.elt]
+        parts += [e for g in value.generators for e in (g.iter, *g.ifs)]
+    else:
+        parts = [e for e in (*getattr(value, "keys", ()), *getattr(value, "values", ()), *getattr(value, "elts", ()))
+                 if e is not None]
+    if any(_check_module_value(e) for e in parts):  # a list inside could still grow
+        return False
+    name = targets[0].id
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.Name) or n.id != name or n is targets[0]:
+            continue
+        p = parents.get(id(n))
+        if not (isinstance(n.ctx, ast.Load) and (
+                isinstance(p, ast.Subscript) and p.value is n and isinstance(p.ctx, ast.Load)
+                or isinstance(p, ast.Compare) and n in p.comparators and all(
+                    isinstance(op, (ast.In, ast.NotIn)) for op in p.ops)
+                or isinstance(p, (ast.For, ast.comprehension)) and p.iter is n
+                or isinstance(p, ast.Attribute) and p.attr in _READ_METHODS
+                and isinstance(parents.get(id(p)), ast.Call) and parents[id(p)].func is p
+                or isinstance(p, ast.Call) and n in p.args and _dotted(p.func) in _READ_CALLS
+                or isinstance(p, ast.keyword) and p.arg == "configs")):
+            return False
+    return True
 
 
 def _parameter_uses(tree: ast.Module) -> set[int]:
@@ -216,7 +262,7 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
                 return bad("state", stmt, "module-level state is updated in place")
             if value is not None:
                 why = _check_module_value(value)
-                if why:
+                if why and not (scope is tree and read_only_table(tree, stmt)):
                     return bad("state", stmt, f"module-level state holds {why} (a cache between calls)")
 
     for node in ast.walk(tree):

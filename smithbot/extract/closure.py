@@ -27,7 +27,7 @@ from typing import Any
 import libcst as cst
 import libcst.helpers
 
-from evaluator.guard import forbidden_in, module_state
+from evaluator.guard import forbidden_in, module_state, read_only_table
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, Constants, EnvPinner, LocalImportDropper, NotConstant,
                                       Pruner, Ref, Renamer, calls_stub, custom_decorator_stub, env_pinned,
                                       fold_settings, fold_stubs, fold_versions, inline_kwargs, is_kernel, is_logger,
@@ -328,7 +328,7 @@ class ClosureBuilder:
                 source = f"{ast.unparse(node.targets[0])} = {value!r}  # {ast.unparse(node.value)}, at extraction\n"
                 node = ast.parse(source).body[0]
         state = module_state(env_pinned(node.value)) if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value \
-            else None
+            and not read_only_table(mod.tree, node) else None  # `_FP8_DTYPES = {...}` that the module only reads
         if state and self._depth:  # `_CACHE = OrderedDict()`: a helper that keeps it is stubbed, if one can be
             self.c.blockers.append(f"{name} is module-level state ({state})")
         helper = self._depth > 0 and isinstance(node, ast.FunctionDef) and not is_kernel(node)
@@ -407,10 +407,11 @@ class ClosureBuilder:
             source = re.sub(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b", "None", source)
             node = ast.parse(source).body[0]
         cached = [d for d in getattr(node, "decorator_list", []) if re.fullmatch(
-            r"([\w.]*\.)?(\w*cache[d]?|(register_)?custom_op)(\(.*\))?", ast.unparse(d), re.S)]
+            r"([\w.]*\.)?(\w*cache[d]?|(register_)?custom_op|(debug|nvtx|trace)_\w+)(\(.*\))?", ast.unparse(d), re.S)]
         if isinstance(node, ast.FunctionDef) and cached:
             # memoisation (lru_cache, the target's tensor_cache) only saves time, and the evaluator wants no state;
-            # registering the function as a torch custom op (torch.library.custom_op) only routes calls to it
+            # registering the function as a torch custom op (torch.library.custom_op) only routes calls to it;
+            # debugging and tracing wrappers (sglang's debug_kernel_api, nvtx ranges) only watch the call
             node.decorator_list = [d for d in node.decorator_list if d not in cached]
             source = ast.unparse(node) + "\n"
         if isinstance(node, ast.FunctionDef) and any(isinstance(n, ast.Global) for n in ast.walk(node)):

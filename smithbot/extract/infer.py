@@ -78,11 +78,13 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         if key[0] == "neg" and facts.rank.get(key[1]):
             facts.union(key, ("ax", key[1], facts.rank[key[1]] - key[2]))
     # A known spec pins its axes: x -> [tokens, hidden] makes x.shape[1] "hidden".
+    # The first spec to pin a class wins, and a given spec before a name rule's: with `assert heads == kv_heads`,
+    # q [tokens, heads, head_dim] and k [tokens, kv_heads, head_dim] (both by name) share q's heads.
     pinned: dict[Any, Any] = {}
-    for p, spec in known.items():
+    for p, spec in sorted(known.items(), key=lambda item: item[0] in by_rule):
         if isinstance(spec, dict) and isinstance(spec.get("shape"), list):
             for i, d in enumerate(spec["shape"]):
-                pinned[facts.find(("ax", p, i))] = d
+                pinned.setdefault(facts.find(("ax", p, i)), d)
         elif isinstance(spec, int) and not isinstance(spec, bool) and spec > 0 or isinstance(spec, str) \
                 and not spec.startswith(("dtype:", "tldtype:", "default:")):
             pinned[facts.find(("name", p))] = spec  # d_v=512 and `assert q.shape[-1] == d_v`
@@ -240,7 +242,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     for p in by_rule:  # a name rule's shape, with the sizes the code insists on
         if p not in unknown and isinstance(known.get(p), dict) and isinstance(known[p].get("shape"), list):
             shape = known[p]["shape"]
-            fixed = {**known[p], "shape": [adjusted(p, i, d) for i, d in enumerate(shape)]}
+            fixed = {**known[p], "shape": [adjusted(p, i, pinned.get(facts.find(("ax", p, i)), d))
+                                           for i, d in enumerate(shape)]}
             init = str(known[p].get("init", ""))
             if init.startswith("randint:0:") and rows(p) is not None:  # and values its kernel can address
                 fixed["init"] = f"randint:0:min({init[10:]}, {rows(p)})"

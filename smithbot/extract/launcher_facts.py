@@ -35,6 +35,7 @@ class Facts:
         self.keys: dict[str, set[str]] = {}  # p["BLOCK_SIZE_M"]: p is a dict of launch settings
         self.alias: dict[str, str] = {}  # out = torch.empty_like(x): out has x's shape
         self.renamed: dict[str, str] = {}  # rows = plan_rows: the same tensor
+        self.same_rows: dict[str, str] = {}  # f = torch.view_as_real(freqs).flatten(-2): f's rows are freqs's
         self.multiples: list[tuple[ast.expr, ast.expr]] = []  # assert n % BLOCK == 0
         self.upper: list[tuple[Any, int]] = []  # assert K <= 256
         self.isa: dict[str, str] = {}  # assert isinstance(flag, bool)
@@ -207,6 +208,10 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
                 and isinstance(node.value, ast.Name) and node.value.id in facts.params \
                 and node.targets[0].id not in facts.params:  # rows = plan_rows: another name for the parameter
             facts.alias[node.targets[0].id] = facts.renamed[node.targets[0].id] = node.value.id
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            src = _rows_source(node.value)
+            if src in facts.params and node.targets[0].id not in facts.params:
+                facts.same_rows[node.targets[0].id] = src
     assigned = [t.id for a in ast.walk(fn) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
                 for t in (a.targets if isinstance(a, ast.Assign) else [a.target]) if isinstance(t, ast.Name)]
     for node in ast.walk(fn):
@@ -369,13 +374,34 @@ def _launch(facts: Facts, call: ast.Call, kinds: dict[str, str], required: list[
         if kparam in pow2 and facts.axis(a) is not None:  # tl.arange(0, D): D is a power of two
             facts.pow2.append(facts.axis(a))
             facts.find(facts.axis(a))
-    source = {kparam: facts.alias.get(a.id, a.id) for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]
-              if isinstance(a, ast.Name) and facts.alias.get(a.id, a.id) in facts.params}
+    source = {kparam: facts.same_rows.get(a.id, facts.alias.get(a.id, a.id))
+              for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]
+              if isinstance(a, ast.Name) and facts.same_rows.get(a.id, facts.alias.get(a.id, a.id)) in facts.params}
     for table, targets in tables.items():  # what the kernel reads from a table addresses these tensors' rows
         rows = [(source[t], targets[t]) for t in sorted(targets) if t in source and source[t] != source.get(table)]
         if table in source and rows:
             facts.index_into.setdefault(source[table], rows[0])
             facts.addressed.setdefault(source[table], set()).update(q for q, _ in rows)
+
+
+_ROW_KEEPING = {"contiguous", "float", "half", "bfloat16", "to", "view_as_real", "view_as_complex", "detach"}
+
+
+def _rows_source(value: ast.expr) -> str | None:
+    """The name ``value`` is a view of with the same rows (its leading axis): ``torch.view_as_real(x).flatten(-2)``,
+    ``x.contiguous().flatten(1)`` -> ``x``."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        f = value.func.attr
+        start = value.args[0] if value.args else None
+        keeps = f in _ROW_KEEPING or f == "flatten" and isinstance(start, (ast.Constant, ast.UnaryOp)) and (
+            isinstance(start, ast.UnaryOp) or start.value >= 1)  # type: ignore[union-attr]
+        if not keeps:
+            return None
+        inner = value.args[0] if f.startswith("view_as_") and value.args else value.func.value
+        if f.startswith("view_as_") and not value.args:
+            return None
+        value = inner
+    return value.id if isinstance(value, ast.Name) else None
 
 
 def _splatted(facts: Facts, star: ast.expr) -> str | None:

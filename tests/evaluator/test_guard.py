@@ -50,8 +50,25 @@ def test_module_level_constants_are_fine_but_state_is_not() -> None:
     anchor = "# EVOLVE-BLOCK-START\n"
     assert check(RMS, RMS.replace(anchor, anchor + "BLOCK_MAX = 8192\nSCALE = tl.constexpr(2)\n"), "rmsnorm").ok
     assert check(RMS, RMS.replace(anchor, anchor + 'BV = int("32")\nON = "1" == "1"\n'), "rmsnorm").ok  # pinned env
-    for state in ("_buf = torch.empty(16)\n", "_cfg = [1, 2]\n", "CACHE = dict()\n"):
+    for state in ("_buf = torch.empty(16)\n", "CACHE = dict()\n", "_cfg = {'a': [1, 2]}\n"):
         assert check(RMS, RMS.replace(anchor, anchor + state), "rmsnorm").reason == "state"
+
+
+@pytest.mark.parametrize("use, ok", [
+    ("    n = _T[x.dtype] + len(_C) + _T.get(x.dtype, 0) + int(x.dtype in _T)\n", True),
+    ("    for c in _C:\n        n = c.num_warps\n", True),
+    ("    _T[x.dtype] = 2\n", False),
+    ("    _T.update({x.dtype: 2})\n", False),
+    ("    _C.append(None)\n", False),
+    ("    t = _T\n", False),  # an alias could be written through
+])
+def test_a_table_the_code_only_reads_is_a_constant(use: str, ok: bool) -> None:
+    tables = ("_T = {torch.float16: 1, torch.bfloat16: 2}\n"
+              "_C = [triton.Config({'BLOCK': b}, num_warps=w) for b in (32, 64) for w in (1, 2)]\n")
+    anchor = "    hidden = x.shape[-1]\n"
+    cand = RMS.replace("# EVOLVE-BLOCK-START\n", "# EVOLVE-BLOCK-START\n" + tables).replace(anchor, anchor + use)
+    res = check(RMS, cand, "rmsnorm")
+    assert (res.ok, res.reason) == (ok, "" if ok else "state"), res
 
 
 def test_syntax_error() -> None:

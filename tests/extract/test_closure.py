@@ -253,6 +253,25 @@ def test_a_helper_off_the_path_that_a_task_cannot_have_becomes_a_stub_that_says_
     assert b.c.blockers == ["import of fastext.fused_quant (fused_quant)"]  # the launcher's own need still blocks
 
 
+def test_a_table_the_module_only_reads_extracts_and_a_debug_wrapper_is_dropped(tmp_path: Path) -> None:
+    """``_SCALE = {...}`` that the module only reads is a constant, not state; ``@debug_api`` (a logging wrapper
+    that would need the target's logging setup) only watches calls, so the task drops it."""
+    src = ("import torch\n\n_SCALE = {torch.float32: 2.0, torch.float16: 4.0}\n\n\n"
+           "def debug_api(f):\n    try:\n        return f\n    except Exception:\n        return f\n\n\n"
+           "@debug_api\ndef launch(x):\n    return x * _SCALE[x.dtype] if x.dtype in _SCALE else x\n")
+    b = _closure(tmp_path, "tables", src)
+    assert b.c.blockers == []
+    evolved = f"# EVOLVE-BLOCK-START\n{_source(b)}\n# EVOLVE-BLOCK-END\n"
+    assert check(evolved, evolved, "launch").ok, check(evolved, evolved, "launch")
+    ns: dict = {}
+    exec(compile(_source(b), "task", "exec"), ns)
+    import torch
+
+    assert torch.equal(ns["launch"](torch.ones(3)), torch.full((3,), 2.0)) and "debug_api" not in _source(b)
+    b = _closure(tmp_path, "written", src.replace("    return x *", "    _SCALE[x.dtype] = 1.0\n    return x *"))
+    assert b.c.blockers == ["_SCALE is module-level state (a mutable container)"]
+
+
 UTILS = '''import math
 
 import triton
