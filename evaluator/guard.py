@@ -61,7 +61,8 @@ ALLOWED_TORCH = {
     "get_device_properties", "get_device_capability", "get_device_name", "current_device", "device_count",
     "is_available",
 }
-_MODULE_LEVEL_CALLS = {"constexpr", "jit", "autotune", "heuristics", "Config", "int", "float", "bool", "str"}
+_MODULE_LEVEL_CALLS = {"constexpr", "jit", "autotune", "heuristics", "Config", "int", "float", "bool", "str", "finfo",
+                       "iinfo"}  # torch.finfo(dtype): the dtype's fixed limits
 _TRY = tuple(getattr(ast, n) for n in ("Try", "TryStar") if hasattr(ast, n))
 
 
@@ -147,18 +148,30 @@ def _is_tensor_method(name: str) -> bool:
     return name in _TENSOR_METHODS
 
 
+def _decorator_factory(call: ast.Call) -> bool:
+    return (_dotted(call.func) or "").split(".")[-1] in ("autotune", "heuristics")
+
+
 def _check_module_value(value: ast.AST) -> str | None:
     """None when a module-level (or class-level) value is immutable; else why not."""
     if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)):
         return "a mutable container"
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Call) and _decorator_factory(value.func):
+        # `k_tuned = triton.autotune(configs=[...], key=[...])(k)`: the decorator, applied by hand
+        return _check_module_value(value.func) or next(
+            (why for e in value.args for why in [_check_module_value(e)] if why), None)
     if isinstance(value, ast.Call):
         name = _dotted(value.func) or ""
         if name.split(".")[-1] not in _MODULE_LEVEL_CALLS:
             return f"the result of {name or 'a call'}()"
-        if name.split(".")[-1] == "Config" and value.args and isinstance(value.args[0], ast.Dict):
-            # triton.Config({"BLOCK": 64}, num_warps=4): the dict is the config's settings, read by autotune
-            settings = value.args[0]
-            rest = [*settings.keys, *settings.values, *value.args[1:], *(k.value for k in value.keywords)]
+        settings = value.args[0] if name.split(".")[-1] == "Config" and value.args else next(
+            (k.value for k in value.keywords if k.arg == "kwargs"), None) if name.split(".")[-1] == "Config" else None
+        if isinstance(settings, ast.Dict) or _decorator_factory(value):
+            # triton.Config({"BLOCK": 64}, num_warps=4): the dict is the config's settings, read by autotune; the
+            # lists a decorator factory takes (configs=[...], key=[...]) are its own, as in `@triton.autotune(...)`
+            rest = [*value.args, *(k.value for k in value.keywords)]
+            rest = [e for e in rest if e is not settings] + ([*settings.keys, *settings.values] if settings else [])
+            rest = [x for e in rest for x in (e.elts if isinstance(e, ast.List) and settings is None else [e])]
             return next((why for e in rest if e is not None for why in [_check_module_value(e)] if why), None)
     for sub in ast.iter_child_nodes(value):
         if isinstance(sub, ast.expr):

@@ -327,6 +327,14 @@ class ClosureBuilder:
             if _plain(value) or isinstance(value, tuple) and all(_plain(v) for v in value):
                 source = f"{ast.unparse(node.targets[0])} = {value!r}  # {ast.unparse(node.value)}, at extraction\n"
                 node = ast.parse(source).body[0]
+        factory = mod.top.get(node.value.func.id) if isinstance(node, ast.Assign) and isinstance(
+            node.value, ast.Call) and isinstance(node.value.func, ast.Name) else None
+        if isinstance(factory, ast.Assign) and isinstance(factory.value, ast.Call) and ast.unparse(
+                factory.value.func).split(".")[-1] in ("autotune", "heuristics"):
+            # `tune = triton.autotune(configs=..., key=...)` then `k_tuned = tune(k)`: the decorator, written out
+            node = ast.Assign(node.targets, ast.Call(factory.value, node.value.args, node.value.keywords),
+                              lineno=node.lineno)
+            source = ast.unparse(node) + "\n"
         state = module_state(env_pinned(node.value)) if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value \
             and not read_only_table(mod.tree, node) else None  # `_FP8_DTYPES = {...}` that the module only reads
         if state and self._depth:  # `_CACHE = OrderedDict()`: a helper that keeps it is stubbed, if one can be

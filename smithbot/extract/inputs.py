@@ -284,6 +284,9 @@ def size_value(expr, dims):
     return ev(ast.parse(expr, mode="eval"))
 
 
+# read once, at import: every harness of a run embeds the same function, even if the file changes on disk meanwhile
+_SIZE_VALUE_SOURCE = inspect.getsource(size_value).strip()
+
 HARNESS = '''"""Inputs for {wrapper}, written by smithbot extract ({how})."""
 
 import ast
@@ -356,4 +359,4 @@ def make_inputs(case, generator):
 
 def harness_source(wrapper: str, specs: dict[str, Any], extra: dict[str, Any], how: str) -> str:
     return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra,
-                          value_fn=inspect.getsource(size_value).strip())
+                          value_fn=_SIZE_VALUE_SOURCE)

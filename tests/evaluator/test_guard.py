@@ -54,6 +54,19 @@ def test_module_level_constants_are_fine_but_state_is_not() -> None:
         assert check(RMS, RMS.replace(anchor, anchor + state), "rmsnorm").reason == "state"
 
 
+@pytest.mark.parametrize("line, ok", [
+    ("_CFGS = (triton.Config(kwargs={'BLOCK': 64}, num_warps=4),)\n", True),
+    ("_tuned = triton.autotune(configs=[triton.Config({'BLOCK': 64})], key=['n'])(rmsnorm)\n", True),
+    ("_tuned = triton.autotune(configs=[torch.empty(1)], key=['n'])(rmsnorm)\n", False),
+    ("_tuned = cached(configs=[])(rmsnorm)\n", False),
+    ("_CFGS = (triton.Config({'BLOCK': [64]}),)\n", False),
+])
+def test_autotune_applied_by_hand_is_a_decorator(line: str, ok: bool) -> None:
+    anchor = "# EVOLVE-BLOCK-END\n"
+    res = check(RMS, RMS.replace(anchor, line + anchor), "rmsnorm")
+    assert (res.ok, res.reason) == (ok, "" if ok else "state"), res
+
+
 @pytest.mark.parametrize("use, ok", [
     ("    n = _T[x.dtype] + len(_C) + _T.get(x.dtype, 0) + int(x.dtype in _T)\n", True),
     ("    for c in _C:\n        n = c.num_warps\n", True),

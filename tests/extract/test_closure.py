@@ -272,6 +272,21 @@ def test_a_table_the_module_only_reads_extracts_and_a_debug_wrapper_is_dropped(t
     assert b.c.blockers == ["_SCALE is module-level state (a mutable container)"]
 
 
+def test_an_autotune_decorator_applied_by_hand_is_written_out(tmp_path: Path) -> None:
+    """``tune = triton.autotune(...)`` then ``k_tuned = tune(k)``: the task applies the decorator itself, so the
+    guard sees a decorated kernel, not the result of a call."""
+    src = ("import triton\nimport triton.language as tl\n\n"
+           "tune = triton.autotune(configs=[triton.Config(kwargs={'BLOCK': 32}, num_warps=1)], key=['n'])\n\n\n"
+           "@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n    pass\n\n\nk_tuned = tune(k)\n\n\n"
+           "def launch(x):\n    k_tuned[(1,)](x, x.numel())\n    return x\n")
+    b = _closure(tmp_path, "tuned", src)
+    assert b.c.blockers == []
+    defs = {d.name: d.source for d in b.render_definitions()}
+    assert defs["k_tuned"].startswith("k_tuned = triton.autotune(configs=[") and "tune" not in defs
+    evolved = f"# EVOLVE-BLOCK-START\n{_source(b)}\n# EVOLVE-BLOCK-END\n"
+    assert check(evolved, evolved, "launch").ok, check(evolved, evolved, "launch")
+
+
 UTILS = '''import math
 
 import triton

@@ -872,3 +872,28 @@ def test_a_kernel_launched_from_a_nested_function_extracts_with_its_launcher(tmp
     [row] = api.extract(str(repo), "_double_kernel", out=tmp_path / "task", source=str(repo), check=True)
     assert row.checked, row.why
     assert "def double(x" in (tmp_path / "task" / "kernel.py").read_text()
+
+
+def test_a_view_keeps_the_rows_an_index_table_addresses_and_equal_axes_share_the_first_name() -> None:
+    """``positions`` (by name, values below 4096) addresses the rows of ``torch.view_as_real(freqs).flatten(-2)``,
+    which are ``freqs``' rows; ``assert heads == kv_heads`` gives k (kv_heads by name) q's heads."""
+    fn = _fn('''
+def rope(q, k, freqs, positions):
+    n, heads, d = q.shape
+    _, kv_heads, _ = k.shape
+    assert heads == kv_heads
+    f = torch.view_as_real(freqs).flatten(-2)
+    _kernel[(n,)](q, f, positions, f.stride(0))
+''')
+    kernel = _fn('''
+@triton.jit
+def _kernel(q_ptr, f_ptr, pos_ptr, stride_f):
+    p = tl.load(pos_ptr + tl.program_id(0))
+    x = tl.load(f_ptr + p * stride_f + tl.arange(0, 16))
+    tl.store(q_ptr + tl.arange(0, 16), x)
+''')
+    rule = {"q": {"shape": ["tokens", "heads", "head_dim"]}, "k": {"shape": ["tokens", "kv_heads", "head_dim"]},
+            "positions": {"shape": ["tokens"], "dtype": "int64", "init": "randint:0:4096"}}
+    got = infer(fn, ["freqs"], rule, by_rule=("q", "k", "positions"), kernels=(kernel,))
+    assert got["freqs"]["shape"][0] == "4096"
+    assert got["k"] == {"shape": ["tokens", "heads", "head_dim"]} and "q" not in got
