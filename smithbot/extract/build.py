@@ -211,7 +211,7 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     missing = ""
     # a parameter read only for its attributes (`plan.seq_lens`, a method's `self.weight`) becomes one per attribute
     bare = [n for n, d in _params(fn) if d is ... and n not in target.inputs.get(wrapper, {}) and n not in NAME_RULES]
-    flat_fn, objects = flatten_objects(fn, bare)
+    flat_fn, objects = flatten_objects(fn, bare, {f.name: f for f in functions})
     entry = f"{wrapper}_flat" if objects else wrapper
     try:
         try:

@@ -219,8 +219,12 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             q, i = axes[0][1], axes[0][2]
             return dim(q, i, facts.rank.get(q) or 1, seen)
         value = value_of(derived[root], seen | {root}) if root in derived and root not in seen else None
-        if value is None:
-            value = next((v for pattern, v in SCALAR_INTS if re.search(pattern, p.lower())), dim_of_name(p))
+        # by its name, or by the end of it (`batch_info_num_segments`: an object's attribute, renamed)
+        tails = [p.split("_", i)[-1] for i in range(p.count("_") + 1)] if value is None else []
+        for tail in (t for t in tails if t):
+            value = next((v for pattern, v in SCALAR_INTS if re.search(pattern, tail.lower())), dim_of_name(tail))
+            if value is not None:
+                break
         if value is None and (kind_of(p) == "int" or facts.kernel_kind.get(p) in ("scalar", "constexpr")):
             # a number with nothing more to go on: a power of two for a size (tl.arange needs one), else 0
             value = 64 if facts.kernel_kind.get(p) == "constexpr" or re.search(SIZE_NAME, p.lower()) else 0

@@ -81,26 +81,42 @@ def _names_in(expr: Any) -> set[str]:
     return set()
 
 
-def attributes_read(fn: ast.FunctionDef, name: str) -> list[str] | None:
+def attributes_read(fn: ast.FunctionDef, name: str, helpers: dict[str, ast.FunctionDef] | None = None,
+                    seen: frozenset[str] = frozenset()) -> list[str] | None:
     """The attributes parameter ``name`` of ``fn`` is read for (``plan.seq_lens``, ``self.weight``), when that is all
-    it is used for: never called, passed on, assigned to, or rebound. Otherwise None."""
+    it is used for: never called, assigned to, rebound, or passed on, except positionally to one of ``helpers`` (the
+    task's own functions) that in turn only reads attributes of it (``_num_segments(batch_info)``). Otherwise None."""
     attrs: set[str] = set()
     called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
+    handed = 0
     for node in ast.walk(fn):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == name:
             if not isinstance(node.ctx, ast.Load) or id(node) in called or node.attr.startswith("__"):
                 return None
             attrs.add(node.attr)
+        helper = (helpers or {}).get(node.func.id) if isinstance(node, ast.Call) and isinstance(
+            node.func, ast.Name) and node.func.id not in seen else None
+        for i, a in enumerate(node.args if helper is not None else ()):
+            if isinstance(a, ast.Name) and a.id == name:
+                params = helper.args.posonlyargs + helper.args.args  # type: ignore[union-attr]
+                inner = attributes_read(helper, params[i].arg, helpers, seen | {helper.name}) if i < len(
+                    params) else None  # type: ignore[union-attr]
+                if inner is None:
+                    return None
+                attrs.update(inner)
+                handed += 1
     uses = sum(isinstance(n, ast.Name) and n.id == name for n in ast.walk(fn))
     reads = sum(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name
                 for n in ast.walk(fn))
-    return sorted(attrs) if attrs and uses == reads else None
+    return sorted(attrs) if attrs and uses == reads + handed else None
 
 
-def flatten_objects(fn: ast.FunctionDef, names: list[str]) -> tuple[ast.FunctionDef, dict[str, dict[str, str]]]:
-    """``fn`` with each positional parameter of ``names`` that is only read for its attributes replaced by one per
-    attribute (``plan.seq_lens`` -> ``seq_lens``; ``plan_seq_lens`` when that name is taken), and, per replaced
-    parameter, {attribute: the parameter that stands for it}. The inputs are then inferred for those parameters."""
+def flatten_objects(fn: ast.FunctionDef, names: list[str], helpers: dict[str, ast.FunctionDef] | None = None
+                    ) -> tuple[ast.FunctionDef, dict[str, dict[str, str]]]:
+    """``fn`` with each positional parameter of ``names`` that is only read for its attributes (here or in
+    ``helpers`` it is handed to) replaced by one per attribute (``plan.seq_lens`` -> ``seq_lens``; ``plan_seq_lens``
+    when that name is taken), and, per replaced parameter, {attribute: the parameter that stands for it}. The inputs
+    are then inferred for those parameters."""
     taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
         a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     bindings: dict[str, list[ast.expr]] = {}
@@ -117,7 +133,7 @@ def flatten_objects(fn: ast.FunctionDef, names: list[str]) -> tuple[ast.Function
     objects: dict[str, dict[str, str]] = {}
     positional = {a.arg for a in fn.args.args}
     for name in (n for n in names if n in positional):
-        attrs = attributes_read(fn, name)
+        attrs = attributes_read(fn, name, helpers)
         if attrs:
             objects[name] = {}
             for attr in attrs:
@@ -140,11 +156,41 @@ def flatten_objects(fn: ast.FunctionDef, names: list[str]) -> tuple[ast.Function
             return self.generic_visit(node)
 
     flat = Flatten().visit(copy.deepcopy(fn))
+    # what a helper does with the attributes (`batch_info.seg_lens.max()`: a tensor) is evidence too: its
+    # expressions, on the launcher's names, close the body that only inference reads
+    flat.body = flat.body + [ast.Expr(Flatten().visit(e)) for e in _helper_reads(fn, set(objects), helpers or {})]
     args = []
     for a in flat.args.args:
         args += [ast.arg(n) for n in objects[a.arg].values()] if a.arg in objects else [a]
     flat.args.args = args  # the objects had no defaults, so the defaults still belong to the last parameters
     return flat, objects
+
+
+def _helper_reads(fn: ast.FunctionDef, objects: set[str], helpers: dict[str, ast.FunctionDef],
+                  seen: frozenset[str] = frozenset()) -> list[ast.expr]:
+    """The statement-level expressions of the ``helpers`` that ``fn`` hands one of ``objects`` to, with the helper's
+    parameter renamed to the object's name (``return batch_info.num_segments or batch_info.bs``)."""
+    out: list[ast.expr] = []
+    for call in ast.walk(fn):
+        helper = helpers.get(call.func.id) if isinstance(call, ast.Call) and isinstance(
+            call.func, ast.Name) and call.func.id not in seen else None
+        if helper is None:
+            continue
+        params = [a.arg for a in helper.args.posonlyargs + helper.args.args]
+        rename = {params[i]: a.id for i, a in enumerate(call.args[:len(params)])  # type: ignore[attr-defined]
+                  if isinstance(a, ast.Name) and a.id in objects}
+        if not rename:
+            continue
+
+        class Rename(ast.NodeTransformer):
+            def visit_Name(self, node: ast.Name) -> ast.AST:
+                return ast.copy_location(ast.Name(rename.get(node.id, node.id), node.ctx), node)
+
+        body = Rename().visit(copy.deepcopy(helper))
+        out += [v for st in ast.walk(body) if isinstance(st, ast.stmt) and not isinstance(st, ast.FunctionDef)
+                for v in [getattr(st, "value", None), getattr(st, "test", None)] if isinstance(v, ast.expr)]
+        out += _helper_reads(body, objects, helpers, seen | {helper.name})
+    return out
 
 
 def flat_entry(wrapper: str, params: list[str], objects: dict[str, dict[str, str]]) -> str:

@@ -535,6 +535,30 @@ def _kernel(X, Rows):
     assert got["rows"] == {"shape": ["tokens"], "dtype": "int64", "init": "perm:tokens"}
 
 
+def test_an_object_handed_to_helpers_that_only_read_it_is_flattened_with_their_evidence() -> None:
+    from smithbot.extract.inputs import attributes_read, flatten_objects
+
+    helpers = {f.name: f for f in map(_fn, (
+        "def _num_segments(info):\n    return info.num_segments or info.bs\n",
+        "def _max_len(info):\n    if info.max_len is not None:\n        return info.max_len\n"
+        "    return int(info.seg_lens.max().item())\n",
+        "def _keep(info):\n    return info\n"))}
+    fn = _fn('''
+def lora_fwd(x, batch_info):
+    num_segments = _num_segments(batch_info)
+    _kernel[(num_segments, _max_len(batch_info))](x, batch_info.seg_indptr)
+''')
+    assert attributes_read(fn, "batch_info") is None  # handed on, and no helper is known
+    assert attributes_read(fn, "batch_info", helpers) == ["bs", "max_len", "num_segments", "seg_indptr", "seg_lens"]
+    flat, objects = flatten_objects(fn, ["batch_info"], helpers)
+    assert objects["batch_info"]["num_segments"] == "batch_info_num_segments"  # the local takes the plain name
+    got = infer(flat, [a.arg for a in flat.args.args if a.arg != "x"], {"x": {"shape": ["tokens", "hidden"]}})
+    assert got["batch_info_num_segments"] == 4  # named by the end of its name, as num_segments would be
+    assert got["seg_lens"]["dtype"] == "int64"  # a tensor: the helper calls .max() on it
+    keeper = _fn("def lora_fwd(x, batch_info):\n    return _keep(batch_info).bs\n")
+    assert attributes_read(keeper, "batch_info", helpers) is None  # _keep hands the object itself back
+
+
 def test_pointer_chasing_ends() -> None:
     kernel = _fn('''
 @triton.jit
