@@ -42,13 +42,21 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     ann = {a.arg: ann_kind(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     ann_text = {a.arg: ast.unparse(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
                 if a.annotation is not None}
-    kinds = {k.name: kernel_param_kinds(k) for k in kernels}  # read once: index_targets needs them too
+    kinds = _through_helpers({k.name: kernel_param_kinds(k) for k in kernels}, kernels)  # index_targets needs them
     facts = Facts(params, {k.name: (kinds[k.name], required_params(k), arange_bounds(k),
                                      index_targets(k, kinds[k.name]), fp32_params(k)) for k in kernels})
     facts.values = {p: v for p, v in known.items() if v is None or isinstance(v, bool)}
     facts.values.update({p: False for p in unknown if ann.get(p) == "bool" or re.match(BOOL_NAME, p.lower())})
     collect(fn, facts)
     known, unknown = dict(known), list(unknown)
+    # `seg_indptr=None` by default, but handed to a kernel that reads through it and never asks whether it is None
+    # (nor does the launcher): the default is no input to run on, so it is inferred like any tensor
+    by_name = {k.name: k for k in kernels}
+    for p in [p for p, v in known.items() if v is None and facts.kernel_kind.get(p) in ("pointer", "index")]:
+        if not _none_tested(fn, {p}) and all(k in by_name and not _none_tested(by_name[k], {kp})
+                                              for k, kp in facts.handed.get(p, [("?", "?")])):
+            del known[p]
+            unknown.append(p)
     for p in by_rule:
         shape = known[p].get("shape") if isinstance(known.get(p), dict) else None
         if isinstance(shape, list) and (p in facts.rank and (
@@ -301,6 +309,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                 out[p] = "tl" + out[p]
         elif kind == "float" or p in facts.floaty or re.search(FLOAT_NAME, p.lower()):
             out[p] = 1e-6 if "eps" in p.lower() else 0.0 if re.search(r"smoothing|fill", p.lower()) else 1.0
+        elif p in facts.truthy and kind in ("bool", None, "other"):  # assert weight_column_major
+            out[p] = True
         elif kind == "bool" or re.match(BOOL_NAME, p.lower()):
             out[p] = False
         elif kind == "int" or kind is None:
@@ -327,6 +337,36 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                and n.comparators[0].value is None for n in ast.walk(fn)):
             out[p] = None
     return out
+
+
+def _through_helpers(kinds: dict[str, dict[str, str]], kernels: tuple[ast.FunctionDef, ...]) -> dict[str, dict[str, str]]:
+    """``kinds`` with a parameter that a kernel only hands to a ``@triton.jit`` helper (``compute_m_range(pid,
+    seg_indptr, weight_indices)``) taking the kind it has there: a pointer the helper loads through is one here."""
+    by_name = {k.name: k for k in kernels}
+    for _ in range(3):  # helpers of helpers
+        for k in kernels:
+            for call in (n for n in ast.walk(k) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                         and n.func.id in by_name and n.func.id != k.name):
+                h = by_name[call.func.id]  # type: ignore[attr-defined]
+                order = [a.arg for a in h.args.posonlyargs + h.args.args]
+                passed = list(zip(order, call.args)) + [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
+                for hp, a in passed:
+                    if isinstance(a, ast.Name) and kinds[k.name].get(a.id) == "unknown" \
+                            and kinds[h.name].get(hp) in ("pointer", "index"):
+                        kinds[k.name][a.id] = kinds[h.name][hp]
+    return kinds
+
+
+def _none_tested(fn: ast.FunctionDef, names: set[str]) -> bool:
+    """Whether ``fn`` (its decorators too: ``"HAS_BIAS": lambda args: args["bias"] is not None``) compares one of
+    ``names`` with None."""
+    for c in ast.walk(fn):
+        if isinstance(c, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot)) for o in c.ops) and any(
+                isinstance(e, ast.Constant) and e.value is None for e in c.comparators):
+            left = c.left.slice if isinstance(c.left, ast.Subscript) else c.left
+            if isinstance(left, ast.Name) and left.id in names or isinstance(left, ast.Constant) and left.value in names:
+                return True
+    return False
 
 
 def _multiple_of(d: Any, m: int) -> Any:

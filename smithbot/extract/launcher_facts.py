@@ -46,6 +46,8 @@ class Facts:
         self.derived: dict[Any, ast.expr] = {}  # assert z.shape[0] == K // group_size: the axis is that expression
         self.sizes: set[str] = set()  # torch.empty((k, s)), range(k): names used as sizes, so numbers
         self.values: dict[str, Any] = {}  # parameters whose inputs are fixed flags or None: they decide branches
+        self.truthy: set[str] = set()  # assert weight_column_major: the flag must be set
+        self.handed: dict[str, list[tuple[str, str]]] = {}  # parameter -> (kernel, kernel parameter) it is passed as
 
     def find(self, x: Any) -> Any:
         self.parent.setdefault(x, x)
@@ -291,6 +293,10 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
                                            isinstance(node.func, ast.Name) and node.func.id == "range"):
             args = node.args[0].elts if node.args and isinstance(node.args[0], (ast.Tuple, ast.List)) else node.args
             facts.sizes.update(a.id for a in args if isinstance(a, ast.Name))
+    for test in _insisted(fn, facts.values):
+        for part in test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]:
+            if isinstance(part, ast.Name) and part.id in facts.params:
+                facts.truthy.add(part.id)
     for node in (n for test in _insisted(fn, facts.values) for n in ast.walk(test)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
                 and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Name):
@@ -367,6 +373,8 @@ def _launch(facts: Facts, call: ast.Call, kinds: dict[str, str], required: list[
             facts.keys.setdefault(k.value.id, set()).update(n for n in required if n not in passed)
     for kparam, a in pairs + [(k.arg, k.value) for k in call.keywords]:
         p = facts.renamed.get(a.id, a.id) if isinstance(a, ast.Name) else None
+        if p in facts.params and kparam:
+            facts.handed.setdefault(p, []).append((call.func.value.id, kparam))  # type: ignore[attr-defined]
         if p in facts.params and kinds.get(kparam or "", "unknown") != "unknown":
             facts.kernel_kind.setdefault(p, kinds[kparam])  # type: ignore[arg-type, index]
         if p in facts.params and kparam in fp32:

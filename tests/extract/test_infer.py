@@ -921,3 +921,34 @@ def _kernel(q_ptr, f_ptr, pos_ptr, stride_f):
     got = infer(fn, ["freqs"], rule, by_rule=("q", "k", "positions"), kernels=(kernel,))
     assert got["freqs"]["shape"][0] == "4096"
     assert got["k"] == {"shape": ["tokens", "heads", "head_dim"]} and "q" not in got
+
+
+def test_asserted_flags_hold_and_a_none_default_the_kernel_reads_through_a_helper_is_a_tensor() -> None:
+    """``assert column_major`` sets the flag. ``seg_indptr=None`` is handed to a kernel whose @triton.jit helper
+    loads through it, and nothing asks whether it is None: it gets a tensor. ``bias=None``, which the kernel's
+    heuristic tests against None, keeps its default."""
+    fn = _fn('''
+def grouped(a, column_major: bool, seg_indptr=None, bias=None):
+    assert column_major
+    _kernel[(1,)](a, seg_indptr, bias)
+''')
+    helper = _fn('''
+@triton.jit
+def _range(pid, seg_indptr):
+    return tl.load(seg_indptr + pid)
+''')
+    kernel = _fn('''
+@triton.heuristics({"HAS_BIAS": lambda args: args["bias_ptr"] is not None})
+@triton.jit
+def _kernel(a_ptr, seg_ptr, bias_ptr, HAS_BIAS: tl.constexpr):
+    start = _range(tl.program_id(0), seg_ptr)
+    x = tl.load(a_ptr + start + tl.arange(0, 16))
+    if HAS_BIAS:
+        x += tl.load(bias_ptr + tl.arange(0, 16))
+    tl.store(a_ptr + start + tl.arange(0, 16), x)
+''')
+    known = {"a": {"shape": ["tokens", "hidden"]}, "seg_indptr": None, "bias": None}
+    got = infer(fn, ["column_major"], known, kernels=(kernel, helper))
+    assert got["column_major"] is True
+    assert got["seg_indptr"]["dtype"] == "int64" and "bias" not in got
+    assert "seg_indptr" not in infer(fn, ["column_major"], known, kernels=(kernel,))  # the helper is the evidence
