@@ -4,8 +4,9 @@ An inferred shape is a guess: ``q_gate`` is ``[tokens]`` by default, but the ker
 The bounds check (``evaluator/bounds.py``) then names the kernel argument, the first and the furthest element read
 past its end, and how many its storage holds. ``grow`` follows the argument back through the launch to the harness
 input it came from, and gives that input the smallest shape, among a few made from the case's own sizes, that holds
-what was read: one more row (``tokens + 1``: offsets into ``tokens`` sequences), its leading axis times a size, or,
-for a 1-D input, another axis of a named size (``[tokens, heads]``). If the launcher rejects the shape, the next one
+what was read: one more row (``tokens + 1``: offsets into ``tokens`` sequences), its leading axis times a size, a
+leading token axis (``[hidden]`` read per token), or, for a 1-D input, another axis of a named size
+(``[tokens, heads]``). If the launcher rejects the shape, the next one
 is tried. The shape stays symbolic, so the GPU's model-sized cases grow
 with it. The self-check is then run again, and an input may grow again; when nothing passes the harness is put back
 as it was. Only inputs smithbot inferred are grown: the target YAML's specs are a person's, and stand.
@@ -84,7 +85,8 @@ def _candidates(shape: list[Any], dims: dict[str, int], need: int, again: bool) 
     """Shapes holding at least ``need`` elements, smallest first, then in this order: one more leading row (not
     ``again``: a second read past the end is no off-by-one); for one axis, another axis of a case size or of two
     sizes' product (read through its stride as rows); the leading axis times a case size. An axis added behind others
-    would change their strides, which the kernel reads by. A second token axis is not among them."""
+    would change their strides, which the kernel reads by; a leading token axis, when there is none, would not. A
+    second token axis is not among them."""
     lead = str(shape[0]) if shape else "1"
     sizes = sorted(d for d in dims if d != "tokens")
     options = [[f"{lead} + 1", *shape[1:]]] if shape and not again else []
@@ -92,6 +94,8 @@ def _candidates(shape: list[Any], dims: dict[str, int], need: int, again: bool) 
         options += [[*shape, d] for d in sizes]
         options += [[*shape, f"{a} * {b}"] for i, a in enumerate(sizes) for b in sizes[i + 1:]]
     options += [[f"({lead}) * {d}", *shape[1:]] for d in sizes] if shape else []
+    if shape and "tokens" not in lead:  # [hidden] read per token: [tokens, hidden], whose rows keep their stride
+        options.append(["tokens", *shape])
 
     fits = [(_numel(s, dims), i, s) for i, s in enumerate(options) if _numel(s, dims) >= need]
     return [s for _, _, s in sorted(fits, key=lambda x: (x[0], x[1]))]

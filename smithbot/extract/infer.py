@@ -171,6 +171,11 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                 return dim_of_name(m[1])
         if i == 0 and PER_EXPERT.search(p.lower()):  # ExpStart, expert_start_loc, tokens_per_expert: a row each
             return "experts"
+        # axes the code equates get one size, by the position of the one in the widest tensor: 1-D `sin` with
+        # `x.size(-1) == sin.size(-1)` and x [tokens, heads, head] is [hidden], not [tokens]
+        widest = max((m for m in members if m[0] == "ax" and facts.rank.get(m[1])),
+                     key=lambda m: (facts.rank[m[1]], m[1] == p), default=("ax", p, i))
+        i, rank = widest[2], facts.rank.get(widest[1]) or rank
         if rank == 1 or i == 0:
             return "tokens"
         if i == rank - 1:

@@ -62,6 +62,8 @@ def _assignments(kernel: ast.FunctionDef) -> dict[str, list[ast.expr]]:
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     out.setdefault(t.id, []).append(node.value)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            out.setdefault(node.target.id, []).append(node.value)  # half: tl.constexpr = DIM // 2
     return out
 
 
@@ -167,9 +169,19 @@ def required_params(kernel: ast.FunctionDef) -> list[str]:
 
 
 def arange_bounds(kernel: ast.FunctionDef) -> set[str]:
-    """Parameters used as a bound of ``tl.arange``: each must be a power of two."""
-    return {a.id for n in ast.walk(kernel) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-            and n.func.attr == "arange" for a in n.args if isinstance(a, ast.Name)}
+    """Parameters used as a bound of ``tl.arange``: each must be a power of two. So must ``DIM`` when the bound is
+    ``half: tl.constexpr = DIM // 2``: a power of two times or divided by another is one only if it is."""
+    assigned = _assignments(kernel)
+    names = {a.id for n in ast.walk(kernel) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "arange" for a in n.args if isinstance(a, ast.Name)}
+    out = set(names)
+    for name in names:
+        for e in assigned.get(name, []):
+            if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.FloorDiv, ast.Mult)) and isinstance(
+                    e.left, ast.Name) and isinstance(e.right, ast.Constant) and isinstance(e.right.value, int) \
+                    and e.right.value > 0 and e.right.value & (e.right.value - 1) == 0:
+                out.add(e.left.id)
+    return out
 
 
 def index_targets(kernel: ast.FunctionDef, kinds: dict[str, str] | None = None) -> dict[str, dict[str, bool]]:

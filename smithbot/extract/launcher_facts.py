@@ -198,6 +198,12 @@ ALLOCATORS = {"empty", "zeros", "ones", "full", "randn", "rand", "new_empty", "n
 
 
 def collect(fn: ast.FunctionDef, facts: Facts) -> None:
+    for node in ast.walk(fn):  # x.numel() // x.size(-1): the rows of x, which has more than one axis then
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and arithmetic(node.left) \
+                and not isinstance(node.left, ast.BinOp) and isinstance(node.left.func.value, ast.Name):  # type: ignore
+            key = facts.axis(node.right)
+            if key is not None and key[0] == "neg" and key[1] == node.left.func.value.id:  # type: ignore
+                facts.at_least(key[1], key[2] + 1)
     for node in ast.walk(fn):  # out = torch.empty_like(x), y = x.contiguous(): names for x's shape
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                 and isinstance(node.value, ast.Call):

@@ -87,6 +87,7 @@ def test_the_shapes_an_input_may_grow_to() -> None:
     assert grown[0] == ["(tokens) * heads", "hidden"] and all(len(s) == 2 for s in grown)
     assert _candidates(["tokens"], dims, 10, again=True)[0] == ["tokens", "heads"]
     assert _candidates(["tokens"], dims, 10**6, again=True) == []
+    assert ["tokens", "hidden"] in _candidates(["hidden"], dims, 20, again=True)  # read per token: a leading axis
 
 
 def test_a_read_past_the_end_is_read_from_the_check_even_when_reported_nested() -> None:

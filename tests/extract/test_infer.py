@@ -952,3 +952,25 @@ def _kernel(a_ptr, seg_ptr, bias_ptr, HAS_BIAS: tl.constexpr):
     assert got["column_major"] is True
     assert got["seg_indptr"]["dtype"] == "int64" and "bias" not in got
     assert "seg_indptr" not in infer(fn, ["column_major"], known, kernels=(kernel,))  # the helper is the evidence
+
+
+def test_rows_by_numel_equal_axes_by_the_widest_and_a_halved_arange_bound() -> None:
+    """``cos.numel() // cos.size(-1)`` counts cos's rows, so cos has more than one axis; ``x.size(-1) ==
+    sin.size(-1)`` makes 1-D sin as long as x's last axis (not ``tokens``, its own first position); and ``half:
+    tl.constexpr = DIM // 2`` as a ``tl.arange`` bound makes DIM (x's last axis) a power of two."""
+    fn = _fn('''
+def rope(x, cos, sin):
+    assert x.size(-1) == sin.size(-1) and x.size(-1) == cos.size(-1)
+    seq_len = cos.numel() // cos.size(-1)
+    _kernel[(1,)](x, cos, sin, seq_len, DIM=x.size(-1), NUM_HEADS=x.size(-2))
+''')
+    kernel = _fn('''
+@triton.jit
+def _kernel(X, COS, SIN, seq_len, DIM: tl.constexpr, NUM_HEADS: tl.constexpr):
+    half: tl.constexpr = DIM // 2
+    offs = tl.arange(0, half)
+    tl.store(X + offs, tl.load(COS + offs) * tl.load(SIN + offs))
+''')
+    got = infer(fn, ["x", "cos", "sin"], {}, kernels=(kernel,))
+    assert got["x"]["shape"][-1] == got["cos"]["shape"][-1] == got["sin"]["shape"][0] == "pow2(hidden)"
+    assert len(got["cos"]["shape"]) == 2 and len(got["sin"]["shape"]) == 1
