@@ -13,7 +13,8 @@ are numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power
 dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``, ``moe_intermediate``,
 ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the default), ``around1``,
 ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them), ``arange`` or
-``arange:STEP`` (0, STEP, 2 STEP...), or ``starts:LENS`` (where each sequence starts when the lengths in input LENS
+``arange:STEP`` (0, STEP, 2 STEP...), ``even:N`` and ``even_end:N`` (where each entry's share of N rows, shared out
+evenly and in order, starts and ends: per-expert ranges of sorted rows), or ``starts:LENS`` (where each sequence starts when the lengths in input LENS
 are laid end to end; with one entry more than LENS, the last is the total). A scalar spec is a number, a bool, or an
 arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
 ``_DTYPES``) that dtype, and ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:``
@@ -391,6 +392,9 @@ def make_inputs(case, generator):
         elif init[0] == "arange":  # 0, 1, 2... or with a step, 0, s, 2s...
             step = int(size_value(init[1], dims)) if len(init) > 1 else 1
             t = (torch.arange(numel, device=dev) * step).view(shape)
+        elif init[0] in ("even", "even_end"):  # N rows shared out evenly: where entry i's range starts, or ends
+            n, i = int(size_value(init[1], dims)), torch.arange(numel, device=dev)
+            t = ((i + (init[0] == "even_end")) * n // numel).view(shape)
         elif init[0] == "starts":  # where each sequence starts, the lengths in args[init[1]] laid end to end
             ends = torch.cumsum(args[init[1]].flatten().to(torch.int64), 0)
             t = torch.cat([ends.new_zeros(1), ends])[:numel].view(shape)
