@@ -19,7 +19,8 @@ are laid end to end; with one entry more than LENS, the last is the total). A sc
 arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
 ``_DTYPES``) that dtype, and ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:``
 leaves the parameter to the launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a
-string default such as ``activation="swish"``).
+string default such as ``activation="swish"``); ``{object: {attr: spec...}}`` an object carrying those attributes (a
+module's ``self``, read for its weights) and ``{items: [spec...]}`` a list of them.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ def _names_in(expr: Any) -> set[str]:
             return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called}
         except SyntaxError:
             raise InputError(f"not an arithmetic expression: {expr!r}") from None
+    if isinstance(expr, dict) and ("object" in expr or "items" in expr):
+        return set().union(*map(_names_in, expr["object"].values() if "object" in expr else expr["items"]))
     if isinstance(expr, dict):
         return set().union(*[_names_in(s) for s in expr.get("shape", [])], *[
             _names_in(p) for p in str(expr.get("init", "")).split(":")[1:]])
@@ -337,6 +340,7 @@ _SIZE_VALUE_SOURCE = inspect.getsource(size_value).strip()
 HARNESS = '''"""Inputs for {wrapper}, written by smithbot extract ({how})."""
 
 import ast
+import types
 
 import torch
 
@@ -355,27 +359,25 @@ def make_inputs(case, generator):
         dims[k] = size_value(v, dims)
     dev = generator.device
     args = {{}}
-    later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith("starts:")
-    for name, spec in sorted(SPEC.items(), key=later):  # offsets after the lengths they add up
+
+    def make(spec):
         if isinstance(spec, str) and spec.startswith(("dtype:", "tldtype:")):
             dtype = case["dtype"] if spec.endswith(":act") else _DTYPES[spec.split(":")[1]]
             if spec.startswith("tl"):  # a triton dtype (compute_type: tl.dtype), named like the torch one
                 import triton.language as tl
 
                 dtype = getattr(tl, str(dtype).removeprefix("torch.").replace("float8_e4m3fn", "float8e4nv"))
-            args[name] = dtype
-            continue
-        if spec == "default:":  # left to the launcher's own default
-            continue
+            return dtype
         if spec == "device:":
-            args[name] = dev
-            continue
+            return dev
         if not isinstance(spec, dict):
-            args[name] = size_value(spec, dims)
-            continue
+            return size_value(spec, dims)
         if "literal" in spec:
-            args[name] = spec["literal"]
-            continue
+            return spec["literal"]
+        if "object" in spec:  # an object read for its attributes (a module's weights, a plan)
+            return types.SimpleNamespace(**{{k: make(v) for k, v in spec["object"].items()}})
+        if "items" in spec:
+            return [make(v) for v in spec["items"]]
         shape = [int(size_value(s, dims)) for s in spec["shape"]]
         dtype = case["dtype"] if spec.get("dtype", "act") == "act" else _DTYPES[spec["dtype"]]
         init = str(spec.get("init", "randn")).split(":")
@@ -402,7 +404,12 @@ def make_inputs(case, generator):
             t = 1.0 + 0.1 * torch.randn(shape, generator=generator, device=dev)
         else:
             t = torch.randn(shape, generator=generator, device=dev)
-        args[name] = t.to(dtype)
+        return t.to(dtype)
+
+    later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith("starts:")
+    for name, spec in sorted(SPEC.items(), key=later):  # offsets after the lengths they add up
+        if spec != "default:":  # else left to the launcher's own default
+            args[name] = make(spec)
     return args
 '''
 

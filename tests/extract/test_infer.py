@@ -974,3 +974,28 @@ def _kernel(X, COS, SIN, seq_len, DIM: tl.constexpr, NUM_HEADS: tl.constexpr):
     got = infer(fn, ["x", "cos", "sin"], {}, kernels=(kernel,))
     assert got["x"]["shape"][-1] == got["cos"]["shape"][-1] == got["sin"]["shape"][0] == "pow2(hidden)"
     assert len(got["cos"]["shape"]) == 2 and len(got["sin"]["shape"]) == 1
+
+
+def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) -> None:
+    """``{object: ...}`` is an object with those attributes (a module's ``self``), ``{items: [...]}`` a list, and
+    ``even:N`` / ``even_end:N`` share N sorted rows out among the entries, in order and without a gap."""
+    import importlib.util
+
+    import torch
+
+    from smithbot.extract.inputs import _names_in, harness_source
+
+    specs = {"self": {"object": {"w": {"shape": ["experts", "hidden"]}, "conv": {"object": {"k": {"literal": [4]}}},
+                                 "norms": {"items": [{"object": {"eps": 1e-5}}]}}},
+             "start": {"shape": ["experts"], "dtype": "int64", "init": "even:tokens * 2"},
+             "end": {"shape": ["experts"], "dtype": "int64", "init": "even_end:tokens * 2"}}
+    assert _names_in(specs["self"]) == {"experts", "hidden"}
+    (tmp_path / "harness.py").write_text(harness_source("mod_forward", specs, {}, "given"))
+    spec = importlib.util.spec_from_file_location("harness_object", tmp_path / "harness.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    args = mod.make_inputs({"dtype": torch.float32, "tokens": 5, "experts": 4, "hidden": 3},
+                           torch.Generator().manual_seed(0))
+    obj = args["self"]
+    assert obj.w.shape == (4, 3) and obj.conv.k == [4] and obj.norms[0].eps == 1e-5
+    assert args["start"].tolist() == [0, 2, 5, 7] and args["end"].tolist() == [2, 5, 7, 10]
