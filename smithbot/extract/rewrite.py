@@ -211,6 +211,8 @@ def fold_stubs(expr: ast.expr, stubs: dict[str, Any]) -> ast.expr:
         def visit_Call(self, node: ast.Call) -> ast.AST:
             if _stub_call(node, stubs):
                 value = stubs[_stub_name(node.func)]  # type: ignore[index]
+                if isinstance(value, dict) and set(value) == {"source"}:
+                    return ast.parse(stub_value(value), mode="eval").body
                 return ast.Constant(tuple(value) if isinstance(value, list) else value)
             return self.generic_visit(node)
 
@@ -570,10 +572,18 @@ def only_called(tree: ast.Module, name: str, on_branches: bool = False) -> bool:
                               for u in uses)
 
 
+def stub_value(value: Any) -> str:
+    """A stub's value as source: ``{source: EXPR}`` in the target YAML is EXPR itself (``[triton.Config({},
+    num_warps=w) for w in (1, 2, 4)]``, what a helper that queries the device would build), anything else its repr."""
+    if isinstance(value, dict) and set(value) == {"source"}:
+        return str(value["source"])
+    return repr(value)
+
+
 def stub_source(name: str, value: Any, called: bool) -> str:
     if called:
-        return f"def {name}(*args, **kwargs):\n    return {value!r}\n"
-    return f"{name} = {value!r}\n"
+        return f"def {name}(*args, **kwargs):\n    return {stub_value(value)}\n"
+    return f"{name} = {stub_value(value)}\n"
 
 
 LOGGER = ("class {name}:  # the target's logger: a task logs nothing\n"

@@ -407,6 +407,27 @@ def test_a_list_a_stub_chooses_is_a_constant_tuple(tmp_path: Path) -> None:
     assert ns["launch"]() == 4
 
 
+def test_a_stub_may_be_source_for_what_a_device_query_builds(tmp_path: Path) -> None:
+    """``configs=tune_configs()`` asks the device for its warp size; the target YAML's ``{source: ...}`` stub gives
+    the list of configs it would build, as code."""
+    src = ("import triton\nimport triton.language as tl\n\n\ndef tune_configs():\n"
+           "    return [triton.Config({}, num_warps=w) for w in range(getattr(object(), 'warps', 3))]\n\n\n"
+           "@triton.autotune(configs=tune_configs(), key=['n'])\n@triton.jit\ndef k(x_ptr, n):\n    pass\n\n\n"
+           "def launch():\n    return len(k.configs)\n")
+    b = _closure(tmp_path, "tuned", src, stubs={
+        "tune_configs": {"source": "[triton.Config({}, num_warps=w) for w in (1, 2, 4)]"}})
+    assert b.c.blockers == []
+    assert b.c.stubs["tune_configs"] == ("def tune_configs(*args, **kwargs):\n"
+                                         "    return [triton.Config({}, num_warps=w) for w in (1, 2, 4)]\n")
+    import importlib.util
+
+    (tmp_path / "task_tuned.py").write_text(_source(b))  # triton.jit reads its function's source from a file
+    spec = importlib.util.spec_from_file_location("task_tuned", tmp_path / "task_tuned.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    assert mod.launch() == 3
+
+
 def test_what_the_installed_triton_offers_is_asked_at_extraction(tmp_path: Path) -> None:
     """``hasattr(tl, ...)``, ``... in dir(tl)`` and ``inspect.signature(triton.autotune).parameters`` are asked of
     the installed triton, as the target asks at import; a settings dict that a decorator splats is written out."""
