@@ -6,6 +6,7 @@ computed from one another, what the code insists on in its guards, and what each
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 from smithbot.extract.kernel_use import splat_widths
@@ -138,6 +139,8 @@ def _negated(test: ast.expr) -> list[ast.expr]:
         return [test.operand]
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
         return [t for v in test.values for t in _negated(v)]
+    if isinstance(test, (ast.Attribute, ast.Name)):  # if x.dtype.is_floating_point: raise
+        return [ast.UnaryOp(op=ast.Not(), operand=test)]
     flipped = {ast.NotEq: ast.Eq, ast.NotIn: ast.In, ast.Is: ast.IsNot}
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in flipped:
         return [ast.Compare(left=test.left, ops=[flipped[type(test.ops[0])]()], comparators=test.comparators)]
@@ -303,6 +306,13 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
         for part in test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]:
             if isinstance(part, ast.Name) and part.id in facts.params:
                 facts.truthy.add(part.id)
+            text = ast.unparse(part)
+            m = re.fullmatch(r"not (\w+)\.dtype\.is_floating_point", text) or re.fullmatch(
+                r"(\w+)\.dtype in [(\[{]torch\.(\w+)\b.*", text)  # an integer tensor, or one of the dtypes listed
+            if m and m.group(1) in facts.params:
+                dtype = TORCH_DTYPES.get(m.group(2)) if m.lastindex == 2 else "int32"
+                if dtype:
+                    facts.dtype.setdefault(m.group(1), dtype)
     for node in (n for test in _insisted(fn, facts.values) for n in ast.walk(test)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
                 and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Name):

@@ -999,3 +999,15 @@ def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) ->
     obj = args["self"]
     assert obj.w.shape == (4, 3) and obj.conv.k == [4] and obj.norms[0].eps == 1e-5
     assert args["start"].tolist() == [0, 2, 5, 7] and args["end"].tolist() == [2, 5, 7, 10]
+
+
+def test_a_guard_on_the_dtype_makes_an_integer_tensor() -> None:
+    fn = _fn('''
+def fill(x, count, gate):
+    if count.dtype.is_floating_point:
+        raise TypeError("count must be an integer tensor")
+    assert gate.dtype in (torch.float16, torch.float32)
+    _kernel[(1,)](x, count, gate)
+''')
+    got = infer(fn, ["count", "gate"], {"x": {"shape": ["tokens", "hidden"]}})
+    assert got["count"]["dtype"] == "int32" and got["gate"]["dtype"] == "fp16"
