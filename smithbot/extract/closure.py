@@ -453,7 +453,7 @@ class ClosureBuilder:
     def add_method(self, module: str, cls: str, method: str, as_name: str) -> ast.FunctionDef:
         """Add ``cls.method`` as the module-level function ``as_name``, and everything it needs; return its def. A
         method keeps ``self`` as its first parameter (the inputs stand in for the attributes it reads); a static
-        method loses its decorator; the ``forward`` of an ``autograd.Function`` loses ``ctx``, for which a local
+        method (or a class method that never uses its class) loses its decorator; the ``forward`` of an ``autograd.Function`` loses ``ctx``, for which a local
         stand-in takes what it saves for backward."""
         mod = self.module(module)
         node = mod.top.get(cls) if mod else None
@@ -462,6 +462,11 @@ class ClosureBuilder:
         if not isinstance(node, ast.ClassDef) or found is None:
             raise ExtractError(f"{cls}.{method} is not a method of a module-level class")
         decorators = {ast.unparse(d) for d in found.decorator_list}
+        # a class method that never uses its class is a static one
+        unused_cls = decorators == {"classmethod"} and found.args.args and not any(
+            isinstance(n, ast.Name) and n.id == found.args.args[0].arg for n in ast.walk(found))
+        if unused_cls:
+            decorators = {"staticmethod"}
         if decorators - {"staticmethod"} or not found.args.args and "staticmethod" not in decorators:
             raise ExtractError(f"{cls}.{method}: only plain and static methods are supported, not "
                                f"{', '.join(sorted(decorators)) or 'a method without self'}")
@@ -469,6 +474,8 @@ class ClosureBuilder:
         source = textwrap.dedent("\n".join(mod.lines[found.lineno - 1:found.end_lineno])) + "\n"
         fn = cst.ensure_type(cst.parse_module(source).body[0], cst.FunctionDef)
         fn = fn.with_changes(name=cst.Name(as_name))
+        if unused_cls:
+            fn = fn.with_changes(params=fn.params.with_changes(params=fn.params.params[1:]))
         if method == "forward" and any("Function" in ast.unparse(b) for b in node.bases):
             ctx = fn.params.params[0].name.value
             stand_in = cst.parse_statement(

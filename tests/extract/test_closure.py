@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.guard import check
-from smithbot.extract.closure import ClosureBuilder
+from smithbot.extract.closure import ClosureBuilder, ExtractError
 
 
 def _closure(tmp_path: Path, module: str, source: str, stubs: dict | None = None) -> ClosureBuilder:
@@ -469,3 +469,16 @@ def test_a_msgspec_result_record_becomes_a_named_tuple(tmp_path: Path) -> None:
 
     r = ns["launch"](torch.zeros(3))
     assert r.total == 3 and torch.equal(r.rows, torch.ones(3)) and isinstance(r, tuple)
+
+
+def test_a_class_method_that_never_uses_its_class_extracts_as_a_function(tmp_path: Path) -> None:
+    src = ("class Pack:\n    @classmethod\n    def run(cls, x):\n        return x + 1\n\n"
+           "    @classmethod\n    def again(cls, x):\n        return cls.run(x)\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "pack.py").write_text(src)
+    b = ClosureBuilder(tmp_path, {"pkg.pack": "pkg/pack.py"}, "pkg", {}, ())
+    fn = b.add_method("pkg.pack", "Pack", "run", "Pack_run")
+    assert [a.arg for a in fn.args.args] == ["x"] and not fn.decorator_list
+    with pytest.raises(ExtractError, match="not classmethod"):  # it calls through cls: no plain function
+        ClosureBuilder(tmp_path, {"pkg.pack": "pkg/pack.py"}, "pkg", {}, ()).add_method(
+            "pkg.pack", "Pack", "again", "Pack_again")
