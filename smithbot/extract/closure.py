@@ -411,6 +411,11 @@ class ClosureBuilder:
             folded = fold_settings(node, Constants(self, mod))
             if folded is not None:
                 node, source = folded, ast.unparse(folded) + "\n"
+        if "torch.profiler.record_function" in source:  # `with torch.profiler.record_function(...)`: a label
+            source = source.replace("torch.profiler.record_function", "record_function")
+            node = ast.parse(source).body[0]
+            self.c.stubs.setdefault("record_function", STAND_INS["torch.profiler.record_function"].format(
+                name="record_function"))
         if "torch.version" in source:  # the task targets CUDA: ROCm's version string is absent
             source = re.sub(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b", "None", source)
             node = ast.parse(source).body[0]
