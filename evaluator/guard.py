@@ -222,9 +222,26 @@ def read_only_table(tree: ast.Module, stmt: ast.stmt) -> bool:
     return True
 
 
+def _stored(body: list[ast.stmt]) -> set[str]:
+    """The names a function body binds (assignments, loop and ``with`` targets), which are then its locals
+    everywhere in it: not inside nested functions, classes or comprehensions, which have scopes of their own."""
+    out: set[str] = set()
+    todo: list[ast.AST] = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
+                             ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def _parameter_uses(tree: ast.Module) -> set[int]:
-    """Uses of a function's own parameter that shadows a forbidden builtin (a launcher's ``input`` tensor): the value
-    comes from the caller, not the builtin. Defaults are evaluated outside the function, so they are never exempt."""
+    """Uses of a function's own parameter or local that shadows a forbidden builtin (a launcher's ``input`` tensor, a
+    kernel's ``for id in tl.range(...)``): the value comes from the caller or the function, not the builtin. Defaults
+    are evaluated outside the function, so they are never exempt."""
     exempt: set[int] = set()
 
     def visit(node: ast.AST, params: frozenset[str]) -> None:
@@ -235,7 +252,7 @@ def _parameter_uses(tree: ast.Module) -> set[int]:
             for dec in getattr(node, "decorator_list", []):
                 visit(dec, params)
             own = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x is not None}
-            inner = params | own
+            inner = params | own | (_stored(node.body) if isinstance(node.body, list) else set())
             for stmt in (node.body if isinstance(node.body, list) else [node.body]):
                 visit(stmt, frozenset(inner))
             return

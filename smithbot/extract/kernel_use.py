@@ -155,8 +155,34 @@ def fp32_params(kernel: ast.FunctionDef) -> set[str]:
         for node in ast.walk(kernel):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 raw.setdefault(node.targets[0].id, set()).update(sources(node.value))
-    return {p for n in ast.walk(kernel) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-            and n.func.attr in FP32_MATH and n.args for p in sources(n.args[0])}
+    out = {p for n in ast.walk(kernel) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+           and n.func.attr in FP32_MATH and n.args for p in sources(n.args[0])}
+    # tl.atomic_max(Scale, amax) with a float value (an abs-max for a quant scale): float atomics take fp32 only
+    for n in ast.walk(kernel):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in (
+                "atomic_max", "atomic_min") and len(n.args) >= 2 and _floaty(n.args[1], kernel):
+            out |= _addends(n.args[0]) & params
+    return out
+
+
+def _floaty(value: ast.expr, kernel: ast.FunctionDef) -> bool:
+    """Whether ``value`` is a float by how it was made: tl.max(tl.abs(x)), x / y, a float literal, or a name bound
+    to one of those in ``kernel``."""
+    seen: set[str] = set()
+    todo = [value]
+    assigned = _assignments(kernel)
+    while todo:
+        e = todo.pop()
+        if isinstance(e, ast.Name) and e.id not in seen:
+            seen.add(e.id)
+            todo.extend(assigned.get(e.id, []))
+        elif isinstance(e, ast.Constant) and isinstance(e.value, float) or isinstance(e, ast.BinOp) and isinstance(
+                e.op, ast.Div) or isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in (
+                "abs", "exp", "sqrt", "rsqrt", "fabs"):
+            return True
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in ("max", "min", "maximum"):
+            todo.extend(e.args)
+    return False
 
 
 def required_params(kernel: ast.FunctionDef) -> list[str]:

@@ -69,7 +69,8 @@ CHEATS = [
           ((RMS_RETURN, "    torch.empty_like = torch.zeros_like\n" + RMS_RETURN),), "rejected", "state"),
     # --- caching results between calls --------------------------------------------------------------------------
     Cheat("module_level_cache", "rmsnorm",
-          ((RMS_ENTRY, "_seen = {}\n\n\n" + RMS_ENTRY),), "rejected", "state"),
+          ((RMS_ENTRY, "_seen = {}\n\n\n" + RMS_ENTRY), (RMS_RETURN, "    _seen.setdefault(x.data_ptr(), out)\n"
+                                                             + RMS_RETURN)), "rejected", "state"),
     Cheat("data_ptr_cache_on_function", "rmsnorm",
           ((RMS_RETURN, "    rmsnorm.last = (x.data_ptr(), out)\n" + RMS_RETURN),), "rejected", "state"),
     Cheat("id_keyed_cache", "rmsnorm",

@@ -94,7 +94,11 @@ def test_a_parameter_may_shadow_a_forbidden_builtin_but_not_smuggle_it() -> None
     anchor = "# EVOLVE-BLOCK-END\n"
     ok = "def helper(input, id):\n    return input.view(-1)[: id.numel()]\n\n\n"
     assert check(RMS, RMS.replace(anchor, ok + anchor), "rmsnorm").ok
+    local = "def helper(n):\n    t = 0\n    for id in range(n):\n        t += id\n    return t\n\n\n"
+    assert check(RMS, RMS.replace(anchor, local + anchor), "rmsnorm").ok  # a loop variable named id is a local
     for bad in ("def helper(open=open):\n    return open\n\n\n",
+                "def helper(n):\n    def inner():\n        id = 1\n    return id(n)\n\n\n",  # inner's, not helper's
+                "def helper(n):\n    return [id for id in range(n)] + [id(n)]\n\n\n",
                 "def helper(input):\n    return input\n\n\ndef other():\n    return input('?')\n\n\n",
                 "def helper(x, f=lambda open: open):\n    return f(eval)\n\n\n"):
         res = check(RMS, RMS.replace(anchor, bad + anchor), "rmsnorm")
