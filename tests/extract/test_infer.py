@@ -794,6 +794,17 @@ def _merge(Out, LseA, LseB, Scores):
     got = infer(fn, ["out_a", "lse_a", "lse_b", "scores"], {}, kernels=(kernel,))
     assert got["lse_a"]["dtype"] == got["lse_b"]["dtype"] == "fp32"
     assert "dtype" not in got["scores"] and "dtype" not in got["out_a"]
+    from smithbot.extract.kernel_use import fp32_params
+
+    quant = _fn('''
+@triton.jit
+def _quant(X, Scale, Count):
+    x = tl.load(X + tl.arange(0, 16))
+    amax = tl.max(tl.abs(x))
+    tl.atomic_max(Scale, amax)
+    tl.atomic_max(Count, tl.program_id(0))
+''')
+    assert fp32_params(quant) == {"Scale"}  # float atomics take fp32; an int one keeps its type
 
 
 POLICY = '''import enum
