@@ -81,6 +81,12 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             facts.rank[p] = r
             for i in range(r):
                 facts.union(("ax", p, i), ("ax", members[0], i))
+    # x.shape[0] (a batch) and x.shape[-1] (experts), never said to be equal: two axes, not one
+    for key in list(facts.parent):
+        if key[0] == "neg" and facts.rank.get(key[1], 0) < key[2] + 1:
+            for other in [k for k in list(facts.parent) if k[0] == "ax" and k[1] == key[1]]:
+                if facts.find(other) != facts.find(key) and key[1] not in facts.exact:
+                    facts.at_least(key[1], other[2] + 1 + key[2])
     # negative axes, now that ranks are known
     for key in list(facts.parent):
         if key[0] == "neg" and facts.rank.get(key[1]):

@@ -1022,3 +1022,13 @@ def fill(x, count, gate):
 ''')
     got = infer(fn, ["count", "gate"], {"x": {"shape": ["tokens", "hidden"]}})
     assert got["count"]["dtype"] == "int32" and got["gate"]["dtype"] == "fp16"
+
+
+def test_a_first_and_a_last_axis_never_equated_are_two_axes() -> None:
+    fn = _fn('''
+def route(scores, num_experts: int = 192):
+    assert scores.shape[-1] == num_experts
+    batch = scores.shape[0]
+    _kernel[(batch,)](scores, num_experts)
+''')
+    assert infer(fn, ["scores"], {"num_experts": 192})["scores"]["shape"] == ["tokens", 192]
