@@ -54,8 +54,12 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def call(fn: Callable[..., Any], args: dict[str, Any], device: str, poison: bool = True) -> tuple[Any, set[str], int]:
-    """Call ``fn(**args)`` under the recorder; return its output, the ATen ops it ran and its Triton launches."""
+def call(fn: Callable[..., Any], args: dict[str, Any], device: str, poison: bool = True,
+         seed: int = 0) -> tuple[Any, set[str], int]:
+    """Call ``fn(**args)`` under the recorder; return its output, the ATen ops it ran and its Triton launches. The
+    global random generators are seeded with ``seed`` first, so a launcher that draws random numbers (rejection
+    sampling's uniforms) draws the same ones on every call with the same seed."""
+    torch.manual_seed(seed)
     before = LaunchCounter.count
     with Recorder(poison=poison) as rec:
         out = fn(**args)
@@ -84,12 +88,13 @@ def check_case(task: Task, base_fn: Callable[..., Any], cand_fn: Callable[..., A
     for s in range(task.seeds):
         args = make_args(harness, case, seed_for(case_index, s), device)
         a_base, a_cand, a_cand2 = clone_args(args), clone_args(args), clone_args(args)
+        seed = seed_for(case_index, s)
         if s % 2 == 0:
-            out_b, ops_b, _ = call(base_fn, a_base, device)
-            out_c, ops_c, launches = call(cand_fn, a_cand, device)
+            out_b, ops_b, _ = call(base_fn, a_base, device, seed=seed)
+            out_c, ops_c, launches = call(cand_fn, a_cand, device, seed=seed)
         else:
-            out_c, ops_c, launches = call(cand_fn, a_cand, device)
-            out_b, ops_b, _ = call(base_fn, a_base, device)
+            out_c, ops_c, launches = call(cand_fn, a_cand, device, seed=seed)
+            out_b, ops_b, _ = call(base_fn, a_base, device, seed=seed)
         where = f"case {case.name} seed {s}"
         if launches < 1:
             return Failure("no_launch", f"{where}: the candidate launched no Triton kernel")
@@ -103,7 +108,7 @@ def check_case(task: Task, base_fn: Callable[..., Any], cand_fn: Callable[..., A
         for k, v in args.items():
             if isinstance(v, torch.Tensor) and k not in written and not bit_equal(a_cand[k], v):
                 return Failure("modified_input", f"{where}: the candidate modified input {k!r}, the baseline does not")
-        out_c2, _, launches2 = call(cand_fn, a_cand2, device)
+        out_c2, _, launches2 = call(cand_fn, a_cand2, device, seed=seed)
         if launches2 < 1:
             return Failure("no_launch", f"{where}: the candidate's second call launched no Triton kernel")
         m = _compare_effects(out_c2, a_cand2, out_c, a_cand, written, exact=task.deterministic)
@@ -121,12 +126,13 @@ def validate_task(task: Task, base_fn: Callable[..., Any], harness: Any, cases: 
     for i, case in enumerate(cases):
         args = make_args(harness, case, seed_for(i, 0), device)
         a_base = clone_args(args)
-        out_b, _, launches = call(base_fn, a_base, device)
+        out_b, _, launches = call(base_fn, a_base, device, seed=seed_for(i, 0))
         if task.kind == "triton" and launches < 1:
             errors.append(f"case {case.name}: the baseline launched no Triton kernel (is the task kind right?)")
         written = _written(a_base, args)
         if reference is not None:
             a_ref = clone_args(args)
+            torch.manual_seed(seed_for(i, 0))  # the random numbers the baseline drew
             with torch.no_grad():
                 out_r = reference(**a_ref)
             _sync(device)

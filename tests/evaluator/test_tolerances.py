@@ -93,3 +93,18 @@ def test_result_records_are_compared_field_by_field() -> None:
     assert torch.equal(zeros.indptr, torch.zeros(8)) and zeros.total == 3 and compare(zeros, Result(x, 3)) is not None
     Pair = NamedTuple("Pair", [("a", torch.Tensor), ("b", torch.Tensor)])
     assert torch.equal(zeros_like_output(Pair(x, x)).b, torch.zeros(8))  # a NamedTuple takes its fields one by one
+
+
+def test_every_call_draws_the_same_random_numbers_for_one_seed() -> None:
+    """A launcher that samples (``torch.rand`` inside rejection sampling) must be comparable with itself and with a
+    candidate: each call starts the global generators from the case's seed."""
+    from evaluator.correctness import call
+
+    def sample(x: torch.Tensor) -> torch.Tensor:
+        return x + torch.rand(x.shape)
+
+    args = {"x": torch.zeros(5)}
+    first, _, _ = call(sample, args, "cpu", poison=False, seed=7)
+    again, _, _ = call(sample, args, "cpu", poison=False, seed=7)
+    other, _, _ = call(sample, args, "cpu", poison=False, seed=8)
+    assert torch.equal(first, again) and not torch.equal(first, other)
