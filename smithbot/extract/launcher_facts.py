@@ -313,6 +313,12 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
                 dtype = TORCH_DTYPES.get(m.group(2)) if m.lastindex == 2 else "int32"
                 if dtype:
                     facts.dtype.setdefault(m.group(1), dtype)
+            m = re.fullmatch(r"(\w+)\.numel\(\) == (\d+)", text)  # assert x_s.numel() == 1: one axis of that size
+            if m and m.group(1) in facts.params and m.group(1) not in facts.rank:
+                facts.tensor.add(m.group(1))
+                facts.rank[m.group(1)] = 1
+                facts.exact.add(m.group(1))
+                facts.union(("ax", m.group(1), 0), ("lit", int(m.group(2))))
     for node in (n for test in _insisted(fn, facts.values) for n in ast.walk(test)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
                 and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Name):

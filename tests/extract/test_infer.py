@@ -1014,14 +1014,16 @@ def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) ->
 
 def test_a_guard_on_the_dtype_makes_an_integer_tensor() -> None:
     fn = _fn('''
-def fill(x, count, gate):
+def fill(x, count, gate, scale):
     if count.dtype.is_floating_point:
         raise TypeError("count must be an integer tensor")
     assert gate.dtype in (torch.float16, torch.float32)
-    _kernel[(1,)](x, count, gate)
+    assert scale.numel() == 1, "only per-tensor scales"
+    _kernel[(1,)](x, count, gate, scale)
 ''')
-    got = infer(fn, ["count", "gate"], {"x": {"shape": ["tokens", "hidden"]}})
+    got = infer(fn, ["count", "gate", "scale"], {"x": {"shape": ["tokens", "hidden"]}})
     assert got["count"]["dtype"] == "int32" and got["gate"]["dtype"] == "fp16"
+    assert got["scale"] == {"shape": [1]}  # one element, as insisted
 
 
 def test_a_first_and_a_last_axis_never_equated_are_two_axes() -> None:
