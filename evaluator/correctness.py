@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 import torch
 
-from evaluator.runtime import ALLOWED_ATEN, LaunchCounter, Recorder, bit_equal, clone_args, zeros_like_output
+from evaluator.runtime import (ALLOWED_ATEN, LaunchCounter, Recorder, bit_equal, clone_args, tensor_leaves,
+                               zeros_like_output)
 from evaluator.task import Case, Task
 from evaluator.tolerances import DTYPES, Mismatch, compare
 
@@ -68,7 +69,9 @@ def call(fn: Callable[..., Any], args: dict[str, Any], device: str, poison: bool
 
 
 def _written(after: dict[str, Any], pristine: dict[str, Any]) -> list[str]:
-    return [k for k, v in pristine.items() if isinstance(v, torch.Tensor) and not bit_equal(after[k], v)]
+    """The input tensors (by path: ``x``, ``self.state``) that a call changed."""
+    now = tensor_leaves(after)
+    return [k for k, v in tensor_leaves(pristine).items() if not bit_equal(now[k], v)]
 
 
 def _compare_effects(out: Any, args: dict[str, Any], ref_out: Any, ref_args: dict[str, Any], written: list[str],
@@ -76,8 +79,9 @@ def _compare_effects(out: Any, args: dict[str, Any], ref_out: Any, ref_args: dic
     m = compare(out, ref_out, "output", exact)
     if m is not None:
         return m
+    got, ref = tensor_leaves(args), tensor_leaves(ref_args)
     for k in written:
-        m = compare(args[k], ref_args[k], f"argument {k!r} (written in place)", exact)
+        m = compare(got[k], ref[k], f"argument {k!r} (written in place)", exact)
         if m is not None:
             return m
     return None
@@ -105,8 +109,9 @@ def check_case(task: Task, base_fn: Callable[..., Any], cand_fn: Callable[..., A
         m = _compare_effects(out_c, a_cand, out_b, a_base, written)
         if m is not None:
             return Failure("mismatch", f"{where}: {m}")
-        for k, v in args.items():
-            if isinstance(v, torch.Tensor) and k not in written and not bit_equal(a_cand[k], v):
+        cand_leaves = tensor_leaves(a_cand)
+        for k, v in tensor_leaves(args).items():
+            if k not in written and not bit_equal(cand_leaves[k], v):
                 return Failure("modified_input", f"{where}: the candidate modified input {k!r}, the baseline does not")
         out_c2, _, launches2 = call(cand_fn, a_cand2, device, seed=seed)
         if launches2 < 1:
@@ -139,9 +144,9 @@ def validate_task(task: Task, base_fn: Callable[..., Any], harness: Any, cases: 
             m = _compare_effects(out_b, a_base, out_r, a_ref, written)
             if m is not None:
                 errors.append(f"case {case.name}: the baseline disagrees with the reference: {m}")
-        zero_args = dict(a_base)
-        for k in written:
-            zero_args[k] = torch.zeros_like(a_base[k])
+        zero_args = clone_args(a_base)
+        for t in (tensor_leaves(zero_args)[k] for k in written):
+            t.zero_()
         if _compare_effects(zeros_like_output(out_b), zero_args, out_b, a_base, written) is None:
             warnings.append(f"case {case.name}: all-zeros outputs pass the comparison; the task is too weak")
     return errors, warnings

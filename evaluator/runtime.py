@@ -7,6 +7,7 @@ import copy
 import importlib.util
 import itertools
 import sys
+import types
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -123,16 +124,40 @@ def load_module(path: Path, label: str, interpreter: bool) -> ModuleType:
     return module
 
 
+def _clone(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        c = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device)
+        c.copy_(v)
+        return c
+    if isinstance(v, types.SimpleNamespace):  # an object the harness built (a module's self, a plan)
+        return types.SimpleNamespace(**{k: _clone(x) for k, x in vars(v).items()})
+    if isinstance(v, list):
+        return [_clone(x) for x in v]
+    return v
+
+
 def clone_args(args: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of an argument dict: every tensor is cloned with its strides kept."""
-    out: dict[str, Any] = {}
-    for k, v in args.items():
+    """A deep copy of an argument dict: every tensor is cloned with its strides kept, also inside the objects and
+    lists the harness built, so that no two calls share a buffer."""
+    return {k: _clone(v) for k, v in args.items()}
+
+
+def tensor_leaves(args: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """Every input tensor by its path: ``x``, ``self.weight``, ``norms[0].w`` (objects and lists the harness built)."""
+    out: dict[str, torch.Tensor] = {}
+
+    def walk(path: str, v: Any) -> None:
         if isinstance(v, torch.Tensor):
-            c = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device)
-            c.copy_(v)
-            out[k] = c
-        else:
-            out[k] = v
+            out[path] = v
+        elif isinstance(v, types.SimpleNamespace):
+            for k, x in vars(v).items():
+                walk(f"{path}.{k}", x)
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                walk(f"{path}[{i}]", x)
+
+    for k, v in args.items():
+        walk(k, v)
     return out
 
 

@@ -1,0 +1,25 @@
+"""Inputs the harness builds as objects (a module's ``self``) are copied per call and compared like any input."""
+
+from __future__ import annotations
+
+import types
+
+import torch
+
+from evaluator.correctness import _compare_effects, _written
+from evaluator.runtime import clone_args, tensor_leaves
+
+
+def test_an_object_input_is_copied_per_call_and_its_in_place_writes_are_compared() -> None:
+    args = {"x": torch.ones(3), "self": types.SimpleNamespace(state=torch.zeros(3), norms=[types.SimpleNamespace(
+        w=torch.ones(2))], eps=1e-5)}
+    assert set(tensor_leaves(args)) == {"x", "self.state", "self.norms[0].w"}
+    a, b = clone_args(args), clone_args(args)
+    assert a["self"] is not b["self"] and a["self"].state.data_ptr() != b["self"].state.data_ptr()
+    a["self"].state += 1  # the baseline updates its state in place
+    b["self"].state += 2  # the candidate gets it wrong
+    written = _written(a, args)
+    assert written == ["self.state"] and torch.equal(args["self"].state, torch.zeros(3))  # the pristine copy stays
+    assert _compare_effects(None, a, None, clone_args(a), written) is None
+    m = _compare_effects(None, b, None, a, written)
+    assert m is not None and "self.state" in str(m)
