@@ -7,7 +7,8 @@ The evidence, all read from the launcher's AST and the kernels it launches:
   it fills;
 - what the code insists on, in ``assert`` and ``if ...: raise`` guards only (``if n == 0: return`` is a special case,
   not the rule): ``p.shape == (a, b)``, ``p.shape[i] == q.shape[j]``, ``p.shape == q.shape``, ``n == 192``,
-  ``n % BLOCK == 0``, ``d in {64, 128}``, ``p.dtype == torch.float32``, ``n is not None``; these override a name
+  ``n % BLOCK == 0``, ``d in {64, 128}``, ``p.dtype == torch.float32``, ``p.dtype in (torch.int32, ...)``,
+  ``not p.dtype.is_floating_point``, ``p.numel() == 1``, ``n is not None``, ``assert flag``; these override a name
   rule's sizes. A scalar parameter with a known value, or a local constant bound once, pins the axes it equals;
 - what a parameter handed to a kernel launch becomes there (``kernel_param_kinds``): a pointer the kernel loads
   from or stores to is a tensor, a ``tl.constexpr`` or a plain scalar is a number;

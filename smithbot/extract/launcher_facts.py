@@ -202,10 +202,10 @@ ALLOCATORS = {"empty", "zeros", "ones", "full", "randn", "rand", "new_empty", "n
 
 def collect(fn: ast.FunctionDef, facts: Facts) -> None:
     for node in ast.walk(fn):  # x.numel() // x.size(-1): the rows of x, which has more than one axis then
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and arithmetic(node.left) \
-                and not isinstance(node.left, ast.BinOp) and isinstance(node.left.func.value, ast.Name):  # type: ignore
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and isinstance(node.left, ast.Call) \
+                and ast.unparse(node.left.func).endswith(".numel") and isinstance(node.left.func, ast.Attribute):
             key = facts.axis(node.right)
-            if key is not None and key[0] == "neg" and key[1] == node.left.func.value.id:  # type: ignore
+            if key is not None and key[0] == "neg" and key[1] == ast.unparse(node.left.func.value):
                 facts.at_least(key[1], key[2] + 1)
     for node in ast.walk(fn):  # out = torch.empty_like(x), y = x.contiguous(): names for x's shape
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
@@ -421,16 +421,14 @@ def _rows_source(value: ast.expr) -> str | None:
     """The name ``value`` is a view of with the same rows (its leading axis): ``torch.view_as_real(x).flatten(-2)``,
     ``x.contiguous().flatten(1)`` -> ``x``."""
     while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
-        f = value.func.attr
-        start = value.args[0] if value.args else None
-        keeps = f in _ROW_KEEPING or f == "flatten" and isinstance(start, (ast.Constant, ast.UnaryOp)) and (
-            isinstance(start, ast.UnaryOp) or start.value >= 1)  # type: ignore[union-attr]
-        if not keeps:
+        f, start = value.func.attr, (value.args[0] if value.args else None)
+        if f.startswith("view_as_") and start is not None:  # torch.view_as_real(x)
+            value = start
+        elif f in _ROW_KEEPING or f == "flatten" and (isinstance(start, ast.UnaryOp) or isinstance(
+                start, ast.Constant) and isinstance(start.value, int) and start.value >= 1):  # x.flatten(-2)
+            value = value.func.value
+        else:
             return None
-        inner = value.args[0] if f.startswith("view_as_") and value.args else value.func.value
-        if f.startswith("view_as_") and not value.args:
-            return None
-        value = inner
     return value.id if isinstance(value, ast.Name) else None
 
 
