@@ -458,8 +458,8 @@ class ClosureBuilder:
     def add_method(self, module: str, cls: str, method: str, as_name: str) -> ast.FunctionDef:
         """Add ``cls.method`` as the module-level function ``as_name``, and everything it needs; return its def. A
         method keeps ``self`` as its first parameter (the inputs stand in for the attributes it reads); a static
-        method (or a class method that never uses its class) loses its decorator; the ``forward`` of an ``autograd.Function`` loses ``ctx``, for which a local
-        stand-in takes what it saves for backward."""
+        method (or a class method that never uses its class) loses its decorator; the ``forward`` of an
+        ``autograd.Function`` loses ``ctx``, for which a local stand-in takes what it saves for backward."""
         mod = self.module(module)
         node = mod.top.get(cls) if mod else None
         found = next((n for n in getattr(node, "body", []) if isinstance(n, ast.FunctionDef) and n.name == method),

@@ -351,7 +351,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     return out
 
 
-def _through_helpers(kinds: dict[str, dict[str, str]], kernels: tuple[ast.FunctionDef, ...]) -> dict[str, dict[str, str]]:
+def _through_helpers(kinds: dict[str, dict[str, str]],
+                     kernels: tuple[ast.FunctionDef, ...]) -> dict[str, dict[str, str]]:
     """``kinds`` with a parameter that a kernel only hands to a ``@triton.jit`` helper (``compute_m_range(pid,
     seg_indptr, weight_indices)``) taking the kind it has there: a pointer the helper loads through is one here."""
     by_name = {k.name: k for k in kernels}
@@ -376,7 +377,8 @@ def _none_tested(fn: ast.FunctionDef, names: set[str]) -> bool:
         if isinstance(c, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot)) for o in c.ops) and any(
                 isinstance(e, ast.Constant) and e.value is None for e in c.comparators):
             left = c.left.slice if isinstance(c.left, ast.Subscript) else c.left
-            if isinstance(left, ast.Name) and left.id in names or isinstance(left, ast.Constant) and left.value in names:
+            if isinstance(left, ast.Name) and left.id in names or isinstance(
+                    left, ast.Constant) and left.value in names:
                 return True
     return False
 

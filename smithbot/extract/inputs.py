@@ -14,8 +14,8 @@ dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermedi
 ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the default), ``around1``,
 ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them), ``arange`` or
 ``arange:STEP`` (0, STEP, 2 STEP...), ``even:N`` and ``even_end:N`` (where each entry's share of N rows, shared out
-evenly and in order, starts and ends: per-expert ranges of sorted rows), or ``starts:LENS`` (where each sequence starts when the lengths in input LENS
-are laid end to end; with one entry more than LENS, the last is the total). A scalar spec is a number, a bool, or an
+evenly and in order, starts and ends: per-expert ranges of sorted rows), or ``starts:LENS`` (where each sequence
+starts when the lengths in input LENS are laid end to end; with one entry more than LENS, the last is the total). A scalar spec is a number, a bool, or an
 arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
 ``_DTYPES``) that dtype, and ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:``
 leaves the parameter to the launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a
