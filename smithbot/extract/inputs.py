@@ -92,27 +92,36 @@ def attributes_read(fn: ast.FunctionDef, name: str, helpers: dict[str, ast.Funct
     task's own functions) that in turn only reads attributes of it (``_num_segments(batch_info)``). Otherwise None."""
     attrs: set[str] = set()
     called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}
-    handed = 0
     for node in ast.walk(fn):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == name:
             if not isinstance(node.ctx, ast.Load) or id(node) in called or node.attr.startswith("__"):
                 return None
             attrs.add(node.attr)
-        helper = (helpers or {}).get(node.func.id) if isinstance(node, ast.Call) and isinstance(
-            node.func, ast.Name) and node.func.id not in seen else None
-        for i, a in enumerate(node.args if helper is not None else ()):
-            if isinstance(a, ast.Name) and a.id == name:
-                params = helper.args.posonlyargs + helper.args.args  # type: ignore[union-attr]
-                inner = attributes_read(helper, params[i].arg, helpers, seen | {helper.name}) if i < len(
-                    params) else None  # type: ignore[union-attr]
-                if inner is None:
-                    return None
-                attrs.update(inner)
-                handed += 1
+    handed = list(_handed(fn, {name}, helpers or {}, seen))
+    for helper, param, _ in handed:
+        inner = attributes_read(helper, param, helpers, seen | {helper.name}) if param else None
+        if inner is None:
+            return None
+        attrs.update(inner)
     uses = sum(isinstance(n, ast.Name) and n.id == name for n in ast.walk(fn))
     reads = sum(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name
                 for n in ast.walk(fn))
-    return sorted(attrs) if attrs and uses == reads + handed else None
+    return sorted(attrs) if attrs and uses == reads + len(handed) else None
+
+
+def _handed(fn: ast.FunctionDef, names: set[str], helpers: dict[str, ast.FunctionDef],
+            seen: frozenset[str]) -> list[tuple[ast.FunctionDef, str | None, str]]:
+    """(helper, the parameter it takes it as, or None past its parameters, the name) for each of ``names`` that
+    ``fn`` hands positionally to one of ``helpers`` (those in ``seen`` are already being followed)."""
+    out = []
+    for call in ast.walk(fn):
+        helper = helpers.get(call.func.id) if isinstance(call, ast.Call) and isinstance(
+            call.func, ast.Name) and call.func.id not in seen else None
+        params = [a.arg for a in helper.args.posonlyargs + helper.args.args] if helper is not None else []
+        for i, a in enumerate(call.args if helper is not None else []):  # type: ignore[attr-defined]
+            if isinstance(a, ast.Name) and a.id in names:
+                out.append((helper, params[i] if i < len(params) else None, a.id))
+    return out
 
 
 def flatten_objects(fn: ast.FunctionDef, names: list[str], helpers: dict[str, ast.FunctionDef] | None = None
@@ -175,16 +184,10 @@ def _helper_reads(fn: ast.FunctionDef, objects: set[str], helpers: dict[str, ast
     """The statement-level expressions of the ``helpers`` that ``fn`` hands one of ``objects`` to, with the helper's
     parameter renamed to the object's name (``return batch_info.num_segments or batch_info.bs``)."""
     out: list[ast.expr] = []
-    for call in ast.walk(fn):
-        helper = helpers.get(call.func.id) if isinstance(call, ast.Call) and isinstance(
-            call.func, ast.Name) and call.func.id not in seen else None
-        if helper is None:
+    for helper, param, obj in _handed(fn, objects, helpers, seen):
+        if param is None:
             continue
-        params = [a.arg for a in helper.args.posonlyargs + helper.args.args]
-        rename = {params[i]: a.id for i, a in enumerate(call.args[:len(params)])  # type: ignore[attr-defined]
-                  if isinstance(a, ast.Name) and a.id in objects}
-        if not rename:
-            continue
+        rename = {param: obj}
 
         class Rename(ast.NodeTransformer):
             def visit_Name(self, node: ast.Name) -> ast.AST:
