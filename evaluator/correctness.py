@@ -90,9 +90,9 @@ def _compare_effects(out: Any, args: dict[str, Any], ref_out: Any, ref_args: dic
 def check_case(task: Task, base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, case: Case,
                case_index: int, device: str) -> Failure | None:
     for s in range(task.seeds):
-        args = make_args(harness, case, seed_for(case_index, s), device)
-        a_base, a_cand, a_cand2 = clone_args(args), clone_args(args), clone_args(args)
         seed = seed_for(case_index, s)
+        args = make_args(harness, case, seed, device)
+        a_base, a_cand, a_cand2 = clone_args(args), clone_args(args), clone_args(args)
         if s % 2 == 0:
             out_b, ops_b, _ = call(base_fn, a_base, device, seed=seed)
             out_c, ops_c, launches = call(cand_fn, a_cand, device, seed=seed)
@@ -129,15 +129,16 @@ def validate_task(task: Task, base_fn: Callable[..., Any], harness: Any, cases: 
     warnings: list[str] = []
     reference = getattr(harness, "reference", None)
     for i, case in enumerate(cases):
-        args = make_args(harness, case, seed_for(i, 0), device)
+        seed = seed_for(i, 0)
+        args = make_args(harness, case, seed, device)
         a_base = clone_args(args)
-        out_b, _, launches = call(base_fn, a_base, device, seed=seed_for(i, 0))
+        out_b, _, launches = call(base_fn, a_base, device, seed=seed)
         if task.kind == "triton" and launches < 1:
             errors.append(f"case {case.name}: the baseline launched no Triton kernel (is the task kind right?)")
         written = _written(a_base, args)
         if reference is not None:
             a_ref = clone_args(args)
-            torch.manual_seed(seed_for(i, 0))  # the random numbers the baseline drew
+            torch.manual_seed(seed)  # the random numbers the baseline drew
             with torch.no_grad():
                 out_r = reference(**a_ref)
             _sync(device)

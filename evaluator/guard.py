@@ -152,9 +152,12 @@ def _decorator_factory(call: ast.Call) -> bool:
     return (_dotted(call.func) or "").split(".")[-1] in ("autotune", "heuristics")
 
 
+_CONTAINERS = (ast.Dict, ast.List, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+
+
 def _check_module_value(value: ast.AST) -> str | None:
     """None when a module-level (or class-level) value is immutable; else why not."""
-    if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)):
+    if isinstance(value, _CONTAINERS):
         return "a mutable container"
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Call) and _decorator_factory(value.func):
         # `k_tuned = triton.autotune(configs=[...], key=[...])(k)`: the decorator, applied by hand
@@ -164,15 +167,17 @@ def _check_module_value(value: ast.AST) -> str | None:
         name = _dotted(value.func) or ""
         if name.split(".")[-1] not in _MODULE_LEVEL_CALLS:
             return f"the result of {name or 'a call'}()"
-        settings = value.args[0] if name.split(".")[-1] == "Config" and value.args else next(
-            (k.value for k in value.keywords if k.arg == "kwargs"), None) if name.split(".")[-1] == "Config" else None
-        if isinstance(settings, ast.Dict) or _decorator_factory(value):
-            # triton.Config({"BLOCK": 64}, num_warps=4): the dict is the config's settings, read by autotune; the
-            # lists a decorator factory takes (configs=[...], key=[...]) are its own, as in `@triton.autotune(...)`
-            rest = [*value.args, *(k.value for k in value.keywords)]
-            rest = [e for e in rest if e is not settings] + ([*settings.keys, *settings.values] if settings else [])
-            rest = [x for e in rest for x in (e.elts if isinstance(e, ast.List) and settings is None else [e])]
-            return next((why for e in rest if e is not None for why in [_check_module_value(e)] if why), None)
+        parts = [*value.args, *(k.value for k in value.keywords)]
+        settings = (value.args or [next((k.value for k in value.keywords if k.arg == "kwargs"), None)])[0] \
+            if name.split(".")[-1] == "Config" else None
+        if isinstance(settings, ast.Dict):  # triton.Config({"BLOCK": 64}, num_warps=4): the dict is its settings
+            parts = [e for e in parts if e is not settings] + [*settings.keys, *settings.values]
+        elif _decorator_factory(value):  # configs=[...], key=[...]: the factory's own lists, as in @triton.autotune
+            parts = [x for e in parts for x in (e.elts if isinstance(e, ast.List) else [e])]
+        else:
+            parts = None
+        if parts is not None:
+            return next((why for e in parts if e is not None for why in [_check_module_value(e)] if why), None)
     for sub in ast.iter_child_nodes(value):
         if isinstance(sub, ast.expr):
             why = _check_module_value(sub)
@@ -181,7 +186,6 @@ def _check_module_value(value: ast.AST) -> str | None:
     return None
 
 
-_CONTAINERS = (ast.Dict, ast.List, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
 _READ_METHODS = {"get", "items", "keys", "values", "index", "count"}
 _READ_CALLS = {"len", "tuple", "list", "sorted", "dict", "set", "frozenset", "enumerate", "zip", "min", "max"}
 

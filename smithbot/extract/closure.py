@@ -336,7 +336,9 @@ class ClosureBuilder:
                               lineno=node.lineno)
             source = ast.unparse(node) + "\n"
         state = module_state(env_pinned(node.value)) if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value \
-            and not read_only_table(mod.tree, node) else None  # `_FP8_DTYPES = {...}` that the module only reads
+            else None
+        if state and read_only_table(mod.tree, node):  # `_FP8_DTYPES = {...}` that the module only reads
+            state = None
         if state and self._depth:  # `_CACHE = OrderedDict()`: a helper that keeps it is stubbed, if one can be
             self.c.blockers.append(f"{name} is module-level state ({state})")
         helper = self._depth > 0 and isinstance(node, ast.FunctionDef) and not is_kernel(node)

@@ -302,7 +302,8 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
                                            isinstance(node.func, ast.Name) and node.func.id == "range"):
             args = node.args[0].elts if node.args and isinstance(node.args[0], (ast.Tuple, ast.List)) else node.args
             facts.sizes.update(a.id for a in args if isinstance(a, ast.Name))
-    for test in _insisted(fn, facts.values):
+    insisted = _insisted(fn, facts.values)
+    for test in insisted:
         for part in test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]:
             if isinstance(part, ast.Name) and part.id in facts.params:
                 facts.truthy.add(part.id)
@@ -319,7 +320,7 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
                 facts.rank[m.group(1)] = 1
                 facts.exact.add(m.group(1))
                 facts.union(("ax", m.group(1), 0), ("lit", int(m.group(2))))
-    for node in (n for test in _insisted(fn, facts.values) for n in ast.walk(test)):
+    for node in (n for test in insisted for n in ast.walk(test)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
                 and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Name):
             facts.isa[node.args[0].id] = node.args[1].id  # assert isinstance(flag, bool)
