@@ -1,7 +1,8 @@
 """Extraction coverage per repository: launched kernels -> extracted -> self-check passed.
 
 Here (no GPU needed), extraction and the interpreter self-check; the task directories and ``coverage.json`` are kept
-under ``--keep DIR`` (default: a temporary directory):
+under ``--keep DIR`` (default: a temporary directory). Each row is also appended to ``coverage.partial.jsonl`` as its
+self-check ends, so a run killed part-way keeps what it had checked:
 
     python benchmarks/extract_coverage.py demo sglang=/path/to/sglang lmdeploy=/path/to/lmdeploy \\
         engram=/path/to/DLBlas --keep cov
@@ -56,10 +57,21 @@ def extract(specs: list[str], keep: Path, jobs: int | None, timeout_s: float) ->
         name, _, path = arg.partition("=")
         out = keep / name
         t0 = time.perf_counter()
+        out.mkdir(parents=True, exist_ok=True)
+        partial = out / "coverage.partial.jsonl"
+        partial.write_text("")
+
+        def row(r) -> dict:
+            return {"kernel": r.kernel, "path": r.path, "extracted": r.extracted, "interpreter": r.checked,
+                    "why": r.why, "task": str(r.out.relative_to(out)) if r.out else None}
+
+        def journal(r) -> None:
+            with partial.open("a") as f:
+                f.write(json.dumps(row(r)) + "\n")
+
         rows = api.extract(name, None, out=out / "tasks", source=path or None, all_kernels=True, check=True, jobs=jobs,
-                           timeout_s=timeout_s)
-        data = [{"kernel": r.kernel, "path": r.path, "extracted": r.extracted, "interpreter": r.checked, "why": r.why,
-                 "task": str(r.out.relative_to(out)) if r.out else None} for r in rows]
+                           timeout_s=timeout_s, finished_row=journal)
+        data = [row(r) for r in rows]
         (out / "coverage.json").write_text(json.dumps(data, indent=1))
         n, ext, ok = len(rows), sum(r.extracted for r in rows), sum(r.checked for r in rows)
         print(f"{name}: {n} launched kernels, {ext} extracted ({ext / max(n, 1):.0%}), {ok} passed the interpreter "

@@ -53,6 +53,17 @@ class _Prepared:
         return tuple(c for c in self.cases if c.name in names)
 
 
+def _describe(exc: BaseException) -> str:
+    """`Type: message`; a bare `assert` names its failing line instead of an empty message."""
+    text = str(exc)
+    if not text.strip():
+        frames = traceback.extract_tb(exc.__traceback__)
+        if frames:
+            last = frames[-1]
+            text = f"{os.path.basename(last.filename)}:{last.lineno}: {(last.line or '').strip()}"
+    return f"{type(exc).__name__}: {text}"
+
+
 def _classify(exc: BaseException) -> tuple[str, bool]:
     """(status, fatal): fatal errors leave the CUDA context unusable, so the worker must be replaced."""
     text = f"{type(exc).__name__}: {exc}"
@@ -112,7 +123,7 @@ class Worker:
             return {"status": "task_error", "detail": str(exc)}
         except Exception as exc:
             status, fatal = _classify(exc)
-            detail = f"task {req['task']}: preparing the baseline failed: {type(exc).__name__}: {exc}"
+            detail = f"task {req['task']}: preparing the baseline failed: {_describe(exc)}"
             if status == "oom":
                 detail = f"task {req['task']}: a shape case's inputs do not fit in memory: {exc}".splitlines()[0]
             return {"status": "task_error", "detail": detail, "fatal": fatal, "log": traceback.format_exc()}
@@ -142,7 +153,7 @@ class Worker:
         except Exception as exc:
             status, fatal = _classify(exc)
             out.update(status=status, reason=status if status in ("oom", "crash") else type(exc).__name__,
-                       detail=f"{type(exc).__name__}: {exc}".strip()[:2000], fatal=fatal,
+                       detail=_describe(exc).strip()[:2000], fatal=fatal,
                        log=traceback.format_exc()[-4000:])
             return out
 

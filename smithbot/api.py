@@ -151,7 +151,8 @@ class Coverage:
 def extract(spec: str, kernel: str | None, out: str | Path | None = None, source: str | None = None,
             rev: str | None = None, all_kernels: bool = False, check: bool = True,
             progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
-            config: str | Path | None = None, timeout_s: float = 300.0) -> list[Coverage]:
+            config: str | Path | None = None, timeout_s: float = 300.0,
+            finished_row: Callable[[Coverage], None] | None = None) -> list[Coverage]:
     """Extract one kernel (or, with ``all_kernels``, every launched kernel) into task directories and self-check
     them (``jobs`` at a time, each in its own interpreter process; default: one per CPU core). A task whose kernel
     reads past an inferred input has that input grown to what it reads (``extract/grow.py``) and is checked again. A
@@ -159,7 +160,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     (``branch_values``). With ``config`` (an evolve config with an ``llm:`` section), the LLM writes the inputs of
     the tasks whose inputs could not be inferred or failed the self-check; they are kept only if the baseline then
     passes. A self-check gets ``timeout_s`` seconds to prepare the baseline (its warm-up on every case) and as many
-    again to evaluate it."""
+    again to evaluate it. ``finished_row`` is handed each row as its self-check ends, so that a long ``--all`` run
+    killed part-way keeps what it had checked."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
@@ -228,6 +230,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
         else:
             rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, task_dir)
         finished += 1
+        if finished_row is not None:
+            finished_row(rows[i])
         if progress is not None:
             progress(finished, len(todo) + len(branches))
 
@@ -274,6 +278,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
                 rows[i] = Coverage(site.name, site.path, rows[i].extracted, False, f"{rows[i].why}; with {said}: "
                                    f"{why if not ok else 'still not launched'}", rows[i].out)
             finished += 1
+            if finished_row is not None:
+                finished_row(rows[i])
             if progress is not None:
                 progress(finished, len(todo) + len(branches))
 

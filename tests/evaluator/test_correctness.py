@@ -23,3 +23,18 @@ def test_an_object_input_is_copied_per_call_and_its_in_place_writes_are_compared
     assert _compare_effects(None, a, None, clone_args(a), written) is None
     m = _compare_effects(None, b, None, a, written)
     assert m is not None and "self.state" in str(m)
+
+
+def test_a_bare_assert_is_reported_by_its_line() -> None:
+    """``assert head_dim >= rope_dim`` fails with an empty message; the reason names the line instead."""
+    from evaluator.worker import _describe
+
+    def launcher(head_dim: int, rope_dim: int) -> None:
+        assert head_dim >= rope_dim
+
+    try:
+        launcher(64, 128)
+    except AssertionError as exc:
+        assert _describe(exc).startswith("AssertionError: test_correctness.py:")
+        assert _describe(exc).endswith(": assert head_dim >= rope_dim")
+    assert _describe(ValueError("bias must be 1-D")) == "ValueError: bias must be 1-D"

@@ -761,9 +761,12 @@ def test_a_kernel_its_launchers_task_never_launches_gets_a_task_down_its_branch(
     no flag: it stays extracted, not checked, and says so."""
     monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
     repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/act.py": BRANCHES})
+    journal: list = []
     rows = {r.kernel: r for r in api.extract(str(repo), None, out=tmp_path / "tasks", source=str(repo),
-                                             all_kernels=True, check=True)}
+                                             all_kernels=True, check=True, finished_row=journal.append)}
     assert rows["_silu_kernel"].checked, rows["_silu_kernel"].why
+    # each self-check's row is handed on as it ends: the launcher's task first, then the branch's
+    assert [(r.kernel, r.checked) for r in journal] == [("_silu_kernel", True), ("_gelu_kernel", True)]
     gelu = rows["_gelu_kernel"]
     assert gelu.checked and gelu.out == tmp_path / "tasks" / "gelu_kernel" != rows["_silu_kernel"].out, gelu.why
     assert gelu.why.endswith("(with use_gelu=True)") and "use_gelu': True" in (gelu.out / "harness.py").read_text()
