@@ -14,8 +14,9 @@ dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermedi
 ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the default), ``around1``,
 ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them), ``arange`` or
 ``arange:STEP`` (0, STEP, 2 STEP...), ``even:N`` and ``even_end:N`` (where each entry's share of N rows, shared out
-evenly and in order, starts and ends: per-expert ranges of sorted rows), or ``starts:LENS`` (where each sequence
-starts when the lengths in input LENS are laid end to end; with one entry more than LENS, the last is the total). A scalar spec is a number, a bool, or an
+evenly and in order, starts and ends: per-expert ranges of sorted rows), ``split:N`` (the size of each entry's share),
+or ``starts:LENS`` (where each sequence starts when the lengths in input LENS, or in a sibling attribute of the same
+object, are laid end to end; with one entry more than LENS, the last is the total). A scalar spec is a number, a bool, or an
 arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
 ``_DTYPES``) that dtype, and ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:``
 leaves the parameter to the launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a
@@ -363,7 +364,7 @@ def make_inputs(case, generator):
     dev = generator.device
     args = {{}}
 
-    def make(spec):
+    def make(spec, scope):
         if isinstance(spec, str) and spec.startswith(("dtype:", "tldtype:")):
             dtype = case["dtype"] if spec.endswith(":act") else _DTYPES[spec.split(":")[1]]
             if spec.startswith("tl"):  # a triton dtype (compute_type: tl.dtype), named like the torch one
@@ -378,9 +379,12 @@ def make_inputs(case, generator):
         if "literal" in spec:
             return spec["literal"]
         if "object" in spec:  # an object read for its attributes (a module's weights, a plan)
-            return types.SimpleNamespace(**{{k: make(v) for k, v in spec["object"].items()}})
+            attrs = {{}}  # an attribute's starts: may name a sibling's lengths
+            for k, v in sorted(spec["object"].items(), key=later):
+                attrs[k] = make(v, attrs)
+            return types.SimpleNamespace(**{{k: attrs[k] for k in spec["object"]}})
         if "items" in spec:
-            return [make(v) for v in spec["items"]]
+            return [make(v, scope) for v in spec["items"]]
         shape = [int(size_value(s, dims)) for s in spec["shape"]]
         dtype = case["dtype"] if spec.get("dtype", "act") == "act" else _DTYPES[spec["dtype"]]
         init = str(spec.get("init", "randn")).split(":")
@@ -400,8 +404,11 @@ def make_inputs(case, generator):
         elif init[0] in ("even", "even_end"):  # N rows shared out evenly: where entry i's range starts, or ends
             n, i = int(size_value(init[1], dims)), torch.arange(numel, device=dev)
             t = ((i + (init[0] == "even_end")) * n // numel).view(shape)
-        elif init[0] == "starts":  # where each sequence starts, the lengths in args[init[1]] laid end to end
-            ends = torch.cumsum(args[init[1]].flatten().to(torch.int64), 0)
+        elif init[0] == "split":  # N rows shared out evenly: how many entry i gets
+            n, i = int(size_value(init[1], dims)), torch.arange(numel, device=dev)
+            t = ((i + 1) * n // numel - i * n // numel).view(shape)
+        elif init[0] == "starts":  # where each sequence starts, the lengths in input init[1] laid end to end
+            ends = torch.cumsum(scope[init[1]].flatten().to(torch.int64), 0)
             t = torch.cat([ends.new_zeros(1), ends])[:numel].view(shape)
         elif init[0] == "around1":
             t = 1.0 + 0.1 * torch.randn(shape, generator=generator, device=dev)
@@ -412,7 +419,7 @@ def make_inputs(case, generator):
     later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith("starts:")
     for name, spec in sorted(SPEC.items(), key=later):  # offsets after the lengths they add up
         if spec != "default:":  # else left to the launcher's own default
-            args[name] = make(spec)
+            args[name] = make(spec, args)
     return args
 '''
 
