@@ -385,7 +385,10 @@ class Constants:
 
     def setting(self, obj: str, attr: str) -> Any:
         """The default of ``obj.attr``, where ``obj = Settings()`` is a module-level instance and the class declares
-        ``attr = EnvBool(False)`` or ``attr = Gated("attr", True)``: the value a clean environment gives."""
+        ``attr = EnvBool(False)`` or ``attr = Gated("attr", True)``: the value a clean environment gives, unless the
+        target's stubs name ``attr`` (a setting whose default path needs an extension the task cannot have)."""
+        if attr in self.stubs and not isinstance(self.stubs[attr], dict):
+            return self.stubs[attr]
         mod, top = self._top(obj)
         if not (isinstance(top, ast.Assign) and isinstance(top.value, ast.Call) and isinstance(top.value.func, ast.Name)
                 and not top.value.args and not top.value.keywords):

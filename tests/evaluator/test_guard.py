@@ -32,6 +32,7 @@ def test_bundled_sources_pass(name: str) -> None:
     ("    e = torch.cuda.Event(enable_timing=True)\n", "forbidden"),
     ("    y = torch.matmul(x, x)\n", "torch_compute"),
     ("    y = x.sum()\n", "torch_compute"),
+    ("    n = tl.standard._max_tensor\n", "forbidden"),  # triton's private names, but for one helper
 ])
 def test_rules(snippet: str, reason: str) -> None:
     anchor = "    hidden = x.shape[-1]\n"
@@ -42,7 +43,8 @@ def test_rules(snippet: str, reason: str) -> None:
 def test_allowed_launcher_code() -> None:
     anchor = "    hidden = x.shape[-1]\n"
     ok = ("    n = triton.next_power_of_2(hidden)\n    y = x.contiguous().view(-1).to(torch.float32)\n"
-          "    props = torch.cuda.get_device_properties(x.device) if x.is_cuda else None\n")
+          "    props = torch.cuda.get_device_properties(x.device) if x.is_cuda else None\n"
+          "    stages = tl.standard._log2(n)\n")  # a bitonic sort's stage count, as kernels in the wild write it
     assert check(RMS, RMS.replace(anchor, anchor + ok), "rmsnorm").ok
 
 

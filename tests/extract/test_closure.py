@@ -369,6 +369,13 @@ def test_a_settings_object_read_takes_its_declared_default(tmp_path: Path) -> No
     ns: dict = {}
     exec(compile(src, "task", "exec"), ns)
     assert ns["launch"](2) == 6
+    # a stub named after the setting wins over its default: the target's YAML steers off a path a task cannot take
+    (tmp_path / "pkg" / "op.py").unlink()
+    b = _closure(tmp_path, "op", "import torch\nfrom pkg.environ import envs\n\n\n"
+                 "def launch(x):\n    return x * envs.BLOCK.get()\n", stubs={"BLOCK": 5})
+    ns = {}
+    exec(compile(_source(b), "task", "exec"), ns)
+    assert ns["launch"](2) == 10
 
 
 def test_what_only_other_paths_or_profilers_need_does_not_block(tmp_path: Path) -> None:
