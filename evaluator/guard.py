@@ -73,9 +73,9 @@ class GuardResult:
     detail: str = ""
 
 
-# triton's own compile-time helpers that kernels in the wild call by their private names (``tl.standard._log2`` for
-# a bitonic sort's stage count); nothing else private is reachable
-TRITON_PRIVATE_HELPERS = {"tl.standard._log2", "triton.language.standard._log2"}
+# private names that launchers in the wild read and that reach nothing: the versions (``assert triton.__version__ >=
+# '3.0.0'``) and triton's compile-time helper ``tl.standard._log2`` (a bitonic sort's stage count)
+PRIVATE_ALLOWED = {"tl.standard._log2", "triton.language.standard._log2", "triton.__version__", "torch.__version__"}
 
 def _norm(text: str) -> list[str]:
     return [line.rstrip() for line in text.strip().splitlines()]
@@ -321,7 +321,7 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and id(node) not in shadowed:
             return bad("forbidden", node, f"{FORBIDDEN_NAMES[node.id]} is not allowed")
         elif isinstance(node, ast.Attribute):
-            if node.attr.startswith("_") and ast.unparse(node) not in TRITON_PRIVATE_HELPERS:
+            if node.attr.startswith("_") and ast.unparse(node) not in PRIVATE_ALLOWED:
                 return bad("forbidden", node, f"private attribute .{node.attr} is not allowed")
             if node.attr in FORBIDDEN_ATTRS:
                 return bad("forbidden", node, f"{FORBIDDEN_ATTRS[node.attr]}: .{node.attr} is not allowed")

@@ -44,7 +44,7 @@ def test_allowed_launcher_code() -> None:
     anchor = "    hidden = x.shape[-1]\n"
     ok = ("    n = triton.next_power_of_2(hidden)\n    y = x.contiguous().view(-1).to(torch.float32)\n"
           "    props = torch.cuda.get_device_properties(x.device) if x.is_cuda else None\n"
-          "    stages = tl.standard._log2(n)\n")  # a bitonic sort's stage count, as kernels in the wild write it
+          "    stages = tl.standard._log2(n)\n    assert triton.__version__ >= '3.0.0'\n")  # a bitonic sort's stage count, as kernels in the wild write it
     assert check(RMS, RMS.replace(anchor, anchor + ok), "rmsnorm").ok
 
 
