@@ -22,6 +22,10 @@ arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dty
 leaves the parameter to the launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a
 string default such as ``activation="swish"``); ``{object: {attr: spec...}}`` an object carrying those attributes (a
 module's ``self``, read for its weights) and ``{items: [spec...]}`` a list of them.
+
+Beside the parameters, a wrapper's YAML entry may give ``_dims`` (extra dims, as expressions over the others),
+``_interpreter_dims`` (smaller values of some of those for the interpreter's one case, where a model-sized state or
+chunk would take minutes) and ``_models`` (the presets whose cases it runs).
 """
 
 from __future__ import annotations
@@ -226,6 +230,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
 
     given = dict(target.inputs.get(wrapper, {}))
     given.pop("_models", None)
+    given.pop("_interpreter_dims", None)
     extra = dict(given.pop("_dims", {}) or {})
     specs: dict[str, Any] = {}
     unknown = []
@@ -291,6 +296,7 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
     used = set(also).union(*[_names_in(s) for s in specs.values()], *[_names_in(v) for v in extra.values()])
     needed = [d for d in DIMS if d in used]
     allowed = target.inputs.get(wrapper, {}).get("_models")
+    interpreter_dims = target.inputs.get(wrapper, {}).get("_interpreter_dims") or {}
     models: list[ModelPreset] = [m for m in target.models if all(getattr(m, d) > 0 for d in needed)
                                  and (allowed is None or m.name in allowed)]
     if not models:
@@ -303,7 +309,7 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
             # capped, so that it runs in seconds on a CPU. The GPU runs every named case.
             small = {d: min(v, SMALL_CAPS.get(d, v)) for d, v in dims.items()}
             out.append({"name": "irregular-decode-bs3", "regime": "decode", "dtype": "bf16",
-                        "dims": {"tokens": 3, **small}, "interpreter": True})
+                        "dims": {"tokens": 3, **small, **interpreter_dims}, "interpreter": True})
         for regime, tokens, label in (("decode", 1, "bs1"), ("decode", 64, "bs64"), ("prefill", 4096, "4k")):
             out.append({"name": f"{m.name}-{regime}-{label}", "regime": regime, "dtype": "bf16",
                         "dims": {"tokens": tokens, **dims}, "interpreter": False})
@@ -359,8 +365,8 @@ _DTYPES = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16
 
 def make_inputs(case, generator):
     dims = {{k: v for k, v in case.items() if isinstance(v, int) and not isinstance(v, bool)}}
-    for k, v in EXTRA_DIMS.items():
-        dims[k] = size_value(v, dims)
+    for k, v in EXTRA_DIMS.items():  # the interpreter's case may carry its own, smaller, value
+        dims.setdefault(k, size_value(v, dims))
     dev = generator.device
     args = {{}}
 

@@ -1041,3 +1041,28 @@ def route(scores, num_experts: int = 192):
     _kernel[(batch,)](scores, num_experts)
 ''')
     assert infer(fn, ["scores"], {"num_experts": 192})["scores"]["shape"] == ["tokens", 192]
+
+
+def test_the_interpreter_case_may_carry_smaller_extra_dims(tmp_path: Path) -> None:
+    """``_interpreter_dims`` gives the interpreter's one case its own values of extra dims (a 32-token chunk for a
+    256-token one, whose scan takes minutes there); the GPU's cases keep the ``_dims`` expressions."""
+    import importlib.util
+
+    import torch
+
+    from smithbot.config import get_target
+    from smithbot.extract.inputs import cases, harness_source
+
+    specs = {"x": {"shape": ["tokens", "C"]}}
+    target = get_target("demo").with_inputs("scan", {"_dims": {"C": 256}, "_interpreter_dims": {"C": 32}})
+    got = cases(specs, {"C": 256}, target, "scan")
+    small = [c for c in got if c["interpreter"]]
+    assert len(small) == 1 and small[0]["dims"]["C"] == 32
+    assert all("C" not in c["dims"] for c in got if not c["interpreter"])
+    (tmp_path / "harness.py").write_text(harness_source("scan", specs, {"C": 256}, "given"))
+    spec = importlib.util.spec_from_file_location("harness_small", tmp_path / "harness.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    gen = torch.Generator().manual_seed(0)
+    assert mod.make_inputs({"dtype": torch.float32, **small[0]["dims"]}, gen)["x"].shape == (3, 32)
+    assert mod.make_inputs({"dtype": torch.float32, "tokens": 5}, gen)["x"].shape == (5, 256)
