@@ -24,8 +24,8 @@ string default such as ``activation="swish"``); ``{object: {attr: spec...}}`` an
 module's ``self``, read for its weights) and ``{items: [spec...]}`` a list of them.
 
 Beside the parameters, a wrapper's YAML entry may give ``_dims`` (extra dims, as expressions over the others),
-``_interpreter_dims`` (smaller values of some of those for the interpreter's one case, where a model-sized state or
-chunk would take minutes) and ``_models`` (the presets whose cases it runs).
+``_interpreter_dims`` (smaller values of some of those, or of the model's dims, for the interpreter's one case, where
+a model-sized state or chunk would take minutes) and ``_models`` (the presets whose cases it runs).
 """
 
 from __future__ import annotations
