@@ -8,8 +8,8 @@ In order of preference, a parameter's spec comes from:
    the kernel it is handed to makes of it (a pointer, a number).
 Otherwise extraction stops and names the parameter, so that the YAML can say what it is.
 
-A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|bool|complex64, init: ...}`` where dims
-are numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above) over the case's
+A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|int8|uint8|bool|complex64|fp8_e4m3,
+init: ...}`` where dims are numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above) over the case's
 dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``, ``moe_intermediate``,
 ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the default), ``around1``,
 ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them), ``arange`` or
@@ -357,7 +357,7 @@ import torch
 SPEC = {spec!r}
 EXTRA_DIMS = {extra!r}
 _DTYPES = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int32": torch.int32,
-           "fp8_e4m3": torch.float8_e4m3fn, "int8": torch.int8,
+           "fp8_e4m3": torch.float8_e4m3fn, "int8": torch.int8, "uint8": torch.uint8,
            "int64": torch.int64, "bool": torch.bool, "complex64": torch.complex64}}
 
 
