@@ -18,6 +18,7 @@ It is the first line against the known cheats, and it runs in the parent before 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from evaluator.task import split_evolve
@@ -303,6 +304,14 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
                 if why and not (scope is tree and read_only_table(tree, stmt)):
                     return bad("state", stmt, f"module-level state holds {why} (a cache between calls)")
 
+    # `with triton.knobs.amd.scope(): triton.knobs.amd.use_buffer_ops = False`: a backend compile option, set for the
+    # launches inside the block and restored after it, is no state between calls
+    scoped = {id(s) for w in ast.walk(tree) if isinstance(w, ast.With) for s in w.body
+              if any(re.fullmatch(r"triton\.knobs\.(amd|nvidia)\.scope\(\)", ast.unparse(i.context_expr))
+                     for i in w.items)
+              and isinstance(s, ast.Assign) and all(re.fullmatch(r"triton\.knobs\.(amd|nvidia)\.\w+", ast.unparse(t))
+                                                    for t in s.targets)}
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -344,7 +353,7 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for t in targets:
-                if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in module_names:
+                if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in module_names and id(node) not in scoped:
                     return bad("state", node, f"write into module-level object {_root(t)!r} (patching or caching)")
     return None
 
