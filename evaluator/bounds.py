@@ -7,10 +7,16 @@ such access an ``IndexError`` that names the kernel and the argument the address
 reads out of bounds is a runtime error with a reason, and a task whose inputs are wrong says which one.
 
 Only the interpreter worker installs it: the GPU backend is untouched.
+
+A read past the end of one tensor can land in the next one, where the heap put it; that would look legal. So, once
+installed, every input tensor the evaluator copies for a call (``runtime.clone_args``) is placed in the middle of a
+buffer with unused room on both sides (``padded_empty``), and only the tensor's own bytes count as inside it: a read a
+row or a tensor's length past the end now lands in the room, which no tensor owns.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -19,12 +25,31 @@ import torch
 OUT_OF_BOUNDS = "outside every tensor it was given"  # in each message, which the worker reports as a crash
 # (sorted storage starts, ends, argument names, kernel name) of the launch in progress; None outside launches.
 _bounds: tuple[np.ndarray, np.ndarray, list[str], str] | None = None
+_installed = False
+_ROOM_MAX = 16 << 20  # bytes of room on each side of a padded tensor, at most
+_owned: dict[int, tuple[int, int]] = {}  # a padded buffer's address -> (start, bytes) of the tensor inside it
+
+
+def padded_empty(shape: torch.Size, stride: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
+    """``torch.empty_strided``, but, once installed, inside a buffer with as much room again on each side (16 MiB at
+    most), which the bounds check counts as no tensor's."""
+    if not _installed or any(s == 0 for s in shape):
+        return torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    n = 1 + sum((d - 1) * st for d, st in zip(shape, stride))
+    size = torch.empty((), dtype=dtype).element_size()
+    room = max(1, min(n, _ROOM_MAX // size))
+    buf = torch.empty(room + n + room, dtype=dtype, device=device)
+    key = buf.untyped_storage().data_ptr()
+    _owned[key] = (key + room * size, n * size)
+    weakref.finalize(buf, _owned.pop, key, None)  # the view keeps buf (its base) alive
+    return buf.as_strided(shape, stride, room)
 
 
 def _storages(name: str, value: Any, out: dict[int, tuple[int, list[str]]]) -> None:
     if isinstance(value, torch.Tensor):
         storage = value.untyped_storage()
-        entry = out.setdefault(storage.data_ptr(), (storage.nbytes(), []))
+        start, nbytes = _owned.get(storage.data_ptr(), (storage.data_ptr(), storage.nbytes()))
+        entry = out.setdefault(start, (nbytes, []))
         entry[1].append(name)
     elif isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
@@ -68,6 +93,7 @@ def _check(ptrs: Any, mask: Any, what: str) -> None:
 
 
 def install() -> None:
+    global _installed
     from triton.runtime import interpreter
 
     builder = interpreter.InterpreterBuilder
@@ -101,6 +127,7 @@ def install() -> None:
         _check(ptr, None, "compares-and-swaps")
         return atomic_cas(self, ptr, *rest)
 
+    _installed = True
     executor._init_args_hst = init_args_hst
     builder.create_masked_load, builder.create_masked_store = load, store
     builder.create_atomic_rmw, builder.create_atomic_cas = rmw, cas

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from evaluator import bounds
 from evaluator.tolerances import fields_of
 
 # ATen ops that allocate, view, cast or copy: never "compute" for the purposes of the torch-compute check.
@@ -126,7 +127,7 @@ def load_module(path: Path, label: str, interpreter: bool) -> ModuleType:
 
 def _clone(v: Any) -> Any:
     if isinstance(v, torch.Tensor):
-        c = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device)
+        c = bounds.padded_empty(v.shape, v.stride(), v.dtype, v.device)
         c.copy_(v)
         return c
     if isinstance(v, types.SimpleNamespace):  # an object the harness built (a module's self, a plan)

@@ -135,6 +135,19 @@ try:
     _shift[(1,)](x, y, 5, BLOCK=8)  # reads x[3..7]: three past the end
 except Exception as exc:
     print(exc)
+
+# two inputs the heap put side by side (here: one storage): a read past the first lands in the second, and would
+# look legal; the copies the evaluator makes per call sit apart, with room between them that no tensor owns
+from evaluator.runtime import clone_args
+
+both = torch.randn(13)
+copies = clone_args({"x": both[:5], "y": both[5:]})
+assert torch.equal(copies["x"], both[:5]) and copies["x"].stride() == (1,)
+_shift[(1,)](both[:5], both[5:], 5, BLOCK=8)  # unchecked: x's storage runs on into y
+try:
+    _shift[(1,)](copies["x"], copies["y"], 5, BLOCK=8)
+except Exception as exc:
+    print("apart:", exc)
 '''
 
 
@@ -143,10 +156,11 @@ def test_the_interpreter_stands_in_for_the_gpu_and_checks_bounds(tmp_path) -> No
     scalar comparisons broadcast into masks and programmatic-dependent-launch calls work under the interpreter, and
     an access past the end
     of a tensor is an error naming the kernel and the argument (it would read the heap, or kill the worker with
-    SIGSEGV). The block-pointer copy's blocks overhang both tensors, so its boundary checks are exercised too."""
+    SIGSEGV), also when the heap put another input right after it. The block-pointer copy's blocks overhang both tensors, so its boundary checks are exercised too."""
     (tmp_path / "standin.py").write_text(STANDIN_AND_BOUNDS)
     out = subprocess.run([sys.executable, str(tmp_path / "standin.py")], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert ("kernel _shift loads 3 element(s) outside every tensor it was given (the first: element 5 of 'X', whose "
             "storage holds 5; the furthest: element 7)") in out.stdout, out.stdout
+    assert 'apart: IndexError("kernel _shift loads 3 element(s) outside every tensor' in out.stdout, out.stdout
