@@ -63,7 +63,8 @@ ALLOWED_TORCH = {
     "is_available",
 }
 _MODULE_LEVEL_CALLS = {"constexpr", "jit", "autotune", "heuristics", "Config", "int", "float", "bool", "str", "finfo",
-                       "iinfo"}  # torch.finfo(dtype): the dtype's fixed limits
+                       "iinfo",  # torch.finfo(dtype): the dtype's fixed limits
+                       "constexpr_function"}  # triton.runtime.jit.constexpr_function(f): f, usable in kernels
 _TRY = tuple(getattr(ast, n) for n in ("Try", "TryStar") if hasattr(ast, n))
 
 
@@ -76,6 +77,7 @@ class GuardResult:
 
 # private names that launchers in the wild read and that reach nothing: the versions (``assert triton.__version__ >=
 # '3.0.0'``) and triton's compile-time helper ``tl.standard._log2`` (a bitonic sort's stage count)
+DOTTED_ALLOWED = {"triton.runtime.jit.constexpr_function"}  # a decorator that marks a helper usable in kernels
 PRIVATE_ALLOWED = {"tl.standard._log2", "triton.language.standard._log2", "triton.__version__", "torch.__version__"}
 
 def _norm(text: str) -> list[str]:
@@ -293,6 +295,9 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
         return GuardResult(False, reason, f"line {getattr(node, 'lineno', '?')}: {detail}")
 
     shadowed = _parameter_uses(tree)
+    # the parts of an allowed dotted name (triton.runtime.jit.constexpr_function) pass, though triton.runtime does not
+    allowed_parts = {id(part) for n in ast.walk(tree)
+                     if isinstance(n, ast.Attribute) and ast.unparse(n) in DOTTED_ALLOWED for part in ast.walk(n)}
 
     for scope in [tree, *[n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]]:
         for stmt in scope.body:
@@ -335,7 +340,7 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
             if node.attr in FORBIDDEN_ATTRS:
                 return bad("forbidden", node, f"{FORBIDDEN_ATTRS[node.attr]}: .{node.attr} is not allowed")
             if isinstance(node.value, ast.Name) and node.attr in FORBIDDEN_MODULE_ATTRS and \
-                    aliases.get(node.value.id) in ("torch", "triton") and \
+                    id(node) not in allowed_parts and aliases.get(node.value.id) in ("torch", "triton") and \
                     not (node.attr == "jit" and aliases[node.value.id] == "triton"):
                 return bad("forbidden", node, f"{aliases[node.value.id]}.{node.attr} is not allowed")
             if node.attr in CACHE_DECORATORS:
@@ -353,7 +358,8 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for t in targets:
-                if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in module_names and id(node) not in scoped:
+                if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in module_names \
+                        and id(node) not in scoped:
                     return bad("state", node, f"write into module-level object {_root(t)!r} (patching or caching)")
     return None
 

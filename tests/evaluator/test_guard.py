@@ -55,6 +55,9 @@ def test_module_level_constants_are_fine_but_state_is_not() -> None:
     anchor = "# EVOLVE-BLOCK-START\n"
     assert check(RMS, RMS.replace(anchor, anchor + "BLOCK_MAX = 8192\nSCALE = tl.constexpr(2)\n"), "rmsnorm").ok
     assert check(RMS, RMS.replace(anchor, anchor + 'BV = int("32")\nON = "1" == "1"\n'), "rmsnorm").ok  # pinned env
+    helper = "int_of = triton.runtime.jit.constexpr_function(tl.core.get_int_dtype)\n"  # usable in kernels
+    assert check(RMS, RMS.replace(anchor, anchor + helper), "rmsnorm").ok
+    assert check(RMS, RMS.replace(anchor, anchor + "drv = triton.runtime.driver\n"), "rmsnorm").reason == "forbidden"
     for state in ("_buf = torch.empty(16)\n", "CACHE = dict()\n", "_cfg = {'a': [1, 2]}\n"):
         assert check(RMS, RMS.replace(anchor, anchor + state), "rmsnorm").reason == "state"
 
