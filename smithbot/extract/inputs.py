@@ -370,6 +370,11 @@ def make_inputs(case, generator):
     dev = generator.device
     args = {{}}
 
+    def drawn(dtype):  # random values drawn at the input's own width: a DeepSeek-sized fp8 weight drawn in fp32
+        if dtype in (torch.float16, torch.bfloat16, torch.float32):  # would take 14 GiB for a moment
+            return dtype
+        return torch.bfloat16 if dtype.is_floating_point and dtype.itemsize == 1 else torch.float32
+
     def make(spec, scope):
         if isinstance(spec, str) and spec.startswith(("dtype:", "tldtype:")):
             dtype = case["dtype"] if spec.endswith(":act") else _DTYPES[spec.split(":")[1]]
@@ -417,9 +422,9 @@ def make_inputs(case, generator):
             ends = torch.cumsum(scope[init[1]].flatten().to(torch.int64), 0)
             t = torch.cat([ends.new_zeros(1), ends])[:numel].view(shape)
         elif init[0] == "around1":
-            t = 1.0 + 0.1 * torch.randn(shape, generator=generator, device=dev)
+            t = 1.0 + 0.1 * torch.randn(shape, generator=generator, device=dev, dtype=drawn(dtype))
         else:
-            t = torch.randn(shape, generator=generator, device=dev)
+            t = torch.randn(shape, generator=generator, device=dev, dtype=drawn(dtype))
         return t.to(dtype)
 
     later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith("starts:")
