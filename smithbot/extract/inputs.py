@@ -8,16 +8,17 @@ In order of preference, a parameter's spec comes from:
    the kernel it is handed to makes of it (a pointer, a number).
 Otherwise extraction stops and names the parameter, so that the YAML can say what it is.
 
-A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|int8|uint8|bool|complex64|fp8_e4m3,
-init: ...}`` where dims are numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above) over the case's
-dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``, ``moe_intermediate``,
-``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the default), ``around1``,
-``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them), ``arange`` or
-``arange:STEP`` (0, STEP, 2 STEP...), ``even:N`` and ``even_end:N`` (where each entry's share of N rows, shared out
-evenly and in order, starts and ends: per-expert ranges of sorted rows), ``split:N`` (the size of each entry's share),
-or ``starts:LENS`` (where each sequence starts when the lengths in input LENS, or in a sibling attribute of the same
-object, are laid end to end; with one entry more than LENS, the last is the total). A scalar spec is a number, a bool, or an
-arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
+A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|int8|uint8|bool|complex64|fp8_e4m3, init:
+...}`` where dims are numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above)
+over the case's dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``,
+``moe_intermediate``, ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the
+default), ``around1``, ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them),
+``arange`` or ``arange:STEP`` (0, STEP, 2 STEP...), ``even:N`` and ``even_end:N`` (where each entry's share of N rows,
+shared out evenly and in order, starts and ends: per-expert ranges of sorted rows), ``split:N`` (the size of each
+entry's share), ``cuts:N`` (an offsets table one longer than the shares: 0, where each share starts, N), or
+``starts:LENS`` (where each sequence starts when the lengths in input LENS, or in a sibling attribute of the same
+object, are laid end to end; with one entry more than LENS, the last is the total). A scalar spec is a number, a bool,
+or an arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
 ``_DTYPES``) that dtype, and ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:``
 leaves the parameter to the launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a
 string default such as ``activation="swish"``); ``{object: {attr: spec...}}`` an object carrying those attributes (a
@@ -415,6 +416,9 @@ def make_inputs(case, generator):
         elif init[0] in ("even", "even_end"):  # N rows shared out evenly: where entry i's range starts, or ends
             n, i = int(size_value(init[1], dims)), torch.arange(numel, device=dev)
             t = ((i + (init[0] == "even_end")) * n // numel).view(shape)
+        elif init[0] == "cuts":  # N rows cut evenly into numel - 1 shares: 0, where each next share starts..., N
+            n, i = int(size_value(init[1], dims)), torch.arange(numel, device=dev)
+            t = (i * n // max(numel - 1, 1)).view(shape)
         elif init[0] == "split":  # N rows shared out evenly: how many entry i gets
             n, i = int(size_value(init[1], dims)), torch.arange(numel, device=dev)
             t = ((i + 1) * n // numel - i * n // numel).view(shape)

@@ -993,7 +993,7 @@ def _kernel(X, COS, SIN, seq_len, DIM: tl.constexpr, NUM_HEADS: tl.constexpr):
 def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) -> None:
     """``{object: ...}`` is an object with those attributes (a module's ``self``), ``{items: [...]}`` a list, and
     ``even:N`` / ``even_end:N`` share N sorted rows out among the entries, in order and without a gap, and
-    ``split:N`` gives each entry's share; an object's ``starts:`` lays out its sibling attribute's lengths."""
+    ``split:N`` gives each entry's share, ``cuts:N`` the offsets table of such shares; an object's ``starts:`` lays out its sibling attribute's lengths."""
     import importlib.util
 
     import torch
@@ -1005,7 +1005,8 @@ def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) ->
              "batch": {"object": {"indptr": {"shape": ["experts + 1"], "dtype": "int32", "init": "starts:lens"},
                                   "lens": {"shape": ["experts"], "dtype": "int32", "init": "split:tokens * 2"}}},
              "start": {"shape": ["experts"], "dtype": "int64", "init": "even:tokens * 2"},
-             "end": {"shape": ["experts"], "dtype": "int64", "init": "even_end:tokens * 2"}}
+             "end": {"shape": ["experts"], "dtype": "int64", "init": "even_end:tokens * 2"},
+             "offsets": {"shape": ["experts + 1"], "dtype": "int64", "init": "cuts:tokens * 2"}}
     assert _names_in(specs["self"]) == {"experts", "hidden"}
     (tmp_path / "harness.py").write_text(harness_source("mod_forward", specs, {}, "given"))
     spec = importlib.util.spec_from_file_location("harness_object", tmp_path / "harness.py")
@@ -1016,6 +1017,7 @@ def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) ->
     obj = args["self"]
     assert obj.w.shape == (4, 3) and obj.conv.k == [4] and obj.norms[0].eps == 1e-5
     assert args["start"].tolist() == [0, 2, 5, 7] and args["end"].tolist() == [2, 5, 7, 10]
+    assert args["offsets"].tolist() == [0, 2, 5, 7, 10]
     assert args["batch"].lens.tolist() == [2, 3, 2, 3] and args["batch"].indptr.tolist() == [0, 2, 5, 7, 10]
 
 
