@@ -77,8 +77,9 @@ class GuardResult:
 
 # private names that launchers in the wild read and that reach nothing: the versions (``assert triton.__version__ >=
 # '3.0.0'``) and triton's compile-time helper ``tl.standard._log2`` (a bitonic sort's stage count)
-DOTTED_ALLOWED = {"triton.runtime.jit.constexpr_function"}  # a decorator that marks a helper usable in kernels
 PRIVATE_ALLOWED = {"tl.standard._log2", "triton.language.standard._log2", "triton.__version__", "torch.__version__"}
+DOTTED_ALLOWED = {"triton.runtime.jit.constexpr_function"}  # a decorator that marks a helper usable in kernels
+
 
 def _norm(text: str) -> list[str]:
     return [line.rstrip() for line in text.strip().splitlines()]

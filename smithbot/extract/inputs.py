@@ -413,15 +413,14 @@ def make_inputs(case, generator):
         elif init[0] == "arange":  # 0, 1, 2... or with a step, 0, s, 2s...
             step = int(size_value(init[1], dims)) if len(init) > 1 else 1
             t = (torch.arange(numel, device=dev) * step).view(shape)
-        elif init[0] in ("even", "even_end"):  # N rows shared out evenly: where entry i's range starts, or ends
+        elif init[0] in ("even", "even_end", "split", "cuts"):  # N rows shared out evenly and in order
             n, i = int(size_value(init[1], dims)), torch.arange(numel, device=dev)
-            t = ((i + (init[0] == "even_end")) * n // numel).view(shape)
-        elif init[0] == "cuts":  # N rows cut evenly into numel - 1 shares: 0, where each next share starts..., N
-            n, i = int(size_value(init[1], dims)), torch.arange(numel, device=dev)
-            t = (i * n // max(numel - 1, 1)).view(shape)
-        elif init[0] == "split":  # N rows shared out evenly: how many entry i gets
-            n, i = int(size_value(init[1], dims)), torch.arange(numel, device=dev)
-            t = ((i + 1) * n // numel - i * n // numel).view(shape)
+            if init[0] == "cuts":  # an offsets table, one longer than the shares: 0, where each next one starts..., N
+                t = i * n // max(numel - 1, 1)
+            else:  # where entry i's share starts, or ends, or its size
+                start, end = i * n // numel, (i + 1) * n // numel
+                t = {{"even": start, "even_end": end, "split": end - start}}[init[0]]
+            t = t.view(shape)
         elif init[0] == "starts":  # where each sequence starts, the lengths in input init[1] laid end to end
             ends = torch.cumsum(scope[init[1]].flatten().to(torch.int64), 0)
             t = torch.cat([ends.new_zeros(1), ends])[:numel].view(shape)
