@@ -36,7 +36,7 @@ def padded_empty(shape: torch.Size, stride: tuple[int, ...], dtype: torch.dtype,
     if not _installed or any(s == 0 for s in shape):
         return torch.empty_strided(shape, stride, dtype=dtype, device=device)
     n = 1 + sum((d - 1) * st for d, st in zip(shape, stride))
-    size = torch.empty((), dtype=dtype).element_size()
+    size = dtype.itemsize
     room = max(1, min(n, _ROOM_MAX // size))
     buf = torch.empty(room + n + room, dtype=dtype, device=device)
     key = buf.untyped_storage().data_ptr()

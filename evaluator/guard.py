@@ -79,6 +79,7 @@ class GuardResult:
 # '3.0.0'``) and triton's compile-time helper ``tl.standard._log2`` (a bitonic sort's stage count)
 PRIVATE_ALLOWED = {"tl.standard._log2", "triton.language.standard._log2", "triton.__version__", "torch.__version__"}
 DOTTED_ALLOWED = {"triton.runtime.jit.constexpr_function"}  # a decorator that marks a helper usable in kernels
+_DOTTED_TAILS = {d.rsplit(".", 1)[1] for d in DOTTED_ALLOWED}  # only these attributes are worth unparsing
 
 
 def _norm(text: str) -> list[str]:
@@ -297,8 +298,8 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
 
     shadowed = _parameter_uses(tree)
     # the parts of an allowed dotted name (triton.runtime.jit.constexpr_function) pass, though triton.runtime does not
-    allowed_parts = {id(part) for n in ast.walk(tree)
-                     if isinstance(n, ast.Attribute) and ast.unparse(n) in DOTTED_ALLOWED for part in ast.walk(n)}
+    allowed_parts = {id(part) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in _DOTTED_TAILS
+                     and ast.unparse(n) in DOTTED_ALLOWED for part in ast.walk(n)}
 
     for scope in [tree, *[n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]]:
         for stmt in scope.body:

@@ -218,8 +218,16 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
         ok, why = check_one(task_dir)
         return (True, why) if ok else grow(task_dir, why, check_one, result.target.inputs)
 
-    def checked(i: int) -> None:
+    def ended(row: Coverage) -> None:
+        """One more self-check done: its row handed on, the progress moved."""
         nonlocal finished
+        finished += 1
+        if finished_row is not None:
+            finished_row(row)
+        if progress is not None:
+            progress(finished, len(todo) + len(branches))
+
+    def checked(i: int) -> None:
         task_dir: Path = rows[i].out  # type: ignore[assignment]
         ok, why = (False, rows[i].why) if i in no_inputs else verified(task_dir)
         if not ok and llm is not None:
@@ -229,11 +237,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             rows[i] = Coverage(rows[i].kernel, rows[i].path, False, False, f"{rows[i].why}; {why}", None)
         else:
             rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, task_dir)
-        finished += 1
-        if finished_row is not None:
-            finished_row(rows[i])
-        if progress is not None:
-            progress(finished, len(todo) + len(branches))
+        ended(rows[i])
 
     branches: list[tuple[int, str, dict[str, Any]]] = []
     with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
@@ -255,7 +259,6 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
 
         def branch(item: tuple[int, str, dict[str, Any]]) -> None:
             """Its own task, with the launcher's flags set to take the branch that launches this kernel."""
-            nonlocal finished
             i, wrapper, values = item
             site, said = sites[i], ", ".join(f"{k}={v!r}" for k, v in values.items())
             final = base / site.name.strip("_") if all_kernels or out is None else base
@@ -277,11 +280,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
                 shutil.rmtree(dest, ignore_errors=True)
                 rows[i] = Coverage(site.name, site.path, rows[i].extracted, False, f"{rows[i].why}; with {said}: "
                                    f"{why if not ok else 'still not launched'}", rows[i].out)
-            finished += 1
-            if finished_row is not None:
-                finished_row(rows[i])
-            if progress is not None:
-                progress(finished, len(todo) + len(branches))
+            ended(rows[i])
 
         list(pool.map(branch, branches))
     return rows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 
+import pytest
 import torch
 
 from evaluator.correctness import _compare_effects, _written
@@ -27,8 +28,6 @@ def test_an_object_input_is_copied_per_call_and_its_in_place_writes_are_compared
 
 def test_a_bare_assert_is_reported_by_its_line(tmp_path) -> None:
     """``assert head_dim >= rope_dim`` fails with an empty message; the reason names the line instead."""
-    import pytest
-
     from evaluator.worker import _describe
 
     src = tmp_path / "kernel.py"  # compiled here, not by pytest, whose rewritten asserts carry a message
