@@ -25,8 +25,10 @@ from evaluator.task import split_evolve
 
 ALLOWED_MODULES = {"__future__", "math", "typing", "functools", "torch", "torch.nn.functional", "triton",
                    "triton.language", "enum", "dataclasses", "collections", "collections.abc", "itertools", "operator",
-                   "contextlib", "warnings"}
+                   "contextlib", "warnings", "triton.tools.tensor_descriptor"}
 ALLOWED_FROM = {
+    # the host-side TMA descriptor (a tensor with its block shape): data, it reaches nothing
+    "triton.tools.tensor_descriptor": {"TensorDescriptor"},
     "torch": {"Tensor", "dtype", "device", "Size"},
     "triton": {"language", "jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2"},
     "functools": {"partial", "reduce", "wraps"},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import shutil
 from dataclasses import dataclass
@@ -157,7 +158,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     them (``jobs`` at a time, each in its own interpreter process; default: one per CPU core). A task whose kernel
     reads past an inferred input has that input grown to what it reads (``extract/grow.py``) and is checked again. A
     kernel its launcher's task does not launch gets a task of its own, with the launcher's flags set down its branch
-    (``branch_values``). With ``config`` (an evolve config with an ``llm:`` section), the LLM writes the inputs of
+    (``branch_values``) and the inputs the YAML gives for it (``_kernels:``: a launcher that picks its kernel by
+    shape). With ``config`` (an evolve config with an ``llm:`` section), the LLM writes the inputs of
     the tasks whose inputs could not be inferred or failed the self-check; they are kept only if the baseline then
     passes. A self-check gets ``timeout_s`` seconds to prepare the baseline (its warm-up on every case) and as many
     again to evaluate it. ``finished_row`` is handed each row as its self-check ends, so that a long ``--all`` run
@@ -165,7 +167,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    from smithbot.extract.build import NEVER_LAUNCHED, NeedsInputs, branch_values, extract as build, self_check
+    from smithbot.extract.build import (NEVER_LAUNCHED, NeedsInputs, branch_values, extract as build, launcher,
+                                        self_check)
     from smithbot.extract.closure import ExtractError
     from smithbot.extract.grow import grow
     from smithbot.extract.llm_inputs import asker, write_inputs
@@ -179,20 +182,23 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
         if not kernel:
             raise ConfigError("name a kernel (or pass --all)")
         sites = [find_kernel(result, kernel)]
+    # a task directory per kernel, named after it; kernels of one name in several files also after their file
+    named = collections.Counter(s.name.strip("_") for s in sites)
+    names = [s.name.strip("_") if named[s.name.strip("_")] == 1 else
+             f"{s.name.strip('_')}-{s.path.removesuffix('.py').replace('/', '.')}" for s in sites]
     rows: list[Coverage] = []
     no_inputs: set[int] = set()  # rows whose task has no harness yet, for the LLM to write
     by_wrapper: dict[tuple[str, str], int] = {}  # kernels launched by one launcher share its task
     owner: list[int] = []  # per kernel: the row of the first kernel of its launcher
-    for site in sites:
-        dest = base / site.name.strip("_") if all_kernels or out is None else base
-        launcher = min(((la.path, la.wrapper) for la in site.launches), default=("", ""))
-        owner.append(by_wrapper.setdefault(launcher, len(rows)))
+    for site, name in zip(sites, names):
+        dest = base / name if all_kernels or out is None else base
+        owner.append(by_wrapper.setdefault(launcher(result.checkout.root, site) or (site.path, site.name), len(rows)))
         if owner[-1] != len(rows):
             rows.append(Coverage(site.name, site.path, False, False, "", None))  # filled in from its owner below
             continue
         try:
             done = build(result.checkout.root, result.checkout.commit, result.checkout.url, result.target, site,
-                         result.modules, dest, without_inputs=llm is not None)
+                         result.modules, dest, without_inputs=llm is not None, name=name)
         except NeedsInputs as exc:
             rows.append(Coverage(site.name, site.path, True, False, str(exc), exc.out))
             no_inputs.add(len(rows) - 1)
@@ -239,7 +245,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, task_dir)
         ended(rows[i])
 
-    branches: list[tuple[int, str, dict[str, Any]]] = []
+    branches: list[tuple[int, str, dict[str, Any], dict[str, Any]]] = []
     with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
         list(pool.map(checked, todo))
         firsts = {o: rows[o] for o in set(owner)}
@@ -254,21 +260,24 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             if check and (owner[i] != i or rows[i].why.startswith(NEVER_LAUNCHED)) and rows[i].extracted \
                     and not rows[i].checked and site.name not in (ran or ()):
                 wrapper, values = branch_values(result.checkout.root, site, result.modules)
-                if values:
-                    branches.append((i, wrapper, values))
+                own = result.target.inputs.get(wrapper, {}).get("_kernels", {}).get(site.name, {})
+                if values or own:
+                    branches.append((i, wrapper, values, own))
 
-        def branch(item: tuple[int, str, dict[str, Any]]) -> None:
+        def branch(item: tuple[int, str, dict[str, Any], dict[str, Any]]) -> None:
             """Its own task, with the launcher's flags set to take the branch that launches this kernel."""
-            i, wrapper, values = item
-            site, said = sites[i], ", ".join(f"{k}={v!r}" for k, v in values.items())
-            final = base / site.name.strip("_") if all_kernels or out is None else base
+            i, wrapper, values, own = item
+            site = sites[i]
+            said = ", ".join([f"{k}={v!r}" for k, v in values.items() if k not in own] + ["its own inputs"] * bool(own))
+            final = base / names[i] if all_kernels or out is None else base
             if any(r.out == final and r.checked for r in rows):  # another kernel's passing task: keep it
                 final = final.with_name(final.name + "-branch")
             dest = final.with_name(final.name + ".tmp")
             shutil.rmtree(dest, ignore_errors=True)
             try:
                 done = build(result.checkout.root, result.checkout.commit, result.checkout.url,
-                             result.target.with_inputs(wrapper, values), site, result.modules, dest)
+                             result.target.with_inputs(wrapper, {**values, **own}), site, result.modules, dest,
+                             name=names[i])
                 ok, why = verified(done)
             except Exception as exc:  # noqa: BLE001 - reported in the row, as in the first pass
                 ok, why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"

@@ -44,6 +44,14 @@ def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionD
                        f"{wrappers}); launches at module level or two definitions deep are not supported yet")
 
 
+def launcher(root: Path, site: KernelSite) -> tuple[str, str] | None:
+    """(module path, wrapper) of the launch that ``site``'s task is built from; None when there is none."""
+    try:
+        return _wrapper_node(root, site)[:2]
+    except ExtractError:
+        return None
+
+
 def _literal(node: ast.expr | None) -> Any:
     """A default's value (``torch.float32`` as the spec ``dtype:fp32``), or ... when there is none or it is not a
     literal."""
@@ -190,9 +198,10 @@ DENSE_DIMS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate")
 
 
 def extract(root: Path, commit: str | None, url: str, target: Target, site: KernelSite,
-            modules: dict[str, str], out: Path, without_inputs: bool = False) -> Path:
-    """Write the task for ``site`` into ``out``. With ``without_inputs``, a kernel whose inputs cannot be inferred is
-    still written, without ``harness.py``, and :class:`NeedsInputs` says so."""
+            modules: dict[str, str], out: Path, without_inputs: bool = False, name: str = "") -> Path:
+    """Write the task for ``site`` into ``out``; its id is the target's name and ``name`` (default: the kernel's).
+    With ``without_inputs``, a kernel whose inputs cannot be inferred is still written, without ``harness.py``, and
+    :class:`NeedsInputs` says so."""
     path, wrapper, fn = _wrapper_node(root, site)
     module = next((m for m, p in modules.items() if p == path), None)
     if module is None:
@@ -247,7 +256,7 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     if not missing:
         (out / "harness.py").write_text(harness_source(entry, specs, extra, how))
     task = {
-        "id": f"{target.name}-{site.name.strip('_')}",
+        "id": f"{target.name}-{name or site.name.strip('_')}",
         "kind": "triton",
         "entry": entry,
         "description": f"{site.name} ({site.family}) from {path}:{site.line}, launched by {wrapper}().",

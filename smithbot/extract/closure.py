@@ -27,7 +27,7 @@ from typing import Any
 import libcst as cst
 import libcst.helpers
 
-from evaluator.guard import forbidden_in, module_state, read_only_table
+from evaluator.guard import ALLOWED_MODULES, forbidden_in, module_state, read_only_table
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, Constants, EnvPinner, LocalImportDropper, NotConstant,
                                       Pruner, Ref, Renamer, calls_stub, custom_decorator_stub, env_pinned,
                                       fold_settings, fold_stubs, fold_versions, inline_kwargs, is_kernel, is_logger,
@@ -180,7 +180,7 @@ def _import_line(local: str, target: str, installed: bool = True) -> str | None:
         return f"import torch.nn.functional as {local}"
     if installed and root == "triton" and not _in_triton(mod, attr):
         return None
-    if mod in ("triton", "torch", *STDLIB) or mod.startswith("triton.language"):
+    if mod in ("triton", "torch", *STDLIB, *ALLOWED_MODULES) or mod.startswith("triton.language"):
         return f"from {mod} import {attr}" + (f" as {local}" if local != attr else "")
     return None
 

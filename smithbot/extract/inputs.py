@@ -13,20 +13,24 @@ A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|int8
 over the case's dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``,
 ``moe_intermediate``, ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the
 default), ``around1``, ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them),
-``arange`` or ``arange:STEP`` (0, STEP, 2 STEP...), ``even:N`` and ``even_end:N`` (where each entry's share of N rows,
-shared out evenly and in order, starts and ends: per-expert ranges of sorted rows), ``split:N`` (the size of each
-entry's share), ``cuts:N`` (an offsets table one longer than the shares: 0, where each share starts, N), or
-``starts:LENS`` (where each sequence starts when the lengths in input LENS, or in a sibling attribute of the same
-object, are laid end to end; with one entry more than LENS, the last is the total). A scalar spec is a number, a bool,
-or an arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
-``_DTYPES``) that dtype, and ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:``
-leaves the parameter to the launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a
-string default such as ``activation="swish"``); ``{object: {attr: spec...}}`` an object carrying those attributes (a
-module's ``self``, read for its weights) and ``{items: [spec...]}`` a list of them.
+``arange``, ``arange:STEP`` (0, STEP, 2 STEP...) or ``arange:STEP:FIRST`` (FIRST, FIRST + STEP...), ``even:N`` and
+``even_end:N`` (where each entry's share of N rows, shared out evenly and in order, starts and ends: per-expert ranges
+of sorted rows), ``split:N`` (the size of each entry's share), ``cuts:N`` (an offsets table one longer than the
+shares: 0, where each share starts, N), or ``starts:LENS`` (where each sequence starts when the lengths in input LENS,
+or in a sibling attribute of the same object, are laid end to end; with one entry more than LENS, the last is the
+total). ``transposed: true`` hands the tensor over as the transpose of one laid out the other way round (a weight
+passed as ``w.t()``). A scalar spec is a number, a bool, or an arithmetic expression over the dims; ``dtype:act`` is
+the case's dtype and ``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype, and ``tldtype:...`` the same as a
+triton dtype; ``device:`` the case's device; ``default:`` leaves the parameter to the launcher's own default
+(``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a string default such as ``activation="swish"``);
+``{object: {attr: spec...}}`` an object carrying those attributes (a module's ``self``, read for its weights) and
+``{items: [spec...]}`` a list of them.
 
 Beside the parameters, a wrapper's YAML entry may give ``_dims`` (extra dims, as expressions over the others),
 ``_interpreter_dims`` (smaller values of some of those, or of the model's dims, for the interpreter's one case, where
-a model-sized state or chunk would take minutes) and ``_models`` (the presets whose cases it runs).
+a model-sized state or chunk would take minutes), ``_models`` (the presets whose cases it runs) and ``_kernels:
+{kernel: {param: spec...}}``: for a kernel that the launcher picks by its inputs' shapes (decode or prefill, a head
+size), the specs that replace these in that kernel's own task.
 """
 
 from __future__ import annotations
@@ -232,6 +236,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     given = dict(target.inputs.get(wrapper, {}))
     given.pop("_models", None)
     given.pop("_interpreter_dims", None)
+    given.pop("_kernels", None)
     extra = dict(given.pop("_dims", {}) or {})
     specs: dict[str, Any] = {}
     unknown = []
@@ -398,6 +403,8 @@ def make_inputs(case, generator):
         if "items" in spec:
             return [make(v, scope) for v in spec["items"]]
         shape = [int(size_value(s, dims)) for s in spec["shape"]]
+        if spec.get("transposed"):  # drawn as its transpose, and handed over as a view of that (a weight's w.t())
+            shape[-2:] = shape[:-3:-1]
         dtype = case["dtype"] if spec.get("dtype", "act") == "act" else _DTYPES[spec["dtype"]]
         init = str(spec.get("init", "randn")).split(":")
         numel = 1
@@ -410,9 +417,10 @@ def make_inputs(case, generator):
             n = int(size_value(init[1], dims))
             t = torch.randperm(n, generator=generator, device=dev)[:numel]
             t = torch.cat([t, t.new_full((numel - len(t),), n)]).view(shape)
-        elif init[0] == "arange":  # 0, 1, 2... or with a step, 0, s, 2s...
+        elif init[0] == "arange":  # 0, 1, 2... or with a step, 0, s, 2s..., or from f: f, f + s...
             step = int(size_value(init[1], dims)) if len(init) > 1 else 1
-            t = (torch.arange(numel, device=dev) * step).view(shape)
+            first = int(size_value(init[2], dims)) if len(init) > 2 else 0
+            t = (first + torch.arange(numel, device=dev) * step).view(shape)
         elif init[0] in ("even", "even_end", "split", "cuts"):  # N rows shared out evenly and in order
             n, i = int(size_value(init[1], dims)), torch.arange(numel, device=dev)
             if init[0] == "cuts":  # an offsets table, one longer than the shares: 0, where each next one starts..., N
@@ -428,7 +436,7 @@ def make_inputs(case, generator):
             t = 1.0 + 0.1 * torch.randn(shape, generator=generator, device=dev, dtype=drawn(dtype))
         else:
             t = torch.randn(shape, generator=generator, device=dev, dtype=drawn(dtype))
-        return t.to(dtype)
+        return t.to(dtype).transpose(-1, -2) if spec.get("transposed") else t.to(dtype)
 
     later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith("starts:")
     for name, spec in sorted(SPEC.items(), key=later):  # offsets after the lengths they add up
