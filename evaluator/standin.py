@@ -15,7 +15,9 @@ only, so a task runs there as it runs on an H200:
 - ``tl.extra.cuda.gdc_wait()`` and ``gdc_launch_dependents()`` (programmatic dependent launch) do nothing, as on a
   launch without that attribute;
 - the loop variable of ``tl.range`` and of ``range`` in a kernel answers ``i.to(tl.int64)`` with a triton scalar, as
-  a compiled loop variable does.
+  a compiled loop variable does;
+- ``mask_a and mask_b`` on tensors is their elementwise ``logical_and`` (``or``: ``logical_or``), as the compiler
+  reads it; the interpreter, running the kernel as Python, took one of the two masks whole.
 
 ``torch.cuda.is_available()`` stays False: code that takes a CUDA path on it would allocate on a GPU that is not there.
 """
@@ -203,6 +205,49 @@ def install() -> None:
     _patch_block_pointers()
     _patch_range()
     _patch_interpreter_ops()
+    _patch_boolean_operators()
+
+
+def _patch_boolean_operators() -> None:
+    """``a and b`` / ``a or b`` in a kernel, as the compiler reads them: an operand that is no triton tensor (a
+    constexpr, a Python value) short-circuits as in Python, and the tensors left are combined elementwise with
+    ``logical_and`` / ``logical_or``. The interpreter runs the kernel as Python, where ``mask_a and mask_b`` asks
+    ``bool(mask_a)`` and yields one of the two masks whole, so a load it guards reads out of bounds."""
+    import ast
+
+    from triton import language as tl
+    from triton.runtime import interpreter
+
+    transformer = interpreter.ASTTransformer
+    if getattr(transformer, "visit_BoolOp", None) is not None:  # a triton whose interpreter does this itself
+        return
+
+    def boolean(method: str, *operands: Callable[[], Any]) -> Any:
+        tensors = []
+        for operand in operands:  # evaluated lazily, left to right, as Python and the compiler do
+            value = operand()
+            if isinstance(value, tl.tensor):
+                tensors.append(value)
+            elif bool(value) == (method == "logical_or"):  # False for `and`, True for `or`: the result
+                return value
+        if not tensors:
+            return value
+        result = tensors.pop()
+        while tensors:
+            result = getattr(tensors.pop(), method)(result)
+        return result
+
+    def visit_BoolOp(self: Any, node: ast.BoolOp) -> ast.AST:
+        node = self.generic_visit(node)
+        method = "logical_and" if isinstance(node.op, ast.And) else "logical_or"
+        thunks = [ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+                             body=v) for v in node.values]
+        call = ast.Call(func=ast.Name(id="_smithbot_boolean", ctx=ast.Load()), args=[ast.Constant(method), *thunks],
+                        keywords=[])
+        return ast.copy_location(call, node)
+
+    interpreter._smithbot_boolean = boolean  # the interpreter hands its module's names to the kernels it rewrites
+    transformer.visit_BoolOp = visit_BoolOp
 
 
 def _patch_range() -> None:

@@ -111,6 +111,22 @@ def _gather_rows(X, Tok, Y, n, lo, hi, BLOCK: tl.constexpr):
     tl.extra.cuda.gdc_launch_dependents()
 
 
+@triton.jit
+def _plus_one(X, Y, M, N, ON: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    rm, rn = tl.arange(0, BM)[:, None], tl.arange(0, BN)[None, :]
+    inside = rm < M and rn < N  # Python `and` on two masks: both, elementwise, as the compiler reads it
+    if ON and M > 0:  # a constexpr and a scalar
+        v = tl.load(X + rm * N + rn, mask=inside, other=0.0)
+        tl.store(Y + rm * N + rn, v + 1.0, mask=inside or False)
+
+
+m = torch.randn(3, 5)
+p = torch.zeros(3, 5)
+_plus_one[(1,)](m, p, 3, 5, ON=True, BM=4, BN=8)  # the 4 x 8 block overhangs both axes
+assert torch.equal(p, m + 1.0), p
+_plus_one[(1,)](m, p, 3, 5, ON=False, BM=4, BN=8)
+assert torch.equal(p, m + 1.0), p
+
 rows, tok, out = torch.randn(4, 3), torch.tensor([5, 2, 3, 9]), torch.full((4, 3), float("nan"))
 _gather_rows[(4,)](rows, tok, out, 3, 2, 6, BLOCK=4)  # tokens 2..5 address rows 0..3; 9 is outside
 want = torch.where((tok >= 2)[:, None] & (tok < 6)[:, None], rows[(tok - 2).clamp(0, 3)] * 3, torch.zeros(4, 3))
@@ -153,7 +169,8 @@ except Exception as exc:
 
 def test_the_interpreter_stands_in_for_the_gpu_and_checks_bounds(tmp_path) -> None:
     """libdevice calls, block pointers, torch.cuda queries, loop variables used as triton scalars (``i.to(...)``),
-    scalar comparisons broadcast into masks and programmatic-dependent-launch calls work under the interpreter, and
+    scalar comparisons broadcast into masks, ``and``/``or`` on masks and programmatic-dependent-launch calls work under
+    the interpreter, and
     an access past the end
     of a tensor is an error naming the kernel and the argument (it would read the heap, or kill the worker with
     SIGSEGV), also when the heap put another input right after it. The block-pointer copy's blocks overhang both tensors, so its boundary checks are exercised too."""
