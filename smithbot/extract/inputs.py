@@ -13,14 +13,14 @@ A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|int8
 over the case's dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``,
 ``moe_intermediate``, ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the
 default), ``around1``, ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them),
-``arange``, ``arange:STEP`` (0, STEP, 2 STEP...) or ``arange:STEP:FIRST`` (FIRST, FIRST + STEP...), ``even:N`` and
-``even_end:N`` (where each entry's share of N rows, shared out evenly and in order, starts and ends: per-expert ranges
-of sorted rows), ``split:N`` (the size of each entry's share), ``cuts:N`` (an offsets table one longer than the
-shares: 0, where each share starts, N), or ``starts:LENS`` (where each sequence starts when the lengths in input LENS,
-or in a sibling attribute of the same object, are laid end to end; with one entry more than LENS, the last is the
-total). ``transposed: true`` hands the tensor over as the transpose of one laid out the other way round (a weight
-passed as ``w.t()``). A scalar spec is a number, a bool, or an arithmetic expression over the dims; ``dtype:act`` is
-the case's dtype and ``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype, and ``tldtype:...`` the same as a
+``arange``, ``arange:STEP`` (0, STEP, 2 STEP...) or ``arange:STEP:FIRST`` (FIRST, FIRST + STEP...), ``onehot`` (a
+single 1 in each row, at random), ``even:N`` and ``even_end:N`` (where each entry's share of N rows, shared out evenly
+and in order, starts and ends: per-expert ranges of sorted rows), ``split:N`` (the size of each entry's share),
+``cuts:N`` (an offsets table one longer than the shares: 0, where each share starts, N), or ``starts:LENS`` (where
+each sequence starts when the lengths in input LENS, or in a sibling attribute of the same object, are laid end to
+end; with one entry more than LENS, the last is the total). ``transposed: true`` hands the tensor over as the
+transpose of one laid out the other way round (a weight passed as ``w.t()``). A scalar spec is a number, a bool, or an
+arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype, and ``tldtype:...`` the same as a
 triton dtype; ``device:`` the case's device; ``default:`` leaves the parameter to the launcher's own default
 (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a string default such as ``activation="swish"``);
 ``{object: {attr: spec...}}`` an object carrying those attributes (a module's ``self``, read for its weights) and
@@ -432,6 +432,9 @@ def make_inputs(case, generator):
         elif init[0] == "starts":  # where each sequence starts, the lengths in input init[1] laid end to end
             ends = torch.cumsum(scope[init[1]].flatten().to(torch.int64), 0)
             t = torch.cat([ends.new_zeros(1), ends])[:numel].view(shape)
+        elif init[0] == "onehot":  # a single 1 in each row (a top-k choice among the last axis's experts)
+            t = torch.nn.functional.one_hot(torch.randint(0, shape[-1], shape[:-1], generator=generator, device=dev),
+                                            shape[-1])
         elif init[0] == "around1":
             t = 1.0 + 0.1 * torch.randn(shape, generator=generator, device=dev, dtype=drawn(dtype))
         else:
