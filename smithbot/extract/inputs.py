@@ -20,11 +20,11 @@ and in order, starts and ends: per-expert ranges of sorted rows), ``split:N`` (t
 each sequence starts when the lengths in input LENS, or in a sibling attribute of the same object, are laid end to
 end; with one entry more than LENS, the last is the total). ``transposed: true`` hands the tensor over as the
 transpose of one laid out the other way round (a weight passed as ``w.t()``). A scalar spec is a number, a bool, or an
-arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype, and ``tldtype:...`` the same as a
-triton dtype; ``device:`` the case's device; ``default:`` leaves the parameter to the launcher's own default
-(``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a string default such as ``activation="swish"``);
-``{object: {attr: spec...}}`` an object carrying those attributes (a module's ``self``, read for its weights) and
-``{items: [spec...]}`` a list of them.
+arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
+``_DTYPES``) that dtype, and ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:``
+leaves the parameter to the launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a
+string default such as ``activation="swish"``); ``{object: {attr: spec...}}`` an object carrying those attributes (a
+module's ``self``, read for its weights) and ``{items: [spec...]}`` a list of them.
 
 Beside the parameters, a wrapper's YAML entry may give ``_dims`` (extra dims, as expressions over the others),
 ``_interpreter_dims`` (smaller values of some of those, or of the model's dims, for the interpreter's one case, where
