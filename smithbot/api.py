@@ -245,7 +245,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, task_dir)
         ended(rows[i])
 
-    branches: list[tuple[int, str, dict[str, Any], dict[str, Any]]] = []
+    branches: list[tuple[int, Target, dict[str, Any], dict[str, Any]]] = []  # (row, its target, flags, own inputs)
     with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
         list(pool.map(checked, todo))
         firsts = {o: rows[o] for o in set(owner)}
@@ -260,13 +260,14 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             if check and (owner[i] != i or rows[i].why.startswith(NEVER_LAUNCHED)) and rows[i].extracted \
                     and not rows[i].checked and site.name not in (ran or ()):
                 wrapper, values = branch_values(result.checkout.root, site, result.modules)
-                own = result.target.inputs.get(wrapper, {}).get("_kernels", {}).get(site.name, {})
+                target = result.target.for_launcher((launcher(result.checkout.root, site) or ("", ""))[0], wrapper)
+                own = target.inputs.get(wrapper, {}).get("_kernels", {}).get(site.name, {})
                 if values or own:
-                    branches.append((i, wrapper, values, own))
+                    branches.append((i, target.with_inputs(wrapper, {**values, **own}), values, own))
 
-        def branch(item: tuple[int, str, dict[str, Any], dict[str, Any]]) -> None:
+        def branch(item: tuple[int, Target, dict[str, Any], dict[str, Any]]) -> None:
             """Its own task, with the launcher's flags set to take the branch that launches this kernel."""
-            i, wrapper, values, own = item
+            i, target, values, own = item
             site = sites[i]
             said = ", ".join([f"{k}={v!r}" for k, v in values.items() if k not in own] + ["its own inputs"] * bool(own))
             final = base / names[i] if all_kernels or out is None else base
@@ -275,9 +276,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             dest = final.with_name(final.name + ".tmp")
             shutil.rmtree(dest, ignore_errors=True)
             try:
-                done = build(result.checkout.root, result.checkout.commit, result.checkout.url,
-                             result.target.with_inputs(wrapper, {**values, **own}), site, result.modules, dest,
-                             name=names[i])
+                done = build(result.checkout.root, result.checkout.commit, result.checkout.url, target, site,
+                             result.modules, dest, name=names[i])
                 ok, why = verified(done)
             except Exception as exc:  # noqa: BLE001 - reported in the row, as in the first pass
                 ok, why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"

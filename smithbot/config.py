@@ -93,11 +93,18 @@ class Target:
     prefill_tokens: tuple[int, ...]
     conventions: Conventions
     file: Path | None = None
-    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # wrapper -> parameter -> input spec
+    # wrapper (or FILE::wrapper, for one file's launcher of a common name such as `call`) -> parameter -> input spec
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def bundled(self) -> bool:
         return "://" not in self.repo and not self.repo.startswith("git@")
+
+    def for_launcher(self, path: str, wrapper: str) -> Target:
+        """This target with the input specs given for ``path::wrapper``, if any, as those of ``wrapper``."""
+        inputs = dict(self.inputs)
+        own = inputs.pop(f"{path}::{wrapper}", None)
+        return self if own is None else dataclasses.replace(self, inputs={**inputs, wrapper: own})
 
     def with_inputs(self, wrapper: str, values: dict[str, Any]) -> Target:
         """This target with ``values`` as input specs of ``wrapper``, over any the YAML gives."""

@@ -422,11 +422,13 @@ class ClosureBuilder:
             source = re.sub(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b", "None", source)
             node = ast.parse(source).body[0]
         cached = [d for d in getattr(node, "decorator_list", []) if re.fullmatch(
-            r"([\w.]*\.)?(\w*cache[d]?|(register_)?custom_op|(debug|nvtx|trace)_\w+)(\(.*\))?", ast.unparse(d), re.S)]
+            r"([\w.]*\.)?(\w*cache[d]?|(register_)?custom_op|(debug|nvtx|trace)_\w+)(\(.*\))?|torch\.(jit\.script|compile)(\(.*\))?",
+            ast.unparse(d), re.S)]
         if isinstance(node, ast.FunctionDef) and cached:
             # memoisation (lru_cache, the target's tensor_cache) only saves time, and the evaluator wants no state;
             # registering the function as a torch custom op (torch.library.custom_op) only routes calls to it;
-            # debugging and tracing wrappers (sglang's debug_kernel_api, nvtx ranges) only watch the call
+            # debugging and tracing wrappers (sglang's debug_kernel_api, nvtx ranges) only watch the call; TorchScript
+            # and torch.compile only compile the same function
             node.decorator_list = [d for d in node.decorator_list if d not in cached]
             source = ast.unparse(node) + "\n"
         if isinstance(node, ast.FunctionDef) and any(isinstance(n, ast.Global) for n in ast.walk(node)):

@@ -110,7 +110,8 @@ def grow(task_dir: Path, why: str, check: Callable[[Path], tuple[bool, str]], ya
     if not harness.is_file() or _OOB.search(why) is None:
         return False, why
     entry = str(yaml.safe_load((task_dir / "task.yaml").read_text()).get("entry", ""))
-    person = set(yaml_inputs.get(entry.removesuffix("_flat"), {}))
+    wrapper = entry.removesuffix("_flat")  # the YAML's specs of it, or of any file's launcher of its name
+    person = set().union(*(spec for key, spec in yaml_inputs.items() if key.rpartition("::")[2] == wrapper))
     before = harness.read_text()
     grown: dict[str, tuple[Any, Any]] = {}
     result, checks = why, 0
