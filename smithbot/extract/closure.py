@@ -561,6 +561,10 @@ class ClosureBuilder:
             return
         if name in _BUILTINS:
             return
+        if only_called(mod.tree, name, on_branches=True):  # a dead path of the target's: it fails only if taken
+            self.c.stubs[name] = (f"def {name}(*args, **kwargs):  # defined nowhere in {mod.path}\n    raise NameError("
+                                  f"{f'{name} is not defined in the target ({mod.path})'!r})\n")
+            return
         self.c.blockers.append(f"unresolved name {name} in {mod.path}")
 
     def _alias(self, mod: _Module, node: ast.stmt, as_name: str) -> bool:

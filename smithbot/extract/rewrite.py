@@ -553,15 +553,15 @@ STAND_INS = {
 
 
 def only_called(tree: ast.Module, name: str, on_branches: bool = False) -> bool:
-    """Whether every use of ``name`` in the module is a call inside a function body (``f(x)``, ``ext.f(x)``), and,
-    with ``on_branches``, inside an ``if`` or an ``except`` there, so not on every path."""
+    """Whether every use of ``name`` in the module is a call inside a function body (``f(x)``, ``ext.f(x)``, a launch
+    ``k[grid](x)``), and, with ``on_branches``, inside an ``if`` or an ``except`` there, so not on every path."""
     called: set[int] = set()
     inside: set[int] = set()
     branched: set[int] = set()
     uses = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            f = node.func.value if isinstance(node.func, ast.Attribute) else node.func
+            f = node.func.value if isinstance(node.func, (ast.Attribute, ast.Subscript)) else node.func
             called.add(id(f))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             inside.update(id(n) for stmt in node.body for n in ast.walk(stmt))
