@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evaluator import EvalResult, Evaluator, TaskError
-from smithbot.config import ConfigError, Target, generic_target, get_target, target_names
+from smithbot.config import ConfigError, Target, generic_target, get_target, load_target, target_names
 from smithbot.repo import Checkout, checkout, home
 from smithbot.scan.index import index
 from smithbot.scan.rank import link
@@ -44,9 +44,12 @@ def evaluate(task: str | Path, candidates: list[str | Path], backend: str = "aut
 
 
 def resolve_target(spec: str) -> Target:
-    """A bundled target name, a git URL, or a local path (generic defaults for the last two)."""
+    """A bundled target name, a target YAML of one's own, a git URL, or a local path (generic defaults for the last
+    two)."""
     if spec in target_names():
         return get_target(spec)
+    if spec.endswith((".yaml", ".yml")) and Path(spec).is_file():
+        return load_target(Path(spec))
     if "://" in spec or spec.startswith("git@") or spec.endswith(".git"):
         return generic_target(spec)
     if Path(spec).is_dir():

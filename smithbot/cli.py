@@ -105,7 +105,7 @@ def tasks_cmd() -> None:
 
 @app.command("targets")
 def targets_cmd() -> None:
-    """List the bundled targets (any git URL or local path also works as a target)."""
+    """List the bundled targets (a target YAML of your own, any git URL or local path also works as a target)."""
     t = Table(title="targets")
     for col in ("name", "repository", "include", "models", "open-PR cap"):
         t.add_column(col)
@@ -121,7 +121,8 @@ def targets_cmd() -> None:
 
 @app.command("scan")
 def scan_cmd(
-    target: str = typer.Argument("demo", help="a bundled target (see `smithbot targets`), a git URL or a local path"),
+    target: str = typer.Argument("demo", help="a bundled target (see `smithbot targets`), a target YAML, a git URL "
+                                                "or a local path"),
     source: Optional[Path] = typer.Option(None, help="scan this existing checkout; no network"),
     rev: Optional[str] = typer.Option(None, help="pin a commit, tag or branch"),
     profile: Optional[Path] = typer.Option(None, help="torch-profiler Chrome trace: rank by measured GPU time"),
@@ -163,7 +164,7 @@ def scan_cmd(
 
 @app.command("extract")
 def extract_cmd(
-    target: str = typer.Argument(..., help="a bundled target, a git URL or a local path"),
+    target: str = typer.Argument(..., help="a bundled target, a target YAML, a git URL or a local path"),
     kernel: Optional[str] = typer.Argument(None, help="kernel name, wrapper name, or file::qualname"),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="task directory (default: the workspace's tasks/)"),
     source: Optional[Path] = typer.Option(None, help="use this existing checkout; no network"),

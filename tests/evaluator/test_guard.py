@@ -35,6 +35,8 @@ def test_bundled_sources_pass(name: str) -> None:
     ("    n = tl.standard._max_tensor\n", "forbidden"),  # triton's private names, but for one helper
     ("    triton.knobs.amd.use_buffer_ops = False\n", "state"),  # a knob set for good: state between calls
     ("    with triton.knobs.amd.scope():\n        triton.knobs.cache.dir = 'x'\n", "state"),  # not a backend's
+    ("    from triton.tools import disasm\n", "import"),  # of triton.tools, only the TMA descriptor
+    ("    from triton.tools.tensor_descriptor import os\n", "import"),
 ])
 def test_rules(snippet: str, reason: str) -> None:
     anchor = "    hidden = x.shape[-1]\n"
@@ -47,7 +49,8 @@ def test_allowed_launcher_code() -> None:
     ok = ("    n = triton.next_power_of_2(hidden)\n    y = x.contiguous().view(-1).to(torch.float32)\n"
           "    props = torch.cuda.get_device_properties(x.device) if x.is_cuda else None\n"
           "    stages = tl.standard._log2(n)\n    assert triton.__version__ >= '3.0.0'\n"
-          "    with triton.knobs.amd.scope():\n        triton.knobs.amd.use_buffer_ops = False\n")  # restored after  # a bitonic sort's stage count, as kernels in the wild write it
+          "    with triton.knobs.amd.scope():\n        triton.knobs.amd.use_buffer_ops = False\n"  # restored after
+          "    from triton.tools.tensor_descriptor import TensorDescriptor\n")  # a TMA descriptor: data
     assert check(RMS, RMS.replace(anchor, anchor + ok), "rmsnorm").ok
 
 
