@@ -263,6 +263,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             if check and (owner[i] != i or rows[i].why.startswith(NEVER_LAUNCHED)) and rows[i].extracted \
                     and not rows[i].checked and site.name not in (ran or ()):
                 wrapper, values = branch_values(result.checkout.root, site, result.modules)
+                wrapper = wrapper.replace(".", "_")  # a method launcher's inputs are those of Cls_method
                 target = result.target.for_launcher((launcher(result.checkout.root, site) or ("", ""))[0], wrapper)
                 own = target.inputs.get(wrapper, {}).get("_kernels", {}).get(site.name, {})
                 if values or own:

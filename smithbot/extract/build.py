@@ -203,7 +203,6 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     With ``without_inputs``, a kernel whose inputs cannot be inferred is still written, without ``harness.py``, and
     :class:`NeedsInputs` says so."""
     path, wrapper, fn = _wrapper_node(root, site)
-    target = target.for_launcher(path, wrapper)
     module = next((m for m, p in modules.items() if p == path), None)
     if module is None:
         raise ExtractError(f"{site.name}: {path} shares its module name with another file; cannot place it")
@@ -214,6 +213,7 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         wrapper = fn.name
     else:
         builder.add(module, wrapper)
+    target = target.for_launcher(path, wrapper)
     if builder.c.blockers:
         raise ExtractError(f"{site.name}: " + "; ".join(dict.fromkeys(builder.c.blockers)))
     defs = builder.render_definitions()
