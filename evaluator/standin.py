@@ -208,6 +208,48 @@ def install() -> None:
     _patch_boolean_operators()
 
 
+def _half_atomics(native: Callable[..., Any]) -> Callable[..., Any]:
+    """``tl.atomic_add`` / ``max`` / ``min`` / ``xchg`` on fp16 and bf16, which the interpreter's native helper
+    rejects ("Unsupported data type"): done element by element, in order, through fp32, rounded back to the
+    tensor's type (the interpreter runs one program at a time, so each read-modify-write is whole)."""
+    import ctypes
+
+    from triton import language as tl
+    from triton._C.libtriton import ir
+    from triton.runtime import interpreter
+
+    combine = {ir.ATOMIC_OP.FADD: np.add, ir.ATOMIC_OP.MAX: np.maximum, ir.ATOMIC_OP.MIN: np.minimum,
+               ir.ATOMIC_OP.XCHG: lambda old, new: new}
+
+    def rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any) -> Any:
+        dtype = val.dtype.scalar
+        if dtype not in (tl.float16, tl.bfloat16) or op not in combine:
+            return native(self, op, ptr, val, mask, *rest)
+        bf16 = dtype == tl.bfloat16  # bf16 travels as its uint16 bit pattern, fp16 as np.float16
+        values = np.asarray(val.data)
+        new_bits = values.reshape(-1).view(np.uint16)
+        addresses, active = np.asarray(ptr.data).reshape(-1), np.broadcast_to(mask.data, ptr.data.shape).reshape(-1)
+        old = np.zeros_like(new_bits)
+
+        def to_f32(bits: np.ndarray) -> np.ndarray:
+            return (bits.astype(np.uint32) << 16).view(np.float32) if bf16 else bits.view(np.float16).astype(
+                np.float32)
+
+        def from_f32(x: np.ndarray) -> np.ndarray:
+            if not bf16:
+                return x.astype(np.float16).view(np.uint16)
+            u = x.astype(np.float32).view(np.uint32)
+            return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest, ties to even
+
+        for i in np.flatnonzero(active):
+            cell = ctypes.c_uint16.from_address(int(addresses[i]))
+            old[i] = cell.value
+            cell.value = int(from_f32(combine[op](to_f32(old[i:i + 1]), to_f32(new_bits[i:i + 1])))[0])
+        return interpreter.TensorHandle(old.view(values.dtype).reshape(values.shape), dtype)
+
+    return rmw
+
+
 def _patch_boolean_operators() -> None:
     """``a and b`` / ``a or b`` in a kernel, as the compiler reads them: an operand that is no triton tensor (a
     constexpr, a Python value) short-circuits as in Python, and the tensors left are combined elementwise with
@@ -313,6 +355,7 @@ def _patch_interpreter_ops() -> None:
         return out
 
     builder.create_splat = boolean_splat
+    builder.create_atomic_rmw = _half_atomics(builder.create_atomic_rmw)
     for name in ("gdc_wait", "gdc_launch_dependents"):
         if hasattr(cuda, name):
             nothing = lambda *args, _semantic=None, **kwargs: None  # noqa: E731

@@ -120,6 +120,20 @@ def _plus_one(X, Y, M, N, ON: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
         tl.store(Y + rm * N + rn, v + 1.0, mask=inside or False)
 
 
+@triton.jit
+def _scatter_add(X, Idx, Y, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.atomic_add(Y + tl.load(Idx + offs), tl.load(X + offs))
+
+
+for half in (torch.bfloat16, torch.float16):  # atomics the interpreter's own helper cannot do
+    src, where, acc = torch.randn(16).to(half), torch.tensor([0, 1, 2, 3] * 4), torch.zeros(4, dtype=half)
+    _scatter_add[(1,)](src, where, acc, BLOCK=16)
+    want = torch.zeros(4, dtype=half)
+    for i in range(16):  # in order, each sum rounded to the tensor's type
+        want[where[i]] = (want[where[i]].float() + src[i].float()).to(half)
+    assert torch.equal(acc, want), (acc, want)
+
 m = torch.randn(3, 5)
 p = torch.zeros(3, 5)
 _plus_one[(1,)](m, p, 3, 5, ON=True, BM=4, BN=8)  # the 4 x 8 block overhangs both axes
@@ -169,8 +183,8 @@ except Exception as exc:
 
 def test_the_interpreter_stands_in_for_the_gpu_and_checks_bounds(tmp_path) -> None:
     """libdevice calls, block pointers, torch.cuda queries, loop variables used as triton scalars (``i.to(...)``),
-    scalar comparisons broadcast into masks, ``and``/``or`` on masks and programmatic-dependent-launch calls work under
-    the interpreter, and
+    scalar comparisons broadcast into masks, ``and``/``or`` on masks, fp16/bf16 atomics and programmatic-dependent-launch
+    calls work under the interpreter, and
     an access past the end
     of a tensor is an error naming the kernel and the argument (it would read the heap, or kill the worker with
     SIGSEGV), also when the heap put another input right after it. The block-pointer copy's blocks overhang both tensors, so its boundary checks are exercised too."""
