@@ -107,6 +107,20 @@ def setting_read(e: ast.expr) -> tuple[str, str] | None:
     return None
 
 
+def _decided(test: ast.expr) -> bool | None:
+    """A test's truth where constants settle it (``False and x``, ``not True``, ``(False or False) and x``)."""
+    if isinstance(test, ast.Constant):
+        return bool(test.value)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _decided(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_decided(v) for v in test.values]
+        settles = isinstance(test.op, ast.Or)  # True settles an `or`, False an `and`
+        return settles if settles in values else None if None in values else not settles
+    return None
+
+
 def fold_settings(fn: ast.FunctionDef, constants: Constants) -> ast.FunctionDef | None:
     """``fn`` with each settings read that ``constants`` can resolve replaced by its default; None if none was."""
     class Fold(ast.NodeTransformer):
@@ -123,6 +137,13 @@ def fold_settings(fn: ast.FunctionDef, constants: Constants) -> ast.FunctionDef 
                 return node
             self.changed = True
             return ast.copy_location(ast.Constant(value), node)
+
+        def visit_If(self, node: ast.If) -> Any:
+            self.generic_visit(node)
+            taken = _decided(node.test)  # `if envs.X.get() and ...:` with X off: the branch goes
+            if taken is None:
+                return node
+            return (node.body if taken else node.orelse) or None
 
     fold = Fold()
     out = fold.visit(copy.deepcopy(fn))
