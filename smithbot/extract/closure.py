@@ -28,10 +28,10 @@ import libcst as cst
 import libcst.helpers
 
 from evaluator.guard import ALLOWED_MODULES, forbidden_in, module_state, read_only_table
-from smithbot.extract.rewrite import (LOGGER, STAND_INS, Constants, EnvPinner, LocalImportDropper, NotConstant,
-                                      Pruner, Ref, Renamer, calls_stub, custom_decorator_stub, env_pinned,
-                                      fold_settings, fold_stubs, fold_versions, inline_kwargs, is_kernel, is_logger,
-                                      only_called, stub_source, version_test, without_lazy_globals)
+from smithbot.extract.constants import Constants, NotConstant, Ref, fold_settings, inline_kwargs
+from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer, calls_stub,
+                                      custom_decorator_stub, env_pinned, fold_stubs, fold_versions, is_kernel,
+                                      is_logger, only_called, stub_source, version_test, without_lazy_globals)
 from smithbot.scan.parse import collect_imports, from_module
 
 # What a task may import: torch, triton, and standard-library modules with no I/O, which launchers use for their
