@@ -418,11 +418,17 @@ class ClosureBuilder:
             node = ast.parse(source).body[0]
             self.c.stubs.setdefault("record_function", STAND_INS["torch.profiler.record_function"].format(
                 name="record_function"))
+        if isinstance(node, ast.ClassDef) and node.keywords and any(
+                mod.imports.get(ast.unparse(b).rpartition(".")[0] or ast.unparse(b), "").startswith("msgspec")
+                for b in node.bases):  # `class Plan(msgspec.Struct, frozen=True)`: the record's options go
+            node.keywords = []
+            source = ast.unparse(node) + "\n"
         if "torch.version" in source:  # the task targets CUDA: ROCm's version string is absent
             source = re.sub(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b", "None", source)
             node = ast.parse(source).body[0]
         cached = [d for d in getattr(node, "decorator_list", []) if re.fullmatch(
-            r"([\w.]*\.)?(\w*cache[d]?|(register_)?custom_op|(debug|nvtx|trace)_\w+)(\(.*\))?|torch\.(jit\.script|compile)(\(.*\))?",
+            r"([\w.]*\.)?(\w*cache[d]?|(register_)?custom_op|(debug|nvtx|trace)_\w+)(\(.*\))?"
+            r"|torch\.(jit\.script|compile)(\(.*\))?",
             ast.unparse(d), re.S)]
         if isinstance(node, ast.FunctionDef) and cached:
             # memoisation (lru_cache, the target's tensor_cache) only saves time, and the evaluator wants no state;

@@ -461,9 +461,10 @@ def test_what_the_installed_triton_offers_is_asked_at_extraction(tmp_path: Path)
 
 
 def test_a_msgspec_result_record_becomes_a_named_tuple(tmp_path: Path) -> None:
-    """``class Result(msgspec.Struct)`` with annotated fields: msgspec is no import a task may make, and a NamedTuple
-    is the same record, built by keyword, read by attribute, and compared field by field by the evaluator."""
-    b = _closure(tmp_path, "rec", "import msgspec\nimport torch\n\n\nclass Result(msgspec.Struct):\n"
+    """``class Result(msgspec.Struct, frozen=True)`` with annotated fields: msgspec is no import a task may make, and
+    a NamedTuple (immutable already: the struct's options go) is the same record, built by keyword, read by attribute,
+    and compared field by field by the evaluator."""
+    b = _closure(tmp_path, "rec", "import msgspec\nimport torch\n\n\nclass Result(msgspec.Struct, frozen=True):\n"
                  "    rows: torch.Tensor\n    total: int\n\n\ndef launch(x):\n"
                  "    return Result(rows=x + 1, total=int(x.numel()))\n")
     assert b.c.blockers == [] and "import typing" in b.c.imports.values()
