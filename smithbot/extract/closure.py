@@ -423,6 +423,10 @@ class ClosureBuilder:
                 for b in node.bases):  # `class Plan(msgspec.Struct, frozen=True)`: the record's options go
             node.keywords = []
             source = ast.unparse(node) + "\n"
+        if ".device.type" in source:  # `x.device.type == "cuda"` asks what `x.is_cuda` asks (the interpreter's answer)
+            source = re.sub(r"\b([\w.]+)\.device\.type\s*(==|!=)\s*(['\"])cuda\3",
+                            lambda m: f"{'' if m[2] == '==' else 'not '}{m[1]}.is_cuda", source)
+            node = ast.parse(source).body[0]
         if "torch.version" in source:  # the task targets CUDA: ROCm's version string is absent
             source = re.sub(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b", "None", source)
             node = ast.parse(source).body[0]

@@ -1,7 +1,7 @@
 """What a target YAML of one's own can say about a launcher's inputs, run end to end on a fixture repository: inputs of
 its own for a kernel the launcher picks by shape (``_kernels:``), inputs for one file's launcher of a common name
-(``FILE::call``), and what extraction does with kernels of one name in two files, a name the target defines nowhere
-and TorchScript helpers."""
+(``FILE::call``), and what extraction does with kernels of one name in two files, a name the target defines nowhere,
+TorchScript helpers and a launcher that asks for a CUDA tensor."""
 
 from __future__ import annotations
 
@@ -62,6 +62,7 @@ def _rows(x: torch.Tensor) -> int:
 
 
 def call(x):
+    assert x.device.type == "cuda"  # what x.is_cuda asks
     out = torch.empty_like(x)
     if x.dim() > 5:
         undefined_kernel[(1,)](x)  # a dead path of the target's: nothing defines this name
@@ -113,6 +114,7 @@ def test_a_target_yaml_of_ones_own_steers_extraction(engine: tuple[Path, Path], 
     # the undefined name fails only if its path is taken; TorchScript's decorator is gone, its function kept
     assert "raise NameError('undefined_kernel is not defined in the target (engine/b/ops.py)')" in kernel
     assert "torch.jit" not in kernel and "def _rows(" in kernel
+    assert "assert x.is_cuda" in kernel and "device.type" not in kernel
 
 
 def test_a_target_yaml_that_is_not_there_is_an_unknown_target(tmp_path: Path) -> None:
