@@ -360,6 +360,7 @@ import types
 
 import torch
 
+inf = float("inf")  # as repr writes an infinite literal (dt_limit=(0.0, inf))
 SPEC = {spec!r}
 EXTRA_DIMS = {extra!r}
 _DTYPES = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int32": torch.int32,
