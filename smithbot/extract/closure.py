@@ -185,6 +185,16 @@ def _import_line(local: str, target: str, installed: bool = True) -> str | None:
     return None
 
 
+def _tl_builtin(target: str) -> bool:
+    """Whether ``target`` is a triton.language builtin function (``triton.language.math.rsqrt``), outside the
+    extras (libdevice's functions, which the interpreter stand-in serves by name)."""
+    mod, _, attr = target.rpartition(".")
+    if not mod.startswith("triton.language") or ".extra" in mod:
+        return False
+    obj = getattr(importlib.import_module(mod), attr, None)
+    return callable(obj) and bool(getattr(obj, "__triton_builtin__", False))
+
+
 @functools.lru_cache(maxsize=None)
 def _in_triton(mod: str, attr: str) -> bool:
     """Whether the installed triton has ``mod.attr``: a fork's module (DeepLink's ``triton.language.extra.deeplink``)
@@ -532,7 +542,11 @@ class ClosureBuilder:
             target = imported or mod.imports[name]
             root = target.split(".")[0]
             line = _import_line(name, target)
-            if line is not None:
+            if line is not None and _tl_builtin(target):  # `from triton.language.math import rsqrt`: calls become
+                # `tl.math.rsqrt(...)`, which the interpreter patches (the name bound at import it does not)
+                self.c.aliases[name] = "tl." + target.removeprefix("triton.language.")
+                self.c.imports.setdefault("tl", "import triton.language as tl")
+            elif line is not None:
                 self.c.imports[name] = line
             elif target in STAND_INS:
                 self.c.stubs[name] = STAND_INS[target].format(name=name)

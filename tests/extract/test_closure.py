@@ -501,3 +501,27 @@ def test_a_profiler_label_written_out_does_nothing(tmp_path: Path) -> None:
     ns: dict = {}
     exec(compile(_source(b), "task", "exec"), ns)
     assert ns["launch"](1) == 2
+
+
+def test_a_tl_function_imported_by_name_is_called_by_its_qualified_name(tmp_path: Path) -> None:
+    """``from triton.language.math import rsqrt`` binds the compiler's builtin at import, which the interpreter cannot
+    call; the task calls ``tl.math.rsqrt``, which both run. A libdevice import stays: the stand-in serves it."""
+    b = _closure(tmp_path, "norm", "import triton\nimport triton.language as tl\n"
+                 "from triton.language.math import rsqrt\n"
+                 "from triton.language.extra.libdevice import tanh\n\n\n@triton.jit\n"
+                 "def _k(X, N: tl.constexpr):\n    x = tl.load(X + tl.arange(0, N))\n"
+                 "    tl.store(X + tl.arange(0, N), tanh(rsqrt(x)))\n\n\ndef launch(x):\n    _k[(1,)](x, x.numel())\n")
+    src = _source(b)
+    assert "tanh(tl.math.rsqrt(x))" in src and "import rsqrt" not in src, src
+    assert "from triton.language.extra.libdevice import tanh" in src
+    import os
+    import subprocess
+    import sys
+
+    run = src + "\n\nimport torch\nx = torch.rand(8) + 0.5\nwant = torch.tanh(torch.rsqrt(x))\nlaunch(x)\n" \
+                "assert torch.allclose(x, want), (x, want)\n"
+    (tmp_path / "task.py").write_text("from evaluator import standin\nstandin.install()\n" + run)
+    from tests.conftest import ROOT
+    out = subprocess.run([sys.executable, str(tmp_path / "task.py")], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"})
+    assert out.returncode == 0, out.stderr[-1500:]
