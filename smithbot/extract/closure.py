@@ -185,6 +185,11 @@ def _import_line(local: str, target: str, installed: bool = True) -> str | None:
     return None
 
 
+def _tl_has(module: str, name: str) -> bool:
+    """Whether the installed ``triton.language.<module>`` has ``name``."""
+    return _in_triton(f"triton.language.{module}", name)
+
+
 def _tl_builtin(target: str) -> bool:
     """Whether ``target`` is a triton.language builtin function (``triton.language.math.rsqrt``), outside the
     extras (libdevice's functions, which the interpreter stand-in serves by name)."""
@@ -433,6 +438,10 @@ class ClosureBuilder:
                 for b in node.bases):  # `class Plan(msgspec.Struct, frozen=True)`: the record's options go
             node.keywords = []
             source = ast.unparse(node) + "\n"
+        if "tl.math." in source:  # `tl.math.round`: older triton's tl.math held libdevice's functions
+            source = re.sub(r"\btl\.math\.(\w+)\b", lambda m: m[0] if _tl_has("math", m[1]) or not _tl_has(
+                "extra.cuda.libdevice", m[1]) else f"tl.extra.cuda.libdevice.{m[1]}", source)
+            node = ast.parse(source).body[0]
         if ".device.type" in source:  # `x.device.type == "cuda"` asks what `x.is_cuda` asks (the interpreter's answer)
             source = re.sub(r"\b([\w.]+)\.device\.type\s*(==|!=)\s*(['\"])cuda\3",
                             lambda m: f"{'' if m[2] == '==' else 'not '}{m[1]}.is_cuda", source)

@@ -505,20 +505,25 @@ def test_a_profiler_label_written_out_does_nothing(tmp_path: Path) -> None:
 
 def test_a_tl_function_imported_by_name_is_called_by_its_qualified_name(tmp_path: Path) -> None:
     """``from triton.language.math import rsqrt`` binds the compiler's builtin at import, which the interpreter cannot
-    call; the task calls ``tl.math.rsqrt``, which both run. A libdevice import stays: the stand-in serves it."""
+    call; the task calls ``tl.math.rsqrt``, which both run. A libdevice import stays: the stand-in serves it. And
+    ``tl.math.round``, which the installed triton keeps in libdevice only, is called there."""
     b = _closure(tmp_path, "norm", "import triton\nimport triton.language as tl\n"
                  "from triton.language.math import rsqrt\n"
                  "from triton.language.extra.libdevice import tanh\n\n\n@triton.jit\n"
                  "def _k(X, N: tl.constexpr):\n    x = tl.load(X + tl.arange(0, N))\n"
-                 "    tl.store(X + tl.arange(0, N), tanh(rsqrt(x)))\n\n\ndef launch(x):\n    _k[(1,)](x, x.numel())\n")
+                 "    tl.store(X + tl.arange(0, N), tanh(rsqrt(x)) + tl.math.round(x))\n\n\n"
+                 "def launch(x):\n    _k[(1,)](x, x.numel())\n")
     src = _source(b)
     assert "tanh(tl.math.rsqrt(x))" in src and "import rsqrt" not in src, src
+    # older triton's tl.math held libdevice's functions; the installed one keeps them in libdevice
+    assert "tl.extra.cuda.libdevice.round(x)" in src
     assert "from triton.language.extra.libdevice import tanh" in src
     import os
     import subprocess
     import sys
 
-    run = src + "\n\nimport torch\nx = torch.rand(8) + 0.5\nwant = torch.tanh(torch.rsqrt(x))\nlaunch(x)\n" \
+    run = src + "\n\nimport torch\nx = torch.rand(8) * 3 + 0.5\nwant = torch.tanh(torch.rsqrt(x)) + torch.round(x)\n" \
+                "launch(x)\n" \
                 "assert torch.allclose(x, want), (x, want)\n"
     (tmp_path / "task.py").write_text("from evaluator import standin\nstandin.install()\n" + run)
     from tests.conftest import ROOT
