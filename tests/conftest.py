@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -69,3 +69,13 @@ def _no_interpreter_leak(monkeypatch: pytest.MonkeyPatch) -> None:
     # The parent never runs candidate code; the interpreter flag belongs to worker children only.
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     os.environ.pop("TRITON_INTERPRET", None)
+
+
+def load_module(path: Path, name: str) -> Any:
+    """The Python file at ``path`` imported as module ``name`` (a harness or task a test wrote)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod

@@ -12,7 +12,7 @@ from smithbot import api
 from smithbot.extract.infer import infer
 from smithbot.extract.launcher_facts import required_optionals
 from smithbot.extract.kernel_use import index_targets, kernel_param_kinds
-from tests.conftest import git_repo
+from tests.conftest import git_repo, load_module
 from tests.extract.test_extract import _check_against_reference, _with_reference
 
 
@@ -388,8 +388,6 @@ def test_defaults_become_specs_as_they_are() -> None:
 
 
 def test_harness_sizes_may_be_expressions_with_min_and_max(tmp_path: Path) -> None:
-    import importlib.util
-
     import torch
 
     from smithbot.extract.inputs import _names_in, harness_source
@@ -398,9 +396,7 @@ def test_harness_sizes_may_be_expressions_with_min_and_max(tmp_path: Path) -> No
              "device": "device:"}
     assert _names_in(specs["rows"]) == {"tokens", "hidden"}  # max, min and pow2 are not dims
     (tmp_path / "harness.py").write_text(harness_source("launch", specs, {}, "inferred"))
-    spec = importlib.util.spec_from_file_location("harness_under_test", tmp_path / "harness.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod = load_module(tmp_path / "harness.py", "harness_under_test")
     gen = torch.Generator().manual_seed(0)
     for tokens, hidden, want in ((3, 1536, (64, 128, 1024)), (200, 96, (192, 96, 64)), (1, 1, (64, 1, 1))):
         args = mod.make_inputs({"dtype": torch.float32, "tokens": tokens, "hidden": hidden}, gen)
@@ -629,8 +625,6 @@ def launch(a, c, config):
 def test_sequence_starts_and_lengths_make_one_layout(tmp_path: Path) -> None:
     """Inferred apart, ``q_start_loc`` is an arange and ``q_seqlens`` random lengths, and sequences overrun the rows
     (an out-of-bounds read). Paired, each sequence starts where the one before ends, within the rows."""
-    import importlib.util
-
     import torch
 
     from smithbot.extract.inputs import _one_layout, harness_source
@@ -646,9 +640,7 @@ def test_sequence_starts_and_lengths_make_one_layout(tmp_path: Path) -> None:
     assert specs["bs"] == "max(1, (tokens) // 8)"  # the batch size counts the sequences
     assert specs["expert_offsets"]["init"] == "arange"  # no sequence start by its name: left alone
     (tmp_path / "harness.py").write_text(harness_source("launch", specs, {}, "inferred"))
-    spec = importlib.util.spec_from_file_location("harness_layout", tmp_path / "harness.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod = load_module(tmp_path / "harness.py", "harness_layout")
     for seed, tokens in ((0, 3), (1, 64), (2, 517)):
         args = mod.make_inputs({"dtype": torch.float32, "tokens": tokens, "heads": 2, "head_dim": 8},
                                torch.Generator().manual_seed(seed))
@@ -686,8 +678,6 @@ def gating(gates, k):
 
 
 def test_a_default_that_is_no_literal_is_left_to_the_launcher(tmp_path: Path) -> None:
-    import importlib.util
-
     import torch
 
     from smithbot.extract.build import _params
@@ -697,9 +687,7 @@ def test_a_default_that_is_no_literal_is_left_to_the_launcher(tmp_path: Path) ->
     assert _params(fn) == [("q", ...), ("quant_policy", "default:"), ("layout", "bshd"), ("scale", None)]
     specs = {"q": {"shape": ["tokens"]}, "quant_policy": "default:", "scale": None}
     (tmp_path / "harness.py").write_text(harness_source("attn", specs, {}, "inferred"))
-    spec = importlib.util.spec_from_file_location("harness_default", tmp_path / "harness.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod = load_module(tmp_path / "harness.py", "harness_default")
     args = mod.make_inputs({"dtype": torch.float32, "tokens": 5}, torch.Generator().manual_seed(0))
     assert set(args) == {"q", "scale"}  # quant_policy is not passed: attn(**args) takes its own default
 
@@ -994,8 +982,6 @@ def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) ->
     """``{object: ...}`` is an object with those attributes (a module's ``self``), ``{items: [...]}`` a list, and
     ``even:N`` / ``even_end:N`` share N sorted rows out among the entries, in order and without a gap, and
     ``split:N`` gives each entry's share, ``cuts:N`` the offsets table of such shares; an object's ``starts:`` lays out its sibling attribute's lengths."""
-    import importlib.util
-
     import torch
 
     from smithbot.extract.inputs import _names_in, harness_source
@@ -1009,9 +995,7 @@ def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) ->
              "offsets": {"shape": ["experts + 1"], "dtype": "int64", "init": "cuts:tokens * 2"}}
     assert _names_in(specs["self"]) == {"experts", "hidden"}
     (tmp_path / "harness.py").write_text(harness_source("mod_forward", specs, {}, "given"))
-    spec = importlib.util.spec_from_file_location("harness_object", tmp_path / "harness.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod = load_module(tmp_path / "harness.py", "harness_object")
     args = mod.make_inputs({"dtype": torch.float32, "tokens": 5, "experts": 4, "hidden": 3},
                            torch.Generator().manual_seed(0))
     obj = args["self"]
@@ -1048,8 +1032,6 @@ def route(scores, num_experts: int = 192):
 def test_the_interpreter_case_may_carry_smaller_extra_dims(tmp_path: Path) -> None:
     """``_interpreter_dims`` gives the interpreter's one case its own values of extra dims (a 32-token chunk for a
     256-token one, whose scan takes minutes there); the GPU's cases keep the ``_dims`` expressions."""
-    import importlib.util
-
     import torch
 
     from smithbot.config import get_target
@@ -1062,9 +1044,7 @@ def test_the_interpreter_case_may_carry_smaller_extra_dims(tmp_path: Path) -> No
     assert len(small) == 1 and small[0]["dims"]["C"] == 32
     assert all("C" not in c["dims"] for c in got if not c["interpreter"])
     (tmp_path / "harness.py").write_text(harness_source("scan", specs, {"C": 256}, "given"))
-    spec = importlib.util.spec_from_file_location("harness_small", tmp_path / "harness.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod = load_module(tmp_path / "harness.py", "harness_small")
     gen = torch.Generator().manual_seed(0)
     assert mod.make_inputs({"dtype": torch.float32, **small[0]["dims"]}, gen)["x"].shape == (3, 32)
     assert mod.make_inputs({"dtype": torch.float32, "tokens": 5}, gen)["x"].shape == (5, 256)

@@ -5,7 +5,6 @@ TorchScript helpers and a launcher that asks for a CUDA tensor."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import torch
 
 from smithbot import api
 from smithbot.extract.inputs import harness_source
-from tests.conftest import git_repo
+from tests.conftest import git_repo, load_module
 
 SCALE = '''import torch
 import triton
@@ -131,9 +130,7 @@ def test_inits_transposed_one_hot_and_ranges_from_a_first_value(tmp_path: Path) 
              "mask": {"shape": ["top_k", "tokens", 8], "dtype": "int64", "init": "onehot"},
              "w": {"shape": ["hidden", 6], "transposed": True}}
     (tmp_path / "harness.py").write_text(harness_source("f", specs, {}, "given"))
-    spec = importlib.util.spec_from_file_location("harness_inits", tmp_path / "harness.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod = load_module(tmp_path / "harness.py", "harness_inits")
     args = mod.make_inputs({"dtype": torch.float32, "tokens": 5, "top_k": 2, "hidden": 3},
                            torch.Generator().manual_seed(0))
     assert args["odd"].tolist() == [1, 3, 5, 7]
