@@ -2,7 +2,7 @@
 with torch and triton alone.
 
 Starting from the wrapper (the entry point), each definition's free names are resolved in its own module:
-- builtins, and names from torch, triton and the I/O-free standard modules of ``STDLIB``: kept, as imports;
+- builtins, and names from torch, triton and the I/O-free standard modules of ``imports.STDLIB``: kept, as imports;
 - module-level definitions and constants of the same file, or of another file of the target package: inlined;
 - aliases of tl builtins chosen at import time (``exp = tl.exp``): rewritten to the qualified call with libcst;
 - runtime helpers named in the target's ``stubs``: replaced by a stub returning the target's value;
@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import functools
-import importlib
-import importlib.util
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -27,18 +24,14 @@ from typing import Any
 import libcst as cst
 import libcst.helpers
 
-from evaluator.guard import ALLOWED_MODULES, forbidden_in, module_state, read_only_table
+from evaluator.guard import forbidden_in, module_state, read_only_table
 from smithbot.extract.constants import Constants, NotConstant, Ref, fold_settings, inline_kwargs
+from smithbot.extract.imports import import_line, in_triton, optional_import, tl_builtin, tl_has
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer, calls_stub,
                                       custom_decorator_stub, env_pinned, fold_stubs, fold_versions, is_kernel,
                                       is_logger, only_called, stub_source, version_test, without_lazy_globals)
 from smithbot.scan.parse import collect_imports, from_module
 
-# What a task may import: torch, triton, and standard-library modules with no I/O, which launchers use for their
-# types (enum, dataclasses, collections) or to warn. The evaluator's guard allows the same.
-STDLIB = ("math", "typing", "functools", "enum", "dataclasses", "collections", "collections.abc", "itertools",
-          "operator", "contextlib", "warnings")
-ALLOWED_ROOTS = {"torch", "triton", *(m.split(".")[0] for m in STDLIB)}
 _BUILTINS = set(dir(builtins))
 HELPER_DEFINITIONS = 150  # more than this in one helper's closure, and the helper becomes a stub
 TOO_MANY = f"it needs more than {HELPER_DEFINITIONS} definitions"
@@ -76,27 +69,9 @@ class _Module:
     optional: set[str]  # names imported in a `try:` whose `except ImportError:` is the target's own fallback
 
 
-def _optional_import(s: ast.Try, package: str) -> set[str]:
-    """The names a ``try: from pkg import f / except ImportError: ...`` binds that a task may not import (another
-    package, a triton module outside triton.language): the target runs without them, on the handler's fallback,
-    and so does the task."""
-    caught = {ast.unparse(h.type).split(".")[-1] if h.type is not None else "" for h in s.handlers}
-    if not caught & {"ImportError", "ModuleNotFoundError", "Exception", ""}:
-        return set()
-    names: set[str] = set()
-    for node in s.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
-            for a in node.names:
-                target = f"{node.module}.{a.name}" if isinstance(node, ast.ImportFrom) else a.name
-                local = (a.asname or a.name).split(".")[0]
-                if target.split(".")[0] != package and _import_line(local, target) is None:
-                    names.add(local)
-    return names
-
-
 def _top_bindings(tree: ast.Module, package: str) -> tuple[dict[str, ast.stmt], set[str]]:
     """Each name's first top-level (or conditional top-level) binding, and the optional imports
-    (``_optional_import``); for a ``try`` with one, the handler's bindings (``HAS_X = False``) come first."""
+    (``optional_import``); for a ``try`` with one, the handler's bindings (``HAS_X = False``) come first."""
     out: dict[str, ast.stmt] = {}
     optional: set[str] = set()
 
@@ -117,7 +92,7 @@ def _top_bindings(tree: ast.Module, package: str) -> tuple[dict[str, ast.stmt], 
                 for branch in ((s.orelse, s.body) if version_test(s.test) is False else (s.body, s.orelse)):
                     visit(branch)
             elif isinstance(s, ast.Try):
-                names = _optional_import(s, package)
+                names = optional_import(s, package)
                 optional.update(names)
                 if names:
                     for h in s.handlers:
@@ -163,52 +138,6 @@ def _free_names(node: ast.AST) -> list[str]:
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
             bound.update((a.asname or a.name).split(".")[0] for a in n.names)
     return [u for u in used if u not in bound]
-
-
-def _import_line(local: str, target: str, installed: bool = True) -> str | None:
-    """The import statement that binds ``local`` to ``target`` in the task, or None if it may not be imported (with
-    ``installed``, also when the installed triton lacks it)."""
-    root = target.split(".")[0]
-    if root not in ALLOWED_ROOTS:
-        return None
-    if target == local:
-        return f"import {target}"
-    if target == "triton.language" and local == "tl":
-        return "import triton.language as tl"
-    mod, _, attr = target.rpartition(".")
-    if target in ("torch.nn.functional",):
-        return f"import torch.nn.functional as {local}"
-    if installed and root == "triton" and not _in_triton(mod, attr):
-        return None
-    if mod in ("triton", "torch", *STDLIB, *ALLOWED_MODULES) or mod.startswith("triton.language"):
-        return f"from {mod} import {attr}" + (f" as {local}" if local != attr else "")
-    return None
-
-
-def _tl_has(module: str, name: str) -> bool:
-    """Whether the installed ``triton.language.<module>`` has ``name``."""
-    return _in_triton(f"triton.language.{module}", name)
-
-
-def _tl_builtin(target: str) -> bool:
-    """Whether ``target`` is a triton.language builtin function (``triton.language.math.rsqrt``), outside the
-    extras (libdevice's functions, which the interpreter stand-in serves by name)."""
-    mod, _, attr = target.rpartition(".")
-    if not mod.startswith("triton.language") or ".extra" in mod:
-        return False
-    obj = getattr(importlib.import_module(mod), attr, None)
-    return callable(obj) and bool(getattr(obj, "__triton_builtin__", False))
-
-
-@functools.lru_cache(maxsize=None)
-def _in_triton(mod: str, attr: str) -> bool:
-    """Whether the installed triton has ``mod.attr``: a fork's module (DeepLink's ``triton.language.extra.deeplink``)
-    or what an older triton had (``triton.language.math.fast_expf``) is not there, and a task importing it would
-    fail."""
-    try:
-        return hasattr(importlib.import_module(mod), attr) or importlib.util.find_spec(f"{mod}.{attr}") is not None
-    except ImportError:
-        return False
 
 
 def _plain(value: Any) -> bool:
@@ -439,7 +368,7 @@ class ClosureBuilder:
             node.keywords = []
             source = ast.unparse(node) + "\n"
         if "tl.math." in source:  # `tl.math.round`: older triton's tl.math held libdevice's functions
-            source = re.sub(r"\btl\.math\.(\w+)\b", lambda m: m[0] if _tl_has("math", m[1]) or not _tl_has(
+            source = re.sub(r"\btl\.math\.(\w+)\b", lambda m: m[0] if tl_has("math", m[1]) or not tl_has(
                 "extra.cuda.libdevice", m[1]) else f"tl.extra.cuda.libdevice.{m[1]}", source)
             node = ast.parse(source).body[0]
         if ".device.type" in source:  # `x.device.type == "cuda"` asks what `x.is_cuda` asks (the interpreter's answer)
@@ -471,7 +400,7 @@ class ClosureBuilder:
                 local.update(collect_imports(ast.Module(body=[n], type_ignores=[]), mod.name,
                                              mod.path.endswith("__init__.py")))
         # (a function-local import of a triton name may sit in a branch for another triton version: it stays)
-        dropped = {k: v for k, v in local.items() if _import_line(k, v, installed=False) is None}
+        dropped = {k: v for k, v in local.items() if import_line(k, v, installed=False) is None}
         if dropped:
             source = cst.parse_module(source).visit(LocalImportDropper(set(dropped))).code
             node = ast.parse(source).body[0]
@@ -550,8 +479,8 @@ class ClosureBuilder:
         if imported is not None or name in mod.imports:
             target = imported or mod.imports[name]
             root = target.split(".")[0]
-            line = _import_line(name, target)
-            if line is not None and _tl_builtin(target):  # `from triton.language.math import rsqrt`: calls become
+            line = import_line(name, target)
+            if line is not None and tl_builtin(target):  # `from triton.language.math import rsqrt`: calls become
                 # `tl.math.rsqrt(...)`, which the interpreter patches (the name bound at import it does not)
                 self.c.aliases[name] = "tl." + target.removeprefix("triton.language.")
                 self.c.imports.setdefault("tl", "import triton.language as tl")
@@ -579,7 +508,7 @@ class ClosureBuilder:
                                       f"{f'{name} is not in this task: it comes from {what}'!r})\n")
             elif root in self.external:
                 self.c.blockers.append(f"external extension {root} ({name})")
-            elif root == "triton" and _in_triton(*target.rpartition(".")[::2]):
+            elif root == "triton" and in_triton(*target.rpartition(".")[::2]):
                 self.c.blockers.append(f"{target} ({name}) is a triton module a task may not import")
             elif root == "triton":
                 self.c.blockers.append(f"{target} ({name}) is not in the installed triton (a fork's or an older "
