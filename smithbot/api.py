@@ -189,13 +189,14 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     named = collections.Counter(s.name.strip("_") for s in sites)
     names = [s.name.strip("_") if named[s.name.strip("_")] == 1 else
              f"{s.name.strip('_')}-{s.path.removesuffix('.py').replace('/', '.')}" for s in sites]
+    launchers = [launcher(result.checkout.root, s) for s in sites]  # (path, wrapper) each task is built from
     rows: list[Coverage] = []
     no_inputs: set[int] = set()  # rows whose task has no harness yet, for the LLM to write
     by_wrapper: dict[tuple[str, str], int] = {}  # kernels launched by one launcher share its task
     owner: list[int] = []  # per kernel: the row of the first kernel of its launcher
-    for site, name in zip(sites, names):
+    for site, name, via in zip(sites, names, launchers):
         dest = base / name if all_kernels or out is None else base
-        owner.append(by_wrapper.setdefault(launcher(result.checkout.root, site) or (site.path, site.name), len(rows)))
+        owner.append(by_wrapper.setdefault(via or (site.path, site.name), len(rows)))
         if owner[-1] != len(rows):
             rows.append(Coverage(site.name, site.path, False, False, "", None))  # filled in from its owner below
             continue
@@ -264,7 +265,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
                     and not rows[i].checked and site.name not in (ran or ()):
                 wrapper, values = branch_values(result.checkout.root, site, result.modules)
                 wrapper = wrapper.replace(".", "_")  # a method launcher's inputs are those of Cls_method
-                target = result.target.for_launcher((launcher(result.checkout.root, site) or ("", ""))[0], wrapper)
+                target = result.target.for_launcher((launchers[i] or ("", ""))[0], wrapper)
                 own = target.inputs.get(wrapper, {}).get("_kernels", {}).get(site.name, {})
                 if values or own:
                     branches.append((i, target.with_inputs(wrapper, {**values, **own}), values, own))
