@@ -29,7 +29,8 @@ from smithbot.extract.constants import Constants, NotConstant, Ref, fold_setting
 from smithbot.extract.imports import import_line, in_triton, optional_import, tl_builtin, tl_has
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer, calls_stub,
                                       custom_decorator_stub, env_pinned, fold_stubs, fold_versions, is_kernel,
-                                      is_logger, only_called, stub_source, version_test, without_lazy_globals)
+                                      for_the_task, is_logger, only_called, stub_source, version_test,
+                                      without_lazy_globals)
 from smithbot.scan.parse import collect_imports, from_module
 
 _BUILTINS = set(dir(builtins))
@@ -367,14 +368,10 @@ class ClosureBuilder:
                 for b in node.bases):  # `class Plan(msgspec.Struct, frozen=True)`: the record's options go
             node.keywords = []
             source = ast.unparse(node) + "\n"
-        if "tl.math." in source:  # `tl.math.round`: older triton's tl.math held libdevice's functions
-            source = re.sub(r"\btl\.math\.(\w+)\b", lambda m: m[0] if tl_has("math", m[1]) or not tl_has(
-                "extra.cuda.libdevice", m[1]) else f"tl.extra.cuda.libdevice.{m[1]}", source)
-            node = ast.parse(source).body[0]
-        if ".device.type" in source:  # `x.device.type == "cuda"` asks what `x.is_cuda` asks (the interpreter's answer)
-            source = re.sub(r"\b([\w.]+)\.device\.type\s*(==|!=)\s*(['\"])cuda\3",
-                            lambda m: f"{'' if m[2] == '==' else 'not '}{m[1]}.is_cuda", source)
-            node = ast.parse(source).body[0]
+        if "tl.math." in source or ".device.type" in source:
+            spelled = for_the_task(node, tl_has)
+            if spelled is not None:
+                node, source = spelled, ast.unparse(spelled) + "\n"
         if "torch.version" in source:  # the task targets CUDA: ROCm's version string is absent
             source = re.sub(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b", "None", source)
             node = ast.parse(source).body[0]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import copy
 import re
-from typing import Any
+from typing import Any, Callable
 
 import libcst as cst
 import libcst.helpers
@@ -337,3 +337,36 @@ def is_logger(node: ast.stmt) -> bool:
     """``logger = get_logger("x")``, ``logger = logging.getLogger(__name__)``, ``logger = init_logger(...)``."""
     return isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and bool(
         re.search(r"(get_?logger|getLogger|init_logger)$", ast.unparse(node.value.func)))
+
+
+def for_the_task(node: ast.AST, tl_has: Callable[[str, str], bool]) -> ast.AST | None:
+    """``node`` with what the task must spell otherwise, on its syntax tree (None if nothing was): ``x.device.type ==
+    "cuda"`` as ``x.is_cuda`` (the interpreter's stand-in answers that), and ``tl.math.round``, which older triton's
+    ``tl.math`` held and the installed one (``tl_has(module, name)``) keeps only in libdevice, as
+    ``tl.extra.cuda.libdevice.round``."""
+
+    class Spell(ast.NodeTransformer):
+        changed = False
+
+        def visit_Compare(self, n: ast.Compare) -> ast.AST:
+            self.generic_visit(n)
+            left, ops, right = n.left, n.ops, n.comparators
+            if not (len(ops) == 1 and isinstance(ops[0], (ast.Eq, ast.NotEq)) and isinstance(left, ast.Attribute)
+                    and left.attr == "type" and isinstance(left.value, ast.Attribute) and left.value.attr == "device"
+                    and isinstance(right[0], ast.Constant) and right[0].value == "cuda"):
+                return n
+            self.changed = True
+            is_cuda = ast.Attribute(value=left.value.value, attr="is_cuda", ctx=ast.Load())
+            return ast.copy_location(is_cuda if isinstance(ops[0], ast.Eq) else ast.UnaryOp(ast.Not(), is_cuda), n)
+
+        def visit_Attribute(self, n: ast.Attribute) -> ast.AST:
+            self.generic_visit(n)
+            if ast.unparse(n.value) != "tl.math" or tl_has("math", n.attr) or not tl_has("extra.cuda.libdevice",
+                                                                                         n.attr):
+                return n
+            self.changed = True
+            return ast.copy_location(ast.parse(f"tl.extra.cuda.libdevice.{n.attr}", mode="eval").body, n)
+
+    spell = Spell()
+    out = spell.visit(copy.deepcopy(node))
+    return ast.fix_missing_locations(out) if spell.changed else None
