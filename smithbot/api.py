@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import collections
 import json
 import shutil
@@ -263,15 +265,17 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
                 rows[i] = Coverage(site.name, site.path, first.extracted, first.checked, first.why, first.out)
             if check and (owner[i] != i or rows[i].why.startswith(NEVER_LAUNCHED)) and rows[i].extracted \
                     and not rows[i].checked and site.name not in (ran or ()):
-                wrapper, values = branch_values(result.checkout.root, site, result.modules)
+                wrapper, values, settings = branch_values(result.checkout.root, site, result.modules)
                 wrapper = wrapper.replace(".", "_")  # a method launcher's inputs are those of Cls_method
                 target = result.target.for_launcher((launchers[i] or ("", ""))[0], wrapper)
                 own = target.inputs.get(wrapper, {}).get("_kernels", {}).get(site.name, {})
-                if values or own:
-                    branches.append((i, target.with_inputs(wrapper, {**values, **own}), values, own))
+                if values or own or settings:
+                    target = dataclasses.replace(target, stubs={**target.stubs, **settings})
+                    branches.append((i, target.with_inputs(wrapper, {**values, **own}), {**values, **settings}, own))
 
         def branch(item: tuple[int, Target, dict[str, Any], dict[str, Any]]) -> None:
-            """Its own task, with the launcher's flags set to take the branch that launches this kernel."""
+            """Its own task, with the launcher's flags (parameters, or its module's settings, as stubs) set to take
+            the branch that launches this kernel."""
             i, target, values, own = item
             site = sites[i]
             said = ", ".join([f"{k}={v!r}" for k, v in values.items() if k not in own] + ["its own inputs"] * bool(own))

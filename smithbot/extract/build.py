@@ -105,20 +105,28 @@ def _tunables(fn: ast.FunctionDef, source: str) -> dict[str, Any]:
 NEVER_LAUNCHED = "its task's inputs never launch it"
 
 
-def branch_values(root: Path, site: KernelSite, modules: dict[str, str]) -> tuple[str, dict[str, Any]]:
-    """(launcher, the values of its parameters that take it down the branches to its launch of ``site``'s kernel),
-    where the tests are plain: ``if use_fp8:`` (True; False on the else side), ``if not x``, ``if mode ==
-    "decode"``, ``if scale is None``, ``if policy == Policy.FP8`` or ``in (Policy.FP8, ...)`` for an int or str enum
-    of the target (its member's value; on the else side of such tests, a member none of them took). What a test this
-    cannot read needs is left out; {} for a method launcher."""
+def branch_values(root: Path, site: KernelSite, modules: dict[str, str]
+                  ) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(launcher, the values of its parameters that take it down the branches to its launch of ``site``'s kernel,
+    the values of its module's settings that do), where the tests are plain: ``if use_fp8:`` (True; False on the
+    else side), ``if not x``, ``if mode == "decode"``, ``if scale is None``, ``if policy == Policy.FP8`` or ``in
+    (Policy.FP8, ...)`` for an int or str enum of the target (its member's value; on the else side of such tests, a
+    member none of them took). A setting is a module-level name bound once to a constant (``_USE_BATCHED_ROPE =
+    False``, which a setter flips at run time). What a test this cannot read needs is left out; {} for a method
+    launcher."""
     try:
         path, wrapper, fn = _wrapper_node(root, site)
     except ExtractError:
-        return "", {}
+        return "", {}, {}
     module = next((m for m, p in modules.items() if p == path), None)
     if fn is None or module is None:
-        return wrapper, {}
+        return wrapper, {}, {}
     resolver = ClosureBuilder(root, dict(modules), module.split(".")[0], {}, ())
+    mod = resolver.module(module)
+    local = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    settings = {name for name, node in (mod.top.items() if mod is not None else ())
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant)
+                and name not in local}
 
     def member(node: ast.expr) -> tuple[Any, tuple[Any, ...]]:
         """``Policy.FP8`` -> (16, every member's value), where the target has ``class Policy(enum.IntEnum): FP8 =
@@ -136,12 +144,14 @@ def branch_values(root: Path, site: KernelSite, modules: dict[str, str]) -> tupl
                   and len(s.targets) == 1 and isinstance(s.value, ast.Constant)}
         return values.get(node.attr, ...), tuple(values.values())
 
-    return wrapper, _branch_values(fn, site.name, member)
+    values = _branch_values(fn, site.name, member, settings)
+    return (wrapper, {k: v for k, v in values.items() if k not in settings},
+            {k: v for k, v in values.items() if k in settings})
 
 
-def _branch_values(fn: ast.FunctionDef, kernel: str,
-                   member: Callable[[ast.expr], tuple[Any, tuple[Any, ...]]]) -> dict[str, Any]:
-    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+def _branch_values(fn: ast.FunctionDef, kernel: str, member: Callable[[ast.expr], tuple[Any, tuple[Any, ...]]],
+                   settings: set[str]) -> dict[str, Any]:
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} | settings
     parents = {id(c): n for n in ast.walk(fn) for c in ast.iter_child_nodes(n)}
     launch = next((n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
                    and isinstance(n.func.value, ast.Name) and n.func.value.id == kernel), None)

@@ -764,6 +764,57 @@ def test_a_kernel_its_launchers_task_never_launches_gets_a_task_down_its_branch(
     assert sorted(p.name for p in (tmp_path / "tasks").iterdir()) == ["gelu_kernel", "silu_kernel"]
 
 
+SETTING = '''import torch
+import triton
+import triton.language as tl
+
+# off by default; the model that wants it turns it on at load time
+_USE_WIDE: bool = False
+
+
+def set_wide(on: bool = True) -> None:
+    global _USE_WIDE
+    _USE_WIDE = on
+
+
+@triton.jit
+def _narrow_kernel(X, Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Out + offs, tl.load(X + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+@triton.jit
+def _wide_kernel(X, Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Out + offs, tl.load(X + offs, mask=offs < n) + tl.load(X + offs, mask=offs < n), mask=offs < n)
+
+
+def double(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    n = x.numel()
+    if _USE_WIDE:
+        _wide_kernel[(triton.cdiv(n, 512),)](x, out, n, BLOCK=512)
+    else:
+        _narrow_kernel[(triton.cdiv(n, 64),)](x, out, n, BLOCK=64)
+    return out
+'''
+
+
+def test_a_kernel_behind_a_module_setting_gets_a_task_with_the_setting_flipped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_USE_WIDE`` is a module-level constant that a setter flips at run time: the launcher's task, as the module
+    is at import, launches _narrow_kernel; _wide_kernel's task has the setting set to take its branch."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/double.py": SETTING})
+    rows = {r.kernel: r for r in api.extract(str(repo), None, out=tmp_path / "tasks", source=str(repo),
+                                             all_kernels=True, check=True)}
+    narrow, wide = rows["_narrow_kernel"], rows["_wide_kernel"]
+    assert narrow.checked and "_USE_WIDE: bool = False" in (narrow.out / "kernel.py").read_text(), narrow.why
+    assert wide.checked and wide.out != narrow.out and wide.why.endswith("(with _USE_WIDE=True)"), wide.why
+    # the setting decides the branch at extraction: the task keeps the wide launch alone
+    assert "_narrow_kernel[" not in (wide.out / "kernel.py").read_text()
+
+
 def test_a_tensor_whose_values_reach_exp_uncast_holds_fp32() -> None:
     """``tl.exp`` and its kind accept only fp32 and fp64: a log-sum-exp loaded and handed to them as it is must be
     fp32, while one cast first (``.to(tl.float32)``) may stay in the cases' dtype."""
@@ -852,7 +903,7 @@ def test_branch_values_read_flags_literals_and_the_targets_int_enums(tmp_path: P
                                           "engine/quant.py": QUANT})
     result = api.scan(str(repo), source=str(repo))
     site = next(s for s in result.sites if s.name == "_fp8_kernel")
-    assert branch_values(result.checkout.root, site, result.modules) == ("store", {"policy": 16})
+    assert branch_values(result.checkout.root, site, result.modules) == ("store", {"policy": 16}, {})
     values = {s.name: branch_values(result.checkout.root, s, result.modules)[1] for s in result.sites}
     assert values["_plain_kernel"] == {"policy": 0} and values["_int8_kernel"] == {"policy": 8}
 
