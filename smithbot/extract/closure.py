@@ -29,7 +29,7 @@ from smithbot.extract.constants import Constants, NotConstant, Ref, fold_setting
 from smithbot.extract.imports import import_line, in_triton, optional_import, tl_builtin, tl_has
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer, calls_stub,
                                       custom_decorator_stub, env_pinned, fold_stubs, fold_versions, is_kernel,
-                                      for_the_task, is_logger, only_called, stub_source, version_test,
+                                      for_the_task, is_logger, only_called, stub_source, unrolled, version_test,
                                       without_lazy_globals)
 from smithbot.scan.parse import collect_imports, from_module
 
@@ -316,14 +316,37 @@ class ClosureBuilder:
             if as_name != name:
                 self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             return
-        rebinds = [s for s in mod.tree.body if isinstance(node, ast.FunctionDef) and isinstance(s, ast.Assign)
+        rebinds = [s for s in self._taken_top(mod) if isinstance(node, ast.FunctionDef) and isinstance(s, ast.Assign)
                    and s.lineno > node.lineno and [ast.unparse(t) for t in s.targets] == [name]
                    and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(s.value))]
         for s in rebinds:  # `f = triton.jit(f)` after `def f`: the rebinding follows the definition
+            made = mod.top.get(s.value.func.id) if isinstance(s.value, ast.Call) and isinstance(
+                s.value.func, ast.Name) else None
+            if isinstance(made, ast.Assign) and isinstance(made.value, ast.Call) and ast.unparse(
+                    made.value.func).split(".")[-1] in ("autotune", "heuristics"):
+                # `tuned = triton.autotune(configs=...)` at module level, then `f = tuned(f)`: the call, inlined
+                s = ast.Assign(s.targets, ast.Call(unrolled(made.value), s.value.args, s.value.keywords),
+                               lineno=s.lineno)
             self._take(mod, name, name, ast.unparse(s) + "\n", s)
         if as_name != name:
             self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             self._bound[as_name] = key
+
+    def _taken_top(self, mod: _Module) -> list[ast.stmt]:
+        """``mod``'s top-level statements, with those of a top-level ``if`` whose test its constants decide (``if
+        not _is_cpu: f = autotune(f)``) on the side taken."""
+        out: list[ast.stmt] = []
+        for stmt in mod.tree.body:
+            if not isinstance(stmt, ast.If):
+                out.append(stmt)
+                continue
+            try:
+                taken = Constants(self, mod).value(stmt.test)
+            except NotConstant:
+                continue
+            if isinstance(taken, (bool, int, str, type(None))):
+                out.extend(stmt.body if taken else stmt.orelse)
+        return out
 
     def _save(self) -> tuple:
         c = self.c

@@ -370,3 +370,36 @@ def for_the_task(node: ast.AST, tl_has: Callable[[str, str], bool]) -> ast.AST |
     spell = Spell()
     out = spell.visit(copy.deepcopy(node))
     return ast.fix_missing_locations(out) if spell.changed else None
+
+
+def unrolled(expr: ast.expr) -> ast.expr:
+    """``expr`` with each list comprehension over literal lists written out as a tuple of its items
+    (``[triton.Config({"BLOCK_M": m}, num_warps=w) for m in [16, 32] for w in [2, 4]]``: four configs), so that
+    a decorator called at module level builds no list; a comprehension over anything else is left as it is."""
+
+    class Unroll(ast.NodeTransformer):
+        def visit_ListComp(self, node: ast.ListComp) -> ast.AST:
+            self.generic_visit(node)
+            loops: list[tuple[str, list[ast.expr]]] = []
+            for g in node.generators:
+                if g.ifs or g.is_async or not isinstance(g.target, ast.Name) or not isinstance(
+                        g.iter, (ast.List, ast.Tuple)) or not all(isinstance(e, ast.Constant) for e in g.iter.elts):
+                    return node
+                loops.append((g.target.id, g.iter.elts))
+            items: list[ast.expr] = []
+
+            def each(depth: int, bound: dict[str, ast.expr]) -> None:
+                if depth == len(loops):
+                    class Bind(ast.NodeTransformer):
+                        def visit_Name(self, n: ast.Name) -> ast.AST:
+                            return bound.get(n.id, n)
+                    items.append(Bind().visit(copy.deepcopy(node.elt)))
+                    return
+                name, values = loops[depth]
+                for v in values:
+                    each(depth + 1, {**bound, name: v})
+
+            each(0, {})
+            return ast.Tuple(items, ast.Load())
+
+    return ast.fix_missing_locations(Unroll().visit(copy.deepcopy(expr)))

@@ -530,3 +530,53 @@ def test_a_tl_function_imported_by_name_is_called_by_its_qualified_name(tmp_path
     out = subprocess.run([sys.executable, str(tmp_path / "task.py")], capture_output=True, text=True, timeout=120,
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"})
     assert out.returncode == 0, out.stderr[-1500:]
+
+
+TUNED_LATER = '''import torch
+import triton
+import triton.language as tl
+
+from pkg.utils import is_cpu
+
+_is_cpu = is_cpu()
+
+tuned = triton.autotune(
+    configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in [16, 32] for w in [2, 4]],
+    key=["n"],
+)
+
+
+@triton.jit
+def _scale_kernel(X, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(X + offs, tl.load(X + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+if not _is_cpu:
+    _scale_kernel = tuned(_scale_kernel)
+else:
+    _scale_kernel = None
+
+
+def launch(x):
+    _scale_kernel[lambda META: (triton.cdiv(x.numel(), META["BLOCK"]),)](x, x.numel())
+'''
+
+
+def test_an_autotuner_made_at_module_level_and_applied_on_a_decided_branch_follows_the_kernel(tmp_path: Path) -> None:
+    """``tuned = triton.autotune(configs=[... for ...])`` at module level, applied under ``if not _is_cpu:``: the
+    task applies it to the kernel, with its configs written out (a module-level list would be state to the guard),
+    and the CPU branch's rebinding is not taken."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "utils.py").write_text("def is_cpu():\n    return False\n")
+    b = _closure(tmp_path, "ops", TUNED_LATER, stubs={"is_cpu": False})
+    text = _source(b)
+    assert "_scale_kernel = triton.autotune(configs=(triton.Config({'BLOCK': 16}, num_warps=2), " in text, text
+    assert text.count("triton.Config(") == 4 and "for b in" not in text and "_scale_kernel = None" not in text
+    evolved = f"# EVOLVE-BLOCK-START\n{text}\n# EVOLVE-BLOCK-END\n"
+    assert check(evolved, evolved, "launch").ok, check(evolved, evolved, "launch")
+    (tmp_path / "task_kernel.py").write_text(text)  # triton reads a kernel's source from its file
+    spec = importlib.util.spec_from_file_location("task_kernel", tmp_path / "task_kernel.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert [c.kwargs["BLOCK"] for c in module._scale_kernel.configs] == [16, 16, 32, 32]
