@@ -7,7 +7,7 @@ It is the first line against the known cheats, and it runs in the parent before 
   contextlib); ``from torch import empty`` style imports, which would dodge output poisoning, are
   refused;
 - no streams, events, graphs, synchronisation, threads, processes, files, environment, ``eval``/``exec``/``compile``/
-  ``__import__``/``getattr``/``globals``, private or dunder attributes, ``try`` blocks (a silent fallback), ``global``
+  ``__import__``/``getattr`` (of a computed name)/``globals``, private or dunder attributes, ``try`` blocks (a silent fallback), ``global``
   statements, module-level mutable state, mutable defaults, cache decorators, or writes into modules and module-level
   objects (which is how timers, ``synchronize`` or ``torch.empty`` would be patched);
 - outside ``@triton.jit`` functions, no torch compute call that the baseline does not make. Allocation, views, dtype
@@ -18,6 +18,7 @@ It is the first line against the known cheats, and it runs in the parent before 
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from dataclasses import dataclass
 
@@ -166,16 +167,35 @@ def _decorator_factory(call: ast.Call) -> bool:
 _CONTAINERS = (ast.Dict, ast.List, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
 
 
-def _check_module_value(value: ast.AST) -> str | None:
-    """None when a module-level (or class-level) value is immutable; else why not."""
+def frozen_classes(tree: ast.Module) -> frozenset[str]:
+    """The module-level classes of ``tree`` whose instances cannot change: ``@dataclass(frozen=True)`` ones and
+    ``NamedTuple`` subclasses (a table of launch settings built from them is a constant)."""
+    out = set()
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.ClassDef):
+            continue
+        frozen = any(isinstance(d, ast.Call) and (_dotted(d.func) or "").split(".")[-1] == "dataclass" and any(
+            k.arg == "frozen" and isinstance(k.value, ast.Constant) and k.value.value is True for k in d.keywords)
+            for d in stmt.decorator_list)
+        if frozen or any((_dotted(b) or "").split(".")[-1] == "NamedTuple" for b in stmt.bases):
+            out.add(stmt.name)
+    return frozenset(out)
+
+
+def _check_module_value(value: ast.AST, frozen: frozenset[str] = frozenset()) -> str | None:
+    """None when a module-level (or class-level) value is immutable; else why not. ``frozen``: the module's classes
+    whose instances are immutable (``frozen_classes``)."""
     if isinstance(value, _CONTAINERS):
         return "a mutable container"
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Call) and _decorator_factory(value.func):
         # `k_tuned = triton.autotune(configs=[...], key=[...])(k)`: the decorator, applied by hand
-        return _check_module_value(value.func) or next(
-            (why for e in value.args for why in [_check_module_value(e)] if why), None)
+        return _check_module_value(value.func, frozen) or next(
+            (why for e in value.args for why in [_check_module_value(e, frozen)] if why), None)
     if isinstance(value, ast.Call):
         name = _dotted(value.func) or ""
+        if name in frozen:  # `_PhaseCfg(nw=8, BS=32)`: immutable if what it holds is
+            return next((why for e in [*value.args, *(k.value for k in value.keywords)]
+                         for why in [_check_module_value(e, frozen)] if why), None)
         if name.split(".")[-1] not in _MODULE_LEVEL_CALLS:
             return f"the result of {name or 'a call'}()"
         parts = [*value.args, *(k.value for k in value.keywords)]
@@ -188,10 +208,10 @@ def _check_module_value(value: ast.AST) -> str | None:
         else:
             parts = None
         if parts is not None:
-            return next((why for e in parts if e is not None for why in [_check_module_value(e)] if why), None)
+            return next((why for e in parts if e is not None for why in [_check_module_value(e, frozen)] if why), None)
     for sub in ast.iter_child_nodes(value):
         if isinstance(sub, ast.expr):
-            why = _check_module_value(sub)
+            why = _check_module_value(sub, frozen)
             if why:
                 return why
     return None
@@ -216,7 +236,7 @@ def read_only_table(tree: ast.Module, stmt: ast.stmt) -> bool:
     else:
         parts = [e for e in (*getattr(value, "keys", ()), *getattr(value, "values", ()), *getattr(value, "elts", ()))
                  if e is not None]
-    if any(_check_module_value(e) for e in parts):  # a list inside could still grow
+    if any(_check_module_value(e, frozen_classes(tree)) for e in parts):  # a list inside could still grow
         return False
     name = targets[0].id
     parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
@@ -280,7 +300,23 @@ def _parameter_uses(tree: ast.Module) -> set[int]:
     return exempt
 
 
+class _LiteralGetattr(ast.NodeTransformer):
+    """``getattr(obj, "name", default)`` with a literal name, for the checks: ``(obj.name, default)``, an attribute
+    read with a fallback, judged as the attribute read it is (a computed name stays a ``getattr``, which is
+    forbidden)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "getattr" and 2 <= len(node.args) <= 3 \
+                and not node.keywords and isinstance(node.args[1], ast.Constant) \
+                and isinstance(node.args[1].value, str) and node.args[1].value.isidentifier():
+            read = ast.copy_location(ast.Attribute(node.args[0], node.args[1].value, ast.Load()), node)
+            return ast.copy_location(ast.Tuple([read, *node.args[2:]], ast.Load()), node)
+        return node
+
+
 def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
+    tree = _LiteralGetattr().visit(copy.deepcopy(tree))
     module_names = {"torch", "triton", "tl", "math", "functools", "typing", "F"}
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -303,13 +339,14 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
     allowed_parts = {id(part) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in _DOTTED_TAILS
                      and ast.unparse(n) in DOTTED_ALLOWED for part in ast.walk(n)}
 
+    frozen = frozen_classes(tree)
     for scope in [tree, *[n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]]:
         for stmt in scope.body:
             value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) else None
             if isinstance(stmt, ast.AugAssign):
                 return bad("state", stmt, "module-level state is updated in place")
             if value is not None:
-                why = _check_module_value(value)
+                why = _check_module_value(value, frozen)
                 if why and not (scope is tree and read_only_table(tree, stmt)):
                     return bad("state", stmt, f"module-level state holds {why} (a cache between calls)")
 
@@ -368,9 +405,10 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
     return None
 
 
-def module_state(value: ast.AST) -> str | None:
-    """Why a module-level value is state between calls (a mutable container, a call's result), or None."""
-    return _check_module_value(value)
+def module_state(value: ast.AST, frozen: frozenset[str] = frozenset()) -> str | None:
+    """Why a module-level value is state between calls (a mutable container, a call's result), or None; ``frozen``
+    names the module's immutable classes (``frozen_classes``)."""
+    return _check_module_value(value, frozen)
 
 
 def forbidden_in(source: str) -> GuardResult | None:

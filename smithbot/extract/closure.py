@@ -24,7 +24,7 @@ from typing import Any
 import libcst as cst
 import libcst.helpers
 
-from evaluator.guard import forbidden_in, module_state, read_only_table
+from evaluator.guard import forbidden_in, frozen_classes, module_state, read_only_table
 from smithbot.extract.constants import Constants, NotConstant, Ref, fold_settings, inline_kwargs
 from smithbot.extract.imports import import_line, in_triton, optional_import, tl_builtin, tl_has
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer, calls_stub,
@@ -68,6 +68,18 @@ class _Module:
     imports: dict[str, str]
     top: dict[str, ast.stmt]  # first top-level (or conditional top-level) binding of each name
     optional: set[str]  # names imported in a `try:` whose `except ImportError:` is the target's own fallback
+
+
+def _applied_factory(mod: _Module, node: ast.Assign) -> ast.Assign:
+    """``tune = triton.autotune(configs=..., key=...)`` at module level, then ``k_tuned = tune(k)`` (or ``k =
+    tune(k)``): the assignment with the decorator written out, its config list unrolled (``unrolled``); else
+    ``node`` itself."""
+    call = node.value
+    factory = mod.top.get(call.func.id) if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
+    if not (isinstance(factory, ast.Assign) and isinstance(factory.value, ast.Call)
+            and ast.unparse(factory.value.func).split(".")[-1] in ("autotune", "heuristics")):
+        return node
+    return ast.Assign(node.targets, ast.Call(unrolled(factory.value), call.args, call.keywords), lineno=node.lineno)
 
 
 def _top_bindings(tree: ast.Module, package: str) -> tuple[dict[str, ast.stmt], set[str]]:
@@ -272,16 +284,11 @@ class ClosureBuilder:
             if _plain(value) or isinstance(value, tuple) and all(_plain(v) for v in value):
                 source = f"{ast.unparse(node.targets[0])} = {value!r}  # {ast.unparse(node.value)}, at extraction\n"
                 node = ast.parse(source).body[0]
-        factory = mod.top.get(node.value.func.id) if isinstance(node, ast.Assign) and isinstance(
-            node.value, ast.Call) and isinstance(node.value.func, ast.Name) else None
-        if isinstance(factory, ast.Assign) and isinstance(factory.value, ast.Call) and ast.unparse(
-                factory.value.func).split(".")[-1] in ("autotune", "heuristics"):
-            # `tune = triton.autotune(configs=..., key=...)` then `k_tuned = tune(k)`: the decorator, written out
-            node = ast.Assign(node.targets, ast.Call(factory.value, node.value.args, node.value.keywords),
-                              lineno=node.lineno)
+        if isinstance(node, ast.Assign) and _applied_factory(mod, node) is not node:
+            node = _applied_factory(mod, node)
             source = ast.unparse(node) + "\n"
-        state = module_state(env_pinned(node.value)) if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value \
-            else None
+        state = module_state(env_pinned(node.value), frozen_classes(mod.tree)) \
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value else None
         if state and read_only_table(mod.tree, node):  # `_FP8_DTYPES = {...}` that the module only reads
             state = None
         if state and self._depth:  # `_CACHE = OrderedDict()`: a helper that keeps it is stubbed, if one can be
@@ -320,13 +327,7 @@ class ClosureBuilder:
                    and s.lineno > node.lineno and [ast.unparse(t) for t in s.targets] == [name]
                    and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(s.value))]
         for s in rebinds:  # `f = triton.jit(f)` after `def f`: the rebinding follows the definition
-            made = mod.top.get(s.value.func.id) if isinstance(s.value, ast.Call) and isinstance(
-                s.value.func, ast.Name) else None
-            if isinstance(made, ast.Assign) and isinstance(made.value, ast.Call) and ast.unparse(
-                    made.value.func).split(".")[-1] in ("autotune", "heuristics"):
-                # `tuned = triton.autotune(configs=...)` at module level, then `f = tuned(f)`: the call, inlined
-                s = ast.Assign(s.targets, ast.Call(unrolled(made.value), s.value.args, s.value.keywords),
-                               lineno=s.lineno)
+            s = _applied_factory(mod, s)
             self._take(mod, name, name, ast.unparse(s) + "\n", s)
         if as_name != name:
             self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))

@@ -24,7 +24,9 @@ def test_bundled_sources_pass(name: str) -> None:
 
 @pytest.mark.parametrize("snippet, reason", [
     ("    from torch import empty\n", "import"),
-    ("    x = getattr(torch, 'empty')\n", "forbidden"),
+    ("    x = getattr(torch, 'em' + 'pty')\n", "forbidden"),  # a computed name
+    ("    t = getattr(x, '__class__', None)\n", "forbidden"),  # a literal one is judged as the attribute it reads
+    ("    f = getattr(torch.cuda, 'synchronize', None)\n", "forbidden"),
     ("    t = x.__class__\n", "forbidden"),
     ("    global eps\n", "state"),
     ("    y = triton.testing.do_bench\n", "forbidden"),
@@ -50,7 +52,8 @@ def test_allowed_launcher_code() -> None:
           "    props = torch.cuda.get_device_properties(x.device) if x.is_cuda else None\n"
           "    stages = tl.standard._log2(n)\n    assert triton.__version__ >= '3.0.0'\n"
           "    with triton.knobs.amd.scope():\n        triton.knobs.amd.use_buffer_ops = False\n"  # restored after
-          "    from triton.tools.tensor_descriptor import TensorDescriptor\n")  # a TMA descriptor: data
+          "    from triton.tools.tensor_descriptor import TensorDescriptor\n"  # a TMA descriptor: data
+          "    smem = getattr(props, 'shared_memory_per_multiprocessor', 228 * 1024)\n")  # a read with a fallback
     assert check(RMS, RMS.replace(anchor, anchor + ok), "rmsnorm").ok
 
 
@@ -93,6 +96,23 @@ def test_a_table_the_code_only_reads_is_a_constant(use: str, ok: bool) -> None:
     cand = RMS.replace("# EVOLVE-BLOCK-START\n", "# EVOLVE-BLOCK-START\n" + tables).replace(anchor, anchor + use)
     res = check(RMS, cand, "rmsnorm")
     assert (res.ok, res.reason) == (ok, "" if ok else "state"), res
+
+
+def test_a_table_of_frozen_records_is_a_constant() -> None:
+    """Launch settings kept as instances of a frozen dataclass or a NamedTuple are constants; a plain class's
+    instances, or a frozen record holding a list, are state."""
+    records = ("@dataclasses.dataclass(frozen=True)\nclass _Cfg:\n    nw: int\n    bs: int = 32\n\n\n"
+               "class _Pair(typing.NamedTuple):\n    a: int\n    b: int\n\n\n"
+               "class _Loose:\n    def __init__(self, nw):\n        self.nw = nw\n\n\n")
+    anchor = "# EVOLVE-BLOCK-START\n"
+    head = "import dataclasses\nimport typing\n"
+    for table, ok in (("_T = {('hopper', 'bf16'): _Cfg(nw=8), ('ampere', 'bf16'): _Cfg(4, bs=16)}\n", True),
+                      ("_P = _Pair(1, 2)\n", True),
+                      ("_L = _Loose(8)\n", False),
+                      ("_T = {'hopper': _Cfg(nw=[8])}\n", False)):
+        cand = head + RMS.replace(anchor, anchor + records + table)
+        res = check(head + RMS, cand, "rmsnorm")
+        assert (res.ok, res.reason) == (ok, "" if ok else "state"), (table, res)
 
 
 def test_syntax_error() -> None:
