@@ -216,14 +216,16 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     module = next((m for m, p in modules.items() if p == path), None)
     if module is None:
         raise ExtractError(f"{site.name}: {path} shares its module name with another file; cannot place it")
-    builder = ClosureBuilder(root, modules, module.split(".")[0], target.stubs, target.hints.external_modules,
+    target = target.for_launcher(path, wrapper.replace(".", "_"))  # a method's inputs are those of Cls_method
+    # the launcher's own `_stubs:` (a helper's value for this launcher's task alone) over the target's
+    stubs = {**target.stubs, **(target.inputs.get(wrapper.replace(".", "_"), {}).get("_stubs") or {})}
+    builder = ClosureBuilder(root, modules, module.split(".")[0], stubs, target.hints.external_modules,
                              target.hints.custom_jit_decorators)
     if fn is None:  # Cls.method, extracted as the function Cls_method
         fn = builder.add_method(module, *wrapper.split("."), wrapper.replace(".", "_"))
         wrapper = fn.name
     else:
         builder.add(module, wrapper)
-    target = target.for_launcher(path, wrapper)
     if builder.c.blockers:
         raise ExtractError(f"{site.name}: " + "; ".join(dict.fromkeys(builder.c.blockers)))
     defs = builder.render_definitions()

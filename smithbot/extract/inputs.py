@@ -30,7 +30,9 @@ Beside the parameters, a wrapper's YAML entry may give ``_dims`` (extra dims, as
 ``_interpreter_dims`` (smaller values of some of those, or of the model's dims, for the interpreter's one case, where
 a model-sized state or chunk would take minutes), ``_models`` (the presets whose cases it runs) and ``_kernels:
 {kernel: {param: spec...}}``: for a kernel that the launcher picks by its inputs' shapes (decode or prefill, a head
-size), the specs that replace these in that kernel's own task.
+size), the specs that replace these in that kernel's own task. ``_stubs: {helper: value}`` gives runtime helpers
+values for this launcher's task alone, over the target's ``stubs`` (a tuning lookup that reads the environment; in a
+``_kernels`` entry, the value that picks that kernel).
 """
 
 from __future__ import annotations
@@ -237,6 +239,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     given.pop("_models", None)
     given.pop("_interpreter_dims", None)
     given.pop("_kernels", None)
+    given.pop("_stubs", None)
     extra = dict(given.pop("_dims", {}) or {})
     specs: dict[str, Any] = {}
     unknown = []

@@ -69,6 +69,40 @@ def call(x):
     return out
 '''
 
+TILES = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _one_tile_kernel(X, Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Out + offs, tl.load(X + offs, mask=offs < n) * 3.0, mask=offs < n)
+
+
+@triton.jit
+def _tiles_kernel(X, Out, n, TILES: tl.constexpr, BLOCK: tl.constexpr):
+    for t in tl.static_range(TILES):
+        offs = (tl.program_id(0) * TILES + t) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(Out + offs, tl.load(X + offs, mask=offs < n) * 3.0, mask=offs < n)
+
+
+def _pick_tiles():
+    import os  # a tuning knob read from the environment, which a task may not read
+
+    return int(os.environ.get("TILES", "1"))
+
+
+def tiled(x):
+    out = torch.empty_like(x)
+    tiles = _pick_tiles()
+    if tiles > 1:
+        _tiles_kernel[(triton.cdiv(x.numel(), 64 * tiles),)](x, out, x.numel(), TILES=tiles, BLOCK=64)
+    else:
+        _one_tile_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    return out
+'''
+
 TARGET = '''name: engine
 repo: {repo}
 models: [llama3-8b]
@@ -78,6 +112,11 @@ inputs:
     x: {{shape: [tokens, 64]}}
     _kernels:
       _wide_kernel: {{x: {{shape: [tokens, 300]}}}}  # the launcher takes this kernel for rows wider than 128
+  tiled:
+    x: {{shape: [tokens, 100]}}
+    _stubs: {{_pick_tiles: 1}}  # the helper's value for this launcher's task
+    _kernels:
+      _tiles_kernel: {{_stubs: {{_pick_tiles: 4}}}}  # and the value that takes the other kernel
   engine/b/ops.py::call:  # only b's launcher named call
     x: {{shape: [tokens, 7], dtype: fp32}}
 '''
@@ -88,7 +127,7 @@ def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]
     monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
     repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/scale.py": SCALE,
                                           "engine/a/ops.py": OPS.format(add="1.0"),
-                                          "engine/b/ops.py": OPS.format(add="2.0")})
+                                          "engine/b/ops.py": OPS.format(add="2.0"), "engine/tiles.py": TILES})
     target = tmp_path / "engine.yaml"
     target.write_text(TARGET.format(repo=repo))
     return repo, target
@@ -103,6 +142,11 @@ def test_a_target_yaml_of_ones_own_steers_extraction(engine: tuple[Path, Path], 
     narrow, wide = by["_narrow_kernel", "engine/scale.py"], by["_wide_kernel", "engine/scale.py"]
     assert wide.out != narrow.out and wide.why.endswith("(with its own inputs)"), wide.why
     assert "'shape': ['tokens', 300]" in (wide.out / "harness.py").read_text()
+    # a helper the task cannot have (it reads the environment) takes the launcher's `_stubs:` value, and the
+    # kernel's own value in that kernel's task
+    one, tiles = by["_one_tile_kernel", "engine/tiles.py"], by["_tiles_kernel", "engine/tiles.py"]
+    assert tiles.out != one.out and tiles.why.endswith("(with its own inputs)"), tiles.why
+    assert "return 4" in (tiles.out / "kernel.py").read_text() and "environ" not in (one.out / "kernel.py").read_text()
     # one kernel name in two files: a task each, named after its file too; b's launcher takes b's inputs
     a, b = by["_copy_kernel", "engine/a/ops.py"], by["_copy_kernel", "engine/b/ops.py"]
     assert (a.out.name, b.out.name) == ("copy_kernel-engine.a.ops", "copy_kernel-engine.b.ops")
