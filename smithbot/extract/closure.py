@@ -520,6 +520,14 @@ class ClosureBuilder:
                     self.c.stubs[name] = LOGGER.format(name=name)
                 elif self.module(target) is not None:
                     self.c.blockers.append(f"{name} is a module of the target ({target}); only definitions inline")
+                elif imported is not None and attr != name and tmod != mod.name and attr in mod.top and (
+                        self._bound.get(attr) == (mod.name, attr) or any(
+                            isinstance(n, ast.Name) and n.id == attr for n in ast.walk(mod.tree))):
+                    # `from other import f as _g` inside a function of a module with an f of its own: one task
+                    # cannot hold both, so _g raises if its path is taken (as a helper the task cannot have does)
+                    why = f"{target} is not in this task: it has another definition of {attr}"
+                    self.c.stubs[name] = (f"def {name}(*args, **kwargs):  # the target's {target}\n"
+                                          f"    raise NotImplementedError({why!r})\n")
                 else:
                     self.add(tmod, attr, name)
             elif root != "triton" and imported is None and only_called(mod.tree, name, on_branches=True):

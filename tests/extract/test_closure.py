@@ -580,3 +580,21 @@ def test_an_autotuner_made_at_module_level_and_applied_on_a_decided_branch_follo
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert [c.kwargs["BLOCK"] for c in module._scale_kernel.configs] == [16, 16, 32, 32]
+
+
+def test_a_second_definition_imported_under_another_name_raises_where_it_is_called(tmp_path: Path) -> None:
+    """``launch`` calls this module's ``scale``, and on one branch imports another module's ``scale`` as ``_fast``:
+    one task cannot hold both definitions, so ``_fast`` raises if its path is taken, and the launcher still
+    extracts."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "fast.py").write_text("def scale(x):\n    return x * 3\n")
+    b = _closure(tmp_path, "ops", "def scale(x):\n    return x * 2\n\n\n"
+                                  "def launch(x, fast=False):\n    if fast:\n"
+                                  "        from pkg.fast import scale as _fast\n\n        return _fast(x)\n"
+                                  "    return scale(x)\n")
+    assert b.c.blockers == []
+    ns: dict = {}
+    exec(compile(_source(b), "task", "exec"), ns)
+    assert ns["launch"](2) == 4
+    with pytest.raises(NotImplementedError, match="pkg.fast.scale is not in this task: it has another definition"):
+        ns["launch"](2, fast=True)
