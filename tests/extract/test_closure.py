@@ -361,8 +361,9 @@ def test_a_settings_object_read_takes_its_declared_default(tmp_path: Path) -> No
         "    def get(self):\n        return os.environ.get('X', self.default)\n\n\n"
         "class Envs:\n    USE_FAST = EnvBool(False)\n    BLOCK = Gated('BLOCK', 3)\n\n\nenvs = Envs()\n")
     b = _closure(tmp_path, "op", "import torch\nfrom pkg.environ import envs\n\n_FAST = envs.USE_FAST.get()\n\n\n"
-                 "def launch(x):\n    if _FAST or envs.USE_FAST.get():\n        raise RuntimeError('fast path')\n"
-                 "    return x * envs.BLOCK.get()\n")
+                 "def debug(m):\n    if envs.USE_FAST.get():\n        print(m)\n\n\n"  # its whole body goes
+                 "def launch(x):\n    debug(x)\n    if _FAST or envs.USE_FAST.get():\n"
+                 "        raise RuntimeError('fast path')\n    return x * envs.BLOCK.get()\n")
     assert b.c.blockers == []
     src = _source(b)
     assert "envs" not in src.replace("_FAST = False  # envs.USE_FAST.get(), at extraction", "")
