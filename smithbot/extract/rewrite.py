@@ -343,10 +343,24 @@ def for_the_task(node: ast.AST, tl_has: Callable[[str, str], bool]) -> ast.AST |
     """``node`` with what the task must spell otherwise, on its syntax tree (None if nothing was): ``x.device.type ==
     "cuda"`` as ``x.is_cuda`` (the interpreter's stand-in answers that), and ``tl.math.round``, which older triton's
     ``tl.math`` held and the installed one (``tl_has(module, name)``) keeps only in libdevice, as
-    ``tl.extra.cuda.libdevice.round``."""
+    ``tl.extra.cuda.libdevice.round``; and an autotune ``key`` without the names that are not the kernel's
+    parameters (older triton skipped them; newer refuses them)."""
 
     class Spell(ast.NodeTransformer):
         changed = False
+
+        def visit_FunctionDef(self, n: ast.FunctionDef) -> ast.AST:
+            self.generic_visit(n)
+            params = {a.arg for a in n.args.posonlyargs + n.args.args + n.args.kwonlyargs}
+            for d in n.decorator_list:
+                key = next((k for k in getattr(d, "keywords", ()) if k.arg == "key"), None)
+                if not (isinstance(d, ast.Call) and ast.unparse(d.func).split(".")[-1] == "autotune" and key
+                        and isinstance(key.value, (ast.List, ast.Tuple))):
+                    continue
+                kept = [e for e in key.value.elts if not (isinstance(e, ast.Constant) and e.value not in params)]
+                if len(kept) < len(key.value.elts):
+                    key.value.elts, self.changed = kept, True
+            return n
 
         def visit_Compare(self, n: ast.Compare) -> ast.AST:
             self.generic_visit(n)

@@ -599,3 +599,17 @@ def test_a_second_definition_imported_under_another_name_raises_where_it_is_call
     assert ns["launch"](2) == 4
     with pytest.raises(NotImplementedError, match="pkg.fast.scale is not in this task: it has another definition"):
         ns["launch"](2, fast=True)
+
+
+def test_an_autotune_key_keeps_only_the_kernels_parameters() -> None:
+    """Older triton skipped a key name that is no parameter of the kernel (``block_size`` here, a launcher's
+    variable); newer triton refuses it. The task's key keeps the parameters, in order."""
+    import ast
+
+    from smithbot.extract.rewrite import for_the_task
+
+    src = ("@triton.autotune(configs=[triton.Config({}, num_warps=4)], key=['n', 'block_size', 'HAS_SINK'])\n"
+           "@triton.jit\ndef k(x_ptr, n, HAS_SINK: tl.constexpr):\n    pass\n")
+    out = for_the_task(ast.parse(src).body[0], lambda module, name: True)
+    assert out is not None and "key=['n', 'HAS_SINK']" in ast.unparse(out)
+    assert for_the_task(ast.parse(src.replace("'block_size', ", "")).body[0], lambda module, name: True) is None
