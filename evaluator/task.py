@@ -150,10 +150,27 @@ class YamlChecker:
         return value
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses a key given twice in one mapping, which plain YAML loading would let the later
+    one win silently (two specs for one launcher: one of them is lost)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: dict[str, int] = {}
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+                if key.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key.value!r} (first on line {seen[key.value] + 1})",
+                        key.start_mark)
+                seen[key.value] = key.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(file: Path, error: type[Exception] = TaskError) -> Any:
-    """Parse a YAML file; a syntax error becomes one line naming the file and the line."""
+    """Parse a YAML file; a syntax error, or a key given twice in one mapping, becomes one line naming the file and
+    the line."""
     try:
-        return yaml.safe_load(file.read_text(encoding="utf-8"))
+        return yaml.load(file.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "?"
