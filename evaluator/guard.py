@@ -7,9 +7,9 @@ It is the first line against the known cheats, and it runs in the parent before 
   contextlib); ``from torch import empty`` style imports, which would dodge output poisoning, are
   refused;
 - no streams, events, graphs, synchronisation, threads, processes, files, environment, ``eval``/``exec``/``compile``/
-  ``__import__``/``getattr`` (of a computed name)/``globals``, private or dunder attributes, ``try`` blocks (a silent fallback), ``global``
-  statements, module-level mutable state, mutable defaults, cache decorators, or writes into modules and module-level
-  objects (which is how timers, ``synchronize`` or ``torch.empty`` would be patched);
+  ``__import__``/``getattr`` (of a computed name)/``globals``, private or dunder attributes, ``try`` blocks (a silent
+  fallback), ``global`` statements, module-level mutable state, mutable defaults, cache decorators, or writes into
+  modules and module-level objects (which is how timers, ``synchronize`` or ``torch.empty`` would be patched);
 - outside ``@triton.jit`` functions, no torch compute call that the baseline does not make. Allocation, views, dtype
   casts and shape queries are always allowed. Operators (``a * b``) cannot be typed statically; the runtime check in
   ``correctness.py`` counts ATen ops for those.

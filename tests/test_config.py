@@ -46,7 +46,8 @@ def test_malformed_yaml_and_unknown_target(tmp_path: Path) -> None:
         load_target(f)
     # a launcher given two specs: the later would silently win, so the file is refused, naming both lines
     f.write_text("name: t\ninputs:\n  rmsnorm:\n    x: {shape: [tokens]}\n  rmsnorm:\n    x: {shape: [4]}\n")
-    with pytest.raises(ConfigError, match=r"t.yaml: line 5: malformed YAML: duplicate key 'rmsnorm' \(first on line 3\)"):
+    with pytest.raises(ConfigError, match=r"t.yaml: line 5: malformed YAML: duplicate key 'rmsnorm' "
+                                          r"\(first on line 3\)"):
         load_target(f)
     with pytest.raises(ConfigError, match="unknown target 'vllm' .*known: demo, engram, lmdeploy, sglang"):
         get_target("vllm")
