@@ -337,12 +337,13 @@ class ClosureBuilder:
         """``mod``'s top-level statements, with those of a top-level ``if`` whose test its constants decide (``if
         not _is_cpu: f = autotune(f)``) on the side taken."""
         out: list[ast.stmt] = []
+        constants = Constants(self, mod)
         for stmt in mod.tree.body:
             if not isinstance(stmt, ast.If):
                 out.append(stmt)
                 continue
             try:
-                taken = Constants(self, mod).value(stmt.test)
+                taken = constants.value(stmt.test)
             except NotConstant:
                 continue
             if isinstance(taken, (bool, int, str, type(None))):
