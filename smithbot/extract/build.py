@@ -149,6 +149,9 @@ def branch_values(root: Path, site: KernelSite, modules: dict[str, str]
             {k: v for k, v in values.items() if k in settings})
 
 
+_EQUALITIES = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)
+
+
 def _branch_values(fn: ast.FunctionDef, kernel: str, member: Callable[[ast.expr], tuple[Any, tuple[Any, ...]]],
                    settings: set[str]) -> dict[str, Any]:
     params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} | settings
@@ -168,7 +171,7 @@ def _branch_values(fn: ast.FunctionDef, kernel: str, member: Callable[[ast.expr]
         elif isinstance(test, ast.Name) and test.id in params:
             out.setdefault(test.id, truth)
         elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
-                and test.left.id in params:
+                and test.left.id in params and isinstance(test.ops[0], _EQUALITIES):  # `n > 64` names no value
             op, right, p = test.ops[0], test.comparators[0], test.left.id
             options = right.elts if isinstance(op, (ast.In, ast.NotIn)) and isinstance(
                 right, (ast.Tuple, ast.List, ast.Set)) else [right]

@@ -800,6 +800,19 @@ def double(x: torch.Tensor) -> torch.Tensor:
 '''
 
 
+def test_an_ordering_test_names_no_value_for_a_flag() -> None:
+    """``if block > 64:`` says what block is not, not what it is: it sets nothing (it once set block=64, which takes
+    the other branch), while ``mode == "fast"`` on the same path still does."""
+    from smithbot.extract.build import _branch_values
+
+    fn = _fn('''
+def launch(x, block, mode):
+    if block > 64 and mode == "fast":
+        _k[(1,)](x)
+''')
+    assert _branch_values(fn, "_k", lambda node: (..., ()), set()) == {"mode": "fast"}
+
+
 def test_a_kernel_behind_a_module_setting_gets_a_task_with_the_setting_flipped(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``_USE_WIDE`` is a module-level constant that a setter flips at run time: the launcher's task, as the module
