@@ -241,11 +241,14 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     try:
         try:
             specs, extra, inferred = param_specs(_params(flat_fn), wrapper, target, flat_fn, functions)
-        except InputError:
+        except InputError as flat_exc:
             if not objects:
                 raise
             flat_fn, objects, entry = fn, {}, wrapper  # an attribute has nothing to go on: ask for the object
-            specs, extra, inferred = param_specs(_params(fn), wrapper, target, fn, functions)
+            try:
+                specs, extra, inferred = param_specs(_params(fn), wrapper, target, fn, functions)
+            except InputError:
+                raise flat_exc from None  # it names the attribute
         case_list = cases(specs, extra, target, wrapper)
     except InputError as exc:
         if not without_inputs:
