@@ -8,8 +8,8 @@ In order of preference, a parameter's spec comes from:
    the kernel it is handed to makes of it (a pointer, a number).
 Otherwise extraction stops and names the parameter, so that the YAML can say what it is.
 
-A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|int8|uint8|bool|complex64|fp8_e4m3, init:
-...}`` where dims are numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above)
+A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|int8|uint8|bool|complex64|fp8_e4m3|fp4x2|
+e8m0, init: ...}`` (``fp4x2`` and ``e8m0``, MX formats' packed bytes: any byte, or a ``randint`` init's) where dims are numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above)
 over the case's dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``,
 ``moe_intermediate``, ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the
 default), ``around1``, ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them),
@@ -369,6 +369,10 @@ EXTRA_DIMS = {extra!r}
 _DTYPES = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int32": torch.int32,
            "fp8_e4m3": torch.float8_e4m3fn, "int8": torch.int8, "uint8": torch.uint8,
            "int64": torch.int64, "bool": torch.bool, "complex64": torch.complex64}}
+# bytes read as packed fp4 pairs or e8m0 exponents (MX formats): drawn as bytes, since torch has no arithmetic on them
+_BYTE_DTYPES = {{n: getattr(torch, t) for n, t in (("fp4x2", "float4_e2m1fn_x2"), ("e8m0", "float8_e8m0fnu"))
+                if hasattr(torch, t)}}
+_DTYPES.update(_BYTE_DTYPES)
 
 
 {value_fn}
@@ -414,6 +418,9 @@ def make_inputs(case, generator):
         numel = 1
         for s in shape:
             numel *= s
+        if dtype in _BYTE_DTYPES.values():  # any byte, or those of a randint init (e8m0 exponents near 1)
+            lo_hi = [int(size_value(b, dims)) for b in init[1:3]] if init[0] == "randint" else [0, 256]
+            return torch.randint(*lo_hi, shape, generator=generator, device=dev).to(torch.uint8).view(dtype)
         if init[0] == "randint":
             low, high = int(size_value(init[1], dims)), int(size_value(init[2], dims))
             t = torch.randint(low, high, shape, generator=generator, device=dev)

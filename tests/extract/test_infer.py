@@ -1112,3 +1112,22 @@ def test_the_interpreter_case_may_carry_smaller_extra_dims(tmp_path: Path) -> No
     gen = torch.Generator().manual_seed(0)
     assert mod.make_inputs({"dtype": torch.float32, **small[0]["dims"]}, gen)["x"].shape == (3, 32)
     assert mod.make_inputs({"dtype": torch.float32, "tokens": 5}, gen)["x"].shape == (5, 256)
+
+
+def test_mx_byte_dtypes_are_drawn_as_bytes(tmp_path: Path) -> None:
+    import torch
+
+    from smithbot.extract.inputs import harness_source
+
+    if not hasattr(torch, "float4_e2m1fn_x2"):
+        pytest.skip("this torch has no fp4 dtype")
+    specs = {"a": {"shape": ["tokens", 8], "dtype": "fp4x2"},
+             "s": {"shape": ["tokens", 2], "dtype": "e8m0", "init": "randint:120:135"}}
+    (tmp_path / "harness.py").write_text(harness_source("up", specs, {}, "inferred"))
+    mod = load_module(tmp_path / "harness.py", "harness_mx")
+    args = mod.make_inputs({"dtype": torch.float32, "tokens": 64}, torch.Generator().manual_seed(0))
+    assert args["a"].dtype == torch.float4_e2m1fn_x2 and args["a"].shape == (64, 8)
+    assert args["s"].dtype == torch.float8_e8m0fnu
+    scale_bytes = args["s"].view(torch.uint8)
+    assert 120 <= int(scale_bytes.min()) and int(scale_bytes.max()) < 135
+    assert len(torch.unique(args["a"].view(torch.uint8))) > 100  # every byte value may come up, not a fixed few
