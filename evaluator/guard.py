@@ -224,18 +224,14 @@ _READ_CALLS = {"len", "tuple", "list", "sorted", "dict", "set", "frozenset", "en
 def read_only_table(tree: ast.Module, stmt: ast.stmt) -> bool:
     """Whether module-level ``stmt`` binds one name to a table that nothing can change: a container of immutable
     values (``{torch.float8_e4m3fn: tl.float8e4nv}``, ``[triton.Config(...) for bn in (32, 64)]``, ``{}``) whose
-    every use in ``tree`` reads it: ``T[k]``, ``k in T``, ``for x in T``, ``T.get(k)``, ``len(T)``, ``configs=T``.
+    every use in ``tree`` reads it: ``T[k]``, ``k in T``, ``for x in T``, ``T.get(k)``, ``len(T)``, ``configs=T``,
+    ``f(**T)``.
     Such a table is a constant, not a cache between calls."""
     value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
-    if not isinstance(value, _CONTAINERS) or len(targets) != 1 or not isinstance(targets[0], ast.Name):
+    parts = _table_parts(value)
+    if parts is None or len(targets) != 1 or not isinstance(targets[0], ast.Name):
         return False
-    if isinstance(value, (ast.ListComp, ast.SetComp, ast.DictComp)):
-        parts = [value.key, value.value] if isinstance(value, ast.DictComp) else [value.elt]
-        parts += [e for g in value.generators for e in (g.iter, *g.ifs)]
-    else:
-        parts = [e for e in (*getattr(value, "keys", ()), *getattr(value, "values", ()), *getattr(value, "elts", ()))
-                 if e is not None]
     if any(_check_module_value(e, frozen_classes(tree)) for e in parts):  # a list inside could still grow
         return False
     name = targets[0].id
@@ -252,9 +248,24 @@ def read_only_table(tree: ast.Module, stmt: ast.stmt) -> bool:
                 or isinstance(p, ast.Attribute) and p.attr in _READ_METHODS
                 and isinstance(parents.get(id(p)), ast.Call) and parents[id(p)].func is p
                 or isinstance(p, ast.Call) and n in p.args and _dotted(p.func) in _READ_CALLS
-                or isinstance(p, ast.keyword) and p.arg == "configs")):
+                or isinstance(p, ast.keyword) and p.arg in ("configs", None))):  # None: `f(**T)` copies T
             return False
     return True
+
+
+def _table_parts(value: ast.AST | None) -> list[ast.expr] | None:
+    """The expressions a container literal (or comprehension) is built from, or None if ``value`` is none; a choice
+    between two (``{...} if _IS_HIP else {}``) is built from its test and both."""
+    if isinstance(value, ast.IfExp):
+        body, orelse = _table_parts(value.body), _table_parts(value.orelse)
+        return None if body is None or orelse is None else [value.test, *body, *orelse]
+    if not isinstance(value, _CONTAINERS):
+        return None
+    if isinstance(value, (ast.ListComp, ast.SetComp, ast.DictComp)):
+        parts = [value.key, value.value] if isinstance(value, ast.DictComp) else [value.elt]
+        return parts + [e for g in value.generators for e in (g.iter, *g.ifs)]
+    return [e for e in (*getattr(value, "keys", ()), *getattr(value, "values", ()), *getattr(value, "elts", ()))
+            if e is not None]
 
 
 def _stored(body: list[ast.stmt]) -> set[str]:

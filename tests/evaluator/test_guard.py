@@ -88,9 +88,12 @@ def test_autotune_applied_by_hand_is_a_decorator(line: str, ok: bool) -> None:
     ("    _T.update({x.dtype: 2})\n", False),
     ("    _C.append(None)\n", False),
     ("    t = _T\n", False),  # an alias could be written through
+    ("    n = dict(**_K)\n", True),  # unpacked: a copy
+    ("    _K['waves_per_eu'] = 2\n", False),
 ])
 def test_a_table_the_code_only_reads_is_a_constant(use: str, ok: bool) -> None:
     tables = ("_T = {torch.float16: 1, torch.bfloat16: 2}\n"
+              "_K = {'waves_per_eu': 4} if _IS_HIP else {}\n"  # a choice of two tables
               "_C = [triton.Config({'BLOCK': b}, num_warps=w) for b in (32, 64) for w in (1, 2)]\n")
     anchor = "    hidden = x.shape[-1]\n"
     cand = RMS.replace("# EVOLVE-BLOCK-START\n", "# EVOLVE-BLOCK-START\n" + tables).replace(anchor, anchor + use)
