@@ -12,7 +12,7 @@ A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|int8
 e8m0, init: ...}`` (``fp4x2`` and ``e8m0``, MX formats' packed bytes: any byte, or a ``randint`` init's) where dims are numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above)
 over the case's dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``,
 ``moe_intermediate``, ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the
-default), ``around1``, ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them),
+default), ``around1``, ``rand`` (uniform in [0, 1): probabilities), ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them),
 ``arange``, ``arange:STEP`` (0, STEP, 2 STEP...) or ``arange:STEP:FIRST`` (FIRST, FIRST + STEP...), ``onehot`` (a
 single 1 in each row, at random), ``even:N`` and ``even_end:N`` (where each entry's share of N rows, shared out evenly
 and in order, starts and ends: per-expert ranges of sorted rows), ``split:N`` (the size of each entry's share),
@@ -24,7 +24,8 @@ arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dty
 ``_DTYPES``) that dtype, and ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:``
 leaves the parameter to the launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a
 string default such as ``activation="swish"``); ``{object: {attr: spec...}}`` an object carrying those attributes (a
-module's ``self``, read for its weights) and ``{items: [spec...]}`` a list of them.
+module's ``self``, read for its weights), ``{items: [spec...]}`` a list of them and ``{returns: spec}``, in an
+object, a method that answers that value (``cfg.resolved_max_len()``).
 
 Beside the parameters, a wrapper's YAML entry may give ``_dims`` (extra dims, as expressions over the others),
 ``_interpreter_dims`` (smaller values of some of those, or of the model's dims, for the interpreter's one case, where
@@ -410,6 +411,9 @@ def make_inputs(case, generator):
             return types.SimpleNamespace(**{{k: attrs[k] for k in spec["object"]}})
         if "items" in spec:
             return [make(v, scope) for v in spec["items"]]
+        if "returns" in spec:  # a method of an object spec (`cfg.max_len()`), answering this value
+            value = make(spec["returns"], scope)
+            return lambda *args, **kwargs: value
         shape = [int(size_value(s, dims)) for s in spec["shape"]]
         if spec.get("transposed"):  # drawn as its transpose, and handed over as a view of that (a weight's w.t())
             shape[-2:] = shape[:-3:-1]
@@ -446,6 +450,8 @@ def make_inputs(case, generator):
         elif init[0] == "onehot":  # a single 1 in each row (a top-k choice among the last axis's experts)
             t = torch.nn.functional.one_hot(torch.randint(0, shape[-1], shape[:-1], generator=generator, device=dev),
                                             shape[-1])
+        elif init[0] == "rand":  # uniform in [0, 1): probabilities
+            t = torch.rand(shape, generator=generator, device=dev, dtype=drawn(dtype))
         elif init[0] == "around1":
             t = 1.0 + 0.1 * torch.randn(shape, generator=generator, device=dev, dtype=drawn(dtype))
         else:

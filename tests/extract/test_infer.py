@@ -1131,3 +1131,18 @@ def test_mx_byte_dtypes_are_drawn_as_bytes(tmp_path: Path) -> None:
     scale_bytes = args["s"].view(torch.uint8)
     assert 120 <= int(scale_bytes.min()) and int(scale_bytes.max()) < 135
     assert len(torch.unique(args["a"].view(torch.uint8))) > 100  # every byte value may come up, not a fixed few
+
+
+def test_an_object_spec_method_answers_its_value_and_rand_draws_probabilities(tmp_path: Path) -> None:
+    import torch
+
+    from smithbot.extract.inputs import harness_source
+
+    specs = {"cfg": {"object": {"max_len": {"returns": "tokens // 2"}, "eps": 0.5}},
+             "conf": {"shape": ["tokens", 8], "dtype": "fp32", "init": "rand"}}
+    (tmp_path / "harness.py").write_text(harness_source("sched", specs, {}, "inferred"))
+    mod = load_module(tmp_path / "harness.py", "harness_returns")
+    args = mod.make_inputs({"dtype": torch.float32, "tokens": 64}, torch.Generator().manual_seed(0))
+    assert args["cfg"].max_len() == 32 and args["cfg"].eps == 0.5
+    conf = args["conf"]
+    assert 0 <= float(conf.min()) and float(conf.max()) < 1 and float(conf.std()) > 0.2  # uniform, not around 1
