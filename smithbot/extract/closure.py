@@ -227,6 +227,8 @@ class ClosureBuilder:
             if as_name != name and name not in self.c.imports:
                 self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             return
+        if node is not None:
+            node = self._decided(mod, name, node)
         if node is None:
             for star in self._star_modules(mod):  # `from .common import *` in a package __init__
                 sm = self.module(star)
@@ -349,6 +351,23 @@ class ClosureBuilder:
             if isinstance(taken, (bool, int, str, type(None))):
                 out.extend(stmt.body if taken else stmt.orelse)
         return out
+
+    def _decided(self, mod: _Module, name: str, node: ast.stmt) -> ast.stmt:
+        """``name``'s binding on the side that a top-level ``if`` around ``node`` takes when the module's constants
+        decide its test (``if is_fp8_fnuz(): fp8_dtype = ...fnuz else: ...fn``, with ``is_fp8_fnuz`` stubbed);
+        otherwise ``node``, the first binding."""
+        top = next((s for s in mod.tree.body if isinstance(s, ast.If) and s.lineno <= node.lineno <= s.end_lineno),
+                   None)  # type: ignore[operator]
+        if top is None:
+            return node
+        try:
+            taken = Constants(self, mod).value(top.test)
+        except NotConstant:
+            return node
+        if not isinstance(taken, (bool, int, str, type(None))):
+            return node
+        side, _ = _top_bindings(ast.Module(body=top.body if taken else top.orelse, type_ignores=[]), self.package)
+        return side.get(name, node)
 
     def _save(self) -> tuple:
         c = self.c

@@ -613,3 +613,31 @@ def test_an_autotune_key_keeps_only_the_kernels_parameters() -> None:
     out = for_the_task(ast.parse(src).body[0], lambda module, name: True)
     assert out is not None and "key=['n', 'HAS_SINK']" in ast.unparse(out)
     assert for_the_task(ast.parse(src.replace("'block_size', ", "")).body[0], lambda module, name: True) is None
+
+
+def test_a_constant_bound_on_both_sides_of_a_decided_if_takes_the_side_taken(tmp_path: Path) -> None:
+    """``if is_fp8_fnuz(): fp8_dtype = fnuz else: fp8_dtype = fn``, with ``is_fp8_fnuz`` stubbed False: the task
+    takes the second binding (the first in the file is the ROCm one, which NVIDIA's triton cannot even compile)."""
+    source = '''import torch
+
+
+def is_fp8_fnuz():
+    return torch.cuda.get_device_properties(0).gcnArchName == "gfx942"
+
+
+if is_fp8_fnuz():
+    fp8_dtype = torch.float8_e4m3fnuz
+    fp8_max = 224.0
+else:
+    fp8_dtype = torch.float8_e4m3fn
+    fp8_max = 448.0
+
+
+def launch(x):
+    return x.to(fp8_dtype).clamp(-fp8_max, fp8_max)
+'''
+    text = _source(_closure(tmp_path, "quant", source, stubs={"is_fp8_fnuz": False}))
+    assert "fp8_dtype = torch.float8_e4m3fn\n" in text and "fp8_max = 448.0" in text, text
+    assert "fnuz" not in text.replace("is_fp8_fnuz", "")
+    text = _source(_closure(tmp_path, "quant", source, stubs={"is_fp8_fnuz": True}))
+    assert "fp8_dtype = torch.float8_e4m3fnuz\n" in text and "fp8_max = 224.0" in text, text
