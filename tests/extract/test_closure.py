@@ -641,3 +641,18 @@ def launch(x):
     assert "fnuz" not in text.replace("is_fp8_fnuz", "")
     text = _source(_closure(tmp_path, "quant", source, stubs={"is_fp8_fnuz": True}))
     assert "fp8_dtype = torch.float8_e4m3fnuz\n" in text and "fp8_max = 224.0" in text, text
+
+
+def test_a_fake_tensor_check_becomes_a_class_no_task_tensor_is(tmp_path: Path) -> None:
+    """``if not isinstance(x, FakeTensor):`` (skip the launch while torch.compile traces): torch's private module is
+    no import a task may make; a stand-in class keeps the check, and a real tensor takes the launch path."""
+    b = _closure(tmp_path, "fake", "import torch\nfrom torch._subclasses.fake_tensor import FakeTensor\n\n\n"
+                 "def launch(x):\n    if not isinstance(x, FakeTensor):\n        return x + 1\n    return x\n")
+    assert b.c.blockers == [], b.c.blockers
+    src = _source(b)
+    assert "_subclasses" not in src
+    ns: dict = {}
+    exec(compile(src, "task", "exec"), ns)
+    import torch
+
+    assert torch.equal(ns["launch"](torch.zeros(2)), torch.ones(2))
