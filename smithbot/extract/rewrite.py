@@ -326,6 +326,10 @@ def stub_value(value: Any) -> str:
 
 
 def stub_source(name: str, value: Any, called: bool) -> str:
+    if isinstance(value, dict) and set(value) == {"methods"}:  # an object whose methods answer (`platform.is_hip()`)
+        methods = "".join(f"\n    @staticmethod\n    def {m}(*args, **kwargs):\n        return {stub_value(v)}\n"
+                          for m, v in value["methods"].items())
+        return f"class {name}:  # the target's {name}, as far as these methods go\n{methods}"
     if called:
         return f"def {name}(*args, **kwargs):\n    return {stub_value(value)}\n"
     return f"{name} = {stub_value(value)}\n"

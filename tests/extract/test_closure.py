@@ -656,3 +656,22 @@ def test_a_fake_tensor_check_becomes_a_class_no_task_tensor_is(tmp_path: Path) -
     import torch
 
     assert torch.equal(ns["launch"](torch.zeros(2)), torch.ones(2))
+
+
+def test_a_platform_object_stub_answers_its_methods(tmp_path: Path) -> None:
+    """``current_platform`` (a lazy module attribute, bound nowhere at module level) stubbed as ``{methods: {is_hip:
+    false}}``: a class whose methods answer, which the guard accepts (no state) and the launcher calls."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "platforms.py").write_text("def __getattr__(name):\n    raise AttributeError(name)\n")
+    b = _closure(tmp_path, "mod", "import torch\nfrom pkg.platforms import current_platform\n\n\n"
+                 "def launch(x):\n    return x * 2 if current_platform.is_hip() else x + 1\n",
+                 stubs={"current_platform": {"methods": {"is_hip": False, "is_cuda": True}}})
+    assert b.c.blockers == [], b.c.blockers
+    src = _source(b)
+    evolved = f"# EVOLVE-BLOCK-START\n{src}\n# EVOLVE-BLOCK-END\n"
+    assert check(evolved, evolved, "launch").ok, check(evolved, evolved, "launch")
+    ns: dict = {}
+    exec(compile(src, "task", "exec"), ns)
+    import torch
+
+    assert torch.equal(ns["launch"](torch.zeros(2)), torch.ones(2)) and ns["current_platform"].is_cuda()
