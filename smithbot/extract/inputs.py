@@ -18,7 +18,8 @@ single 1 in each row, at random), ``even:N`` and ``even_end:N`` (where each entr
 and in order, starts and ends: per-expert ranges of sorted rows), ``split:N`` (the size of each entry's share),
 ``cuts:N`` (an offsets table one longer than the shares: 0, where each share starts, N), or ``starts:LENS`` (where
 each sequence starts when the lengths in input LENS, or in a sibling attribute of the same object, are laid end to
-end; with one entry more than LENS, the last is the total). ``transposed: true`` hands the tensor over as the
+end; with one entry more than LENS, the last is the total), or ``chunks:CU:BT`` (the (sequence, chunk) pair of each
+BT-token chunk of the sequences whose offsets are input CU, rows of two: FLA's ``chunk_indices``). ``transposed: true`` hands the tensor over as the
 transpose of one laid out the other way round (a weight passed as ``w.t()``). A scalar spec is a number, a bool, or an
 arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
 ``_DTYPES``) that dtype, and ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:``
@@ -447,6 +448,13 @@ def make_inputs(case, generator):
         elif init[0] == "starts":  # where each sequence starts, the lengths in input init[1] laid end to end
             ends = torch.cumsum(scope[init[1]].flatten().to(torch.int64), 0)
             t = torch.cat([ends.new_zeros(1), ends])[:numel].view(shape)
+        elif init[0] == "chunks":  # (sequence, chunk) of each BT-token chunk of the sequences offsets init[1] bound
+            cu, bt = scope[init[1]].flatten().to(torch.int64), int(size_value(init[2], dims))
+            n = (cu[1:] - cu[:-1] + bt - 1) // bt
+            seq = torch.repeat_interleave(torch.arange(len(n), device=dev), n)
+            chunk = torch.arange(len(seq), device=dev) - torch.repeat_interleave(torch.cumsum(n, 0) - n, n)
+            t = torch.stack([seq, chunk], 1).flatten()[:numel]
+            t = torch.cat([t, t.new_zeros(numel - len(t))]).view(shape)
         elif init[0] == "onehot":  # a single 1 in each row (a top-k choice among the last axis's experts)
             t = torch.nn.functional.one_hot(torch.randint(0, shape[-1], shape[:-1], generator=generator, device=dev),
                                             shape[-1])
@@ -458,7 +466,7 @@ def make_inputs(case, generator):
             t = torch.randn(shape, generator=generator, device=dev, dtype=drawn(dtype))
         return t.to(dtype).transpose(-1, -2) if spec.get("transposed") else t.to(dtype)
 
-    later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith("starts:")
+    later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith(("starts:", "chunks:"))
     for name, spec in sorted(SPEC.items(), key=later):  # offsets after the lengths they add up
         if spec != "default:":  # else left to the launcher's own default
             args[name] = make(spec, args)

@@ -1146,3 +1146,17 @@ def test_an_object_spec_method_answers_its_value_and_rand_draws_probabilities(tm
     assert args["cfg"].max_len() == 32 and args["cfg"].eps == 0.5
     conf = args["conf"]
     assert 0 <= float(conf.min()) and float(conf.max()) < 1 and float(conf.std()) > 0.2  # uniform, not around 1
+
+
+def test_chunk_indices_pair_each_sequence_with_its_chunks(tmp_path: Path) -> None:
+    import torch
+
+    from smithbot.extract.inputs import harness_source
+
+    specs = {"chunk_indices": {"shape": [6, 2], "dtype": "int32", "init": "chunks:cu_seqlens:64"},
+             "cu_seqlens": {"shape": [4], "dtype": "int32", "init": "cuts:tokens"}}
+    (tmp_path / "harness.py").write_text(harness_source("fla", specs, {}, "inferred"))
+    mod = load_module(tmp_path / "harness.py", "harness_chunks")
+    args = mod.make_inputs({"dtype": torch.float32, "tokens": 300}, torch.Generator().manual_seed(0))
+    assert args["cu_seqlens"].tolist() == [0, 100, 200, 300]  # three sequences of 100 tokens: two chunks each
+    assert args["chunk_indices"].tolist() == [[0, 0], [0, 1], [1, 0], [1, 1], [2, 0], [2, 1]]
