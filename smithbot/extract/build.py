@@ -244,11 +244,13 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         except InputError as flat_exc:
             if not objects:
                 raise
+            attr = next((f"{p}.{a}" for p, attrs in objects.items() for a, n in attrs.items() if n == flat_exc.name),
+                        None)
             flat_fn, objects, entry = fn, {}, wrapper  # an attribute has nothing to go on: ask for the object
             try:
                 specs, extra, inferred = param_specs(_params(fn), wrapper, target, fn, functions)
-            except InputError:
-                raise flat_exc from None  # it names the attribute
+            except InputError as whole:
+                raise InputError(f"{whole} (nothing shows what {attr} is)" if attr else str(whole)) from None
         case_list = cases(specs, extra, target, wrapper)
     except InputError as exc:
         if not without_inputs:

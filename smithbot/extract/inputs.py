@@ -78,7 +78,9 @@ NAME_RULES: dict[str, Any] = {
 
 
 class InputError(Exception):
-    pass
+    def __init__(self, message: str, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name  # the parameter nothing showed an input for
 
 
 def _names_in(expr: Any) -> set[str]:
@@ -260,7 +262,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     for name in unknown:
         if name not in inferred:
             raise InputError(f"cannot infer an input for parameter {name!r} of {wrapper}; describe it under "
-                             f"inputs: {wrapper}: {name}: in the target YAML")
+                             f"inputs: {wrapper}: {name}: in the target YAML", name)
     specs = {name: inferred[name] if name in inferred else specs[name] for name, _ in params}
     _one_layout(specs, set(inferred))
     return specs, extra, list(inferred)

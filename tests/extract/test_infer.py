@@ -292,6 +292,7 @@ def launch_cfg(x, cfg):
 def test_an_object_whose_attributes_say_nothing_is_asked_for_whole(engine: Path, tmp_path: Path) -> None:
     [row] = api.extract(str(engine), "launch_cfg", out=tmp_path / "task", source=str(engine), check=False)
     assert not row.extracted and "cannot infer an input for parameter 'cfg' of launch_cfg" in row.why
+    assert "(nothing shows what cfg.layout is)" in row.why, row.why  # the attribute that stopped it
 
 
 def test_inferred_inputs_extract_run_and_match_a_reference(engine: Path, tmp_path: Path) -> None:
