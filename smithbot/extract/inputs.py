@@ -9,24 +9,26 @@ In order of preference, a parameter's spec comes from:
 Otherwise extraction stops and names the parameter, so that the YAML can say what it is.
 
 A tensor spec is ``{shape: [dims...], dtype: act|fp32|fp16|bf16|int32|int64|int8|uint8|bool|complex64|fp8_e4m3|fp4x2|
-e8m0, init: ...}`` (``fp4x2`` and ``e8m0``, MX formats' packed bytes: any byte, or a ``randint`` init's) where dims are numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above)
-over the case's dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``,
-``moe_intermediate``, ``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the
-default), ``around1``, ``rand`` (uniform in [0, 1): probabilities), ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer table, N after them),
-``arange``, ``arange:STEP`` (0, STEP, 2 STEP...) or ``arange:STEP:FIRST`` (FIRST, FIRST + STEP...), ``onehot`` (a
-single 1 in each row, at random), ``even:N`` and ``even_end:N`` (where each entry's share of N rows, shared out evenly
-and in order, starts and ends: per-expert ranges of sorted rows), ``split:N`` (the size of each entry's share),
-``cuts:N`` (an offsets table one longer than the shares: 0, where each share starts, N), or ``starts:LENS`` (where
-each sequence starts when the lengths in input LENS, or in a sibling attribute of the same object, are laid end to
-end; with one entry more than LENS, the last is the total), or ``chunks:CU:BT`` (the (sequence, chunk) pair of each
-BT-token chunk of the sequences whose offsets are input CU, rows of two: FLA's ``chunk_indices``). ``transposed: true`` hands the tensor over as the
-transpose of one laid out the other way round (a weight passed as ``w.t()``). A scalar spec is a number, a bool, or an
-arithmetic expression over the dims; ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of
-``_DTYPES``) that dtype, and ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:``
-leaves the parameter to the launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a
-string default such as ``activation="swish"``); ``{object: {attr: spec...}}`` an object carrying those attributes (a
-module's ``self``, read for its weights), ``{items: [spec...]}`` a list of them and ``{returns: spec}``, in an
-object, a method that answers that value (``cfg.resolved_max_len()``).
+e8m0, init: ...}`` (``fp4x2`` and ``e8m0``, MX formats' packed bytes: any byte, or a ``randint`` init's) where dims
+are numbers or arithmetic (with ``min``, ``max`` and ``pow2``, the largest power of two not above) over the case's
+dims (``tokens``, ``hidden``, ``heads``, ``kv_heads``, ``head_dim``, ``intermediate``, ``moe_intermediate``,
+``experts``, ``top_k``, ``vocab`` and any extra ``_dims``), and ``init`` is ``randn`` (the default), ``around1``,
+``rand`` (uniform in [0, 1): probabilities), ``randint:LO:HI``, ``perm:N`` (distinct values below N; in a longer
+table, N after them), ``arange``, ``arange:STEP`` (0, STEP, 2 STEP...) or ``arange:STEP:FIRST`` (FIRST, FIRST +
+STEP...), ``onehot`` (a single 1 in each row, at random), ``even:N`` and ``even_end:N`` (where each entry's share of N
+rows, shared out evenly and in order, starts and ends: per-expert ranges of sorted rows), ``split:N`` (the size of
+each entry's share), ``cuts:N`` (an offsets table one longer than the shares: 0, where each share starts, N),
+``starts:LENS`` (where each sequence starts when the lengths in input LENS, or in a sibling attribute of the same
+object, are laid end to end; with one entry more than LENS, the last is the total), or ``chunks:CU:BT`` (the
+(sequence, chunk) pair of each BT-token chunk of the sequences whose offsets are input CU, rows of two: FLA's
+``chunk_indices``). ``transposed: true`` hands the tensor over as the transpose of one laid out the other way round (a
+weight passed as ``w.t()``). A scalar spec is a number, a bool, or an arithmetic expression over the dims;
+``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of ``_DTYPES``) that dtype, and
+``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:`` leaves the parameter to the
+launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a string default such as
+``activation="swish"``); ``{object: {attr: spec...}}`` an object carrying those attributes (a module's ``self``, read
+for its weights), ``{items: [spec...]}`` a list of them and ``{returns: spec}``, in an object, a method that answers
+that value (``cfg.resolved_max_len()``).
 
 Beside the parameters, a wrapper's YAML entry may give ``_dims`` (extra dims, as expressions over the others),
 ``_interpreter_dims`` (smaller values of some of those, or of the model's dims, for the interpreter's one case, where
