@@ -28,6 +28,7 @@ from evaluator.task import Task, TaskError, load_task
 
 MAX_SPEEDUP = 10.0
 ROOFLINE_SLACK = 1.05
+SIGN_ALPHA = 0.05  # with 5 interpreter rounds, only a candidate faster in all 5 (p = 1/32) passes
 
 
 class BackendError(Exception):
@@ -144,8 +145,9 @@ class WorkerProcess:
 
 
 def verdict(ans: dict[str, Any], min_gain: float, interpreter: bool = False) -> tuple[str, tuple[str, ...]]:
-    """Promotion needs the geomean interval's lower bound above 1 + min_gain, and nothing implausible. Interpreter
-    timings are not GPU timings, so neither the 10x nor the roofline flag applies to them."""
+    """Promotion needs the geomean interval's lower bound above 1 + min_gain, the candidate faster in more rounds than
+    equals would be (sign test, p < SIGN_ALPHA), and nothing implausible. Interpreter timings are not GPU timings, so
+    neither the 10x nor the roofline flag applies to them."""
     summary = ans["summary"]
     flags = []
     if interpreter:
@@ -157,7 +159,8 @@ def verdict(ans: dict[str, Any], min_gain: float, interpreter: bool = False) -> 
         flags.append(f"beyond the memory roofline on {', '.join(over)}")
     if flags:
         return "flagged", tuple(flags)
-    return ("promoted" if summary["ci"][0] > 1.0 + min_gain else "correct"), ()
+    faster = summary["ci"][0] > 1.0 + min_gain and summary["sign_p"] < SIGN_ALPHA
+    return ("promoted" if faster else "correct"), ()
 
 
 class Evaluator:
@@ -272,7 +275,9 @@ class Evaluator:
                                     **common)
             final, flags = verdict(ans, self.min_gain, self.backend == "interpreter")
             s = ans["summary"]
-            return self._result(path, final, "verdict", "", "", speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
+            wins = (f"faster in {s['wins']} of {s['rounds'] * len(ans['cases'])} rounds "
+                    f"(sign test p = {s['sign_p']:.2g} between equals)")
+            return self._result(path, final, "verdict", "", wins, speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
                                 cases=tuple(ans["cases"]), flags=flags, timing_method=",".join(sorted({c["method"] for c in ans["cases"]})),
                                 **common)
         finally:

@@ -9,7 +9,8 @@ Method, per shape case:
   eagerly between CUDA events, so the two sides are always measured the same way;
 - cases are timed one after another; within a case, rounds interleave the sides and alternate which goes first; the
   per-round ratio baseline/candidate gives a median and a bootstrap 95% interval; the geomean over cases has a joint
-  bootstrap interval.
+  bootstrap interval, and a sign test over every round of every case says how likely that many candidate wins are
+  between equals.
 
 The ``interpreter`` backend is timed the same way (interleaved rounds, the same statistics) with the wall clock around
 eager calls (method ``interpreter_wall``). Those numbers measure the CPU interpreter only and do not predict GPU speed;
@@ -204,9 +205,17 @@ def time_cases(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness
     n_cases, n_rounds = logs.shape
     idx = rng.integers(0, n_rounds, size=(BOOTSTRAP, n_cases, n_rounds))
     boot = np.exp(np.mean(np.median(np.take_along_axis(logs[None], idx, axis=2), axis=2), axis=1))
+    wins = int((logs > 0).sum())
     summary = {"geomean": geo, "ci": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
-               "rounds": rounds}
+               "rounds": rounds, "wins": wins, "sign_p": sign_p(wins, logs.size)}
     return results, summary
+
+
+def sign_p(wins: int, n: int) -> float:
+    """One-sided sign test: the chance of ``wins`` or more faster rounds out of ``n`` when the two sides are equally
+    fast (each round a fair coin). Exact for any ``n``, where a bootstrap interval over a handful of rounds is too
+    narrow: a self-comparison's 5 interpreter rounds can put its bootstrap interval above 1."""
+    return float(sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n)
 
 
 def measure_copy_gbps(n_bytes: int = 1 << 30) -> float:

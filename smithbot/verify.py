@@ -102,7 +102,8 @@ def judge(r: Any) -> tuple[bool, str]:
                        f"{worst['name']} at {worst['ratio']:.3f}x [{worst['ratio_ci'][0]:.3f}, {worst['ratio_ci'][1]:.3f}]")
     if r.status != "promoted":
         lo = r.speedup_ci[0] if r.speedup_ci else float("nan")
-        return False, f"not shown faster: geomean interval starts at {lo:.3f} ({r.status}{'; ' + '; '.join(r.flags) if r.flags else ''})"
+        why = "; ".join([r.status, *r.flags, *([r.detail] if r.detail else [])])
+        return False, f"not shown faster: geomean interval starts at {lo:.3f} ({why})"
     return True, "faster on the geomean and on no case slower"
 
 

@@ -38,3 +38,21 @@ def test_a_bare_assert_is_reported_by_its_line(tmp_path) -> None:
         scope["launcher"](64, 128)
     assert _describe(info.value) == "AssertionError: kernel.py:2: assert head_dim >= rope_dim"
     assert _describe(ValueError("bias must be 1-D")) == "ValueError: bias must be 1-D"
+
+
+def test_promotion_needs_the_interval_and_more_wins_than_equals_would_have() -> None:
+    """A bootstrap interval over 5 rounds can clear 1 + min_gain on a self-comparison that won 3 of them; the sign test
+    stops that. A candidate faster in every round (and by a clear interval) is promoted."""
+    from evaluator.pool import verdict
+    from evaluator.timing import sign_p
+
+    assert sign_p(5, 5) == 1 / 32 and sign_p(3, 5) == 0.5 and sign_p(0, 5) == 1.0
+    case = {"name": "c", "ratio": 1.1, "cand_bw_fraction": 0.2}
+
+    def answer(ci_low: float, wins: int) -> dict:
+        return {"summary": {"geomean": 1.1, "ci": [ci_low, 1.2], "wins": wins, "sign_p": sign_p(wins, 5)},
+                "cases": [case]}
+
+    assert verdict(answer(1.05, 5), 0.02) == ("promoted", ())
+    assert verdict(answer(1.05, 3), 0.02) == ("correct", ())  # the interval alone would have promoted it
+    assert verdict(answer(1.01, 5), 0.02) == ("correct", ())  # every round faster, but by too little
