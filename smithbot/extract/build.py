@@ -285,6 +285,8 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
                        "definitions": [{"name": d.name, "path": d.path, "qualname": d.qualname} for d in defs
                                        if not d.source.startswith(f"{d.name} = ")] },
         "seeds": 3,
+        # atomics sum in whatever order the programs run: a second call's floats may differ in the last bits
+        "deterministic": not _ATOMIC.search(kernel_src),
         "cases": case_list,
         "tunables": _tunables(fn, kernel_src),
     }
@@ -292,6 +294,9 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     if missing:
         raise NeedsInputs(f"{site.name}: {missing}", out)
     return out
+
+
+_ATOMIC = re.compile(r"\btl\.atomic_(add|max|min|xchg|cas|and|or|xor)\b")
 
 
 def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tuple[str, ...]]:

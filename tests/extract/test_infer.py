@@ -269,7 +269,25 @@ def reference(x, factor):
 def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
     return git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/gather.py": LAUNCHER,
-                                          "engine/act.py": FUNCTION, "engine/cfg.py": CFG})
+                                          "engine/act.py": FUNCTION, "engine/cfg.py": CFG, "engine/sums.py": SPLIT_SUM})
+
+
+SPLIT_SUM = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _split_sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
+
+
+def split_sum(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(1, dtype=torch.float32, device=x.device)
+    _split_sum_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    return out
+'''
 
 
 CFG = '''import triton
@@ -1161,3 +1179,15 @@ def test_chunk_indices_pair_each_sequence_with_its_chunks(tmp_path: Path) -> Non
     args = mod.make_inputs({"dtype": torch.float32, "tokens": 300}, torch.Generator().manual_seed(0))
     assert args["cu_seqlens"].tolist() == [0, 100, 200, 300]  # three sequences of 100 tokens: two chunks each
     assert args["chunk_indices"].tolist() == [[0, 0], [0, 1], [1, 0], [1, 1], [2, 0], [2, 1]]
+
+
+def test_a_task_whose_kernel_sums_with_atomics_is_compared_within_tolerance(engine: Path, tmp_path: Path) -> None:
+    """Atomics add in whatever order the programs run, so a second call's sum may differ in the last bits: such a
+    task is not held to bit equality with itself (task.yaml's deterministic: false); one without atomics is."""
+    import yaml
+
+    [row] = api.extract(str(engine), "split_sum", out=tmp_path / "sum", source=str(engine), check=True)
+    assert row.extracted and row.checked, row.why
+    assert yaml.safe_load((tmp_path / "sum" / "task.yaml").read_text())["deterministic"] is False
+    [row] = api.extract(str(engine), "gather_scaled", out=tmp_path / "gather", source=str(engine), check=False)
+    assert yaml.safe_load((tmp_path / "gather" / "task.yaml").read_text())["deterministic"] is True
