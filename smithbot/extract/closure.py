@@ -412,7 +412,7 @@ class ClosureBuilder:
                 for b in node.bases):  # `class Plan(msgspec.Struct, frozen=True)`: the record's options go
             node.keywords = []
             source = ast.unparse(node) + "\n"
-        if "tl.math." in source or ".device.type" in source or "autotune" in source:
+        if "tl.math." in source or "device.type" in source or "autotune" in source:
             spelled = for_the_task(node, tl_has)
             if spelled is not None:
                 node, source = spelled, ast.unparse(spelled) + "\n"

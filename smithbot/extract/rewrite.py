@@ -348,16 +348,24 @@ def is_logger(node: ast.stmt) -> bool:
 
 def for_the_task(node: ast.AST, tl_has: Callable[[str, str], bool]) -> ast.AST | None:
     """``node`` with what the task must spell otherwise, on its syntax tree (None if nothing was): ``x.device.type ==
-    "cuda"`` as ``x.is_cuda`` (the interpreter's stand-in answers that), and ``tl.math.round``, which older triton's
+    "cuda"`` (or ``device.type == "cuda"`` after ``device = x.device``) as ``x.is_cuda`` (the interpreter's stand-in
+    answers that), and ``tl.math.round``, which older triton's
     ``tl.math`` held and the installed one (``tl_has(module, name)``) keeps only in libdevice, as
     ``tl.extra.cuda.libdevice.round``; and an autotune ``key`` without the names that are not the kernel's
     parameters (older triton skipped them; newer refuses them)."""
 
     class Spell(ast.NodeTransformer):
         changed = False
+        devices: dict[str, ast.expr] = {}  # `device = x.device` in the function being visited: device -> x
 
         def visit_FunctionDef(self, n: ast.FunctionDef) -> ast.AST:
+            outer = self.devices
+            self.devices = {**outer, **{
+                s.targets[0].id: s.value.value for s in ast.walk(n) if isinstance(s, ast.Assign)
+                and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                and isinstance(s.value, ast.Attribute) and s.value.attr == "device"}}
             self.generic_visit(n)
+            self.devices = outer
             params = {a.arg for a in n.args.posonlyargs + n.args.args + n.args.kwonlyargs}
             for d in n.decorator_list:
                 key = next((k for k in getattr(d, "keywords", ()) if k.arg == "key"), None)
@@ -373,11 +381,16 @@ def for_the_task(node: ast.AST, tl_has: Callable[[str, str], bool]) -> ast.AST |
             self.generic_visit(n)
             left, ops, right = n.left, n.ops, n.comparators
             if not (len(ops) == 1 and isinstance(ops[0], (ast.Eq, ast.NotEq)) and isinstance(left, ast.Attribute)
-                    and left.attr == "type" and isinstance(left.value, ast.Attribute) and left.value.attr == "device"
-                    and isinstance(right[0], ast.Constant) and right[0].value == "cuda"):
+                    and left.attr == "type" and isinstance(right[0], ast.Constant) and right[0].value == "cuda"):
+                return n
+            if isinstance(left.value, ast.Attribute) and left.value.attr == "device":
+                tensor = left.value.value
+            elif isinstance(left.value, ast.Name) and left.value.id in self.devices:  # `device = x.device` earlier
+                tensor = copy.deepcopy(self.devices[left.value.id])
+            else:
                 return n
             self.changed = True
-            is_cuda = ast.Attribute(value=left.value.value, attr="is_cuda", ctx=ast.Load())
+            is_cuda = ast.Attribute(value=tensor, attr="is_cuda", ctx=ast.Load())
             return ast.copy_location(is_cuda if isinstance(ops[0], ast.Eq) else ast.UnaryOp(ast.Not(), is_cuda), n)
 
         def visit_Attribute(self, n: ast.Attribute) -> ast.AST:
