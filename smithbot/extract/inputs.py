@@ -258,6 +258,8 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
         elif default is not ... and not (default is None and name in required):
             specs[name] = {"literal": default} if isinstance(default, (tuple, list)) or isinstance(default, str) \
                 and not default.startswith(("dtype:", "default:")) else default
+        elif not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(fn)):
+            specs[name] = None  # never read (a method's unused `self`): any value will do
         else:
             unknown.append(name)
     inferred = infer(fn, unknown, specs, tuple(n for n in specs if n in NAME_RULES and n not in given), kernels)

@@ -406,6 +406,20 @@ def test_defaults_become_specs_as_they_are() -> None:
     assert specs["N"] is None
 
 
+def test_a_parameter_the_launcher_never_reads_is_none() -> None:
+    """A method's ``self`` that its body never uses (KernelBench's ``ModelNew.forward``) needs no input."""
+    from smithbot.config import get_target
+    from smithbot.extract.build import _params
+    from smithbot.extract.inputs import InputError, param_specs
+
+    fn = _fn("def ModelNew_forward(self, x):\n    return x.contiguous()\n")
+    specs, _, _ = param_specs(_params(fn), "ModelNew_forward", get_target("demo"), fn)
+    assert specs["self"] is None and specs["x"] == {"shape": ["tokens", "hidden"]}
+    used = _fn("def ModelNew_forward(self, y):\n    return self.w(y)\n")
+    with pytest.raises(InputError, match="'self'"):
+        param_specs(_params(used), "ModelNew_forward", get_target("demo"), used)
+
+
 def test_harness_sizes_may_be_expressions_with_min_and_max(tmp_path: Path) -> None:
     import torch
 
