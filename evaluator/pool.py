@@ -28,7 +28,7 @@ from evaluator.task import Task, TaskError, load_task
 
 MAX_SPEEDUP = 10.0
 ROOFLINE_SLACK = 1.05
-SIGN_ALPHA = 0.05  # with 5 interpreter rounds, only a candidate faster in all 5 (p = 1/32) passes
+SIGN_ALPHA = 0.05  # one interpreter case of 5 rounds passes only if the candidate won all 5 (p = 1/32)
 
 
 class BackendError(Exception):

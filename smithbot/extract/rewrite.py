@@ -347,12 +347,12 @@ def is_logger(node: ast.stmt) -> bool:
 
 
 def for_the_task(node: ast.AST, tl_has: Callable[[str, str], bool]) -> ast.AST | None:
-    """``node`` with what the task must spell otherwise, on its syntax tree (None if nothing was): ``x.device.type ==
-    "cuda"`` (or ``device.type == "cuda"`` after ``device = x.device``) as ``x.is_cuda`` (the interpreter's stand-in
-    answers that), and ``tl.math.round``, which older triton's
-    ``tl.math`` held and the installed one (``tl_has(module, name)``) keeps only in libdevice, as
-    ``tl.extra.cuda.libdevice.round``; and an autotune ``key`` without the names that are not the kernel's
-    parameters (older triton skipped them; newer refuses them)."""
+    """``node`` with what the task must spell otherwise, on its syntax tree (None if nothing was): ``x.device.type
+    == "cuda"`` (or ``device.type == "cuda"`` after ``device = x.device``) as ``x.is_cuda`` (the interpreter's
+    stand-in answers that), and ``tl.math.round``, which older triton's ``tl.math`` held and the installed one
+    (``tl_has(module, name)``) keeps only in libdevice, as ``tl.extra.cuda.libdevice.round``; and an autotune
+    ``key`` without the names that are not the kernel's parameters (older triton skipped them; newer refuses
+    them)."""
 
     class Spell(ast.NodeTransformer):
         changed = False
