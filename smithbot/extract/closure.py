@@ -26,11 +26,11 @@ import libcst.helpers
 
 from evaluator.guard import forbidden_in, frozen_classes, module_state, read_only_table
 from smithbot.extract.constants import Constants, NotConstant, Ref, fold_settings, inline_kwargs
-from smithbot.extract.imports import import_line, in_triton, optional_import, tl_builtin, tl_has
+from smithbot.extract.imports import import_line, in_triton, tl_builtin, tl_has
+from smithbot.extract.modules import Module, applied_factory, free_names, top_bindings
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer, calls_stub,
                                       custom_decorator_stub, env_pinned, fold_stubs, fold_versions, is_kernel,
-                                      for_the_task, is_logger, only_called, stub_source, unrolled, version_test,
-                                      without_lazy_globals)
+                                      for_the_task, is_logger, only_called, stub_source, without_lazy_globals)
 from smithbot.scan.parse import collect_imports, from_module
 
 _BUILTINS = set(dir(builtins))
@@ -59,100 +59,6 @@ class Closure:
     blockers: list[str] = field(default_factory=list)
 
 
-@dataclass
-class _Module:
-    path: str
-    name: str
-    lines: list[str]
-    tree: ast.Module
-    imports: dict[str, str]
-    top: dict[str, ast.stmt]  # first top-level (or conditional top-level) binding of each name
-    optional: set[str]  # names imported in a `try:` whose `except ImportError:` is the target's own fallback
-
-
-def _applied_factory(mod: _Module, node: ast.Assign) -> ast.Assign:
-    """``tune = triton.autotune(configs=..., key=...)`` at module level, then ``k_tuned = tune(k)`` (or ``k =
-    tune(k)``): the assignment with the decorator written out, its config list unrolled (``unrolled``); else
-    ``node`` itself."""
-    call = node.value
-    factory = mod.top.get(call.func.id) if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else None
-    if not (isinstance(factory, ast.Assign) and isinstance(factory.value, ast.Call)
-            and ast.unparse(factory.value.func).split(".")[-1] in ("autotune", "heuristics")):
-        return node
-    return ast.Assign(node.targets, ast.Call(unrolled(factory.value), call.args, call.keywords), lineno=node.lineno)
-
-
-def _top_bindings(tree: ast.Module, package: str) -> tuple[dict[str, ast.stmt], set[str]]:
-    """Each name's first top-level (or conditional top-level) binding, and the optional imports
-    (``optional_import``); for a ``try`` with one, the handler's bindings (``HAS_X = False``) come first."""
-    out: dict[str, ast.stmt] = {}
-    optional: set[str] = set()
-
-    def visit(stmts: list[ast.stmt]) -> None:
-        for s in stmts:
-            if isinstance(s, ast.FunctionDef) and any(ast.unparse(d).split(".")[-1] == "overload"
-                                                      for d in s.decorator_list):
-                continue  # a typing.overload signature: the implementation follows
-            if isinstance(s, (ast.FunctionDef, ast.ClassDef)):
-                out.setdefault(s.name, s)
-            elif isinstance(s, ast.Assign):
-                for t in s.targets:
-                    if isinstance(t, ast.Name):
-                        out.setdefault(t.id, s)
-            elif isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None:
-                out.setdefault(s.target.id, s)
-            elif isinstance(s, ast.If):  # the branch the installed triton takes, else the first (often the newer)
-                for branch in ((s.orelse, s.body) if version_test(s.test) is False else (s.body, s.orelse)):
-                    visit(branch)
-            elif isinstance(s, ast.Try):
-                names = optional_import(s, package)
-                optional.update(names)
-                if names:
-                    for h in s.handlers:
-                        visit(h.body)
-                visit(s.body)
-
-    visit(tree.body)
-    return out, optional
-
-
-def _without_annotations(node: ast.AST) -> list[ast.AST]:
-    """Every node under ``node`` except annotations: the task starts with ``from __future__ import annotations``,
-    so annotations are never evaluated and their names need no definition."""
-    skip: set[int] = set()
-    for n in ast.walk(node):
-        anns = []
-        if isinstance(n, ast.arg) and n.annotation is not None:
-            anns.append(n.annotation)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.returns is not None:
-            anns.append(n.returns)
-        elif isinstance(n, ast.AnnAssign):
-            anns.append(n.annotation)
-        for a in anns:
-            skip.update(id(x) for x in ast.walk(a))
-    return [n for n in ast.walk(node) if id(n) not in skip]
-
-
-def _free_names(node: ast.AST) -> list[str]:
-    """Names a definition reads but does not bind itself, in first-use order."""
-    bound: set[str] = set()
-    used: list[str] = []
-    declared = {g for n in ast.walk(node) if isinstance(n, ast.Global) for g in n.names}  # module-level names
-    for n in _without_annotations(node):
-        if isinstance(n, ast.Name):
-            if isinstance(n.ctx, ast.Store) and n.id not in declared:
-                bound.add(n.id)
-            elif n.id not in used:
-                used.append(n.id)
-        elif isinstance(n, ast.arg):
-            bound.add(n.arg)
-        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n is not node:
-            bound.add(n.name)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            bound.update((a.asname or a.name).split(".")[0] for a in n.names)
-    return [u for u in used if u not in bound]
-
-
 def _plain(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float)) or type(value) is str
 
@@ -166,7 +72,7 @@ class ClosureBuilder:
         self.stubs_values = stubs
         self.external = set(external)
         self.custom_decorators = set(custom_decorators)
-        self._mods: dict[str, _Module] = {}
+        self._mods: dict[str, Module] = {}
         self.c = Closure()
         self._done: set[tuple[str, str]] = set()
         self._bound: dict[str, tuple[str, str]] = {}  # task name -> (module, name) it stands for
@@ -190,7 +96,7 @@ class ClosureBuilder:
                     return cand
         return None
 
-    def module(self, name: str) -> _Module | None:
+    def module(self, name: str) -> Module | None:
         if name not in self._mods:
             rel = self._locate(name)
             if rel is None:
@@ -198,7 +104,7 @@ class ClosureBuilder:
             text = (self.root / rel).read_text(encoding="utf-8-sig")
             tree = ast.parse(text)
             imports = collect_imports(tree, name, rel.endswith("__init__.py"))
-            self._mods[name] = _Module(rel, name, text.splitlines(), tree, imports, *_top_bindings(tree, self.package))
+            self._mods[name] = Module(rel, name, text.splitlines(), tree, imports, *top_bindings(tree, self.package))
         return self._mods[name]
 
     def add(self, module: str, name: str, as_name: str | None = None) -> None:
@@ -286,8 +192,8 @@ class ClosureBuilder:
             if _plain(value) or isinstance(value, tuple) and all(_plain(v) for v in value):
                 source = f"{ast.unparse(node.targets[0])} = {value!r}  # {ast.unparse(node.value)}, at extraction\n"
                 node = ast.parse(source).body[0]
-        if isinstance(node, ast.Assign) and _applied_factory(mod, node) is not node:
-            node = _applied_factory(mod, node)
+        if isinstance(node, ast.Assign) and applied_factory(mod, node) is not node:
+            node = applied_factory(mod, node)
             source = ast.unparse(node) + "\n"
         state = module_state(env_pinned(node.value), frozen_classes(mod.tree)) \
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value else None
@@ -329,13 +235,13 @@ class ClosureBuilder:
                    and s.lineno > node.lineno and [ast.unparse(t) for t in s.targets] == [name]
                    and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(s.value))]
         for s in rebinds:  # `f = triton.jit(f)` after `def f`: the rebinding follows the definition
-            s = _applied_factory(mod, s)
+            s = applied_factory(mod, s)
             self._take(mod, name, name, ast.unparse(s) + "\n", s)
         if as_name != name:
             self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             self._bound[as_name] = key
 
-    def _taken_top(self, mod: _Module) -> list[ast.stmt]:
+    def _taken_top(self, mod: Module) -> list[ast.stmt]:
         """``mod``'s top-level statements, with those of a top-level ``if`` whose test its constants decide (``if
         not _is_cpu: f = autotune(f)``) on the side taken."""
         out: list[ast.stmt] = []
@@ -352,7 +258,7 @@ class ClosureBuilder:
                 out.extend(stmt.body if taken else stmt.orelse)
         return out
 
-    def _decided(self, mod: _Module, name: str, node: ast.stmt) -> ast.stmt:
+    def _decided(self, mod: Module, name: str, node: ast.stmt) -> ast.stmt:
         """``name``'s binding on the side that a top-level ``if`` around ``node`` takes when the module's constants
         decide its test (``if is_fp8_fnuz(): fp8_dtype = ...fnuz else: ...fn``, with ``is_fp8_fnuz`` stubbed);
         otherwise ``node``, the first binding."""
@@ -366,7 +272,7 @@ class ClosureBuilder:
             return node
         if not isinstance(taken, (bool, int, str, type(None))):
             return node
-        side, _ = _top_bindings(ast.Module(body=top.body if taken else top.orelse, type_ignores=[]), self.package)
+        side, _ = top_bindings(ast.Module(body=top.body if taken else top.orelse, type_ignores=[]), self.package)
         return side.get(name, node)
 
     def _save(self) -> tuple:
@@ -380,7 +286,7 @@ class ClosureBuilder:
         self.c.imports, self.c.stubs, self.c.aliases = imports, stubs, aliases
         self._done, self._bound, self._following = done, bound, following
 
-    def _take(self, mod: _Module, name: str, qualname: str, source: str, node: ast.stmt) -> ast.stmt:
+    def _take(self, mod: Module, name: str, qualname: str, source: str, node: ast.stmt) -> ast.stmt:
         """Append the definition ``source`` (``node`` parsed) and resolve everything it needs; return its final node."""
         self._takes += 1
         if self._starts and self._takes - self._starts[0] > HELPER_DEFINITIONS:
@@ -452,7 +358,7 @@ class ClosureBuilder:
             if bad is not None:
                 self.c.blockers.append(f"it does what a task may not ({bad.detail.split(': ', 1)[-1]})")
                 return node
-        for free in _free_names(node):
+        for free in free_names(node):
             if free not in dropped:
                 self._resolve(mod, free)
         self.c.definitions.append(Definition(name, qualname, mod.path, source))
@@ -501,11 +407,11 @@ class ClosureBuilder:
         return tree
 
     @staticmethod
-    def _star_modules(mod: _Module) -> list[str]:
+    def _star_modules(mod: Module) -> list[str]:
         return [from_module(node, mod.name, mod.path.endswith("__init__.py")) for node in mod.tree.body
                 if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)]
 
-    def _resolve(self, mod: _Module, name: str, imported: str | None = None) -> None:
+    def _resolve(self, mod: Module, name: str, imported: str | None = None) -> None:
         """Bind ``name`` as module ``mod`` sees it (or, with ``imported``, as that function-local import binds it)."""
         if name in self.c.imports or name in self.c.stubs or name in self.c.aliases:
             return
@@ -578,7 +484,7 @@ class ClosureBuilder:
             return
         self.c.blockers.append(f"unresolved name {name} in {mod.path}")
 
-    def _alias(self, mod: _Module, node: ast.stmt, as_name: str) -> bool:
+    def _alias(self, mod: Module, node: ast.stmt, as_name: str) -> bool:
         """Whether ``node`` binds a tl builtin under another name (``fast_expf = tl.math.exp``); if so, calls of
         ``as_name`` are rewritten to the qualified name, which the interpreter patches and the compiler resolves."""
         if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute)):
