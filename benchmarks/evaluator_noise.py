@@ -3,8 +3,10 @@
 1. The baseline against an identical copy, evaluated N times: target |median ratio - 1| <= 0.5%, 0 of N promoted.
 2. Variants made slower by an extra partial pass: each must be measured slower (interval below 1) in every run.
 3. A variant known to be faster (single pass, row in registers): must be promoted.
+4. With ``--aa TASK_DIR...``: each further task's baseline against itself, ``--runs`` times (tiny decode kernels,
+   where a bias between the sides would show): how many rounds it won by the 2% margin, and 0 promoted.
 
-    python benchmarks/evaluator_noise.py --runs 20 --out results.json
+    python benchmarks/evaluator_noise.py --runs 20 --out results.json [--aa TASK_DIR...]
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from evaluator import Evaluator  # noqa: E402
+from evaluator import Evaluator, TaskError  # noqa: E402
 from variants import BASELINE, FASTER, TASK, slower, write  # noqa: E402
 
 
@@ -31,6 +33,7 @@ def main() -> None:
     p.add_argument("--fractions", type=int, nargs="+", default=[16, 8, 4])
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--aa", type=Path, nargs="*", default=[], help="further task directories for the A/A check alone")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="noise-"))
     same = write(tmp, "identical", BASELINE)
@@ -52,6 +55,17 @@ def main() -> None:
         fast = ev.submit(write(tmp, "faster", FASTER)).result()
         report["faster"] = {"speedup": fast.speedup, "ci": fast.speedup_ci, "status": fast.status,
                             "cases": fast.cases}
+    report["more_aa"] = {}
+    for task in args.aa:
+        try:
+            with Evaluator(task, backend="cuda", rounds=args.rounds) as ev:
+                ev.prepare()
+                rs = [ev.submit(task / "kernel.py").result() for _ in range(args.runs)]
+        except TaskError as e:
+            print(f"A/A {task.name}: {e}", file=sys.stderr)
+            continue
+        report["more_aa"][task.name] = [{"speedup": r.speedup, "ci": r.speedup_ci, "status": r.status,
+                                         "detail": r.detail} for r in rs]
     report["wall_s"] = time.time() - t0
 
     ratios = [r["speedup"] for r in report["aa"]]
@@ -71,6 +85,11 @@ def main() -> None:
     for c in fast.cases:
         print(f"  {c['name']}: base {c['base_us']:.2f} us, cand {c['cand_us']:.2f} us, ratio {c['ratio']:.3f}, "
               f"{c['cand_gbps']:.0f} GB/s ({c['cand_bw_fraction']:.0%} of copy), {c['method']}, copies {c['copies']}")
+    for name, rs in report["more_aa"].items():
+        sp = [r["speedup"] for r in rs if r["speedup"] is not None]
+        print(f"A/A {name}: geomeans {min(sp, default=0):.4f}-{max(sp, default=0):.4f}, "
+              f"promoted {sum(r['status'] == 'promoted' for r in rs)}/{len(rs)}, statuses "
+              f"{sorted(set(r['status'] for r in rs))}; {[r['detail'] for r in rs]}")
     print(f"wall {report['wall_s']:.0f} s; env {json.dumps(report['env'])}")
     if args.out:
         args.out.write_text(json.dumps(report, indent=1, default=str))

@@ -39,8 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON EvalResult per line")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per candidate, compile plus run")
     p.add_argument("--rounds", type=int, default=None,
-                   help="interleaved timing rounds per case (default: 30 on cuda, 5 on the interpreter)")
-    p.add_argument("--min-gain", type=float, default=0.02, help="promotion needs the interval above 1 + this, and a sign test over the rounds")
+                   help="interleaved timing rounds per case (default: 30 on cuda, 7 on the interpreter)")
+    p.add_argument("--min-gain", type=float, default=0.02,
+                   help="promotion needs the interval above 1 + this, and the candidate faster by more than this in "
+                        "significantly more than half the rounds (sign test)")
     p.add_argument("--workers-per-gpu", type=int, default=3,
                    help="workers sharing each GPU: they compile in parallel and time in turns (default 3)")
     args = p.parse_args(argv)

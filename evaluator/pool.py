@@ -28,7 +28,8 @@ from evaluator.task import Task, TaskError, load_task
 
 MAX_SPEEDUP = 10.0
 ROOFLINE_SLACK = 1.05
-SIGN_ALPHA = 0.05  # one interpreter case of 5 rounds passes only if the candidate won all 5 (p = 1/32)
+SIGN_ALPHA = 0.01  # a single case needs 7 rounds (p = 1/128) before anything can be promoted
+DEFAULT_ROUNDS = {"cuda": 30, "interpreter": 7}
 
 
 class BackendError(Exception):
@@ -145,9 +146,9 @@ class WorkerProcess:
 
 
 def verdict(ans: dict[str, Any], min_gain: float, interpreter: bool = False) -> tuple[str, tuple[str, ...]]:
-    """Promotion needs the geomean interval's lower bound above 1 + min_gain, the candidate faster in more rounds than
-    equals would be (sign test, p < SIGN_ALPHA), and nothing implausible. Interpreter timings are not GPU timings, so
-    neither the 10x nor the roofline flag applies to them."""
+    """Promotion needs the geomean interval's lower bound above 1 + min_gain, the candidate faster by more than min_gain
+    in more rounds than a candidate without that gain would be (sign test, p < SIGN_ALPHA), and nothing implausible.
+    Interpreter timings are not GPU timings, so neither the 10x nor the roofline flag applies to them."""
     summary = ans["summary"]
     flags = []
     if interpreter:
@@ -178,7 +179,7 @@ class Evaluator:
                  min_gain: float = 0.02) -> None:
         self.task: Task = load_task(task_dir)
         self.backend = resolve_backend(backend)
-        rounds = rounds or (30 if self.backend == "cuda" else 5)
+        rounds = rounds or DEFAULT_ROUNDS[self.backend]
         self.baseline_src = self.task.kernel_path.read_text(encoding="utf-8")
         self.timeout_s, self.prepare_timeout_s, self.rounds, self.min_gain = timeout_s, prepare_timeout_s, rounds, min_gain
         gpus = _cuda_count() if self.backend == "cuda" else 0
@@ -258,7 +259,7 @@ class Evaluator:
             warnings = self._prepare(w)
             t0 = time.perf_counter()
             ans = w.request({"op": "eval", "task": str(self.task.root), "candidate": str(path),
-                             "rounds": self.rounds, "cases": cases}, self.timeout_s)
+                             "rounds": self.rounds, "margin": self.min_gain, "cases": cases}, self.timeout_s)
             if w.proc is None:  # killed or died: the replacement must prepare the task again
                 self._prepared.discard(id(w))
             common = {"task_warnings": tuple(ans.get("warnings", warnings)), "env": ans.get("env", {}),
@@ -275,8 +276,8 @@ class Evaluator:
                                     **common)
             final, flags = verdict(ans, self.min_gain, self.backend == "interpreter")
             s = ans["summary"]
-            wins = (f"faster in {s['wins']} of {s['rounds'] * len(ans['cases'])} rounds "
-                    f"(sign test p = {s['sign_p']:.2g} between equals)")
+            wins = (f"faster by over {self.min_gain:.0%} in {s['wins']} of {s['rounds'] * len(ans['cases'])} rounds "
+                    f"(sign test p = {s['sign_p']:.2g})")
             return self._result(path, final, "verdict", "", wins, speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
                                 cases=tuple(ans["cases"]), flags=flags, timing_method=",".join(sorted({c["method"] for c in ans["cases"]})),
                                 **common)

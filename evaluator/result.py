@@ -7,7 +7,8 @@ Statuses, in cascade order (the first that applies):
   nondeterministic);
 - ``flagged``: correct and measured, but implausible (over 10x, or beyond the memory roofline): a human must look;
 - ``correct``: correct, but not shown faster;
-- ``promoted``: correct, and the geomean interval's lower bound exceeds 1 + min_gain.
+- ``promoted``: correct, the geomean interval's lower bound exceeds 1 + min_gain, and the candidate won (by more than
+  min_gain) significantly more than half the timed rounds.
 On the ``interpreter`` backend, speed comes from wall-clock timing of the CPU interpreter (``timing_method`` is
 ``interpreter_wall``): it does not predict GPU speed.
 """

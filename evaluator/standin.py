@@ -2,7 +2,9 @@
 that the CPU build of torch and the interpreter cannot answer; ``install()`` answers them, in the interpreter worker
 only, so a task runs there as it runs on an H200:
 
-- a CPU tensor answers ``is_cuda`` with True (launchers ``assert x.is_cuda``);
+- a CPU tensor answers ``is_cuda`` with True (launchers ``assert x.is_cuda``), and what a launcher allocates on the
+  GPU (``device="cuda"``, or the name of another accelerator a vendor's launcher names: ``"npu"``, ``"mlu"``) or
+  moves there (``.to("cuda")``, ``.cuda()``) stays on the CPU;
 - ``torch.cuda.get_device_capability``, ``get_device_properties`` and ``current_device`` describe one H200, and
   ``torch.cuda.device(...)`` and ``torch.get_device_module(x.device).device(...)`` are contexts that do nothing;
 - the libdevice functions (``tl.extra.cuda.libdevice.round``, ``from triton.language.extra.libdevice import tanh``),
@@ -17,7 +19,9 @@ only, so a task runs there as it runs on an H200:
 - the loop variable of ``tl.range`` and of ``range`` in a kernel answers ``i.to(tl.int64)`` with a triton scalar, as
   a compiled loop variable does;
 - ``mask_a and mask_b`` on tensors is their elementwise ``logical_and`` (``or``: ``logical_or``), as the compiler
-  reads it; the interpreter, running the kernel as Python, took one of the two masks whole.
+  reads it; the interpreter, running the kernel as Python, took one of the two masks whole;
+- what kernels written for vendors' triton forks use (Cambricon's stepped slices of a tensor, DeepLink's
+  ``triton.language.extra.deeplink``): see ``evaluator/forks.py``.
 
 ``torch.cuda.is_available()`` stays False: code that takes a CUDA path on it would allocate on a GPU that is not there.
 """
@@ -32,6 +36,8 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+
+from evaluator import forks
 
 # Hopper's figures (compute capability 9.0, 132 SMs on the SXM H200, 227 KiB shared memory per block).
 _H200 = SimpleNamespace(name="NVIDIA H200 (interpreter stand-in)", major=9, minor=0, multi_processor_count=132,
@@ -194,7 +200,30 @@ def _unwrap(x: Any) -> Any:
     return x.value if isinstance(x, tl.constexpr) else x
 
 
+ACCELERATORS = ("cuda", "npu", "mlu")
+
+
+def _accelerator(device: Any) -> bool:
+    return isinstance(device, (str, torch.device)) and str(device).split(":")[0] in ACCELERATORS
+
+
+class _AllocateOnCpu(torch.overrides.TorchFunctionMode):
+    """Every torch call's ``device=`` naming an accelerator becomes the CPU, as do ``Tensor.to``'s device argument
+    and ``Tensor.cuda()``."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = dict(kwargs or {})
+        if _accelerator(kwargs.get("device")):
+            kwargs["device"] = "cpu"
+        if func is torch.Tensor.cuda:
+            return args[0]
+        if func is torch.Tensor.to:
+            args = tuple("cpu" if _accelerator(a) else a for a in args)
+        return func(*args, **kwargs)
+
+
 def install() -> None:
+    _AllocateOnCpu().__enter__()  # for the worker's life, as torch.set_default_device does with its own mode
     torch.Tensor.is_cuda = property(lambda self: self.device.type in ("cuda", "cpu"))  # type: ignore[assignment]
     torch.cuda.get_device_capability = lambda device=None: (_H200.major, _H200.minor)
     torch.cuda.get_device_properties = lambda device=None: _H200
@@ -206,6 +235,7 @@ def install() -> None:
     _patch_range()
     _patch_interpreter_ops()
     _patch_boolean_operators()
+    forks.install()
 
 
 def _half_atomics(native: Callable[..., Any]) -> Callable[..., Any]:

@@ -9,8 +9,8 @@ Method, per shape case:
   eagerly between CUDA events, so the two sides are always measured the same way;
 - cases are timed one after another; within a case, rounds interleave the sides and alternate which goes first; the
   per-round ratio baseline/candidate gives a median and a bootstrap 95% interval; the geomean over cases has a joint
-  bootstrap interval, and a sign test over every round of every case says how likely that many candidate wins are
-  between equals.
+  bootstrap interval, and a sign test over every round of every case says how likely that many wins are if the
+  candidate were not faster by the margin (a win is a round whose ratio exceeds 1 + margin).
 
 The ``interpreter`` backend is timed the same way (interleaved rounds, the same statistics) with the wall clock around
 eager calls (method ``interpreter_wall``). Those numbers measure the CPU interpreter only and do not predict GPU speed;
@@ -188,9 +188,10 @@ def time_case_wall(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], har
 
 
 def time_cases(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, cases: tuple[Case, ...],
-               rounds: int, l2_bytes: int, copy_gbps: float | None, seed: int = 12345) -> tuple[list[CaseTiming], dict]:
-    """Time every case (each with its own interleaved rounds); summarise with the geomean and its interval.
-    ``copy_gbps=None`` selects the interpreter's wall-clock timing."""
+               rounds: int, l2_bytes: int, copy_gbps: float | None, margin: float = 0.0,
+               seed: int = 12345) -> tuple[list[CaseTiming], dict]:
+    """Time every case (each with its own interleaved rounds); summarise with the geomean and its interval, and the
+    rounds won by more than ``margin``. ``copy_gbps=None`` selects the interpreter's wall-clock timing."""
     rng = np.random.default_rng(seed)
     results, ratios = [], []
     for i, case in enumerate(cases):
@@ -200,21 +201,27 @@ def time_cases(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness
             timing, ratio = time_case(base_fn, cand_fn, harness, case, seed + i, rounds, l2_bytes, copy_gbps, rng)
         results.append(timing)
         ratios.append(ratio)
-    logs = np.log(np.stack(ratios))  # [cases, rounds]
+    return results, summarize(np.stack(ratios), margin, rng)
+
+
+def summarize(ratios: np.ndarray, margin: float, rng: np.random.Generator) -> dict[str, Any]:
+    """``ratios`` is [cases, rounds] of baseline/candidate: the geomean of the per-case medians with a joint bootstrap
+    interval, and the rounds won by more than ``margin`` with their sign test."""
+    logs = np.log(ratios)
     geo = float(np.exp(np.mean(np.median(logs, axis=1))))
     n_cases, n_rounds = logs.shape
     idx = rng.integers(0, n_rounds, size=(BOOTSTRAP, n_cases, n_rounds))
     boot = np.exp(np.mean(np.median(np.take_along_axis(logs[None], idx, axis=2), axis=2), axis=1))
-    wins = int((logs > 0).sum())
-    summary = {"geomean": geo, "ci": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
-               "rounds": rounds, "wins": wins, "sign_p": sign_p(wins, logs.size)}
-    return results, summary
+    wins = int((logs > math.log1p(margin)).sum())
+    return {"geomean": geo, "ci": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
+            "rounds": n_rounds, "margin": margin, "wins": wins, "sign_p": sign_p(wins, logs.size)}
 
 
 def sign_p(wins: int, n: int) -> float:
-    """One-sided sign test: the chance of ``wins`` or more faster rounds out of ``n`` when the two sides are equally
-    fast (each round a fair coin). Exact for any ``n``, where a bootstrap interval over a handful of rounds is too
-    narrow: a self-comparison's 5 interpreter rounds can put its bootstrap interval above 1."""
+    """One-sided sign test: the chance of ``wins`` or more won rounds out of ``n`` when each round is won with
+    probability 1/2 at most (the candidate's median ratio is not above the margin). Exact for any ``n``, where a
+    bootstrap interval over a handful of rounds is too narrow: a self-comparison's 5 interpreter rounds can put its
+    bootstrap interval above 1."""
     return float(sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n)
 
 

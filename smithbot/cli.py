@@ -61,9 +61,10 @@ def eval_cmd(
     candidates: List[Path] = typer.Argument(..., help="candidate kernel.py files"),
     backend: str = typer.Option("auto", help="cuda (time on a GPU), interpreter (CPU; its timings do not predict GPU speed) or auto"),
     rounds: Optional[int] = typer.Option(None, help="interleaved timing rounds per shape case (default: 30 on cuda, "
-                                                     "5 on the interpreter)"),
+                                                     "7 on the interpreter)"),
     timeout: float = typer.Option(300.0, help="seconds per candidate, compile plus run"),
-    min_gain: float = typer.Option(0.02, help="promotion needs the interval's lower bound above 1 + this"),
+    min_gain: float = typer.Option(0.02, help="promotion needs the interval's lower bound above 1 + this, and the "
+                                                         "candidate faster by more than this in most rounds (sign test)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON results instead of tables"),
 ) -> None:
     """Evaluate candidates against a task's baseline: guard, compile, correctness, timing and a verdict."""

@@ -145,7 +145,7 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
     winner = next((v.candidate for v in verdicts if v.accepted), None)
     path = out_dir / "verification.json"
     doc = {"run": run_id, "task": run.task_id, "task_dir": run.task_dir, "backend": used, "env": env,
-           "seeds": ev.task.seeds, "cases": ev.case_names,
+           "seeds": ev.task.seeds, "cases": ev.case_names, "rounds": ev.rounds,
            "winner": winner, "candidates": [asdict(v) for v in verdicts],
            "note": "interpreter timings do not predict GPU speed" if used == "interpreter" else ""}
     tmp = path.with_suffix(".tmp")

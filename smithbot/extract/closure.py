@@ -368,7 +368,8 @@ class ClosureBuilder:
         """Add ``cls.method`` as the module-level function ``as_name``, and everything it needs; return its def. A
         method keeps ``self`` as its first parameter (the inputs stand in for the attributes it reads); a static
         method (or a class method that never uses its class) loses its decorator; the ``forward`` of an
-        ``autograd.Function`` loses ``ctx``, for which a local stand-in takes what it saves for backward."""
+        ``autograd.Function`` loses ``ctx``, for which a local stand-in takes what it saves for backward, and runs
+        without grad, as ``Function.apply`` runs it (its in-place writes to outputs made with ``requires_grad``)."""
         mod = self.module(module)
         node = mod.top.get(cls) if mod else None
         found = next((n for n in getattr(node, "body", []) if isinstance(n, ast.FunctionDef) and n.name == method),
@@ -398,7 +399,9 @@ class ClosureBuilder:
                 "    mark_non_differentiable = set_materialize_grads = save_for_backward\n")
             body = cst.ensure_type(fn.body, cst.IndentedBlock)
             fn = fn.with_changes(params=fn.params.with_changes(params=fn.params.params[1:]),
-                                 body=body.with_changes(body=[stand_in, *body.body]))
+                                 body=body.with_changes(body=[stand_in, *body.body]),
+                                 decorators=[cst.Decorator(decorator=cst.parse_expression("torch.no_grad()"))])
+            self.c.imports.setdefault("torch", "import torch")
         source = cst.Module(body=[fn]).code
         self._done.add((module, as_name))
         self._bound[as_name] = (module, as_name)

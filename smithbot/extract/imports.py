@@ -8,6 +8,7 @@ import functools
 import importlib
 import importlib.util
 
+from evaluator import forks
 from evaluator.guard import ALLOWED_MODULES
 
 # What a task may import: torch, triton, and standard-library modules with no I/O, which launchers use for their
@@ -15,6 +16,9 @@ from evaluator.guard import ALLOWED_MODULES
 STDLIB = ("math", "typing", "functools", "enum", "dataclasses", "collections", "collections.abc", "itertools",
           "operator", "contextlib", "warnings")
 ALLOWED_ROOTS = {"torch", "triton", *(m.split(".")[0] for m in STDLIB)}
+# A triton fork's module that stock triton lacks but the evaluator's interpreter stands in for: a task imports it as
+# its target does, and runs on the fork or under the interpreter (not on stock triton's GPU backend).
+FORK_MODULES = {forks.DEEPLINK: "DeepLink's triton fork; the interpreter stands in for it (evaluator/forks.py)"}
 
 
 def optional_import(s: ast.Try, package: str) -> set[str]:
@@ -46,6 +50,8 @@ def import_line(local: str, target: str, installed: bool = True) -> str | None:
     if target == "triton.language" and local == "tl":
         return "import triton.language as tl"
     mod, _, attr = target.rpartition(".")
+    if target in FORK_MODULES:
+        return f"import {target} as {local}  # {FORK_MODULES[target]}"
     if target in ("torch.nn.functional",):
         return f"import torch.nn.functional as {local}"
     if installed and root == "triton" and not in_triton(mod, attr):

@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 
 from evaluator import Task
+from evaluator.pool import DEFAULT_ROUNDS
 from evaluator.tolerances import DTYPES, TOLERANCES
 from smithbot import __version__
 from smithbot.config import Target, templates_dir
@@ -153,7 +154,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     meta = {"kernel": f"{kernel_def.path}::{kernel_def.qualname}", "base_commit": base_commit,
             "variant": variant, "smithbot": __version__, "task": task.id}
     ctx: dict[str, Any] = dict(
-        v=v, interpreter=interpreter, rounds=verification.get("rounds", 30 if not interpreter else 5), env_line=env_line,
+        v=v, interpreter=interpreter, rounds=verification.get("rounds", DEFAULT_ROUNDS["interpreter" if interpreter else "cuda"]), env_line=env_line,
         commit=base_commit[:12], seeds=verification["seeds"], case_names=", ".join(ratios),
         tolerances=tol,
         test_path=test_path, bench_path=bench_path, what_changed=what, replaced=replaced, added=added, notes=notes,

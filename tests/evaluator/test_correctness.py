@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -40,19 +41,24 @@ def test_a_bare_assert_is_reported_by_its_line(tmp_path) -> None:
     assert _describe(ValueError("bias must be 1-D")) == "ValueError: bias must be 1-D"
 
 
-def test_promotion_needs_the_interval_and_more_wins_than_equals_would_have() -> None:
-    """A bootstrap interval over 5 rounds can clear 1 + min_gain on a self-comparison that won 3 of them; the sign test
-    stops that. A candidate faster in every round (and by a clear interval) is promoted."""
+def test_promotion_needs_the_interval_and_significantly_many_rounds_won_by_the_margin() -> None:
+    """A bootstrap interval over a handful of rounds can clear 1 + min_gain on a self-comparison; the sign test stops
+    that. A round counts only when won by more than the margin, and 5 rounds of one case can never be significant
+    (p = 1/32 > 0.01): CI saw a self-comparison win all 5 by chance."""
     from evaluator.pool import verdict
-    from evaluator.timing import sign_p
+    from evaluator.timing import sign_p, summarize
 
-    assert sign_p(5, 5) == 1 / 32 and sign_p(3, 5) == 0.5 and sign_p(0, 5) == 1.0
-    case = {"name": "c", "ratio": 1.1, "cand_bw_fraction": 0.2}
-
-    def answer(ci_low: float, wins: int) -> dict:
-        return {"summary": {"geomean": 1.1, "ci": [ci_low, 1.2], "wins": wins, "sign_p": sign_p(wins, 5)},
-                "cases": [case]}
-
-    assert verdict(answer(1.05, 5), 0.02) == ("promoted", ())
-    assert verdict(answer(1.05, 3), 0.02) == ("correct", ())  # the interval alone would have promoted it
-    assert verdict(answer(1.01, 5), 0.02) == ("correct", ())  # every round faster, but by too little
+    assert sign_p(5, 5) == 1 / 32 and sign_p(7, 7) == 1 / 128 and sign_p(3, 5) == 0.5 and sign_p(0, 5) == 1.0
+    rng = np.random.default_rng(0)
+    same = summarize(np.array([[1.03, 1.01, 1.025, 1.015, 1.04, 1.01, 1.019]]), 0.02, rng)
+    assert same["wins"] == 3 and same["sign_p"] == sign_p(3, 7)  # faster in all 7, by the margin in only 3
+    faster = summarize(np.array([[1.30, 1.28, 1.31, 1.29, 1.30, 1.27, 1.33]]), 0.02, rng)
+    assert faster["wins"] == 7 and 1.28 < faster["geomean"] < 1.31 and faster["ci"][0] > 1.02
+    case = {"name": "c", "ratio": 1.3, "cand_bw_fraction": 0.2}
+    assert verdict({"summary": faster, "cases": [case]}, 0.02) == ("promoted", ())
+    assert verdict({"summary": same, "cases": [case]}, 0.02) == ("correct", ())
+    five = summarize(np.array([[1.30, 1.28, 1.31, 1.29, 1.30]]), 0.02, rng)
+    assert five["wins"] == 5 and five["ci"][0] > 1.02
+    assert verdict({"summary": five, "cases": [case]}, 0.02) == ("correct", ())  # too few rounds to be significant
+    narrow = {**faster, "ci": [1.01, 1.2]}
+    assert verdict({"summary": narrow, "cases": [case]}, 0.02) == ("correct", ())  # every round won, interval too low

@@ -93,7 +93,7 @@ def test_evolve_with_llm_stops_on_rising_cost(tmp_path: Path, task: Path, monkey
     with RunDB(tmp_path / "runs.db") as db:
         cands = db.candidates(status.run_id)
         statuses = [c.status for c in cands]
-        assert statuses[0] == "correct" and "failed_proposal" in statuses
+        assert cands[0].proposer == "baseline" and cands[0].correct and "failed_proposal" in statuses
         assert any(c.correct and c.proposer == "llm" for c in cands)
         assert db.totals(status.run_id)["cost"] >= 5.0
         assert all(c.prompt.startswith("[system]") for c in cands if c.proposer == "llm" and c.status != "failed_proposal")

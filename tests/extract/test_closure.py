@@ -102,15 +102,19 @@ def test_star_reexports_local_imports_overloads_and_stubbed_constants(tmp_path: 
     assert ns["launch"](10) == 2 * 3 + 100 + 1 + 1 + 2 + 16
 
 
-def test_a_triton_forks_module_blocks_with_its_name(tmp_path: Path) -> None:
+def test_a_triton_forks_module_blocks_with_its_name_unless_the_interpreter_stands_in(tmp_path: Path) -> None:
+    """DeepLink's fork module is imported as the target does (the evaluator's interpreter stands in for it); another
+    fork's module blocks, named; a local import in a branch for an older triton does not block."""
     b = _closure(tmp_path, "npu",
                  "import triton\nfrom triton.language.extra import deeplink as dl\nfrom triton.language.extra import "
-                 "libdevice\n\n\ndef launch(x):\n    return dl.compile_hint(x), libdevice.exp, pick_exp()\n"
+                 "libdevice\nfrom triton.language.extra import mlu\n\n\ndef launch(x):\n"
+                 "    return dl.compile_hint(x), libdevice.exp, mlu.cast(x), pick_exp()\n"
                  "\n\ndef pick_exp():\n    if triton.__version__ >= '3.0.0':\n"
                  "        from triton.language.extra.cuda.libdevice import fast_expf as tl_exp\n    else:\n"
                  "        from triton.language.math import fast_expf as tl_exp\n    return tl_exp\n")
-    assert b.c.blockers == ["triton.language.extra.deeplink (dl) is not in the installed triton (a fork's or an older "
-                            "triton's)"]  # a local import in a branch for an older triton is not a blocker
+    assert b.c.blockers == ["triton.language.extra.mlu (mlu) is not in the installed triton (a fork's or an older "
+                            "triton's)"]
+    assert b.c.imports["dl"].startswith("import triton.language.extra.deeplink as dl  # DeepLink's triton fork")
 
 
 def test_a_tl_alias_imported_from_another_module_stays_a_tl_call(tmp_path: Path) -> None:

@@ -53,7 +53,9 @@ def _check_against_reference(task_dir: Path) -> None:
     with Evaluator(task_dir, backend="interpreter") as ev:
         assert ev.prepare() == []  # the baseline matches the reference, and zeros would fail
         result = ev.submit(task_dir / "kernel.py").result()
-    assert result.status == "correct", result.detail
+    # the baseline checked as a candidate: correct on every case. Its timing verdict against itself is a statistical
+    # property of the evaluator (a false promotion under 1%), measured by benchmarks/evaluator_noise.py, not here.
+    assert result.correct and result.status != "flagged", result.why
 
 
 def test_rms_norm_extracts_and_matches_reference(home: Path) -> None:
