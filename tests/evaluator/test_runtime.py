@@ -160,6 +160,11 @@ assert torch.allclose(y, want), (y, want)
 assert torch.cuda.get_device_properties(0).multi_processor_count == 132 and torch.cuda.get_device_capability() == (9, 0)
 with torch.get_device_module(x.device).device(x.device.index), torch.cuda.device(x.device):
     assert x.is_cuda and torch.cuda.is_available() == available
+if not available:  # what a launcher allocates on, or moves to, an accelerator stays on the CPU
+    made = [torch.empty(2, device="cuda"), torch.zeros(2, device=torch.device("cuda", 0)),
+            torch.arange(3, dtype=torch.float32, device="npu"), torch.ones(2).to("cuda"), torch.ones(2).cuda(),
+            torch.ones(2).to(device="mlu", dtype=torch.float16)]
+    assert all(t.device.type == "cpu" for t in made) and made[-1].dtype == torch.float16
 _shift[(1,)](x, y, 2, BLOCK=8)  # reads x[3], x[4]: inside
 try:
     _shift[(1,)](x, y, 5, BLOCK=8)  # reads x[3..7]: three past the end

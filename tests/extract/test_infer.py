@@ -246,9 +246,10 @@ def _scaled_silu_kernel(X, Out, n, factor, BLOCK: tl.constexpr):
 class ScaledSilu(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, factor=2.0):
-        out = torch.empty_like(x)
+        out = torch.empty_like(x, requires_grad=True)
         n = x.numel()
         _scaled_silu_kernel[(triton.cdiv(n, 256),)](x, out, n, factor, BLOCK=256)
+        out *= 1.0  # in place on a leaf that requires grad: legal because apply runs forward without grad
         ctx.save_for_backward(x)
         ctx.factor = factor
         return out
@@ -331,6 +332,7 @@ def test_an_autograd_function_forward_extracts_and_goes_back(engine: Path, tmp_p
     assert row.extracted and row.checked, row.why
     task = load_task(tmp_path / "task")
     assert task.entry == "ScaledSilu_forward"
+    assert "@torch.no_grad()\ndef ScaledSilu_forward(x, factor=2.0):" in (tmp_path / "task" / "kernel.py").read_text()
     assert [d.qualname for d in task.provenance.definitions] == ["_scaled_silu_kernel", "ScaledSilu.forward"]
     _with_reference(tmp_path / "task", SILU_REFERENCE, {
         "name": "irregular-7x333", "regime": "prefill", "dtype": "fp32", "dims": {"tokens": 7, "hidden": 333}})
