@@ -100,6 +100,17 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def aten_op(name: str) -> str | None:
+    """``torch.ops.aten.zeros.default`` -> ``zeros``: an ATen operator called by its registered name is the torch
+    function of that name, held to the same rules (``torch.ops`` reaches other libraries' operators, so only ATen's
+    pass, and none that the torch module itself forbids, such as ``from_file``)."""
+    parts = name.split(".")
+    if parts[:3] != ["torch", "ops", "aten"] or len(parts) < 4 or parts[3].startswith("_") or \
+            parts[3] in FORBIDDEN_MODULE_ATTRS or parts[3] in FORBIDDEN_ATTRS:
+        return None
+    return parts[3]
+
+
 def _root(node: ast.AST) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.func if isinstance(node, ast.Call) else node.value
@@ -139,6 +150,8 @@ class _Facts(ast.NodeVisitor):
         if name is not None:
             head, _, rest = name.partition(".")
             full = self.aliases.get(head, head) + ("." + rest if rest else "")
+            op = aten_op(full)
+            full = f"torch.{op}" if op else full
             if full.startswith("torch.") and full.split(".")[-1] not in ALLOWED_TORCH:
                 self.calls.add(full)
             elif isinstance(node.func, ast.Attribute) and head not in self.aliases:
@@ -349,6 +362,9 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
     # the parts of an allowed dotted name (triton.runtime.jit.constexpr_function) pass, though triton.runtime does not
     allowed_parts = {id(part) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in _DOTTED_TAILS
                      and ast.unparse(n) in DOTTED_ALLOWED for part in ast.walk(n)}
+    allowed_parts |= {id(n.value.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                      and isinstance(n.value, ast.Attribute) and isinstance(n.value.value, ast.Attribute)
+                      and aten_op(_dotted(n) or "") is not None}  # torch.ops in torch.ops.aten.OP
 
     frozen = frozen_classes(tree)
     for scope in [tree, *[n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]]:

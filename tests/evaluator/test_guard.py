@@ -39,6 +39,10 @@ def test_bundled_sources_pass(name: str) -> None:
     ("    with triton.knobs.amd.scope():\n        triton.knobs.cache.dir = 'x'\n", "state"),  # not a backend's
     ("    from triton.tools import disasm\n", "import"),  # of triton.tools, only the TMA descriptor
     ("    from triton.tools.tensor_descriptor import os\n", "import"),
+    ("    y = torch.ops.aten.matmul.default(x, x)\n", "torch_compute"),  # ATen by its registered name: torch.matmul
+    ("    y = torch.ops.aten.from_file('w')\n", "forbidden"),  # as torch.from_file
+    ("    y = torch.ops.myext.fused(x)\n", "forbidden"),  # another library's operator
+    ("    y = torch.ops.aten._local_scalar_dense(x)\n", "forbidden"),
 ])
 def test_rules(snippet: str, reason: str) -> None:
     anchor = "    hidden = x.shape[-1]\n"
@@ -53,7 +57,8 @@ def test_allowed_launcher_code() -> None:
           "    stages = tl.standard._log2(n)\n    assert triton.__version__ >= '3.0.0'\n"
           "    with triton.knobs.amd.scope():\n        triton.knobs.amd.use_buffer_ops = False\n"  # restored after
           "    from triton.tools.tensor_descriptor import TensorDescriptor\n"  # a TMA descriptor: data
-          "    smem = getattr(props, 'shared_memory_per_multiprocessor', 228 * 1024)\n")  # a read with a fallback
+          "    smem = getattr(props, 'shared_memory_per_multiprocessor', 228 * 1024)\n"  # a read with a fallback
+          "    z = torch.ops.aten.zeros.default([2, 3], dtype=torch.float32)\n")  # torch.zeros, by ATen's name
     assert check(RMS, RMS.replace(anchor, anchor + ok), "rmsnorm").ok
 
 
