@@ -275,7 +275,8 @@ def custom_decorator_stub(name: str) -> str:
 
 _RELEASE = 'tuple(int(p) if p.isdigit() else 0 for p in str(text).split("+")[0].split(".")[:3])'
 # Modules and functions outside the allowed imports that a task gets a definition of instead: version checks
-# (``version.parse(triton.__version__) >= version.parse("3.0.0")``) compare release numbers.
+# (``version.parse(triton.__version__) >= version.parse("3.0.0")``) compare release numbers; an extension's
+# arithmetic helper is that arithmetic.
 STAND_INS = {
     "packaging.version": "class {name}:  # packaging.version, as far as comparing release numbers goes\n"
                          "    @staticmethod\n    def parse(text):\n        return " + _RELEASE + "\n",
@@ -288,6 +289,8 @@ STAND_INS = {
                                       "    def __enter__(self):\n        return self\n\n"
                                       "    def __exit__(self, *exc):\n        return False\n\n"
                                       "    def __call__(self, fn):\n        return fn\n",
+    "deep_gemm.ceil_div": "def {name}(a, b):  # deep_gemm.ceil_div: a division rounded up\n"
+                          "    return (a + b - 1) // b\n",
     # `if not isinstance(x, FakeTensor):` skips the launch while torch.compile traces; a task's tensors are real
     "torch._subclasses.fake_tensor.FakeTensor": "class {name}:  # torch.compile's fake tensor: none in a task\n"
                                                 "    pass\n",

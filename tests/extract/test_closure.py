@@ -156,6 +156,16 @@ def test_an_optional_import_takes_the_targets_own_fallback(tmp_path: Path) -> No
     assert b.c.blockers == ["import of fast_pkg.rotate (rotate)"]
 
 
+def test_an_extensions_arithmetic_helper_is_that_arithmetic(tmp_path: Path) -> None:
+    """``from deep_gemm import ceil_div`` inside a launcher (DLBlas's TMA alignment): the task defines it."""
+    b = _closure(tmp_path, "align", "def launch(m):\n    from deep_gemm import ceil_div\n"
+                                    "    return ceil_div(m, 16) * 16\n")
+    assert b.c.blockers == []
+    ns: dict = {}
+    exec(compile(_source(b), "task", "exec"), ns)
+    assert [ns["launch"](m) for m in (1, 16, 17)] == [16, 16, 32]
+
+
 def test_a_version_check_compares_release_numbers_without_packaging(tmp_path: Path) -> None:
     """Also what surrounds such checks in real launchers: a device probe cached in a global, and a ROCm test."""
     b = _closure(tmp_path, "attn",
