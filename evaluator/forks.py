@@ -6,10 +6,11 @@ it for a GPU.
 takes only ``None`` and ``:``. Under the interpreter a bounded or stepped slice is a numpy slice.
 
 **DeepLink's triton** (``triton.language.extra.deeplink``, which DLBlas's Ascend kernels import as ``dl``):
-``install()`` registers this module under that name. On an Ascend NPU one program runs on a cube core and on vector cores at once. ``with dl.async_task(scope=...)`` says
-which core runs a block, ``dl.set_cross_flag`` / ``dl.wait_cross_flag`` order the two, ``dl.parallel(a, b,
-bind_sub_block=...)`` spreads a loop over the vector sub-blocks, ``dl.compile_hint`` guides the compiler and
-``dl.extract_slice`` takes a sub-block of a tensor. The interpreter runs a program as serial Python, in source order:
+``install()`` registers this module under that name. On an Ascend NPU one program runs on a cube core and on vector
+cores at once. ``with dl.async_task(scope=...)`` says which core runs a block, ``dl.set_cross_flag`` /
+``dl.wait_cross_flag`` order the two, ``dl.parallel(a, b, bind_sub_block=...)`` spreads a loop over the vector
+sub-blocks, ``dl.compile_hint`` guides the compiler and ``dl.extract_slice`` takes a sub-block of a tensor. The
+interpreter runs a program as serial Python, in source order:
 
 - the scopes run one after the other, and hints do nothing;
 - ``parallel`` is ``range``: its iterations are independent, so their order does not matter;
@@ -92,8 +93,8 @@ def wait_cross_flag(flag: Any, event_id: Any) -> None:
     count, key = _Flags.here(), (str(flag), _int(event_id))
     if count[key] <= 0:
         raise DeepLinkStandInError(
-            f"dl.wait_cross_flag({flag}, {key[1]}) comes before its set_cross_flag in source order: the kernel runs its "
-            "cube and vector tasks concurrently, which the interpreter (serial, in source order) cannot")
+            f"dl.wait_cross_flag({flag}, {key[1]}) comes before its set_cross_flag in source order: the kernel runs "
+            "its cube and vector tasks concurrently, which the interpreter (serial, in source order) cannot")
     count[key] -= 1
 
 
