@@ -64,7 +64,7 @@ def eval_cmd(
                                                      "7 on the interpreter)"),
     timeout: float = typer.Option(300.0, help="seconds per candidate, compile plus run"),
     min_gain: float = typer.Option(0.02, help="promotion needs the interval's lower bound above 1 + this, and the "
-                                                         "candidate faster by more than this in most rounds (sign test)"),
+                                              "candidate faster by more than this in most rounds (sign test)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON results instead of tables"),
 ) -> None:
     """Evaluate candidates against a task's baseline: guard, compile, correctness, timing and a verdict."""

@@ -153,8 +153,9 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     variant = cand.source_hash or ""
     meta = {"kernel": f"{kernel_def.path}::{kernel_def.qualname}", "base_commit": base_commit,
             "variant": variant, "smithbot": __version__, "task": task.id}
+    rounds = verification.get("rounds", DEFAULT_ROUNDS["interpreter" if interpreter else "cuda"])
     ctx: dict[str, Any] = dict(
-        v=v, interpreter=interpreter, rounds=verification.get("rounds", DEFAULT_ROUNDS["interpreter" if interpreter else "cuda"]), env_line=env_line,
+        v=v, interpreter=interpreter, rounds=rounds, env_line=env_line,
         commit=base_commit[:12], seeds=verification["seeds"], case_names=", ".join(ratios),
         tolerances=tol,
         test_path=test_path, bench_path=bench_path, what_changed=what, replaced=replaced, added=added, notes=notes,

@@ -44,7 +44,7 @@ def _halves(X, Y, Z, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _rotate_pairs(X, Y, R: tl.constexpr, BLOCK: tl.constexpr):  # Cambricon's style: even and odd columns by slicing the block
+def _rotate_pairs(X, Y, R: tl.constexpr, BLOCK: tl.constexpr):  # Cambricon's style: columns by slicing the block
     rows = tl.program_id(0) * R + tl.arange(0, R)
     cols = tl.arange(0, BLOCK)
     x = tl.load(X + rows[:, None] * BLOCK + cols[None, :])
