@@ -52,8 +52,9 @@ def test_scan_finds_every_grepped_kernel(target: str, var: str, tmp_path: Path, 
 
 
 # Regression floors for the extracted share of launched kernels, a little under what benchmarks/RESULTS.md records for
-# the checkouts named there (the ≥ 90% goal is not met yet; these stop it from sliding back).
-EXTRACTED_FLOOR = {"sglang": 0.7, "lmdeploy": 0.85, "engram": 0.7}
+# the checkouts named there (sglang 96%, lmdeploy 99%, DLBlas 97%); the self-checks' ≥ 90% is measured there, by
+# benchmarks/extract_coverage.py, since it takes most of an hour on two cores.
+EXTRACTED_FLOOR = {"sglang": 0.93, "lmdeploy": 0.95, "engram": 0.93}
 
 
 @pytest.mark.parametrize("target, var", CHECKOUTS)
