@@ -62,3 +62,20 @@ def test_promotion_needs_the_interval_and_significantly_many_rounds_won_by_the_m
     assert verdict({"summary": five, "cases": [case]}, 0.02) == ("correct", ())  # too few rounds to be significant
     narrow = {**faster, "ci": [1.01, 1.2]}
     assert verdict({"summary": narrow, "cases": [case]}, 0.02) == ("correct", ())  # every round won, interval too low
+
+
+def test_the_roofline_flag_needs_a_baseline_within_it() -> None:
+    """A candidate moving more bytes per second than the device copies is flagged, unless the baseline does too under
+    the same byte count: then the count overstates what the kernels touch (a few rows of a large cache), as the
+    eighth session's GPU self-comparisons showed."""
+    from evaluator.pool import verdict
+
+    summary = {"geomean": 1.0, "ci": [0.99, 1.01], "wins": 0, "sign_p": 1.0}
+
+    def case(cand_fraction: float, base_fraction: float) -> dict:
+        return {"name": "c", "ratio": cand_fraction / base_fraction, "cand_bw_fraction": cand_fraction,
+                "cand_gbps": cand_fraction * 4000, "base_gbps": base_fraction * 4000}
+
+    assert verdict({"summary": summary, "cases": [case(1.6, 1.55)]}, 0.02) == ("correct", ())
+    status, flags = verdict({"summary": summary, "cases": [case(1.6, 0.9)]}, 0.02)
+    assert status == "flagged" and flags == ("beyond the memory roofline on c",)
