@@ -32,23 +32,14 @@ from typing import Any
 
 import numpy as np
 
+from evaluator.standin import _scalar as _int
+from evaluator.standin import _unwrap
+
 DEEPLINK = "triton.language.extra.deeplink"
 
 
 class DeepLinkStandInError(RuntimeError):
     """The kernel needs the Ascend cores to run concurrently, which serial interpretation cannot do."""
-
-
-def _int(x: Any) -> int:
-    from evaluator.standin import _scalar
-
-    return _scalar(x)
-
-
-def _unwrap(x: Any) -> Any:
-    from evaluator.standin import _unwrap
-
-    return _unwrap(x)
 
 
 def _program() -> tuple[int, ...]:

@@ -37,8 +37,6 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from evaluator import forks
-
 # Hopper's figures (compute capability 9.0, 132 SMs on the SXM H200, 227 KiB shared memory per block).
 _H200 = SimpleNamespace(name="NVIDIA H200 (interpreter stand-in)", major=9, minor=0, multi_processor_count=132,
                         total_memory=141 * 10**9, L2_cache_size=50 * 2**20, warp_size=32,
@@ -235,6 +233,8 @@ def install() -> None:
     _patch_range()
     _patch_interpreter_ops()
     _patch_boolean_operators()
+    from evaluator import forks  # it reads this module's helpers
+
     forks.install()
 
 

@@ -192,9 +192,9 @@ class ClosureBuilder:
             if _plain(value) or isinstance(value, tuple) and all(_plain(v) for v in value):
                 source = f"{ast.unparse(node.targets[0])} = {value!r}  # {ast.unparse(node.value)}, at extraction\n"
                 node = ast.parse(source).body[0]
-        if isinstance(node, ast.Assign) and applied_factory(mod, node) is not node:
-            node = applied_factory(mod, node)
-            source = ast.unparse(node) + "\n"
+        applied = applied_factory(mod, node) if isinstance(node, ast.Assign) else node
+        if applied is not node:
+            node, source = applied, ast.unparse(applied) + "\n"
         state = module_state(env_pinned(node.value), frozen_classes(mod.tree)) \
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value else None
         if state and read_only_table(mod.tree, node):  # `_FP8_DTYPES = {...}` that the module only reads
