@@ -268,7 +268,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
                 target = result.target.for_launcher((launchers[i] or ("", ""))[0], wrapper)
                 own = target.inputs.get(wrapper, {}).get("_kernels", {}).get(site.name, {})
                 if values or own or settings:
-                    target = replace(target, stubs={**target.stubs, **settings})
+                    target = target.with_stubs(settings)
                     branches.append((i, target.with_inputs(wrapper, {**values, **own}), {**values, **settings}, own))
 
         def branch(item: tuple[int, Target, dict[str, Any], dict[str, Any]]) -> None:

@@ -22,7 +22,8 @@ def templates_dir() -> Path:
     return top if top.is_dir() else Path(__file__).resolve().parent / "templates"
 
 
-MODEL_KEYS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "moe_intermediate", "experts", "top_k", "vocab")
+MODEL_KEYS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "moe_intermediate", "experts", "top_k", "vocab",
+              "layers", "architecture")
 
 
 class ConfigError(Exception):
@@ -55,16 +56,51 @@ class ModelPreset:
     experts: int = 0
     top_k: int = 0
     moe_intermediate: int = 0
+    layers: int = 1  # decoder layers (config.json num_hidden_layers)
+    architecture: str = ""  # the model class config.json names (architectures[0]), where the call graph starts
+
+    def config_json(self) -> dict[str, Any]:
+        """A Hugging Face config.json with these numbers, for engines run on random weights (``smithbot profile``)."""
+        cfg: dict[str, Any] = {
+            "architectures": [self.architecture], "hidden_size": self.hidden, "num_attention_heads": self.heads,
+            "num_key_value_heads": self.kv_heads, "head_dim": self.head_dim, "intermediate_size": self.intermediate,
+            "num_hidden_layers": self.layers, "vocab_size": self.vocab, "torch_dtype": "bfloat16",
+            "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+            "hidden_act": "silu", "tie_word_embeddings": False}
+        if self.experts:
+            cfg.update(num_experts=self.experts, n_routed_experts=self.experts, num_local_experts=self.experts,
+                       num_experts_per_tok=self.top_k, moe_intermediate_size=self.moe_intermediate)
+        return cfg
 
 
 @dataclass(frozen=True)
 class Hints:
     hot_paths: tuple[str, ...] = ()
     model_paths: tuple[str, ...] = ()
-    fallback_markers: tuple[str, ...] = ("is_hip", "is_npu", "is_xpu")
-    cuda_markers: tuple[str, ...] = ("is_cuda",)
     custom_jit_decorators: tuple[str, ...] = ()
     external_modules: tuple[str, ...] = ("sgl_kernel", "deep_gemm", "flashinfer", "aiter", "einops", "fla", "vllm")
+
+
+@dataclass(frozen=True)
+class Serving:
+    """How the target serves by default on one GPU architecture: what decides its dispatch branches.
+
+    ``names`` are runtime helpers and flags with the values they return there (``is_hip: false``); extraction stubs
+    them with these values too. ``settings`` are server arguments by attribute name, ``env`` environment flags with
+    the engine's own defaults, ``phases`` forward-mode predicates and the phase they are true in (or ``never``). ``entries`` are
+    the per-step engine functions (``module:Class.method``) the call graph starts at, besides the model's
+    ``forward``; ``model_settings`` overrides settings for one preset. See ``smithbot/program/evaluate.py``."""
+
+    gpu: str = ""
+    names: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    phases: dict[str, str] = field(default_factory=dict)
+    entries: tuple[str, ...] = ()
+    model_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def for_model(self, preset: str) -> Serving:
+        return dataclasses.replace(self, settings={**self.settings, **self.model_settings.get(preset, {})})
 
 
 @dataclass(frozen=True)
@@ -87,7 +123,7 @@ class Target:
     include: tuple[str, ...]
     exclude: tuple[str, ...]
     hints: Hints
-    stubs: dict[str, Any]
+    serving: Serving
     models: tuple[ModelPreset, ...]
     decode_batch: tuple[int, ...]
     prefill_tokens: tuple[int, ...]
@@ -95,6 +131,22 @@ class Target:
     file: Path | None = None
     # wrapper (or FILE::wrapper, for one file's launcher of a common name such as `call`) -> parameter -> input spec
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def stubs(self) -> dict[str, Any]:
+        """Runtime helpers and the values they return under the serving defaults (what extraction stubs)."""
+        return self.serving.names
+
+    def with_stubs(self, values: dict[str, Any]) -> Target:
+        return dataclasses.replace(self, serving=dataclasses.replace(self.serving, names={**self.stubs, **values}))
+
+    def preset(self, name: str) -> ModelPreset:
+        """One of this target's model presets; ConfigError names the known ones."""
+        for m in self.models:
+            if m.name == name:
+                return m
+        raise ConfigError(f"unknown model preset {name!r} for {self.name} (known: "
+                          f"{', '.join(m.name for m in self.models)})")
 
     @property
     def bundled(self) -> bool:
@@ -112,11 +164,12 @@ class Target:
 
 
 _TOP = {"name": True, "repo": True, "branch": False, "sparse_paths": False, "include": False, "exclude": False,
-        "hints": False, "stubs": False, "models": True, "regimes": True, "conventions": False, "inputs": False}
+        "hints": False, "serving": False, "models": True, "regimes": True, "conventions": False, "inputs": False}
 _HINTS = {k: False for k in Hints.__dataclass_fields__}
 _CONV = {k: False for k in Conventions.__dataclass_fields__}
 _REGIMES = {"decode_batch": True, "prefill_tokens": True}
 _MODEL = {k: k in ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab") for k in MODEL_KEYS}
+_SERVING = {k: False for k in Serving.__dataclass_fields__}
 
 
 def load_models(file: Path | None = None) -> dict[str, ModelPreset]:
@@ -132,6 +185,8 @@ def load_models(file: Path | None = None) -> dict[str, ModelPreset]:
         for k, v in raw.items():
             if k in ("experts", "top_k", "moe_intermediate") and v == 0:
                 nums[k] = 0
+            elif k == "architecture":
+                nums[k] = c.string(v, f"{name}.{k}")
             else:
                 nums[k] = c.positive_int(v, f"{name}.{k}")
         out[str(name)] = ModelPreset(name=str(name), **nums)
@@ -158,19 +213,40 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
     inputs = data.get("inputs") or {}
     if not isinstance(inputs, dict) or not all(isinstance(v, dict) for v in inputs.values()):
         raise c.fail("inputs", "must map wrapper names to {parameter: spec} mappings")
-    stubs = data.get("stubs") or {}
-    if not isinstance(stubs, dict):
-        raise c.fail("stubs", "must map runtime helper names to the values they return")
+    serving = load_serving(c, data.get("serving") or {}, preset_names)
     return Target(
         name=c.string(data["name"], "name"), repo=c.string(data["repo"], "repo"),
         branch=c.string(data.get("branch", "main"), "branch"),
         sparse_paths=c.str_list(data.get("sparse_paths", []), "sparse_paths"),
         include=c.str_list(data.get("include", ["**/*.py"]), "include"),
         exclude=c.str_list(data.get("exclude", []), "exclude"),
-        hints=hints, stubs=dict(stubs), models=tuple(models[n] for n in preset_names),
+        hints=hints, serving=serving, models=tuple(models[n] for n in preset_names),
         decode_batch=c.int_list(regimes["decode_batch"], "regimes.decode_batch"),
         prefill_tokens=c.int_list(regimes["prefill_tokens"], "regimes.prefill_tokens"),
         conventions=Conventions(**conv), file=file, inputs=inputs)
+
+
+def load_serving(c: _Checker, raw: Any, presets: tuple[str, ...]) -> Serving:
+    raw = c.mapping(raw, "serving", _SERVING)
+    out: dict[str, Any] = {}
+    for k in ("names", "settings", "env", "phases", "model_settings"):
+        v = raw.get(k) or {}
+        if not isinstance(v, dict):
+            raise c.fail(f"serving.{k}", "must be a mapping")
+        out[k] = dict(v)
+    for k, v in out["phases"].items():
+        if v not in ("decode", "prefill", "never"):
+            raise c.fail(f"serving.phases.{k}", f"must be decode, prefill or never, got {v!r}")
+    for k, v in out["model_settings"].items():
+        if k not in presets:
+            raise c.fail(f"serving.model_settings.{k}", "names no model preset of this target")
+        if not isinstance(v, dict):
+            raise c.fail(f"serving.model_settings.{k}", "must map settings to values")
+    entries = c.str_list(raw.get("entries", []), "serving.entries")
+    for i, e in enumerate(entries):
+        if ":" not in e:
+            raise c.fail(f"serving.entries[{i}]", f"{e!r} must be module:Qualified.name")
+    return Serving(gpu=c.string(raw.get("gpu", "sm90"), "serving.gpu"), entries=entries, **out)
 
 
 def target_names() -> list[str]:
@@ -190,7 +266,7 @@ def generic_target(repo: str) -> Target:
     models = load_models()
     name = Path(repo.rstrip("/")).name.removesuffix(".git") or "target"
     return Target(name=name, repo=repo, branch="", sparse_paths=(), include=("**/*.py",),
-                  exclude=("**/test/**", "**/tests/**", "**/benchmark*/**", "**/.git/**"), hints=Hints(), stubs={},
+                  exclude=("**/test/**", "**/tests/**", "**/benchmark*/**", "**/.git/**"), hints=Hints(), serving=Serving(),
                   models=tuple(models.values()), decode_batch=(1, 8, 64, 256), prefill_tokens=(512, 4096, 16384),
                   conventions=Conventions(), file=None)
 

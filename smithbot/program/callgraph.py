@@ -1,0 +1,469 @@
+"""A call graph from a model's code and the engine's per-step code down to Triton kernel launches, following the
+dispatch that the target's declared serving defaults decide.
+
+The graph is built on demand: it starts at the entry functions (the preset's model class ``__init__`` and
+``forward``, and the target's per-step engine functions with their classes' ``__init__``), and parses each module
+the first time a call resolves into it (``program.facts``, cached by content hash).
+
+How a call is resolved (an abstract value per expression, see ``_Resolver.value``):
+- names through the module's definitions, imports (re-exports followed) and module-level aliases;
+- ``self.x`` through the class's attribute assignments in any method (``self.mlp = MoEBlock(...)``), the bases'
+  too, and a factory's returns (``get_impl_class(cfg)(...)``, ``backend.get_builder(...).build(...)``);
+- a method through the class's bases and, for ``self.m()``, the overrides in live subclasses;
+- a registry (a dict filled by a decorator, ``REGISTRY[name](...)``) through the functions registered with a key
+  that is one of the declared settings' values (``@register_backend("fa3")``);
+- an unknown receiver's method ``x.m()`` through the methods named ``m`` of the live classes: those constructed or
+  handed out as classes anywhere on the reachable code (rapid type analysis). Iterated until that set is stable.
+
+Each call's enclosing if-tests are evaluated (``program.evaluate``); a test that the defaults decide False cuts the
+edge, an unknown one keeps it. The traversal runs once per phase (decode, prefill), since forward-mode predicates
+decide differently in each, and records for every kernel whether it is reached inside a loop (per layer) and the
+shortest path to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from smithbot.program.evaluate import Env, evaluate
+from smithbot.program.facts import file_facts
+
+FACTS_VERSION = "4"
+BY_NAME_MAX = 3
+_GETTERS = ("get", "__getitem__", "pop", "setdefault")
+Value = tuple  # ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual) | ("method", mod, cls, name)
+#              | ("module", mod) | ("kernel", mod, name) | ("registry", name) | ("getter", name)
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How a kernel is reached in one phase: inside a loop of the path (per layer) or not, and the path."""
+
+    phase: str  # decode | prefill
+    per_layer: bool
+    path: tuple[str, ...]  # qualified names from the entry to the kernel
+
+
+class Program:
+    """The target's modules, parsed on demand, behind a content-hash cache."""
+
+    def __init__(self, root: Path, texts: dict[str, bytes], modules: dict[str, str], cache_dir: Path | None) -> None:
+        self.root, self.texts, self.modules, self.cache_dir = root, texts, modules, cache_dir
+        self._facts: dict[str, dict[str, Any] | None] = {}
+        self.parsed = 0
+
+    def facts(self, module: str) -> dict[str, Any] | None:
+        if module in self._facts:
+            return self._facts[module]
+        rel = self.modules.get(module)
+        out = None
+        if rel is not None:
+            data = self.texts[rel]
+            key = hashlib.sha256(f"{FACTS_VERSION}|{module}|".encode() + data).hexdigest()
+            path = self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir else None
+            try:
+                out = json.loads(path.read_text()) if path else None
+            except (OSError, ValueError):
+                out = None
+            if out is None:
+                out = file_facts(rel, data, module)
+                self.parsed += 1
+                if path is not None:
+                    try:
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                        tmp.write_text(json.dumps(out))
+                        tmp.replace(path)
+                    except OSError:
+                        pass
+            if "error" in out:
+                out = None
+        self._facts[module] = out
+        return out
+
+    def split(self, dotted: str) -> tuple[str, str] | None:
+        """(module, rest) for the longest module prefix of an absolute dotted name."""
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            mod = ".".join(parts[:i])
+            if mod in self.modules:
+                return mod, ".".join(parts[i:])
+        return None
+
+    def find_class(self, name: str, paths: Iterable[str]) -> tuple[str, str] | None:
+        """(module, qualname) of a top-level class ``name`` in the files under ``paths`` (a byte search first)."""
+        needle = f"class {name}(".encode()
+        needle2 = f"class {name}:".encode()
+        by_path = {rel: mod for mod, rel in self.modules.items()}
+        for rel in sorted(paths):
+            data = self.texts.get(rel, b"")
+            if needle in data or needle2 in data:
+                mod = by_path[rel]
+                f = self.facts(mod)
+                if f is not None and name in f["classes"]:
+                    return mod, name
+        return None
+
+
+class _Resolver:
+    """Abstract values of expressions. A function value carries the concrete class its ``self`` is bound to, so that
+    ``self.x`` inside an inherited method reads the subclass's attributes and ``self.m()`` finds its overrides."""
+
+    def __init__(self, program: Program, kernels: set[tuple[str, str]], env: Env) -> None:
+        self.p, self.kernels, self.env = program, kernels, env
+        self.live: set[tuple[str, str]] = set()
+        self.setting_values = {str(v) for v in env.settings.values() if isinstance(v, (str, int, bool))}
+        self._registered: dict[str, list[tuple[tuple[str, ...], Value]]] | None = None
+        self._mro: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self._memo: dict[tuple, list[Value]] = {}
+        self._decided: dict[tuple[str, str], bool | None] = {}
+
+    def reset(self) -> None:
+        """Forget what depends on the live classes (they grew)."""
+        self._registered, self._memo = None, {}
+
+    # --- symbols -----------------------------------------------------------------------------------------------
+    def symbol(self, module: str, name: str, depth: int = 0) -> list[Value]:
+        """What ``name`` (dotted) means at the top level of ``module``."""
+        if depth > 12:
+            return []
+        f = self.p.facts(module)
+        head, _, rest = name.partition(".")
+        if f is None:
+            sub = f"{module}.{head}"
+            return self._then(self.symbol_abs(sub, depth + 1), rest, depth) if sub in self.p.modules else []
+        vals: list[Value]
+        if head in f["classes"]:
+            vals = [("class", module, head)]
+        elif (module, head) in self.kernels:
+            vals = [("kernel", module, head)]
+        elif head in f["functions"]:
+            vals = [("func", module, head, None)]
+        elif head in f["imports"]:
+            vals = self.symbol_abs(f["imports"][head], depth + 1)
+        elif head in f["assigns"]:
+            src = f["assigns"][head]
+            if src.replace(".", "").replace("_", "").isalnum() and src != head:
+                vals = self.symbol(module, src, depth + 1)  # an alias: X = other_module.Y
+            else:
+                vals = [("registry", head)]  # a module-level table: dispatch goes through its registrations
+        elif f"{module}.{head}" in self.p.modules:
+            vals = [("module", f"{module}.{head}")]
+        else:
+            vals = []
+        return self._then(vals, rest, depth)
+
+    def symbol_abs(self, dotted: str, depth: int = 0) -> list[Value]:
+        if dotted in self.p.modules:
+            return [("module", dotted)]
+        found = self.p.split(dotted)
+        if found is None:
+            return []
+        mod, rest = found
+        return self.symbol(mod, rest, depth + 1) if rest else [("module", mod)]
+
+    def _then(self, vals: list[Value], rest: str, depth: int) -> list[Value]:
+        for part in [p for p in rest.split(".") if p]:
+            vals = [w for v in vals for w in self.attr(v, part, depth + 1)]
+        return vals
+
+    # --- classes -----------------------------------------------------------------------------------------------
+    def cls(self, mod: str, qual: str) -> dict[str, Any] | None:
+        f = self.p.facts(mod)
+        return None if f is None else f["classes"].get(qual)
+
+    def mro(self, mod: str, qual: str) -> list[tuple[str, str]]:
+        key = (mod, qual)
+        if key not in self._mro:
+            self._mro[key] = [key]  # guards a cycle
+            out = [key]
+            c = self.cls(mod, qual)
+            for b in (c["bases"] if c else []):
+                for v in self.symbol(mod, b):
+                    if v[0] == "class":
+                        out.extend(x for x in self.mro(v[1], v[2]) if x not in out)
+            self._mro[key] = out
+        return self._mro[key]
+
+    def method(self, mod: str, qual: str, name: str) -> list[Value]:
+        """``name`` looked up on the class (its bases in order), bound to that class."""
+        for m, q in self.mro(mod, qual):
+            f = self.p.facts(m)
+            if f is not None and f"{q}.{name}" in f["functions"]:
+                return [("func", m, f"{q}.{name}", (mod, qual))]
+        return []
+
+    def concrete(self, mod: str, qual: str) -> list[tuple[str, str]]:
+        """The live classes an instance of this class may be: itself if live, its live subclasses; itself if none."""
+        out = [c for c in sorted(self.live) if (mod, qual) in self.mro(*c)]
+        return out or [(mod, qual)]
+
+    def attr(self, v: Value, name: str, depth: int) -> list[Value]:
+        kind = v[0]
+        if kind == "module":
+            return self.symbol(v[1], name, depth + 1)
+        if kind in ("class", "inst"):
+            mod, qual = v[1], v[2]
+            if kind == "inst":
+                made = []
+                for m, q in self.mro(mod, qual):
+                    c = self.cls(m, q)
+                    if c and name in c["attrs"]:
+                        f = self.p.facts(m)
+                        made += [(m, q, t, f["functions"].get(w) if f and w else None) for t, w in c["attrs"][name]]
+                if made:
+                    return list(dict.fromkeys(w for m, q, t, fn in made
+                                              for w in self.expr(m, q, (mod, qual), fn, t, depth + 1)))
+            for m, q in self.mro(mod, qual):
+                c = self.cls(m, q)
+                if c and name in c["registries"]:
+                    return [("registry", name)]
+                f = self.p.facts(m)
+                if f is not None and f"{q}.{name}" in f["classes"]:
+                    return [("class", m, f"{q}.{name}")]
+            if self.method(mod, qual, name):
+                return [("method", mod, qual, name)]
+            return []
+        if kind == "registry" and name in _GETTERS:
+            return [("getter", v[1])]
+        return []
+
+    # --- expressions -------------------------------------------------------------------------------------------
+    def expr(self, mod: str, cls: str | None, bound: tuple[str, str] | None, fn: dict[str, Any] | None, text: str,
+             depth: int = 0) -> list[Value]:
+        """The abstract values of an expression text (``program.facts.expr_text``) in ``fn`` of class ``cls``
+        (defined in ``mod``), whose ``self`` is an instance of ``bound``."""
+        key = (mod, cls, bound, id(fn), text)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = []  # guards a cycle
+        out = self._expr(mod, cls, bound, fn, text, depth) if depth <= 14 else []
+        self._memo[key] = out
+        return out
+
+    def _expr(self, mod: str, cls: str | None, bound: tuple[str, str] | None, fn: dict[str, Any] | None, text: str,
+              depth: int) -> list[Value]:
+        parts = _split(text)
+        head, called = parts[0]
+        me = bound or ((mod, cls) if cls else None)
+        if head == "self" and me:
+            vals: list[Value] = [("inst", *me)]
+        elif head == "cls" and me:
+            vals = [("class", *me)]
+        elif head == "super" and cls:
+            vals = [("inst", m, q) for m, q in self.mro(mod, cls)[1:2]]
+            called = False
+        elif fn is not None and head in fn["locals"]:
+            vals = [w for t in fn["locals"][head] if t != text
+                    for w in self.expr(mod, cls, bound, None, t, depth + 1)]
+        else:
+            vals = self.symbol(mod, head, depth + 1)
+        if called:
+            vals = self.call(vals, depth + 1)
+        for name, called in parts[1:]:
+            vals = [w for v in vals for w in self.attr(v, name, depth + 1)]
+            if called:
+                vals = self.call(vals, depth + 1)
+        return list(dict.fromkeys(vals))
+
+    def call(self, vals: list[Value], depth: int) -> list[Value]:
+        """What calling each value returns."""
+        out: list[Value] = []
+        for v in vals:
+            if v[0] == "class":
+                out.append(("inst", v[1], v[2]))
+            elif v[0] in ("func", "method"):
+                for t in self.targets([v]):
+                    out += self.returns(t, depth + 1)
+            elif v[0] == "getter":
+                out.append(("registry", v[1]))
+            elif v[0] == "registry":
+                for t in self.registered(v[1]):
+                    out += self.returns(t, depth + 1)
+        return out
+
+    def returns(self, t: Value, depth: int) -> list[Value]:
+        if t[0] != "func" or depth > 12:
+            return []
+        f = self.p.facts(t[1])
+        fn = f["functions"].get(t[2]) if f else None
+        if fn is None:
+            return []
+        out = []
+        for text, tests in fn["returns"]:
+            if self.cut(t[1], tests):
+                continue
+            out += self.expr(t[1], fn["class"], t[3], fn, text, depth + 1)
+        return out
+
+    def targets(self, vals: list[Value]) -> list[Value]:
+        """The functions and kernels a call of these values runs (constructors included)."""
+        out: list[Value] = []
+        for v in vals:
+            if v[0] in ("func", "kernel"):
+                out.append(v)
+            elif v[0] == "class":
+                self.live.add((v[1], v[2]))
+                out += self.method(v[1], v[2], "__init__")
+            elif v[0] == "inst":
+                for c in self.concrete(v[1], v[2]):
+                    out += self.method(*c, "forward") or self.method(*c, "__call__")
+            elif v[0] == "method":
+                for c in self.concrete(v[1], v[2]):
+                    out += self.method(*c, v[3])
+            elif v[0] == "registry":
+                out += self.registered(v[1])
+        return list(dict.fromkeys(out))
+
+    def registered(self, registry: str) -> list[Value]:
+        """Functions registered into a table named ``registry`` by a decorator keyed by declared settings' values:
+        by the value of the setting the table is named after (``ATTENTION_BACKENDS`` and ``attention_backend``),
+        else by any setting's values (``@register_fused_func("none", "triton")``)."""
+        if self._registered is None:
+            self._registered = {}
+            # only files with a decorator keyed by a declared value can register a default: find them by bytes
+            keys = [f'("{v}"'.encode() for v in self.setting_values] + [f"('{v}'".encode() for v in self.setting_values]
+            by_path = {rel: mod for mod, rel in self.p.modules.items()}
+            for rel, data in self.p.texts.items():
+                if b"@" in data and any(k in data for k in keys) and rel in by_path:
+                    self._index_registrations(by_path[rel])
+        norm = registry.replace("_", "").lower()
+        named = {str(v) for k, v in self.env.settings.items() if k.replace("_", "").lower() in norm}
+        allowed = named or self.setting_values
+        return [v for args, v in self._registered.get(registry, []) if all(a in allowed for a in args)]
+
+    def _index_registrations(self, mod: str) -> None:
+        f = self.p.facts(mod)
+        if f is None or self._registered is None:
+            return
+        for qual, fn in f["functions"].items():
+            for dec, args in fn["decorators"]:
+                if not args:
+                    continue
+                for d in self.symbol(mod, dec):
+                    if d[0] != "func":
+                        continue
+                    df = self.p.facts(d[1])
+                    for store in (df["functions"][d[2]]["stores"] if df else []):
+                        self._registered.setdefault(store.split(".")[-1], []).append(
+                            (tuple(args), ("func", mod, qual, None)))
+
+    def by_name(self, name: str) -> list[Value]:
+        """Methods named ``name`` of the live classes, for a receiver of unknown type; nothing when more than
+        ``BY_NAME_MAX`` live classes define one (a common name says nothing about the receiver)."""
+        out = []
+        for m, q in sorted(self.live):
+            f = self.p.facts(m)
+            if f is not None and f"{q}.{name}" in f["functions"]:
+                out.append(("func", m, f"{q}.{name}", (m, q)))
+        return out if len(out) <= BY_NAME_MAX else []
+
+    def cut(self, mod: str, tests: list[list[Any]]) -> bool:
+        """Whether the serving defaults decide one of these if-tests against the branch taken."""
+        for test, taken in tests:
+            key = (mod, test)
+            if key not in self._decided:
+                f = self.p.facts(mod)
+                self._decided[key] = evaluate(test, self.env, (f["assigns"] if f else {}).get)
+            if self._decided[key] is not None and self._decided[key] != taken:
+                return True
+        return False
+
+    # --- one call site -----------------------------------------------------------------------------------------
+    def site(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
+        mod, bound, cls = node[1], node[3], fn["class"]
+        if callee.endswith("[]"):  # kernel[grid](...) or REGISTRY[key](...)
+            vals = self.expr(mod, cls, bound, fn, callee[:-2])
+            return [v for v in vals if v[0] == "kernel"] + self.targets([v for v in vals if v[0] == "registry"])
+        found = self.targets(self.expr(mod, cls, bound, fn, callee))
+        parts = _split(callee)
+        if not found and len(parts) > 1 and not parts[-1][1] and parts[0][0] not in ("self", "cls", "super"):
+            found = self.by_name(parts[-1][0])
+        return found
+
+
+def _split(text: str) -> list[tuple[str, bool]]:
+    """``a.b().c`` -> [("a", False), ("b", True), ("c", False)]."""
+    out = []
+    for part in text.split("."):
+        called = part.endswith("()")
+        out.append((part[:-2] if called else part, called))
+    return out
+
+
+def _qual(v: Value) -> str:
+    return v[2] if v[0] in ("func", "kernel") else str(v)
+
+
+def reach(program: Program, kernels: set[tuple[str, str]], env: Env, entries: list[Value], startup: list[Value],
+          phases: tuple[str, ...] = ("decode", "prefill")) -> dict[tuple[str, str], list[Reach]]:
+    """Every kernel reached from ``entries`` per phase, with the best (per-layer first, then shortest) path.
+
+    ``startup`` functions (the entry classes' constructors) run once and make classes live; kernels reached only
+    from them are not counted."""
+    out: dict[tuple[str, str], list[Reach]] = {}
+    for phase in phases:
+        r = _Resolver(program, kernels, env.with_phase(phase))
+        for v in entries + startup:
+            if v[0] == "func" and v[3]:
+                r.live.add(v[3])
+        best: dict[tuple[str, str], Reach] = {}
+        for _ in range(4):  # until the live classes stop growing
+            before = len(r.live)
+            r.reset()
+            _walk(r, startup, False, {})
+            best = {}
+            _walk(r, entries, True, best)
+            if len(r.live) == before:
+                break
+        for key, rc in best.items():
+            out.setdefault(key, []).append(rc)
+    return out
+
+
+def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, str], Reach]) -> None:
+    seen: dict[Value, set[bool]] = {}
+    parent: dict[tuple[Value, bool], tuple[Value, bool] | None] = {}
+    queue: deque[tuple[Value, bool]] = deque()
+    for s in starts:
+        queue.append((s, False))
+        parent[(s, False)] = None
+        seen.setdefault(s, set()).add(False)
+    while queue:
+        node, loop = queue.popleft()
+        f = r.p.facts(node[1])
+        fn = f["functions"].get(node[2]) if f else None
+        if fn is None:
+            continue
+        for callee, tests, in_loop, _line in fn["calls"]:
+            if r.cut(node[1], tests):
+                continue
+            now = loop or in_loop
+            for t in r.site(node, fn, callee):
+                if t[0] == "kernel":
+                    if count:
+                        path = _path(parent, (node, loop)) + (t[2],)
+                        old = best.get((t[1], t[2]))
+                        if old is None or (now and not old.per_layer):
+                            best[(t[1], t[2])] = Reach(r.env.phase or "", now, path)
+                    continue
+                if now in seen.get(t, set()) or True in seen.get(t, set()):
+                    continue
+                seen.setdefault(t, set()).add(now)
+                parent[(t, now)] = (node, loop)
+                queue.append((t, now))
+
+
+def _path(parent: dict, at: tuple[Value, bool]) -> tuple[str, ...]:
+    out = []
+    cur: tuple[Value, bool] | None = at
+    while cur is not None and len(out) < 64:
+        out.append(_qual(cur[0]))
+        cur = parent.get(cur)
+    return tuple(reversed(out))

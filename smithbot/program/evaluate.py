@@ -1,0 +1,165 @@
+"""The one evaluator of "what does this if-test decide" under a target's declared serving defaults.
+
+A test is evaluated to True, False or None (unknown), and unknown keeps both branches. The environment is the
+target's ``serving`` section (``smithbot.config.Serving``):
+- ``names``: runtime helpers and flags and the values they return (``is_hip: false``, ``_is_cuda: true``); a name is
+  looked up bare, called (``is_hip()``) or as the last part of an attribute (``current_platform.is_hip()``);
+- ``settings``: server arguments by their attribute name (``server_args.attention_backend == "fa3"``,
+  ``get_global_server_args().moe_runner_backend``), also read as bare local names (``device_type == 'cuda'``);
+- ``env``: environment flags with the defaults the engine's own code gives them, read through any call whose first
+  argument is the flag's name (``get_bool_env_var("SGLANG_X")``) or as an attribute (``envs.SGLANG_X.get()``);
+- ``phases``: forward-mode predicates and the phase in which each is true (``is_decode: decode``), evaluated per phase;
+- module-level assignments of the file (``_is_hip = is_hip()``) are followed, so a module flag means what its helper
+  means.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from typing import Any, Callable
+
+Unknown = None
+_ORDER = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "in": lambda a, b: a in b,
+          "not in": lambda a, b: a not in b, "is": lambda a, b: a is b, "is not": lambda a, b: a is not b}
+_OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
+_MISSING = object()
+
+
+@functools.lru_cache(maxsize=65536)
+def _parse(src: str) -> ast.expr | None:
+    try:
+        return ast.parse(src, mode="eval").body
+    except SyntaxError:
+        return None
+
+
+class Env:
+    """Values of names under one target's serving defaults, for one phase (``decode``, ``prefill`` or None: both)."""
+
+    def __init__(self, names: dict[str, Any], settings: dict[str, Any], env: dict[str, Any],
+                 phases: dict[str, str], phase: str | None = None) -> None:
+        self.names, self.settings, self.env, self.phases, self.phase = names, settings, env, phases, phase
+
+    def with_phase(self, phase: str | None) -> Env:
+        return Env(self.names, self.settings, self.env, self.phases, phase)
+
+    def lookup(self, name: str) -> Any:
+        """The declared value of a bare name, or _MISSING."""
+        if name in self.names:
+            return self.names[name]
+        if name in self.settings:
+            return self.settings[name]
+        if name in self.env:
+            return self.env[name]
+        if name in self.phases:
+            if self.phases[name] == "never":
+                return False
+            return Unknown if self.phase is None else self.phases[name] == self.phase
+        return _MISSING
+
+
+def evaluate(test: str, env: Env, assigns: Callable[[str], str | None] = lambda name: None) -> bool | None:
+    """Truth of the if-test source ``test``: True, False, or None when the defaults do not decide it.
+
+    ``assigns(name)`` gives the source of a module-level assignment to ``name`` in the test's file, if any."""
+    node = _parse(test)
+    if node is None:
+        return Unknown
+    value = _value(node, env, assigns, 0)
+    if value is _MISSING or value is Unknown:
+        return Unknown
+    try:
+        return bool(value)
+    except Exception:  # noqa: BLE001 - an object whose truth cannot be taken decides nothing
+        return Unknown
+
+
+def _value(node: ast.expr, env: Env, assigns: Callable[[str], str | None], depth: int) -> Any:
+    """The value of an expression, Unknown when the defaults do not say, _MISSING for a name they do not know."""
+    if depth > 8:
+        return Unknown
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        items = [_value(e, env, assigns, depth + 1) for e in node.elts]
+        return Unknown if any(i is Unknown or i is _MISSING for i in items) else tuple(items)
+    if isinstance(node, ast.BoolOp):
+        vals = [_truth(_value(v, env, assigns, depth + 1)) for v in node.values]
+        if isinstance(node.op, ast.And):
+            return False if False in vals else (True if all(v is True for v in vals) else Unknown)
+        return True if True in vals else (False if all(v is False for v in vals) else Unknown)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        v = _truth(_value(node.operand, env, assigns, depth + 1))
+        return Unknown if v is Unknown else not v
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS:
+        left = _value(node.left, env, assigns, depth + 1)
+        right = _value(node.comparators[0], env, assigns, depth + 1)
+        if left is Unknown or right is Unknown or left is _MISSING or right is _MISSING:
+            return Unknown
+        try:
+            return _ORDER[_OPS[type(node.ops[0])]](left, right)
+        except TypeError:
+            return Unknown
+    if isinstance(node, ast.Name):
+        v = env.lookup(node.id)
+        if v is not _MISSING:
+            return v
+        src = assigns(node.id)
+        if src is not None and src != node.id:
+            inner = _parse(src)
+            return Unknown if inner is None else _value(inner, env, assigns, depth + 1)
+        return _MISSING
+    if isinstance(node, ast.Attribute):
+        v = env.lookup(node.attr)
+        if v is not _MISSING:
+            return v
+        # an enum member compared by value (``Backend.TRITON == backend``) is the member's name in lower case
+        if node.attr.isupper() and isinstance(node.value, (ast.Name, ast.Attribute)):
+            return _Member(node.attr)
+        return _MISSING
+    if isinstance(node, ast.Call):
+        args = node.args
+        if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str) \
+                and args[0].value in env.env:
+            return env.env[args[0].value]  # get_bool_env_var("SGLANG_X"), os.environ.get("X")
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in ("get", "value") and isinstance(func.value, ast.Attribute):
+            if func.value.attr in env.env:
+                return env.env[func.value.attr]  # envs.SGLANG_X.get()
+        if isinstance(func, (ast.Name, ast.Attribute)):
+            name = func.id if isinstance(func, ast.Name) else func.attr
+            v = env.lookup(name)
+            if v is not _MISSING:
+                return v
+            # backend.is_triton(): a predicate named after a setting's value
+            if name.startswith("is_") and isinstance(func, ast.Attribute):
+                owner = _value(func.value, env, assigns, depth + 1)
+                if isinstance(owner, str):
+                    return owner.lower() == name[3:]
+        return Unknown
+    return Unknown
+
+
+class _Member:
+    """An enum member seen only by its name: equal to a string setting of the same name in lower case."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return other.lower() == self.name.lower()
+        return NotImplemented  # type: ignore[no-any-return]
+
+    def __hash__(self) -> int:
+        return hash(self.name.lower())
+
+
+def _truth(v: Any) -> bool | None:
+    if v is Unknown or v is _MISSING:
+        return Unknown
+    try:
+        return bool(v)
+    except Exception:  # noqa: BLE001
+        return Unknown

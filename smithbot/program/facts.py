@@ -1,0 +1,272 @@
+"""What one Python file says about calls: its functions' calls with the if-tests around them, its classes' attribute
+types, its module-level assignments and registries. Scan's kernel index (``smithbot.scan.parse``) reads only files
+that can hold Triton code; the call graph reads the model and engine files those kernels are reached from.
+
+``file_facts(relpath, data, modname)`` is a pure function of the file's bytes and returns plain JSON-able data, so
+it is cached by content hash like the kernel index. It uses the standard library's ``ast`` for the same reason as
+``scan.parse``: libcst costs ten times as much per file.
+
+A call is recorded as ``[callee, tests, loop, line]``:
+- ``callee`` is the dotted text of what is called (``self.mlp``, ``fused_experts``, ``self.quant_method.apply``),
+  ``X()`` for a call of a call's result (``get_impl_class(cfg)(...)``), or ``X[]`` for a call of a subscript
+  (``REGISTRY[name](...)``, ``kernel[grid](...)``);
+- ``tests`` lists the enclosing if-tests as ``[source, taken]`` (``taken`` is False in the else branch);
+- ``loop`` says the call sits inside a ``for`` or ``while`` loop of its function.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from smithbot.scan.parse import _dotted, collect_imports
+
+
+def _callee(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Call):
+        inner = _callee(func.func)
+        return f"{inner}()" if inner else None
+    if isinstance(func, ast.Subscript):
+        inner = _dotted(func.value)
+        return f"{inner}[]" if inner else None
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
+        inner = _callee(func.value)
+        return f"{inner}.{func.attr}" if inner else None
+    return _dotted(func)
+
+
+def expr_text(node: ast.expr) -> str | None:
+    """An expression as the call graph reads it: dotted parts, ``()`` after a called part, subscripts dropped (an
+    element of a container has the container's element type): ``self.layers[i]`` -> ``self.layers``,
+    ``get_backend().build(x)`` -> ``get_backend().build()``."""
+    if isinstance(node, ast.Call):
+        inner = expr_text(node.func)
+        return f"{inner}()" if inner else None
+    if isinstance(node, ast.Subscript):
+        return expr_text(node.value)
+    if isinstance(node, ast.Attribute):
+        inner = expr_text(node.value)
+        return f"{inner}.{node.attr}" if inner else None
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def annotation_text(node: ast.expr | None) -> str | None:
+    """An instance of the class an annotation names: ``ForwardBatch``, ``Optional["X"]``, ``X | None`` -> ``X()``."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        left, right = node.left, node.right
+        node = right if isinstance(left, ast.Constant) and left.value is None else left
+    if isinstance(node, ast.Subscript) and (_dotted(node.value) or "").split(".")[-1] in ("Optional", "Union"):
+        inner = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) else node.slice
+        return annotation_text(inner)
+    name = _dotted(node)
+    return f"{name}()" if name and name.split(".")[-1][:1].isupper() else None
+
+
+_EMPTY_DICTS = ("{}", "dict()", "defaultdict(list)", "collections.defaultdict(list)")
+
+
+def _literal_strings(call: ast.Call) -> list[str]:
+    return [a.value for a in list(call.args) + [k.value for k in call.keywords]
+            if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.functions: dict[str, dict[str, Any]] = {}
+        self.classes: dict[str, dict[str, Any]] = {}
+        self.assigns: dict[str, str] = {}
+        self.scope: list[tuple[str, str]] = []  # (kind, name)
+        self.tests: list[list[Any]] = []
+        self.loops = 0
+        self.fn: dict[str, Any] | None = None
+
+    def _qual(self, name: str) -> str:
+        return ".".join([s[1] for s in self.scope] + [name])
+
+    def _enclosing_class(self) -> dict[str, Any] | None:
+        for i in range(len(self.scope) - 1, -1, -1):
+            if self.scope[i][0] == "class":
+                return self.classes.get(".".join(s[1] for s in self.scope[: i + 1]))
+        return None
+
+    # --- control flow ------------------------------------------------------------------------------------------
+    def visit_If(self, node: ast.If) -> None:
+        test = ast.unparse(node.test)
+        self.visit(node.test)
+        for taken, stmts in ((True, node.body), (False, node.orelse)):
+            self.tests.append([test, taken])
+            for s in stmts:
+                self.visit(s)
+            self.tests.pop()
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        test = ast.unparse(node.test)
+        self.visit(node.test)
+        for taken, expr in ((True, node.body), (False, node.orelse)):
+            self.tests.append([test, taken])
+            self.visit(expr)
+            self.tests.pop()
+
+    def _loop(self, node: ast.AST) -> None:
+        self.loops += 1
+        self.generic_visit(node)
+        self.loops -= 1
+
+    visit_While = visit_ListComp = visit_GeneratorExp = _loop
+
+    # --- definitions -------------------------------------------------------------------------------------------
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        qual = self._qual(node.name)
+        self.classes[qual] = {"line": node.lineno, "bases": [b for b in map(_dotted, node.bases) if b], "attrs": {},
+                              "registries": []}
+        self.scope.append(("class", node.name))
+        saved, self.fn = self.fn, None
+        for s in node.body:
+            self.visit(s)
+        self.fn = saved
+        self.scope.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        qual = self._qual(node.name)
+        decorators = []
+        for d in node.decorator_list:
+            func = d.func if isinstance(d, ast.Call) else d
+            decorators.append([_dotted(func) or "", _literal_strings(d) if isinstance(d, ast.Call) else []])
+        cls = self._enclosing_class() if self.scope and self.scope[-1][0] == "class" else None
+        params = {}
+        for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+            ann = annotation_text(a.annotation)
+            if ann:
+                params[a.arg] = [ann]
+        info = {"line": node.lineno, "class": ".".join(s[1] for s in self.scope) if cls is not None else None,
+                "decorators": decorators, "calls": [], "returns": [], "locals": params, "stores": []}
+        self.functions[qual] = info
+        saved = (self.fn, self.tests, self.loops)
+        self.fn, self.tests, self.loops = info, [], 0
+        self.scope.append(("def", node.name))
+        for s in node.body:
+            self.visit(s)
+        self.scope.pop()
+        self.fn, self.tests, self.loops = saved
+        if self.fn is not None:
+            self.fn["stores"].extend(info["stores"])  # a decorator factory registers through its inner function
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.visit(node.body)  # a lambda's calls belong to the function that makes it
+
+    # --- assignments, returns and calls ------------------------------------------------------------------------
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)
+        if self.fn is None:
+            if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                name, src = node.targets[0].id, ast.unparse(node.value)
+                cls = self._enclosing_class()
+                if not self.scope:
+                    self.assigns[name] = src
+                elif cls is not None and src in _EMPTY_DICTS:
+                    cls["registries"].append(name)
+            return
+        for t in node.targets:
+            if isinstance(t, ast.Subscript) and expr_text(t.value):
+                self.fn["stores"].append(expr_text(t.value))  # REGISTRY[key] = fn: a registration
+        made = self._made(node.value)
+        if not made:
+            return
+        cls = self._enclosing_class()
+        where = self._qual("")[:-1]  # the assigning function, whose locals and parameters the value reads
+        for t in node.targets:
+            for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) and el.value.id == "self" \
+                        and cls is not None:
+                    into = cls["attrs"].setdefault(el.attr, [])
+                    into.extend([m, where] for m in made if [m, where] not in into)
+                elif isinstance(el, ast.Name):
+                    into = self.fn["locals"].setdefault(el.id, [])
+                    into.extend(m for m in made if m not in into)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and it.args \
+                and isinstance(node.target, ast.Tuple) and len(node.target.elts) == 2:
+            it, target = it.args[0], node.target.elts[1]  # for i, layer in enumerate(self.layers)
+        else:
+            target = node.target
+        text = expr_text(it)
+        if self.fn is not None and text and isinstance(target, ast.Name):
+            into = self.fn["locals"].setdefault(target.id, [])
+            if text not in into:
+                into.append(text)
+        self._loop(node)
+
+    visit_AsyncFor = visit_For
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        ann = annotation_text(node.annotation)
+        cls = self._enclosing_class()
+        if ann and cls is not None:
+            t = node.target
+            if self.fn is None and isinstance(t, ast.Name) and self.scope and self.scope[-1][0] == "class":
+                cls["attrs"].setdefault(t.id, []).append([ann, None])  # a dataclass field: backend: Backend
+            elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                cls["attrs"].setdefault(t.attr, []).append([ann, None])
+        if node.value is not None:
+            self.visit_Assign(ast.Assign(targets=[node.target], value=node.value, lineno=node.lineno))
+
+    @staticmethod
+    def _made(value: ast.expr) -> list[str]:
+        """Expressions an assigned value may be (see ``expr_text``), with the layers a list builder makes:
+        ``nn.ModuleList([Layer(i) for i in ...])`` and ``make_layers(n, lambda i: Layer(i))`` also give ``Layer()``."""
+        if isinstance(value, ast.IfExp):
+            return _Visitor._made(value.body) + _Visitor._made(value.orelse)
+        if isinstance(value, ast.BoolOp):  # a or b
+            return [m for v in value.values for m in _Visitor._made(v)]
+        text = expr_text(value)
+        out = [text] if text else []
+        if isinstance(value, ast.Call):
+            for a in list(value.args) + [k.value for k in value.keywords]:
+                inner = a.body if isinstance(a, ast.Lambda) else a.elt if isinstance(a, (ast.ListComp, ast.GeneratorExp)) \
+                    else a.elts[0] if isinstance(a, ast.List) and a.elts else None
+                if isinstance(inner, ast.Call) and expr_text(inner):
+                    out.append(expr_text(inner))  # type: ignore[arg-type]
+        return out
+
+    def visit_Return(self, node: ast.Return) -> None:
+        self.generic_visit(node)
+        if self.fn is None or node.value is None:
+            return
+        for v in ([node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]):
+            text = expr_text(v)
+            if text:
+                self.fn["returns"].append([text, [list(t) for t in self.tests]])
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self.generic_visit(node)
+        if self.fn is None:
+            return
+        callee = _callee(node.func)
+        if callee:
+            self.fn["calls"].append([callee, [list(t) for t in self.tests], self.loops > 0, node.lineno])
+
+
+def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:
+    """The call facts of one file, or ``{"path", "error"}`` when it does not parse."""
+    try:
+        tree = ast.parse(data, filename=relpath)
+    except (SyntaxError, ValueError) as exc:
+        return {"path": relpath, "error": str(getattr(exc, "msg", None) or exc)}
+    v = _Visitor()
+    v.visit(tree)
+    return {"path": relpath, "module": modname,
+            "imports": collect_imports(tree, modname, relpath.endswith("__init__.py")),
+            "assigns": v.assigns, "classes": v.classes, "functions": v.functions}
