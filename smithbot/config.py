@@ -89,7 +89,8 @@ class Serving:
     them with these values too. ``settings`` are server arguments by attribute name, ``env`` environment flags with
     the engine's own defaults, ``phases`` forward-mode predicates and the phase they are true in (or ``never``). ``entries`` are
     the per-step engine functions (``module:Class.method``) the call graph starts at, besides the model's
-    ``forward``; ``model_settings`` overrides settings for one preset. See ``smithbot/program/evaluate.py``."""
+    ``forward``; ``startup`` the engine functions that run once and build what the steps use (the attention backend),
+    besides the entry classes' constructors; ``model_settings`` overrides settings for one preset. See ``smithbot/program/evaluate.py``."""
 
     gpu: str = ""
     names: dict[str, Any] = field(default_factory=dict)
@@ -97,6 +98,7 @@ class Serving:
     env: dict[str, Any] = field(default_factory=dict)
     phases: dict[str, str] = field(default_factory=dict)
     entries: tuple[str, ...] = ()
+    startup: tuple[str, ...] = ()
     model_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def for_model(self, preset: str) -> Serving:
@@ -242,11 +244,13 @@ def load_serving(c: _Checker, raw: Any, presets: tuple[str, ...]) -> Serving:
             raise c.fail(f"serving.model_settings.{k}", "names no model preset of this target")
         if not isinstance(v, dict):
             raise c.fail(f"serving.model_settings.{k}", "must map settings to values")
-    entries = c.str_list(raw.get("entries", []), "serving.entries")
-    for i, e in enumerate(entries):
-        if ":" not in e:
-            raise c.fail(f"serving.entries[{i}]", f"{e!r} must be module:Qualified.name")
-    return Serving(gpu=c.string(raw.get("gpu", "sm90"), "serving.gpu"), entries=entries, **out)
+    funcs = {}
+    for key in ("entries", "startup"):
+        funcs[key] = c.str_list(raw.get(key, []), f"serving.{key}")
+        for i, e in enumerate(funcs[key]):
+            if ":" not in e:
+                raise c.fail(f"serving.{key}[{i}]", f"{e!r} must be module:Qualified.name")
+    return Serving(gpu=c.string(raw.get("gpu", "sm90"), "serving.gpu"), **funcs, **out)
 
 
 def target_names() -> list[str]:

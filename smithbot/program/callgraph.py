@@ -123,6 +123,8 @@ class _Resolver:
         self._mro: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._memo: dict[tuple, list[Value]] = {}
         self._decided: dict[tuple[str, str], bool | None] = {}
+        self.at: Value | None = None  # the function whose calls are being resolved
+        self.made_by: dict[tuple[str, str], Value | None] = {}  # a live class -> where it was first constructed
 
     def reset(self) -> None:
         """Forget what depends on the live classes (they grew)."""
@@ -258,17 +260,17 @@ class _Resolver:
             vals = [("class", *me)]
         elif head == "super" and cls:
             vals = [("inst", m, q) for m, q in self.mro(mod, cls)[1:2]]
-            called = False
+            called = 0
         elif fn is not None and head in fn["locals"]:
             vals = [w for t in fn["locals"][head] if t != text
                     for w in self.expr(mod, cls, bound, None, t, depth + 1)]
         else:
             vals = self.symbol(mod, head, depth + 1)
-        if called:
+        for _ in range(called):
             vals = self.call(vals, depth + 1)
         for name, called in parts[1:]:
             vals = [w for v in vals for w in self.attr(v, name, depth + 1)]
-            if called:
+            for _ in range(called):
                 vals = self.call(vals, depth + 1)
         return list(dict.fromkeys(vals))
 
@@ -309,7 +311,9 @@ class _Resolver:
             if v[0] in ("func", "kernel"):
                 out.append(v)
             elif v[0] == "class":
-                self.live.add((v[1], v[2]))
+                if (v[1], v[2]) not in self.live:
+                    self.live.add((v[1], v[2]))
+                    self.made_by[(v[1], v[2])] = self.at
                 out += self.method(v[1], v[2], "__init__")
             elif v[0] == "inst":
                 for c in self.concrete(v[1], v[2]):
@@ -388,12 +392,14 @@ class _Resolver:
         return found
 
 
-def _split(text: str) -> list[tuple[str, bool]]:
-    """``a.b().c`` -> [("a", False), ("b", True), ("c", False)]."""
+def _split(text: str) -> list[tuple[str, int]]:
+    """``a.b().c`` -> [("a", 0), ("b", 1), ("c", 0)]; ``f()()`` -> [("f", 2)]: each part with its calls."""
     out = []
     for part in text.split("."):
-        called = part.endswith("()")
-        out.append((part[:-2] if called else part, called))
+        n = 0
+        while part.endswith("()"):
+            part, n = part[:-2], n + 1
+        out.append((part, n))
     return out
 
 
@@ -441,6 +447,7 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
         fn = f["functions"].get(node[2]) if f else None
         if fn is None:
             continue
+        r.at = node
         for callee, tests, in_loop, _line in fn["calls"]:
             if r.cut(node[1], tests):
                 continue

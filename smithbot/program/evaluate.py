@@ -5,7 +5,9 @@ target's ``serving`` section (``smithbot.config.Serving``):
 - ``names``: runtime helpers and flags and the values they return (``is_hip: false``, ``_is_cuda: true``); a name is
   looked up bare, called (``is_hip()``) or as the last part of an attribute (``current_platform.is_hip()``);
 - ``settings``: server arguments by their attribute name (``server_args.attention_backend == "fa3"``,
-  ``get_global_server_args().moe_runner_backend``), also read as bare local names (``device_type == 'cuda'``);
+  ``get_global_server_args().moe_runner_backend``), also read as bare local names (``device_type == 'cuda'``) and
+  through a getter named after them (``get_moe_a2a_backend().is_deepep()``: a predicate ``is_X`` of a setting is
+  true when the setting's value is X);
 - ``env``: environment flags with the defaults the engine's own code gives them, read through any call whose first
   argument is the flag's name (``get_bool_env_var("SGLANG_X")``) or as an attribute (``envs.SGLANG_X.get()``);
 - ``phases``: forward-mode predicates and the phase in which each is true (``is_decode: decode``), evaluated per phase;
@@ -19,7 +21,12 @@ import ast
 import functools
 from typing import Any, Callable
 
-Unknown = None
+class _UnknownType:
+    def __repr__(self) -> str:
+        return "Unknown"
+
+
+Unknown: Any = _UnknownType()  # a value the defaults do not decide (None is a value: quantization: null)
 _ORDER = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "in": lambda a, b: a in b,
           "not in": lambda a, b: a not in b, "is": lambda a, b: a is b, "is not": lambda a, b: a is not b}
 _OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
@@ -65,14 +72,8 @@ def evaluate(test: str, env: Env, assigns: Callable[[str], str | None] = lambda 
     ``assigns(name)`` gives the source of a module-level assignment to ``name`` in the test's file, if any."""
     node = _parse(test)
     if node is None:
-        return Unknown
-    value = _value(node, env, assigns, 0)
-    if value is _MISSING or value is Unknown:
-        return Unknown
-    try:
-        return bool(value)
-    except Exception:  # noqa: BLE001 - an object whose truth cannot be taken decides nothing
-        return Unknown
+        return None
+    return _truth(_value(node, env, assigns, 0))
 
 
 def _value(node: ast.expr, env: Env, assigns: Callable[[str], str | None], depth: int) -> Any:
@@ -91,7 +92,7 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], str | None], depth
         return True if True in vals else (False if all(v is False for v in vals) else Unknown)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         v = _truth(_value(node.operand, env, assigns, depth + 1))
-        return Unknown if v is Unknown else not v
+        return Unknown if v is None else not v
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS:
         left = _value(node.left, env, assigns, depth + 1)
         right = _value(node.comparators[0], env, assigns, depth + 1)
@@ -132,6 +133,8 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], str | None], depth
             v = env.lookup(name)
             if v is not _MISSING:
                 return v
+            if name.startswith("get_") and name[4:] in env.settings:
+                return env.settings[name[4:]]  # get_moe_a2a_backend() reads the setting moe_a2a_backend
             # backend.is_triton(): a predicate named after a setting's value
             if name.startswith("is_") and isinstance(func, ast.Attribute):
                 owner = _value(func.value, env, assigns, depth + 1)
@@ -157,9 +160,10 @@ class _Member:
 
 
 def _truth(v: Any) -> bool | None:
+    """True, False, or None when the value is unknown (or has no truth value)."""
     if v is Unknown or v is _MISSING:
-        return Unknown
+        return None
     try:
         return bool(v)
-    except Exception:  # noqa: BLE001
-        return Unknown
+    except Exception:  # noqa: BLE001 - an object whose truth cannot be taken decides nothing
+        return None

@@ -44,15 +44,16 @@ def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPr
         else list(idx.texts)
     engine: list[tuple] = []
     startup: list[tuple] = []
-    for e in target.serving.entries:
-        mod, _, qual = e.partition(":")
-        f = program.facts(mod)
-        if f is None or qual not in f["functions"]:
-            raise ConfigError(f"{target.name}: serving entry {e!r} is not in this checkout")
-        cls = f["functions"][qual]["class"]
-        engine.append(("func", mod, qual, (mod, cls) if cls else None))
-        if cls and f"{cls}.__init__" in f["functions"]:
-            startup.append(("func", mod, f"{cls}.__init__", (mod, cls)))
+    for key in ("entries", "startup"):
+        for e in getattr(target.serving, key):
+            mod, _, qual = e.partition(":")
+            f = program.facts(mod)
+            if f is None or qual not in f["functions"]:
+                raise ConfigError(f"{target.name}: serving.{key} names {e!r}, which is not in this checkout")
+            cls = f["functions"][qual]["class"]
+            (engine if key == "entries" else startup).append(("func", mod, qual, (mod, cls) if cls else None))
+            if cls and f"{cls}.__init__" in f["functions"]:
+                startup.append(("func", mod, f"{cls}.__init__", (mod, cls)))
     out = []
     for p in presets:
         entries, init = list(engine), list(startup)
