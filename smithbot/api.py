@@ -57,32 +57,6 @@ def resolve_target(spec: str) -> Target:
     raise ConfigError(f"unknown target {spec!r} (known: {', '.join(target_names())}; or pass a git URL or a path)")
 
 
-def read_profile(path: str | Path) -> dict[str, float]:
-    """Total GPU time in µs per kernel name from a torch-profiler Chrome trace."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: not a readable Chrome trace JSON ({exc})") from None
-    events = data.get("traceEvents", data) if isinstance(data, dict) else data
-    if not isinstance(events, list):
-        raise ConfigError(f"{path}: no traceEvents list")
-    totals: dict[str, float] = {}
-    for ev in events:
-        if isinstance(ev, dict) and ev.get("ph") == "X" and str(ev.get("cat", "")).lower() == "kernel":
-            totals[str(ev.get("name"))] = totals.get(str(ev.get("name")), 0.0) + float(ev.get("dur", 0.0))
-    return totals
-
-
-def _match_profile(sites_names: set[str], totals: dict[str, float]) -> dict[str, float]:
-    """Trace names are the kernel's function name, sometimes with a specialisation suffix (name_0d1d2d)."""
-    out: dict[str, float] = {}
-    for trace_name, us in totals.items():
-        base = trace_name if trace_name in sites_names else trace_name.rsplit("_", 1)[0]
-        if base in sites_names:
-            out[base] = out.get(base, 0.0) + us
-    return out
-
-
 @dataclass(frozen=True)
 class ScanResult:
     target: Target
@@ -96,18 +70,55 @@ class ScanResult:
     path: Path  # where scan.json was written
 
 
+def parse_sets(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs (``--set attention_backend=triton``), each value read as YAML (``false``, ``null``, 8)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+        try:
+            out[key] = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError:
+            out[key] = value
+    return out
+
+
 def scan(spec: str, source: str | None = None, rev: str | None = None, profile: str | None = None,
-         progress: Callable[[int, int], None] | None = None) -> ScanResult:
-    """Find every Triton kernel of a target, link its launches and rank it. Writes scan.json in the workspace."""
+         progress: Callable[[int, int], None] | None = None, model: str | None = None,
+         sets: dict[str, Any] | None = None) -> ScanResult:
+    """Find every Triton kernel of a target, link its launches and rank it. Writes scan.json in the workspace.
+
+    Kernels on a model preset's default serving path rank first (``model`` ranks for one preset, else over all
+    of the target's presets); ``sets`` overrides serving defaults; ``profile`` (a torch-profiler Chrome trace)
+    ranks by measured share of GPU time."""
+    from smithbot.profile import Profile, read_trace
+    from smithbot.scan.reach import preset_reach
+
     target = resolve_target(spec)
+    presets = [target.preset(model)] if model else list(target.models)
+    if sets:
+        target = target.with_settings(sets)
+    measured = read_trace(profile) if profile else None
     if source is None and target.file is None and Path(spec).is_dir():
         source = spec  # a local checkout given as the target itself
     co = checkout(target, source, rev)
     idx = index(co.root, target.include, target.exclude, target.hints.custom_jit_decorators,
                 home() / "cache" / "scan", progress=progress)
-    totals = read_profile(profile) if profile else {}
+    reached = preset_reach(co.root, idx, target, presets, home() / "cache" / "program")
+    graph = any(r.model_class for r in reached) or bool(target.serving.entries)
+    reaches: dict[tuple[str, str], dict[str, list[Any]]] = {}
+    for pr in reached:
+        for key, rs in pr.kernels.items():
+            reaches.setdefault(key, {})[pr.preset] = rs
     names = {k["name"] for f in idx.facts for k in f["kernels"]}
-    sites = link(idx, target, _match_profile(names, totals) if totals else None)
+    shares = measured.match(names) if measured else None
+    if measured is not None and not shares:
+        raise ConfigError(f"{profile}: no kernel in the trace is a Triton kernel of {target.name} "
+                          f"({len(measured.kernels)} GPU kernels in it)")
+    sites = link(idx, target, shares, reaches if graph else None, {p.name: p.layers for p in presets})
     if not sites:
         raise ConfigError(f"no Triton kernels found in {co.root} (include: {', '.join(target.include)})")
     out = home() / "workspaces" / target.name / "scan.json"
@@ -115,6 +126,9 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps({"target": target.name, "root": str(co.root), "commit": co.commit, "url": co.url,
                                "files": len(idx.texts), "errors": [list(e) for e in idx.errors],
+                               "model": model, "sets": sets or {},
+                               "profile": measured.summary() if measured else None,
+                               "default_paths": {r.preset: r.model_class for r in reached} if graph else None,
                                "kernels": [s.to_dict() for s in sites]}, indent=1))
     tmp.replace(out)
     modules = {f["module"]: f["path"] for f in idx.facts}

@@ -131,6 +131,9 @@ class Target:
     prefill_tokens: tuple[int, ...]
     conventions: Conventions
     file: Path | None = None
+    # the engine's own benchmark on random weights under the torch profiler (smithbot/profile.py fills in
+    # {python}, {model_dir}, {config}, {batch}, {phase}, {trace}, {trace_dir})
+    profile: str = ""
     # wrapper (or FILE::wrapper, for one file's launcher of a common name such as `call`) -> parameter -> input spec
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -141,6 +144,20 @@ class Target:
 
     def with_stubs(self, values: dict[str, Any]) -> Target:
         return dataclasses.replace(self, serving=dataclasses.replace(self.serving, names={**self.stubs, **values}))
+
+    def with_settings(self, values: dict[str, Any]) -> Target:
+        """This target with serving defaults overridden (``--set attention_backend=triton``). A key must be a
+        declared setting, runtime name or environment flag; ConfigError names the known ones."""
+        sv = self.serving
+        known = {**sv.settings, **sv.names, **sv.env}
+        for k in values:
+            if k not in known:
+                raise ConfigError(f"--set {k}: not a serving default of {self.name} (known: {', '.join(sorted(known))})")
+        serving = dataclasses.replace(
+            sv, settings={**sv.settings, **{k: v for k, v in values.items() if k in sv.settings}},
+            names={**sv.names, **{k: v for k, v in values.items() if k in sv.names}},
+            env={**sv.env, **{k: v for k, v in values.items() if k in sv.env}})
+        return dataclasses.replace(self, serving=serving)
 
     def preset(self, name: str) -> ModelPreset:
         """One of this target's model presets; ConfigError names the known ones."""
@@ -166,7 +183,7 @@ class Target:
 
 
 _TOP = {"name": True, "repo": True, "branch": False, "sparse_paths": False, "include": False, "exclude": False,
-        "hints": False, "serving": False, "models": True, "regimes": True, "conventions": False, "inputs": False}
+        "hints": False, "serving": False, "models": True, "regimes": True, "conventions": False, "inputs": False, "profile": False}
 _HINTS = {k: False for k in Hints.__dataclass_fields__}
 _CONV = {k: False for k in Conventions.__dataclass_fields__}
 _REGIMES = {"decode_batch": True, "prefill_tokens": True}
@@ -225,7 +242,8 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
         hints=hints, serving=serving, models=tuple(models[n] for n in preset_names),
         decode_batch=c.int_list(regimes["decode_batch"], "regimes.decode_batch"),
         prefill_tokens=c.int_list(regimes["prefill_tokens"], "regimes.prefill_tokens"),
-        conventions=Conventions(**conv), file=file, inputs=inputs)
+        conventions=Conventions(**conv), file=file, inputs=inputs,
+        profile=c.string(data["profile"], "profile") if data.get("profile") else "")
 
 
 def load_serving(c: _Checker, raw: Any, presets: tuple[str, ...]) -> Serving:

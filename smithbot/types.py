@@ -39,7 +39,10 @@ class KernelSite:
     blockers: tuple[str, ...]  # what puts it in that class: helper names, stub names, external modules
     hotness: float
     reasons: tuple[str, ...]
-    measured_us: float | None = None
+    measured_us: float | None = None  # GPU µs per profiled step, from a trace
+    measured_share: float | None = None  # its share of the step's GPU time
+    presets: tuple[str, ...] = ()  # model presets whose default serving path reaches it (empty: none, or no graph)
+    default_path: str = ""  # how the best of them reaches it, e.g. "Qwen3MoeForCausalLM.forward → … → kernel"
 
     @property
     def wrappers(self) -> tuple[str, ...]:

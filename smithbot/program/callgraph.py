@@ -24,9 +24,9 @@ shortest path to it.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import os
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -34,7 +34,7 @@ from typing import Any, Iterable
 from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.facts import file_facts
 
-FACTS_VERSION = "4"
+FACTS_VERSION = "5"
 BY_NAME_MAX = 3
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
 Value = tuple  # ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual) | ("method", mod, cls, name)
@@ -48,6 +48,7 @@ class Reach:
     phase: str  # decode | prefill
     per_layer: bool
     path: tuple[str, ...]  # qualified names from the entry to the kernel
+    undecided: int = 0  # if-tests on the path that the serving defaults leave undecided
 
 
 class Program:
@@ -368,6 +369,9 @@ class _Resolver:
                 out.append(("func", m, f"{q}.{name}", (m, q)))
         return out if len(out) <= BY_NAME_MAX else []
 
+    def undecided(self, mod: str, tests: list[list[Any]]) -> int:
+        return sum(self._decided.get((mod, t)) is None for t, _ in tests)
+
     def cut(self, mod: str, tests: list[list[Any]]) -> bool:
         """Whether the serving defaults decide one of these if-tests against the branch taken."""
         for test, taken in tests:
@@ -407,25 +411,29 @@ def _qual(v: Value) -> str:
     return v[2] if v[0] in ("func", "kernel") else str(v)
 
 
-def reach(program: Program, kernels: set[tuple[str, str]], env: Env, entries: list[Value], startup: list[Value],
-          phases: tuple[str, ...] = ("decode", "prefill")) -> dict[tuple[str, str], list[Reach]]:
-    """Every kernel reached from ``entries`` per phase, with the best (per-layer first, then shortest) path.
+def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list[Value], engine: list[Value],
+          startup: list[Value], phases: tuple[str, ...] = ("decode", "prefill")
+          ) -> dict[tuple[str, str], list[Reach]]:
+    """Every kernel reached from the ``model`` entries (its forward: a loop there runs per layer) and the ``engine``
+    entries (per-step code: its loops are not layers), per phase, with the best path: per layer first, then the
+    fewest undecided branches.
 
-    ``startup`` functions (the entry classes' constructors) run once and make classes live; kernels reached only
-    from them are not counted."""
+    ``startup`` functions (the entry classes' constructors, the engine's set-up) run once and make classes live;
+    kernels reached only from them are not counted."""
     out: dict[tuple[str, str], list[Reach]] = {}
     for phase in phases:
         r = _Resolver(program, kernels, env.with_phase(phase))
-        for v in entries + startup:
+        for v in model + engine + startup:
             if v[0] == "func" and v[3]:
                 r.live.add(v[3])
         best: dict[tuple[str, str], Reach] = {}
         for _ in range(4):  # until the live classes stop growing
             before = len(r.live)
             r.reset()
-            _walk(r, startup, False, {})
+            _walk(r, startup, False, {}, True)
             best = {}
-            _walk(r, entries, True, best)
+            _walk(r, model, True, best, True)
+            _walk(r, engine, True, best, False)
             if len(r.live) == before:
                 break
         for key, rc in best.items():
@@ -433,16 +441,22 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, entries: li
     return out
 
 
-def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, str], Reach]) -> None:
-    seen: dict[Value, set[bool]] = {}
+def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, str], Reach], loops: bool) -> None:
+    """Cheapest paths first, where an edge costs the if-tests on it that the defaults leave undecided: a kernel
+    behind fewer undecided branches is more surely on the default path."""
+    cost: dict[tuple[Value, bool], int] = {}
     parent: dict[tuple[Value, bool], tuple[Value, bool] | None] = {}
-    queue: deque[tuple[Value, bool]] = deque()
+    heap: list[tuple[int, int, Value, bool]] = []
+    tick = 0
     for s in starts:
-        queue.append((s, False))
+        cost[(s, False)] = 0
         parent[(s, False)] = None
-        seen.setdefault(s, set()).add(False)
-    while queue:
-        node, loop = queue.popleft()
+        heap.append((0, tick := tick + 1, s, False))
+    heapq.heapify(heap)
+    while heap:
+        c, _, node, loop = heapq.heappop(heap)
+        if c > cost.get((node, loop), c):
+            continue
         f = r.p.facts(node[1])
         fn = f["functions"].get(node[2]) if f else None
         if fn is None:
@@ -451,20 +465,19 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
         for callee, tests, in_loop, _line in fn["calls"]:
             if r.cut(node[1], tests):
                 continue
-            now = loop or in_loop
+            now, step = loop or (in_loop and loops), c + r.undecided(node[1], tests)
             for t in r.site(node, fn, callee):
                 if t[0] == "kernel":
                     if count:
-                        path = _path(parent, (node, loop)) + (t[2],)
                         old = best.get((t[1], t[2]))
-                        if old is None or (now and not old.per_layer):
-                            best[(t[1], t[2])] = Reach(r.env.phase or "", now, path)
+                        if old is None or (now, -step) > (old.per_layer, -old.undecided):
+                            best[(t[1], t[2])] = Reach(r.env.phase or "", now, _path(parent, (node, loop)) + (t[2],),
+                                                       step)
                     continue
-                if now in seen.get(t, set()) or True in seen.get(t, set()):
-                    continue
-                seen.setdefault(t, set()).add(now)
-                parent[(t, now)] = (node, loop)
-                queue.append((t, now))
+                if step < cost.get((t, now), 1 << 30):
+                    cost[(t, now)] = step
+                    parent[(t, now)] = (node, loop)
+                    heapq.heappush(heap, (step, tick := tick + 1, t, now))
 
 
 def _path(parent: dict, at: tuple[Value, bool]) -> tuple[str, ...]:

@@ -180,6 +180,11 @@ class _Visitor(ast.NodeVisitor):
         for t in node.targets:
             if isinstance(t, ast.Subscript) and expr_text(t.value):
                 self.fn["stores"].append(expr_text(t.value))  # REGISTRY[key] = fn: a registration
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple) \
+                and len(node.targets[0].elts) == len(node.value.elts):  # a, b = A(), B(): pair them up
+            for t, v in zip(node.targets[0].elts, node.value.elts):
+                self.visit_Assign(ast.Assign(targets=[t], value=v, lineno=node.lineno))
+            return
         made = self._made(node.value)
         if not made:
             return

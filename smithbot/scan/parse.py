@@ -95,6 +95,7 @@ class _Visitor(ast.NodeVisitor):
         self.launches: list[dict[str, Any]] = []
         self.tl_aliases: dict[str, str] = {}
         self.constants: dict[str, str] = {}
+        self.assigns: dict[str, str] = {}
         self.jit_calls: list[tuple[str, str, int]] = []  # f = triton.jit(f): (assigned name, function, line)
         self.aliases: dict[str, str] = {}  # other name of a kernel, wrapped by a call
         self.scope: list[tuple[str, str, list[str]]] = []  # (kind, name, class bases)
@@ -170,6 +171,8 @@ class _Visitor(ast.NodeVisitor):
         if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
             return
         target, value = node.targets[0].id, node.value
+        if not self.fn_stack and not self.scope:
+            self.assigns[target] = ast.unparse(value)  # _is_hip = is_hip(): what a launch's if-test reads
         if isinstance(value, ast.Call) and self.lookup(_dotted(value.func)) in JIT_NAMES | WRAP_NAMES:
             if value.args and isinstance(value.args[0], ast.Name):
                 self.jit_calls.append((target, value.args[0].id, node.lineno))
@@ -231,4 +234,5 @@ def analyze(relpath: str, data: bytes, custom_jit: tuple[str, ...] = (), modname
         v.kernels.append(info)
     return {"path": relpath, "module": v.modname, "imports": v.imports, "kernels": v.kernels,
             "functions": v.functions, "launches": v.launches, "tl_aliases": v.tl_aliases, "constants": v.constants,
+            "assigns": v.assigns,
             "kernel_aliases": {a: k for a, k in v.aliases.items() if any(x["name"] == k for x in v.kernels)}}

@@ -1,11 +1,13 @@
 """Link launches to kernels across files, classify each kernel and rank it by hotness, with the reasons.
 
 Hotness is a sum of named terms, so a maintainer can see why a kernel is ranked where it is:
-- family prior (attention and MoE compute weigh most);
-- called from model or layer code (a model-path file names its wrapper);
-- in a target hot path;
-- on the CUDA dispatch branch (+), or reachable only on a fallback branch (is_hip, is_npu...: a large penalty);
-- measured GPU time from a profiler trace, when given, dominates everything else.
+- measured share of GPU time from a profiler trace, when given, orders everything (``smithbot profile``);
+- on the default serving path of a model preset (``scan.reach``: the call graph under the target's serving
+  defaults), with its path: +10, per layer in decode +4 (in prefill only +2), run in decode +2, and a small
+  deduction for each if-test on the path that the defaults leave undecided;
+- otherwise the static terms: called from model or layer code, in a target hot path, on the CUDA dispatch branch;
+- family prior (attention and MoE compute weigh most), and +1 for a matmul kernel (``tl.dot``);
+- reachable only on a fallback branch (the serving defaults decide its if-test against it: ROCm, NPU...): -6.
 """
 
 from __future__ import annotations
@@ -15,8 +17,12 @@ from collections import defaultdict
 from typing import Any
 
 from smithbot.config import Target
+from smithbot.program.callgraph import Reach
+from smithbot.program.evaluate import Env, evaluate
 from smithbot.scan.index import Indexed, matches
 from smithbot.types import KernelSite, LaunchSite
+
+Reaches = dict[tuple[str, str], dict[str, list[Reach]]]  # (module, kernel) -> preset -> one Reach per phase
 
 # (family, prior, keywords matched against the kernel name first, then its path), first match wins
 FAMILIES: tuple[tuple[str, float, tuple[str, ...]], ...] = (
@@ -46,30 +52,30 @@ def family_of(name: str, path: str) -> tuple[str, float]:
     return "other", 1.0
 
 
-def _branch_kind(branches: list[dict[str, str]], target: Target) -> tuple[bool, bool, str]:
-    """(fallback_only, cuda_branch, description) for a launch's enclosing if-tests."""
+def _branch_kind(branches: list[dict[str, str]], target: Target, assigns: dict[str, str]) -> tuple[bool, bool, str]:
+    """(fallback_only, cuda_branch, description) for a launch's enclosing if-tests, decided by the serving
+    defaults: a test they decide against the branch makes the launch fallback-only; one they decide for it, that
+    names a declared runtime helper (``is_cuda()``), puts it on the CUDA branch."""
+    sv = target.serving
+    env = Env(sv.names, sv.settings, sv.env, sv.phases)
     fallback = cuda = False
     desc = []
     for b in branches:
-        test, part = b["test"], b["in"]
-        names = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", test))
-        negated = test.lstrip().startswith("not ")
-        positive = (part == "body") != negated
-        if names & set(target.hints.fallback_markers):
-            if positive:
-                fallback = True
-            else:
-                cuda = True
-        if names & set(target.hints.cuda_markers):
-            if positive:
-                cuda = True
-            else:
-                fallback = True
-        desc.append(f"if {test}: [{part}]")
-    return fallback and not cuda, cuda, "; ".join(desc)
+        test, taken = b["test"], b["in"] == "body"
+        decided = evaluate(test, env, assigns.get)
+        if decided is not None and decided != taken:
+            fallback = True
+        elif decided is not None and set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", test)) & set(sv.names):
+            cuda = True
+        desc.append(f"if {test}: [{b['in']}]")
+    return fallback, cuda and not fallback, "; ".join(desc)
 
 
-def link(idx: Indexed, target: Target, profile_us: dict[str, float] | None = None) -> list[KernelSite]:
+def link(idx: Indexed, target: Target, measured: dict[str, tuple[float, float]] | None = None,
+         reaches: Reaches | None = None, layers: dict[str, int] | None = None) -> list[KernelSite]:
+    """Every kernel with its launches, class and hotness. ``measured`` maps kernel names to (µs per step, share of
+    the step's GPU time) from a profile and orders everything by share. ``reaches`` (from ``scan.reach``) ranks the kernels on
+    the presets' default paths first; ``layers`` gives each preset's layer count for the reasons."""
     kernels: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     by_module = {f["module"]: f for f in idx.facts}
     for f in idx.facts:
@@ -83,7 +89,7 @@ def link(idx: Indexed, target: Target, profile_us: dict[str, float] | None = Non
             key = _resolve_launch(la, f, kernels, by_module)
             if key is None:
                 continue
-            fb, cuda, desc = _branch_kind(la["branches"], target)
+            fb, cuda, desc = _branch_kind(la["branches"], target, f.get("assigns", {}))
             launches[key].append(LaunchSite(path=f["path"], line=la["line"], wrapper=la["wrapper"], grid=la["grid"],
                                             kwargs=tuple(la["kwargs"]), branch=desc, fallback_only=fb,
                                             cuda_branch=cuda))
@@ -101,8 +107,9 @@ def link(idx: Indexed, target: Target, profile_us: dict[str, float] | None = Non
     for key, defs in kernels.items():
         for k in defs:
             sites.append(_site(k, launches.get(key, []), wrapper_names.get(key, set()), called_from_kernels,
-                               mentioned, by_module, target, profile_us or {}))
-    sites.sort(key=lambda s: (-(s.measured_us or 0.0), -s.hotness, s.path, s.line))
+                               mentioned, by_module, target, measured or {},
+                               None if reaches is None else reaches.get(key, {}), layers or {}))
+    sites.sort(key=lambda s: (-(s.measured_share or 0.0), -s.hotness, s.path, s.line))
     return sites
 
 
@@ -129,37 +136,80 @@ def _resolve_launch(la: dict[str, Any], f: dict[str, Any], kernels: dict[tuple[s
 
 def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], called_from_kernels: set[str],
           mentioned: dict[str, list[str]], by_module: dict[str, dict[str, Any]], target: Target,
-          profile_us: dict[str, float]) -> KernelSite:
+          measured: dict[str, tuple[float, float]], reach: dict[str, list[Reach]] | None, layers: dict[str, int]
+          ) -> KernelSite:
     facts = by_module[k["module"]]
     family, prior = family_of(k["name"], k["path"])
     role = "launched" if launches else ("helper" if k["name"] in called_from_kernels else "unused")
     reasons = [f"{family} +{prior:g}"]
     score = prior
-    if launches and all(la.fallback_only for la in launches):
+    if "tl.dot" in k["calls"] or "triton.language.dot" in k["calls"]:
+        score += 1.0
+        reasons.append("matmul +1")
+    fallback = bool(launches) and all(la.fallback_only for la in launches)
+    if fallback:
         score -= 6.0
         reasons.append(f"fallback-only ({launches[0].branch}) -6")
-    elif any(la.cuda_branch for la in launches):
-        score += 1.0
-        reasons.append("CUDA branch +1")
-    callers = sorted({p for w in wrappers for p in mentioned.get(w, ()) if p != k["path"]})
-    if callers:
-        score += 3.0
-        reasons.append(f"called from {callers[0]}{' and more' if len(callers) > 1 else ''} +3")
-    if matches(k["path"], target.hints.hot_paths):
-        score += 2.0
-        reasons.append("hot path +2")
+    path = ""
+    if reach:
+        preset, rs = max(reach.items(), key=lambda item: _reach_key(item[1]))
+        per_layer = [r for r in rs if r.per_layer]
+        decode = [r for r in rs if r.phase == "decode"]
+        best = min(per_layer or rs, key=lambda r: (r.phase != "decode", r.undecided))
+        score += 10.0
+        where = ", ".join(sorted(reach))
+        reasons.append(f"default path of {where} +10")
+        if any(r.per_layer and r.phase == "decode" for r in rs):
+            score += 4.0
+            reasons.append(f"per layer ({layers.get(preset, 1)} layers) in decode +4")
+        elif per_layer:
+            score += 2.0
+            reasons.append(f"per layer ({layers.get(preset, 1)} layers) in prefill +2")
+        if decode:
+            score += 2.0
+            reasons.append("decode +2")
+        undecided = min(r.undecided for r in (per_layer or rs))
+        if undecided:
+            score -= min(2.0, 0.2 * undecided)
+            reasons.append(f"{undecided} undecided branches -{min(2.0, 0.2 * undecided):g}")
+        phases = "/".join(sorted({r.phase for r in rs}, reverse=True))
+        path = f"{_short(best.path)} ({preset}: {'per layer' if best.per_layer else 'once per step'}, {phases})"
+    elif not fallback:
+        if reach is not None and launches:
+            reasons.append("not on a preset's default path")
+        elif any(la.cuda_branch for la in launches):
+            score += 1.0
+            reasons.append("CUDA branch +1")
+        callers = sorted({p for w in wrappers for p in mentioned.get(w, ()) if p != k["path"]})
+        if callers and reach is None:
+            score += 3.0
+            reasons.append(f"called from {callers[0]}{' and more' if len(callers) > 1 else ''} +3")
+        if matches(k["path"], target.hints.hot_paths) and reach is None:
+            score += 2.0
+            reasons.append("hot path +2")
     if role != "launched":
         score -= 4.0
         reasons.append(f"{role}, not launched -4")
-    measured = profile_us.get(k["name"])
-    if measured:
-        reasons.insert(0, f"measured {measured:.1f} us")
+    us, share = measured.get(k["name"], (None, None))
+    if share:
+        reasons.insert(0, f"measured {share:.1%} of the GPU time per step ({us:.1f} µs)")
     extraction, blockers = _extraction_class(k, facts, wrappers, target)
     return KernelSite(name=k["name"], qualname=k["qualname"], path=k["path"], line=k["line"], module=k["module"],
                       form=k["form"], autotune=k["autotune"], heuristics=k["heuristics"], nested=k["nested"],
                       conditional=k["conditional"], role=role, launches=tuple(launches), family=family,
                       extraction=extraction, blockers=tuple(blockers), hotness=round(score, 2),
-                      reasons=tuple(reasons), measured_us=measured)
+                      reasons=tuple(reasons), measured_us=us, measured_share=share, presets=tuple(sorted(reach or {})),
+                      default_path=path)
+
+
+def _reach_key(rs: list[Reach]) -> tuple[bool, bool, int]:
+    return (any(r.per_layer and r.phase == "decode" for r in rs), any(r.phase == "decode" for r in rs),
+            -min(r.undecided for r in rs))
+
+
+def _short(path: tuple[str, ...]) -> str:
+    """The entry, the last three hops, and an ellipsis for what lies between."""
+    return " → ".join(path if len(path) <= 5 else path[:1] + ("…",) + path[-3:])
 
 
 def _extraction_class(k: dict[str, Any], facts: dict[str, Any], wrappers: set[str], target: Target

@@ -28,3 +28,36 @@ class LlamaDecoderLayer(torch.nn.Module):
         attn = decode_attention(q, k_cache, v_cache, lens, self.head_dim ** -0.5)
         x = x + self.o(attn.flatten(1))
         return x + self.down(silu_and_mul(self.up(self.norm2(x))))
+
+
+class LlamaModel(torch.nn.Module):
+    """Embedding, the decoder layers in order, a final norm. Each layer keeps its own KV cache [B, L, H, D]."""
+
+    def __init__(self, vocab: int, hidden: int, heads: int, kv_heads: int, head_dim: int, intermediate: int,
+                 layers: int) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, hidden)
+        self.layers = torch.nn.ModuleList([LlamaDecoderLayer(hidden, heads, heads, head_dim, intermediate)
+                                           for _ in range(layers)])
+        self.norm = RMSNorm(hidden)
+
+    def forward(self, ids, positions, inv_freq, k_caches, v_caches, lens):
+        x = self.embed(ids)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, positions, inv_freq, k_caches[i], v_caches[i], lens)
+        return self.norm(x)
+
+
+class LlamaForCausalLM(torch.nn.Module):
+    """The model class a config.json names (``architectures: [LlamaForCausalLM]``): one decode step per call."""
+
+    def __init__(self, config: dict) -> None:
+        super().__init__()
+        head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+        self.model = LlamaModel(config["vocab_size"], config["hidden_size"], config["num_attention_heads"],
+                                config["num_key_value_heads"], head_dim, config["intermediate_size"],
+                                config["num_hidden_layers"])
+        self.lm_head = torch.nn.Linear(config["hidden_size"], config["vocab_size"], bias=False)
+
+    def forward(self, ids, positions, inv_freq, k_caches, v_caches, lens):
+        return self.lm_head(self.model(ids, positions, inv_freq, k_caches, v_caches, lens))
