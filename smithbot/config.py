@@ -99,6 +99,10 @@ class Serving:
     phases: dict[str, str] = field(default_factory=dict)
     entries: tuple[str, ...] = ()
     startup: tuple[str, ...] = ()
+    # words that mark code for other hardware in a module path or class name (forward_mla_fused_rope_rocm.py,
+    # DeepseekMLARocmForwardMixin): the call graph does not enter such code on this GPU
+    other_platforms: tuple[str, ...] = ("rocm", "hip", "aiter", "amd", "npu", "ascend", "xpu", "hpu", "musa", "mlu",
+                                        "camb", "maca", "cpu", "mps", "tpu")
     model_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def for_model(self, preset: str) -> Serving:
@@ -263,6 +267,8 @@ def load_serving(c: _Checker, raw: Any, presets: tuple[str, ...]) -> Serving:
         if not isinstance(v, dict):
             raise c.fail(f"serving.model_settings.{k}", "must map settings to values")
     funcs = {}
+    if "other_platforms" in raw:
+        funcs["other_platforms"] = c.str_list(raw["other_platforms"], "serving.other_platforms")
     for key in ("entries", "startup"):
         funcs[key] = c.str_list(raw.get(key, []), f"serving.{key}")
         for i, e in enumerate(funcs[key]):

@@ -27,6 +27,7 @@ import hashlib
 import heapq
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -116,8 +117,11 @@ class _Resolver:
     """Abstract values of expressions. A function value carries the concrete class its ``self`` is bound to, so that
     ``self.x`` inside an inherited method reads the subclass's attributes and ``self.m()`` finds its overrides."""
 
-    def __init__(self, program: Program, kernels: set[tuple[str, str]], env: Env) -> None:
+    def __init__(self, program: Program, kernels: set[tuple[str, str]], env: Env,
+                 other_platforms: tuple[str, ...] = ()) -> None:
         self.p, self.kernels, self.env = program, kernels, env
+        self.other_platforms = set(other_platforms)
+        self._foreign: dict[tuple[str, str], bool] = {}
         self.live: set[tuple[str, str]] = set()
         self.setting_values = {str(v) for v in env.settings.values() if isinstance(v, (str, int, bool))}
         self._registered: dict[str, list[tuple[tuple[str, ...], Value]]] | None = None
@@ -369,6 +373,15 @@ class _Resolver:
                 out.append(("func", m, f"{q}.{name}", (m, q)))
         return out if len(out) <= BY_NAME_MAX else []
 
+    def foreign(self, v: Value) -> bool:
+        """Code for other hardware: a module path or class name with one of the other platforms' words."""
+        key = (v[1], v[3][1] if v[0] == "func" and v[3] else v[2].split(".")[0])
+        if key not in self._foreign:
+            words = set(re.split(r"[._]", key[0].lower())) | set(re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+",
+                                                                           key[1].replace("_", " ")))
+            self._foreign[key] = bool({w.lower() for w in words} & self.other_platforms)
+        return self._foreign[key]
+
     def undecided(self, mod: str, tests: list[list[Any]]) -> int:
         return sum(self._decided.get((mod, t)) is None for t, _ in tests)
 
@@ -412,8 +425,8 @@ def _qual(v: Value) -> str:
 
 
 def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list[Value], engine: list[Value],
-          startup: list[Value], phases: tuple[str, ...] = ("decode", "prefill")
-          ) -> dict[tuple[str, str], list[Reach]]:
+          startup: list[Value], other_platforms: tuple[str, ...] = (),
+          phases: tuple[str, ...] = ("decode", "prefill")) -> dict[tuple[str, str], list[Reach]]:
     """Every kernel reached from the ``model`` entries (its forward: a loop there runs per layer) and the ``engine``
     entries (per-step code: its loops are not layers), per phase, with the best path: per layer first, then the
     fewest undecided branches.
@@ -422,7 +435,7 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
     kernels reached only from them are not counted."""
     out: dict[tuple[str, str], list[Reach]] = {}
     for phase in phases:
-        r = _Resolver(program, kernels, env.with_phase(phase))
+        r = _Resolver(program, kernels, env.with_phase(phase), other_platforms)
         for v in model + engine + startup:
             if v[0] == "func" and v[3]:
                 r.live.add(v[3])
@@ -467,6 +480,8 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
                 continue
             now, step = loop or (in_loop and loops), c + r.undecided(node[1], tests)
             for t in r.site(node, fn, callee):
+                if r.foreign(t):
+                    continue
                 if t[0] == "kernel":
                     if count:
                         old = best.get((t[1], t[2]))

@@ -108,7 +108,8 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
                 if m is not None:
                     (entries if name == "forward" else init).append(m)
         out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "",
-                               reach(program, kernels, env_for(target, p.name), entries, engine, init),
+                               reach(program, kernels, env_for(target, p.name), entries, engine, init,
+                                     target.serving.other_platforms),
                                program.parsed))
     return out
 
