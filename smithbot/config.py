@@ -23,7 +23,7 @@ def templates_dir() -> Path:
 
 
 MODEL_KEYS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "moe_intermediate", "experts", "top_k", "vocab",
-              "layers", "architecture")
+              "layers", "architecture", "config")
 
 
 class ConfigError(Exception):
@@ -58,6 +58,9 @@ class ModelPreset:
     moe_intermediate: int = 0
     layers: int = 1  # decoder layers (config.json num_hidden_layers)
     architecture: str = ""  # the model class config.json names (architectures[0]), where the call graph starts
+    # more config.json fields that model code branches on (DeepSeek-V3's topk_method: noaux_tc); the call graph
+    # reads them as settings, and `smithbot profile` writes them into config.json
+    config: dict[str, Any] = field(default_factory=dict)
 
     def config_json(self) -> dict[str, Any]:
         """A Hugging Face config.json with these numbers, for engines run on random weights (``smithbot profile``)."""
@@ -65,8 +68,8 @@ class ModelPreset:
             "architectures": [self.architecture], "hidden_size": self.hidden, "num_attention_heads": self.heads,
             "num_key_value_heads": self.kv_heads, "head_dim": self.head_dim, "intermediate_size": self.intermediate,
             "num_hidden_layers": self.layers, "vocab_size": self.vocab, "torch_dtype": "bfloat16",
-            "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-            "hidden_act": "silu", "tie_word_embeddings": False}
+            "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": None,
+            "hidden_act": "silu", "tie_word_embeddings": False, **self.config}
         if self.experts:
             cfg.update(num_experts=self.experts, n_routed_experts=self.experts, num_local_experts=self.experts,
                        num_experts_per_tok=self.top_k, moe_intermediate_size=self.moe_intermediate)
@@ -105,8 +108,11 @@ class Serving:
                                         "camb", "maca", "cpu", "mps", "tpu")
     model_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def for_model(self, preset: str) -> Serving:
-        return dataclasses.replace(self, settings={**self.settings, **self.model_settings.get(preset, {})})
+    def for_model(self, preset: ModelPreset) -> Serving:
+        """These defaults for one preset: its config.json facts, then the target's ``model_settings`` for it, over
+        the settings."""
+        own = self.model_settings.get(preset.name, {})
+        return dataclasses.replace(self, settings={**self.settings, **preset.config_json(), **own})
 
 
 @dataclass(frozen=True)
@@ -210,6 +216,10 @@ def load_models(file: Path | None = None) -> dict[str, ModelPreset]:
                 nums[k] = 0
             elif k == "architecture":
                 nums[k] = c.string(v, f"{name}.{k}")
+            elif k == "config":
+                if not isinstance(v, dict):
+                    raise c.fail(f"{name}.config", "must map config.json fields to their values")
+                nums[k] = dict(v)
             else:
                 nums[k] = c.positive_int(v, f"{name}.{k}")
         out[str(name)] = ModelPreset(name=str(name), **nums)

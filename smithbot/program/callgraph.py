@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from typing import Any, Iterable
 from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.facts import file_facts
 
-FACTS_VERSION = "5"
+FACTS_VERSION = "12"
 BY_NAME_MAX = 3
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
 Value = tuple  # ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual) | ("method", mod, cls, name)
@@ -49,7 +50,7 @@ class Reach:
     phase: str  # decode | prefill
     per_layer: bool
     path: tuple[str, ...]  # qualified names from the entry to the kernel
-    undecided: int = 0  # if-tests on the path that the serving defaults leave undecided
+    undecided: float = 0.0  # the path's uncertainty in bits: undecided if-tests, plus log2 of each call's targets
 
 
 class Program:
@@ -99,17 +100,33 @@ class Program:
         return None
 
     def find_class(self, name: str, paths: Iterable[str]) -> tuple[str, str] | None:
-        """(module, qualname) of a top-level class ``name`` in the files under ``paths`` (a byte search first)."""
-        needle = f"class {name}(".encode()
-        needle2 = f"class {name}:".encode()
+        """(module, qualname) of the model class an architecture name picks, in the files under ``paths``: the
+        class of that name, else the one an engine's table maps the name to
+        (``'DeepseekV3ForCausalLM': f'{PATH}.deepseek_v2.DeepseekV2ForCausalLM'``)."""
+        paths = sorted(paths)
         by_path = {rel: mod for mod, rel in self.modules.items()}
-        for rel in sorted(paths):
+        found = self._class_named(name, paths, by_path)
+        if found is not None:
+            return found
+        entry = re.compile(rb"""['"]%s['"]\s*:\s*f?['"]([^'"]+)['"]""" % re.escape(name.encode()))
+        for rel in paths:
+            m = entry.search(self.texts.get(rel, b""))
+            if m:
+                parts = m.group(1).decode().split(".")
+                leaf = f"/{parts[-2]}.py" if len(parts) > 1 else ""
+                found = self._class_named(parts[-1], [p for p in paths if p.endswith(leaf)], by_path)
+                if found is not None:
+                    return found
+        return None
+
+    def _class_named(self, name: str, paths: list[str], by_path: dict[str, str]) -> tuple[str, str] | None:
+        needles = (f"class {name}(".encode(), f"class {name}:".encode())
+        for rel in paths:
             data = self.texts.get(rel, b"")
-            if needle in data or needle2 in data:
-                mod = by_path[rel]
-                f = self.facts(mod)
+            if any(n in data for n in needles):
+                f = self.facts(by_path[rel])
                 if f is not None and name in f["classes"]:
-                    return mod, name
+                    return by_path[rel], name
         return None
 
 
@@ -127,7 +144,7 @@ class _Resolver:
         self._registered: dict[str, list[tuple[tuple[str, ...], Value]]] | None = None
         self._mro: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._memo: dict[tuple, list[Value]] = {}
-        self._decided: dict[tuple[str, str], bool | None] = {}
+        self._decided: dict[tuple[str, int, str], bool | None] = {}
         self.at: Value | None = None  # the function whose calls are being resolved
         self.made_by: dict[tuple[str, str], Value | None] = {}  # a live class -> where it was first constructed
 
@@ -168,6 +185,13 @@ class _Resolver:
 
     def symbol_abs(self, dotted: str, depth: int = 0) -> list[Value]:
         if dotted in self.p.modules:
+            # ``from pkg import name`` reads the package's attribute first: a re-exported function shadows the
+            # submodule of the same name (lmdeploy's kernels.cuda.rms_norm)
+            parent, _, name = dotted.rpartition(".")
+            pf = self.p.facts(parent) if parent in self.p.modules else None
+            if pf is not None and (name in pf["functions"] or name in pf["classes"]
+                                   or pf["imports"].get(name, dotted) != dotted):
+                return self.symbol(parent, name, depth + 1)
             return [("module", dotted)]
         found = self.p.split(dotted)
         if found is None:
@@ -223,7 +247,10 @@ class _Resolver:
                     c = self.cls(m, q)
                     if c and name in c["attrs"]:
                         f = self.p.facts(m)
-                        made += [(m, q, t, f["functions"].get(w) if f and w else None) for t, w in c["attrs"][name]]
+                        for t, w, tests in c["attrs"][name]:
+                            where = f["functions"].get(w) if f and w else None
+                            if not self.cut(m, tests, where):
+                                made.append((m, q, t, where))
                 if made:
                     return list(dict.fromkeys(w for m, q, t, fn in made
                                               for w in self.expr(m, q, (mod, qual), fn, t, depth + 1)))
@@ -265,29 +292,31 @@ class _Resolver:
             vals = [("class", *me)]
         elif head == "super" and cls:
             vals = [("inst", m, q) for m, q in self.mro(mod, cls)[1:2]]
-            called = 0
+            called = []
+        elif head.startswith("abs:"):  # imported inside the function (facts._abs)
+            vals = self.symbol_abs(head[4:].replace("/", "."))
         elif fn is not None and head in fn["locals"]:
-            vals = [w for t in fn["locals"][head] if t != text
-                    for w in self.expr(mod, cls, bound, None, t, depth + 1)]
+            vals = [w for t, tests in fn["locals"][head] if t != text and not self.cut(mod, tests, fn)
+                    for w in self.expr(mod, cls, bound, fn, t, depth + 1)]
         else:
             vals = self.symbol(mod, head, depth + 1)
-        for _ in range(called):
-            vals = self.call(vals, depth + 1)
+        for args in called:
+            vals = self.call(vals, depth + 1, args)
         for name, called in parts[1:]:
             vals = [w for v in vals for w in self.attr(v, name, depth + 1)]
-            for _ in range(called):
-                vals = self.call(vals, depth + 1)
+            for args in called:
+                vals = self.call(vals, depth + 1, args)
         return list(dict.fromkeys(vals))
 
-    def call(self, vals: list[Value], depth: int) -> list[Value]:
-        """What calling each value returns."""
+    def call(self, vals: list[Value], depth: int, args: str = "") -> list[Value]:
+        """What calling each value (with these constant arguments, if known) returns."""
         out: list[Value] = []
         for v in vals:
             if v[0] == "class":
                 out.append(("inst", v[1], v[2]))
             elif v[0] in ("func", "method"):
                 for t in self.targets([v]):
-                    out += self.returns(t, depth + 1)
+                    out += self.returns(t, depth + 1, args)
             elif v[0] == "getter":
                 out.append(("registry", v[1]))
             elif v[0] == "registry":
@@ -295,16 +324,18 @@ class _Resolver:
                     out += self.returns(t, depth + 1)
         return out
 
-    def returns(self, t: Value, depth: int) -> list[Value]:
+    def returns(self, t: Value, depth: int, args: str = "") -> list[Value]:
         if t[0] != "func" or depth > 12:
             return []
         f = self.p.facts(t[1])
         fn = f["functions"].get(t[2]) if f else None
         if fn is None:
             return []
+        static = any(d == "staticmethod" for d, _ in fn["decorators"])
+        bound = _bind(fn, args, t[3] is not None and not static)
         out = []
         for text, tests in fn["returns"]:
-            if self.cut(t[1], tests):
+            if self.cut(t[1], tests, fn, bound):
                 continue
             out += self.expr(t[1], fn["class"], t[3], fn, text, depth + 1)
         return out
@@ -382,19 +413,37 @@ class _Resolver:
             self._foreign[key] = bool({w.lower() for w in words} & self.other_platforms)
         return self._foreign[key]
 
-    def undecided(self, mod: str, tests: list[list[Any]]) -> int:
-        return sum(self._decided.get((mod, t)) is None for t, _ in tests)
+    def undecided(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None) -> int:
+        return sum(d is None for d in self.decisions(mod, tests, fn))
 
-    def cut(self, mod: str, tests: list[list[Any]]) -> bool:
-        """Whether the serving defaults decide one of these if-tests against the branch taken."""
-        for test, taken in tests:
-            key = (mod, test)
-            if key not in self._decided:
+    def cut(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
+            bound: dict[str, str] | None = None) -> bool:
+        """Whether the serving defaults decide one of these if-tests against the branch taken. A name reads the
+        call's constant arguments (``bound``: parameter -> source, for a factory's returns), then the function's
+        own assignments (``w8a8 = quant_method == 'smooth_quant'``), then the module's."""
+        return any(d is not None and d != taken for d, taken in zip(self.decisions(mod, tests, fn, bound),
+                                                                     (t for _, t in tests)))
+
+    def decisions(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
+                  bound: dict[str, str] | None = None) -> list[bool | None]:
+        out = []
+        for test, _ in tests:
+            key = (mod, id(fn), test)
+            if bound or key not in self._decided:
                 f = self.p.facts(mod)
-                self._decided[key] = evaluate(test, self.env, (f["assigns"] if f else {}).get)
-            if self._decided[key] is not None and self._decided[key] != taken:
-                return True
-        return False
+                assigns = f["assigns"] if f else {}
+                flags = dict(fn.get("flags", {})) if fn else {}
+                for m, q in (self.mro(mod, fn["class"]) if fn and fn.get("class") else [])[::-1]:
+                    c = self.cls(m, q)
+                    flags.update({f"self.{k}": v for k, v in (c or {}).get("flags", {}).items()})
+                look = lambda name: (bound or {}).get(name, flags.get(name, assigns.get(name)))  # noqa: E731
+                value = evaluate(test, self.env, look)
+                if bound:
+                    out.append(value)
+                    continue
+                self._decided[key] = value
+            out.append(self._decided[key])
+        return out
 
     # --- one call site -----------------------------------------------------------------------------------------
     def site(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
@@ -409,14 +458,45 @@ class _Resolver:
         return found
 
 
-def _split(text: str) -> list[tuple[str, int]]:
-    """``a.b().c`` -> [("a", 0), ("b", 1), ("c", 0)]; ``f()()`` -> [("f", 2)]: each part with its calls."""
-    out = []
-    for part in text.split("."):
-        n = 0
-        while part.endswith("()"):
-            part, n = part[:-2], n + 1
-        out.append((part, n))
+def _split(text: str) -> list[tuple[str, list[str]]]:
+    """``a.b(X.Y).c`` -> [("a", []), ("b", ["X.Y"]), ("c", [])]: each dotted part with the argument texts of each
+    call made of it (``f()()`` -> [("f", ["", ""])])."""
+    out: list[tuple[str, list[str]]] = []
+    name, calls, depth, buf = "", [], 0, ""
+    for ch in text:
+        if depth:
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    calls.append(buf)
+                    buf = ""
+                    continue
+            buf += ch
+        elif ch == "(":
+            depth = 1
+        elif ch == ".":
+            out.append((name, calls))
+            name, calls = "", []
+        else:
+            name += ch
+    out.append((name, calls))
+    return out
+
+
+def _bind(fn: dict[str, Any], args: str, method: bool) -> dict[str, str]:
+    """Parameter -> argument source for a call's constant arguments (``OpType.RMSNorm``)."""
+    if not args:
+        return {}
+    params = fn.get("params", [])[1 if method else 0:]
+    out: dict[str, str] = {}
+    for i, a in enumerate(a.strip() for a in args.split(",")):
+        key, eq, value = a.partition("=")
+        if eq and key.isidentifier():
+            out[key] = value
+        elif i < len(params):
+            out[params[i]] = a
     return out
 
 
@@ -455,11 +535,12 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
 
 
 def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, str], Reach], loops: bool) -> None:
-    """Cheapest paths first, where an edge costs the if-tests on it that the defaults leave undecided: a kernel
-    behind fewer undecided branches is more surely on the default path."""
-    cost: dict[tuple[Value, bool], int] = {}
+    """Cheapest paths first, where an edge costs its uncertainty in bits: one per if-test on it that the defaults
+    leave undecided, and log2(n) for a call that may go to n functions. A kernel behind fewer bits is more surely
+    on the default path."""
+    cost: dict[tuple[Value, bool], float] = {}
     parent: dict[tuple[Value, bool], tuple[Value, bool] | None] = {}
-    heap: list[tuple[int, int, Value, bool]] = []
+    heap: list[tuple[float, int, Value, bool]] = []
     tick = 0
     for s in starts:
         cost[(s, False)] = 0
@@ -476,14 +557,18 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
             continue
         r.at = node
         for callee, tests, in_loop, _line in fn["calls"]:
-            if r.cut(node[1], tests):
+            if r.cut(node[1], tests, fn):
                 continue
-            now, step = loop or (in_loop and loops), c + r.undecided(node[1], tests)
-            for t in r.site(node, fn, callee):
-                if r.foreign(t):
-                    continue
+            now, step = loop or (in_loop and loops), c + r.undecided(node[1], tests, fn)
+            found = [t for t in r.site(node, fn, callee) if not r.foreign(t)]
+            # a call that may go to n places: each is one of n alternatives, as an undecided test is one of 2
+            step += math.log2(len(found)) if len(found) > 1 else 0.0
+            for t in found:
                 if t[0] == "kernel":
                     if count:
+                        if os.environ.get("SMITHBOT_DEBUG_PATH") == t[2]:
+                            print("PATH", [(p, round(cost.get(k, 0), 1)) for p, k in _path_keys(parent, (node, loop))],
+                                  round(step, 1), callee, len(found))
                         old = best.get((t[1], t[2]))
                         if old is None or (now, -step) > (old.per_layer, -old.undecided):
                             best[(t[1], t[2])] = Reach(r.env.phase or "", now, _path(parent, (node, loop)) + (t[2],),
@@ -493,6 +578,15 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
                     cost[(t, now)] = step
                     parent[(t, now)] = (node, loop)
                     heapq.heappush(heap, (step, tick := tick + 1, t, now))
+
+
+def _path_keys(parent: dict, at: tuple[Value, bool]) -> list[tuple[str, tuple[Value, bool]]]:
+    out = []
+    cur: tuple[Value, bool] | None = at
+    while cur is not None and len(out) < 64:
+        out.append((_qual(cur[0]), cur))
+        cur = parent.get(cur)
+    return list(reversed(out))
 
 
 def _path(parent: dict, at: tuple[Value, bool]) -> tuple[str, ...]:

@@ -28,8 +28,10 @@ class _UnknownType:
 
 Unknown: Any = _UnknownType()  # a value the defaults do not decide (None is a value: quantization: null)
 _ORDER = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "in": lambda a, b: a in b,
-          "not in": lambda a, b: a not in b, "is": lambda a, b: a is b, "is not": lambda a, b: a is not b}
-_OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
+          "not in": lambda a, b: a not in b, "is": lambda a, b: a is b, "is not": lambda a, b: a is not b,
+          "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+_OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not",
+        ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _MISSING = object()
 
 
@@ -98,6 +100,9 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], str | None], depth
         right = _value(node.comparators[0], env, assigns, depth + 1)
         if left is Unknown or right is Unknown or left is _MISSING or right is _MISSING:
             return Unknown
+        if (isinstance(left, _Member) or isinstance(right, _Member)) \
+                and not all(isinstance(x, (str, _Member)) for x in (left, right)):
+            return Unknown  # an enum member against a number: its value is not known here
         try:
             return _ORDER[_OPS[type(node.ops[0])]](left, right)
         except TypeError:
@@ -115,8 +120,17 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], str | None], depth
         v = env.lookup(node.attr)
         if v is not _MISSING:
             return v
-        # an enum member compared by value (``Backend.TRITON == backend``) is the member's name in lower case
-        if node.attr.isupper() and isinstance(node.value, (ast.Name, ast.Attribute)):
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            src = assigns(f"self.{node.attr}")  # a flag the class sets (self.use_x = n_group == 1)
+            if src is not None and src != f"self.{node.attr}":
+                inner = _parse(src)
+                return Unknown if inner is None else _value(inner, env, assigns, depth + 1)
+        # an enum member (``Backend.TRITON``, ``OpType.RMSNorm``): equal to a member of the same name, or to a
+        # string setting of that name in lower case
+        head = node.value
+        while isinstance(head, ast.Attribute):
+            head = head.value
+        if isinstance(head, ast.Name) and head.id[:1].isupper():
             return _Member(node.attr)
         return _MISSING
     if isinstance(node, ast.Call):
@@ -153,6 +167,8 @@ class _Member:
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
             return other.lower() == self.name.lower()
+        if isinstance(other, _Member):
+            return other.name == self.name
         return NotImplemented  # type: ignore[no-any-return]
 
     def __hash__(self) -> int:

@@ -12,6 +12,10 @@ A call is recorded as ``[callee, tests, loop, line]``:
   (``REGISTRY[name](...)``, ``kernel[grid](...)``);
 - ``tests`` lists the enclosing if-tests as ``[source, taken]`` (``taken`` is False in the else branch);
 - ``loop`` says the call sits inside a ``for`` or ``while`` loop of its function.
+
+Locals (``[text, tests]``) and class attributes (``[text, assigning function, tests]``) keep the if-tests of their
+assignment too, so that ``if w8a8: builder = A() else: builder = B()`` gives ``builder`` the value the serving
+defaults pick.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from smithbot.scan.parse import _dotted, collect_imports
+from smithbot.scan.parse import _dotted, collect_imports, from_module
 
 
 def _callee(func: ast.expr) -> str | None:
@@ -41,7 +45,7 @@ def expr_text(node: ast.expr) -> str | None:
     ``get_backend().build(x)`` -> ``get_backend().build()``."""
     if isinstance(node, ast.Call):
         inner = expr_text(node.func)
-        return f"{inner}()" if inner else None
+        return f"{inner}({_const_args(node)})" if inner else None
     if isinstance(node, ast.Subscript):
         return expr_text(node.value)
     if isinstance(node, ast.Attribute):
@@ -50,6 +54,29 @@ def expr_text(node: ast.expr) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
     return None
+
+
+def _const_args(call: ast.Call) -> str:
+    """A call's arguments when all are constants or enum-like members (``OpType.RMSNorm``, ``"fa3"``, ``2``),
+    so a factory's returns can be decided per call; otherwise nothing."""
+    parts = []
+    for a in call.args:
+        if isinstance(a, ast.Starred):
+            return ""
+        parts.append(a)
+    parts += [k.value for k in call.keywords if k.arg]
+    if not parts or not all(_const(p) for p in parts):
+        return ""
+    texts = [ast.unparse(a) for a in call.args] + [f"{k.arg}={ast.unparse(k.value)}" for k in call.keywords]
+    out = ", ".join(texts)
+    return out if "(" not in out and ")" not in out else ""
+
+
+def _const(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (str, int, float, bool)) or node.value is None
+    dotted = _dotted(node)
+    return bool(dotted) and "." in dotted and dotted.split(".")[0][:1].isupper()
 
 
 def annotation_text(node: ast.expr | None) -> str | None:
@@ -71,6 +98,23 @@ def annotation_text(node: ast.expr | None) -> str | None:
     return f"{name}()" if name and name.split(".")[-1][:1].isupper() else None
 
 
+def _inline(value: ast.expr, local_flags: dict[str, str]) -> str:
+    """A flag's source with the assigning function's own flags written in (they mean nothing elsewhere)."""
+
+    class Inline(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            src = local_flags.get(node.id)
+            if src is None or src == node.id:
+                return node
+            try:
+                return ast.parse(src, mode="eval").body
+            except SyntaxError:
+                return node
+
+    return ast.unparse(Inline().visit(ast.parse(ast.unparse(value), mode="eval")).body)
+
+
+_FLAG_VALUES = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Constant, ast.Name)
 _EMPTY_DICTS = ("{}", "dict()", "defaultdict(list)", "collections.defaultdict(list)")
 
 
@@ -80,7 +124,8 @@ def _literal_strings(call: ast.Call) -> list[str]:
 
 
 class _Visitor(ast.NodeVisitor):
-    def __init__(self) -> None:
+    def __init__(self, modname: str = "", is_package: bool = False) -> None:
+        self.modname, self.is_package = modname, is_package
         self.functions: dict[str, dict[str, Any]] = {}
         self.classes: dict[str, dict[str, Any]] = {}
         self.assigns: dict[str, str] = {}
@@ -127,7 +172,7 @@ class _Visitor(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         qual = self._qual(node.name)
         self.classes[qual] = {"line": node.lineno, "bases": [b for b in map(_dotted, node.bases) if b], "attrs": {},
-                              "registries": []}
+                              "registries": [], "flags": {}}
         self.scope.append(("class", node.name))
         saved, self.fn = self.fn, None
         for s in node.body:
@@ -146,9 +191,11 @@ class _Visitor(ast.NodeVisitor):
         for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
             ann = annotation_text(a.annotation)
             if ann:
-                params[a.arg] = [ann]
+                params[a.arg] = [[ann, []]]
         info = {"line": node.lineno, "class": ".".join(s[1] for s in self.scope) if cls is not None else None,
-                "decorators": decorators, "calls": [], "returns": [], "locals": params, "stores": []}
+                "decorators": decorators, "calls": [], "returns": [], "locals": params, "stores": [], "flags": {},
+                "params": [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs],
+                "_imports": dict(self.fn["_imports"]) if self.fn is not None else {}}
         self.functions[qual] = info
         saved = (self.fn, self.tests, self.loops)
         self.fn, self.tests, self.loops = info, [], 0
@@ -157,10 +204,35 @@ class _Visitor(ast.NodeVisitor):
             self.visit(s)
         self.scope.pop()
         self.fn, self.tests, self.loops = saved
+        del info["_imports"]
         if self.fn is not None:
             self.fn["stores"].extend(info["stores"])  # a decorator factory registers through its inner function
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    # --- imports inside a function: a name imported in one branch means that branch's module ------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        if self.fn is not None:
+            for a in node.names:
+                self.fn["_imports"][a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if self.fn is not None:
+            mod = from_module(node, self.modname, self.is_package)
+            for a in node.names:
+                if a.name != "*":
+                    self.fn["_imports"][a.asname or a.name] = f"{mod}.{a.name}" if mod else a.name
+
+    def _abs(self, text: str | None) -> str | None:
+        """An expression text whose head was imported in this function, written ``abs:pkg/mod/Name.rest``."""
+        if text is None or self.fn is None:
+            return text
+        head, dot, rest = text.partition(".")
+        name, paren, args = head.partition("(")
+        target = self.fn["_imports"].get(name)
+        if target is None:
+            return text
+        return f"abs:{target.replace('.', '/')}{paren}{args}{dot}{rest}"
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self.visit(node.body)  # a lambda's calls belong to the function that makes it
@@ -180,25 +252,37 @@ class _Visitor(ast.NodeVisitor):
         for t in node.targets:
             if isinstance(t, ast.Subscript) and expr_text(t.value):
                 self.fn["stores"].append(expr_text(t.value))  # REGISTRY[key] = fn: a registration
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, _FLAG_VALUES):
+            # a flag an if-test reads (w8a8 = quant_method == "smooth_quant"); assigned once only, else unknown
+            name = node.targets[0].id
+            flags = self.fn["flags"]
+            flags[name] = ast.unparse(node.value) if name not in flags else name
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple) \
                 and len(node.targets[0].elts) == len(node.value.elts):  # a, b = A(), B(): pair them up
             for t, v in zip(node.targets[0].elts, node.value.elts):
                 self.visit_Assign(ast.Assign(targets=[t], value=v, lineno=node.lineno))
             return
+        cls = self._enclosing_class()
+        t0 = node.targets[0] if len(node.targets) == 1 else None
+        if cls is not None and isinstance(t0, ast.Attribute) and isinstance(t0.value, ast.Name) \
+                and t0.value.id == "self" and isinstance(node.value, _FLAG_VALUES):
+            # self.use_x = n_group == 1: a flag if-tests read as self.use_x; assigned once only, else unknown
+            flags = cls["flags"]
+            flags[t0.attr] = _inline(node.value, self.fn["flags"]) if t0.attr not in flags else f"self.{t0.attr}"
         made = self._made(node.value)
         if not made:
             return
-        cls = self._enclosing_class()
         where = self._qual("")[:-1]  # the assigning function, whose locals and parameters the value reads
         for t in node.targets:
             for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                tests = [list(x) for x in self.tests]
                 if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) and el.value.id == "self" \
                         and cls is not None:
                     into = cls["attrs"].setdefault(el.attr, [])
-                    into.extend([m, where] for m in made if [m, where] not in into)
+                    into.extend(e for e in ([self._abs(m), where, tests] for m in made) if e not in into)
                 elif isinstance(el, ast.Name):
                     into = self.fn["locals"].setdefault(el.id, [])
-                    into.extend(m for m in made if m not in into)
+                    into.extend(e for e in ([self._abs(m), tests] for m in made) if e not in into)
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         it = node.iter
@@ -210,8 +294,9 @@ class _Visitor(ast.NodeVisitor):
         text = expr_text(it)
         if self.fn is not None and text and isinstance(target, ast.Name):
             into = self.fn["locals"].setdefault(target.id, [])
-            if text not in into:
-                into.append(text)
+            entry = [text, [list(x) for x in self.tests]]
+            if entry not in into:
+                into.append(entry)
         self._loop(node)
 
     visit_AsyncFor = visit_For
@@ -222,9 +307,9 @@ class _Visitor(ast.NodeVisitor):
         if ann and cls is not None:
             t = node.target
             if self.fn is None and isinstance(t, ast.Name) and self.scope and self.scope[-1][0] == "class":
-                cls["attrs"].setdefault(t.id, []).append([ann, None])  # a dataclass field: backend: Backend
+                cls["attrs"].setdefault(t.id, []).append([ann, None, []])  # a dataclass field: backend: Backend
             elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                cls["attrs"].setdefault(t.attr, []).append([ann, None])
+                cls["attrs"].setdefault(t.attr, []).append([ann, None, []])
         if node.value is not None:
             self.visit_Assign(ast.Assign(targets=[node.target], value=node.value, lineno=node.lineno))
 
@@ -251,7 +336,7 @@ class _Visitor(ast.NodeVisitor):
         if self.fn is None or node.value is None:
             return
         for v in ([node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]):
-            text = expr_text(v)
+            text = self._abs(expr_text(v))
             if text:
                 self.fn["returns"].append([text, [list(t) for t in self.tests]])
 
@@ -259,7 +344,7 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
         if self.fn is None:
             return
-        callee = _callee(node.func)
+        callee = self._abs(_callee(node.func))
         if callee:
             self.fn["calls"].append([callee, [list(t) for t in self.tests], self.loops > 0, node.lineno])
 
@@ -270,7 +355,7 @@ def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:
         tree = ast.parse(data, filename=relpath)
     except (SyntaxError, ValueError) as exc:
         return {"path": relpath, "error": str(getattr(exc, "msg", None) or exc)}
-    v = _Visitor()
+    v = _Visitor(modname, relpath.endswith("__init__.py"))
     v.visit(tree)
     return {"path": relpath, "module": modname,
             "imports": collect_imports(tree, modname, relpath.endswith("__init__.py")),

@@ -6,7 +6,8 @@ Hotness is a sum of named terms, so a maintainer can see why a kernel is ranked 
   defaults), with its path: +10, per layer in decode +4 (in prefill only +2), run in decode +2, and a small
   deduction for each if-test on the path that the defaults leave undecided;
 - otherwise the static terms: called from model or layer code, in a target hot path, on the CUDA dispatch branch;
-- family prior (attention and MoE compute weigh most), and +1 for a matmul kernel (``tl.dot``);
+- family prior (attention, attention metadata, MoE compute and routing weigh most), and +1 for a matmul kernel
+  (``tl.dot``);
 - reachable only on a fallback branch (the serving defaults decide its if-test against it: ROCm, NPU...): -6.
 """
 
@@ -24,14 +25,16 @@ from smithbot.types import KernelSite, LaunchSite
 
 Reaches = dict[tuple[str, str], dict[str, list[Reach]]]  # (module, kernel) -> preset -> one Reach per phase
 
-# (family, prior, keywords matched against the kernel name first, then its path), first match wins
+# (family, prior, keywords matched against the kernel name first, then its path), first match wins. The priors
+# follow where this method's merged upstream wins came from: attention and MoE compute, and the small per-step
+# kernels around them, attention metadata (4.78x fused) and MoE routing (1.36x)
 FAMILIES: tuple[tuple[str, float, tuple[str, ...]], ...] = (
-    ("attention metadata", 2.0, ("metadata", "page_table", "cu_seqlens", "kv_indices", "kv_indptr", "seq_lens")),
+    ("attention metadata", 3.0, ("metadata", "page_table", "cu_seqlens", "kv_indices", "kv_indptr", "seq_lens")),
     ("kv cache", 2.0, ("kv_cache", "kvcache", "store_kv", "kv_buffer", "mem_cache", "_store_kernel", "kv_pool")),
     ("linear attention / ssm", 1.5, ("mamba", "ssm", "gdn", "gated_delta", "fla", "linear_attn", "lightning",
                                      "causal_conv", "conv1d", "recurrent", "chunk_")),
     ("rotary", 2.0, ("rotary", "rope")),
-    ("moe routing", 2.0, ("topk", "top_k", "routing", "router", "align", "expert_count", "grouped_topk", "moe_sum")),
+    ("moe routing", 3.0, ("topk", "top_k", "routing", "router", "align", "expert_count", "grouped_topk", "moe_sum")),
     ("moe compute", 3.0, ("fused_moe", "moe", "expert")),
     ("attention", 3.0, ("attention", "attn", "decode", "prefill", "extend", "flash", "mla")),
     ("sampling / speculative", 2.0, ("sampl", "speculative", "eagle", "spec_", "logit", "penalt", "verify")),
@@ -140,6 +143,8 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
           ) -> KernelSite:
     facts = by_module[k["module"]]
     family, prior = family_of(k["name"], k["path"])
+    if family == "other" and reach:  # the code that calls it names what it is (TritonRouterNoauxTCImpl.forward)
+        family, prior = family_of(" ".join(p for rs in reach.values() for r in rs for p in r.path[-4:]), "")
     role = "launched" if launches else ("helper" if k["name"] in called_from_kernels else "unused")
     reasons = [f"{family} +{prior:g}"]
     score = prior
@@ -168,10 +173,11 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
         if decode:
             score += 2.0
             reasons.append("decode +2")
-        undecided = min(r.undecided for r in (per_layer or rs))
-        if undecided:
-            score -= min(2.0, 0.2 * undecided)
-            reasons.append(f"{undecided} undecided branches -{min(2.0, 0.2 * undecided):g}")
+        bits = min(r.undecided for r in (per_layer or rs))
+        if bits >= 0.5:
+            cut = round(min(2.0, 0.2 * bits), 1)
+            score -= cut
+            reasons.append(f"{bits:.1f} bits of undecided dispatch on the path -{cut:g}")
         phases = "/".join(sorted({r.phase for r in rs}, reverse=True))
         path = f"{_short(best.path)} ({preset}: {'per layer' if best.per_layer else 'once per step'}, {phases})"
     elif not fallback:
@@ -202,7 +208,7 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
                       default_path=path)
 
 
-def _reach_key(rs: list[Reach]) -> tuple[bool, bool, int]:
+def _reach_key(rs: list[Reach]) -> tuple[bool, bool, float]:
     return (any(r.per_layer and r.phase == "decode" for r in rs), any(r.phase == "decode" for r in rs),
             -min(r.undecided for r in rs))
 

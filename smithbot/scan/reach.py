@@ -18,6 +18,11 @@ from smithbot.scan.index import Indexed, matches
 from smithbot.scan.parse import module_name
 
 
+# the graph's own code is part of the cache key: a changed rule invalidates what it computed
+_CODE = hashlib.sha1(b"".join(p.read_bytes() for p in sorted(
+    (Path(__file__).resolve().parent.parent / "program").glob("*.py")))).digest()
+
+
 @dataclass(frozen=True)
 class PresetReach:
     preset: str
@@ -33,7 +38,7 @@ def program_for(root: Path, idx: Indexed, cache_dir: Path | None) -> Program:
     return Program(root, idx.texts, modules, cache_dir)
 
 
-def env_for(target: Target, preset: str) -> Env:
+def env_for(target: Target, preset: ModelPreset) -> Env:
     s = target.serving.for_model(preset)
     return Env(s.names, s.settings, s.env, s.phases)
 
@@ -45,7 +50,7 @@ def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPr
 
     The result is cached under a key of every file's bytes, the serving defaults and the presets, so a warm scan
     reads one file instead of walking the graph (about 2 s a preset on sglang)."""
-    h = hashlib.sha1(f"{FACTS_VERSION}|{json.dumps(dataclasses.asdict(target.serving), sort_keys=True, default=str)}|"
+    h = hashlib.sha1(_CODE + f"{FACTS_VERSION}|{json.dumps(dataclasses.asdict(target.serving), sort_keys=True, default=str)}|"
                      f"{target.hints.model_paths}|{[dataclasses.astuple(p) for p in presets]}".encode())
     for rel in sorted(idx.texts):
         h.update(rel.encode())
@@ -108,7 +113,7 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
                 if m is not None:
                     (entries if name == "forward" else init).append(m)
         out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "",
-                               reach(program, kernels, env_for(target, p.name), entries, engine, init,
+                               reach(program, kernels, env_for(target, p), entries, engine, init,
                                      target.serving.other_platforms),
                                program.parsed))
     return out
