@@ -135,6 +135,45 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
     return ScanResult(target, co, sites, idx.errors, modules, len(idx.texts), idx.parsed, idx.cached, out)
 
 
+@dataclass(frozen=True)
+class ProfileResult:
+    target: Target
+    trace: Path  # the compact trace kept in the workspace
+    profile: Any  # smithbot.profile.Profile
+    sites: list[KernelSite]  # the target's kernels, ranked by measured share
+
+
+def profile(spec: str, model: str | None = None, batch: int = 8, phase: str = "decode", trace: str | None = None,
+            source: str | None = None, rev: str | None = None) -> ProfileResult:
+    """Measure where a step's GPU time goes: run the target's own benchmark for a preset on random weights under
+    the torch profiler (``trace=None``: needs the engine installed and a GPU), or read a trace a user has. The trace
+    is kept as ``workspaces/TARGET/profiles/PRESET-PHASE-bsN.json`` and the scan ranked by it."""
+    from smithbot.profile import compact, read_trace, run_profile
+
+    target = resolve_target(spec)
+    if phase not in ("decode", "prefill"):
+        raise ConfigError(f"--phase {phase!r}: expected decode or prefill")
+    preset = target.preset(model) if model else None
+    if trace is None and preset is None:
+        raise ConfigError("name a model preset (--model) to run the target's benchmark, or pass --trace FILE")
+    where = home() / "workspaces" / target.name / "profiles"
+    label = f"{preset.name if preset else 'trace'}-{phase}-bs{batch}"
+    out = where / f"{label}.json"
+    if trace is not None:
+        measured = read_trace(trace)  # a bad trace fails here, before anything is written
+        where.mkdir(parents=True, exist_ok=True)
+        meta = {"target": target.name, "phase": phase, "batch": batch, **measured.meta}
+        if preset is not None:
+            meta["preset"] = preset.name
+        compact(Path(trace), out, meta)
+    else:
+        assert preset is not None
+        co = checkout(target, source, rev)
+        run_profile(target, co.root, preset, batch, phase, out)
+    result = scan(spec, source, rev, profile=str(out), model=model)
+    return ProfileResult(target, out, read_trace(out), result.sites)
+
+
 def find_kernel(result: ScanResult, spec: str) -> KernelSite:
     """A launched kernel by kernel name, wrapper name, or ``file::qualname``. Ambiguity lists the matches."""
     launched = [s for s in result.sites if s.role == "launched"]
@@ -215,7 +254,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             rows.append(Coverage(site.name, site.path, False, False, "", None))  # filled in from its owner below
             continue
         try:
-            done = build(result.checkout.root, result.checkout.commit, result.checkout.url, result.target, site,
+            done = build(result.checkout.root, result.checkout.commit, result.checkout.url,
+                         replace(result.target, reach_presets=site.presets), site,
                          result.modules, dest, without_inputs=llm is not None, name=name)
         except NeedsInputs as exc:
             rows.append(Coverage(site.name, site.path, True, False, str(exc), exc.out))
@@ -279,7 +319,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
                     and not rows[i].checked and site.name not in (ran or ()):
                 wrapper, values, settings = branch_values(result.checkout.root, site, result.modules)
                 wrapper = wrapper.replace(".", "_")  # a method launcher's inputs are those of Cls_method
-                target = result.target.for_launcher((launchers[i] or ("", ""))[0], wrapper)
+                target = replace(result.target.for_launcher((launchers[i] or ("", ""))[0], wrapper),
+                                 reach_presets=site.presets)
                 own = target.inputs.get(wrapper, {}).get("_kernels", {}).get(site.name, {})
                 if values or own or settings:
                     target = target.with_stubs(settings)
@@ -518,7 +559,8 @@ def propose(run_ids: list[str] | None = None, submit: bool = False, source: str 
 def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iterations: int = 8,
                  time_s: float | None = None, budget_usd: float | None = None, proposer: str = "tune",
                  config: str | None = None, backend: str = "auto", source: str | None = None, submit: bool = False,
-                 say: Callable[[str], None] = print, on_update: Callable[[Any], None] | None = None) -> list[dict[str, Any]]:
+                 say: Callable[[str], None] = print, on_update: Callable[[Any], None] | None = None,
+                 model: str | None = None) -> list[dict[str, Any]]:
     """The whole job: scan -> extract the top-K hot kernels (or the named ones) -> evolve -> verify -> propose.
     One row per kernel says how far it got and why it stopped; a failure of one kernel does not stop the others."""
     from evaluator import resolve_backend
@@ -529,16 +571,21 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     used = resolve_backend(backend)
     if used == "interpreter":
         say("no GPU: every timing below comes from the Triton interpreter on the CPU and does not predict GPU speed")
-    result = scan(spec, source)
+    result = scan(spec, source, model=model)
     launched = [s for s in result.sites if s.role == "launched"]
-    say(f"scan: {len(launched)} launched kernels in {result.target.name}; hottest: "
+    on_path = [s for s in launched if s.presets]
+    say(f"scan: {len(launched)} launched kernels in {result.target.name}, {len(on_path)} on "
+        f"{'the ' + model if model else 'a preset'}'s default serving path; hottest: "
         + ", ".join(f"{s.name} ({s.hotness:g})" for s in launched[:4]))
     rows: list[dict[str, Any]] = []
     picks = [find_kernel(result, k) for k in kernels] if kernels else launched
     for site in picks:
         if len([r for r in rows if r.get("task")]) >= (len(kernels) if kernels else top):
             break
-        row: dict[str, Any] = {"kernel": site.name, "stage": "extract"}
+        row: dict[str, Any] = {"kernel": site.name, "stage": "extract", "presets": list(site.presets),
+                               "default_path": site.default_path}
+        if site.default_path:
+            say(f"pick: {site.name}: {site.default_path}")
         rows.append(row)
         [cov] = extract(spec, f"{site.path}::{site.qualname}", source=source)
         if not cov.checked or cov.out is None:

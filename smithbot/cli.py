@@ -126,41 +126,94 @@ def scan_cmd(
                                                 "or a local path"),
     source: Optional[Path] = typer.Option(None, help="scan this existing checkout; no network"),
     rev: Optional[str] = typer.Option(None, help="pin a commit, tag or branch"),
-    profile: Optional[Path] = typer.Option(None, help="torch-profiler Chrome trace: rank by measured GPU time"),
+    model: Optional[str] = typer.Option(None, help="rank for one model preset's default serving path (default: "
+                                                   "over all of the target's presets)"),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help="override a serving default, KEY=VALUE "
+                                                                 "(e.g. attention_backend=triton); repeatable"),
+    profile: Optional[Path] = typer.Option(None, help="torch-profiler Chrome trace (see `smithbot profile`): rank "
+                                                      "by measured share of GPU time"),
     as_json: bool = typer.Option(False, "--json", help="print the ranked kernels as JSON"),
     limit: int = typer.Option(30, help="rows to show (0: all)"),
     show_all: bool = typer.Option(False, "--all", help="also list helpers and kernels that are never launched"),
 ) -> None:
-    """Find a target's Triton kernels, link their launches and wrappers, and rank them by hotness."""
+    """Find a target's Triton kernels, link their launches and wrappers, and rank them: measured share of a step
+    when a profile is given, else the kernels the presets' default serving path reaches first (the call graph under
+    the target's declared serving defaults), with the path in `why`."""
     from rich.progress import Progress
 
     try:
         with Progress(console=err, transient=True) as bar:
             task_id = bar.add_task("parsing", total=None)
             result = api.scan(target, str(source) if source else None, rev, str(profile) if profile else None,
-                              progress=lambda n, total: bar.update(task_id, completed=n, total=total))
+                              progress=lambda n, total: bar.update(task_id, completed=n, total=total), model=model,
+                              sets=api.parse_sets(list(sets or [])))
     except (ConfigError, RepoError) as exc:
         _fail(str(exc))
         return
-    sites = [s for s in result.sites if show_all or s.role == "launched"]
-    shown = sites[:limit] if limit else sites
-    if as_json:
-        print(json.dumps([s.to_dict() for s in shown], indent=1))
-    else:
-        t = Table(title=f"{result.target.name} @ {(result.checkout.commit or 'bundled')[:12]}: "
-                        f"{len(sites)} kernels", show_lines=False)
-        for col in ("#", "kernel", "file:line", "wrapper", "family", "class", "hotness", "why"):
-            t.add_column(col, overflow="fold")
-        for i, s in enumerate(shown, 1):
-            wrapper = ", ".join(sorted({la.wrapper for la in s.launches})) or "-"
-            cls = s.extraction + (f" ({', '.join(s.blockers[:3])})" if s.blockers else "")
-            t.add_row(str(i), s.name, f"{s.path}:{s.line}", wrapper, s.family, cls, f"{s.hotness:g}",
-                      "; ".join(s.reasons))
-        out.print(t)
+    _print_sites(result, [s for s in result.sites if show_all or s.role == "launched"], as_json, limit)
     for path, why in result.errors:
         err.print(f"[yellow]skipped[/yellow] {path}: {why}", highlight=False)
     err.print(f"{result.files} files, {result.parsed} parsed, {result.cached} from cache; "
               f"wrote {result.path}", highlight=False)
+
+
+def _print_sites(result: "api.ScanResult", sites: list, as_json: bool, limit: int) -> None:
+    shown = sites[:limit] if limit else sites
+    if as_json:
+        print(json.dumps([s.to_dict() for s in shown], indent=1))
+        return
+    t = Table(title=f"{result.target.name} @ {(result.checkout.commit or 'bundled')[:12]}: "
+                    f"{len(sites)} kernels", show_lines=False)
+    for col in ("#", "kernel", "file:line", "family", "class", "hotness", "why"):
+        t.add_column(col, overflow="fold")
+    for i, s in enumerate(shown, 1):
+        cls = s.extraction + (f" ({', '.join(s.blockers[:3])})" if s.blockers else "")
+        why = "; ".join(s.reasons) + (f"\n{s.default_path}" if s.default_path else "")
+        t.add_row(str(i), s.name, f"{s.path}:{s.line}", s.family, cls, f"{s.hotness:g}", why)
+    out.print(t)
+
+
+@app.command("profile")
+def profile_cmd(
+    target: str = typer.Argument(..., help="a bundled target, a target YAML, a git URL or a local path"),
+    model: Optional[str] = typer.Option(None, help="the model preset to run (its config.json is written from "
+                                                   "targets/models.yaml; weights are random)"),
+    batch: int = typer.Option(8, help="requests in the batch"),
+    phase: str = typer.Option("decode", help="decode or prefill"),
+    trace: Optional[Path] = typer.Option(None, help="read this torch-profiler Chrome trace instead of running "
+                                                    "the target's benchmark"),
+    source: Optional[str] = typer.Option(None, help="an existing checkout of the target (with the engine "
+                                                    "installed, to run its benchmark)"),
+    limit: int = typer.Option(20, help="rows to show (0: all)"),
+) -> None:
+    """Measure where a step's GPU time goes: run the target's own benchmark on random weights under the torch
+    profiler (the `profile:` command in its target YAML; needs the engine and a GPU), or read a trace you have, and
+    rank the target's Triton kernels by their share of it. The trace is kept in the workspace; `smithbot scan
+    --profile TRACE` ranks by it again."""
+    try:
+        result = api.profile(target, model, batch, phase, str(trace) if trace else None, source)
+    except (ConfigError, RepoError) as exc:
+        _fail(str(exc))
+        return
+    measured = [s for s in result.sites if s.measured_share]
+    t = Table(title=f"{result.target.name}: GPU time per {result.profile.phase_label()}, "
+                    f"{result.profile.total_us / result.profile.steps:.1f} µs in all")
+    for col in ("#", "kernel", "file:line", "share", "µs per step", "default path"):
+        t.add_column(col, overflow="fold")
+    for i, s in enumerate(measured[:limit] if limit else measured, 1):
+        t.add_row(str(i), s.name, f"{s.path}:{s.line}", f"{s.measured_share:.1%}", f"{s.measured_us:.1f}",
+                  s.default_path or "-")
+    out.print(t)
+    names = {s.name for s in result.sites}
+    ops = result.profile.ops(names, top=8)
+    if ops:
+        o = Table(title="other GPU work in the step (torch ops and libraries: what a fusion would replace)")
+        for col in ("kernel", "µs per step", "launches per step"):
+            o.add_column(col, overflow="fold")
+        for name, us, n in ops:
+            o.add_row(name[:100], f"{us:.1f}", str(n))
+        out.print(o)
+    err.print(f"trace: {result.trace}", highlight=False)
 
 
 @app.command("extract")
@@ -436,6 +489,8 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
             config: Optional[Path] = typer.Option(None, help="evolve config YAML (for --proposer llm)"),
             backend: str = typer.Option("auto", help="cuda, interpreter or auto"),
             source: Optional[str] = typer.Option(None, help="an existing checkout of the target"),
+            model: Optional[str] = typer.Option(None, help="aim at one model preset's default serving path (default: "
+                                                           "over all of the target's presets)"),
             submit: bool = typer.Option(False, help="open or update PRs on GitHub (default: a local dry run)")) -> None:
     """The scheduled job: scan, extract the top-K hot kernels, evolve, verify and propose. Writes a markdown summary
     to stdout and appends it to $GITHUB_STEP_SUMMARY when that is set."""
@@ -452,7 +507,7 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
             rows = api.run_pipeline(target, list(kernel or []) or None, top, iterations, time_s, budget_usd, proposer,
                                     str(config) if config else None, backend, source, submit,
                                     say=lambda m: live.console.print(m, highlight=False),
-                                    on_update=lambda s: live.update(_live_table(s)))
+                                    on_update=lambda s: live.update(_live_table(s)), model=model)
     except (DBError, TaskError, ConfigError, RepoError, ProposeError, ProposerError, BackendError, ValueError) as exc:
         _fail(str(exc))
         return

@@ -141,8 +141,11 @@ class Target:
     prefill_tokens: tuple[int, ...]
     conventions: Conventions
     file: Path | None = None
+    # the presets whose default serving path reaches the kernel being extracted (scan's KernelSite.presets): its
+    # cases come from these when they have the dims its inputs need
+    reach_presets: tuple[str, ...] = ()
     # the engine's own benchmark on random weights under the torch profiler (smithbot/profile.py fills in
-    # {python}, {model_dir}, {config}, {batch}, {phase}, {trace}, {trace_dir})
+    # {python}, {model_dir}, {config}, {batch}, {phase}, {steps}, {trace}, {trace_dir})
     profile: str = ""
     # wrapper (or FILE::wrapper, for one file's launcher of a common name such as `call`) -> parameter -> input spec
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -299,12 +302,16 @@ def get_target(name: str) -> Target:
     return load_target(file)
 
 
+# what any engine's platform helpers answer on an NVIDIA GPU, for a target with no serving section of its own
+PLATFORM_NAMES = {"is_hip": False, "is_npu": False, "is_xpu": False, "is_cuda": True}
+
+
 def generic_target(repo: str) -> Target:
     """Defaults for any git URL or local path that is not a bundled target."""
     models = load_models()
     name = Path(repo.rstrip("/")).name.removesuffix(".git") or "target"
     return Target(name=name, repo=repo, branch="", sparse_paths=(), include=("**/*.py",),
-                  exclude=("**/test/**", "**/tests/**", "**/benchmark*/**", "**/.git/**"), hints=Hints(), serving=Serving(),
+                  exclude=("**/test/**", "**/tests/**", "**/benchmark*/**", "**/.git/**"), hints=Hints(), serving=Serving(names=dict(PLATFORM_NAMES)),
                   models=tuple(models.values()), decode_batch=(1, 8, 64, 256), prefill_tokens=(512, 4096, 16384),
                   conventions=Conventions(), file=None)
 

@@ -4,8 +4,8 @@ and give each Triton kernel its share of the GPU time of a step.
 - ``run_profile`` writes the preset's ``config.json`` (from ``targets/models.yaml``; no hub download), runs the
   command of the target's ``profile:`` section in the checkout, and ingests the trace it writes;
 - ``read_trace`` reads a torch-profiler Chrome trace, ours or a user's: GPU kernel events (``cat: kernel``) summed
-  per name, the profiler's step markers (``ProfilerStep#N``) counted, and our own metadata (target, preset, phase,
-  batch) read back when the trace was written by ``smithbot profile``;
+  per name, divided by the steps profiled (our metadata's, else the profiler's ``ProfilerStep#N`` markers), and our
+  own metadata (target, preset, phase, batch, steps) read back when the trace was written by ``smithbot profile``;
 - ``Profile.match`` maps trace names to scanned ``@triton.jit`` names: Triton names a kernel after its function;
   older releases append a specialisation suffix (``_0d1d2de``), and autotuned variants share one name, so variants
   fold onto their definition. Everything else on the GPU (ATen's elementwise and index kernels, cuBLAS GEMMs) is kept
@@ -27,7 +27,7 @@ from typing import Any
 
 from smithbot.config import ConfigError, ModelPreset, Target
 
-_SPECIALISED = re.compile(r"^(?P<base>.+?)(?:_\d+[a-z]*)+$")  # name_0d1d2de: an older triton's signature suffix
+_SPECIALISED = re.compile(r"^(?P<base>.+?)_(?:\d+[a-z]*)+$")  # name_0d1d2de: an older triton's signature suffix
 _STEP = re.compile(r"^ProfilerStep#\d+$")
 
 
@@ -109,15 +109,17 @@ def read_trace(path: str | Path) -> Profile:
     if not kernels:
         raise ConfigError(f"{path}: the trace holds no GPU kernel events (was it taken with ProfilerActivity.CUDA?)")
     meta = data.get("smithbot", {}) if isinstance(data, dict) else {}
-    return Profile({k: (v[0], int(v[1])) for k, v in kernels.items()}, max(steps, 1),
-                   meta if isinstance(meta, dict) else {})
+    meta = meta if isinstance(meta, dict) else {}
+    if isinstance(meta.get("steps"), int) and meta["steps"] > 0:
+        steps = meta["steps"]  # smithbot profile ran this many steps under the profiler
+    return Profile({k: (v[0], int(v[1])) for k, v in kernels.items()}, max(steps, 1), meta)
 
 
 def compact(src: Path, dst: Path, meta: dict[str, Any]) -> None:
     """A small copy of a trace: GPU kernel events and step markers only, plus our metadata."""
     data = json.loads(src.read_text())
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
-    keep = [{k: ev[k] for k in ("ph", "cat", "name", "ts", "dur") if k in ev} for ev in events
+    keep = [{k: ev[k] for k in ("ph", "cat", "name", "dur") if k in ev} for ev in events
             if isinstance(ev, dict) and ev.get("ph") == "X" and (str(ev.get("cat", "")).lower() == "kernel"
                                                                   or _STEP.match(str(ev.get("name", ""))))]
     tmp = dst.with_suffix(".tmp")
@@ -126,7 +128,7 @@ def compact(src: Path, dst: Path, meta: dict[str, Any]) -> None:
 
 
 def run_profile(target: Target, root: Path, preset: ModelPreset, batch: int, phase: str, out: Path,
-                timeout_s: float = 1800.0) -> Path:
+                steps: int = 4, timeout_s: float = 1800.0) -> Path:
     """Run the target's profile command for a preset in checkout ``root``; the compact trace lands at ``out``."""
     if not target.profile:
         raise ConfigError(f"{target.name} has no profile: section in its target YAML; pass --trace FILE instead")
@@ -136,7 +138,7 @@ def run_profile(target: Target, root: Path, preset: ModelPreset, batch: int, pha
         (model_dir / "config.json").write_text(json.dumps(preset.config_json(), indent=1))
         raw = Path(tmp) / "trace.json"
         values = {"python": sys.executable, "model_dir": str(model_dir), "config": str(model_dir / "config.json"),
-                  "batch": str(batch), "phase": phase, "trace": str(raw), "trace_dir": tmp}
+                  "batch": str(batch), "phase": phase, "steps": str(steps), "trace": str(raw), "trace_dir": tmp}
         cmd = [part.format(**values) for part in shlex.split(target.profile)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
         try:
@@ -149,5 +151,6 @@ def run_profile(target: Target, root: Path, preset: ModelPreset, batch: int, pha
             last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
             raise ConfigError(f"the profile command failed (exit {proc.returncode}): {last}")
         out.parent.mkdir(parents=True, exist_ok=True)
-        compact(raw, out, {"target": target.name, "preset": preset.name, "phase": phase, "batch": batch})
+        compact(raw, out, {"target": target.name, "preset": preset.name, "phase": phase, "batch": batch,
+                           "steps": steps})
     return out

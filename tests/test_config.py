@@ -21,6 +21,14 @@ def test_bundled_targets_load_with_the_required_presets() -> None:
     assert "DLBlas" in (TARGETS_DIR / "engram.yaml").read_text()
     m = load_models()["deepseek-v3"]
     assert (m.hidden, m.experts, m.top_k, m.vocab) == (7168, 256, 8, 129280)
+    assert (m.layers, m.architecture, m.config["topk_method"]) == (61, "DeepseekV3ForCausalLM", "noaux_tc")
+    # every bundled target says how it serves by default: the runtime names that extraction stubs too, and,
+    # for the engines, the per-step code the call graph starts at
+    for name in target_names():
+        t = get_target(name)
+        assert t.stubs is t.serving.names and t.serving.names.get("is_hip") is False
+    for name in ("sglang", "lmdeploy"):
+        assert get_target(name).serving.entries and get_target(name).serving.gpu == "sm90"
 
 
 @pytest.mark.parametrize("edit, key, words", [
@@ -30,6 +38,14 @@ def test_bundled_targets_load_with_the_required_presets() -> None:
     (lambda s: s.replace("decode_batch: [1,", "decode_batch: [-1,"), "regimes.decode_batch[0]", "positive integer"),
     (lambda s: s.replace("max_open_prs: 2", "max_open_prs: lots"), "conventions.max_open_prs", "positive integer"),
     (lambda s: s.replace("hints:\n", "hints:\n  hot_pathz: []\n"), "hints.hot_pathz", "unknown key"),
+    (lambda s: s.replace("serving:\n", "serving:\n  defaults: {}\n"), "serving.defaults", "unknown key"),
+    (lambda s: s.replace("phases: {is_decode: decode,", "phases: {is_decode: verify,"), "serving.phases.is_decode",
+     "must be decode, prefill or never"),
+    (lambda s: s.replace("model_settings: {deepseek-v3:", "model_settings: {deepseek-v9:"),
+     "serving.model_settings.deepseek-v9", "names no model preset"),
+    (lambda s: s.replace('entries: ["sglang.srt.model_executor.model_runner:ModelRunner.forward"',
+                         'entries: ["sglang.srt.model_executor.model_runner.ModelRunner.forward"'),
+     "serving.entries[0]", "must be module:Qualified.name"),
 ])
 def test_bad_target_yaml(tmp_path: Path, edit, key: str, words: str) -> None:
     f = tmp_path / "t.yaml"

@@ -309,7 +309,8 @@ def _one_layout(specs: dict[str, Any], inferred: set[str]) -> None:
 def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper: str,
           also: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Decode and prefill cases named after the model presets whose dims the inputs need, and the dims ``also``
-    names (or the YAML's _models)."""
+    names (or the YAML's _models): those that run the kernel (``target.reach_presets``) when any fits, and one
+    case set per distinct set of dims."""
     used = set(also).union(*[_names_in(s) for s in specs.values()], *[_names_in(v) for v in extra.values()])
     needed = [d for d in DIMS if d in used]
     allowed = target.inputs.get(wrapper, {}).get("_models")
@@ -318,9 +319,15 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
                                  and (allowed is None or m.name in allowed)]
     if not models:
         raise InputError(f"no model preset of {target.name} has {', '.join(needed)}")
+    # only the presets whose default serving path runs the kernel, when scan found any that fit
+    models = [m for m in models if m.name in target.reach_presets] or models
     out = []
+    seen: list[dict[str, int]] = []
     for i, m in enumerate(models):
         dims = {d: getattr(m, d) for d in needed}
+        if dims in seen:
+            continue  # the same shapes under another model's name add nothing
+        seen.append(dims)
         if i == 0:
             # The interpreter runs one small, irregular case: the first model's dims with head and expert counts
             # capped, so that it runs in seconds on a CPU. The GPU runs every named case.

@@ -37,13 +37,16 @@ class Indexed:
 
 @functools.lru_cache(maxsize=64)
 def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    alternatives = [fnmatch.translate(p) for p in patterns]
-    alternatives += [fnmatch.translate(p[3:]) for p in patterns if p.startswith("**/")]  # ** also matches nothing
+    # ** also matches no directory at all: a leading **/ matches at the top, and a/**/b matches a/b
+    expanded = list(patterns) + [p[3:] for p in patterns if p.startswith("**/")]
+    expanded += [p.replace("/**/", "/", 1) for p in expanded if "/**/" in p]
+    alternatives = [fnmatch.translate(p) for p in expanded]
     return re.compile("|".join(alternatives) or "(?!)")
 
 
 def matches(rel: str, patterns: tuple[str, ...]) -> bool:
-    """Glob match where * and ** both cross '/', and a leading **/ also matches at the top."""
+    """Glob match where * and ** both cross '/', and ``**/`` also matches no directory (``a/**/*.py`` takes
+    ``a/x.py``)."""
     return _compiled(tuple(patterns)).match(rel) is not None
 
 

@@ -1,0 +1,256 @@
+"""A small inference engine, written for these tests, with the dispatch patterns the call graph must follow: a model
+class with its layers in a loop, layer builders picked by a backend from a constant argument, a registry of
+attention backends keyed by a setting, a factory that returns a class, a platform-only branch, a file for other
+hardware, per-step engine code and forward-mode tests."""
+
+TRITON = "import triton\nimport triton.language as tl\n"
+
+
+def kernel(name: str) -> str:
+    return f"\n\n@triton.jit\ndef {name}(x):\n    pass\n"
+
+
+FILES = {
+    "eng/__init__.py": "",
+    "eng/utils.py": "import torch\n\ndef is_hip():\n    return torch.version.hip is not None\n\n"
+                    "def get_server_args():\n    return ARGS\n",
+    "eng/kernels/__init__.py": "from .norm import rms_norm\n",
+    "eng/kernels/norm.py": TRITON + kernel("rms_kernel") + "\n\ndef rms_norm(x):\n    rms_kernel[(1,)](x)\n",
+    "eng/kernels/linear.py": TRITON + kernel("linear_kernel") + "\n\ndef linear(x):\n    linear_kernel[(1,)](x)\n",
+    "eng/kernels/moe.py": TRITON + kernel("moe_gemm_kernel") + kernel("deepep_kernel") + kernel("hip_moe_kernel")
+    + "\n\ndef fused_moe(x):\n    moe_gemm_kernel[(1,)](x)\n\n\ndef deepep_moe(x):\n    deepep_kernel[(1,)](x)\n",
+    "eng/kernels/meta.py": TRITON + kernel("decode_meta_kernel") + kernel("triton_decode_kernel")
+    + "\n\ndef set_decode_metadata(x):\n    decode_meta_kernel[(1,)](x)\n"
+    + "\n\ndef decode_attention(x):\n    triton_decode_kernel[(1,)](x)\n",
+    "eng/kernels/rocm_rope.py": TRITON + kernel("rocm_rope_kernel") + "\n\ndef rope(x):\n    rocm_rope_kernel[(1,)](x)\n",
+    "eng/backends.py": '''from enum import Enum
+
+from eng.kernels import rms_norm
+from eng.kernels.linear import linear
+
+
+class OpType(Enum):
+    RMSNorm = 1
+    Linear = 2
+
+
+class NormImpl:
+    def forward(self, x):
+        return rms_norm(x)
+
+
+class LinearImpl:
+    def forward(self, x):
+        return linear(x)
+
+
+class NormBuilder:
+    @staticmethod
+    def build():
+        return NormImpl()
+
+
+class LinearBuilder:
+    @staticmethod
+    def build():
+        return LinearImpl()
+
+
+class CudaBackend:
+    @staticmethod
+    def get_builder(op):
+        if op == OpType.RMSNorm:
+            return NormBuilder
+        elif op == OpType.Linear:
+            return LinearBuilder
+
+
+def get_backend():
+    if device_type == "cuda":
+        return CudaBackend
+''',
+    "eng/layers.py": '''import torch
+
+from eng.backends import OpType, get_backend
+from eng.kernels.moe import deepep_moe, fused_moe, hip_moe_kernel
+from eng.kernels.rocm_rope import rope
+from eng.utils import get_server_args, is_hip
+
+_is_hip = is_hip()
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        backend = get_backend()
+        builder = backend.get_builder(OpType.RMSNorm)
+        self.impl = builder.build()
+
+    def forward(self, x):
+        return self.impl.forward(x)
+
+
+class FusedMoE(torch.nn.Module):
+    def forward(self, x):
+        if _is_hip:
+            hip_moe_kernel[(1,)](x)
+        return fused_moe(x)
+
+
+class DeepEPMoE(torch.nn.Module):
+    def forward(self, x):
+        return deepep_moe(x)
+
+
+def get_moe_cls():
+    if get_server_args().moe_a2a_backend == "deepep":
+        return DeepEPMoE
+    return FusedMoE
+
+
+class RocmRope:
+    def forward(self, x):
+        return rope(x)
+''',
+    "eng/attention/__init__.py": "",
+    "eng/attention/base.py": '''class AttentionBackend:
+    def forward(self, x, fb):
+        if fb.forward_mode.is_decode():
+            return self.forward_decode(x)
+        return self.forward_extend(x)
+
+    def init_metadata(self, fb):
+        raise NotImplementedError
+
+    def forward_decode(self, x):
+        raise NotImplementedError
+
+    def forward_extend(self, x):
+        raise NotImplementedError
+''',
+    "eng/attention/backends.py": '''from eng.attention.base import AttentionBackend
+from eng.kernels.meta import decode_attention, set_decode_metadata
+
+
+class FA3Backend(AttentionBackend):
+    def __init__(self, runner):
+        self.runner = runner
+
+    def init_metadata(self, fb):
+        if fb.forward_mode.is_decode():
+            set_decode_metadata(fb)
+
+    def forward_decode(self, x):
+        return x
+
+    def forward_extend(self, x):
+        return x
+
+
+class TritonBackend(AttentionBackend):
+    def __init__(self, runner):
+        self.runner = runner
+
+    def init_metadata(self, fb):
+        pass
+
+    def forward_decode(self, x):
+        return decode_attention(x)
+
+    def forward_extend(self, x):
+        return x
+''',
+    "eng/attention/registry.py": '''from eng.attention.backends import FA3Backend, TritonBackend
+
+BACKENDS = {}
+
+
+def register(name):
+    def decorator(fn):
+        BACKENDS[name] = fn
+        return fn
+
+    return decorator
+
+
+@register("fa3")
+def make_fa3(runner):
+    return FA3Backend(runner)
+
+
+@register("triton")
+def make_triton(runner):
+    return TritonBackend(runner)
+''',
+    "eng/forward_batch.py": '''from eng.attention.base import AttentionBackend
+
+
+class ForwardBatch:
+    attn_backend: AttentionBackend
+''',
+    "eng/runner.py": '''from eng.attention.registry import BACKENDS
+from eng.forward_batch import ForwardBatch
+from eng.utils import get_server_args
+
+
+class ModelRunner:
+    def __init__(self, model):
+        self.model = model
+        self.attn_backend = BACKENDS[get_server_args().attention_backend](self)
+
+    def forward(self, fb: ForwardBatch):
+        self.attn_backend.init_metadata(fb)
+        return self.model(fb)
+''',
+    "eng/models/__init__.py": "",
+    "eng/models/llama.py": '''import torch
+
+from eng.forward_batch import ForwardBatch
+from eng.layers import RMSNorm, RocmRope, get_moe_cls
+
+
+class Attention(torch.nn.Module):
+    def forward(self, x, fb: ForwardBatch):
+        return fb.attn_backend.forward(x, fb)
+
+
+class DecoderLayer(torch.nn.Module):
+    def __init__(self, i):
+        super().__init__()
+        self.norm = RMSNorm()
+        self.attn = Attention()
+        self.mlp = get_moe_cls()()
+        self.rope = RocmRope()
+
+    def forward(self, x, fb):
+        x = self.norm(x)
+        x = self.rope.forward(x)
+        return self.mlp(self.attn(x, fb))
+
+
+class LlamaForCausalLM(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([DecoderLayer(i) for i in range(config.layers)])
+        self.norm = RMSNorm()
+
+    def forward(self, x, fb):
+        for layer in self.layers:
+            x = layer(x, fb)
+        return self.norm(x)
+''',
+}
+
+TARGET_YAML = """name: eng
+repo: {root}
+include: ["eng/**/*.py"]
+hints:
+  model_paths: ["eng/models/**"]
+serving:
+  names: {{is_hip: false}}
+  settings: {{attention_backend: fa3, moe_a2a_backend: none, device_type: cuda}}
+  phases: {{is_decode: decode}}
+  entries: ["eng.runner:ModelRunner.forward"]
+models: [llama3-8b, qwen3-8b]
+regimes: {{decode_batch: [1], prefill_tokens: [512]}}
+"""

@@ -1,0 +1,71 @@
+"""The default-path call graph on a small engine written for these tests (``tests/program/engine.py``): which
+kernels default serving reaches, how often, in which phase, and what a declared setting changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from smithbot import api
+from smithbot.config import ConfigError
+from tests.conftest import git_repo
+from tests.program.engine import FILES, TARGET_YAML
+
+
+@pytest.fixture()
+def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    root = git_repo(tmp_path / "eng", FILES)
+    yaml = tmp_path / "eng.yaml"
+    yaml.write_text(TARGET_YAML.format(root=root))
+    return str(yaml)
+
+
+def by_name(result: api.ScanResult) -> dict:
+    return {s.name: s for s in result.sites}
+
+
+def test_default_path_kernels_and_how_often(engine: str) -> None:
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    rms = sites["rms_kernel"]
+    assert rms.presets == ("llama3-8b",)
+    # the builder the norm asks for by a constant (OpType.RMSNorm), inside the layer loop, in both phases
+    assert rms.default_path.startswith("LlamaForCausalLM.forward") and rms.default_path.endswith(
+        "rms_kernel (llama3-8b: per layer, prefill/decode)"), rms.default_path
+    assert "per layer (32 layers) in decode +4" in rms.reasons
+    # the factory's class under the declared a2a backend: FusedMoE, not DeepEPMoE
+    assert sites["moe_gemm_kernel"].presets == ("llama3-8b",) and not sites["deepep_kernel"].presets
+    # per-step engine code: once per step, in decode only (a forward-mode test), through the registered backend
+    meta = sites["decode_meta_kernel"]
+    assert meta.presets and "(llama3-8b: once per step, decode)" in meta.default_path
+    assert "ModelRunner.forward" in meta.default_path and "FA3Backend.init_metadata" in meta.default_path
+    # what the defaults leave off the path: the other builder, the other attention backend, other hardware
+    for name in ("linear_kernel", "triton_decode_kernel", "rocm_rope_kernel", "hip_moe_kernel"):
+        assert not sites[name].presets, name
+    assert sites["hip_moe_kernel"].launches[0].fallback_only
+    launched = [s.name for s in api.scan(engine, model="llama3-8b").sites if s.role == "launched"]
+    on_path = {"rms_kernel", "moe_gemm_kernel", "decode_meta_kernel"}
+    assert set(launched[:3]) == on_path, launched
+    assert launched.index("hip_moe_kernel") == len(launched) - 1  # fallback-only: last
+
+
+def test_a_preset_without_its_model_class_gets_the_engine_path(engine: str) -> None:
+    sites = by_name(api.scan(engine, model="qwen3-8b"))
+    assert sites["decode_meta_kernel"].presets == ("qwen3-8b",) and not sites["rms_kernel"].presets
+
+
+def test_set_overrides_a_serving_default(engine: str) -> None:
+    sites = by_name(api.scan(engine, model="llama3-8b", sets={"attention_backend": "triton"}))
+    assert sites["triton_decode_kernel"].presets == ("llama3-8b",)
+    assert "per layer" in sites["triton_decode_kernel"].default_path
+    assert not sites["decode_meta_kernel"].presets
+    with pytest.raises(ConfigError, match="--set page_size: not a serving default of eng"):
+        api.scan(engine, sets={"page_size": 16})
+
+
+def test_warm_scan_reads_the_graph_from_its_cache(engine: str, tmp_path: Path) -> None:
+    first = [(s.name, s.presets, s.default_path) for s in api.scan(engine).sites]
+    cache = list((tmp_path / "home" / "cache" / "program" / "reach").glob("*.json"))
+    assert len(cache) == 1
+    assert [(s.name, s.presets, s.default_path) for s in api.scan(engine).sites] == first

@@ -1,0 +1,40 @@
+"""The serving-default evaluator: what an if-test decides, as a table of (test, expected) per environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from smithbot.program.evaluate import Env, evaluate
+
+ENV = Env(names={"is_hip": False, "_is_cuda": True, "mamba_config": None},
+          settings={"attention_backend": "fa3", "moe_a2a_backend": "none", "quantization": None, "page_size": 1,
+                    "ep_size": 1, "device_type": "cuda"},
+          env={"SGLANG_USE_AITER": False},
+          phases={"is_decode": "decode", "is_extend": "prefill", "is_idle": "never"})
+ASSIGNS = {"_is_hip": "is_hip()", "_use_aiter": "get_bool_env_var('SGLANG_USE_AITER') and _is_hip",
+           "ALIAS": "ALIAS", "w8a8": "quantization == 'w8a8'"}
+
+CASES = [
+    ("is_hip()", None, False), ("not is_hip()", None, True), ("_is_hip", None, False),  # a module flag
+    ("_is_cuda and not _is_hip", None, True), ("_use_aiter", None, False),
+    ("current_platform.is_hip()", None, False),  # the last part of an attribute call
+    ("server_args.attention_backend == 'fa3'", None, True), ("attention_backend in ('triton', 'aiter')", None, False),
+    ("get_moe_a2a_backend().is_deepep()", None, False),  # a getter named after a setting, a predicate on its value
+    ("get_moe_a2a_backend().is_none()", None, True),
+    ("model_config.quantization is not None", None, False),  # None is a value, not "unknown"
+    ("w8a8", None, False), ("page_size > 1", None, False), ("ep_size >= 1", None, True),
+    ("device_type == 'cuda'", None, True), ("envs.SGLANG_USE_AITER.get()", None, False),
+    ("mamba_config(cfg)", None, False), ("MoeRunnerBackend.TRITON == 'triton'", None, True),
+    ("OpType.RMSNorm == OpType.RMSNorm", None, True), ("OpType.RMSNorm == OpType.LinearW8A8", None, False),
+    ("QuantPolicy.NONE != 0", None, None),  # a member against a number: its value is not known
+    ("forward_mode.is_decode()", "decode", True), ("forward_mode.is_decode()", "prefill", False),
+    ("forward_mode.is_decode()", None, None), ("forward_mode.is_idle()", "decode", False),
+    ("forward_mode.is_extend() or is_hip()", "prefill", True),
+    ("self.use_triton and is_hip()", None, False),  # False wins an and with an unknown
+    ("self.use_triton or is_hip()", None, None), ("ALIAS", None, None), ("x[", None, None), ("len(x) > 2", None, None),
+]
+
+
+@pytest.mark.parametrize("test, phase, expected", CASES, ids=[f"{t}-{p}" for t, p, _ in CASES])
+def test_decides(test: str, phase: str | None, expected: bool | None) -> None:
+    assert evaluate(test, ENV.with_phase(phase), ASSIGNS.get) is expected
