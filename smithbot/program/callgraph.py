@@ -60,6 +60,8 @@ class Program:
         self.root, self.texts, self.modules, self.cache_dir = root, texts, modules, cache_dir
         self._facts: dict[str, dict[str, Any] | None] = {}
         self.parsed = 0
+        # setting values -> table name -> (decorator keys, function) registered into it (see _Resolver.registered)
+        self.registrations: dict[frozenset[str], dict[str, list[tuple[tuple[str, ...], Value]]]] = {}
 
     def facts(self, module: str) -> dict[str, Any] | None:
         if module in self._facts:
@@ -144,13 +146,16 @@ class _Resolver:
         self._registered: dict[str, list[tuple[tuple[str, ...], Value]]] | None = None
         self._mro: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._memo: dict[tuple, list[Value]] = {}
+        self._sites: dict[tuple, list[Value]] = {}
+        self._by_name: dict[str, list[Value]] = {}
+        self._concrete: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._decided: dict[tuple[str, int, str], bool | None] = {}
         self.at: Value | None = None  # the function whose calls are being resolved
         self.made_by: dict[tuple[str, str], Value | None] = {}  # a live class -> where it was first constructed
 
     def reset(self) -> None:
         """Forget what depends on the live classes (they grew)."""
-        self._registered, self._memo = None, {}
+        self._memo, self._sites, self._by_name, self._concrete = {}, {}, {}, {}
 
     # --- symbols -----------------------------------------------------------------------------------------------
     def symbol(self, module: str, name: str, depth: int = 0) -> list[Value]:
@@ -232,8 +237,11 @@ class _Resolver:
 
     def concrete(self, mod: str, qual: str) -> list[tuple[str, str]]:
         """The live classes an instance of this class may be: itself if live, its live subclasses; itself if none."""
-        out = [c for c in sorted(self.live) if (mod, qual) in self.mro(*c)]
-        return out or [(mod, qual)]
+        key = (mod, qual)
+        if key not in self._concrete or len(self.live) != self._concrete[key][0]:
+            out = [c for c in sorted(self.live) if key in self.mro(*c)]
+            self._concrete[key] = (len(self.live), out or [key])  # type: ignore[assignment]
+        return self._concrete[key][1]  # type: ignore[return-value]
 
     def attr(self, v: Value, name: str, depth: int) -> list[Value]:
         kind = v[0]
@@ -366,13 +374,17 @@ class _Resolver:
         by the value of the setting the table is named after (``ATTENTION_BACKENDS`` and ``attention_backend``),
         else by any setting's values (``@register_fused_func("none", "triton")``)."""
         if self._registered is None:
-            self._registered = {}
-            # only files with a decorator keyed by a declared value can register a default: find them by bytes
-            keys = [f'("{v}"'.encode() for v in self.setting_values] + [f"('{v}'".encode() for v in self.setting_values]
-            by_path = {rel: mod for mod, rel in self.p.modules.items()}
-            for rel, data in self.p.texts.items():
-                if b"@" in data and any(k in data for k in keys) and rel in by_path:
-                    self._index_registrations(by_path[rel])
+            key = frozenset(self.setting_values)
+            if key not in self.p.registrations:
+                self._registered = {}
+                # only files with a decorator keyed by a declared value can register a default: find them by bytes
+                keys = [f'("{v}"'.encode() for v in key] + [f"('{v}'".encode() for v in key]
+                by_path = {rel: mod for mod, rel in self.p.modules.items()}
+                for rel, data in self.p.texts.items():
+                    if b"@" in data and any(k in data for k in keys) and rel in by_path:
+                        self._index_registrations(by_path[rel])
+                self.p.registrations[key] = self._registered
+            self._registered = self.p.registrations[key]
         norm = registry.replace("_", "").lower()
         named = {str(v) for k, v in self.env.settings.items() if k.replace("_", "").lower() in norm}
         allowed = named or self.setting_values
@@ -397,12 +409,17 @@ class _Resolver:
     def by_name(self, name: str) -> list[Value]:
         """Methods named ``name`` of the live classes, for a receiver of unknown type; nothing when more than
         ``BY_NAME_MAX`` live classes define one (a common name says nothing about the receiver)."""
+        cached = self._by_name.get(name)
+        if cached is not None and cached[0] == len(self.live):
+            return cached[1]
         out = []
         for m, q in sorted(self.live):
             f = self.p.facts(m)
             if f is not None and f"{q}.{name}" in f["functions"]:
                 out.append(("func", m, f"{q}.{name}", (m, q)))
-        return out if len(out) <= BY_NAME_MAX else []
+        out = out if len(out) <= BY_NAME_MAX else []
+        self._by_name[name] = (len(self.live), out)  # type: ignore[assignment]
+        return out
 
     def foreign(self, v: Value) -> bool:
         """Code for other hardware: a module path or class name with one of the other platforms' words."""
@@ -447,6 +464,12 @@ class _Resolver:
 
     # --- one call site -----------------------------------------------------------------------------------------
     def site(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
+        key = (node, callee, len(self.live))
+        if key not in self._sites:
+            self._sites[key] = self._site(node, fn, callee)
+        return self._sites[key]
+
+    def _site(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
         mod, bound, cls = node[1], node[3], fn["class"]
         if callee.endswith("[]"):  # kernel[grid](...) or REGISTRY[key](...)
             vals = self.expr(mod, cls, bound, fn, callee[:-2])
