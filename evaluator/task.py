@@ -82,6 +82,9 @@ class Task:
     seeds: int
     deterministic: bool
     tunables: dict[str, Any]
+    # why the kernel matters, from scan: the presets whose default serving path runs it, that path, and the share of
+    # a profiled step, when measured (free text the PR's Motivation quotes)
+    hotness: dict[str, Any] = field(default_factory=dict)
 
     @property
     def kernel_path(self) -> Path:
@@ -97,7 +100,7 @@ class Task:
 
 _TOP_KEYS = {
     "id": True, "kind": True, "entry": True, "description": False, "provenance": True, "cases": True,
-    "seeds": False, "deterministic": False, "tunables": False,
+    "seeds": False, "deterministic": False, "tunables": False, "hotness": False,
 }
 _CASE_KEYS = {"name": True, "regime": True, "dtype": True, "dims": True, "params": False, "interpreter": False}
 _PROV_KEYS = {"repo": True, "commit": False, "definitions": False}
@@ -259,7 +262,9 @@ def load_task(path: str | Path) -> Task:
         raise TaskError(f"{root / 'kernel.py'}: must hold exactly one {EVOLVE_START} and one {EVOLVE_END} marker")
     return Task(root=root.resolve(), id=task_id, kind=kind, entry=entry, description=description.strip(),
                 provenance=provenance, cases=tuple(cases), seeds=seeds,
-                deterministic=c.boolean(data.get("deterministic", True), "deterministic"), tunables=dict(tunables))
+                deterministic=c.boolean(data.get("deterministic", True), "deterministic"), tunables=dict(tunables),
+                hotness=dict(c.mapping(data.get("hotness") or {}, "hotness",
+                                       {"presets": False, "default_path": False, "measured": False})))
 
 
 def check_candidate_files(paths: list[str] | list[Path]) -> None:

@@ -119,6 +119,8 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
         raise ConfigError(f"{profile}: no kernel in the trace is a Triton kernel of {target.name} "
                           f"({len(measured.kernels)} GPU kernels in it)")
     sites = link(idx, target, shares, reaches if graph else None, {p.name: p.layers for p in presets})
+    if measured is not None:
+        sites = [replace(s, measured_of=measured.phase_label()) if s.measured_share else s for s in sites]
     if not sites:
         raise ConfigError(f"no Triton kernels found in {co.root} (include: {', '.join(target.include)})")
     out = home() / "workspaces" / target.name / "scan.json"
@@ -127,7 +129,7 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
     tmp.write_text(json.dumps({"target": target.name, "root": str(co.root), "commit": co.commit, "url": co.url,
                                "files": len(idx.texts), "errors": [list(e) for e in idx.errors],
                                "model": model, "sets": sets or {},
-                               "profile": measured.summary() if measured else None,
+                               "profile": measured.summary(names) if measured else None,
                                "default_paths": {r.preset: r.model_class for r in reached} if graph else None,
                                "kernels": [s.to_dict() for s in sites]}, indent=1))
     tmp.replace(out)

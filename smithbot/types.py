@@ -41,6 +41,7 @@ class KernelSite:
     reasons: tuple[str, ...]
     measured_us: float | None = None  # GPU µs per profiled step, from a trace
     measured_share: float | None = None  # its share of the step's GPU time
+    measured_of: str = ""  # what was profiled: "decode step on qwen3-30b-a3b (batch 8)"
     presets: tuple[str, ...] = ()  # model presets whose default serving path reaches it (empty: none, or no graph)
     default_path: str = ""  # how the best of them reaches it, e.g. "Qwen3MoeForCausalLM.forward → … → kernel"
 

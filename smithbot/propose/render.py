@@ -114,6 +114,17 @@ def _cases(task: Task, extra: list[str]) -> str:
     return json.dumps(rows, indent=4).replace("true", "True").replace("false", "False").replace("null", "None")
 
 
+def _hot_spot(hotness: dict[str, Any]) -> str:
+    """Where the kernel runs, for the Motivation: the profile's share, else the default serving path."""
+    out = ""
+    if hotness.get("measured"):
+        out += f" It takes {hotness['measured']}."
+    if hotness.get("default_path"):
+        presets = ", ".join(hotness.get("presets", []))
+        out += f" Default serving runs it for {presets}: `{hotness['default_path']}`."
+    return out
+
+
 def render(target: Target, task: Task, verification: dict[str, Any], verdict: dict[str, Any], cand: Any,
            replaced: tuple[str, ...], added: tuple[str, ...], notes: list[str], patch: str, reproduce: str,
            base_commit: str) -> Rendered:
@@ -146,6 +157,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
         what = sanitize(explanation[:3000]) or "The kernel was rewritten; the diff below shows how."
         motivation = (f"`{kernel_def.name}` ({kernel_def.path}): {(v['speedup'] - 1) * 100:.1f}% faster on the geomean "
                       f"of the model shapes below ({span}), with the same results.")
+    motivation += _hot_spot(task.hotness)
     e = verification.get("env", {})
     env_line = ", ".join(f"{k} {e[k]}" for k in ("gpu", "driver", "torch", "triton") if e.get(k)) or "CPU (Triton interpreter)"
     tol = "per output dtype: " + ", ".join(f"{d} atol {t.atol:g} rtol {t.rtol:g}" for d, t in TOLERANCES.items()

@@ -73,6 +73,7 @@ def test_rms_norm_extracts_and_matches_reference(home: Path) -> None:
     assert {c.name for c in task.cases} == {"irregular-decode-bs3", "llama3-8b-decode-bs1", "llama3-8b-decode-bs64",
                                             "llama3-8b-prefill-4k"}
     assert [c.name for c in task.cases_for("interpreter")] == ["irregular-decode-bs3"]
+    assert task.hotness["presets"] == ["llama3-8b"] and "RMSNorm.forward" in task.hotness["default_path"]
     _with_reference(home / "rms", RMS_REFERENCE, {"name": "irregular-37x1000", "regime": "prefill", "dtype": "fp32",
                                                   "dims": {"tokens": 37, "hidden": 1000}})
     _check_against_reference(home / "rms")

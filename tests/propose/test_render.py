@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
@@ -95,3 +96,16 @@ def test_judge_rejects_any_slower_case_even_with_a_better_geomean() -> None:
     assert judge(within_noise)[0] is True  # 0.3% below 1, inside the between-run noise floor
     flat = EvalResult(status="correct", cases=(_case("a", 1.01, 0.99, 1.03),), **{**base, "speedup_ci": (0.99, 1.03)})
     assert judge(flat)[0] is False and "not shown faster" in judge(flat)[1]
+
+
+def test_motivation_names_the_hot_spot(parts: tuple) -> None:
+    task, cand, verification, verdict = parts
+    hot = dataclasses.replace(task, hotness={
+        "presets": ["qwen3-30b-a3b"], "default_path": "Qwen3MoeForCausalLM.forward → … → rmsnorm → _rmsnorm_kernel",
+        "measured": "12.5% of the GPU time of a decode step on qwen3-30b-a3b (batch 8)"})
+    body = render(get_target("sglang"), hot, verification, verdict, cand, (), (), [], "", "cmd", "abc").body
+    motivation = body.split("## Motivation")[1].split("##")[0]
+    assert "It takes 12.5% of the GPU time of a decode step on qwen3-30b-a3b (batch 8)." in motivation
+    assert "Default serving runs it for qwen3-30b-a3b: `Qwen3MoeForCausalLM.forward → … → rmsnorm" in motivation
+    plain = render(get_target("sglang"), task, verification, verdict, cand, (), (), [], "", "cmd", "abc").body
+    assert "Default serving" not in plain  # no claim where scan made none
