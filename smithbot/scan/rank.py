@@ -8,7 +8,8 @@ Hotness is a sum of named terms, so a maintainer can see why a kernel is ranked 
 - otherwise the static terms: called from model or layer code, in a target hot path, on the CUDA dispatch branch;
 - family prior (attention, attention metadata, MoE compute and routing weigh most), and +1 for a matmul kernel
   (``tl.dot``);
-- reachable only on a fallback branch (the serving defaults decide its if-test against it: ROCm, NPU...): -6.
+- reachable only on a fallback branch (the serving defaults decide its if-test against it: ROCm, NPU...), or
+  defined in a file named for other hardware (``serving.other_platforms``: ``ascend/``, ``..._rocm.py``): -6.
 """
 
 from __future__ import annotations
@@ -152,9 +153,14 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
         score += 1.0
         reasons.append("matmul +1")
     fallback = bool(launches) and all(la.fallback_only for la in launches)
+    platform = _platform(k["path"], target.serving.other_platforms)
     if fallback:
         score -= 6.0
         reasons.append(f"fallback-only ({launches[0].branch}) -6")
+    elif platform:
+        fallback = True
+        score -= 6.0
+        reasons.append(f"in code for other hardware ({platform}) -6")
     path = ""
     if reach:
         preset, rs = max(reach.items(), key=lambda item: _reach_key(item[1]))
@@ -206,6 +212,12 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
                       extraction=extraction, blockers=tuple(blockers), hotness=round(score, 2),
                       reasons=tuple(reasons), measured_us=us, measured_share=share, presets=tuple(sorted(reach or {})),
                       default_path=path)
+
+
+def _platform(path: str, words: tuple[str, ...]) -> str:
+    """The other platform a file's path is named for (``ascend/...``, ``..._rocm.py``), or ""."""
+    hits = set(re.split(r"[/._]", path.lower())) & set(words)
+    return sorted(hits)[0] if hits else ""
 
 
 def _reach_key(rs: list[Reach]) -> tuple[bool, bool, float]:
