@@ -149,7 +149,7 @@ class _Resolver:
         self._sites: dict[tuple, list[Value]] = {}
         self._by_name: dict[str, list[Value]] = {}
         self._concrete: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        self._decided: dict[tuple[str, int, str], bool | None] = {}
+        self._decided: dict[tuple[str, int, str, str | None], bool | None] = {}
         self.at: Value | None = None  # the function whose calls are being resolved
         self.made_by: dict[tuple[str, str], Value | None] = {}  # a live class -> where it was first constructed
 
@@ -445,7 +445,7 @@ class _Resolver:
                   bound: dict[str, str] | None = None) -> list[bool | None]:
         out = []
         for test, _ in tests:
-            key = (mod, id(fn), test)
+            key = (mod, id(fn), test, self.env.phase)
             if bound or key not in self._decided:
                 f = self.p.facts(mod)
                 assigns = f["assigns"] if f else {}
@@ -537,22 +537,27 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
     ``startup`` functions (the entry classes' constructors, the engine's set-up) run once and make classes live;
     kernels reached only from them are not counted."""
     out: dict[tuple[str, str], list[Reach]] = {}
+    # one resolver for both phases: what an expression means rarely depends on the phase, and its memo is most of
+    # the work; the if-test decisions are kept per phase
+    r = _Resolver(program, kernels, env.with_phase(phases[0]), other_platforms)
+    for v in model + engine + startup:
+        if v[0] == "func" and v[3]:
+            r.live.add(v[3])
+    best: dict[str, dict[tuple[str, str], Reach]] = {}
+    for _ in range(4):  # until the live classes stop growing
+        before = len(r.live)
+        r.reset()
+        r.env = env.with_phase(phases[0])
+        _walk(r, startup, False, {}, True)
+        for phase in phases:
+            r.env = env.with_phase(phase)
+            best[phase] = {}
+            _walk(r, model, True, best[phase], True)
+            _walk(r, engine, True, best[phase], False)
+        if len(r.live) == before:
+            break
     for phase in phases:
-        r = _Resolver(program, kernels, env.with_phase(phase), other_platforms)
-        for v in model + engine + startup:
-            if v[0] == "func" and v[3]:
-                r.live.add(v[3])
-        best: dict[tuple[str, str], Reach] = {}
-        for _ in range(4):  # until the live classes stop growing
-            before = len(r.live)
-            r.reset()
-            _walk(r, startup, False, {}, True)
-            best = {}
-            _walk(r, model, True, best, True)
-            _walk(r, engine, True, best, False)
-            if len(r.live) == before:
-                break
-        for key, rc in best.items():
+        for key, rc in best[phase].items():
             out.setdefault(key, []).append(rc)
     return out
 
