@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from smithbot.config import generic_target
 from smithbot.scan.index import index
 from smithbot.scan.rank import link
@@ -83,4 +85,6 @@ def test_profile_ranks_by_measured_time(tmp_path: Path, monkeypatch) -> None:
     ]}))
     sites = api.scan("demo", profile=str(trace)).sites
     assert [s.name for s in sites[:2]] == ["_store_kernel", "_rms_norm_kernel"]
-    assert sites[0].measured_us == 42.0 and sites[0].reasons[0] == "measured 42.0 us"
+    # one step (no step markers in this trace): 42 of the 47 µs of GPU kernel time
+    assert sites[0].measured_us == 42.0 and sites[0].measured_share == pytest.approx(42 / 47)
+    assert sites[0].reasons[0] == "measured 89.4% of the GPU time per step (42.0 µs)"
