@@ -36,7 +36,7 @@ from typing import Any, Iterable
 from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.facts import file_facts
 
-FACTS_VERSION = "12"
+FACTS_VERSION = "13"
 BY_NAME_MAX = 3
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
 Value = tuple  # ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual) | ("method", mod, cls, name)

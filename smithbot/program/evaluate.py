@@ -68,17 +68,18 @@ class Env:
         return _MISSING
 
 
-def evaluate(test: str, env: Env, assigns: Callable[[str], str | None] = lambda name: None) -> bool | None:
+def evaluate(test: str, env: Env, assigns: Callable[[str], Any] = lambda name: None) -> bool | None:
     """Truth of the if-test source ``test``: True, False, or None when the defaults do not decide it.
 
-    ``assigns(name)`` gives the source of a module-level assignment to ``name`` in the test's file, if any."""
+    ``assigns(name)`` gives the source (or the list of sources) of what is assigned to ``name``: a module-level
+    assignment, a flag of the function or of the class (``self.x``), a call's constant argument."""
     node = _parse(test)
     if node is None:
         return None
     return _truth(_value(node, env, assigns, 0))
 
 
-def _value(node: ast.expr, env: Env, assigns: Callable[[str], str | None], depth: int) -> Any:
+def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
     """The value of an expression, Unknown when the defaults do not say, _MISSING for a name they do not know."""
     if depth > 8:
         return Unknown
@@ -111,20 +112,17 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], str | None], depth
         v = env.lookup(node.id)
         if v is not _MISSING:
             return v
-        src = assigns(node.id)
-        if src is not None and src != node.id:
-            inner = _parse(src)
-            return Unknown if inner is None else _value(inner, env, assigns, depth + 1)
-        return _MISSING
+        found = _assigned(assigns(node.id), node.id, env, assigns, depth)
+        return _MISSING if found is _MISSING else found
     if isinstance(node, ast.Attribute):
         v = env.lookup(node.attr)
         if v is not _MISSING:
             return v
         if isinstance(node.value, ast.Name) and node.value.id == "self":
-            src = assigns(f"self.{node.attr}")  # a flag the class sets (self.use_x = n_group == 1)
-            if src is not None and src != f"self.{node.attr}":
-                inner = _parse(src)
-                return Unknown if inner is None else _value(inner, env, assigns, depth + 1)
+            # a flag the class sets (self.use_x = n_group == 1)
+            found = _assigned(assigns(f"self.{node.attr}"), f"self.{node.attr}", env, assigns, depth)
+            if found is not _MISSING:
+                return found
         # an enum member (``Backend.TRITON``, ``OpType.RMSNorm``): equal to a member of the same name, or to a
         # string setting of that name in lower case
         head = node.value
@@ -156,6 +154,23 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], str | None], depth
                     return owner.lower() == name[3:]
         return Unknown
     return Unknown
+
+
+def _assigned(src: str | list[str] | None, name: str, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
+    """The value of a name from its assignments' sources: one source, or several that all evaluate alike."""
+    if src is None:
+        return _MISSING
+    values = []
+    for one in ([src] if isinstance(src, str) else src):
+        inner = _parse(one) if one != name else None
+        values.append(Unknown if inner is None else _value(inner, env, assigns, depth + 1))
+    first = values[0] if values else Unknown
+    if first is _MISSING or any(v is Unknown or v is _MISSING for v in values):
+        return Unknown
+    try:
+        return first if all(v == first for v in values) else Unknown
+    except Exception:  # noqa: BLE001 - values that cannot be compared decide nothing
+        return Unknown
 
 
 class _Member:

@@ -98,14 +98,15 @@ def annotation_text(node: ast.expr | None) -> str | None:
     return f"{name}()" if name and name.split(".")[-1][:1].isupper() else None
 
 
-def _inline(value: ast.expr, local_flags: dict[str, str]) -> str:
+def _inline(value: ast.expr, local_flags: dict[str, list[str]]) -> str:
     """A flag's source with the assigning function's own flags written in (they mean nothing elsewhere)."""
 
     class Inline(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.AST:
-            src = local_flags.get(node.id)
-            if src is None or src == node.id:
+            srcs = local_flags.get(node.id) or []
+            if len(srcs) != 1 or srcs[0] == node.id:
                 return node
+            src = srcs[0]
             try:
                 return ast.parse(src, mode="eval").body
             except SyntaxError:
@@ -253,10 +254,13 @@ class _Visitor(ast.NodeVisitor):
             if isinstance(t, ast.Subscript) and expr_text(t.value):
                 self.fn["stores"].append(expr_text(t.value))  # REGISTRY[key] = fn: a registration
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, _FLAG_VALUES):
-            # a flag an if-test reads (w8a8 = quant_method == "smooth_quant"); assigned once only, else unknown
+            # a flag an if-test reads (w8a8 = quant_method == "smooth_quant"), with every value it is given: decided
+            # where they all agree
             name = node.targets[0].id
-            flags = self.fn["flags"]
-            flags[name] = ast.unparse(node.value) if name not in flags else name
+            src = ast.unparse(node.value)
+            self.fn["flags"].setdefault(name, [])
+            if src not in self.fn["flags"][name]:
+                self.fn["flags"][name].append(src)
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple) \
                 and len(node.targets[0].elts) == len(node.value.elts):  # a, b = A(), B(): pair them up
             for t, v in zip(node.targets[0].elts, node.value.elts):
@@ -267,8 +271,10 @@ class _Visitor(ast.NodeVisitor):
         if cls is not None and isinstance(t0, ast.Attribute) and isinstance(t0.value, ast.Name) \
                 and t0.value.id == "self" and isinstance(node.value, _FLAG_VALUES):
             # self.use_x = n_group == 1: a flag if-tests read as self.use_x; assigned once only, else unknown
-            flags = cls["flags"]
-            flags[t0.attr] = _inline(node.value, self.fn["flags"]) if t0.attr not in flags else f"self.{t0.attr}"
+            src = _inline(node.value, self.fn["flags"])
+            cls["flags"].setdefault(t0.attr, [])
+            if src not in cls["flags"][t0.attr]:
+                cls["flags"][t0.attr].append(src)
         made = self._made(node.value)
         if not made:
             return

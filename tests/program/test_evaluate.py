@@ -12,7 +12,10 @@ ENV = Env(names={"is_hip": False, "_is_cuda": True, "mamba_config": None},
           env={"SGLANG_USE_AITER": False},
           phases={"is_decode": "decode", "is_extend": "prefill", "is_idle": "never"})
 ASSIGNS = {"_is_hip": "is_hip()", "_use_aiter": "get_bool_env_var('SGLANG_USE_AITER') and _is_hip",
-           "ALIAS": "ALIAS", "w8a8": "quantization == 'w8a8'"}
+           "ALIAS": "ALIAS", "w8a8": "quantization == 'w8a8'",
+           # a flag assigned in both branches: decided where every value agrees
+           "self.gather": ["not skip and page_size > 1", "not skip and ep_size > 1"],
+           "self.mixed": ["page_size > 1", "ep_size == 1"]}
 
 CASES = [
     ("is_hip()", None, False), ("not is_hip()", None, True), ("_is_hip", None, False),  # a module flag
@@ -31,7 +34,8 @@ CASES = [
     ("forward_mode.is_decode()", None, None), ("forward_mode.is_idle()", "decode", False),
     ("forward_mode.is_extend() or is_hip()", "prefill", True),
     ("self.use_triton and is_hip()", None, False),  # False wins an and with an unknown
-    ("self.use_triton or is_hip()", None, None), ("ALIAS", None, None), ("x[", None, None), ("len(x) > 2", None, None),
+    ("self.use_triton or is_hip()", None, None), ("self.gather", None, False), ("self.mixed", None, None),
+    ("ALIAS", None, None), ("x[", None, None), ("len(x) > 2", None, None),
 ]
 
 
