@@ -36,7 +36,7 @@ from typing import Any, Iterable
 from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.facts import file_facts
 
-FACTS_VERSION = "13"
+FACTS_VERSION = "14"
 BY_NAME_MAX = 3
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
 Value = tuple  # ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual) | ("method", mod, cls, name)
@@ -303,9 +303,11 @@ class _Resolver:
             called = []
         elif head.startswith("abs:"):  # imported inside the function (facts._abs)
             vals = self.symbol_abs(head[4:].replace("/", "."))
-        elif fn is not None and head in fn["locals"]:
-            vals = [w for t, tests in fn["locals"][head] if t != text and not self.cut(mod, tests, fn)
-                    for w in self.expr(mod, cls, bound, fn, t, depth + 1)]
+        elif fn is not None and (head in fn["locals"] or head in fn.get("params", ())):
+            # a parameter's value from the caller, and whatever the function assigns to the name
+            vals = self.param(mod, cls, bound, fn, head, depth) if head in fn.get("params", ()) else []
+            vals += [w for t, tests in fn["locals"].get(head, []) if t != text and not self.cut(mod, tests, fn)
+                     for w in self.expr(mod, cls, bound, fn, t, depth + 1)]
         else:
             vals = self.symbol(mod, head, depth + 1)
         for args in called:
@@ -315,6 +317,21 @@ class _Resolver:
             for args in called:
                 vals = self.call(vals, depth + 1, args)
         return list(dict.fromkeys(vals))
+
+    def param(self, mod: str, cls: str | None, bound: tuple[str, str] | None, fn: dict[str, Any], name: str,
+              depth: int) -> list[Value]:
+        """A constructor parameter's value: what the bound subclass's constructor hands ``super().__init__`` for it
+        (Qwen3MoeModel passes decoder_layer_type=Qwen3MoeDecoderLayer to Qwen2MoeModel), else its default."""
+        if bound and cls and bound != (mod, cls):
+            for m, q in self.mro(*bound):
+                if (m, q) == (mod, cls):
+                    break
+                f = self.p.facts(m)
+                init = f["functions"].get(f"{q}.__init__") if f else None
+                if init and name in init.get("super_kwargs", {}):
+                    return self.expr(m, q, bound, init, init["super_kwargs"][name], depth + 1)
+        default = fn.get("defaults", {}).get(name)
+        return self.expr(mod, cls, bound, None, default, depth + 1) if default else []
 
     def call(self, vals: list[Value], depth: int, args: str = "") -> list[Value]:
         """What calling each value (with these constant arguments, if known) returns."""

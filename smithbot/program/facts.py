@@ -193,8 +193,15 @@ class _Visitor(ast.NodeVisitor):
             ann = annotation_text(a.annotation)
             if ann:
                 params[a.arg] = [[ann, []]]
+        # parameter defaults that name something (decoder_layer_type=Qwen2MoeDecoderLayer): a parameter's value
+        # when no caller is known
+        positional = node.args.posonlyargs + node.args.args
+        pairs = list(zip(positional[len(positional) - len(node.args.defaults):], node.args.defaults))
+        pairs += [(a, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None]
+        defaults = {a.arg: expr_text(d) for a, d in pairs if isinstance(d, (ast.Name, ast.Attribute)) and expr_text(d)}
         info = {"line": node.lineno, "class": ".".join(s[1] for s in self.scope) if cls is not None else None,
                 "decorators": decorators, "calls": [], "returns": [], "locals": params, "stores": [], "flags": {},
+                "defaults": defaults, "super_kwargs": {},
                 "params": [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs],
                 "_imports": dict(self.fn["_imports"]) if self.fn is not None else {}}
         self.functions[qual] = info
@@ -350,6 +357,14 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
         if self.fn is None:
             return
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "__init__" and isinstance(f.value, ast.Call) \
+                and isinstance(f.value.func, ast.Name) and f.value.func.id == "super":
+            # super().__init__(..., layer_type=MyLayer): what a subclass hands its base's constructor
+            for k in node.keywords:
+                text = expr_text(k.value) if isinstance(k.value, (ast.Name, ast.Attribute)) else None
+                if k.arg and text:
+                    self.fn["super_kwargs"][k.arg] = self._abs(text)
         callee = self._abs(_callee(node.func))
         if callee:
             self.fn["calls"].append([callee, [list(t) for t in self.tests], self.loops > 0, node.lineno])

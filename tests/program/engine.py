@@ -1,5 +1,5 @@
 """A small inference engine, written for these tests, with the dispatch patterns the call graph must follow: a model
-class with its layers in a loop, layer builders picked by a backend from a constant argument, a registry of
+class with its layers in a loop (their type handed to the base model's constructor by a subclass), layer builders picked by a backend from a constant argument, a registry of
 attention backends keyed by a setting, a factory that returns a class, a platform-only branch, a file for other
 hardware, per-step engine code and forward-mode tests."""
 
@@ -206,6 +206,7 @@ class ModelRunner:
     "eng/models/llama.py": '''import torch
 
 from eng.forward_batch import ForwardBatch
+from eng.kernels.linear import linear
 from eng.layers import RMSNorm, RocmRope, get_moe_cls
 
 
@@ -228,16 +229,35 @@ class DecoderLayer(torch.nn.Module):
         return self.mlp(self.attn(x, fb))
 
 
-class LlamaForCausalLM(torch.nn.Module):
-    def __init__(self, config):
+class PlainLayer(torch.nn.Module):
+    def forward(self, x, fb):
+        return linear(x)
+
+
+class BaseModel(torch.nn.Module):
+    def __init__(self, config, layer_type=PlainLayer):
         super().__init__()
-        self.layers = torch.nn.ModuleList([DecoderLayer(i) for i in range(config.layers)])
-        self.norm = RMSNorm()
+        self.layers = torch.nn.ModuleList([layer_type(i) for i in range(config.layers)])
 
     def forward(self, x, fb):
         for layer in self.layers:
             x = layer(x, fb)
-        return self.norm(x)
+        return x
+
+
+class LlamaModel(BaseModel):
+    def __init__(self, config):
+        super().__init__(config, layer_type=DecoderLayer)
+
+
+class LlamaForCausalLM(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.model = LlamaModel(config)
+        self.norm = RMSNorm()
+
+    def forward(self, x, fb):
+        return self.norm(self.model(x, fb))
 ''',
 }
 

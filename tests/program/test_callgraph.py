@@ -40,7 +40,9 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
     meta = sites["decode_meta_kernel"]
     assert meta.presets and "(llama3-8b: once per step, decode)" in meta.default_path
     assert "ModelRunner.forward" in meta.default_path and "FA3Backend.init_metadata" in meta.default_path
-    # what the defaults leave off the path: the other builder, the other attention backend, other hardware
+    # what the defaults leave off the path: the other builder (and the base model's default layer, which would
+    # launch it: LlamaModel hands its own layer type to the base constructor), the other attention backend, other
+    # hardware
     for name in ("linear_kernel", "triton_decode_kernel", "rocm_rope_kernel", "hip_moe_kernel"):
         assert not sites[name].presets, name
     assert sites["hip_moe_kernel"].launches[0].fallback_only
