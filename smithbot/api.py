@@ -94,7 +94,7 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
     Kernels on a model preset's default serving path rank first (``model`` ranks for one preset, else over all
     of the target's presets); ``sets`` overrides serving defaults; ``profile`` (a torch-profiler Chrome trace)
     ranks by measured share of GPU time."""
-    from smithbot.profile import Profile, read_trace
+    from smithbot.profile import read_trace
     from smithbot.scan.reach import preset_reach
 
     target = resolve_target(spec)

@@ -70,7 +70,8 @@ class Profile:
         return f"{what}{on}{batch}"
 
     def summary(self, names: set[str] | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {**self.meta, "steps": self.steps, "gpu_us_per_step": round(self.total_us / self.steps, 2)}
+        out: dict[str, Any] = {**self.meta, "steps": self.steps,
+                               "gpu_us_per_step": round(self.total_us / self.steps, 2)}
         if names is not None:
             out["ops"] = [{"name": n[:160], "us_per_step": round(us, 2), "launches_per_step": c}
                           for n, us, c in self.ops(names)]

@@ -5,11 +5,12 @@ The graph is built on demand: it starts at the entry functions (the preset's mod
 ``forward``, and the target's per-step engine functions with their classes' ``__init__``), and parses each module
 the first time a call resolves into it (``program.facts``, cached by content hash).
 
-How a call is resolved (an abstract value per expression, see ``_Resolver.value``):
+How a call is resolved (an abstract value per expression, see ``_Resolver.expr``):
 - names through the module's definitions, imports (re-exports followed) and module-level aliases;
 - ``self.x`` through the class's attribute assignments in any method (``self.mlp = MoEBlock(...)``), the bases'
   too, and a factory's returns (``get_impl_class(cfg)(...)``, ``backend.get_builder(...).build(...)``);
-- a method through the class's bases and, for ``self.m()``, the overrides in live subclasses;
+- a method through the bases of the class ``self`` is bound to: a function is walked once per concrete class, so
+  ``self.m()`` in an inherited method finds the subclass's override and ``self.x`` its attributes;
 - a registry (a dict filled by a decorator, ``REGISTRY[name](...)``) through the functions registered with a key
   that is one of the declared settings' values (``@register_backend("fa3")``);
 - a method of a declared type (``fb: ForwardBatch``, a dataclass field ``attn_backend: AttentionBackend``) through
@@ -21,10 +22,10 @@ A call whose receiver has no known type is not followed: guessing by the method'
 ``capture``) put the CUDA-graph capture under a MoE layer's top-k, and found nothing the typed rules miss on sglang,
 lmdeploy or the demo.
 
-Each call's enclosing if-tests are evaluated (``program.evaluate``); a test that the defaults decide False cuts the
-edge, an unknown one keeps it. The traversal runs once per phase (decode, prefill), since forward-mode predicates
-decide differently in each, and records for every kernel whether it is reached inside a loop (per layer) and the
-shortest path to it.
+Each call's enclosing if-tests are evaluated (``program.evaluate``); a test that the defaults decide against its
+branch cuts the edge, an unknown one keeps it and costs a bit of uncertainty. The walk runs once per phase (decode,
+prefill), since forward-mode predicates decide differently in each, and records for every kernel whether it is
+reached inside a loop of the model's code (per layer) and its least uncertain path.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ from smithbot.program.facts import file_facts
 
 FACTS_VERSION = "14"
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
-Value = tuple  # ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual) | ("method", mod, cls, name)
-#              | ("module", mod) | ("kernel", mod, name) | ("registry", name) | ("getter", name)
+# an abstract value: ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual)
+# | ("method", mod, cls, name) | ("module", mod) | ("kernel", mod, name) | ("registry", name) | ("getter", name)
+Value = tuple
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,9 @@ class Reach:
 class Program:
     """The target's modules, parsed on demand, behind a content-hash cache."""
 
-    def __init__(self, root: Path, texts: dict[str, bytes], modules: dict[str, str], cache_dir: Path | None) -> None:
-        self.root, self.texts, self.modules, self.cache_dir = root, texts, modules, cache_dir
+    def __init__(self, texts: dict[str, bytes], modules: dict[str, str], cache_dir: Path | None) -> None:
+        self.texts, self.modules, self.cache_dir = texts, modules, cache_dir  # modules: module name -> path
         self._facts: dict[str, dict[str, Any] | None] = {}
-        self.parsed = 0
         # setting values -> table name -> (decorator keys, function) registered into it (see _Resolver.registered)
         self.registrations: dict[frozenset[str], dict[str, list[tuple[tuple[str, ...], Value]]]] = {}
 
@@ -83,7 +84,6 @@ class Program:
                 out = None
             if out is None:
                 out = file_facts(rel, data, module)
-                self.parsed += 1
                 if path is not None:
                     try:
                         path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,7 +91,7 @@ class Program:
                         tmp.write_text(json.dumps(out))
                         tmp.replace(path)
                     except OSError:
-                        pass
+                        pass  # an unwritable cache only costs a re-parse next time
             if "error" in out:
                 out = None
         self._facts[module] = out
@@ -483,6 +483,12 @@ class _Resolver:
         return self.targets(self.expr(mod, cls, bound, fn, callee))
 
 
+def method_of(program: Program, mod: str, cls: str, name: str) -> Value | None:
+    """A class's method, looked up through its bases, bound to the class (an entry of the walk)."""
+    found = _Resolver(program, set(), Env({}, {}, {}, {})).method(mod, cls, name)
+    return found[0] if found else None
+
+
 def _split(text: str) -> list[tuple[str, list[str]]]:
     """``a.b(X.Y).c`` -> [("a", []), ("b", ["X.Y"]), ("c", [])]: each dotted part with the argument texts of each
     call made of it (``f()()`` -> [("f", ["", ""])])."""
@@ -596,9 +602,6 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
             for t in found:
                 if t[0] == "kernel":
                     if count:
-                        if os.environ.get("SMITHBOT_DEBUG_PATH") == t[2]:
-                            print("PATH", [(p, round(cost.get(k, 0), 1)) for p, k in _path_keys(parent, (node, loop))],
-                                  round(step, 1), callee, len(found))
                         old = best.get((t[1], t[2]))
                         if old is None or (now, -step) > (old.per_layer, -old.undecided):
                             best[(t[1], t[2])] = Reach(r.env.phase or "", now, _path(parent, (node, loop)) + (t[2],),
@@ -608,15 +611,6 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
                     cost[(t, now)] = step
                     parent[(t, now)] = (node, loop)
                     heapq.heappush(heap, (step, tick := tick + 1, t, now))
-
-
-def _path_keys(parent: dict, at: tuple[Value, bool]) -> list[tuple[str, tuple[Value, bool]]]:
-    out = []
-    cur: tuple[Value, bool] | None = at
-    while cur is not None and len(out) < 64:
-        out.append((_qual(cur[0]), cur))
-        cur = parent.get(cur)
-    return list(reversed(out))
 
 
 def _path(parent: dict, at: tuple[Value, bool]) -> tuple[str, ...]:

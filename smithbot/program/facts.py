@@ -338,8 +338,12 @@ class _Visitor(ast.NodeVisitor):
         out = [text] if text else []
         if isinstance(value, ast.Call):
             for a in list(value.args) + [k.value for k in value.keywords]:
-                inner = a.body if isinstance(a, ast.Lambda) else a.elt if isinstance(a, (ast.ListComp, ast.GeneratorExp)) \
-                    else a.elts[0] if isinstance(a, ast.List) and a.elts else None
+                if isinstance(a, ast.Lambda):
+                    inner = a.body
+                elif isinstance(a, (ast.ListComp, ast.GeneratorExp)):
+                    inner = a.elt
+                else:
+                    inner = a.elts[0] if isinstance(a, ast.List) and a.elts else None
                 if isinstance(inner, ast.Call) and expr_text(inner):
                     out.append(expr_text(inner))  # type: ignore[arg-type]
         return out

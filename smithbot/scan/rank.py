@@ -78,8 +78,8 @@ def _branch_kind(branches: list[dict[str, str]], target: Target, assigns: dict[s
 def link(idx: Indexed, target: Target, measured: dict[str, tuple[float, float]] | None = None,
          reaches: Reaches | None = None, layers: dict[str, int] | None = None) -> list[KernelSite]:
     """Every kernel with its launches, class and hotness. ``measured`` maps kernel names to (µs per step, share of
-    the step's GPU time) from a profile and orders everything by share. ``reaches`` (from ``scan.reach``) ranks the kernels on
-    the presets' default paths first; ``layers`` gives each preset's layer count for the reasons."""
+    the step's GPU time) from a profile and orders everything by share. ``reaches`` (from ``scan.reach``) ranks the
+    kernels on the presets' default paths first; ``layers`` gives each preset's layer count for the reasons."""
     kernels: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     by_module = {f["module"]: f for f in idx.facts}
     for f in idx.facts:

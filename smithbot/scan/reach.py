@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from smithbot.config import ConfigError, ModelPreset, Target
-from smithbot.program.callgraph import FACTS_VERSION, Program, Reach, reach
+from smithbot.program.callgraph import FACTS_VERSION, Program, Reach, method_of, reach
 from smithbot.program.evaluate import Env
 from smithbot.scan.index import Indexed, matches
 from smithbot.scan.parse import module_name
@@ -28,14 +28,13 @@ class PresetReach:
     preset: str
     model_class: str  # module:Class, or "" when the model's class is not in the checkout
     kernels: dict[tuple[str, str], list[Reach]]  # (module, kernel name) -> one Reach per phase it runs in
-    parsed: int  # modules the call graph parsed now (cache misses)
 
 
 def program_for(root: Path, idx: Indexed, cache_dir: Path | None) -> Program:
     ancestors = {"/".join(rel.split("/")[:n]) for rel in idx.texts for n in range(1, rel.count("/") + 1)}
     packages = {d for d in ancestors if (root / d / "__init__.py").is_file()}
     modules = {module_name(rel, packages): rel for rel in idx.texts}
-    return Program(root, idx.texts, modules, cache_dir)
+    return Program(idx.texts, modules, cache_dir)
 
 
 def env_for(target: Target, preset: ModelPreset) -> Env:
@@ -49,9 +48,10 @@ def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPr
     per-step entries (its kernels are the engine's, not the model's).
 
     The result is cached under a key of every file's bytes, the serving defaults and the presets, so a warm scan
-    reads one file instead of walking the graph (about 2 s a preset on sglang)."""
-    h = hashlib.sha1(_CODE + f"{FACTS_VERSION}|{json.dumps(dataclasses.asdict(target.serving), sort_keys=True, default=str)}|"
-                     f"{target.hints.model_paths}|{[dataclasses.astuple(p) for p in presets]}".encode())
+    reads one file instead of walking the graph (about 1.2 s a preset on sglang)."""
+    serving = json.dumps(dataclasses.asdict(target.serving), sort_keys=True, default=str)
+    h = hashlib.sha1(_CODE + f"{FACTS_VERSION}|{serving}|{target.hints.model_paths}|"
+                     f"{[dataclasses.astuple(p) for p in presets]}".encode())
     for rel in sorted(idx.texts):
         h.update(rel.encode())
         h.update(idx.texts[rel])
@@ -74,14 +74,14 @@ def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPr
 
 
 def _dump(r: PresetReach) -> dict:
-    return {"preset": r.preset, "model_class": r.model_class, "parsed": r.parsed,
+    return {"preset": r.preset, "model_class": r.model_class,
             "kernels": [[m, n, [dataclasses.asdict(x) for x in rs]] for (m, n), rs in r.kernels.items()]}
 
 
 def _load(d: dict) -> PresetReach:
     kernels = {(m, n): [Reach(x["phase"], x["per_layer"], tuple(x["path"]), x["undecided"]) for x in rs]
                for m, n, rs in d["kernels"]}
-    return PresetReach(d["preset"], d["model_class"], kernels, 0)
+    return PresetReach(d["preset"], d["model_class"], kernels)
 
 
 def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPreset], cache_dir: Path | None
@@ -104,24 +104,12 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
                 startup.append(("func", mod, f"{cls}.__init__", (mod, cls)))
     out = []
     for p in presets:
-        entries, init = [], list(startup)
+        model, init = [], list(startup)  # the model's forward per step; its constructor once, to build its layers
         found = program.find_class(p.architecture, model_files) if p.architecture else None
         if found is not None:
-            mod, cls = found
-            for name in ("forward", "__init__"):
-                m = _method(program, mod, cls, name)
-                if m is not None:
-                    (entries if name == "forward" else init).append(m)
+            model += [m for m in [method_of(program, *found, "forward")] if m]
+            init += [m for m in [method_of(program, *found, "__init__")] if m]
         out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "",
-                               reach(program, kernels, env_for(target, p), entries, engine, init,
-                                     target.serving.other_platforms),
-                               program.parsed))
+                               reach(program, kernels, env_for(target, p), model, engine, init,
+                                     target.serving.other_platforms)))
     return out
-
-
-def _method(program: Program, mod: str, cls: str, name: str) -> tuple | None:
-    from smithbot.program.callgraph import _Resolver
-
-    r = _Resolver(program, set(), Env({}, {}, {}, {}))
-    found = r.method(mod, cls, name)
-    return found[0] if found else None
