@@ -3,8 +3,8 @@
 Hotness is a sum of named terms, so a maintainer can see why a kernel is ranked where it is:
 - measured share of GPU time from a profiler trace, when given, orders everything (``smithbot profile``);
 - on the default serving path of a model preset (``scan.reach``: the call graph under the target's serving
-  defaults), with its path: +10, per layer in decode +4 (in prefill only +2), run in decode +2, and a small
-  deduction for each if-test on the path that the defaults leave undecided;
+  defaults), with its path: +10, per layer in decode +4 (in prefill only +2), run in decode +2, and -0.2 per bit
+  of undecided dispatch on the path (an if-test the defaults leave open, a call with several possible targets);
 - otherwise the static terms: called from model or layer code, in a target hot path, on the CUDA dispatch branch;
 - family prior (attention, attention metadata, MoE compute and routing weigh most), and +1 for a matmul kernel
   (``tl.dot``);
