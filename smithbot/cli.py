@@ -211,7 +211,7 @@ def profile_cmd(
         for col in ("kernel", "µs per step", "launches per step"):
             o.add_column(col, overflow="fold")
         for name, us, n in ops:
-            o.add_row(name[:100], f"{us:.1f}", str(n))
+            o.add_row(name[:100], f"{us:.1f}", f"{n:g}")
         out.print(o)
     err.print(f"trace: {result.trace}", highlight=False)
 

@@ -14,6 +14,7 @@ and give each Triton kernel its share of the GPU time of a step.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -56,9 +57,9 @@ class Profile:
                 acc[1] += us / total
         return {k: (v[0], v[1]) for k, v in out.items()}
 
-    def ops(self, names: set[str], top: int = 20) -> list[tuple[str, float, int]]:
+    def ops(self, names: set[str], top: int = 20) -> list[tuple[str, float, float]]:
         """The GPU kernels that are not the target's Triton kernels: (name, µs per step, launches per step)."""
-        rest = [(n, us / self.steps, c // self.steps) for n, (us, c) in self.kernels.items() if fold(n, names) is None]
+        rest = [(n, us / self.steps, c / self.steps) for n, (us, c) in self.kernels.items() if fold(n, names) is None]
         return sorted(rest, key=lambda r: -r[1])[:top]
 
     def phase_label(self) -> str:
@@ -86,11 +87,17 @@ def fold(trace_name: str, names: set[str]) -> str | None:
     return m.group("base") if m and m.group("base") in names else None
 
 
+def _load(path: str | Path) -> Any:
+    """A trace's JSON, gzipped or not (engines write ``.trace.json.gz``)."""
+    raw = Path(path).read_bytes()
+    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+
+
 def read_trace(path: str | Path) -> Profile:
     """A torch-profiler Chrome trace; ConfigError (one line) when it is not one or holds no GPU kernel."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+        data = _load(path)
+    except (OSError, ValueError, EOFError) as exc:
         raise ConfigError(f"{path}: not a readable Chrome trace JSON ({str(exc).splitlines()[0]})") from None
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
@@ -118,7 +125,7 @@ def read_trace(path: str | Path) -> Profile:
 
 def compact(src: Path, dst: Path, meta: dict[str, Any]) -> None:
     """A small copy of a trace: GPU kernel events and step markers only, plus our metadata."""
-    data = json.loads(src.read_text())
+    data = _load(src)
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
     keep = [{k: ev[k] for k in ("ph", "cat", "name", "dur") if k in ev} for ev in events
             if isinstance(ev, dict) and ev.get("ph") == "X" and (str(ev.get("cat", "")).lower() == "kernel"
@@ -138,6 +145,7 @@ def run_profile(target: Target, root: Path, preset: ModelPreset, batch: int, pha
         model_dir.mkdir()
         (model_dir / "config.json").write_text(json.dumps(preset.config_json(), indent=1))
         raw = Path(tmp) / "trace.json"
+        steps = steps if phase == "decode" else 1  # a prefill is one step
         values = {"python": sys.executable, "model_dir": str(model_dir), "config": str(model_dir / "config.json"),
                   "batch": str(batch), "phase": phase, "steps": str(steps), "trace": str(raw), "trace_dir": tmp}
         cmd = [part.format(**values) for part in shlex.split(target.profile)]
@@ -148,9 +156,16 @@ def run_profile(target: Target, root: Path, preset: ModelPreset, batch: int, pha
             raise ConfigError(f"the profile command ran past {timeout_s:.0f} s: {shlex.join(cmd)}") from None
         except OSError as exc:
             raise ConfigError(f"the profile command did not start ({exc}): {shlex.join(cmd)}") from None
-        if proc.returncode != 0 or not raw.is_file():
+        if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
             raise ConfigError(f"the profile command failed (exit {proc.returncode}): {last}")
+        if not raw.is_file():  # an engine that names its own trace file in {trace_dir} (sglang's one_batch)
+            written = sorted((p for p in Path(tmp).rglob("*.json*") if p.name != "config.json"),
+                             key=lambda p: p.stat().st_mtime)
+            if not written:
+                raise ConfigError(f"the profile command wrote no trace ({{trace}} or a .json[.gz] in {{trace_dir}}): "
+                                  f"{shlex.join(cmd)}")
+            raw = written[-1]
         out.parent.mkdir(parents=True, exist_ok=True)
         compact(raw, out, {"target": target.name, "preset": preset.name, "phase": phase, "batch": batch,
                            "steps": steps})

@@ -53,7 +53,7 @@ def test_shares_per_step(tmp_path: Path) -> None:
     assert p.steps == 2 and p.total_us == 100.0
     us, share = p.match({"_rms_norm_kernel"})["_rms_norm_kernel"]
     assert us == pytest.approx(40.0) and share == pytest.approx(0.8)
-    assert p.ops({"_rms_norm_kernel"}) == [("void at::native::elementwise_kernel<128, 2>", 10.0, 0)]
+    assert p.ops({"_rms_norm_kernel"}) == [("void at::native::elementwise_kernel<128, 2>", 10.0, 0.5)]
 
 
 @pytest.mark.parametrize("text, why", [

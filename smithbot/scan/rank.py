@@ -31,7 +31,7 @@ Reaches = dict[tuple[str, str], dict[str, list[Reach]]]  # (module, kernel) -> p
 # kernels around them, attention metadata (4.78x fused) and MoE routing (1.36x)
 FAMILIES: tuple[tuple[str, float, tuple[str, ...]], ...] = (
     ("attention metadata", 3.0, ("metadata", "page_table", "cu_seqlens", "kv_indices", "kv_indptr", "seq_lens")),
-    ("kv cache", 2.0, ("kv_cache", "kvcache", "store_kv", "kv_buffer", "mem_cache", "_store_kernel", "kv_pool")),
+    ("kv cache", 2.0, ("kv_cache", "kvcache", "store_kv", "kv_buffer", "mem_cache", "kv_pool")),
     ("linear attention / ssm", 1.5, ("mamba", "ssm", "gdn", "gated_delta", "fla", "linear_attn", "lightning",
                                      "causal_conv", "conv1d", "recurrent", "chunk_")),
     ("rotary", 2.0, ("rotary", "rope")),

@@ -73,3 +73,33 @@ def test_warm_scan_reads_the_graph_from_its_cache(engine: str, tmp_path: Path) -
     cache = list((tmp_path / "home" / "cache" / "program" / "reach").glob("*.json"))
     assert len(cache) == 1
     assert [(s.name, s.presets, s.default_path) for s in api.scan(engine).sites] == first
+
+
+BENCH = """import gzip, json, sys
+
+cfg = json.load(open(sys.argv[1]))
+assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["num_hidden_layers"] == 32
+events = [dict(ph="X", cat="kernel", name=n, dur=d)
+          for n, d in (("rms_kernel", 30.0), ("moe_gemm_kernel_0d1d", 90.0), ("cublas_gemm", 40.0))]
+with gzip.open(sys.argv[2] + "/one.trace.json.gz", "wt") as f:  # a name of the engine's own, gzipped
+    json.dump(dict(traceEvents=events), f)
+"""
+
+
+def test_profile_runs_the_engines_benchmark(engine: str) -> None:
+    """The target's profile command gets the preset's config.json, may write a gzipped trace of its own name into
+    {trace_dir}, and its shares rank the scan, per step."""
+    root = Path(engine).parent / "eng"
+    (root / "bench.py").write_text(BENCH)
+    Path(engine).write_text(Path(engine).read_text() + 'profile: "{python} bench.py {config} {trace_dir}"\n')
+    r = api.profile(engine, model="llama3-8b", batch=4)
+    assert r.trace.name == "llama3-8b-decode-bs4.json" and r.profile.steps == 4
+    assert r.profile.meta == {"target": "eng", "preset": "llama3-8b", "phase": "decode", "batch": 4, "steps": 4}
+    measured = [(s.name, round(s.measured_share, 3), s.measured_us) for s in r.sites if s.measured_share]
+    assert measured == [("moe_gemm_kernel", 0.562, 22.5), ("rms_kernel", 0.188, 7.5)]
+    assert r.profile.ops({"moe_gemm_kernel", "rms_kernel"}) == [("cublas_gemm", 10.0, 0.25)]
+    prefill = api.profile(engine, model="llama3-8b", phase="prefill")
+    assert prefill.profile.steps == 1  # a prefill is one step
+    (root / "bench.py").write_text("import sys\nsys.exit('no GPU here')\n")
+    with pytest.raises(ConfigError, match="the profile command failed \\(exit 1\\): no GPU here"):
+        api.profile(engine, model="llama3-8b")
