@@ -570,6 +570,8 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     from smithbot.propose.pipeline import ProposeError
     from smithbot.propose.reinsert import ReinsertError
 
+    if model:
+        resolve_target(spec).preset(model)  # an unknown preset fails before anything is said or run
     used = resolve_backend(backend)
     if used == "interpreter":
         say("no GPU: every timing below comes from the Triton interpreter on the CPU and does not predict GPU speed")

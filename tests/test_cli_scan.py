@@ -46,6 +46,8 @@ def test_scan_bad_inputs(tmp_path: Path) -> None:
                    check=True)
     assert_one_line_error(run("scan", str(empty), home=tmp_path), "no Triton kernels found")
     assert_one_line_error(run("scan", "https://127.0.0.1:9/nothing.git", home=tmp_path), "pass --source PATH")
+    assert_one_line_error(run("run", "demo", "--model", "llama-99b", home=tmp_path), "unknown model preset 'llama-99b'")
+    assert_one_line_error(run("scan", "demo", "--set", "is_hip", home=tmp_path), "--set 'is_hip': expected KEY=VALUE")
 
 
 def test_extract_cli(tmp_path: Path) -> None:
