@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import json
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from smithbot import cache
 from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.facts import file_facts
 
@@ -78,20 +77,10 @@ class Program:
             data = self.texts[rel]
             key = hashlib.sha256(f"{FACTS_VERSION}|{module}|".encode() + data).hexdigest()
             path = self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir else None
-            try:
-                out = json.loads(path.read_text()) if path else None
-            except (OSError, ValueError):
-                out = None
+            out = cache.load(path)
             if out is None:
                 out = file_facts(rel, data, module)
-                if path is not None:
-                    try:
-                        path.parent.mkdir(parents=True, exist_ok=True)
-                        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                        tmp.write_text(json.dumps(out))
-                        tmp.replace(path)
-                    except OSError:
-                        pass  # an unwritable cache only costs a re-parse next time
+                cache.store(path, out)
             if "error" in out:
                 out = None
         self._facts[module] = out

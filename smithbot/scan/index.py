@@ -12,7 +12,6 @@ from __future__ import annotations
 import fnmatch
 import functools
 import hashlib
-import json
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from smithbot import cache
 from smithbot.scan.parse import analyze, module_name
 
 PARSER_VERSION = "8"
@@ -108,13 +108,12 @@ def index(root: Path, include: tuple[str, ...], exclude: tuple[str, ...], custom
             continue
         modname = module_name(rel, packages)
         key = hashlib.sha256(salt + modname.encode() + b"|" + data).hexdigest()
-        path = cache_dir / key[:2] / f"{key}.json"
-        try:
-            cached = json.loads(path.read_text())
+        cached = cache.load(cache_dir / key[:2] / f"{key}.json")
+        if cached is None:
+            misses.append((rel, key, modname))
+        else:
             cached["path"] = rel  # the same content may live at another path
             facts.append(cached)
-        except (OSError, ValueError):
-            misses.append((rel, key, modname))
     cached_n = len(facts)
     jobs = [(rel, texts[rel], custom_jit, modname) for rel, _, modname in misses]
     n_workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
@@ -134,14 +133,7 @@ def _collect(results: Any, misses: list[tuple[str, str, str]], cache_dir: Path, 
     n = 0
     for (_, key, _), result in zip(misses, results):
         facts.append(result)
-        path = cache_dir / key[:2] / f"{key}.json"
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(result))
-            tmp.replace(path)
-        except OSError:
-            pass  # an unwritable cache only costs a re-parse next time
+        cache.store(cache_dir / key[:2] / f"{key}.json", result)
         n += 1
         if progress is not None:
             progress(n, total)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from smithbot import cache
 from smithbot.config import ConfigError, ModelPreset, Target
 from smithbot.program.callgraph import FACTS_VERSION, Program, Reach, method_of, reach
 from smithbot.program.evaluate import Env
@@ -55,21 +55,15 @@ def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPr
     for rel in sorted(idx.texts):
         h.update(rel.encode())
         h.update(idx.texts[rel])
-    cached = cache_dir / "reach" / f"{h.hexdigest()}.json" if cache_dir else None
-    if cached is not None and cached.is_file():
+    path = cache_dir / "reach" / f"{h.hexdigest()}.json" if cache_dir else None
+    hit = cache.load(path)
+    if hit is not None:
         try:
-            return [_load(r) for r in json.loads(cached.read_text())]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+            return [_load(r) for r in hit]
+        except (KeyError, TypeError):
+            pass  # a cache of another shape: walk again
     out = _preset_reach(root, idx, target, presets, cache_dir)
-    if cached is not None:
-        try:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps([_dump(r) for r in out]))
-            tmp.replace(cached)
-        except OSError:
-            pass  # an unwritable cache only costs a walk next time
+    cache.store(path, [_dump(r) for r in out])
     return out
 
 
