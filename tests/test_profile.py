@@ -1,5 +1,5 @@
 """Measured hotness: torch-profiler traces read, kernel names folded onto their definitions, and the demo engine's
-ranking checked against a real trace taken on an H200 (tests/fixtures/demo-llama3-8b-decode-bs8.trace.json: four
+ranking checked against a real trace taken on an H200 (tests/fixtures/demo-llama3-8b-decode-bs8.trace.json.gz: four
 decode steps of the demo's Llama model at llama3-8b's sizes, batch 8, written by `smithbot profile demo --model
 llama3-8b`; only GPU kernel events are kept)."""
 
@@ -18,7 +18,7 @@ from tests.conftest import ROOT
 from tests.test_cli_scan import run
 from tests.evaluator.test_cli import assert_one_line_error
 
-H200_TRACE = ROOT / "tests" / "fixtures" / "demo-llama3-8b-decode-bs8.trace.json"
+H200_TRACE = ROOT / "tests" / "fixtures" / "demo-llama3-8b-decode-bs8.trace.json.gz"
 
 
 def trace(tmp_path: Path, events: list[dict], name: str = "trace.json") -> Path:
