@@ -319,21 +319,19 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
                                  and (allowed is None or m.name in allowed)]
     if not models:
         raise InputError(f"no model preset of {target.name} has {', '.join(needed)}")
-    # only the presets whose default serving path runs the kernel, when scan found any that fit
-    models = [m for m in models if m.name in target.reach_presets] or models
-    out = []
+    # The interpreter runs one small, irregular case: the first model's dims with head and expert counts capped, so
+    # that it runs in seconds on a CPU (the same case whichever presets run the kernel).
+    small = {d: min(getattr(models[0], d), SMALL_CAPS.get(d, getattr(models[0], d))) for d in needed}
+    out = [{"name": "irregular-decode-bs3", "regime": "decode", "dtype": "bf16",
+            "dims": {"tokens": 3, **small, **interpreter_dims}, "interpreter": True}]
+    # The GPU runs every named case of the presets whose default serving path runs the kernel, when scan found any
+    # that fit; the same shapes under another model's name add nothing.
     seen: list[dict[str, int]] = []
-    for i, m in enumerate(models):
+    for m in [m for m in models if m.name in target.reach_presets] or models:
         dims = {d: getattr(m, d) for d in needed}
         if dims in seen:
-            continue  # the same shapes under another model's name add nothing
+            continue
         seen.append(dims)
-        if i == 0:
-            # The interpreter runs one small, irregular case: the first model's dims with head and expert counts
-            # capped, so that it runs in seconds on a CPU. The GPU runs every named case.
-            small = {d: min(v, SMALL_CAPS.get(d, v)) for d, v in dims.items()}
-            out.append({"name": "irregular-decode-bs3", "regime": "decode", "dtype": "bf16",
-                        "dims": {"tokens": 3, **small, **interpreter_dims}, "interpreter": True})
         for regime, tokens, label in (("decode", 1, "bs1"), ("decode", 64, "bs64"), ("prefill", 4096, "4k")):
             out.append({"name": f"{m.name}-{regime}-{label}", "regime": regime, "dtype": "bf16",
                         "dims": {"tokens": tokens, **dims}, "interpreter": False})
