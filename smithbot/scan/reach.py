@@ -12,7 +12,8 @@ from pathlib import Path
 
 from smithbot import cache
 from smithbot.config import ConfigError, ModelPreset, Target
-from smithbot.program.callgraph import FACTS_VERSION, Program, Reach, method_of, reach
+from smithbot.program.callgraph import Reach, method_of, reach
+from smithbot.program.modules import FACTS_VERSION, Program
 from smithbot.program.evaluate import Env
 from smithbot.scan.index import Indexed, matches
 from smithbot.scan.parse import module_name

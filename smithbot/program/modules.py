@@ -1,0 +1,81 @@
+"""A target's modules for the call graph: parsed on demand, the first time a call resolves into one, behind a
+content-hash cache; and the model class a preset's architecture name picks."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from smithbot import cache
+from smithbot.program.facts import file_facts
+
+FACTS_VERSION = "14"
+
+
+class Program:
+    """The target's modules, parsed on demand, behind a content-hash cache."""
+
+    def __init__(self, texts: dict[str, bytes], modules: dict[str, str], cache_dir: Path | None) -> None:
+        self.texts, self.modules, self.cache_dir = texts, modules, cache_dir  # modules: module name -> path
+        self._facts: dict[str, dict[str, Any] | None] = {}
+        # setting values -> table name -> (decorator keys, function) registered into it (see _Resolver.registered)
+        self.registrations: dict[frozenset[str], dict[str, list[tuple[tuple[str, ...], tuple]]]] = {}
+
+    def facts(self, module: str) -> dict[str, Any] | None:
+        if module in self._facts:
+            return self._facts[module]
+        rel = self.modules.get(module)
+        out = None
+        if rel is not None:
+            data = self.texts[rel]
+            key = hashlib.sha256(f"{FACTS_VERSION}|{module}|".encode() + data).hexdigest()
+            path = self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir else None
+            out = cache.load(path)
+            if out is None:
+                out = file_facts(rel, data, module)
+                cache.store(path, out)
+            if "error" in out:
+                out = None
+        self._facts[module] = out
+        return out
+
+    def split(self, dotted: str) -> tuple[str, str] | None:
+        """(module, rest) for the longest module prefix of an absolute dotted name."""
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            mod = ".".join(parts[:i])
+            if mod in self.modules:
+                return mod, ".".join(parts[i:])
+        return None
+
+    def find_class(self, name: str, paths: Iterable[str]) -> tuple[str, str] | None:
+        """(module, qualname) of the model class an architecture name picks, in the files under ``paths``: the
+        class of that name, else the one an engine's table maps the name to
+        (``'DeepseekV3ForCausalLM': f'{PATH}.deepseek_v2.DeepseekV2ForCausalLM'``)."""
+        paths = sorted(paths)
+        by_path = {rel: mod for mod, rel in self.modules.items()}
+        found = self._class_named(name, paths, by_path)
+        if found is not None:
+            return found
+        entry = re.compile(rb"""['"]%s['"]\s*:\s*f?['"]([^'"]+)['"]""" % re.escape(name.encode()))
+        for rel in paths:
+            m = entry.search(self.texts.get(rel, b""))
+            if m:
+                parts = m.group(1).decode().split(".")
+                leaf = f"/{parts[-2]}.py" if len(parts) > 1 else ""
+                found = self._class_named(parts[-1], [p for p in paths if p.endswith(leaf)], by_path)
+                if found is not None:
+                    return found
+        return None
+
+    def _class_named(self, name: str, paths: list[str], by_path: dict[str, str]) -> tuple[str, str] | None:
+        needles = (f"class {name}(".encode(), f"class {name}:".encode())
+        for rel in paths:
+            data = self.texts.get(rel, b"")
+            if any(n in data for n in needles):
+                f = self.facts(by_path[rel])
+                if f is not None and name in f["classes"]:
+                    return by_path[rel], name
+        return None
