@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.task import YamlChecker, read_yaml
+from smithbot.program.evaluate import Env
 
 TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets"
 if not TARGETS_DIR.is_dir():  # installed: targets/ ships as the smithbot.targets package
@@ -107,6 +108,10 @@ class Serving:
     other_platforms: tuple[str, ...] = ("rocm", "hip", "aiter", "amd", "npu", "ascend", "xpu", "hpu", "musa", "mlu",
                                         "camb", "maca", "cpu", "mps", "tpu")
     model_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def environment(self) -> Env:
+        """These defaults as the if-test evaluator's environment (``smithbot/program/evaluate.py``)."""
+        return Env(self.names, self.settings, self.env, self.phases)
 
     def for_model(self, preset: ModelPreset) -> Serving:
         """These defaults for one preset: its config.json facts, then the target's ``model_settings`` for it, over

@@ -56,12 +56,12 @@ def family_of(name: str, path: str) -> tuple[str, float]:
     return "other", 1.0
 
 
-def _branch_kind(branches: list[dict[str, str]], target: Target, assigns: dict[str, str]) -> tuple[bool, bool, str]:
+def _branch_kind(branches: list[dict[str, str]], target: Target, env: Env, assigns: dict[str, str]
+                 ) -> tuple[bool, bool, str]:
     """(fallback_only, cuda_branch, description) for a launch's enclosing if-tests, decided by the serving
     defaults: a test they decide against the branch makes the launch fallback-only; one they decide for it, that
     names a declared runtime helper (``is_cuda()``), puts it on the CUDA branch."""
     sv = target.serving
-    env = Env(sv.names, sv.settings, sv.env, sv.phases)
     fallback = cuda = False
     desc = []
     for b in branches:
@@ -80,6 +80,7 @@ def link(idx: Indexed, target: Target, measured: dict[str, tuple[float, float]] 
     """Every kernel with its launches, class and hotness. ``measured`` maps kernel names to (µs per step, share of
     the step's GPU time) from a profile and orders everything by share. ``reaches`` (from ``scan.reach``) ranks the
     kernels on the presets' default paths first; ``layers`` gives each preset's layer count for the reasons."""
+    env = target.serving.environment()  # decides each launch's if-tests
     kernels: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     by_module = {f["module"]: f for f in idx.facts}
     for f in idx.facts:
@@ -93,7 +94,7 @@ def link(idx: Indexed, target: Target, measured: dict[str, tuple[float, float]] 
             key = _resolve_launch(la, f, kernels, by_module)
             if key is None:
                 continue
-            fb, cuda, desc = _branch_kind(la["branches"], target, f.get("assigns", {}))
+            fb, cuda, desc = _branch_kind(la["branches"], target, env, f.get("assigns", {}))
             launches[key].append(LaunchSite(path=f["path"], line=la["line"], wrapper=la["wrapper"], grid=la["grid"],
                                             kwargs=tuple(la["kwargs"]), branch=desc, fallback_only=fb,
                                             cuda_branch=cuda))

@@ -39,8 +39,7 @@ def program_for(root: Path, idx: Indexed, cache_dir: Path | None) -> Program:
 
 
 def env_for(target: Target, preset: ModelPreset) -> Env:
-    s = target.serving.for_model(preset)
-    return Env(s.names, s.settings, s.env, s.phases)
+    return target.serving.for_model(preset).environment()
 
 
 def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPreset], cache_dir: Path | None
