@@ -85,6 +85,8 @@ class Task:
     # why the kernel matters, from scan: the presets whose default serving path runs it, that path, and the share of
     # a profiled step, when measured (free text the PR's Motivation quotes)
     hotness: dict[str, Any] = field(default_factory=dict)
+    # preset cases extraction left out, each with why (inputs too large for the GPU beside the other workers)
+    skipped: tuple[dict[str, str], ...] = ()
 
     @property
     def kernel_path(self) -> Path:
@@ -100,7 +102,7 @@ class Task:
 
 _TOP_KEYS = {
     "id": True, "kind": True, "entry": True, "description": False, "provenance": True, "cases": True,
-    "seeds": False, "deterministic": False, "tunables": False, "hotness": False,
+    "seeds": False, "deterministic": False, "tunables": False, "hotness": False, "skipped": False,
 }
 _CASE_KEYS = {"name": True, "regime": True, "dtype": True, "dims": True, "params": False, "interpreter": False}
 _PROV_KEYS = {"repo": True, "commit": False, "definitions": False}
@@ -141,6 +143,11 @@ class YamlChecker:
         if value not in choices:
             raise self.fail(key, f"must be one of {', '.join(choices)}, got {value!r}")
         return str(value)
+
+    def items(self, value: Any, key: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(key, f"must be a list, got {type(value).__name__}")
+        return value
 
     def boolean(self, value: Any, key: str) -> bool:
         if not isinstance(value, bool):
@@ -265,7 +272,9 @@ def load_task(path: str | Path) -> Task:
                 provenance=provenance, cases=tuple(cases), seeds=seeds,
                 deterministic=c.boolean(data.get("deterministic", True), "deterministic"), tunables=dict(tunables),
                 hotness=dict(c.mapping(data.get("hotness") or {}, "hotness",
-                                       {"presets": False, "default_path": False, "measured": False})))
+                                       {"presets": False, "default_path": False, "measured": False})),
+                skipped=tuple(dict(c.mapping(s, f"skipped[{i}]", {"name": True, "why": True}))
+                              for i, s in enumerate(c.items(data.get("skipped") or [], "skipped"))))
 
 
 def check_candidate_files(paths: list[str] | list[Path]) -> None:

@@ -211,8 +211,9 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             rev: str | None = None, all_kernels: bool = False, check: bool = True,
             progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
             config: str | Path | None = None, timeout_s: float = 300.0,
-            finished_row: Callable[[Coverage], None] | None = None) -> list[Coverage]:
-    """Extract one kernel (or, with ``all_kernels``, every launched kernel) into task directories and self-check
+            finished_row: Callable[[Coverage], None] | None = None, top: int | None = None) -> list[Coverage]:
+    """Extract one kernel (or, with ``all_kernels``, every launched kernel; with ``top``, the first ``top`` launched
+    kernels of the ranking: those default serving runs most) into task directories and self-check
     them (``jobs`` at a time, each in its own interpreter process; default: one per CPU core). A task whose kernel
     reads past an inferred input has that input grown to what it reads (``extract/grow.py``) and is checked again. A
     kernel its launcher's task does not launch gets a task of its own, with the launcher's flags set down its branch
@@ -234,8 +235,11 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     llm = asker(config) if config and check else None  # a missing key or a bad config fails here, before any work
     result = scan(spec, source, rev)
     base = Path(out) if out else home() / "workspaces" / result.target.name / "tasks"
-    if all_kernels:
-        sites = [s for s in result.sites if s.role == "launched"]
+    if top is not None and (all_kernels or kernel):
+        raise ConfigError("--top takes the hottest kernels itself: name no kernel and leave out --all")
+    if all_kernels or top is not None:
+        sites = [s for s in result.sites if s.role == "launched"][:top]
+        all_kernels = True  # a directory per kernel
     else:
         if not kernel:
             raise ConfigError("name a kernel (or pass --all)")
@@ -257,7 +261,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             continue
         try:
             done = build(result.checkout.root, result.checkout.commit, result.checkout.url,
-                         replace(result.target, reach_presets=site.presets), site,
+                         replace(result.target, reach_presets=site.presets, reach_phases=site.phases), site,
                          result.modules, dest, without_inputs=llm is not None, name=name)
         except NeedsInputs as exc:
             rows.append(Coverage(site.name, site.path, True, False, str(exc), exc.out))
@@ -322,7 +326,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
                 wrapper, values, settings = branch_values(result.checkout.root, site, result.modules)
                 wrapper = wrapper.replace(".", "_")  # a method launcher's inputs are those of Cls_method
                 target = replace(result.target.for_launcher((launchers[i] or ("", ""))[0], wrapper),
-                                 reach_presets=site.presets)
+                                 reach_presets=site.presets, reach_phases=site.phases)
                 own = target.inputs.get(wrapper, {}).get("_kernels", {}).get(site.name, {})
                 if values or own or settings:
                     target = target.with_stubs(settings)

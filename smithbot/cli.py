@@ -224,7 +224,10 @@ def extract_cmd(
     source: Optional[Path] = typer.Option(None, help="use this existing checkout; no network"),
     rev: Optional[str] = typer.Option(None, help="pin a commit, tag or branch"),
     all_kernels: bool = typer.Option(False, "--all", help="extract every launched kernel and print the coverage"),
-    check: bool = typer.Option(True, help="self-check each task under the Triton interpreter"),
+    top: Optional[int] = typer.Option(None, "--top", min=1, help="extract the N hottest launched kernels (scan's "
+                                      "ranking) and print their coverage"),
+    check: bool = typer.Option(True, help="self-check each task: on the GPU's cases when there is a GPU, else under "
+                               "the Triton interpreter"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="self-checks run at once (default: one per "
                                                                           "CPU core)"),
     config: Optional[Path] = typer.Option(None, "--config", help="an evolve config whose llm: section writes the "
@@ -243,11 +246,11 @@ def extract_cmd(
             task_id = bar.add_task("extracting, then self-checking", total=None)
             rows = api.extract(target, kernel, out_dir, str(source) if source else None, rev, all_kernels, check,
                                progress=lambda n, total: bar.update(task_id, completed=n, total=total), jobs=jobs,
-                               config=config, timeout_s=timeout)
+                               config=config, timeout_s=timeout, top=top)
     except (ConfigError, RepoError, ProposerError) as exc:
         _fail(str(exc))
         return
-    if not all_kernels:
+    if not all_kernels and top is None:
         row = rows[0]
         if not row.extracted:
             _fail(row.why)

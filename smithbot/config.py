@@ -149,6 +149,7 @@ class Target:
     # the presets whose default serving path reaches the kernel being extracted (scan's KernelSite.presets): its
     # cases come from these when they have the dims its inputs need
     reach_presets: tuple[str, ...] = ()
+    reach_phases: tuple[str, ...] = ()  # the serving phases in which they run it (decode, prefill)
     # the engine's own benchmark on random weights under the torch profiler (smithbot/profile.py fills in
     # {python}, {model_dir}, {config}, {batch}, {phase}, {steps}, {trace}, {trace_dir})
     profile: str = ""

@@ -44,6 +44,7 @@ class KernelSite:
     measured_of: str = ""  # what was profiled: "decode step on qwen3-30b-a3b (batch 8)"
     presets: tuple[str, ...] = ()  # model presets whose default serving path reaches it (empty: none, or no graph)
     default_path: str = ""  # how the best of them reaches it, e.g. "Qwen3MoeForCausalLM.forward → … → kernel"
+    phases: tuple[str, ...] = ()  # the serving phases (decode, prefill) in which those paths run it
 
     @property
     def wrappers(self) -> tuple[str, ...]:

@@ -251,12 +251,12 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
                 specs, extra, inferred = param_specs(_params(fn), wrapper, target, fn, functions)
             except InputError as whole:
                 raise InputError(f"{whole} (nothing shows what {attr} is)" if attr else str(whole)) from None
-        case_list = cases(specs, extra, target, wrapper)
+        case_list, skipped = cases(specs, extra, target, wrapper)
     except InputError as exc:
         if not without_inputs:
             raise ExtractError(f"{site.name}: {exc}") from None
         missing, specs, extra, inferred = str(exc), {}, {}, []
-        case_list = cases({}, {}, target, wrapper, also=DENSE_DIMS)
+        case_list, skipped = cases({}, {}, target, wrapper, also=DENSE_DIMS)
     imports = sorted(set(builder.c.imports.values()) | {"import torch", "import triton", "import triton.language as tl"})
     parts = [f'"""{site.name}, launched by {wrapper}(): extracted by smithbot from {url}'
              f"{'@' + commit[:12] if commit else ''} {path}.\n\nEvery definition below comes from the target; "
@@ -288,6 +288,7 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         # atomics sum in whatever order the programs run: a second call's floats may differ in the last bits
         "deterministic": not _ATOMIC.search(kernel_src),
         "cases": case_list,
+        **({"skipped": skipped} if skipped else {}),
         "tunables": _tunables(fn, kernel_src),
     }
     hotness = {"presets": list(site.presets), "default_path": site.default_path,

@@ -28,7 +28,8 @@ from evaluator.guard import forbidden_in, frozen_classes, module_state, read_onl
 from smithbot.extract.constants import Constants, NotConstant, Ref, fold_settings, inline_kwargs
 from smithbot.extract.imports import import_line, in_triton, tl_builtin, tl_has
 from smithbot.extract.modules import Module, applied_factory, free_names, top_bindings
-from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer, calls_stub,
+from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer,
+                                      TypeCheckDropper, calls_stub,
                                       custom_decorator_stub, env_pinned, fold_stubs, fold_versions, is_kernel,
                                       for_the_task, is_logger, only_called, stub_source, without_lazy_globals)
 from smithbot.scan.parse import collect_imports, from_module
@@ -348,6 +349,17 @@ class ClosureBuilder:
                                              mod.path.endswith("__init__.py")))
         # (a function-local import of a triton name may sit in a branch for another triton version: it stays)
         dropped = {k: v for k, v in local.items() if import_line(k, v, installed=False) is None}
+        if dropped:
+            # a class imported only to check an argument's type is not needed: the check goes, and so does the import
+            checks = TypeCheckDropper(set(dropped))
+            source = cst.parse_module(source).visit(checks).code
+            if checks.dropped:
+                node = ast.parse(source).body[0]
+                used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                unused = {k for k in dropped if k not in used}
+                source = cst.parse_module(source).visit(LocalImportDropper(unused)).code
+                node = ast.parse(source).body[0]
+                dropped = {k: v for k, v in dropped.items() if k not in unused}
         if dropped:
             source = cst.parse_module(source).visit(LocalImportDropper(set(dropped))).code
             node = ast.parse(source).body[0]

@@ -25,13 +25,43 @@ reported.
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from typing import Any
 
 from smithbot.extract.kernel_use import arange_bounds, fp32_params, index_targets, kernel_param_kinds, required_params
-from smithbot.extract.launcher_facts import ARITH, BOOL_NAME, Facts, arithmetic, collect, equate, required_optionals
+from smithbot.extract.launcher_facts import ARITH, BOOL_NAME, SAME_SHAPE, Facts, arithmetic, collect, equate, required_optionals
 from smithbot.extract.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, PER_EXPERT, SCALAR_INTS, SIZE_NAME, ann_kind,
                                     dim_of_name, setting)
+
+def _rebound_apart(fn: ast.FunctionDef, params: set[str]) -> ast.FunctionDef:
+    """``fn`` with each parameter that a statement rebinds to something else (``x = _unsqueeze_to_3d(x)``,
+    ``x = x.view(-1, x.shape[-1])``) renamed from that statement on (``x__rebound``): what the code does with the new
+    value says nothing of the shape the parameter arrives in. A rebinding to the same shape (``x = x.contiguous()``)
+    keeps the name. Statements are ordered by line, which a rebinding under a branch only approximates."""
+    first: dict[str, int] = {}
+    for node in ast.walk(fn):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) and getattr(node, "value", None) is not None else []
+        for t in targets:
+            if not (isinstance(t, ast.Name) and t.id in params):
+                continue
+            v = getattr(node, "value", None)
+            same = isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in SAME_SHAPE \
+                and isinstance(v.func.value, ast.Name) and v.func.value.id == t.id
+            if not same and not isinstance(node, ast.AugAssign):
+                first[t.id] = min(first.get(t.id, node.end_lineno or node.lineno), node.end_lineno or node.lineno)
+    if not first:
+        return fn
+
+    class Apart(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in first and getattr(node, "lineno", 0) > first[node.id]:
+                return ast.copy_location(ast.Name(f"{node.id}__rebound", node.ctx), node)
+            return node
+
+    return Apart().visit(copy.deepcopy(fn))
+
 
 def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rule: tuple[str, ...] = (),
           kernels: tuple[ast.FunctionDef, ...] = ()) -> dict[str, Any]:
@@ -44,11 +74,20 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     ann_text = {a.arg: ast.unparse(a.annotation) for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
                 if a.annotation is not None}
     kinds = _through_helpers({k.name: kernel_param_kinds(k) for k in kernels}, kernels)  # index_targets needs them
-    facts = Facts(params, {k.name: (kinds[k.name], required_params(k), arange_bounds(k),
-                                     index_targets(k, kinds[k.name]), fp32_params(k)) for k in kernels})
-    facts.values = {p: v for p, v in known.items() if v is None or isinstance(v, bool)}
-    facts.values.update({p: False for p in unknown if ann.get(p) == "bool" or re.match(BOOL_NAME, p.lower())})
-    collect(fn, facts)
+    per_kernel = {k.name: (kinds[k.name], required_params(k), arange_bounds(k), index_targets(k, kinds[k.name]),
+                           fp32_params(k)) for k in kernels}
+
+    def facts_of(code: ast.FunctionDef) -> Facts:
+        f = Facts(params, per_kernel)
+        f.values = {p: v for p, v in known.items() if v is None or isinstance(v, bool)}
+        f.values.update({p: False for p in unknown if ann.get(p) == "bool" or re.match(BOOL_NAME, p.lower())})
+        collect(code, f)
+        return f
+
+    facts = facts_of(fn)
+    # whether the code contradicts a name rule's rank is read before the parameter is rebound: after
+    # `hidden_states = _unsqueeze_to_3d(hidden_states)`, `hidden_states.size(1)` is the new value's
+    arrives = facts_of(_rebound_apart(fn, params)) if by_rule else facts
     known, unknown = dict(known), list(unknown)
     # `seg_indptr=None` by default, but handed to a kernel that reads through it and never asks whether it is None
     # (nor does the launcher): the default is no input to run on, so it is inferred like any tensor
@@ -60,8 +99,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
             unknown.append(p)
     for p in by_rule:
         shape = known[p].get("shape") if isinstance(known.get(p), dict) else None
-        if isinstance(shape, list) and (p in facts.rank and (
-                (p in facts.exact and facts.rank[p] != len(shape)) or facts.rank[p] > len(shape))
+        if isinstance(shape, list) and (p in arrives.rank and (
+                (p in arrives.exact and arrives.rank[p] != len(shape)) or arrives.rank[p] > len(shape))
                 or (p in facts.sizes or facts.kernel_kind.get(p) in ("scalar", "constexpr"))
                 and p not in facts.tensor):  # `k` is a key tensor by name, a count by use; `temperature` a number
             del known[p]
@@ -305,6 +344,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                     scatter = facts.index_into.get(p, (None, False))[1] and shape == [bound]
                     out[p] = {"shape": shape, "dtype": dtype, "init": f"perm:{bound}" if scatter else
                               f"randint:0:{bound}"}  # a scatter's rows are distinct: no two programs race for one
+            elif re.fullmatch(r"mask(ed)?_?m", p.lower()):  # DeepEP's masked layout: the rows each expert holds
+                out[p] = {"shape": shape, "dtype": "int32", "init": "randint:0:tokens + 1"}
             elif "mask" in p.lower():
                 out[p] = {"shape": shape, "dtype": "bool", "init": "randint:0:2"}
             else:

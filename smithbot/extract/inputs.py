@@ -48,6 +48,8 @@ import re
 from typing import Any
 
 from smithbot.config import ModelPreset, Target
+from smithbot.inputs.layouts import builder_source
+from smithbot.inputs.plan import bind_layouts, fill_sizes
 
 DIMS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "moe_intermediate", "experts", "top_k", "vocab")
 _ACT = ["tokens", "hidden"]
@@ -95,6 +97,8 @@ def _names_in(expr: Any) -> set[str]:
             return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called}
         except SyntaxError:
             raise InputError(f"not an arithmetic expression: {expr!r}") from None
+    if isinstance(expr, dict) and "layout" in expr:
+        return set().union(*map(_names_in, expr.get("sizes", {}).values()))
     if isinstance(expr, dict) and ("object" in expr or "items" in expr):
         return set().union(*map(_names_in, expr["object"].values() if "object" in expr else expr["items"]))
     if isinstance(expr, dict):
@@ -246,12 +250,19 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     given.pop("_interpreter_dims", None)
     given.pop("_kernels", None)
     given.pop("_stubs", None)
+    layout_sizes = given.pop("_layouts", None) or {}
     extra = dict(given.pop("_dims", {}) or {})
     specs: dict[str, Any] = {}
     unknown = []
     required = required_optionals(fn)
+    try:
+        layouts = bind_layouts([n for n, _ in params], given, layout_sizes)
+    except ValueError as exc:
+        raise InputError(f"{wrapper}: {exc}") from None
     for name, default in params:
-        if name in given:
+        if name in layouts:
+            specs[name] = layouts[name]
+        elif name in given:
             specs[name] = given[name]
         elif name in NAME_RULES:
             specs[name] = NAME_RULES[name]
@@ -268,6 +279,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
             raise InputError(f"cannot infer an input for parameter {name!r} of {wrapper}; describe it under "
                              f"inputs: {wrapper}: {name}: in the target YAML", name)
     specs = {name: inferred[name] if name in inferred else specs[name] for name, _ in params}
+    fill_sizes(specs)
     _one_layout(specs, set(inferred))
     return specs, extra, list(inferred)
 
@@ -306,11 +318,43 @@ def _one_layout(specs: dict[str, Any], inferred: set[str]) -> None:
                 specs[n] = batch
 
 
+# Inputs of one GPU case may take at most this many bytes. The evaluator runs 3 workers on each GPU, and each holds
+# about four copies of a case's inputs (the inputs, the reference's and the candidate's fresh copies, their outputs):
+# 8 GiB of inputs is about 100 GB of an H200's 141 at once, with room left for compiling and for what launchers
+# allocate themselves.
+CASE_BYTES = 8 << 30
+_ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "act": 2, "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "bool": 1,
+             "complex64": 8, "fp8_e4m3": 1, "fp4x2": 1, "e8m0": 1}
+
+
+def input_bytes(specs: dict[str, Any], extra: dict[str, Any], dims: dict[str, int]) -> int:
+    """The bytes the tensors of ``specs`` take at ``dims`` (layouts' fields, a few index tables, not counted)."""
+    dims = dict(dims)
+    for k, v in extra.items():
+        dims.setdefault(k, size_value(v, dims))
+
+    def size(spec: Any) -> int:
+        if isinstance(spec, dict) and "object" in spec:
+            return sum(size(v) for v in spec["object"].values())
+        if isinstance(spec, dict) and "items" in spec:
+            return sum(size(v) for v in spec["items"])
+        if not (isinstance(spec, dict) and isinstance(spec.get("shape"), list)):
+            return 0
+        n = _ITEMSIZE.get(str(spec.get("dtype", "act")), 4)
+        for d in spec["shape"]:
+            n *= int(size_value(d, dims))
+        return n
+
+    return sum(size(s) for s in specs.values())
+
+
 def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper: str,
-          also: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """Decode and prefill cases named after the model presets whose dims the inputs need, and the dims ``also``
-    names (or the YAML's _models): those that run the kernel (``target.reach_presets``) when any fits, and one
-    case set per distinct set of dims."""
+          also: tuple[str, ...] = (), budget: int = CASE_BYTES) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """(cases, skipped): decode and prefill cases named after the model presets whose dims the inputs need, and the
+    dims ``also`` names (or the YAML's _models): those that run the kernel (``target.reach_presets``) when any fits,
+    one case set per distinct set of dims, in the phases serving runs it in (``target.reach_phases``). A case whose
+    inputs take more than ``budget`` bytes is shrunk (a prefill's tokens halved down to 256) or, when that is not
+    enough, skipped, and ``skipped`` says why."""
     used = set(also).union(*[_names_in(s) for s in specs.values()], *[_names_in(v) for v in extra.values()])
     needed = [d for d in DIMS if d in used]
     allowed = target.inputs.get(wrapper, {}).get("_models")
@@ -324,6 +368,7 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
     small = {d: min(getattr(models[0], d), SMALL_CAPS.get(d, getattr(models[0], d))) for d in needed}
     out = [{"name": "irregular-decode-bs3", "regime": "decode", "dtype": "bf16",
             "dims": {"tokens": 3, **small, **interpreter_dims}, "interpreter": True}]
+    skipped: list[dict[str, str]] = []
     # The GPU runs every named case of the presets whose default serving path runs the kernel, when scan found any
     # that fit; the same shapes under another model's name add nothing.
     seen: list[dict[str, int]] = []
@@ -333,9 +378,25 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
             continue
         seen.append(dims)
         for regime, tokens, label in (("decode", 1, "bs1"), ("decode", 64, "bs64"), ("prefill", 4096, "4k")):
-            out.append({"name": f"{m.name}-{regime}-{label}", "regime": regime, "dtype": "bf16",
-                        "dims": {"tokens": tokens, **dims}, "interpreter": False})
-    return out
+            if target.reach_phases and regime not in target.reach_phases:
+                continue  # serving runs it only in the other phase: a decode attention never sees a 4k batch
+            name = f"{m.name}-{regime}-{label}"
+            try:
+                need = input_bytes(specs, extra, {"tokens": tokens, **dims})
+                while need > budget and regime == "prefill" and tokens > 256:
+                    tokens //= 2
+                    need = input_bytes(specs, extra, {"tokens": tokens, **dims})
+            except (KeyError, ValueError, ZeroDivisionError, TypeError):
+                need = 0  # a size the estimate cannot evaluate: the evaluator's own memory check decides
+            if need > budget:
+                skipped.append({"name": name, "why": f"its inputs take {need / 2**30:.1f} GiB, over the "
+                                                     f"{budget / 2**30:.0f} GiB a case may take"})
+                continue
+            if regime == "prefill" and tokens != 4096:
+                name = f"{m.name}-{regime}-{tokens // 1024}k" if tokens >= 1024 else f"{m.name}-{regime}-{tokens}"
+            out.append({"name": name, "regime": regime, "dtype": "bf16", "dims": {"tokens": tokens, **dims},
+                        "interpreter": False})
+    return out, skipped
 
 
 def size_value(expr, dims):
@@ -389,6 +450,7 @@ _DTYPES.update(_BYTE_DTYPES)
 
 
 {value_fn}
+{layout_fns}
 
 def make_inputs(case, generator):
     dims = {{k: v for k, v in case.items() if isinstance(v, int) and not isinstance(v, bool)}}
@@ -396,6 +458,7 @@ def make_inputs(case, generator):
         dims.setdefault(k, size_value(v, dims))
     dev = generator.device
     args = {{}}
+    layouts = {{}}
 
     def drawn(dtype):  # random values drawn at the input's own width: a DeepSeek-sized fp8 weight drawn in fp32
         if dtype in (torch.float16, torch.bfloat16, torch.float32):  # would take 14 GiB for a moment
@@ -423,6 +486,12 @@ def make_inputs(case, generator):
             return types.SimpleNamespace(**{{k: attrs[k] for k in spec["object"]}})
         if "items" in spec:
             return [make(v, scope) for v in spec["items"]]
+        if "layout" in spec:  # a field of a layout instance, built once per case with its sizes
+            key = (spec["layout"], repr(sorted(spec["sizes"].items())))
+            if key not in layouts:
+                sizes = {{k: size_value(v, dims) for k, v in spec["sizes"].items()}}
+                layouts[key] = LAYOUT_BUILDERS[spec["layout"]](sizes, generator, dev)
+            return layouts[key][spec["field"]]
         if "returns" in spec:  # a method of an object spec (`cfg.max_len()`), answering this value
             value = make(spec["returns"], scope)
             return lambda *args, **kwargs: value
@@ -486,5 +555,8 @@ def make_inputs(case, generator):
 
 
 def harness_source(wrapper: str, specs: dict[str, Any], extra: dict[str, Any], how: str) -> str:
-    return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra,
-                          value_fn=_SIZE_VALUE_SOURCE)
+    used = sorted({s["layout"] for s in specs.values() if isinstance(s, dict) and "layout" in s})
+    layout_fns = "".join(f"\n\n{builder_source(n)}\n" for n in used) + "\n\nLAYOUT_BUILDERS = {" + ", ".join(
+        f"{n!r}: build_{n}" for n in used) + "}\n"
+    return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra, value_fn=_SIZE_VALUE_SOURCE,
+                          layout_fns=layout_fns)

@@ -212,6 +212,7 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
                       conditional=k["conditional"], role=role, launches=tuple(launches), family=family,
                       extraction=extraction, blockers=tuple(blockers), hotness=round(score, 2),
                       reasons=tuple(reasons), measured_us=us, measured_share=share, presets=tuple(sorted(reach or {})),
+                      phases=tuple(sorted({r.phase for rs in (reach or {}).values() for r in rs})),
                       default_path=path)
 
 

@@ -1,0 +1,57 @@
+"""The input plan: which launcher parameters are fields of one layout instance, and the sizes of that instance.
+
+A parameter bound to a layout gets the spec ``{layout: NAME, field: FIELD, sizes: {size: expr}}``; the harness builds
+each distinct (layout, sizes) once per case, so the fields agree with each other (the sorted ids index the top-k
+slots, the expert of each block owns its rows). A launcher gets a layout when it takes one of the layout's derived
+fields under a name the layout knows (``sorted_token_ids``); the target YAML can name one too
+(``expert_ids: {layout: moe_align}``) and give sizes for a launcher (``_layouts: {moe_align: {block: 128}}``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from smithbot.inputs.layouts import LAYOUTS
+
+# the block size of an MoE alignment: a tuning config's BLOCK_SIZE_M, or a parameter that says it
+_BLOCK_PARAMS = ("block_size", "block_m", "BLOCK_SIZE_M", "block_size_m")
+
+
+def _block(specs: dict[str, Any]) -> Any:
+    for spec in specs.values():
+        if isinstance(spec, dict) and isinstance(spec.get("literal"), dict) and "BLOCK_SIZE_M" in spec["literal"]:
+            return spec["literal"]["BLOCK_SIZE_M"]
+    return next((specs[p] for p in _BLOCK_PARAMS if isinstance(specs.get(p), (int, str))), 64)
+
+
+def default_sizes(name: str, specs: dict[str, Any]) -> dict[str, Any]:
+    """A layout's sizes as expressions over the case's dims."""
+    if name == "moe_align":
+        return {"tokens": "tokens", "top_k": "top_k", "experts": "experts", "block": _block(specs)}
+    raise KeyError(name)
+
+
+def bind_layouts(params: list[str], given: dict[str, Any], sizes: dict[str, dict[str, Any]] | None = None
+                 ) -> dict[str, dict[str, Any]]:
+    """{parameter: layout spec} for the parameters of ``params`` that are fields of a layout the launcher needs. A
+    parameter the YAML gives a spec of its own (``given``) stays out, unless that spec names the layout."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, mod in LAYOUTS.items():
+        fields = {p: f for f, names in mod.NAMES.items() for p in names if p in params}
+        named = {p: spec.get("field") or fields.get(p) for p, spec in given.items()
+                 if isinstance(spec, dict) and spec.get("layout") == name}
+        if not named and not any(f in mod.DERIVED for p, f in fields.items() if p not in given):
+            continue
+        bound = {**{p: f for p, f in fields.items() if p not in given}, **named}
+        for p, f in bound.items():
+            if f not in mod.FIELDS:
+                raise ValueError(f"{p}: layout {name} has no field {f!r} (its fields: {', '.join(mod.FIELDS)})")
+            out[p] = {"layout": name, "field": f, "sizes": dict((sizes or {}).get(name) or {})}
+    return out
+
+
+def fill_sizes(specs: dict[str, Any]) -> None:
+    """Each layout spec's sizes completed from the layout's defaults, which read the other specs (a config's
+    BLOCK_SIZE_M)."""
+    for spec in specs.values():
+        if isinstance(spec, dict) and "layout" in spec:
+            spec["sizes"] = {**default_sizes(spec["layout"], specs), **spec["sizes"]}
