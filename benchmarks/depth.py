@@ -36,7 +36,7 @@ NAMED = {
 }
 
 
-def extract(specs: list[str], keep: Path, top: int) -> None:
+def extract(specs: list[str], keep: Path, top: int, check: bool) -> None:
     from smithbot import api
     from smithbot.config import ConfigError
 
@@ -47,13 +47,13 @@ def extract(specs: list[str], keep: Path, top: int) -> None:
         result = api.scan(name, source=path or None)
         launched = [s for s in result.sites if s.role == "launched"]
         rank = {(s.path, s.name): i for i, s in enumerate(launched, 1)}
-        rows = api.extract(name, None, out=out / "tasks", source=path or None, top=top, check=False)
+        rows = api.extract(name, None, out=out / "tasks", source=path or None, top=top, check=check)
         for kernel in NAMED.get(name, []):
             if kernel in {r.kernel for r in rows}:
                 continue
             try:
                 rows += api.extract(name, kernel, out=out / "tasks" / kernel.strip("_"), source=path or None,
-                                    check=False)
+                                    check=check)
             except ConfigError as exc:
                 print(f"  {kernel}: {exc}")
         data, seen = [], set()
@@ -63,9 +63,11 @@ def extract(specs: list[str], keep: Path, top: int) -> None:
             seen.add((r.path, r.kernel))
             site = next(s for s in launched if (s.path, s.name) == (r.path, r.kernel))
             task = yaml_load(r.out / "task.yaml") if r.out else {}
+            skipped = [f"{s['name']}: {s['why']}" for s in task.get("skipped", [])]
             data.append({"kernel": r.kernel, "path": r.path, "rank": rank[(r.path, r.kernel)],
                          "presets": list(site.presets), "entry": task.get("entry", ""),
-                         "extracted": r.extracted, "why": r.why if not r.extracted else "",
+                         "extracted": r.extracted, "why": r.why, "skipped": skipped,
+                         "interpreter": r.checked,
                          "harness": bool(r.out and (r.out / "harness.py").exists()),
                          "task": str(r.out.relative_to(out)) if r.out else None})
         (out / "depth.json").write_text(json.dumps(data, indent=1))
@@ -128,6 +130,8 @@ def gpu(keep: Path, jobs: int, only: list[str]) -> None:
                 r["gpu"], r["gpu_why"] = v["ok"], "" if v["ok"] else v["why"]
             r["cases"] = v.get("cases", []) if v else []
             fractions = ", ".join(f"{c['name']} {c['fraction']:.2f}" for c in r["cases"]) if r["gpu"] else ""
+            if r.get("skipped"):
+                fractions += "; skipped: " + "; ".join(r["skipped"])
             print(f"| {r['rank']} | `{r['kernel']}` | {', '.join(r['presets']) or '-'} | `{r['entry'] or '-'}` | "
                   f"{'yes' if r['gpu'] else 'no: ' + r['gpu_why'].replace('|', '/')} | {fractions} |")
         depth.write_text(json.dumps(rows, indent=1))
@@ -141,12 +145,15 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=Path("depth"), help="where the tasks and depth.json go")
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--gpu", type=Path, metavar="DIR", help="check on the GPU the tasks extracted into DIR")
-    ap.add_argument("--jobs", type=int, default=6)
+    ap.add_argument("--jobs", type=int, default=3, help="tasks checked at once on the GPU (the evaluator's own "
+                                                           "default is 3 workers a GPU)")
+    ap.add_argument("--no-check", dest="check", action="store_false",
+                    help="extract without the interpreter self-check (and so without the branch tasks it leads to)")
     args = ap.parse_args()
     if args.gpu:
         gpu(args.gpu, args.jobs, args.targets)
     else:
-        extract(args.targets, args.keep, args.top)
+        extract(args.targets, args.keep, args.top, args.check)
 
 
 if __name__ == "__main__":

@@ -248,7 +248,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     named = collections.Counter(s.name.strip("_") for s in sites)
     names = [s.name.strip("_") if named[s.name.strip("_")] == 1 else
              f"{s.name.strip('_')}-{s.path.removesuffix('.py').replace('/', '.')}" for s in sites]
-    launchers = [launcher(result.checkout.root, s) for s in sites]  # (path, wrapper) each task is built from
+    # (path, wrapper) each task is built from: the launcher, or the op around it (extract/entry.py)
+    launchers = [launcher(result.checkout.root, s, result.modules, result.target.inputs) for s in sites]
     rows: list[Coverage] = []
     no_inputs: set[int] = set()  # rows whose task has no harness yet, for the LLM to write
     by_wrapper: dict[tuple[str, str], int] = {}  # kernels launched by one launcher share its task
@@ -323,12 +324,16 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
                 rows[i] = Coverage(site.name, site.path, first.extracted, first.checked, first.why, first.out)
             if check and (owner[i] != i or rows[i].why.startswith(NEVER_LAUNCHED)) and rows[i].extracted \
                     and not rows[i].checked and site.name not in (ran or ()):
-                wrapper, values, settings = branch_values(result.checkout.root, site, result.modules)
+                wrapper, values, settings = branch_values(result.checkout.root, site, result.modules,
+                                                           result.target.inputs)
                 wrapper = wrapper.replace(".", "_")  # a method launcher's inputs are those of Cls_method
                 target = replace(result.target.for_launcher((launchers[i] or ("", ""))[0], wrapper),
                                  reach_presets=site.presets, reach_phases=site.phases)
-                own = target.inputs.get(wrapper, {}).get("_kernels", {}).get(site.name, {})
-                if values or own or settings:
+                kernels = target.inputs.get(wrapper, {}).get("_kernels", {})
+                own = kernels.get(site.name, {})
+                # the shared task took another kernel's own specs: this kernel's are the launcher's plain ones
+                plain = sites[owner[i]].name in kernels
+                if values or own or settings or plain:
                     target = target.with_stubs(settings)
                     branches.append((i, target.with_inputs(wrapper, {**values, **own}), {**values, **settings}, own))
 
@@ -337,7 +342,8 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             the branch that launches this kernel."""
             i, target, values, own = item
             site = sites[i]
-            said = ", ".join([f"{k}={v!r}" for k, v in values.items() if k not in own] + ["its own inputs"] * bool(own))
+            said = ", ".join([f"{k}={v!r}" for k, v in values.items() if k not in own] + ["its own inputs"] * bool(own)
+                             ) or "the launcher's plain inputs"  # not another kernel's specs
             final = base / names[i] if all_kernels or out is None else base
             if any(r.out == final and r.checked for r in rows):  # another kernel's passing task: keep it
                 final = final.with_name(final.name + "-branch")

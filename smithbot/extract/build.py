@@ -12,6 +12,7 @@ import yaml
 
 from smithbot.config import Target
 from smithbot.extract.closure import ClosureBuilder, ExtractError
+from smithbot.extract.entry import op_entry
 from smithbot.extract.names import TORCH_DTYPES
 from smithbot.extract.inputs import (NAME_RULES, InputError, cases, flat_entry, flatten_objects, harness_source,
                                      param_specs)
@@ -20,7 +21,19 @@ from smithbot.types import KernelSite
 LAUNCH_KWARGS = ("num_warps", "num_stages")
 
 
-def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionDef | None]:
+def _wrapper_node(root: Path, site: KernelSite, modules: dict[str, str] | None = None,
+                  inputs: dict[str, dict[str, Any]] | None = None) -> tuple[str, str, ast.FunctionDef | None]:
+    """The launch to build ``site``'s task from (``_launcher_node``); with ``modules``, its op instead when the
+    launcher takes an op's internal tables (``entry.op_entry``; ``inputs``: the target YAML's input specs)."""
+    path, wrapper, fn = _launcher_node(root, site)
+    if modules is not None and fn is not None:
+        op = op_entry(root, sorted(modules.values()), path, fn, inputs or {})
+        if op is not None:
+            return op
+    return path, wrapper, fn
+
+
+def _launcher_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionDef | None]:
     """(module path, wrapper, its def) of the kernel's preferred launch: CUDA branch first, fallbacks last, functions
     before methods. The wrapper is a module-level function (also one whose nested function launches), or
     ``Cls.method`` of a module-level class (then the def is None: the closure builder writes it as a function)."""
@@ -44,10 +57,11 @@ def _wrapper_node(root: Path, site: KernelSite) -> tuple[str, str, ast.FunctionD
                        f"{wrappers}); launches at module level or two definitions deep are not supported yet")
 
 
-def launcher(root: Path, site: KernelSite) -> tuple[str, str] | None:
-    """(module path, wrapper) of the launch that ``site``'s task is built from; None when there is none."""
+def launcher(root: Path, site: KernelSite, modules: dict[str, str] | None = None,
+             inputs: dict[str, dict[str, Any]] | None = None) -> tuple[str, str] | None:
+    """(module path, wrapper) of the launch or op that ``site``'s task is built from; None when there is none."""
     try:
-        return _wrapper_node(root, site)[:2]
+        return _wrapper_node(root, site, modules, inputs)[:2]
     except ExtractError:
         return None
 
@@ -105,8 +119,8 @@ def _tunables(fn: ast.FunctionDef, source: str) -> dict[str, Any]:
 NEVER_LAUNCHED = "its task's inputs never launch it"
 
 
-def branch_values(root: Path, site: KernelSite, modules: dict[str, str]
-                  ) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def branch_values(root: Path, site: KernelSite, modules: dict[str, str],
+                  inputs: dict[str, dict[str, Any]] | None = None) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(launcher, the values of its parameters that take it down the branches to its launch of ``site``'s kernel,
     the values of its module's settings that do), where the tests are plain: ``if use_fp8:`` (True; False on the
     else side), ``if not x``, ``if mode == "decode"``, ``if scale is None``, ``if policy == Policy.FP8`` or ``in
@@ -115,7 +129,7 @@ def branch_values(root: Path, site: KernelSite, modules: dict[str, str]
     False``, which a setter flips at run time). What a test this cannot read needs is left out; {} for a method
     launcher."""
     try:
-        path, wrapper, fn = _wrapper_node(root, site)
+        path, wrapper, fn = _wrapper_node(root, site, modules, inputs)
     except ExtractError:
         return "", {}, {}
     module = next((m for m, p in modules.items() if p == path), None)
@@ -215,11 +229,17 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     """Write the task for ``site`` into ``out``; its id is the target's name and ``name`` (default: the kernel's).
     With ``without_inputs``, a kernel whose inputs cannot be inferred is still written, without ``harness.py``, and
     :class:`NeedsInputs` says so."""
-    path, wrapper, fn = _wrapper_node(root, site)
+    path, wrapper, fn = _wrapper_node(root, site, modules, target.inputs)
+    launch_path, own_launcher, _ = _launcher_node(root, site)
+    in_op = (path, wrapper) != (launch_path, own_launcher)  # built around the op that calls the launcher
     module = next((m for m, p in modules.items() if p == path), None)
     if module is None:
         raise ExtractError(f"{site.name}: {path} shares its module name with another file; cannot place it")
     target = target.for_launcher(path, wrapper.replace(".", "_"))  # a method's inputs are those of Cls_method
+    # a launcher that picks its kernel by its inputs: this kernel's own specs (`_kernels:`) take its branch
+    own = target.inputs.get(wrapper.replace(".", "_"), {}).get("_kernels", {}).get(site.name)
+    if own:
+        target = target.with_inputs(wrapper.replace(".", "_"), own)
     # the launcher's own `_stubs:` (a helper's value for this launcher's task alone) over the target's
     stubs = {**target.stubs, **(target.inputs.get(wrapper.replace(".", "_"), {}).get("_stubs") or {})}
     builder = ClosureBuilder(root, modules, module.split(".")[0], stubs, target.hints.external_modules,
@@ -280,7 +300,10 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         "id": f"{target.name}-{name or site.name.strip('_')}",
         "kind": "triton",
         "entry": entry,
-        "description": f"{site.name} ({site.family}) from {path}:{site.line}, launched by {wrapper}().",
+        "description": f"{site.name} ({site.family}) from {path}:{site.line}, launched by {wrapper}()." if
+        not in_op else f"{site.name} ({site.family}) from {site.path}:{site.line}, in the op {wrapper}() "
+        f"({path}), which launches it through {own_launcher}(): the op's inputs are model tensors, where the "
+        f"launcher's are tables the op builds.",
         "provenance": {"repo": url, "commit": commit,
                        "definitions": [{"name": d.name, "path": d.path, "qualname": d.qualname} for d in defs
                                        if not d.source.startswith(f"{d.name} = ")] },

@@ -81,6 +81,14 @@ NAME_RULES: dict[str, Any] = {
 }
 
 
+# an op of a MoE layer (it takes top-k ids): its expert weights, gate and up stacked, then down
+_TOPK_IDS = ("topk_ids", "topk_idx", "topk_indices", "topk_index")
+MOE_NAME_RULES: dict[str, Any] = {
+    **{n: {"shape": ["experts", "2 * moe_intermediate", "hidden"]} for n in ("w1", "w13", "w13_weight", "w1_weight")},
+    **{n: {"shape": ["experts", "hidden", "moe_intermediate"]} for n in ("w2", "w2_weight")},
+}
+
+
 class InputError(Exception):
     def __init__(self, message: str, name: str | None = None) -> None:
         super().__init__(message)
@@ -259,11 +267,14 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
         layouts = bind_layouts([n for n, _ in params], given, layout_sizes)
     except ValueError as exc:
         raise InputError(f"{wrapper}: {exc}") from None
+    moe = any(n in _TOPK_IDS for n, _ in params)
     for name, default in params:
         if name in layouts:
             specs[name] = layouts[name]
         elif name in given:
             specs[name] = given[name]
+        elif moe and name in MOE_NAME_RULES:
+            specs[name] = MOE_NAME_RULES[name]
         elif name in NAME_RULES:
             specs[name] = NAME_RULES[name]
         elif default is not ... and not (default is None and name in required):
@@ -323,29 +334,40 @@ def _one_layout(specs: dict[str, Any], inferred: set[str]) -> None:
 # 8 GiB of inputs is about 100 GB of an H200's 141 at once, with room left for compiling and for what launchers
 # allocate themselves.
 CASE_BYTES = 8 << 30
+MAX_ELEMENTS = 2**31 - 1  # a tensor's element offsets must fit the int32 arithmetic kernels index it with
 _ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "act": 2, "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "bool": 1,
              "complex64": 8, "fp8_e4m3": 1, "fp4x2": 1, "e8m0": 1}
 
 
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
 def input_bytes(specs: dict[str, Any], extra: dict[str, Any], dims: dict[str, int]) -> int:
     """The bytes the tensors of ``specs`` take at ``dims`` (layouts' fields, a few index tables, not counted)."""
+    return footprint(specs, extra, dims)[0]
+
+
+def footprint(specs: dict[str, Any], extra: dict[str, Any], dims: dict[str, int]) -> tuple[int, int]:
+    """(bytes of all tensors of ``specs`` at ``dims``, elements of the largest one)."""
     dims = dict(dims)
     for k, v in extra.items():
         dims.setdefault(k, size_value(v, dims))
+    sizes: list[tuple[int, int]] = []
 
-    def size(spec: Any) -> int:
-        if isinstance(spec, dict) and "object" in spec:
-            return sum(size(v) for v in spec["object"].values())
-        if isinstance(spec, dict) and "items" in spec:
-            return sum(size(v) for v in spec["items"])
-        if not (isinstance(spec, dict) and isinstance(spec.get("shape"), list)):
-            return 0
-        n = _ITEMSIZE.get(str(spec.get("dtype", "act")), 4)
-        for d in spec["shape"]:
-            n *= int(size_value(d, dims))
-        return n
+    def add(spec: Any) -> None:
+        if isinstance(spec, dict) and ("object" in spec or "items" in spec):
+            for v in spec["object"].values() if "object" in spec else spec["items"]:
+                add(v)
+        elif isinstance(spec, dict) and isinstance(spec.get("shape"), list):
+            n = 1
+            for d in spec["shape"]:
+                n *= int(size_value(d, dims))
+            sizes.append((n * _ITEMSIZE.get(str(spec.get("dtype", "act")), 4), n))
 
-    return sum(size(s) for s in specs.values())
+    for s in specs.values():
+        add(s)
+    return sum(b for b, _ in sizes), max((n for _, n in sizes), default=0)
 
 
 def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper: str,
@@ -382,15 +404,19 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
                 continue  # serving runs it only in the other phase: a decode attention never sees a 4k batch
             name = f"{m.name}-{regime}-{label}"
             try:
-                need = input_bytes(specs, extra, {"tokens": tokens, **dims})
-                while need > budget and regime == "prefill" and tokens > 256:
+                need, largest = footprint(specs, extra, {"tokens": tokens, **dims})
+                while (need > budget or largest > MAX_ELEMENTS) and regime == "prefill" and tokens > 256:
                     tokens //= 2
-                    need = input_bytes(specs, extra, {"tokens": tokens, **dims})
+                    need, largest = footprint(specs, extra, {"tokens": tokens, **dims})
             except (KeyError, ValueError, ZeroDivisionError, TypeError):
-                need = 0  # a size the estimate cannot evaluate: the evaluator's own memory check decides
+                need = largest = 0  # a size the estimate cannot evaluate: the evaluator's own memory check decides
             if need > budget:
-                skipped.append({"name": name, "why": f"its inputs take {need / 2**30:.1f} GiB, over the "
-                                                     f"{budget / 2**30:.0f} GiB a case may take"})
+                skipped.append({"name": name, "why": f"its inputs take {_size(need)}, over the {_size(budget)} a "
+                                                     f"case may take beside the evaluator's other workers"})
+                continue
+            if largest > MAX_ELEMENTS:
+                skipped.append({"name": name, "why": f"a tensor of {largest:,} elements: past 2**31, the int32 "
+                                                     f"offsets Triton kernels compute overflow"})
                 continue
             if regime == "prefill" and tokens != 4096:
                 name = f"{m.name}-{regime}-{tokens // 1024}k" if tokens >= 1024 else f"{m.name}-{regime}-{tokens}"

@@ -689,3 +689,41 @@ def test_a_platform_object_stub_answers_its_methods(tmp_path: Path) -> None:
     import torch
 
     assert torch.equal(ns["launch"](torch.zeros(2)), torch.ones(2)) and ns["current_platform"].is_cuda()
+
+
+def test_a_type_check_against_an_engine_class_goes_with_its_import(tmp_path: Path) -> None:
+    """sglang's FA3 metadata launcher imports SWAKVPool inside a branch only to assert an argument's type: the
+    class's module (a memory pool with ctypes, env reads, module state) would block the task. The assert and the
+    import go; the branch, and a use of the class beyond the check, stay."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "pool.py").write_text("import ctypes\nimport os\n\n\nclass Pool:\n    lib = ctypes.CDLL(os."
+                                              "environ['LIB'])\n")
+    b = _closure(tmp_path, "meta", '''import torch
+
+
+def launch(x, pool=None):
+    if pool is not None:
+        from pkg.pool import Pool
+
+        assert isinstance(pool, Pool)
+        x = x + pool.offset
+    return x * 2
+''')
+    assert b.c.blockers == []
+    src = _source(b)
+    assert "Pool" not in src and "assert" not in src and "pool.offset" in src
+    ns: dict = {}
+    exec(compile(src, "task", "exec"), ns)
+    import torch
+
+    assert torch.equal(ns["launch"](torch.arange(3)), torch.tensor([0, 2, 4]))
+    # a class used for more than the check still comes with its module, and blocks as before
+    b = _closure(tmp_path, "uses", '''def launch(x, pool=None):
+    if pool is not None:
+        from pkg.pool import Pool
+
+        assert isinstance(pool, Pool)
+        return Pool.lib
+    return x
+''')
+    assert any("ctypes" in blocker for blocker in b.c.blockers), b.c.blockers

@@ -1207,3 +1207,26 @@ def test_a_task_whose_kernel_sums_with_atomics_is_compared_within_tolerance(engi
     assert yaml.safe_load((tmp_path / "sum" / "task.yaml").read_text())["deterministic"] is False
     [row] = api.extract(str(engine), "gather_scaled", out=tmp_path / "gather", source=str(engine), check=False)
     assert yaml.safe_load((tmp_path / "gather" / "task.yaml").read_text())["deterministic"] is True
+
+
+def test_what_the_code_does_after_rebinding_a_parameter_says_nothing_of_its_rank() -> None:
+    """lmdeploy's rms_norm takes 1-3-D states and lifts them to 3-D: ``hidden_states.size(1)`` after
+    ``hidden_states = _unsqueeze_to_3d(hidden_states)`` is the new value's. The name rule's [tokens, hidden] stands
+    (a 3-D guess with a heads axis overflowed int32 offsets at DeepSeek's sizes on the GPU); a rebinding to the
+    same shape (``.contiguous()``) keeps what follows."""
+    fn = _fn('''
+def rms_norm(hidden_states, weight, eps=1e-6):
+    assert hidden_states.dim() <= 3
+    hidden_states = _unsqueeze_to_3d(hidden_states)
+    num_groups = hidden_states.size(1)
+    _kernel[(1,)](hidden_states, weight, hidden_states.stride(2), num_groups)
+''')
+    rule = {"hidden_states": {"shape": ["tokens", "hidden"]}}
+    assert infer(fn, [], rule, by_rule=("hidden_states",)) == {}
+    fn = _fn('''
+def rms_norm(hidden_states, weight, eps=1e-6):
+    hidden_states = hidden_states.contiguous()
+    num_groups = hidden_states.size(2)
+''')
+    assert infer(fn, [], rule, by_rule=("hidden_states",)) == {"hidden_states": {"shape": ["tokens", "heads",
+                                                                                           "hidden"]}}

@@ -7,9 +7,9 @@ from __future__ import annotations
 import inspect
 from types import ModuleType
 
-from smithbot.inputs.layouts import moe_align
+from smithbot.inputs.layouts import moe_align, paged_kv
 
-LAYOUTS: dict[str, ModuleType] = {m.NAME: m for m in (moe_align,)}
+LAYOUTS: dict[str, ModuleType] = {m.NAME: m for m in (moe_align, paged_kv)}
 
 
 def builder_source(name: str) -> str:

@@ -1,0 +1,53 @@
+"""A paged KV cache as the engines keep it: a request pool whose table maps each request's positions to KV slots
+(sglang's ``req_to_token``), pages of ``page`` slots laid out whole (a page's slots are consecutive), and what a batch
+of requests derives from it: their lengths, their rows of the pool, page tables (``page_table`` = the page of every
+``page``-th position; lmdeploy's ``block_offsets``), the ragged ``kv_indptr`` / ``kv_indices`` (FlashInfer's) and the
+offsets ``cu_seqlens_k``.
+
+Sizes: ``batch`` requests, each with at most ``context`` positions (a multiple of ``page``). The pool holds twice
+the batch, so the batch's rows are a scattered subset, and every slot belongs to one position of one row.
+
+``build_paged_kv`` is pure torch and is copied into each task's harness as it is."""
+
+NAME = "paged_kv"
+FIELDS = ("seq_lens", "cache_seqlens", "req_pool_indices", "req_to_token", "page_table", "kv_indptr", "kv_indices",
+          "cu_seqlens_k", "max_seq_pages", "strided_indices", "max_seqlen_k")
+SIZES = ("batch", "context", "page")
+NAMES = {
+    "seq_lens": ("seq_lens", "paged_kernel_lens", "kv_seqlens", "kv_lens"),
+    "cache_seqlens": ("cache_seqlens", "cache_seqlens_int32", "seq_lens_int32"),
+    "req_pool_indices": ("req_pool_indices", "req_pool_idx", "req_indices"),
+    "req_to_token": ("req_to_token",),
+    "page_table": ("page_table", "block_table", "block_offsets"),
+    "kv_indptr": ("kv_indptr",),
+    "kv_indices": ("kv_indices",),
+    "cu_seqlens_k": ("cu_seqlens_k",),
+    "max_seq_pages": ("max_seq_pages", "max_num_pages"),
+    "strided_indices": ("strided_indices",),
+    "max_seqlen_k": ("max_seqlen_k", "max_seq_len_k"),
+}
+DERIVED = ("req_to_token", "req_pool_indices", "kv_indices", "strided_indices")
+
+
+def build_paged_kv(sizes, generator, device):
+    import torch
+
+    batch, context, page = (int(sizes[k]) for k in ("batch", "context", "page"))
+    context = (context + page - 1) // page * page
+    rows = 2 * batch
+    seq_lens = torch.randint(1, context + 1, (batch,), generator=generator, device=device)
+    req_pool_indices = torch.randperm(rows, generator=generator, device=device)[:batch]
+    # every page of the pool, in a random order, page-sized runs of slots
+    pages = torch.randperm(rows * context // page, generator=generator, device=device).view(rows, context // page)
+    req_to_token = (pages[:, :, None] * page + torch.arange(page, device=device)).view(rows, context)
+    page_table = pages[req_pool_indices].to(torch.int32)
+    kv_indptr = torch.zeros(batch + 1, dtype=torch.int32, device=device)
+    kv_indptr[1:] = torch.cumsum(seq_lens, 0)
+    own = req_to_token[req_pool_indices]
+    kv_indices = own[torch.arange(context, device=device)[None, :] < seq_lens[:, None]]
+    return {"seq_lens": seq_lens, "cache_seqlens": seq_lens.to(torch.int32),
+            "req_pool_indices": req_pool_indices, "req_to_token": req_to_token.to(torch.int32),
+            "page_table": page_table, "kv_indptr": kv_indptr, "kv_indices": kv_indices.to(torch.int64),
+            "cu_seqlens_k": kv_indptr.clone(), "max_seq_pages": context // page,
+            "strided_indices": torch.arange(0, context, page, device=device),
+            "max_seqlen_k": int(seq_lens.max())}

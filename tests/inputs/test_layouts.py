@@ -1,0 +1,294 @@
+"""The layouts' invariants, their binding to a launcher's parameters, and tasks built from them that match a PyTorch
+reference under the interpreter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from smithbot import api
+from smithbot.inputs.layouts.moe_align import build_moe_align
+from smithbot.inputs.layouts.paged_kv import build_paged_kv
+from smithbot.inputs.plan import bind_layouts
+from tests.conftest import git_repo
+from tests.extract.test_extract import _check_against_reference, _with_reference
+
+# irregular sizes: one token, fewer slots than a block, more experts than slots, blocks of 16 and 64
+MOE_SIZES = [(1, 1, 4, 16), (3, 2, 16, 64), (37, 8, 128, 64), (250, 6, 60, 16)]
+
+
+@pytest.mark.parametrize("tokens,top_k,experts,block", MOE_SIZES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_moe_align_groups_every_slot_once_in_whole_blocks_of_its_expert(tokens: int, top_k: int, experts: int,
+                                                                        block: int, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    f = build_moe_align({"tokens": tokens, "top_k": top_k, "experts": experts, "block": block}, g, "cpu")
+    ids, sorted_ids, expert_ids = f["topk_ids"], f["sorted_token_ids"].long(), f["expert_ids"].long()
+    n = tokens * top_k
+    assert ids.shape == (tokens, top_k) and ids.dtype == torch.int32
+    assert all(len(set(row.tolist())) == top_k for row in ids)  # distinct experts per token
+    assert torch.allclose(f["topk_weights"].sum(-1) <= 1.0 + 1e-6, torch.ones(tokens, dtype=torch.bool))
+    total = int(f["num_tokens_post_padded"])
+    assert total % block == 0 and n <= total <= n + experts * (block - 1)
+    assert len(sorted_ids) == n + experts * (block - 1)  # the engines' buffer size
+    real = sorted_ids[sorted_ids < n]
+    assert sorted(real.tolist()) == list(range(n))  # every slot once
+    assert bool((sorted_ids[total:] == n).all())  # past the padded length, only the no-slot value
+    slots = ids.flatten().long()
+    for b in range(total // block):  # every real row of a block belongs to the block's expert
+        rows = sorted_ids[b * block:(b + 1) * block]
+        rows = rows[rows < n]
+        assert len(rows) > 0 and bool((slots[rows] == expert_ids[b]).all())
+    # an expert's slots in token order, as the alignment keeps them
+    for e in slots.unique().tolist():
+        mine = real[slots[real] == e]
+        assert mine.tolist() == sorted(mine.tolist())
+
+
+@pytest.mark.parametrize("batch,context,page", [(1, 16, 1), (3, 100, 16), (64, 1024, 1), (5, 64, 64)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_paged_kv_tables_agree_with_the_request_pool(batch: int, context: int, page: int, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    f = build_paged_kv({"batch": batch, "context": context, "page": page}, g, "cpu")
+    context = (context + page - 1) // page * page  # whole pages
+    assert f["req_to_token"].dtype == torch.int32
+    r2t, rows, lens = f["req_to_token"].long(), f["req_pool_indices"], f["seq_lens"]
+    assert r2t.shape == (2 * batch, context)
+    assert sorted(r2t.flatten().tolist()) == list(range(2 * batch * context))  # every slot once in the pool
+    assert bool((r2t.view(2 * batch, -1, page) - r2t.view(2 * batch, -1, page)[..., :1]
+                 == torch.arange(page)).all())  # a page's slots are consecutive
+    assert len(set(rows.tolist())) == batch and bool((rows < 2 * batch).all())
+    assert bool(((lens >= 1) & (lens <= context)).all()) and f["cache_seqlens"].dtype == torch.int32
+    assert torch.equal(f["page_table"].long(), r2t[rows][:, ::page] // page)
+    assert f["kv_indptr"].tolist() == [0, *torch.cumsum(lens, 0).tolist()]
+    assert torch.equal(f["cu_seqlens_k"], f["kv_indptr"])
+    assert torch.equal(f["kv_indices"], torch.cat([r2t[r, :n] for r, n in zip(rows.tolist(), lens.tolist())]))
+    assert f["max_seq_pages"] == context // page and f["max_seqlen_k"] == int(lens.max())
+    assert f["strided_indices"].tolist() == list(range(0, context, page))
+
+
+def test_a_launcher_gets_a_layout_by_its_parameters_names_and_the_yaml_can_name_one() -> None:
+    params = ["A", "topk_ids", "topk_weights", "sorted_token_ids", "expert_ids", "num_tokens_post_padded", "top_k"]
+    bound = bind_layouts(params, {})
+    assert {p: s["field"] for p, s in bound.items()} == {
+        "topk_ids": "topk_ids", "topk_weights": "topk_weights", "sorted_token_ids": "sorted_token_ids",
+        "expert_ids": "expert_ids", "num_tokens_post_padded": "num_tokens_post_padded"}
+    assert {s["layout"] for s in bound.values()} == {"moe_align"}
+    # top-k ids alone are model data, not a layout: a router's launcher keeps its own specs
+    assert bind_layouts(["x", "topk_ids", "topk_weights"], {}) == {}
+    # a spec the YAML gives stays; a YAML spec that names the layout binds, under any name
+    given = {"expert_ids": {"shape": [8], "dtype": "int32"}, "order": {"layout": "moe_align",
+                                                                       "field": "sorted_token_ids"}}
+    bound = bind_layouts(["topk_ids", "order", "expert_ids", "num_tokens_post_padded"], given)
+    assert set(bound) == {"topk_ids", "order", "num_tokens_post_padded"}
+    assert bound["order"]["field"] == "sorted_token_ids"
+    with pytest.raises(ValueError, match="no field 'sorted'"):
+        bind_layouts(["x"], {"x": {"layout": "moe_align", "field": "sorted"}})
+    # the paged KV cache: sglang's request pool and what it derives
+    bound = bind_layouts(["req_to_token", "req_pool_indices", "seq_lens", "page_table", "page_size"], {})
+    assert {p: (s["layout"], s["field"]) for p, s in bound.items()} == {
+        "req_to_token": ("paged_kv", "req_to_token"), "req_pool_indices": ("paged_kv", "req_pool_indices"),
+        "seq_lens": ("paged_kv", "seq_lens"), "page_table": ("paged_kv", "page_table")}
+
+
+ENGINE = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _moe_scale_kernel(A, W, Out, sorted_ids, expert_ids, num_post, num_valid, top_k: tl.constexpr, D,
+                      BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid * BLOCK_M >= tl.load(num_post):
+        return
+    slot = tl.load(sorted_ids + pid * BLOCK_M + tl.arange(0, BLOCK_M))
+    ok = slot < num_valid
+    e = tl.load(expert_ids + pid)
+    cols = tl.arange(0, BLOCK_D)
+    for d0 in range(0, D, BLOCK_D):
+        c = d0 + cols
+        m = ok[:, None] & (c[None, :] < D)
+        a = tl.load(A + (slot // top_k)[:, None] * D + c[None, :], mask=m, other=0.0)
+        w = tl.load(W + e * D + c, mask=c < D, other=0.0)
+        tl.store(Out + slot[:, None] * D + c[None, :], a * w[None, :], mask=m)
+
+
+def moe_scale(hidden_states, expert_scale, topk_ids, sorted_token_ids, expert_ids, num_tokens_post_padded, config):
+    """Each (token, k) slot's row scaled by its expert's scales, walked in the aligned order."""
+    E, D = expert_scale.shape
+    assert hidden_states.shape[1] == D
+    out = hidden_states.new_empty(topk_ids.numel(), D)
+    grid = (triton.cdiv(sorted_token_ids.shape[0], config["BLOCK_SIZE_M"]),)
+    _moe_scale_kernel[grid](hidden_states, expert_scale, out, sorted_token_ids, expert_ids, num_tokens_post_padded,
+                            topk_ids.numel(), topk_ids.shape[1], D, BLOCK_M=config["BLOCK_SIZE_M"], BLOCK_D=64)
+    return out
+
+
+@triton.jit
+def _kv_indices_kernel(req_to_token, req_pool_indices, seq_lens, kv_indptr, kv_indices, stride, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    row = tl.load(req_pool_indices + b)
+    n = tl.load(seq_lens + b)
+    start = tl.load(kv_indptr + b)
+    for i in range(0, n, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(kv_indices + start + offs, tl.load(req_to_token + row * stride + offs, mask=m), mask=m)
+
+
+def kv_indices_of(req_to_token, req_pool_indices, seq_lens, kv_indptr):
+    """The KV slots of each request's positions, laid end to end (FlashInfer's kv_indices)."""
+    kv_indices = torch.empty(req_to_token.numel(), dtype=torch.int64, device=req_to_token.device)
+    _kv_indices_kernel[(req_pool_indices.shape[0],)](req_to_token, req_pool_indices, seq_lens, kv_indptr, kv_indices,
+                                                     req_to_token.stride(0), BLOCK=128)
+    return kv_indices[:int(kv_indptr[-1])]
+'''
+
+MOE_REFERENCE = '''
+
+def reference(hidden_states, expert_scale, topk_ids, **routing):
+    rows = hidden_states.float()[:, None, :] * expert_scale.float()[topk_ids.long()]
+    return rows.reshape(-1, hidden_states.shape[1]).to(hidden_states.dtype)
+'''
+
+KV_REFERENCE = '''
+
+def reference(req_to_token, req_pool_indices, seq_lens, kv_indptr):
+    return torch.cat([req_to_token[r, :n].long() for r, n in zip(req_pool_indices.tolist(), seq_lens.tolist())])
+'''
+
+
+@pytest.fixture
+def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    return git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/moe.py": ENGINE})
+
+
+def test_a_moe_kernel_on_the_aligned_routing_matches_its_reference(engine: Path, tmp_path: Path) -> None:
+    [row] = api.extract(str(engine), "moe_scale", out=tmp_path / "moe", source=str(engine), check=True)
+    assert row.checked, row.why
+    harness = (tmp_path / "moe" / "harness.py").read_text()
+    assert "def build_moe_align(" in harness and "'field': 'sorted_token_ids'" in harness
+    _with_reference(tmp_path / "moe", MOE_REFERENCE, {
+        "name": "irregular-moe-13", "regime": "decode", "dtype": "fp32",
+        "dims": {"tokens": 13, "hidden": 200, "experts": 9, "top_k": 3}})
+    _check_against_reference(tmp_path / "moe")
+
+
+def test_a_paged_kernel_on_the_request_pool_matches_its_reference(engine: Path, tmp_path: Path) -> None:
+    [row] = api.extract(str(engine), "kv_indices_of", out=tmp_path / "kv", source=str(engine), check=True)
+    assert row.checked, row.why
+    spec = (tmp_path / "kv" / "harness.py").read_text()
+    assert all(f"'field': '{f}'" in spec for f in ("req_to_token", "req_pool_indices", "seq_lens", "kv_indptr"))
+    _with_reference(tmp_path / "kv", KV_REFERENCE, {"name": "irregular-kv-7", "regime": "decode", "dtype": "fp32",
+                                                    "dims": {"tokens": 7}})
+    _check_against_reference(tmp_path / "kv")
+    task = yaml.safe_load((tmp_path / "kv" / "task.yaml").read_text())
+    assert "skipped" not in task  # a few MiB of tables fit every preset
+
+
+def test_cases_fit_the_memory_budget_and_follow_the_serving_phases() -> None:
+    from dataclasses import replace
+
+    from smithbot.extract.inputs import cases, input_bytes
+
+    target = replace(api.resolve_target("demo"), reach_presets=("llama3-8b",))
+    # a [tokens, 256, hidden] fp32 activation: 4 MiB a token at llama3-8b's 4096
+    specs = {"x": {"shape": ["tokens", 256, "hidden"], "dtype": "fp32"}, "lens": {"shape": ["tokens"], "dtype": "int32"}}
+    assert input_bytes(specs, {}, {"tokens": 3, "hidden": 4096}) == 3 * 256 * 4096 * 4 + 3 * 4
+    got, skipped = cases(specs, {}, target, "f", budget=128 << 20)
+    # bs1 (4 MiB) fits; bs64 (256 MiB) is skipped, a decode batch is what it is; the 4k prefill halves down to 256
+    # tokens (1 GiB), still over, and is skipped with its smallest size
+    assert [c["name"] for c in got] == ["irregular-decode-bs3", "llama3-8b-decode-bs1"]
+    beside = "a case may take beside the evaluator's other workers"
+    assert skipped == [{"name": "llama3-8b-decode-bs64", "why": f"its inputs take 256 MiB, over the 128 MiB {beside}"},
+                       {"name": "llama3-8b-prefill-4k", "why": f"its inputs take 1.0 GiB, over the 128 MiB {beside}"}]
+    # with room for 1024 tokens (4 GiB), the prefill case shrinks to them and says so in its name
+    got, skipped = cases(specs, {}, target, "f", budget=5 << 30)
+    assert [c["name"] for c in got][-1] == "llama3-8b-prefill-1k" and got[-1]["dims"]["tokens"] == 1024
+    # a kernel serving runs only in decode gets no prefill case
+    got, _ = cases({"x": {"shape": ["tokens", "hidden"]}}, {}, replace(target, reach_phases=("decode",)), "f")
+    assert [c["regime"] for c in got] == ["decode", "decode", "decode"]
+
+
+def test_a_case_whose_tensor_outgrows_int32_offsets_is_skipped_whatever_the_memory() -> None:
+    from dataclasses import replace
+
+    from smithbot.extract.inputs import cases
+
+    target = replace(api.resolve_target("demo"), reach_presets=("llama3-8b",))
+    specs = {"x": {"shape": ["tokens", 1 << 26], "dtype": "int8"}}  # 64 Mi elements a token
+    got, skipped = cases(specs, {}, target, "f", budget=1 << 40)
+    assert [c["name"] for c in got] == ["irregular-decode-bs3", "llama3-8b-decode-bs1"]
+    assert [s["name"] for s in skipped] == ["llama3-8b-decode-bs64", "llama3-8b-prefill-4k"]
+    assert "4,294,967,296 elements: past 2**31" in skipped[0]["why"]
+
+
+OP = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _grouped_scale_kernel(X, W, Out, sorted_idx, exp_start, exp_end, top_k: tl.constexpr, D, BLOCK_D: tl.constexpr):
+    e = tl.program_id(0)
+    start = tl.load(exp_start + e)
+    end = tl.load(exp_end + e)
+    cols = tl.arange(0, BLOCK_D)
+    for i in range(start, end):
+        slot = tl.load(sorted_idx + i)
+        for d0 in range(0, D, BLOCK_D):
+            c = d0 + cols
+            x = tl.load(X + (slot // top_k) * D + c, mask=c < D)
+            w = tl.load(W + e * D + c, mask=c < D)
+            tl.store(Out + slot * D + c, x * w, mask=c < D)
+
+
+def grouped_scale_launcher(x, w, out, sorted_idx, exp_start, exp_end, top_k):
+    _grouped_scale_kernel[(w.shape[0],)](x, w, out, sorted_idx, exp_start, exp_end, top_k, x.shape[1], BLOCK_D=64)
+
+
+def moe_scale_op(hidden_states, w1, topk_ids):
+    """The op a model calls: the routing tables are built here, then the launcher runs on them."""
+    flat = topk_ids.flatten()
+    sorted_idx = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=w1.shape[0])
+    exp_end = torch.cumsum(counts, 0)
+    exp_start = exp_end - counts
+    out = hidden_states.new_empty(flat.numel(), hidden_states.shape[1])
+    grouped_scale_launcher(hidden_states, w1[:, 0, :].contiguous(), out, sorted_idx, exp_start, exp_end,
+                           topk_ids.shape[1])
+    return out
+'''
+
+OP_REFERENCE = '''
+
+def reference(hidden_states, w1, topk_ids):
+    rows = hidden_states.float()[:, None, :] * w1[:, 0, :].float()[topk_ids.long()]
+    return rows.reshape(-1, hidden_states.shape[1]).to(hidden_states.dtype)
+'''
+
+
+def test_a_launcher_on_an_ops_internal_tables_is_extracted_with_its_op(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """grouped_scale_launcher takes sorted_idx / exp_start / exp_end, which its op builds from the top-k ids and no
+    layout makes: the task is built around the op, whose inputs are model tensors (its MoE weights by their names),
+    and the routing is the engine's own code inside it."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/ops.py": OP})
+    [row] = api.extract(str(repo), "_grouped_scale_kernel", out=tmp_path / "op", source=str(repo), check=True)
+    assert row.checked, row.why
+    task = yaml.safe_load((tmp_path / "op" / "task.yaml").read_text())
+    assert task["entry"] == "moe_scale_op"
+    assert "in the op moe_scale_op()" in task["description"] and "grouped_scale_launcher()" in task["description"]
+    spec = (tmp_path / "op" / "harness.py").read_text()
+    assert "'w1': {'shape': ['experts', '2 * moe_intermediate', 'hidden']}" in spec
+    assert {c["dims"]["experts"] for c in task["cases"]} >= {16}  # MoE presets only
+    _with_reference(tmp_path / "op", OP_REFERENCE, {"name": "irregular-op-11", "regime": "decode", "dtype": "fp32",
+                                                    "dims": {"tokens": 11, "hidden": 100, "experts": 5, "top_k": 2,
+                                                             "moe_intermediate": 3}})
+    _check_against_reference(tmp_path / "op")
