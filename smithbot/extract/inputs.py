@@ -375,8 +375,9 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
     """(cases, skipped): decode and prefill cases named after the model presets whose dims the inputs need, and the
     dims ``also`` names (or the YAML's _models): those that run the kernel (``target.reach_presets``) when any fits,
     one case set per distinct set of dims, in the phases serving runs it in (``target.reach_phases``). A case whose
-    inputs take more than ``budget`` bytes is shrunk (a prefill's tokens halved down to 256) or, when that is not
-    enough, skipped, and ``skipped`` says why."""
+    inputs take more than ``budget`` bytes, or hold a tensor past int32 offsets, is shrunk (a prefill's tokens
+    halved down to 256, then a MoE layer's experts halved down to its top-k) or, when that is not enough, skipped,
+    and ``skipped`` says why."""
     used = set(also).union(*[_names_in(s) for s in specs.values()], *[_names_in(v) for v in extra.values()])
     needed = [d for d in DIMS if d in used]
     allowed = target.inputs.get(wrapper, {}).get("_models")
@@ -403,11 +404,26 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
             if target.reach_phases and regime not in target.reach_phases:
                 continue  # serving runs it only in the other phase: a decode attention never sees a 4k batch
             name = f"{m.name}-{regime}-{label}"
+            case = {"tokens": tokens, **dims}
             try:
-                need, largest = footprint(specs, extra, {"tokens": tokens, **dims})
-                while (need > budget or largest > MAX_ELEMENTS) and regime == "prefill" and tokens > 256:
-                    tokens //= 2
-                    need, largest = footprint(specs, extra, {"tokens": tokens, **dims})
+                need, largest = footprint(specs, extra, case)
+                # too large: a MoE layer's experts halve (down to its top-k, at least 8: every expert's GEMM keeps
+                # its model's shape) while fewer tokens alone could not fit; a prefill's tokens halve down to 256
+                def over(c: dict[str, int]) -> bool:
+                    b, n = footprint(specs, extra, c)
+                    return b > budget or n > MAX_ELEMENTS
+
+                while need > budget or largest > MAX_ELEMENTS:
+                    fewer = case.get("experts", 0) // 2 >= max(case.get("top_k", 1), 8)
+                    if fewer and over({**case, "tokens": min(case["tokens"], 256)}):
+                        case["experts"] //= 2
+                    elif regime == "prefill" and case["tokens"] > 256:
+                        case["tokens"] //= 2
+                    elif fewer:
+                        case["experts"] //= 2
+                    else:
+                        break
+                    need, largest = footprint(specs, extra, case)
             except (KeyError, ValueError, ZeroDivisionError, TypeError):
                 need = largest = 0  # a size the estimate cannot evaluate: the evaluator's own memory check decides
             if need > budget:
@@ -418,10 +434,12 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
                 skipped.append({"name": name, "why": f"a tensor of {largest:,} elements: past 2**31, the int32 "
                                                      f"offsets Triton kernels compute overflow"})
                 continue
-            if regime == "prefill" and tokens != 4096:
-                name = f"{m.name}-{regime}-{tokens // 1024}k" if tokens >= 1024 else f"{m.name}-{regime}-{tokens}"
-            out.append({"name": name, "regime": regime, "dtype": "bf16", "dims": {"tokens": tokens, **dims},
-                        "interpreter": False})
+            if case["tokens"] != tokens:
+                t = case["tokens"]
+                name = f"{m.name}-{regime}-{t // 1024}k" if t >= 1024 else f"{m.name}-{regime}-{t}"
+            if case.get("experts") != dims.get("experts"):
+                name += f"-{case['experts']}experts"  # of the model's {dims['experts']}
+            out.append({"name": name, "regime": regime, "dtype": "bf16", "dims": case, "interpreter": False})
     return out, skipped
 
 

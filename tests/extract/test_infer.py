@@ -1138,7 +1138,7 @@ def test_the_interpreter_case_may_carry_smaller_extra_dims(tmp_path: Path) -> No
 
     specs = {"x": {"shape": ["tokens", "C"]}}
     target = get_target("demo").with_inputs("scan", {"_dims": {"C": 256}, "_interpreter_dims": {"C": 32}})
-    got = cases(specs, {"C": 256}, target, "scan")
+    got, _ = cases(specs, {"C": 256}, target, "scan")
     small = [c for c in got if c["interpreter"]]
     assert len(small) == 1 and small[0]["dims"]["C"] == 32
     assert all("C" not in c["dims"] for c in got if not c["interpreter"])

@@ -292,3 +292,20 @@ def test_a_launcher_on_an_ops_internal_tables_is_extracted_with_its_op(tmp_path:
                                                     "dims": {"tokens": 11, "hidden": 100, "experts": 5, "top_k": 2,
                                                              "moe_intermediate": 3}})
     _check_against_reference(tmp_path / "op")
+
+
+def test_a_moe_case_too_large_keeps_its_experts_shapes_with_fewer_experts() -> None:
+    from dataclasses import replace
+
+    from smithbot.extract.inputs import cases
+
+    target = replace(api.resolve_target("demo"), reach_presets=("qwen3-30b-a3b",))
+    # qwen3-30b-a3b's gate-up weights: 128 x 1536 x 2048 bf16, 768 MiB
+    specs = {"w1": {"shape": ["experts", "2 * moe_intermediate", "hidden"]}, "x": {"shape": ["tokens", "hidden"]}}
+    got, skipped = cases(specs, {}, target, "f", budget=200 << 20)
+    gpu = [c for c in got if not c["interpreter"]]
+    # 768 MiB -> 384 -> 192: 32 of the 128 experts, each still 1536 x 2048; then the prefill's 4k tokens (16 MiB)
+    # halve once to fit the last 8 MiB
+    assert [c["name"] for c in gpu] == ["qwen3-30b-a3b-decode-bs1-32experts", "qwen3-30b-a3b-decode-bs64-32experts",
+                                        "qwen3-30b-a3b-prefill-2k-32experts"]
+    assert all(c["dims"]["experts"] == 32 and c["dims"]["moe_intermediate"] == 768 for c in gpu) and skipped == []
