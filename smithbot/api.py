@@ -298,9 +298,34 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
         if progress is not None:
             progress(finished, len(todo) + len(branches))
 
+    def at_launcher(i: int, task_dir: Path, why: str) -> tuple[bool, str]:
+        """A task built around an op that failed its self-check, built around the launcher instead and checked; kept
+        in its place if that passes (the op's inputs may need what inference cannot tell, a quantized op's scales)."""
+        site = sites[i]
+        plain = launcher(result.checkout.root, site)
+        if plain is None or plain == launchers[i]:
+            return False, why
+        dest = task_dir.with_name(task_dir.name + ".launcher")
+        try:
+            build(result.checkout.root, result.checkout.commit, result.checkout.url,
+                  replace(result.target, reach_presets=site.presets, reach_phases=site.phases), site,
+                  result.modules, dest, name=names[i], op=False)
+            ok, plain_why = verified(dest)
+        except Exception as exc:  # noqa: BLE001 - the op's outcome stands, with this one's reason beside it
+            ok, plain_why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        if not ok:
+            shutil.rmtree(dest, ignore_errors=True)
+            return False, f"{why}; at its launcher {plain[1]}(): {plain_why}"
+        shutil.rmtree(task_dir, ignore_errors=True)
+        dest.rename(task_dir)
+        launched[task_dir] = launched.pop(dest, ())
+        return True, f"{plain_why} (at its launcher {plain[1]}(); the op {launchers[i][1]}() failed: {why[:200]})"
+
     def checked(i: int) -> None:
         task_dir: Path = rows[i].out  # type: ignore[assignment]
         ok, why = (False, rows[i].why) if i in no_inputs else verified(task_dir)
+        if not ok and i not in no_inputs:
+            ok, why = at_launcher(i, task_dir, why)
         if not ok and llm is not None:
             ok, why = write_inputs(task_dir, why, llm[0], llm[1], check_one)
         if i in no_inputs and not ok:  # no inputs, none written: the task is not kept

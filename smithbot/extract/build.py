@@ -225,11 +225,13 @@ DENSE_DIMS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate")
 
 
 def extract(root: Path, commit: str | None, url: str, target: Target, site: KernelSite,
-            modules: dict[str, str], out: Path, without_inputs: bool = False, name: str = "") -> Path:
+            modules: dict[str, str], out: Path, without_inputs: bool = False, name: str = "",
+            op: bool = True) -> Path:
     """Write the task for ``site`` into ``out``; its id is the target's name and ``name`` (default: the kernel's).
     With ``without_inputs``, a kernel whose inputs cannot be inferred is still written, without ``harness.py``, and
-    :class:`NeedsInputs` says so."""
-    path, wrapper, fn = _wrapper_node(root, site, modules, target.inputs)
+    :class:`NeedsInputs` says so. Without ``op``, the task is built around the launcher even where an op would be
+    chosen (``entry.op_entry``)."""
+    path, wrapper, fn = _wrapper_node(root, site, modules if op else None, target.inputs)
     launch_path, own_launcher, _ = _launcher_node(root, site)
     in_op = (path, wrapper) != (launch_path, own_launcher)  # built around the op that calls the launcher
     module = next((m for m, p in modules.items() if p == path), None)

@@ -88,6 +88,14 @@ MOE_NAME_RULES: dict[str, Any] = {
     **{n: {"shape": ["experts", "hidden", "moe_intermediate"]} for n in ("w2", "w2_weight")},
 }
 
+# the grouped GEMM of a MoE layer over an aligned routing (vLLM's lineage: sglang's and DLBlas's
+# invoke_fused_moe_kernel(A, B, C, ...)): the tokens' activations, every expert's gate-up weights, a row per slot
+GROUPED_GEMM_RULES: dict[str, Any] = {
+    "A": {"shape": ["tokens", "hidden"]},
+    "B": {"shape": ["experts", "2 * moe_intermediate", "hidden"]},
+    "C": {"shape": ["tokens", "top_k", "2 * moe_intermediate"]},
+}
+
 
 class InputError(Exception):
     def __init__(self, message: str, name: str | None = None) -> None:
@@ -268,6 +276,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     except ValueError as exc:
         raise InputError(f"{wrapper}: {exc}") from None
     moe = any(n in _TOPK_IDS for n, _ in params)
+    grouped = any(s["layout"] == "moe_align" for s in layouts.values())
     for name, default in params:
         if name in layouts:
             specs[name] = layouts[name]
@@ -275,6 +284,8 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
             specs[name] = given[name]
         elif moe and name in MOE_NAME_RULES:
             specs[name] = MOE_NAME_RULES[name]
+        elif grouped and name in GROUPED_GEMM_RULES:
+            specs[name] = GROUPED_GEMM_RULES[name]
         elif name in NAME_RULES:
             specs[name] = NAME_RULES[name]
         elif default is not ... and not (default is None and name in required):

@@ -309,3 +309,22 @@ def test_a_moe_case_too_large_keeps_its_experts_shapes_with_fewer_experts() -> N
     assert [c["name"] for c in gpu] == ["qwen3-30b-a3b-decode-bs1-32experts", "qwen3-30b-a3b-decode-bs64-32experts",
                                         "qwen3-30b-a3b-prefill-2k-32experts"]
     assert all(c["dims"]["experts"] == 32 and c["dims"]["moe_intermediate"] == 768 for c in gpu) and skipped == []
+
+
+def test_an_op_that_fails_its_self_check_falls_back_to_the_launcher(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An op whose inputs do not hold (here it refuses every input, at run time) gets its launcher tried: a task
+    built around the launcher is checked and would take the op's place if it passed; the row gives both reasons."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    picky = OP.replace("    flat = topk_ids.flatten()\n", "    if float(hidden_states.float().abs().sum()) >= 0:\n"
+                                                          "        raise RuntimeError('this op refuses every input')\n"
+                                                          "    flat = topk_ids.flatten()\n")
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/ops.py": picky})
+    [row] = api.extract(str(repo), "_grouped_scale_kernel", out=tmp_path / "op", source=str(repo), check=True)
+    assert "this op refuses every input" in row.why, row.why
+    assert not (tmp_path / "op.launcher").exists()
+    # the launcher was tried: its inferred tables do not hold either (a scale table read past its end), so the op's
+    # task stays, with both reasons
+    assert not row.checked and "; at its launcher grouped_scale_launcher(): " in row.why
+    assert "outside every tensor it was given" in row.why.split("; at its launcher")[1]
+    assert yaml.safe_load((tmp_path / "op" / "task.yaml").read_text())["entry"] == "moe_scale_op"
