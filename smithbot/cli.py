@@ -268,7 +268,8 @@ def extract_cmd(
                   "" if r.checked else r.why)
     out.print(t)
     n = len(rows)
-    err.print(f"{n} launched kernels: {sum(r.extracted for r in rows)} extracted, "
+    which = f"the {n} hottest" if top else str(n)
+    err.print(f"{which} launched kernels: {sum(r.extracted for r in rows)} extracted, "
               f"{sum(r.checked for r in rows)} passed the self-check ({sum(r.checked for r in rows) / max(n, 1):.0%})")
 
 

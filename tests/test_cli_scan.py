@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.evaluator.test_cli import assert_one_line_error
 
@@ -58,3 +60,16 @@ def test_extract_cli(tmp_path: Path) -> None:
     assert_one_line_error(run("extract", "demo", "scale_heads", "--no-check", home=tmp_path),
                           "_scale_rows_kernel: external extension einops (rearrange)")
     assert_one_line_error(run("extract", "demo", home=tmp_path), "name a kernel (or pass --all)")
+
+
+def test_extract_top_takes_the_hottest_kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from smithbot import api
+
+    p = run("extract", "demo", "--top", "2", "--no-check", "--out", str(tmp_path / "top"), home=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "the 2 hottest launched kernels: 2 extracted" in p.stderr
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    hottest = [s.name.strip("_") for s in api.scan("demo").sites if s.role == "launched"][:2]
+    assert all(f"_{k}" in p.stdout for k in hottest)  # both rows; kernels of one launcher share its task
+    assert [d.name for d in (tmp_path / "top").iterdir()] == [hottest[0]]
+    assert_one_line_error(run("extract", "demo", "rms_norm", "--top", "2", home=tmp_path), "--top takes the hottest")
