@@ -119,6 +119,8 @@ def check_case(task: Task, base_fn: Callable[..., Any], cand_fn: Callable[..., A
         m = _compare_effects(out_c2, a_cand2, out_c, a_cand, written, exact=task.deterministic)
         if m is not None:
             return Failure("nondeterministic", f"{where}: a second call disagrees with the first: {m}")
+        # this seed's copies go before the next seed's are made
+        args = a_base = a_cand = a_cand2 = out_b = out_c = out_c2 = cand_leaves = None  # noqa: F841
     return None
 
 
@@ -150,4 +152,6 @@ def validate_task(task: Task, base_fn: Callable[..., Any], harness: Any, cases: 
             t.zero_()
         if _compare_effects(zeros_like_output(out_b), zero_args, out_b, a_base, written) is None:
             warnings.append(f"case {case.name}: all-zeros outputs pass the comparison; the task is too weak")
+        # this case's copies go before the next case's are made: two model-sized cases at once may not fit
+        args = a_base = a_ref = zero_args = out_b = out_r = None  # noqa: F841
     return errors, warnings

@@ -40,6 +40,7 @@ class _Prepared:
         for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
             args = correctness.make_args(self.harness, case, correctness.seed_for(i, 0), self.device)
             self.base(**args)
+            args = None  # freed before the next case's inputs are made
         self.kernels = sorted(LaunchCounter.names)  # the Triton kernels the baseline launches on these cases
         self.errors, self.warnings = correctness.validate_task(task, self.base, self.harness, self.cases, self.device)
 

@@ -341,9 +341,8 @@ def _one_layout(specs: dict[str, Any], inferred: set[str]) -> None:
 
 
 # Inputs of one GPU case may take at most this many bytes. The evaluator runs 3 workers on each GPU, and each holds
-# about four copies of a case's inputs (the inputs, the reference's and the candidate's fresh copies, their outputs):
-# 8 GiB of inputs is about 100 GB of an H200's 141 at once, with room left for compiling and for what launchers
-# allocate themselves.
+# four or five copies of one case's inputs at a time (the inputs, the baseline's and the candidate's fresh copies,
+# their outputs; it frees them before the next case's): 8 GiB of inputs is at most about 120 GB of an H200's 141.
 CASE_BYTES = 8 << 30
 MAX_ELEMENTS = 2**31 - 1  # a tensor's element offsets must fit the int32 arithmetic kernels index it with
 _ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "act": 2, "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "bool": 1,
