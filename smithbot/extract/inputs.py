@@ -55,6 +55,7 @@ DIMS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "moe_intermed
 _ACT = ["tokens", "hidden"]
 SMALL_CAPS = {"heads": 4, "kv_heads": 2, "experts": 16, "top_k": 4, "vocab": 1000, "hidden": 1536,
               "intermediate": 1536, "moe_intermediate": 768}
+MOE_INTERPRETER_CAPS = {"hidden": 512, "moe_intermediate": 256}
 _PADDED = "(tokens * top_k + 255) // 256 * 256"
 NAME_RULES: dict[str, Any] = {
     **{n: {"shape": _ACT} for n in ("x", "hidden_states", "input", "residual", "inp")},
@@ -399,6 +400,8 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
     # The interpreter runs one small, irregular case: the first model's dims with head and expert counts capped, so
     # that it runs in seconds on a CPU (the same case whichever presets run the kernel).
     small = {d: min(getattr(models[0], d), SMALL_CAPS.get(d, getattr(models[0], d))) for d in needed}
+    if "experts" in needed:  # a MoE layer's grouped GEMMs tile by tile in numpy: narrower still, or it takes minutes
+        small.update({d: min(small[d], cap) for d, cap in MOE_INTERPRETER_CAPS.items() if d in small})
     out = [{"name": "irregular-decode-bs3", "regime": "decode", "dtype": "bf16",
             "dims": {"tokens": 3, **small, **interpreter_dims}, "interpreter": True}]
     skipped: list[dict[str, str]] = []
