@@ -56,7 +56,6 @@ _ACT = ["tokens", "hidden"]
 SMALL_CAPS = {"heads": 4, "kv_heads": 2, "experts": 16, "top_k": 4, "vocab": 1000, "hidden": 1536,
               "intermediate": 1536, "moe_intermediate": 768}
 MOE_INTERPRETER_CAPS = {"hidden": 512, "moe_intermediate": 256}
-_PADDED = "(tokens * top_k + 255) // 256 * 256"
 NAME_RULES: dict[str, Any] = {
     **{n: {"shape": _ACT} for n in ("x", "hidden_states", "input", "residual", "inp")},
     **{n: {"shape": ["hidden"], "init": "around1"} for n in ("weight", "w", "gamma")},
@@ -74,11 +73,7 @@ NAME_RULES: dict[str, Any] = {
     **{n: {"shape": ["tokens", "top_k"], "dtype": "int32", "init": "randint:0:experts"}
        for n in ("topk_ids", "topk_idx", "topk_indices", "topk_index")},
     **{n: {"shape": ["tokens", "top_k"], "dtype": "fp32", "init": "around1"} for n in ("topk_weights", "topk_weight")},
-    # a MoE routing as moe_align_block_size lays it out: each (token, k) slot once, padded with the no-slot value
-    # tokens * top_k to whole blocks (of up to 256 rows), an expert per block, and the padded length
-    "sorted_token_ids": {"shape": [_PADDED], "dtype": "int32", "init": "perm:tokens * top_k"},
-    "expert_ids": {"shape": ["tokens * top_k"], "dtype": "int32", "init": "randint:0:experts"},
-    "num_tokens_post_padded": {"shape": [1], "dtype": "int32", "init": f"randint:{_PADDED}:{_PADDED} + 1"},
+    # (a MoE routing's aligned tables, sorted_token_ids, expert_ids, num_tokens_post_padded: the moe_align layout)
 }
 
 
@@ -354,13 +349,9 @@ def _size(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-def input_bytes(specs: dict[str, Any], extra: dict[str, Any], dims: dict[str, int]) -> int:
-    """The bytes the tensors of ``specs`` take at ``dims`` (layouts' fields, a few index tables, not counted)."""
-    return footprint(specs, extra, dims)[0]
-
-
 def footprint(specs: dict[str, Any], extra: dict[str, Any], dims: dict[str, int]) -> tuple[int, int]:
-    """(bytes of all tensors of ``specs`` at ``dims``, elements of the largest one)."""
+    """(bytes of the tensors of ``specs`` at ``dims``, elements of the largest one). Layouts' fields, a few index
+    tables beside the tensors they index, are not counted."""
     dims = dict(dims)
     for k, v in extra.items():
         dims.setdefault(k, size_value(v, dims))
@@ -386,9 +377,9 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
     """(cases, skipped): decode and prefill cases named after the model presets whose dims the inputs need, and the
     dims ``also`` names (or the YAML's _models): those that run the kernel (``target.reach_presets``) when any fits,
     one case set per distinct set of dims, in the phases serving runs it in (``target.reach_phases``). A case whose
-    inputs take more than ``budget`` bytes, or hold a tensor past int32 offsets, is shrunk (a prefill's tokens
-    halved down to 256, then a MoE layer's experts halved down to its top-k) or, when that is not enough, skipped,
-    and ``skipped`` says why."""
+    inputs take more than ``budget`` bytes, or hold a tensor past int32 offsets, is shrunk (a MoE layer's experts
+    halved down to its top-k while fewer tokens alone could not fit, a prefill's tokens halved down to 256) or, when
+    that is not enough, skipped, and ``skipped`` says why."""
     used = set(also).union(*[_names_in(s) for s in specs.values()], *[_names_in(v) for v in extra.values()])
     needed = [d for d in DIMS if d in used]
     allowed = target.inputs.get(wrapper, {}).get("_models")

@@ -194,12 +194,12 @@ def test_a_paged_kernel_on_the_request_pool_matches_its_reference(engine: Path, 
 def test_cases_fit_the_memory_budget_and_follow_the_serving_phases() -> None:
     from dataclasses import replace
 
-    from smithbot.extract.inputs import cases, input_bytes
+    from smithbot.extract.inputs import cases, footprint
 
     target = replace(api.resolve_target("demo"), reach_presets=("llama3-8b",))
     # a [tokens, 256, hidden] fp32 activation: 4 MiB a token at llama3-8b's 4096
     specs = {"x": {"shape": ["tokens", 256, "hidden"], "dtype": "fp32"}, "lens": {"shape": ["tokens"], "dtype": "int32"}}
-    assert input_bytes(specs, {}, {"tokens": 3, "hidden": 4096}) == 3 * 256 * 4096 * 4 + 3 * 4
+    assert footprint(specs, {}, {"tokens": 3, "hidden": 4096}) == (3 * 256 * 4096 * 4 + 3 * 4, 3 * 256 * 4096)
     got, skipped = cases(specs, {}, target, "f", budget=128 << 20)
     # bs1 (4 MiB) fits; bs64 (256 MiB) is skipped, a decode batch is what it is; the 4k prefill halves down to 256
     # tokens (1 GiB), still over, and is skipped with its smallest size
