@@ -314,17 +314,19 @@ def test_a_moe_case_too_large_keeps_its_experts_shapes_with_fewer_experts() -> N
 def test_an_op_that_fails_its_self_check_falls_back_to_the_launcher(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """An op whose inputs do not hold (here it refuses every input, at run time) gets its launcher tried: a task
-    built around the launcher is checked and would take the op's place if it passed; the row gives both reasons."""
+    built around the launcher is checked and would take the op's place if it passed (here the launcher refuses
+    too); the row gives both reasons."""
     monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
     picky = OP.replace("    flat = topk_ids.flatten()\n", "    if float(hidden_states.float().abs().sum()) >= 0:\n"
                                                           "        raise RuntimeError('this op refuses every input')\n"
                                                           "    flat = topk_ids.flatten()\n")
+    picky = picky.replace("    _grouped_scale_kernel[(w.shape[0],)]", "    if float(x.float().abs().sum()) >= 0:\n"
+                          "        raise RuntimeError('so does its launcher')\n    _grouped_scale_kernel[(w.shape[0],)]")
     repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/ops.py": picky})
     [row] = api.extract(str(repo), "_grouped_scale_kernel", out=tmp_path / "op", source=str(repo), check=True)
     assert "this op refuses every input" in row.why, row.why
     assert not (tmp_path / "op.launcher").exists()
-    # the launcher was tried: its inferred tables do not hold either (a scale table read past its end), so the op's
-    # task stays, with both reasons
+    # the launcher was tried and refused too: the op's task stays, with both reasons
     assert not row.checked and "; at its launcher grouped_scale_launcher(): " in row.why
-    assert "outside every tensor it was given" in row.why.split("; at its launcher")[1]
+    assert "so does its launcher" in row.why.split("; at its launcher")[1]
     assert yaml.safe_load((tmp_path / "op" / "task.yaml").read_text())["entry"] == "moe_scale_op"
