@@ -2,9 +2,10 @@
 
 A parameter bound to a layout gets the spec ``{layout: NAME, field: FIELD, sizes: {size: expr}}``; the harness builds
 each distinct (layout, sizes) once per case, so the fields agree with each other (the sorted ids index the top-k
-slots, the expert of each block owns its rows). A launcher gets a layout when it takes one of the layout's derived
-fields under a name the layout knows (``sorted_token_ids``); the target YAML can name one too
-(``expert_ids: {layout: moe_align}``) and give sizes for a launcher (``_layouts: {moe_align: {block: 128}}``)."""
+slots, the expert of each block owns its rows). A launcher the target YAML gives no specs gets a layout when it
+takes one of the layout's derived fields under a name the layout knows (``sorted_token_ids``); a launcher with specs
+gets one where they name it (``expert_ids: {layout: moe_align}``: then its other fields bind by name too), and
+``_layouts: {moe_align: {block: 128}}`` sizes it."""
 
 from __future__ import annotations
 
@@ -42,7 +43,9 @@ def bind_layouts(params: list[str], given: dict[str, Any], sizes: dict[str, dict
         fields = {p: f for f, names in mod.NAMES.items() for p in names if p in params}
         named = {p: spec.get("field") or fields.get(p) for p, spec in given.items()
                  if isinstance(spec, dict) and spec.get("layout") == name}
-        if not named and not any(f in mod.DERIVED for p, f in fields.items() if p not in given):
+        # by itself, a layout binds only where the target YAML gives the launcher no specs (a launcher nobody wrote
+        # specs for); a spec's author names the layouts their launcher takes
+        if not named and (given or not any(f in mod.DERIVED for f in fields.values())):
             continue
         bound = {**{p: f for p, f in fields.items() if p not in given}, **named}
         for p, f in bound.items():

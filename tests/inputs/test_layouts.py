@@ -79,6 +79,8 @@ def test_a_launcher_gets_a_layout_by_its_parameters_names_and_the_yaml_can_name_
     assert {s["layout"] for s in bound.values()} == {"moe_align"}
     # top-k ids alone are model data, not a layout: a router's launcher keeps its own specs
     assert bind_layouts(["x", "topk_ids", "topk_weights"], {}) == {}
+    # a launcher the YAML gives specs of its own takes a layout only where they name it: its author decides
+    assert bind_layouts(params, {"A": {"shape": ["tokens", "hidden"]}}) == {}
     # a spec the YAML gives stays; a YAML spec that names the layout binds, under any name
     given = {"expert_ids": {"shape": [8], "dtype": "int32"}, "order": {"layout": "moe_align",
                                                                        "field": "sorted_token_ids"}}
