@@ -14,7 +14,8 @@ from smithbot.config import Target
 from smithbot.extract.closure import ClosureBuilder, ExtractError
 from smithbot.extract.entry import op_entry
 from smithbot.extract.names import TORCH_DTYPES
-from smithbot.extract.inputs import (NAME_RULES, InputError, cases, flat_entry, flatten_objects, harness_source,
+from smithbot.inputs.cases import cases
+from smithbot.extract.inputs import (NAME_RULES, InputError, flat_entry, flatten_objects, harness_source,
                                      param_specs)
 from smithbot.types import KernelSite
 

@@ -1134,7 +1134,8 @@ def test_the_interpreter_case_may_carry_smaller_extra_dims(tmp_path: Path) -> No
     import torch
 
     from smithbot.config import get_target
-    from smithbot.extract.inputs import cases, harness_source
+    from smithbot.extract.inputs import harness_source
+    from smithbot.inputs.cases import cases
 
     specs = {"x": {"shape": ["tokens", "C"]}}
     target = get_target("demo").with_inputs("scan", {"_dims": {"C": 256}, "_interpreter_dims": {"C": 32}})

@@ -196,7 +196,7 @@ def test_a_paged_kernel_on_the_request_pool_matches_its_reference(engine: Path, 
 def test_cases_fit_the_memory_budget_and_follow_the_serving_phases() -> None:
     from dataclasses import replace
 
-    from smithbot.extract.inputs import cases, footprint
+    from smithbot.inputs.cases import cases, footprint
 
     target = replace(api.resolve_target("demo"), reach_presets=("llama3-8b",))
     # a [tokens, 256, hidden] fp32 activation: 4 MiB a token at llama3-8b's 4096
@@ -220,7 +220,7 @@ def test_cases_fit_the_memory_budget_and_follow_the_serving_phases() -> None:
 def test_a_case_whose_tensor_outgrows_int32_offsets_is_skipped_whatever_the_memory() -> None:
     from dataclasses import replace
 
-    from smithbot.extract.inputs import cases
+    from smithbot.inputs.cases import cases
 
     target = replace(api.resolve_target("demo"), reach_presets=("llama3-8b",))
     specs = {"x": {"shape": ["tokens", 1 << 26], "dtype": "int8"}}  # 64 Mi elements a token
@@ -299,7 +299,7 @@ def test_a_launcher_on_an_ops_internal_tables_is_extracted_with_its_op(tmp_path:
 def test_a_moe_case_too_large_keeps_its_experts_shapes_with_fewer_experts() -> None:
     from dataclasses import replace
 
-    from smithbot.extract.inputs import cases
+    from smithbot.inputs.cases import cases
 
     target = replace(api.resolve_target("demo"), reach_presets=("qwen3-30b-a3b",))
     # qwen3-30b-a3b's gate-up weights: 128 x 1536 x 2048 bf16, 768 MiB
