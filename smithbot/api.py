@@ -298,34 +298,47 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
         if progress is not None:
             progress(finished, len(todo) + len(branches))
 
-    def at_launcher(i: int, task_dir: Path, why: str) -> tuple[bool, str]:
-        """A task built around an op that failed its self-check, built around the launcher instead and checked; kept
-        in its place if that passes (the op's inputs may need what inference cannot tell, a quantized op's scales)."""
+    def rebuilt(i: int, task_dir: Path, why: str, how: str, op: bool = True,
+                by_themselves: bool = True) -> tuple[bool, str]:
+        """The failed task of row ``i`` built another way (around its launcher instead of its op: ``op=False``;
+        without the layouts that bound by themselves) and checked; kept in its place if that passes."""
         site = sites[i]
-        plain = launcher(result.checkout.root, site)
-        if plain is None or plain == launchers[i]:
-            return False, why
-        dest = task_dir.with_name(task_dir.name + ".launcher")
+        dest = task_dir.with_name(task_dir.name + ".retry")
         try:
             build(result.checkout.root, result.checkout.commit, result.checkout.url,
-                  replace(result.target, reach_presets=site.presets, reach_phases=site.phases), site,
-                  result.modules, dest, name=names[i], op=False)
-            ok, plain_why = verified(dest)
-        except Exception as exc:  # noqa: BLE001 - the op's outcome stands, with this one's reason beside it
-            ok, plain_why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+                  replace(result.target, reach_presets=site.presets, reach_phases=site.phases,
+                          layouts_by_themselves=by_themselves), site, result.modules, dest, name=names[i], op=op)
+            if not by_themselves and _layout_line(dest) == _layout_line(task_dir):  # the specs named them all
+                shutil.rmtree(dest, ignore_errors=True)
+                return False, why
+            ok, again = verified(dest)
+        except Exception as exc:  # noqa: BLE001 - the first outcome stands, with this one's reason beside it
+            ok, again = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
         if not ok:
             shutil.rmtree(dest, ignore_errors=True)
-            return False, f"{why}; at its launcher {plain[1]}(): {plain_why}"
+            return False, f"{why}; {how}: {again}"
         shutil.rmtree(task_dir, ignore_errors=True)
         dest.rename(task_dir)
         launched[task_dir] = launched.pop(dest, ())
-        return True, f"{plain_why} (at its launcher {plain[1]}(); the op {launchers[i][1]}() failed: {why[:200]})"
+        return True, f"{again} ({how}; as first built: {why[:200]})"
+
+    def retried(i: int, task_dir: Path, why: str) -> tuple[bool, str]:
+        """A task that failed its self-check, built again without what extraction chose by itself: the layouts
+        that bound to a launcher nobody wrote specs for (the plain inference may serve it where a layout's sizes
+        do not), then the op it was built around (its inputs may need what inference cannot tell, a quantized
+        op's scales)."""
+        ok, why = rebuilt(i, task_dir, why, "without the layouts that bound by themselves", by_themselves=False)
+        plain = launcher(result.checkout.root, sites[i])
+        if not ok and plain is not None and plain != launchers[i]:
+            ok, why = rebuilt(i, task_dir, why, f"at its launcher {plain[1]}() (not the op {launchers[i][1]}())",
+                              op=False)
+        return ok, why
 
     def checked(i: int) -> None:
         task_dir: Path = rows[i].out  # type: ignore[assignment]
         ok, why = (False, rows[i].why) if i in no_inputs else verified(task_dir)
         if not ok and i not in no_inputs:
-            ok, why = at_launcher(i, task_dir, why)
+            ok, why = retried(i, task_dir, why)
         if not ok and llm is not None:
             ok, why = write_inputs(task_dir, why, llm[0], llm[1], check_one)
         if i in no_inputs and not ok:  # no inputs, none written: the task is not kept
@@ -392,6 +405,12 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
 
         list(pool.map(branch, branches))
     return rows
+
+
+def _layout_line(task_dir: Path) -> str:
+    """The line of a task's harness that lists the layouts its inputs come from."""
+    return next((ln for ln in (task_dir / "harness.py").read_text().splitlines() if ln.startswith("LAYOUT_BUILDERS")),
+                "")
 
 
 def db_path(db: str | Path | None = None) -> Path:

@@ -150,6 +150,9 @@ class Target:
     # cases come from these when they have the dims its inputs need
     reach_presets: tuple[str, ...] = ()
     reach_phases: tuple[str, ...] = ()  # the serving phases in which they run it (decode, prefill)
+    # whether a layout binds by itself to a launcher the YAML gives no specs (inputs/plan.py); extraction retries a
+    # task that fails its self-check without, so that no kernel the plain inference served is lost to a layout
+    layouts_by_themselves: bool = True
     # the engine's own benchmark on random weights under the torch profiler (smithbot/profile.py fills in
     # {python}, {model_dir}, {config}, {batch}, {phase}, {steps}, {trace}, {trace_dir})
     profile: str = ""

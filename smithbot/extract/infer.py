@@ -38,9 +38,10 @@ def _rebound_apart(fn: ast.FunctionDef, params: set[str]) -> ast.FunctionDef:
     """``fn`` with each parameter that a statement rebinds to something else (``x = _unsqueeze_to_3d(x)``,
     ``x = x.view(-1, x.shape[-1])``) renamed from that statement on (``x__rebound``): what the code does with the new
     value says nothing of the shape the parameter arrives in. A rebinding to the same shape (``x = x.contiguous()``)
-    keeps the name. Statements are ordered by line, which a rebinding under a branch only approximates."""
+    keeps the name. Only a rebinding in the function's own body counts: one under a branch
+    (``if x.dim() == 2: x = x.view(b, -1, d)``) takes the parameter to the shape it arrives in on the other path."""
     first: dict[str, int] = {}
-    for node in ast.walk(fn):
+    for node in fn.body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, (ast.AugAssign, ast.AnnAssign)) and getattr(node, "value", None) is not None else []
         for t in targets:

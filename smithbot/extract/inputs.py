@@ -268,7 +268,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     unknown = []
     required = required_optionals(fn)
     try:
-        layouts = bind_layouts([n for n, _ in params], given, layout_sizes)
+        layouts = bind_layouts([n for n, _ in params], given, layout_sizes, target.layouts_by_themselves)
     except ValueError as exc:
         raise InputError(f"{wrapper}: {exc}") from None
     moe = any(n in _TOPK_IDS for n, _ in params)

@@ -34,10 +34,11 @@ def default_sizes(name: str, specs: dict[str, Any]) -> dict[str, Any]:
     raise KeyError(name)
 
 
-def bind_layouts(params: list[str], given: dict[str, Any], sizes: dict[str, dict[str, Any]] | None = None
-                 ) -> dict[str, dict[str, Any]]:
+def bind_layouts(params: list[str], given: dict[str, Any], sizes: dict[str, dict[str, Any]] | None = None,
+                 by_themselves: bool = True) -> dict[str, dict[str, Any]]:
     """{parameter: layout spec} for the parameters of ``params`` that are fields of a layout the launcher needs. A
-    parameter the YAML gives a spec of its own (``given``) stays out, unless that spec names the layout."""
+    parameter the YAML gives a spec of its own (``given``) stays out, unless that spec names the layout. Without
+    ``by_themselves``, only the layouts that specs name bind."""
     out: dict[str, dict[str, Any]] = {}
     for name, mod in LAYOUTS.items():
         fields = {p: f for f, names in mod.NAMES.items() for p in names if p in params}
@@ -45,7 +46,7 @@ def bind_layouts(params: list[str], given: dict[str, Any], sizes: dict[str, dict
                  if isinstance(spec, dict) and spec.get("layout") == name}
         # by itself, a layout binds only where the target YAML gives the launcher no specs (a launcher nobody wrote
         # specs for); a spec's author names the layouts their launcher takes
-        if not named and (given or not any(f in mod.DERIVED for f in fields.values())):
+        if not named and (given or not by_themselves or not any(f in mod.DERIVED for f in fields.values())):
             continue
         bound = {**{p: f for p, f in fields.items() if p not in given}, **named}
         for p, f in bound.items():

@@ -1231,3 +1231,15 @@ def rms_norm(hidden_states, weight, eps=1e-6):
 ''')
     assert infer(fn, [], rule, by_rule=("hidden_states",)) == {"hidden_states": {"shape": ["tokens", "heads",
                                                                                            "hidden"]}}
+    # sglang's conv-window saver takes 2-D states and views them 3-D only under a branch: what follows holds for
+    # the states as they arrive on the other path (3-D), so the rule's rank gives way
+    fn = _fn('''
+def save_windows(cache, hidden_states, batch_size):
+    D = cache.shape[2]
+    if hidden_states.dim() == 2:
+        hidden_states = hidden_states.view(batch_size, -1, hidden_states.shape[-1])
+    assert hidden_states.dim() == 3
+    assert hidden_states.shape[2] == D
+''')
+    got = infer(fn, [], rule, by_rule=("hidden_states",))
+    assert len(got["hidden_states"]["shape"]) == 3, got

@@ -193,6 +193,26 @@ def test_a_paged_kernel_on_the_request_pool_matches_its_reference(engine: Path, 
     assert "skipped" not in task  # a few MiB of tables fit every preset
 
 
+def test_a_layout_that_bound_by_itself_and_fails_gives_way_to_the_plain_inference(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch
+                                                                                  ) -> None:
+    """A launcher nobody wrote specs for takes the paged layout by its parameters' names; where the kernel wants
+    what the layout does not give (int32 lengths, asserted), the task is built again without it and kept if that
+    passes, so that a layout never costs a kernel the plain inference served."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    strict = ENGINE.replace('    """The KV slots of each request\'s positions, laid end to end (FlashInfer\'s kv_indices)."""\n',
+                            '    assert seq_lens.dtype == torch.int32\n')
+    assert strict != ENGINE
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/moe.py": strict})
+    [row] = api.extract(str(repo), "kv_indices_of", out=tmp_path / "kv", source=str(repo), check=True)
+    assert row.checked, row.why
+    assert "(without the layouts that bound by themselves; as first built: " in row.why
+    assert "assert seq_lens.dtype == torch.int32" in row.why  # why the layout's task failed
+    harness = (tmp_path / "kv" / "harness.py").read_text()
+    assert "LAYOUT_BUILDERS = {}" in harness and "'dtype': 'int32'" in harness
+    assert not (tmp_path / "kv.retry").exists()
+
+
 def test_cases_fit_the_memory_budget_and_follow_the_serving_phases() -> None:
     from dataclasses import replace
 
@@ -327,8 +347,8 @@ def test_an_op_that_fails_its_self_check_falls_back_to_the_launcher(tmp_path: Pa
     repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/ops.py": picky})
     [row] = api.extract(str(repo), "_grouped_scale_kernel", out=tmp_path / "op", source=str(repo), check=True)
     assert "this op refuses every input" in row.why, row.why
-    assert not (tmp_path / "op.launcher").exists()
+    assert not (tmp_path / "op.retry").exists()
     # the launcher was tried and refused too: the op's task stays, with both reasons
-    assert not row.checked and "; at its launcher grouped_scale_launcher(): " in row.why
+    assert not row.checked and "; at its launcher grouped_scale_launcher() (not the op moe_scale_op()): " in row.why
     assert "so does its launcher" in row.why.split("; at its launcher")[1]
     assert yaml.safe_load((tmp_path / "op" / "task.yaml").read_text())["entry"] == "moe_scale_op"
