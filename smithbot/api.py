@@ -348,16 +348,17 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, task_dir)
         ended(rows[i])
 
-    branches: list[tuple[int, Target, dict[str, Any], dict[str, Any]]] = []  # (row, its target, flags, own inputs)
+    # (row, its target, flags, own inputs, whether around an op)
+    branches: list[tuple[int, Target, dict[str, Any], dict[str, Any], bool]] = []
     with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
         list(pool.map(checked, todo))
         firsts = {o: rows[o] for o in set(owner)}
         for i, site in enumerate(sites):  # kernels that share a launcher share its task, and its outcome if it ran
             first = firsts[owner[i]]
             ran = launched.get(first.out) if first.out is not None else None
-            if first.checked and ran and site.name not in ran:
+            if first.checked and ran is not None and site.name not in ran:
                 rows[i] = Coverage(site.name, site.path, True, False, f"{NEVER_LAUNCHED} (they launch "
-                                   f"{', '.join(ran)})", first.out)
+                                   f"{', '.join(ran) or 'no Triton kernel'})", first.out)
             elif owner[i] != i:
                 rows[i] = Coverage(site.name, site.path, first.extracted, first.checked, first.why, first.out)
             if check and (owner[i] != i or rows[i].why.startswith(NEVER_LAUNCHED)) and rows[i].extracted \
@@ -371,17 +372,25 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
                 own = kernels.get(site.name, {})
                 # the shared task took another kernel's own specs: this kernel's are the launcher's plain ones
                 plain = sites[owner[i]].name in kernels
+                at = launcher(result.checkout.root, site)
                 if values or own or settings or plain:
                     target = target.with_stubs(settings)
-                    branches.append((i, target.with_inputs(wrapper, {**values, **own}), {**values, **settings}, own))
+                    branches.append((i, target.with_inputs(wrapper, {**values, **own}), {**values, **settings}, own,
+                                     True))
+                elif at is not None and at != launchers[i]:
+                    # an op that takes this kernel's path only where this check does not run (lmdeploy's compact
+                    # MoE GEMM, on an SM90 GPU alone): the task of its own launcher
+                    branches.append((i, replace(result.target.for_launcher(at[0], at[1].replace(".", "_")),
+                                                reach_presets=site.presets, reach_phases=site.phases), {}, {}, False))
 
-        def branch(item: tuple[int, Target, dict[str, Any], dict[str, Any]]) -> None:
+        def branch(item: tuple[int, Target, dict[str, Any], dict[str, Any], bool]) -> None:
             """Its own task, with the launcher's flags (parameters, or its module's settings, as stubs) set to take
-            the branch that launches this kernel."""
-            i, target, values, own = item
+            the branch that launches this kernel; without ``op``, built around its launcher, not the op."""
+            i, target, values, own, op = item
             site = sites[i]
             said = ", ".join([f"{k}={v!r}" for k, v in values.items() if k not in own] + ["its own inputs"] * bool(own)
-                             ) or "the launcher's plain inputs"  # not another kernel's specs
+                             ) or ("the launcher's plain inputs" if op else  # not another kernel's specs
+                                   f"its launcher's task, not the op {(launchers[i] or ('', ''))[1]}()'s")
             final = base / names[i] if all_kernels or out is None else base
             if any(r.out == final and r.checked for r in rows):  # another kernel's passing task: keep it
                 final = final.with_name(final.name + "-branch")
@@ -389,7 +398,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
             shutil.rmtree(dest, ignore_errors=True)
             try:
                 done = build(result.checkout.root, result.checkout.commit, result.checkout.url, target, site,
-                             result.modules, dest, name=names[i])
+                             result.modules, dest, name=names[i], op=op)
                 ok, why = verified(done)
             except Exception as exc:  # noqa: BLE001 - reported in the row, as in the first pass
                 ok, why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"

@@ -333,6 +333,37 @@ def test_a_moe_case_too_large_keeps_its_experts_shapes_with_fewer_experts() -> N
     assert all(c["dims"]["experts"] == 32 and c["dims"]["moe_intermediate"] == 768 for c in gpu) and skipped == []
 
 
+def test_an_op_that_takes_the_kernels_path_only_on_a_gpu_leaves_it_to_its_launchers_task(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """lmdeploy's compact MoE GEMM runs inside its op only on an SM90 GPU at 32 routes an expert or more (prefill):
+    under the interpreter's small case the op's task never launches it, so the kernel gets its own launcher's
+    task."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    gpu_only = OP.replace("    grouped_scale_launcher(hidden_states,",
+                          "    if topk_ids.numel() < 32 * w1.shape[0]:  # many routes an expert alone take the kernel\n"
+                          "        _repeat_rows_kernel[(out.shape[0],)](hidden_states, out, topk_ids.shape[1],\n"
+                          "                                             hidden_states.shape[1], BLOCK_D=64)\n"
+                          "        return out\n"
+                          "    grouped_scale_launcher(hidden_states,")
+    gpu_only = gpu_only.replace("\n\ndef grouped_scale_launcher", """
+
+@triton.jit
+def _repeat_rows_kernel(X, Out, top_k: tl.constexpr, D, BLOCK_D: tl.constexpr):
+    r = tl.program_id(0)
+    c = tl.arange(0, BLOCK_D)
+    for d0 in range(0, D, BLOCK_D):
+        tl.store(Out + r * D + d0 + c, tl.load(X + (r // top_k) * D + d0 + c, mask=d0 + c < D), mask=d0 + c < D)
+
+
+def grouped_scale_launcher""")
+    assert gpu_only != OP
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/ops.py": gpu_only})
+    [row] = api.extract(str(repo), "_grouped_scale_kernel", out=tmp_path / "op", source=str(repo), check=True)
+    assert row.checked, row.why
+    assert "(with its launcher's task, not the op moe_scale_op()'s)" in row.why
+    assert yaml.safe_load((row.out / "task.yaml").read_text())["entry"] == "grouped_scale_launcher"
+
+
 def test_an_op_that_fails_its_self_check_falls_back_to_the_launcher(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """An op whose inputs do not hold (here it refuses every input, at run time) gets its launcher tried: a task
