@@ -63,6 +63,12 @@ class ModelPreset:
     # reads them as settings, and `smithbot profile` writes them into config.json
     config: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def v_head_dim(self) -> int:
+        """The head dim of v and of attention's output: head_dim, but for MLA models, whose q/k heads are wider
+        (DeepSeek-V3: 192 for q/k, 128 for v)."""
+        return int(self.config.get("v_head_dim", self.head_dim))
+
     def config_json(self) -> dict[str, Any]:
         """A Hugging Face config.json with these numbers, for engines run on random weights (``smithbot profile``)."""
         cfg: dict[str, Any] = {

@@ -345,8 +345,11 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                     scatter = facts.index_into.get(p, (None, False))[1] and shape == [bound]
                     out[p] = {"shape": shape, "dtype": dtype, "init": f"perm:{bound}" if scatter else
                               f"randint:0:{bound}"}  # a scatter's rows are distinct: no two programs race for one
-            elif re.fullmatch(r"mask(ed)?_?m", p.lower()):  # DeepEP's masked layout: the rows each expert holds
-                out[p] = {"shape": shape, "dtype": "int32", "init": "randint:0:tokens + 1"}
+            elif re.fullmatch(r"mask(ed)?_?m", p.lower()):  # DeepEP's masked layout: the rows each expert holds,
+                # at most the rows axis of the [experts, rows, ...] tensors it goes with (`x.shape[0] == len(m)`)
+                held = next((dim(q, 1, facts.rank[q]) for q in sorted(params - {p}) if facts.rank.get(q, 0) >= 3
+                             and facts.find(("ax", q, 0)) == facts.find(("ax", p, 0))), "tokens")
+                out[p] = {"shape": shape, "dtype": "int32", "init": f"randint:0:{held} + 1"}
             elif "mask" in p.lower():
                 out[p] = {"shape": shape, "dtype": "bool", "init": "randint:0:2"}
             else:

@@ -51,7 +51,8 @@ from smithbot.config import Target
 from smithbot.inputs.layouts import builder_source
 from smithbot.inputs.plan import bind_layouts, fill_sizes
 
-DIMS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "moe_intermediate", "experts", "top_k", "vocab")
+DIMS = ("hidden", "heads", "kv_heads", "head_dim", "v_head_dim", "intermediate", "moe_intermediate", "experts", "top_k",
+        "vocab")
 _ACT = ["tokens", "hidden"]
 SMALL_CAPS = {"heads": 4, "kv_heads": 2, "experts": 16, "top_k": 4, "vocab": 1000, "hidden": 1536,
               "intermediate": 1536, "moe_intermediate": 768}

@@ -195,6 +195,23 @@ def silu_and_mul(x, state, masked_m, size_n):
     assert {p: len(got[p]["shape"]) for p in ranks} == ranks
 
 
+def test_a_masked_layouts_counts_stay_within_the_rows_each_expert_has() -> None:
+    """DeepEP's masked layout: ``x`` is [experts, rows, n] and ``masked_m[e]`` counts the rows expert e holds, so
+    a count is at most x's rows axis, whatever name inference gives that axis (DLBlas's post-quant SiLU had counts
+    up to the tokens, past its rows: the kernel wrote across experts, into its own input)."""
+    fn = _fn('''
+def silu_and_mul_masked(input, output, masked_m, group):
+    assert len(input.shape) == 3
+    assert input.shape[0] == masked_m.shape[0]
+    _kernel[(len(masked_m),)](input, *input.stride(), output, *output.stride(), masked_m, group)
+''')
+    kernel = _fn("@triton.jit\ndef _kernel(x_ptr, sx0, sx1, sx2, o_ptr, so0, so1, so2, m_ptr, group):\n    pass\n")
+    got = infer(fn, ["input", "output", "masked_m", "group"], {}, kernels=(kernel,))
+    rows = got["input"]["shape"][1]
+    assert got["masked_m"] == {"shape": [got["input"]["shape"][0]], "dtype": "int32", "init": f"randint:0:{rows} + 1"}
+    assert rows != "tokens"
+
+
 LAUNCHER = '''"""A fixture engine whose launcher's parameters no name rule knows."""
 import torch
 import triton

@@ -237,6 +237,22 @@ def test_cases_fit_the_memory_budget_and_follow_the_serving_phases() -> None:
     assert [c["regime"] for c in got] == ["decode", "decode", "decode"]
 
 
+def test_an_mla_models_v_head_is_narrower_than_its_qk_head() -> None:
+    """DeepSeek-V3's attention: q/k heads of 192, v (and the output) of 128. A spec sized by ``v_head_dim`` gets
+    the model's; a model without MLA gets its head_dim (lmdeploy's prefill attention had asked for 384 KiB of shared
+    memory with a 192-wide v)."""
+    from dataclasses import replace
+
+    from smithbot.inputs.cases import cases
+
+    target = replace(api.resolve_target("lmdeploy"), reach_presets=("deepseek-v3", "llama3-8b"), reach_phases=())
+    got, _ = cases({"v": {"shape": ["tokens", "kv_heads", "v_head_dim"]},
+                    "k": {"shape": ["tokens", "kv_heads", "head_dim"]}}, {}, target, "f")
+    dims = {c["name"]: c["dims"] for c in got if not c["interpreter"]}
+    assert dims["deepseek-v3-decode-bs1"]["v_head_dim"] == 128 and dims["deepseek-v3-decode-bs1"]["head_dim"] == 192
+    assert dims["llama3-8b-decode-bs1"]["v_head_dim"] == dims["llama3-8b-decode-bs1"]["head_dim"] == 128
+
+
 def test_a_case_whose_tensor_outgrows_int32_offsets_is_skipped_whatever_the_memory() -> None:
     from dataclasses import replace
 
