@@ -1,0 +1,222 @@
+"""Extraction of many kernels at once: a task per launcher (kernels one launcher launches share its task), each
+self-checked (on the GPU when there is one, else under the interpreter), and, when a task fails, built again without
+what extraction chose by itself (layouts that bound by themselves, an op around the launcher), grown to what its
+kernel reads, or its inputs written by an LLM; a kernel its launcher's task never launches gets a task of its own down
+its branch. ``api.extract`` scans the target and picks the kernels; this module does the rest."""
+
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from smithbot.config import Target
+from smithbot.extract.build import (NEVER_LAUNCHED, NeedsInputs, branch_values, extract as build, launcher,
+                                    self_check)
+from smithbot.extract.closure import ExtractError
+from smithbot.extract.grow import grow
+from smithbot.extract.llm_inputs import write_inputs
+from smithbot.types import KernelSite
+
+if TYPE_CHECKING:
+    from smithbot.api import ScanResult
+
+
+@dataclass(frozen=True)
+class Coverage:
+    kernel: str
+    path: str
+    extracted: bool
+    checked: bool
+    why: str
+    out: Path | None
+
+
+def extract_sites(result: ScanResult, sites: list[KernelSite], task_dir_of: Callable[[str], Path], check: bool = True,
+                  progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
+                  llm: Any = None, timeout_s: float = 300.0,
+                  finished_row: Callable[[Coverage], None] | None = None) -> list[Coverage]:
+    """A row per kernel of ``sites`` (of the scan ``result``), its task written to ``task_dir_of(name)``; see
+    ``api.extract``."""
+    # a task directory per kernel, named after it; kernels of one name in several files also after their file
+    named = collections.Counter(s.name.strip("_") for s in sites)
+    names = [s.name.strip("_") if named[s.name.strip("_")] == 1 else
+             f"{s.name.strip('_')}-{s.path.removesuffix('.py').replace('/', '.')}" for s in sites]
+    # (path, wrapper) each task is built from: the launcher, or the op around it (extract/entry.py)
+    launchers = [launcher(result.checkout.root, s, result.modules, result.target.inputs) for s in sites]
+    rows: list[Coverage] = []
+    no_inputs: set[int] = set()  # rows whose task has no harness yet, for the LLM to write
+    by_wrapper: dict[tuple[str, str], int] = {}  # kernels launched by one launcher share its task
+    owner: list[int] = []  # per kernel: the row of the first kernel of its launcher
+    for site, name, via in zip(sites, names, launchers):
+        out = task_dir_of(name)
+        owner.append(by_wrapper.setdefault(via or (site.path, site.name), len(rows)))
+        if owner[-1] != len(rows):
+            rows.append(Coverage(site.name, site.path, False, False, "", None))  # filled in from its owner below
+            continue
+        try:
+            done = build(result.checkout.root, result.checkout.commit, result.checkout.url,
+                         replace(result.target, reach_presets=site.presets, reach_phases=site.phases), site,
+                         result.modules, out, without_inputs=llm is not None, name=name)
+        except NeedsInputs as exc:
+            rows.append(Coverage(site.name, site.path, True, False, str(exc), exc.out))
+            no_inputs.add(len(rows) - 1)
+        except ExtractError as exc:
+            rows.append(Coverage(site.name, site.path, False, False, str(exc), None))
+        except Exception as exc:  # noqa: BLE001 - a construct the extractor does not handle yet (a parse error, a
+            # recursion too deep...): reported per kernel with its type, and the batch goes on
+            rows.append(Coverage(site.name, site.path, False, False, f"{site.name}: extractor error: "
+                                 f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", None))
+        else:
+            rows.append(Coverage(site.name, site.path, True, False, "not checked", done))
+    todo = [i for i, r in enumerate(rows) if r.out is not None and check]
+    finished = 0
+
+    launched: dict[Path, tuple[str, ...]] = {}  # task -> the kernels its baseline launched in its self-check
+
+    def check_one(task_dir: Path) -> tuple[bool, str]:
+        ok, why, launched[task_dir] = self_check(task_dir, timeout_s)
+        return ok, why
+
+    def verified(task_dir: Path) -> tuple[bool, str]:
+        """The self-check, and, when the kernel reads past an inferred input, the inputs grown to what it reads."""
+        ok, why = check_one(task_dir)
+        return (True, why) if ok else grow(task_dir, why, check_one, result.target.inputs)
+
+    def ended(row: Coverage) -> None:
+        """One more self-check done: its row handed on, the progress moved."""
+        nonlocal finished
+        finished += 1
+        if finished_row is not None:
+            finished_row(row)
+        if progress is not None:
+            progress(finished, len(todo) + len(branches))
+
+    def rebuilt(i: int, task_dir: Path, why: str, how: str, op: bool = True,
+                by_themselves: bool = True) -> tuple[bool, str]:
+        """The failed task of row ``i`` built another way (around its launcher instead of its op: ``op=False``;
+        without the layouts that bound by themselves) and checked; kept in its place if that passes."""
+        site = sites[i]
+        dest = task_dir.with_name(task_dir.name + ".retry")
+        try:
+            build(result.checkout.root, result.checkout.commit, result.checkout.url,
+                  replace(result.target, reach_presets=site.presets, reach_phases=site.phases,
+                          layouts_by_themselves=by_themselves), site, result.modules, dest, name=names[i], op=op)
+            if not by_themselves and _layout_line(dest) == _layout_line(task_dir):  # the specs named them all
+                shutil.rmtree(dest, ignore_errors=True)
+                return False, why
+            ok, again = verified(dest)
+        except Exception as exc:  # noqa: BLE001 - the first outcome stands, with this one's reason beside it
+            ok, again = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        if not ok:
+            shutil.rmtree(dest, ignore_errors=True)
+            return False, f"{why}; {how}: {again}"
+        shutil.rmtree(task_dir, ignore_errors=True)
+        dest.rename(task_dir)
+        launched[task_dir] = launched.pop(dest, ())
+        return True, f"{again} ({how}; as first built: {why[:200]})"
+
+    def retried(i: int, task_dir: Path, why: str) -> tuple[bool, str]:
+        """A task that failed its self-check, built again without what extraction chose by itself: the layouts
+        that bound to a launcher nobody wrote specs for (the plain inference may serve it where a layout's sizes
+        do not), then the op it was built around (its inputs may need what inference cannot tell, a quantized
+        op's scales)."""
+        ok, why = rebuilt(i, task_dir, why, "without the layouts that bound by themselves", by_themselves=False)
+        plain = launcher(result.checkout.root, sites[i])
+        if not ok and plain is not None and plain != launchers[i]:
+            ok, why = rebuilt(i, task_dir, why, f"at its launcher {plain[1]}() (not the op {launchers[i][1]}())",
+                              op=False)
+        return ok, why
+
+    def checked(i: int) -> None:
+        task_dir: Path = rows[i].out  # type: ignore[assignment]
+        ok, why = (False, rows[i].why) if i in no_inputs else verified(task_dir)
+        if not ok and i not in no_inputs:
+            ok, why = retried(i, task_dir, why)
+        if not ok and llm is not None:
+            ok, why = write_inputs(task_dir, why, llm[0], llm[1], check_one)
+        if i in no_inputs and not ok:  # no inputs, none written: the task is not kept
+            shutil.rmtree(task_dir, ignore_errors=True)
+            rows[i] = Coverage(rows[i].kernel, rows[i].path, False, False, f"{rows[i].why}; {why}", None)
+        else:
+            rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, task_dir)
+        ended(rows[i])
+
+    # (row, its target, flags, own inputs, whether around an op)
+    branches: list[tuple[int, Target, dict[str, Any], dict[str, Any], bool]] = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+        list(pool.map(checked, todo))
+        firsts = {o: rows[o] for o in set(owner)}
+        for i, site in enumerate(sites):  # kernels that share a launcher share its task, and its outcome if it ran
+            first = firsts[owner[i]]
+            ran = launched.get(first.out) if first.out is not None else None
+            if first.checked and ran is not None and site.name not in ran:
+                rows[i] = Coverage(site.name, site.path, True, False, f"{NEVER_LAUNCHED} (they launch "
+                                   f"{', '.join(ran) or 'no Triton kernel'})", first.out)
+            elif owner[i] != i:
+                rows[i] = Coverage(site.name, site.path, first.extracted, first.checked, first.why, first.out)
+            if check and (owner[i] != i or rows[i].why.startswith(NEVER_LAUNCHED)) and rows[i].extracted \
+                    and not rows[i].checked and site.name not in (ran or ()):
+                wrapper, values, settings = branch_values(result.checkout.root, site, result.modules,
+                                                           result.target.inputs)
+                wrapper = wrapper.replace(".", "_")  # a method launcher's inputs are those of Cls_method
+                target = replace(result.target.for_launcher((launchers[i] or ("", ""))[0], wrapper),
+                                 reach_presets=site.presets, reach_phases=site.phases)
+                kernels = target.inputs.get(wrapper, {}).get("_kernels", {})
+                own = kernels.get(site.name, {})
+                # the shared task took another kernel's own specs: this kernel's are the launcher's plain ones
+                plain = sites[owner[i]].name in kernels
+                at = launcher(result.checkout.root, site)
+                if values or own or settings or plain:
+                    target = target.with_stubs(settings)
+                    branches.append((i, target.with_inputs(wrapper, {**values, **own}), {**values, **settings}, own,
+                                     True))
+                elif at is not None and at != launchers[i]:
+                    # an op that takes this kernel's path only where this check does not run (lmdeploy's compact
+                    # MoE GEMM, on an SM90 GPU alone): the task of its own launcher
+                    branches.append((i, replace(result.target.for_launcher(at[0], at[1].replace(".", "_")),
+                                                reach_presets=site.presets, reach_phases=site.phases), {}, {}, False))
+
+        def branch(item: tuple[int, Target, dict[str, Any], dict[str, Any], bool]) -> None:
+            """Its own task, with the launcher's flags (parameters, or its module's settings, as stubs) set to take
+            the branch that launches this kernel; without ``op``, built around its launcher, not the op."""
+            i, target, values, own, op = item
+            site = sites[i]
+            said = ", ".join([f"{k}={v!r}" for k, v in values.items() if k not in own] + ["its own inputs"] * bool(own)
+                             ) or ("the launcher's plain inputs" if op else  # not another kernel's specs
+                                   f"its launcher's task, not the op {(launchers[i] or ('', ''))[1]}()'s")
+            final = task_dir_of(names[i])
+            if any(r.out == final and r.checked for r in rows):  # another kernel's passing task: keep it
+                final = final.with_name(final.name + "-branch")
+            dest = final.with_name(final.name + ".tmp")
+            shutil.rmtree(dest, ignore_errors=True)
+            try:
+                done = build(result.checkout.root, result.checkout.commit, result.checkout.url, target, site,
+                             result.modules, dest, name=names[i], op=op)
+                ok, why = verified(done)
+            except Exception as exc:  # noqa: BLE001 - reported in the row, as in the first pass
+                ok, why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            if ok and site.name in launched.get(dest, ()):
+                shutil.rmtree(final, ignore_errors=True)
+                dest.rename(final)
+                rows[i] = Coverage(site.name, site.path, True, True, f"{why} (with {said})", final)
+            else:
+                shutil.rmtree(dest, ignore_errors=True)
+                rows[i] = Coverage(site.name, site.path, rows[i].extracted, False, f"{rows[i].why}; with {said}: "
+                                   f"{why if not ok else 'still not launched'}", rows[i].out)
+            ended(rows[i])
+
+        list(pool.map(branch, branches))
+    return rows
+
+
+
+
+def _layout_line(task_dir: Path) -> str:
+    """The line of a task's harness that lists the layouts its inputs come from."""
+    return next((ln for ln in (task_dir / "harness.py").read_text().splitlines() if ln.startswith("LAYOUT_BUILDERS")),
+                "")
