@@ -215,10 +215,10 @@ class Evaluator:
         finally:
             self._idle.put(w)
 
-    def _prepare(self, w: WorkerProcess) -> list[str]:
+    def _prepare(self, w: WorkerProcess, limit: float = float("inf")) -> list[str]:
         if id(w) in self._prepared and w.proc is not None:
             return []
-        ans = w.request({"op": "prepare", "task": str(self.task.root)}, self.prepare_timeout_s)
+        ans = w.request({"op": "prepare", "task": str(self.task.root)}, min(self.prepare_timeout_s, limit))
         if ans["status"] != "ok":
             raise TaskError(ans.get("detail", "preparing the task failed").splitlines()[0])
         self._prepared.add(id(w))
@@ -234,8 +234,11 @@ class Evaluator:
     def case_names(self) -> list[str]:
         return [c.name for c in self.task.cases_for(self.backend)]
 
-    def submit(self, candidate: str | Path, cases: list[str] | None = None) -> Future[EvalResult]:
-        """Evaluate one candidate file, on the named cases only when ``cases`` is given (default: all)."""
+    def submit(self, candidate: str | Path, cases: list[str] | None = None,
+               deadline: float | None = None) -> Future[EvalResult]:
+        """Evaluate one candidate file, on the named cases only when ``cases`` is given (default: all). With
+        ``deadline`` (a ``time.monotonic()`` instant: where a search's time budget ends), an evaluation still waiting
+        for a worker then is not started, and one still running then is stopped; both come back ``cancelled``."""
         path = Path(candidate).resolve()
         try:
             source = path.read_text(encoding="utf-8")
@@ -248,7 +251,7 @@ class Evaluator:
             fut = Future()
             fut.set_result(self._result(path, "rejected", "guard", g.reason, g.detail))
             return fut
-        return self._pool.submit(self._run, path, cases)
+        return self._pool.submit(self._run, path, cases, deadline)
 
     def evaluate(self, candidates: list[str | Path]) -> list[EvalResult]:
         return [f.result() for f in [self.submit(c) for c in candidates]]
@@ -257,15 +260,31 @@ class Evaluator:
         return EvalResult(candidate=str(path), task=self.task.id, backend=self.backend, status=status, stage=stage,
                           reason=reason, detail=detail, **kw)
 
-    def _run(self, path: Path, cases: list[str] | None) -> EvalResult:
+    def _run(self, path: Path, cases: list[str] | None, deadline: float | None = None) -> EvalResult:
+        def left() -> float:
+            return float("inf") if deadline is None else deadline - time.monotonic()
+
         w = self._idle.get()
         try:
-            warnings = self._prepare(w)
+            if left() <= 0:
+                return self._result(path, "cancelled", "queue", "time budget",
+                                    "the search's time budget ended before a worker was free")
+            try:
+                warnings = self._prepare(w, left())
+            except TaskError:
+                if left() > 0:
+                    raise
+                return self._result(path, "cancelled", "prepare", "time budget",
+                                    "the search's time budget ended while this worker prepared the task")
             t0 = time.perf_counter()
+            limit = min(self.timeout_s, left())
             ans = w.request({"op": "eval", "task": str(self.task.root), "candidate": str(path),
-                             "rounds": self.rounds, "margin": self.min_gain, "cases": cases}, self.timeout_s)
+                             "rounds": self.rounds, "margin": self.min_gain, "cases": cases}, limit)
             if w.proc is None:  # killed or died: the replacement must prepare the task again
                 self._prepared.discard(id(w))
+            if ans["status"] == "timeout" and limit < self.timeout_s:  # stopped by the budget, not its own timeout
+                return self._result(path, "cancelled", "eval", "time budget",
+                                    f"stopped after {time.perf_counter() - t0:.1f} s: the search's time budget ended")
             common = {"task_warnings": tuple(ans.get("warnings", warnings)), "env": ans.get("env", {}),
                       "baseline_kernels": tuple(ans.get("kernels", ())),
                       "elapsed_s": {**ans.get("elapsed_s", {}), "total": time.perf_counter() - t0},

@@ -8,7 +8,9 @@ Statuses, in cascade order (the first that applies):
 - ``flagged``: correct and measured, but implausible (over 10x, or beyond the memory roofline): a human must look;
 - ``correct``: correct, but not shown faster;
 - ``promoted``: correct, the geomean interval's lower bound exceeds 1 + min_gain, and the candidate won (by more than
-  min_gain) significantly more than half the timed rounds.
+  min_gain) significantly more than half the timed rounds;
+- ``cancelled``: not evaluated to the end: the search's time budget ended while it waited or ran (``stage`` says
+  which). It says nothing of the candidate.
 On the ``interpreter`` backend, speed comes from wall-clock timing of the CPU interpreter (``timing_method`` is
 ``interpreter_wall``): it does not predict GPU speed.
 """
@@ -19,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 STATUSES = ("rejected", "compile_error", "runtime_error", "oom", "timeout", "crash", "incorrect", "flagged",
-            "correct", "promoted")
+            "correct", "promoted", "cancelled")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -304,6 +305,7 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
             replayed = sum(1 for c in rdb.candidates(resume) if c.proposer == "replay")
         prop = _proposer(search.proposer, settings["config"], settings["replay"], replayed)
         ev_kw = {"workers_per_gpu": settings["workers"]} if settings["workers"] else {}
+        started = time.monotonic()  # the time budget counts the task's preparation: the baseline's evaluation
         with Evaluator(task_dir, backend=settings["backend"], **ev_kw) as ev:
             if search.proposer == "tune" and ev.task.kind == "fusion" and not (
                     resume and any(c.correct and c.proposer != "baseline" for c in rdb.candidates(resume))):
@@ -316,7 +318,7 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
                 run = rdb.run(resume)
             else:
                 run = rdb.create_run(str(task_dir.resolve()), ev.task.id, settings, search.seed)
-            return Search(rdb, run, ev.task, ev, prop, on_update).run()
+            return Search(rdb, run, ev.task, ev, prop, on_update, started=started).run()
 
 
 def runs(db: str | Path | None = None) -> list[dict[str, Any]]:
@@ -339,13 +341,15 @@ def runs(db: str | Path | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def verify(run_id: str, top: int = 3, backend: str | None = None, db: str | Path | None = None) -> Any:
-    """Re-measure a run's best candidates on every case plus extra irregular shapes; writes verification.json."""
+def verify(run_id: str, top: int = 3, backend: str | None = None, db: str | Path | None = None,
+           deadline: float | None = None) -> Any:
+    """Re-measure a run's best candidates on every case plus extra irregular shapes; writes verification.json. With
+    ``deadline`` (a ``time.monotonic()`` instant), what is not measured by then is rejected as cancelled."""
     from smithbot.evolve.db import RunDB
     from smithbot.verify import verify as _verify
 
     with RunDB(db_path(db)) as rdb:
-        return _verify(rdb, run_id, top, backend)
+        return _verify(rdb, run_id, top, backend, deadline=deadline)
 
 
 def rebase(run_id: str, head: str, source: str | None = None, db: str | Path | None = None) -> str:
@@ -433,24 +437,36 @@ def propose(run_ids: list[str] | None = None, submit: bool = False, source: str 
     return done
 
 
+EVOLVE_SHARE = 0.75  # of a kernel's share of --time-total left after its extraction: the search; the rest: verify
+
+
 def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iterations: int = 8,
                  time_s: float | None = None, budget_usd: float | None = None, proposer: str = "tune",
                  config: str | None = None, backend: str = "auto", source: str | None = None, submit: bool = False,
                  say: Callable[[str], None] = print, on_update: Callable[[Any], None] | None = None,
-                 model: str | None = None) -> list[dict[str, Any]]:
+                 model: str | None = None, time_total_s: float | None = None,
+                 profile: str | None = None) -> list[dict[str, Any]]:
     """The whole job: scan -> extract the top-K hot kernels (or the named ones) -> evolve -> verify -> propose.
-    One row per kernel says how far it got and why it stopped; a failure of one kernel does not stop the others."""
+    One row per kernel says how far it got and why it stopped; a failure of one kernel does not stop the others.
+    With ``profile`` (a trace that ``smithbot profile`` kept), the kernels are ranked by their measured share.
+
+    With ``time_total_s``, the job ends inside it: what is left is shared equally among the kernels still to do, and
+    a kernel's share pays for its extraction, then its search (``EVOLVE_SHARE`` of what remains, at most
+    ``time_s``), then its verification, which is cut at the share's end."""
     from evaluator import resolve_backend
     from smithbot.propose.github import ForgeError
     from smithbot.propose.pipeline import ProposeError
     from smithbot.propose.reinsert import ReinsertError
 
+    t_start = time.monotonic()
+    if time_total_s is not None and time_total_s <= 0:
+        raise ValueError(f"--time-total must be positive, got {time_total_s}")
     if model:
         resolve_target(spec).preset(model)  # an unknown preset fails before anything is said or run
     used = resolve_backend(backend)
     if used == "interpreter":
         say("no GPU: every timing below comes from the Triton interpreter on the CPU and does not predict GPU speed")
-    result = scan(spec, source, model=model)
+    result = scan(spec, source, model=model, profile=profile)
     launched = [s for s in result.sites if s.role == "launched"]
     on_path = [s for s in launched if s.presets]
     say(f"scan: {len(launched)} launched kernels in {result.target.name}, {len(on_path)} on "
@@ -458,15 +474,26 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         + ", ".join(f"{s.name} ({s.hotness:g})" for s in launched[:4]))
     rows: list[dict[str, Any]] = []
     picks = [find_kernel(result, k) for k in kernels] if kernels else launched
+    wanted = len(kernels) if kernels else top
     for site in picks:
-        if len([r for r in rows if r.get("task")]) >= (len(kernels) if kernels else top):
+        done = len([r for r in rows if r.get("task")])
+        if done >= wanted:
             break
         row: dict[str, Any] = {"kernel": site.name, "stage": "extract", "presets": list(site.presets),
                                "default_path": site.default_path}
+        deadline = None
+        if time_total_s is not None:
+            left = time_total_s - (time.monotonic() - t_start)
+            if left <= 0:
+                say(f"the total time budget ({time_total_s:.0f} s) is spent: {site.name} and the rest are left")
+                break
+            deadline = time.monotonic() + left / (wanted - done)
         if site.default_path:
             say(f"pick: {site.name}: {site.default_path}")
         rows.append(row)
-        [cov] = extract(spec, f"{site.path}::{site.qualname}", source=source)
+        # the self-check's two steps (prepare, evaluate) fit in the kernel's share
+        check_s = 300.0 if deadline is None else max(5.0, min(300.0, (deadline - time.monotonic()) / 4))
+        [cov] = extract(spec, f"{site.path}::{site.qualname}", source=source, timeout_s=check_s)
         if not cov.checked or cov.out is None:
             row["why"] = cov.why
             say(f"extract: {site.name} skipped: {cov.why}")
@@ -474,13 +501,17 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         row["task"] = str(cov.out)
         say(f"extract: {cov.kernel} -> {cov.out} (self-check passed)")
         row["stage"] = "evolve"
-        status = evolve(cov.out, proposer=proposer, iterations=iterations, time_s=time_s, budget_usd=budget_usd,
+        search_s = time_s
+        if deadline is not None:
+            share = max(1.0, (deadline - time.monotonic()) * EVOLVE_SHARE)
+            search_s = min(search_s, share) if search_s is not None else share
+        status = evolve(cov.out, proposer=proposer, iterations=iterations, time_s=search_s, budget_usd=budget_usd,
                         islands=2, seed=0, backend=used, config=config, on_update=on_update)
         row.update(run=status.run_id, best=status.best, evaluated=status.evaluated)
         say(f"evolve: run {status.run_id}, {status.message}; best {status.best or 0:.3f}x over {status.evaluated} "
             "evaluated candidates")
         row["stage"] = "verify"
-        v = verify(status.run_id, top=2, backend=used)
+        v = verify(status.run_id, top=2, backend=used, deadline=deadline)
         for verdict in v.verdicts:
             say(f"verify: {verdict.candidate} {'accepted' if verdict.accepted else 'rejected'}: {verdict.reason}")
         row["verification"] = str(v.path)

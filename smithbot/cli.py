@@ -488,6 +488,9 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
             kernel: Optional[List[str]] = typer.Option(None, help="work on these kernels instead of the top K"),
             iterations: int = typer.Option(40, help="search iterations per kernel"),
             time_s: Optional[float] = typer.Option(None, "--time", help="search seconds per kernel"),
+            time_total: Optional[float] = typer.Option(
+                None, "--time-total", help="seconds for the whole job, shared among the kernels (extraction, "
+                                           "search and verification each count); it ends inside them"),
             budget_usd: Optional[float] = typer.Option(None, help="LLM dollars per kernel"),
             proposer: str = typer.Option("tune", help="tune or llm"),
             config: Optional[Path] = typer.Option(None, help="evolve config YAML (for --proposer llm)"),
@@ -495,6 +498,8 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
             source: Optional[str] = typer.Option(None, help="an existing checkout of the target"),
             model: Optional[str] = typer.Option(None, help="aim at one model preset's default serving path (default: "
                                                            "over all of the target's presets)"),
+            profile: Optional[Path] = typer.Option(None, help="rank the kernels by this trace's measured shares (one "
+                                                              "that `smithbot profile` kept)"),
             submit: bool = typer.Option(False, help="open or update PRs on GitHub (default: a local dry run)")) -> None:
     """The scheduled job: scan, extract the top-K hot kernels, evolve, verify and propose. Writes a markdown summary
     to stdout and appends it to $GITHUB_STEP_SUMMARY when that is set."""
@@ -511,7 +516,8 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
             rows = api.run_pipeline(target, list(kernel or []) or None, top, iterations, time_s, budget_usd, proposer,
                                     str(config) if config else None, backend, source, submit,
                                     say=lambda m: live.console.print(m, highlight=False),
-                                    on_update=lambda s: live.update(_live_table(s)), model=model)
+                                    on_update=lambda s: live.update(_live_table(s)), model=model,
+                                    time_total_s=time_total, profile=str(profile) if profile else None)
     except (DBError, TaskError, ConfigError, RepoError, ProposeError, ProposerError, BackendError, ValueError) as exc:
         _fail(str(exc))
         return

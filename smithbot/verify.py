@@ -124,7 +124,10 @@ def top_candidates(db: RunDB, run_id: str, k: int) -> list[Candidate]:
     return out
 
 
-def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rounds: int | None = None) -> Verification:
+def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rounds: int | None = None,
+           deadline: float | None = None) -> Verification:
+    """Re-measure the run's ``top`` candidates on the verification task; with ``deadline`` (a ``time.monotonic()``
+    instant), a candidate not measured by then is rejected as cancelled."""
     run = db.run(run_id)
     out_dir = run_dir(db, run_id)
     vtask = verification_task(Path(run.task_dir), out_dir / "verify-task")
@@ -138,7 +141,7 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
         for c in cands:
             path = out_dir / "verify-task" / f"candidate-{c.id}.py"
             path.write_text(c.source or "")
-            r = ev.submit(path).result()
+            r = ev.submit(path, deadline=deadline).result()
             env = env or r.env
             ok, why = judge(r)
             verdicts.append(Verdict(c.id, ok, why, r.status, r.speedup, r.speedup_ci, list(r.cases)))

@@ -287,7 +287,7 @@ class RunDB:
         row = self.conn.execute(
             "SELECT count(*), coalesce(sum(tokens_in + tokens_out), 0), coalesce(sum(cost), 0), "
             "sum(status NOT IN ('pending')), sum(status IN ('correct', 'promoted', 'flagged')), "
-            "sum(status NOT IN ('pending', 'failed_proposal')) "
+            "sum(status NOT IN ('pending', 'failed_proposal', 'cancelled')) "
             "FROM candidates WHERE run_id = ?", (run_id,)).fetchone()
         return {"candidates": row[0], "tokens": row[1], "cost": row[2], "done": row[3] or 0, "correct": row[4] or 0,
                 "evaluated": row[5] or 0}

@@ -13,6 +13,10 @@ Data flow for one iteration::
   successive halving with eta = 2).
 - The run stops on the first budget reached (iterations, wall time, tokens, dollars), on patience (no better best in
   N evaluations), when the proposer is exhausted, or after too many failed proposals in a row; the reason is stored.
+- The time budget counts from before the task is prepared (the baseline's evaluation is part of it) and is kept:
+  every evaluation is handed its end as a deadline, so that one still queued or running then comes back
+  ``cancelled`` (recorded, not counted as evaluated, and not evaluated again on ``--resume``), and proposals still
+  being written then are dropped.
 """
 
 from __future__ import annotations
@@ -95,7 +99,9 @@ def run_dir(db: RunDB, run_id: str) -> Path:
 
 class Search:
     def __init__(self, db: RunDB, run: Run, task: Task, evaluator: Evaluator, proposer: Any,
-                 on_update: Callable[[Status], None] | None = None) -> None:
+                 on_update: Callable[[Status], None] | None = None, started: float | None = None) -> None:
+        """``started``: the ``time.monotonic()`` instant the run's clock starts (default: now); the caller's own
+        preparation of the task before this counts against the time budget from there."""
         self.db, self.task, self.ev, self.proposer = db, task, evaluator, proposer
         self.run_id = run.id
         self.cfg = SearchConfig.from_dict(run.config["search"])
@@ -111,7 +117,7 @@ class Search:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.status = Status(run.id)
         self.failed_in_a_row = 0
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started
         self.elapsed_before = float(self.counters.get("elapsed_s", 0.0))
 
     # helpers
@@ -123,6 +129,11 @@ class Search:
 
     def _elapsed(self) -> float:
         return self.elapsed_before + time.monotonic() - self.started
+
+    def _deadline(self) -> float | None:
+        """The ``time.monotonic()`` instant the time budget ends; None without one."""
+        b = self.cfg.budget.time_s
+        return None if b is None else time.monotonic() + b - self._elapsed()
 
     def _refresh(self, message: str = "") -> None:
         t = self.db.totals(self.run_id)
@@ -158,7 +169,12 @@ class Search:
         if cand is None:
             cand = self.db.add_candidate(self.run_id, island=0, generation=0, proposer="baseline", source_hash=h,
                                          source=src, status="pending")
-        res = self.ev.submit(self._file(cand.id, src)).result()
+        res = self.ev.submit(self._file(cand.id, src), deadline=self._deadline()).result()
+        if res.status == "cancelled":  # the budget ended first: nothing to search from
+            self.db.record(cand.id, self.run_id, res.status, self.archive.to_dict(), self.counters, reason=res.reason,
+                           result=res.to_dict())
+            self.cands[cand.id] = self.db.candidate(cand.id)
+            return
         fit = arc.fitness(res.status, res.speedup, baseline=True)
         feats = arc.features(src)
         where = arc.cell(feats)
@@ -267,6 +283,14 @@ class Search:
             self.db.event(self.run_id, "elite", {"island": c.island, "candidate": c.id, "fitness": fit, "cell": where})
         self._maybe_migrate()
 
+    def _cancelled(self, cand_id: str, res: EvalResult) -> None:
+        """An evaluation the time budget cut short: recorded as such, not counted as evaluated."""
+        self.db.record(cand_id, self.run_id, res.status, self.archive.to_dict(), self.counters, reason=res.reason,
+                       result=res.to_dict())
+        self.cands[cand_id] = self.db.candidate(cand_id)
+        self.hashes.add(self.cands[cand_id].source_hash or "")
+        self.inflight_hashes.discard(self.cands[cand_id].source_hash or "")
+
     def _screened_out(self, cand_id: str, res: EvalResult, why: str) -> None:
         c = self.cands[cand_id]
         self.archive.islands[c.island].evaluated += 1
@@ -296,6 +320,9 @@ class Search:
 
     def run(self, prop_threads: int = 2) -> Status:
         self._baseline()
+        if "cases" not in self.counters:  # the baseline's evaluation was cut short by the time budget
+            return self._stop(f"time budget reached ({self.cfg.budget.time_s:.0f} s) before the baseline was "
+                              "measured")
         if hasattr(self.proposer, "configure"):
             names = set(self.counters["cases"])
             self.proposer.configure(self.ev.backend, {c.regime for c in self.task.cases if c.name in names})
@@ -307,7 +334,8 @@ class Search:
         def submit_eval(cand_id: str, screen: bool) -> None:
             c = self.cands[cand_id]
             cases = self.counters["screen"] if screen else self.counters["cases"]
-            evals[self.ev.submit(self._file(c.id, c.source or ""), cases=cases)] = (cand_id, screen)
+            evals[self.ev.submit(self._file(c.id, c.source or ""), cases=cases, deadline=self._deadline())] = (
+                cand_id, screen)
 
         for c in list(self.cands.values()):  # resume: evaluate what was proposed but not evaluated
             if c.status == "pending" and c.proposer != "baseline":
@@ -316,7 +344,8 @@ class Search:
                             and c.edit_format == "tune")
         stop = ""
         island = self.counters.get("next_island", 0)
-        with ThreadPoolExecutor(max_workers=prop_threads, thread_name_prefix="proposer") as pool:
+        pool = ThreadPoolExecutor(max_workers=prop_threads, thread_name_prefix="proposer")
+        try:
             while True:
                 if not stop:
                     stop = self._budget_reason(len(props) + len(evals))
@@ -330,9 +359,13 @@ class Search:
                     island = (island + 1) % len(self.archive.islands)
                     self.counters["next_island"] = island
                 self.status.inflight = len(props) + len(evals)
-                if not props and not evals:
+                over = self._deadline() is not None and (self._deadline() or 0.0) <= time.monotonic()
+                if not evals and (not props or over):  # out of time: proposals still being written are dropped
                     break
-                done, _ = wait(list(props) + list(evals), return_when=FIRST_COMPLETED)
+                # woken at the budget's end too, when only a slow proposal (an LLM's) is in flight
+                deadline = self._deadline()
+                done, _ = wait(list(props) + list(evals), return_when=FIRST_COMPLETED,
+                               timeout=None if deadline is None or evals else max(0.0, deadline - time.monotonic()))
                 for f in done:
                     if f in props:
                         isl, parent = props.pop(f)  # type: ignore[arg-type]
@@ -347,7 +380,9 @@ class Search:
                     else:
                         cand_id, screen = evals.pop(f)  # type: ignore[arg-type]
                         res = f.result()
-                        if screen:
+                        if res.status == "cancelled":
+                            self._cancelled(cand_id, res)
+                        elif screen:
                             ok, why = self._screen_passes(res)
                             if ok:
                                 self.db.record(cand_id, self.run_id, "pending", self.archive.to_dict(), self.counters,
@@ -359,9 +394,13 @@ class Search:
                         else:
                             self._on_result(cand_id, res)
                     self._refresh()
-        stop = stop or "finished"
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        return self._stop(stop or "finished")
+
+    def _stop(self, reason: str) -> Status:
         self.counters["elapsed_s"] = self._elapsed()
-        self.db.save_state(self.run_id, self.archive.to_dict(), self.counters, "stop", {"reason": stop})
-        self.db.set_status(self.run_id, "finished", stop)
-        self._refresh(stop)
+        self.db.save_state(self.run_id, self.archive.to_dict(), self.counters, "stop", {"reason": reason})
+        self.db.set_status(self.run_id, "finished", reason)
+        self._refresh(reason)
         return self.status

@@ -84,10 +84,39 @@ def test_replay_dedupes_and_records_garbage(tmp_path: Path) -> None:
 def test_time_budget_and_bad_budgets(tmp_path: Path) -> None:
     task = planted_silu(tmp_path / "silu")
     status = api.evolve(str(task), time_s=0.01, backend="interpreter", db=tmp_path / "runs.db")
-    assert status.message == "time budget reached (0 s)" and status.evaluated == 1  # the baseline only
+    # the budget counts the task's preparation, and ends before the baseline is measured
+    assert status.message == "time budget reached (0 s) before the baseline was measured" and status.evaluated == 0
+    with RunDB(tmp_path / "runs.db") as db:
+        [base] = db.candidates(status.run_id)
+        assert base.proposer == "baseline" and base.status == "cancelled" and base.reason == "time budget"
     for kw in ({"iterations": 0}, {"budget_usd": 0.0}, {"time_s": -1.0}):
         with pytest.raises(ValueError, match="must be positive"):
             api.evolve(str(task), backend="interpreter", db=tmp_path / "runs.db", **kw)
+
+
+def test_a_time_budget_is_kept_and_what_it_cut_short_is_not_evaluated_again(tmp_path: Path) -> None:
+    """``evolve --time 20`` on a bundled task returns within 22 s of search time, the baseline's evaluation included;
+    evaluations still queued or running at the end come back cancelled, and ``--resume`` does not evaluate them
+    again."""
+    import time
+
+    db_file = tmp_path / "runs.db"
+    t0 = time.monotonic()
+    status = api.evolve("rmsnorm", time_s=20, backend="interpreter", db=db_file, patience=None)
+    wall = time.monotonic() - t0
+    with RunDB(db_file) as db:
+        run = db.run(status.run_id)
+        assert run.message == "time budget reached (20 s)", run.message
+        assert run.counters["elapsed_s"] <= 22.0 and wall <= 22.0 + 5.0, (run.counters["elapsed_s"], wall)
+        cut = {c.id: c.evaluated for c in db.candidates(status.run_id, "cancelled")}
+        assert cut, "nothing was in flight at the budget's end"  # tune keeps the one worker's queue full
+        assert all(c.reason == "time budget" for c in db.candidates(status.run_id, "cancelled"))
+        assert status.evaluated == db.totals(status.run_id)["evaluated"] >= 1  # cancelled ones are not counted
+    resumed = api.evolve(resume=status.run_id, iterations=status.evaluated + 2, db=db_file)
+    with RunDB(db_file) as db:
+        after = {c.id: c for c in db.candidates(status.run_id)}
+        assert all(after[i].status == "cancelled" and after[i].evaluated == at for i, at in cut.items())
+        assert resumed.evaluated > status.evaluated
 
 
 def test_tune_refuses_a_fusion_task_without_a_triton_candidate(tmp_path: Path) -> None:

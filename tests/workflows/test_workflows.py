@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -28,14 +29,36 @@ def test_scheduled_workflow_rules() -> None:
     inputs = wf["on"]["workflow_dispatch"]["inputs"]
     assert set(inputs) == {"target", "mode"} and inputs["mode"]["default"] == "dry-run"
     assert wf["permissions"] == {"contents": "read"}  # pushes and PRs use the bot's own token, on its fork
-    assert "target" in wf["concurrency"]["group"] and wf["concurrency"]["cancel-in-progress"] is False
     job = wf["jobs"]["run"]
+    assert "matrix.target" in job["concurrency"]["group"] and job["concurrency"]["cancel-in-progress"] is False
     assert job["runs-on"] == ["self-hosted", "gpu"] and "fork" in job["if"]
     assert "secrets.SMITHBOT_GITHUB_TOKEN" in job["env"]["SMITHBOT_GITHUB_TOKEN"]
     assert "secrets.SMITHBOT_LLM_KEY" in job["env"]["OPENAI_API_KEY"]
     steps = job["steps"]
     assert any(s.get("uses", "").startswith("actions/upload-artifact") and s.get("if") == "always()" for s in steps)
-    assert any("smithbot" in s.get("run", "") and "--submit" in s.get("run", "") for s in steps)
+    run = next(s["run"] for s in steps if "smithbot \"${args[@]}\"" in s.get("run", ""))
+    assert "--submit" in run
+
+
+def test_the_schedule_covers_every_bundled_target_within_the_jobs_limit() -> None:
+    """The matrix holds every bundled target; the pipeline's --time-total is the job's limit less a margin; the llm
+    proposer runs when its key is set (with the config kept in the repository), tune otherwise; the profile step
+    runs where the engine is installed and hands its trace on."""
+    from smithbot.config import target_names
+
+    job = _load("smithbot.yml")["jobs"]["run"]
+    matrix = job["strategy"]["matrix"]
+    scheduled = re.search(r"\|\| '(\[.*\])'\) }}$", matrix["target"])  # the schedule's list, after the dispatch's
+    assert scheduled and sorted(json.loads(scheduled[1])) == sorted(t for t in target_names() if t != "demo")
+    assert job["timeout-minutes"] == "${{ matrix.minutes }}" and matrix["minutes"] == [360]
+    run = next(s["run"] for s in job["steps"] if "smithbot \"${args[@]}\"" in s.get("run", ""))
+    assert "--time-total $(( (${{ matrix.minutes }} - MARGIN_MINUTES) * 60 ))" in run
+    assert 0 < int(job["env"]["MARGIN_MINUTES"]) < 60
+    assert 'if [ -n "$OPENAI_API_KEY" ]; then args+=(--proposer llm --config configs/llm.yaml); fi' in run
+    assert yaml.safe_load((ROOT / "configs" / "llm.yaml").read_text())["llm"]["api_key_env"] == "OPENAI_API_KEY"
+    profile = next(s for s in job["steps"] if s.get("id") == "profile")
+    assert "smithbot profile" in profile["run"] and "GITHUB_OUTPUT" in profile["run"]
+    assert '--profile "$TRACE"' in run
 
 
 ROOT = WF.parents[1]
