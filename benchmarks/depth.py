@@ -1,11 +1,12 @@
 """Depth: are the kernels default serving runs most correct on the GPU once extracted?
 
-Here (no GPU needed), take each target's top kernels by scan's default-path ranking, plus the kernels the Depth issue
-names, and extract them (``smithbot extract --top N``); the tasks and ``depth.json`` go under ``--keep DIR``:
+Take each target's top kernels by scan's default-path ranking, plus the kernels the Depth issue names, and extract
+them as ``smithbot extract --top N`` does (self-checked on the GPU where there is one, else under the interpreter,
+``--jobs`` at a time); the tasks and ``depth.json`` go under ``--keep DIR``:
 
     python benchmarks/depth.py sglang=/path/to/sglang lmdeploy=/path/to/lmdeploy engram=/path/to/DLBlas --keep depth
 
-Then, on a GPU machine (torch and triton only), the evaluator runs each task's baseline against itself on every
+Then, on a GPU machine (torch and triton are enough), the evaluator runs each task's baseline against itself on every
 case of the presets that run the kernel, and prints the table: kernel, presets, entry point, GPU-correct on every
 case (or why not), and the baseline's fraction of the device's measured copy bandwidth per case (its memory
 roofline, by the bytes the task's inputs and outputs hold):
@@ -36,7 +37,7 @@ NAMED = {
 }
 
 
-def extract(specs: list[str], keep: Path, top: int, check: bool) -> None:
+def extract(specs: list[str], keep: Path, top: int, check: bool, jobs: int) -> None:
     from smithbot import api
     from smithbot.config import ConfigError
 
@@ -47,13 +48,13 @@ def extract(specs: list[str], keep: Path, top: int, check: bool) -> None:
         result = api.scan(name, source=path or None)
         launched = [s for s in result.sites if s.role == "launched"]
         rank = {(s.path, s.name): i for i, s in enumerate(launched, 1)}
-        rows = api.extract(name, None, out=out / "tasks", source=path or None, top=top, check=check)
+        rows = api.extract(name, None, out=out / "tasks", source=path or None, top=top, check=check, jobs=jobs)
         for kernel in NAMED.get(name, []):
             if kernel in {r.kernel for r in rows}:
                 continue
             try:
                 rows += api.extract(name, kernel, out=out / "tasks" / kernel.strip("_"), source=path or None,
-                                    check=check)
+                                    check=check, jobs=jobs)
             except ConfigError as exc:
                 print(f"  {kernel}: {exc}")
         data, seen = [], set()
@@ -145,15 +146,15 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=Path("depth"), help="where the tasks and depth.json go")
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--gpu", type=Path, metavar="DIR", help="check on the GPU the tasks extracted into DIR")
-    ap.add_argument("--jobs", type=int, default=3, help="tasks checked at once on the GPU (the evaluator's own "
-                                                           "default is 3 workers a GPU)")
+    ap.add_argument("--jobs", type=int, default=3, help="tasks self-checked at once (each evaluator has 3 workers a "
+                                                           "GPU)")
     ap.add_argument("--no-check", dest="check", action="store_false",
-                    help="extract without the interpreter self-check (and so without the branch tasks it leads to)")
+                    help="extract without the self-check (and so without the retries and branch tasks it leads to)")
     args = ap.parse_args()
     if args.gpu:
         gpu(args.gpu, args.jobs, args.targets)
     else:
-        extract(args.targets, args.keep, args.top, args.check)
+        extract(args.targets, args.keep, args.top, args.check, args.jobs)
 
 
 if __name__ == "__main__":
