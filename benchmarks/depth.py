@@ -82,7 +82,7 @@ def yaml_load(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
-def gpu(keep: Path, jobs: int, only: list[str]) -> None:
+def gpu(keep: Path, jobs: int, only: list[str], task_timeout: float = 420.0) -> None:
     from evaluator import EvalResult
     from evaluator.env import copy_bandwidth_gbps, fingerprint
 
@@ -99,7 +99,7 @@ def gpu(keep: Path, jobs: int, only: list[str]) -> None:
             try:
                 p = subprocess.run([sys.executable, "-m", "evaluator", str(d), str(d / "kernel.py"), "--backend",
                                     "cuda", "--rounds", "3", "--workers-per-gpu", "1", "--json"],
-                                   capture_output=True, text=True, timeout=420, cwd=ROOT)
+                                   capture_output=True, text=True, timeout=task_timeout, cwd=ROOT)
                 lines = p.stdout.strip().splitlines()
                 if lines:
                     res = EvalResult.from_dict(json.loads(lines[-1]))
@@ -109,7 +109,8 @@ def gpu(keep: Path, jobs: int, only: list[str]) -> None:
                 else:
                     verdict[task] = {"ok": False, "why": (p.stderr.strip().splitlines() or ["no output"])[-1][:300]}
             except subprocess.TimeoutExpired:
-                verdict[task] = {"ok": False, "why": "timeout (420 s)"}
+                verdict[task] = {"ok": False, "why": f"timeout ({task_timeout:.0f} s)"}
+            print(f"  {task}: {'ok' if verdict[task]['ok'] else verdict[task]['why']}", file=sys.stderr, flush=True)
 
         tasks = sorted({r["task"] for r in rows if r["harness"]})
         t0 = time.perf_counter()
@@ -148,11 +149,12 @@ def main() -> None:
     ap.add_argument("--gpu", type=Path, metavar="DIR", help="check on the GPU the tasks extracted into DIR")
     ap.add_argument("--jobs", type=int, default=3, help="tasks self-checked at once (each evaluator has 3 workers a "
                                                            "GPU)")
+    ap.add_argument("--task-timeout", type=float, default=420.0, help="with --gpu: seconds one task's check may take")
     ap.add_argument("--no-check", dest="check", action="store_false",
                     help="extract without the self-check (and so without the retries and branch tasks it leads to)")
     args = ap.parse_args()
     if args.gpu:
-        gpu(args.gpu, args.jobs, args.targets)
+        gpu(args.gpu, args.jobs, args.targets, args.task_timeout)
     else:
         extract(args.targets, args.keep, args.top, args.check, args.jobs)
 

@@ -13,7 +13,7 @@ import yaml
 from smithbot.config import Target
 from smithbot.extract.closure import ClosureBuilder, ExtractError
 from smithbot.extract.entry import op_entry
-from smithbot.extract.names import TORCH_DTYPES
+from smithbot.extract.names import TORCH_DTYPES, setting
 from smithbot.inputs.cases import cases
 from smithbot.extract.inputs import (NAME_RULES, InputError, flat_entry, flatten_objects, harness_source,
                                      param_specs)
@@ -89,6 +89,24 @@ def _params(fn: ast.FunctionDef) -> list[tuple[str, Any]]:
     out = [(a.arg, _literal(d)) for a, d in zip(args, defaults)]
     out += [(a.arg, _literal(d)) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults)]
     return out
+
+
+def _kwargs_settings(fn: ast.FunctionDef) -> list[tuple[str, Any]]:
+    """(key, value) for each key a launcher reads from its ``**kwargs`` as a settings dict (LightLLM's
+    ``**run_config`` with ``run_config["BLOCK_N"]``, ``run_config.get("num_warps", 4)``): the task passes them, so
+    that the branch reading them runs as when a tuning table answers. A ``.get`` default is kept."""
+    kw = fn.args.kwarg.arg if fn.args.kwarg else None
+    out: dict[str, Any] = {}
+    for node in ast.walk(fn) if kw else ():
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == kw \
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            out.setdefault(node.slice.value, setting(node.slice.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == kw and node.args \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            d = _literal(node.args[1]) if len(node.args) > 1 else ...
+            out[node.args[0].value] = d if isinstance(d, (int, float, bool)) else setting(node.args[0].value)
+    return [(k, v) for k, v in out.items() if k.isidentifier()]
 
 
 def _tunables(fn: ast.FunctionDef, source: str) -> dict[str, Any]:
@@ -263,7 +281,8 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     entry = f"{wrapper}_flat" if objects else wrapper
     try:
         try:
-            specs, extra, inferred = param_specs(_params(flat_fn), wrapper, target, flat_fn, functions)
+            specs, extra, inferred = param_specs(_params(flat_fn) + _kwargs_settings(flat_fn), wrapper, target,
+                                                 flat_fn, functions)
         except InputError as flat_exc:
             if not objects:
                 raise
@@ -271,7 +290,8 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
                         None)
             flat_fn, objects, entry = fn, {}, wrapper  # an attribute has nothing to go on: ask for the object
             try:
-                specs, extra, inferred = param_specs(_params(fn), wrapper, target, fn, functions)
+                specs, extra, inferred = param_specs(_params(fn) + _kwargs_settings(fn), wrapper, target, fn,
+                                                     functions)
             except InputError as whole:
                 raise InputError(f"{whole} (nothing shows what {attr} is)" if attr else str(whole)) from None
         case_list, skipped = cases(specs, extra, target, wrapper)

@@ -99,7 +99,8 @@ def kernel_param_kinds(kernel: ast.FunctionDef) -> dict[str, str]:
             numeric |= {e.id for e in (node.left, node.right) if isinstance(e, ast.Name)}
         if isinstance(node, ast.Call) and (isinstance(node.func, ast.Name) and node.func.id in ("range", "min", "max")
                                            or isinstance(node.func, ast.Attribute) and node.func.attr in (
-                                               "arange", "cdiv", "range", "static_range", "full")):
+                                               "arange", "cdiv", "range", "static_range", "full", "minimum",
+                                               "maximum")):
             numeric |= {n.id for a in node.args for n in ast.walk(a) if isinstance(n, ast.Name)}
             if getattr(node.func, "id", getattr(node.func, "attr", "")) in ("range", "static_range"):
                 bounds.extend(node.args)

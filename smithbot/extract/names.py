@@ -60,9 +60,9 @@ TORCH_DTYPES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "
 def setting(key: str) -> int:
     """A plausible value for one key of a launch-settings dict (``config["BLOCK_SIZE_M"]``)."""
     low = key.lower()
-    if low == "num_warps":
+    if low.endswith("num_warps"):  # LightLLM's `stage1_num_warps` too
         return 4
-    if low == "num_stages":
+    if low.endswith("num_stages"):
         return 2
     return 64 if "block" in low else 1
 

@@ -160,3 +160,45 @@ def test_bad_kernel_names(home: Path, tmp_path: Path) -> None:
 def test_self_check_runs_the_gpu_cases_when_there_is_a_gpu(home: Path) -> None:
     [row] = api.extract("demo", "rms_norm", out=home / "rms", check=True)
     assert row.checked and row.why.startswith("baseline runs on the GPU"), row.why
+
+
+RUN_CONFIG = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _double_kernel(X, Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Out + offs, tl.load(X + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def double(x, **run_config):
+    if run_config:  # a tuning table's answer, handed down as keyword arguments
+        BLOCK = run_config["BLOCK"]
+        num_warps = run_config.get("num_warps", 2)
+    out = torch.empty_like(x)
+    _double_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, out, x.numel(), BLOCK=BLOCK, num_warps=num_warps)
+    return out
+'''
+
+DOUBLE_REFERENCE = '''
+
+def reference(x, **run_config):
+    return x * 2
+'''
+
+
+def test_a_launcher_reading_its_keyword_arguments_as_settings_gets_them(home: Path, tmp_path: Path) -> None:
+    """LightLLM's launchers take ``**run_config`` and read ``run_config["BLOCK_N"]`` under ``if run_config:``; the
+    task passes those keys (a ``.get`` default kept), so the variables they bind exist and the kernel runs."""
+    from tests.conftest import git_repo
+
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/ops.py": RUN_CONFIG})
+    [row] = api.extract(str(repo), "_double_kernel", out=tmp_path / "t", source=str(repo), check=True)
+    assert row.checked, row.why
+    spec = (tmp_path / "t" / "harness.py").read_text()
+    assert "'BLOCK': 64" in spec and "'num_warps': 2" in spec
+    _with_reference(tmp_path / "t", DOUBLE_REFERENCE, {"name": "irregular-1000", "regime": "decode", "dtype": "fp32",
+                                                        "dims": {"tokens": 7, "hidden": 143}})
+    _check_against_reference(tmp_path / "t")

@@ -95,6 +95,13 @@ def _repeat(Group, Repeats, Cum, Out):
         tl.store(Out + start + r, tl.load(Group + tl.program_id(0)))
 '''))
     assert kinds["Cum"] == "index" and kinds["Group"] == "pointer"  # an offset computed from what Cum holds
+    kinds = kernel_param_kinds(_fn('''
+@triton.jit
+def _window(SeqLen, AttLen, sliding_window):
+    n = tl.load(SeqLen + tl.program_id(0))
+    tl.store(AttLen + tl.program_id(0), tl.minimum(n, sliding_window))
+'''))
+    assert kinds["sliding_window"] == "scalar"  # LightLLM's window: a number, as tl.minimum's operands are
 
 
 def test_a_launch_says_what_unannotated_parameters_are() -> None:
