@@ -202,7 +202,8 @@ class ClosureBuilder:
             state = None
         if state and self._depth:  # `_CACHE = OrderedDict()`: a helper that keeps it is stubbed, if one can be
             self.c.blockers.append(f"{name} is module-level state ({state})")
-        helper = self._depth > 0 and isinstance(node, ast.FunctionDef) and not is_kernel(node)
+        helper = self._depth > 0 and (isinstance(node, ast.ClassDef) or isinstance(node, ast.FunctionDef)
+                                      and not is_kernel(node))
         need = self._needs.get(key) if helper else None
         if need is None:
             self._depth += 1
@@ -227,8 +228,17 @@ class ClosureBuilder:
         if need is not None:
             self._done.add(key)
             self._bound[name] = key
-            self.c.stubs[name] = (f"def {name}(*args, **kwargs):  # the target's {module}.{name}\n"
-                                  f"    raise NotImplementedError({f'{name} is not in this task: {need}'!r})\n")
+            why = f"{name} is not in this task: {need}"
+            if isinstance(node, ast.ClassDef):  # (LightLLM's tuning-table classes, that read JSON files) its methods
+                methods = [f.name for f in node.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("__")]
+                self.c.stubs[name] = (
+                    f"class {name}:  # the target's {module}.{name}\n    def __init__(self, *args, **kwargs):\n"
+                    f"        raise NotImplementedError({why!r})\n" + "".join(
+                        f"\n    @staticmethod\n    def {m}(*args, **kwargs):\n        raise NotImplementedError({why!r})\n"
+                        for m in methods))
+            else:
+                self.c.stubs[name] = (f"def {name}(*args, **kwargs):  # the target's {module}.{name}\n"
+                                      f"    raise NotImplementedError({why!r})\n")
             if as_name != name:
                 self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             return

@@ -727,3 +727,42 @@ def launch(x, pool=None):
     return x
 ''')
     assert any("ctypes" in blocker for blocker in b.c.blockers), b.c.blockers
+
+
+TUNING = '''import json
+import os
+
+
+class BlockConfigs:
+    """A tuning table read from JSON files beside the module (LightLLM's kernel configs)."""
+
+    @classmethod
+    def try_to_get_best_config(cls, n):
+        with open(os.path.join(os.path.dirname(__file__), f"{n}.json")) as f:
+            return json.load(f)
+
+
+def launch(x, **run_config):
+    if not run_config:
+        run_config = BlockConfigs.try_to_get_best_config(x.numel())
+    return x * run_config["BLOCK"]
+'''
+
+
+def test_a_class_off_the_path_that_a_task_cannot_have_becomes_a_stub_that_says_so(tmp_path: Path) -> None:
+    """A tuning-table class that reads files (os, json, ``__file__``), asked only when the launcher is handed no
+    settings: the class becomes one whose methods raise with the reason, and the launcher extracts and runs on the
+    settings its task passes."""
+    import pytest
+    import torch
+
+    b = _closure(tmp_path, "tuned", TUNING)
+    assert b.c.blockers == [] and "BlockConfigs" in b.c.stubs
+    src = _source(b)
+    evolved = f"# EVOLVE-BLOCK-START\n{src}\n# EVOLVE-BLOCK-END\n"
+    assert check(evolved, evolved, "launch").ok, check(evolved, evolved, "launch")
+    ns: dict = {}
+    exec(compile(src, "task", "exec"), ns)
+    assert torch.equal(ns["launch"](torch.ones(4), BLOCK=8), torch.full((4,), 8.0))
+    with pytest.raises(NotImplementedError, match="BlockConfigs is not in this task: import of"):
+        ns["launch"](torch.ones(4))
