@@ -286,7 +286,7 @@ class RunDB:
     def totals(self, run_id: str) -> dict[str, float]:
         row = self.conn.execute(
             "SELECT count(*), coalesce(sum(tokens_in + tokens_out), 0), coalesce(sum(cost), 0), "
-            "sum(status NOT IN ('pending')), sum(status IN ('correct', 'promoted', 'flagged')), "
+            "sum(status NOT IN ('pending', 'cancelled')), sum(status IN ('correct', 'promoted', 'flagged')), "
             "sum(status NOT IN ('pending', 'failed_proposal', 'cancelled')) "
             "FROM candidates WHERE run_id = ?", (run_id,)).fetchone()
         return {"candidates": row[0], "tokens": row[1], "cost": row[2], "done": row[3] or 0, "correct": row[4] or 0,

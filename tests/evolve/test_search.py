@@ -112,7 +112,7 @@ def test_a_time_budget_is_kept_and_what_it_cut_short_is_not_evaluated_again(tmp_
         assert cut, "nothing was in flight at the budget's end"  # tune keeps the one worker's queue full
         assert all(c.reason == "time budget" for c in db.candidates(status.run_id, "cancelled"))
         assert status.evaluated == db.totals(status.run_id)["evaluated"] >= 1  # cancelled ones are not counted
-    resumed = api.evolve(resume=status.run_id, iterations=status.evaluated + 2, db=db_file)
+    resumed = api.evolve(resume=status.run_id, time_s=600, iterations=status.evaluated + 1, db=db_file)
     with RunDB(db_file) as db:
         after = {c.id: c for c in db.candidates(status.run_id)}
         assert all(after[i].status == "cancelled" and after[i].evaluated == at for i, at in cut.items())
