@@ -290,7 +290,9 @@ def evolve_cmd(
     proposer: Optional[str] = typer.Option(None, help="tune (offline, the default), llm (an OpenAI-compatible "
                                                       "endpoint from --config) or replay (--replay FILE)"),
     iterations: Optional[int] = typer.Option(None, help="stop after this many proposals"),
-    time_s: Optional[float] = typer.Option(None, "--time", help="stop after this many seconds"),
+    time_s: Optional[float] = typer.Option(None, "--time", help="stop after this many seconds, the baseline's "
+                                                                 "evaluation included; what is in flight then is "
+                                                                 "cancelled"),
     budget_usd: Optional[float] = typer.Option(None, help="stop when the LLM cost reaches this many dollars"),
     budget_tokens: Optional[int] = typer.Option(None, help="stop when this many LLM tokens are spent"),
     islands: Optional[int] = typer.Option(None, help="islands, each with its own MAP-Elites grid (default 4)"),

@@ -717,16 +717,22 @@ def launch(x, pool=None):
     import torch
 
     assert torch.equal(ns["launch"](torch.arange(3)), torch.tensor([0, 2, 4]))
-    # a class used for more than the check still comes with its module, and blocks as before
+    # a class used for more than the check stays, as a stub that says why it is not in the task (its module needs
+    # ctypes): the task extracts, and the branch that uses it fails when it runs
     b = _closure(tmp_path, "uses", '''def launch(x, pool=None):
     if pool is not None:
         from pkg.pool import Pool
 
         assert isinstance(pool, Pool)
-        return Pool.lib
+        return Pool(pool)
     return x
 ''')
-    assert any("ctypes" in blocker for blocker in b.c.blockers), b.c.blockers
+    assert b.c.blockers == [] and "import of ctypes" in b.c.stubs["Pool"], b.c.stubs
+    ns = {}
+    exec(compile(_source(b), "task", "exec"), ns)
+    assert ns["launch"](3) == 3
+    with pytest.raises(NotImplementedError, match="Pool is not in this task: import of ctypes"):
+        ns["launch"](3, pool=object())
 
 
 TUNING = '''import json

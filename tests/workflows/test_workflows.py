@@ -55,7 +55,10 @@ def test_the_schedule_covers_every_bundled_target_within_the_jobs_limit() -> Non
     assert "--time-total $(( (${{ matrix.minutes }} - MARGIN_MINUTES) * 60 ))" in run
     assert 0 < int(job["env"]["MARGIN_MINUTES"]) < 60
     assert 'if [ -n "$OPENAI_API_KEY" ]; then args+=(--proposer llm --config configs/llm.yaml); fi' in run
-    assert yaml.safe_load((ROOT / "configs" / "llm.yaml").read_text())["llm"]["api_key_env"] == "OPENAI_API_KEY"
+    from smithbot.config import load_evolve_config
+
+    llm = load_evolve_config(ROOT / "configs" / "llm.yaml").llm  # the loader the llm proposer uses accepts it
+    assert llm is not None and llm.api_key_env == "OPENAI_API_KEY" and "OPENAI_API_KEY" in job["env"]
     profile = next(s for s in job["steps"] if s.get("id") == "profile")
     assert "smithbot profile" in profile["run"] and "GITHUB_OUTPUT" in profile["run"]
     assert '--profile "$TRACE"' in run
