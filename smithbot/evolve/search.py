@@ -359,11 +359,11 @@ class Search:
                     island = (island + 1) % len(self.archive.islands)
                     self.counters["next_island"] = island
                 self.status.inflight = len(props) + len(evals)
-                over = self._deadline() is not None and (self._deadline() or 0.0) <= time.monotonic()
-                if not evals and (not props or over):  # out of time: proposals still being written are dropped
+                deadline = self._deadline()
+                out_of_time = deadline is not None and deadline <= time.monotonic()
+                if not evals and (not props or out_of_time):  # proposals still being written then are dropped
                     break
                 # woken at the budget's end too, when only a slow proposal (an LLM's) is in flight
-                deadline = self._deadline()
                 done, _ = wait(list(props) + list(evals), return_when=FIRST_COMPLETED,
                                timeout=None if deadline is None or evals else max(0.0, deadline - time.monotonic()))
                 for f in done:
