@@ -372,6 +372,11 @@ def _repeat_rows_kernel(X, Out, top_k: tl.constexpr, D, BLOCK_D: tl.constexpr):
 
 
 def grouped_scale_launcher""")
+    # and its launcher says what w is (an expert's scales a row), so that its own task needs no grown inputs
+    gpu_only = gpu_only.replace("def grouped_scale_launcher(x, w, out, sorted_idx, exp_start, exp_end, top_k):\n",
+                                "def grouped_scale_launcher(x, w, out, sorted_idx, exp_start, exp_end, top_k):\n"
+                                "    assert w.dim() == 2 and w.shape[1] == x.shape[1]\n")
+    assert "assert w.dim() == 2" in gpu_only
     assert gpu_only != OP
     repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/ops.py": gpu_only})
     [row] = api.extract(str(repo), "_grouped_scale_kernel", out=tmp_path / "op", source=str(repo), check=True)
