@@ -102,7 +102,7 @@ def test_a_time_budget_is_kept_and_what_it_cut_short_is_not_evaluated_again(tmp_
 
     db_file = tmp_path / "runs.db"
     t0 = time.monotonic()
-    status = api.evolve("rmsnorm", time_s=20, backend="interpreter", db=db_file, patience=None)
+    status = api.evolve("silu_and_mul", time_s=20, backend="interpreter", db=db_file, patience=None)
     wall = time.monotonic() - t0
     with RunDB(db_file) as db:
         run = db.run(status.run_id)
