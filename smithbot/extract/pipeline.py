@@ -125,7 +125,9 @@ def extract_sites(result: ScanResult, sites: list[KernelSite], task_dir_of: Call
         that bound to a launcher nobody wrote specs for (the plain inference may serve it where a layout's sizes
         do not), then the op it was built around (its inputs may need what inference cannot tell, a quantized
         op's scales)."""
-        ok, why = rebuilt(i, task_dir, why, "without the layouts that bound by themselves", by_themselves=False)
+        ok = False
+        if _layout_line(task_dir) != "LAYOUT_BUILDERS = {}":  # no layout bound: nothing to build again without
+            ok, why = rebuilt(i, task_dir, why, "without the layouts that bound by themselves", by_themselves=False)
         plain = launcher(result.checkout.root, sites[i])
         if not ok and plain is not None and plain != launchers[i]:
             ok, why = rebuilt(i, task_dir, why, f"at its launcher {plain[1]}() (not the op {launchers[i][1]}())",
