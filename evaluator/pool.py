@@ -30,6 +30,10 @@ MAX_SPEEDUP = 10.0
 ROOFLINE_SLACK = 1.05
 SIGN_ALPHA = 0.01  # a single case needs 7 rounds (p = 1/128) before anything can be promoted
 DEFAULT_ROUNDS = {"cuda": 30, "interpreter": 7}
+# On the GPU, per effort: (rounds, as a multiple of the Evaluator's), seconds of timed samples per case. A screen only
+# ranks a proposal against earlier screens; verification decides what is proposed upstream. The interpreter's wall
+# clock predicts nothing on the GPU, so every effort takes its rounds as they are.
+EFFORT = {"screen": (1 / 3, 0.05), "full": (1.0, 0.2), "verify": (2.0, 1.0)}
 
 
 class BackendError(Exception):
@@ -234,11 +238,14 @@ class Evaluator:
     def case_names(self) -> list[str]:
         return [c.name for c in self.task.cases_for(self.backend)]
 
-    def submit(self, candidate: str | Path, cases: list[str] | None = None,
-               deadline: float | None = None) -> Future[EvalResult]:
-        """Evaluate one candidate file, on the named cases only when ``cases`` is given (default: all). With
-        ``deadline`` (a ``time.monotonic()`` instant: where a search's time budget ends), an evaluation still waiting
-        for a worker then is not started, and one still running then is stopped; both come back ``cancelled``."""
+    def submit(self, candidate: str | Path, cases: list[str] | None = None, deadline: float | None = None,
+               effort: str = "full") -> Future[EvalResult]:
+        """Evaluate one candidate file, on the named cases only when ``cases`` is given (default: all), timed with the
+        ``effort`` of ``EFFORT``. With ``deadline`` (a ``time.monotonic()`` instant: where a search's time budget
+        ends), an evaluation still waiting for a worker then is not started, and one still running then is stopped;
+        both come back ``cancelled``."""
+        if effort not in EFFORT:
+            raise ValueError(f"unknown effort {effort!r} (choose {', '.join(EFFORT)})")
         path = Path(candidate).resolve()
         try:
             source = path.read_text(encoding="utf-8")
@@ -251,7 +258,7 @@ class Evaluator:
             fut = Future()
             fut.set_result(self._result(path, "rejected", "guard", g.reason, g.detail))
             return fut
-        return self._pool.submit(self._run, path, cases, deadline)
+        return self._pool.submit(self._run, path, cases, deadline, effort)
 
     def evaluate(self, candidates: list[str | Path]) -> list[EvalResult]:
         return [f.result() for f in [self.submit(c) for c in candidates]]
@@ -260,7 +267,12 @@ class Evaluator:
         return EvalResult(candidate=str(path), task=self.task.id, backend=self.backend, status=status, stage=stage,
                           reason=reason, detail=detail, **kw)
 
-    def _run(self, path: Path, cases: list[str] | None, deadline: float | None = None) -> EvalResult:
+    def timing_plan(self, effort: str) -> tuple[int, float]:
+        """(rounds at most, seconds of timed samples per case) for an evaluation of this ``effort``."""
+        share, case_s = EFFORT[effort]
+        return (self.rounds if self.backend == "interpreter" else max(1, round(self.rounds * share))), case_s
+
+    def _run(self, path: Path, cases: list[str] | None, deadline: float | None, effort: str) -> EvalResult:
         def left() -> float:
             return float("inf") if deadline is None else deadline - time.monotonic()
 
@@ -278,8 +290,9 @@ class Evaluator:
                                     "the search's time budget ended while this worker prepared the task")
             t0 = time.perf_counter()
             limit = min(self.timeout_s, left())
-            ans = w.request({"op": "eval", "task": str(self.task.root), "candidate": str(path),
-                             "rounds": self.rounds, "margin": self.min_gain, "cases": cases}, limit)
+            rounds, case_s = self.timing_plan(effort)
+            ans = w.request({"op": "eval", "task": str(self.task.root), "candidate": str(path), "rounds": rounds,
+                             "case_s": case_s, "margin": self.min_gain, "cases": cases}, limit)
             if w.proc is None:  # killed or died: the replacement must prepare the task again
                 self._prepared.discard(id(w))
             if ans["status"] == "timeout" and limit < self.timeout_s:  # stopped by the budget, not its own timeout
@@ -299,7 +312,7 @@ class Evaluator:
                                     **common)
             final, flags = verdict(ans, self.min_gain, self.backend == "interpreter")
             s = ans["summary"]
-            wins = (f"faster by over {self.min_gain:.0%} in {s['wins']} of {s['rounds'] * len(ans['cases'])} rounds "
+            wins = (f"faster by over {self.min_gain:.0%} in {s['wins']} of {s['rounds']} rounds "
                     f"(sign test p = {s['sign_p']:.2g})")
             return self._result(path, final, "verdict", "", wins, speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
                                 cases=tuple(ans["cases"]), flags=flags, timing_method=",".join(sorted({c["method"] for c in ans["cases"]})),

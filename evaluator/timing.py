@@ -1,14 +1,17 @@
 """Stage 4 of the cascade: paired, interleaved GPU timing (``cuda`` backend only).
 
 Method, per shape case:
+- every case and side is warmed up first (compiles every constexpr variant, runs autotuning), and one eager call of
+  the baseline is timed: what a case's timing costs follows from it;
 - inputs are built once per side and copied ``n`` times; one timed sample calls the function once on each copy, so
-  a sample's footprint is at least twice the L2 when that fits in the memory cap (``l2_cold``), and short decode calls
-  are long enough to time;
-- every case and side is warmed up first (compiles every constexpr variant, runs autotuning);
+  a sample's footprint is at least twice the L2 when that fits in the memory cap and in the case's time cap
+  (``l2_cold``), and short decode calls are long enough to time;
 - each side's sample is captured as a CUDA graph and replayed; if either side cannot be captured, both are timed
   eagerly between CUDA events, so the two sides are always measured the same way;
-- cases are timed one after another; within a case, rounds interleave the sides and alternate which goes first; the
-  per-round ratio baseline/candidate gives a median and a bootstrap 95% interval; the geomean over cases has a joint
+- cases are timed one after another; within a case, rounds interleave the sides and alternate which goes first. A
+  case takes as many rounds as fit in its time cap (``case_s``, for both sides together), between ``MIN_ROUNDS`` and
+  the rounds asked for: a screen asks few, a full evaluation more, verification most. The per-round ratio
+  baseline/candidate gives a median and a bootstrap 95% interval; the geomean over cases has a joint
   bootstrap interval, and a sign test over every round of every case says how likely that many wins are if the
   candidate were not faster by the margin (a win is a round whose ratio exceeds 1 + margin).
 
@@ -35,6 +38,7 @@ BOOTSTRAP = 2000
 MIN_SAMPLE_US = 100.0  # a sample shorter than this is dominated by event resolution
 MAX_COPIES = 256
 COPY_CAP_BYTES = 4 << 30
+MIN_ROUNDS = 10  # with 1 case, 7 rounds won are the fewest that can be significant (p = 1/128 < 0.01)
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class CaseTiming:
     name: str
     method: str  # cuda_graph | cuda_events | interpreter_wall
     copies: int
+    rounds: int
     l2_cold: bool
     base_us: float
     base_p20_us: float
@@ -108,25 +113,38 @@ def _elapsed_us(fn: Callable[[], None], reps: int) -> tuple[Any, Any]:
     return s, e
 
 
+def _plan(call_us: float, moved: int, footprint: int, l2_bytes: int, rounds: int, case_s: float) -> int:
+    """Input copies per sample: enough for twice the L2, within the memory cap and the time cap, where a sample must
+    leave room for ``MIN_ROUNDS`` rounds of both sides."""
+    l2_copies = math.ceil(2 * l2_bytes / max(moved, 1))
+    timed = int(case_s * 1e6 / (2 * min(rounds, MIN_ROUNDS) * max(call_us, 1e-3)))
+    return max(1, min(MAX_COPIES, l2_copies, COPY_CAP_BYTES // max(footprint, 1), timed))
+
+
 def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, case: Case, seed: int,
-              rounds: int, l2_bytes: int, copy_gbps: float, rng: np.random.Generator) -> tuple[CaseTiming, np.ndarray]:
-    """Time one case; returns its summary and the per-round ratios baseline/candidate."""
+              rounds: int, case_s: float, l2_bytes: int, copy_gbps: float,
+              rng: np.random.Generator) -> tuple[CaseTiming, np.ndarray]:
+    """Time one case within about ``case_s`` seconds of samples; returns its summary and the per-round ratios
+    baseline/candidate."""
     args = make_args(harness, case, seed, "cuda")
     footprint = sum(t.numel() * t.element_size() for t in tensors_of(list(args.values())))
     out = base_fn(**clone_args(args))
     bytes_fn = getattr(harness, "bytes_moved", None)
     moved = int(bytes_fn(**args)) if bytes_fn is not None else default_bytes(args, out)
     del out
-    copies = max(1, min(MAX_COPIES, math.ceil(2 * l2_bytes / max(moved, 1)), COPY_CAP_BYTES // max(footprint, 1)))
+    firsts = {"base": clone_args(args), "cand": clone_args(args)}
+    for side, fn in (("base", base_fn), ("cand", cand_fn)):
+        for _ in range(2):  # warm-up: compiles every variant and runs autotuning before anything is timed
+            fn(**firsts[side])
+    torch.cuda.synchronize()
+    s, e = _elapsed_us(lambda: base_fn(**firsts["base"]), 3)
+    torch.cuda.synchronize()
+    copies = _plan(s.elapsed_time(e) * 1e3 / 3, moved, footprint, l2_bytes, rounds, case_s)
     runs: dict[str, Callable[[], None]] = {}
     keep: dict[str, list[Any]] = {}
     for side, fn in (("base", base_fn), ("cand", cand_fn)):
         keep[side] = []
-        bufs = [clone_args(args) for _ in range(copies)]
-        runs[side] = _sample(fn, bufs, keep[side])
-        for _ in range(2):  # warm-up: compiles every variant and runs autotuning before anything is timed
-            fn(**bufs[0])
-    torch.cuda.synchronize()
+        runs[side] = _sample(fn, [firsts[side], *(clone_args(args) for _ in range(copies - 1))], keep[side])
     graphs = {side: _capture(run) for side, run in runs.items()}
     if all(g is not None for g in graphs.values()):
         method = "cuda_graph"
@@ -136,20 +154,22 @@ def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness:
     # One pass over the copies may be too short to time; repeat it within a sample until it is long enough.
     s, e = _elapsed_us(runners["base"], 1)
     torch.cuda.synchronize()
-    reps = max(1, math.ceil(MIN_SAMPLE_US / max(s.elapsed_time(e) * 1e3, 1e-3)))
+    pass_us = max(s.elapsed_time(e) * 1e3, 1e-3)
+    reps = max(1, math.ceil(MIN_SAMPLE_US / pass_us))
+    rounds = max(min(rounds, MIN_ROUNDS), min(rounds, int(case_s * 1e6 / (2 * reps * pass_us))))
     samples: dict[str, list[Any]] = {"base": [], "cand": []}
     for r in range(rounds):
         for side in (("base", "cand") if r % 2 == 0 else ("cand", "base")):
             samples[side].append(_elapsed_us(runners[side], reps))
     torch.cuda.synchronize()
     tb, tc = (np.array([s.elapsed_time(e) * 1e3 / (copies * reps) for s, e in samples[k]]) for k in ("base", "cand"))
-    del graphs, runners, runs, keep
+    del graphs, runners, runs, keep, firsts
     torch.cuda.synchronize()
     ratio = tb / tc
     cand_us, base_us = float(np.median(tc)), float(np.median(tb))
     cand_gbps = moved / (cand_us * 1e-6) / 1e9
     timing = CaseTiming(
-        name=case.name, method=method, copies=copies, l2_cold=copies * moved >= 2 * l2_bytes,
+        name=case.name, method=method, copies=copies, rounds=rounds, l2_cold=copies * moved >= 2 * l2_bytes,
         base_us=base_us, base_p20_us=float(np.percentile(tb, 20)), base_p80_us=float(np.percentile(tb, 80)),
         cand_us=cand_us, cand_p20_us=float(np.percentile(tc, 20)), cand_p80_us=float(np.percentile(tc, 80)),
         ratio=float(np.median(ratio)), ratio_ci=_median_ci(ratio, rng), bytes=moved, cand_gbps=cand_gbps,
@@ -179,7 +199,7 @@ def time_case_wall(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], har
     ratio = tb / tc
     base_us, cand_us = float(np.median(tb)), float(np.median(tc))
     timing = CaseTiming(
-        name=case.name, method="interpreter_wall", copies=1, l2_cold=False,
+        name=case.name, method="interpreter_wall", copies=1, rounds=rounds, l2_cold=False,
         base_us=base_us, base_p20_us=float(np.percentile(tb, 20)), base_p80_us=float(np.percentile(tb, 80)),
         cand_us=cand_us, cand_p20_us=float(np.percentile(tc, 20)), cand_p80_us=float(np.percentile(tc, 80)),
         ratio=float(np.median(ratio)), ratio_ci=_median_ci(ratio, rng), bytes=moved,
@@ -188,33 +208,36 @@ def time_case_wall(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], har
 
 
 def time_cases(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, cases: tuple[Case, ...],
-               rounds: int, l2_bytes: int, copy_gbps: float | None, margin: float = 0.0,
+               rounds: int, l2_bytes: int, copy_gbps: float | None, margin: float = 0.0, case_s: float = 0.2,
                seed: int = 12345) -> tuple[list[CaseTiming], dict]:
-    """Time every case (each with its own interleaved rounds); summarise with the geomean and its interval, and the
-    rounds won by more than ``margin``. ``copy_gbps=None`` selects the interpreter's wall-clock timing."""
+    """Time every case (each with its own interleaved rounds, at most ``rounds``, within about ``case_s`` seconds on
+    the GPU); summarise with the geomean and its interval, and the rounds won by more than ``margin``.
+    ``copy_gbps=None`` selects the interpreter's wall-clock timing, which always takes ``rounds``."""
     rng = np.random.default_rng(seed)
     results, ratios = [], []
     for i, case in enumerate(cases):
         if copy_gbps is None:
             timing, ratio = time_case_wall(base_fn, cand_fn, harness, case, seed + i, rounds, rng)
         else:
-            timing, ratio = time_case(base_fn, cand_fn, harness, case, seed + i, rounds, l2_bytes, copy_gbps, rng)
+            timing, ratio = time_case(base_fn, cand_fn, harness, case, seed + i, rounds, case_s, l2_bytes, copy_gbps,
+                                      rng)
         results.append(timing)
         ratios.append(ratio)
-    return results, summarize(np.stack(ratios), margin, rng)
+    return results, summarize(ratios, margin, rng)
 
 
-def summarize(ratios: np.ndarray, margin: float, rng: np.random.Generator) -> dict[str, Any]:
-    """``ratios`` is [cases, rounds] of baseline/candidate: the geomean of the per-case medians with a joint bootstrap
-    interval, and the rounds won by more than ``margin`` with their sign test."""
-    logs = np.log(ratios)
-    geo = float(np.exp(np.mean(np.median(logs, axis=1))))
-    n_cases, n_rounds = logs.shape
-    idx = rng.integers(0, n_rounds, size=(BOOTSTRAP, n_cases, n_rounds))
-    boot = np.exp(np.mean(np.median(np.take_along_axis(logs[None], idx, axis=2), axis=2), axis=1))
-    wins = int((logs > math.log1p(margin)).sum())
+def summarize(ratios: list[np.ndarray], margin: float, rng: np.random.Generator) -> dict[str, Any]:
+    """``ratios`` holds each case's per-round ratios baseline/candidate (cases may have different numbers of rounds):
+    the geomean of the per-case medians with a joint bootstrap interval (cases resampled independently), and the
+    rounds won by more than ``margin`` over all cases, with their sign test."""
+    logs = [np.log(np.asarray(r, dtype=float)) for r in ratios]
+    geo = float(np.exp(np.mean([np.median(x) for x in logs])))
+    boot = np.exp(np.mean([np.median(x[rng.integers(0, len(x), size=(BOOTSTRAP, len(x)))], axis=1) for x in logs],
+                          axis=0))
+    wins = sum(int((x > math.log1p(margin)).sum()) for x in logs)
+    n = sum(len(x) for x in logs)
     return {"geomean": geo, "ci": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
-            "rounds": n_rounds, "margin": margin, "wins": wins, "sign_p": sign_p(wins, logs.size)}
+            "rounds": n, "margin": margin, "wins": wins, "sign_p": sign_p(wins, n)}
 
 
 def sign_p(wins: int, n: int) -> float:

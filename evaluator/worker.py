@@ -5,7 +5,8 @@ prints can forge an answer. It keeps torch, triton, the loaded baselines and the
 parent (``pool.py``) enforces the timeouts, kills it on a hang and replaces it after a crash.
 
 Requests: ``{"op": "prepare", "task": DIR}`` and ``{"op": "eval", "task": DIR, "candidate": FILE, "rounds": N,
-"margin": M, "cases": [NAME...] or null}`` (null: every case the backend runs; a round is won above 1 + M).
+"case_s": S, "margin": M, "cases": [NAME...] or null}`` (null: every case the backend runs; at most N timed rounds
+per case, within about S seconds of samples on the GPU; a round is won above 1 + M).
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ class Worker:
             out["elapsed_s"]["compile"] = time.perf_counter() - t0
             with gpu_lock():
                 return self._check_and_time(prep, cand, cases, int(req.get("rounds", 30)),
-                                            float(req.get("margin", 0.0)), out)
+                                            float(req.get("case_s", 0.2)), float(req.get("margin", 0.0)), out)
         except Exception as exc:
             status, fatal = _classify(exc)
             out.update(status=status, reason=status if status in ("oom", "crash") else type(exc).__name__,
@@ -159,8 +160,8 @@ class Worker:
                        log=traceback.format_exc()[-4000:])
             return out
 
-    def _check_and_time(self, prep: _Prepared, cand: Any, cases: tuple[Case, ...], rounds: int, margin: float,
-                        out: dict[str, Any]) -> dict[str, Any]:
+    def _check_and_time(self, prep: _Prepared, cand: Any, cases: tuple[Case, ...], rounds: int, case_s: float,
+                        margin: float, out: dict[str, Any]) -> dict[str, Any]:
         t1 = time.perf_counter()
         out["stage"] = "correctness"
         for i, case in enumerate(cases):
@@ -177,7 +178,7 @@ class Worker:
         if self.copy_gbps is None and not prep.interpreter:
             self.copy_gbps = copy_bandwidth_gbps(self.env)
         timings, summary = time_cases(prep.base, cand, prep.harness, cases, rounds,
-                                      int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps, margin)
+                                      int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps, margin, case_s)
         out["elapsed_s"]["timing"] = time.perf_counter() - t2
         out.update(status="measured", cases=[t.as_dict() for t in timings], summary=summary, copy_gbps=self.copy_gbps)
         return out

@@ -141,14 +141,14 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
         for c in cands:
             path = out_dir / "verify-task" / f"candidate-{c.id}.py"
             path.write_text(c.source or "")
-            r = ev.submit(path, deadline=deadline).result()
+            r = ev.submit(path, deadline=deadline, effort="verify").result()
             env = env or r.env
             ok, why = judge(r)
             verdicts.append(Verdict(c.id, ok, why, r.status, r.speedup, r.speedup_ci, list(r.cases)))
     winner = next((v.candidate for v in verdicts if v.accepted), None)
     path = out_dir / "verification.json"
     doc = {"run": run_id, "task": run.task_id, "task_dir": run.task_dir, "backend": used, "env": env,
-           "seeds": ev.task.seeds, "cases": ev.case_names, "rounds": ev.rounds,
+           "seeds": ev.task.seeds, "cases": ev.case_names, "rounds": ev.timing_plan("verify")[0],
            "winner": winner, "candidates": [asdict(v) for v in verdicts],
            "note": "interpreter timings do not predict GPU speed" if used == "interpreter" else ""}
     tmp = path.with_suffix(".tmp")

@@ -8,7 +8,8 @@ Data flow for one iteration::
 - The baseline is evaluated first and seeds every island (fitness 1.0 by definition); for a fusion task it is plain
   PyTorch, fails "no launch", and the islands start empty.
 - Islands are drawn in turn; every ``migrate_every`` evaluations per island a ring migration runs.
-- Successive halving: a proposal marked ``screen`` (tune's) is first timed on about a third of the cases; it goes on
+- Successive halving: a proposal marked ``screen`` (tune's) is first timed on about a third of the cases, with the
+  evaluator's screening effort (fewer rounds, a shorter time cap per case); it goes on
   to all cases only when its screen speedup is at least the median of the run's earlier screens (asynchronous
   successive halving with eta = 2).
 - The run stops on the first budget reached (iterations, wall time, tokens, dollars), on patience (no better best in
@@ -334,8 +335,8 @@ class Search:
         def submit_eval(cand_id: str, screen: bool) -> None:
             c = self.cands[cand_id]
             cases = self.counters["screen"] if screen else self.counters["cases"]
-            evals[self.ev.submit(self._file(c.id, c.source or ""), cases=cases, deadline=self._deadline())] = (
-                cand_id, screen)
+            evals[self.ev.submit(self._file(c.id, c.source or ""), cases=cases, deadline=self._deadline(),
+                                 effort="screen" if screen else "full")] = (cand_id, screen)
 
         for c in list(self.cands.values()):  # resume: evaluate what was proposed but not evaluated
             if c.status == "pending" and c.proposer != "baseline":
