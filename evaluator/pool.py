@@ -196,6 +196,7 @@ class Evaluator:
         self._workers = [WorkerProcess(self.backend, (i % gpus) if gpus else None) for i in range(n)]
         self._prepared: set[int] = set()
         self.kernels: tuple[str, ...] = ()  # filled by prepare()
+        self.host: list[dict[str, Any]] = []  # filled by prepare() on cuda: see ``timing.host_probe``
         for w in self._workers:
             self._idle.put(w)
         self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="evaluator")
@@ -211,13 +212,28 @@ class Evaluator:
         for w in self._workers:
             w.close()
 
-    def prepare(self) -> list[str]:
-        """Prepare the task in one worker; raise TaskError if the task itself is broken. Returns its warnings."""
+    def prepare(self, deadline: float | None = None) -> list[str]:
+        """Prepare the task in one worker; raise TaskError if the task itself is broken (or not prepared by
+        ``deadline``, a ``time.monotonic()`` instant). Returns its warnings."""
         w = self._idle.get()
         try:
-            return self._prepare(w)
+            return self._prepare(w, float("inf") if deadline is None else deadline - time.monotonic())
         finally:
             self._idle.put(w)
+
+    @property
+    def host_bound(self) -> str:
+        """Why no launch config can speed this task up on the GPU (its calls cannot be captured and the GPU idles
+        through most of each), or ``""``; known once the task is prepared."""
+        from evaluator.timing import host_bound
+
+        return host_bound(self.host)
+
+    @property
+    def capture_failures(self) -> list[str]:
+        """Where the baseline's calls could not be captured as a CUDA graph, per probed case: a host sync on the
+        decode path is a finding in itself."""
+        return [f"{h['case']}: {h['capture_error']}" for h in self.host if not h["captured"]]
 
     def _prepare(self, w: WorkerProcess, limit: float = float("inf")) -> list[str]:
         if id(w) in self._prepared and w.proc is not None:
@@ -227,6 +243,7 @@ class Evaluator:
             raise TaskError(ans.get("detail", "preparing the task failed").splitlines()[0])
         self._prepared.add(id(w))
         self.kernels = tuple(ans.get("kernels", ()))  # the Triton kernels the baseline launched on the cases
+        self.host = list(ans.get("host", ()))
         return list(ans.get("warnings", []))
 
     @property

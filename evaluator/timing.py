@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import math
 import time
+import traceback
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -79,8 +81,8 @@ def _sample(fn: Callable[..., Any], copies: list[dict[str, Any]], keep: list[Any
     return run
 
 
-def _capture(run: Callable[[], None]) -> Any:
-    """A CUDA graph of ``run``, or None when it cannot be captured (host syncs, CPU work)."""
+def _capture(run: Callable[[], None]) -> tuple[Any, str]:
+    """A CUDA graph of ``run`` and ``""``, or None and where capture failed (host syncs, CPU work)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -91,11 +93,64 @@ def _capture(run: Callable[[], None]) -> Any:
     try:
         with torch.cuda.graph(graph):
             run()
-    except Exception:  # capture fails for many legitimate reasons; eager timing is the fallback
+    except Exception as exc:  # capture fails for many legitimate reasons; eager timing is the fallback
         torch.cuda.synchronize()
-        return None
+        return None, _where(exc)
     torch.cuda.synchronize()
-    return graph
+    return graph, ""
+
+
+def _where(exc: BaseException) -> str:
+    """The task's own line an exception came from (the innermost frame outside torch, triton and the evaluator), and
+    the error's first line: ``kernel.py:57: n = int(lens.max().item()) (RuntimeError: ...)``."""
+    own = [f for f in traceback.extract_tb(exc.__traceback__)
+           if "site-packages" not in f.filename and "dist-packages" not in f.filename
+           and Path(f.filename).parent != Path(__file__).parent and not f.filename.startswith("<")]
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    what = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    if not own:
+        return what
+    f = own[-1]
+    return f"{Path(f.filename).name}:{f.lineno}: {(f.line or '').strip()} ({what})"
+
+
+HOST_BOUND = 0.2  # an uncapturable call whose GPU time is under this share of its wall time is host-bound
+PROBE_CALLS = 20
+
+
+def host_probe(fn: Callable[..., Any], harness: Any, case: Case, seed: int) -> dict[str, Any]:
+    """Whether one case's call can be captured as a CUDA graph, and when it cannot (so that it must be timed eagerly,
+    host work included): its time per call between CUDA events and the GPU's busy time per call from the profiler."""
+    args = make_args(harness, case, seed, "cuda")
+    fn(**args)
+    torch.cuda.synchronize()
+    graph, error = _capture(lambda: fn(**args))
+    if graph is not None:
+        del graph
+        return {"case": case.name, "captured": True}
+    s, e = _elapsed_us(lambda: fn(**args), PROBE_CALLS)
+    torch.cuda.synchronize()
+    call_us = s.elapsed_time(e) * 1e3 / PROBE_CALLS
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(PROBE_CALLS):
+            fn(**args)
+        torch.cuda.synchronize()
+    gpu_us = sum(getattr(a, "self_device_time_total", None) or getattr(a, "self_cuda_time_total", 0.0)
+                 for a in prof.key_averages()) / PROBE_CALLS
+    return {"case": case.name, "captured": False, "capture_error": error, "call_us": call_us, "gpu_us": gpu_us,
+            "share": gpu_us / max(call_us, 1e-3)}
+
+
+def host_bound(probes: list[dict[str, Any]]) -> str:
+    """The verdict on a task's probes: why no launch config can speed it up (every probed case uncapturable, and the
+    GPU busy under ``HOST_BOUND`` of each call), or ``""``."""
+    if not probes or any(p["captured"] or p["share"] >= HOST_BOUND for p in probes):
+        return ""
+    p = max(probes, key=lambda q: q["share"])
+    return (f"host-bound: kernel {p['share']:.0%} of the call ({p['gpu_us']:.1f} of {p['call_us']:.1f} us on "
+            f"{p['case']}); no CUDA graph captures it: {p['capture_error']}")
 
 
 def _median_ci(x: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
@@ -145,7 +200,7 @@ def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness:
     for side, fn in (("base", base_fn), ("cand", cand_fn)):
         keep[side] = []
         runs[side] = _sample(fn, [firsts[side], *(clone_args(args) for _ in range(copies - 1))], keep[side])
-    graphs = {side: _capture(run) for side, run in runs.items()}
+    graphs = {side: _capture(run)[0] for side, run in runs.items()}
     if all(g is not None for g in graphs.values()):
         method = "cuda_graph"
         runners = {side: g.replay for side, g in graphs.items()}

@@ -44,6 +44,20 @@ class _Prepared:
             args = None  # freed before the next case's inputs are made
         self.kernels = sorted(LaunchCounter.names)  # the Triton kernels the baseline launches on these cases
         self.errors, self.warnings = correctness.validate_task(task, self.base, self.harness, self.cases, self.device)
+        self.host: list[dict[str, Any]] = []
+        if not self.interpreter and not self.errors:
+            self.host = self._probe_host()
+
+    def _probe_host(self) -> list[dict[str, Any]]:
+        """Capture and, where capture fails, the GPU's share of each call, on the first case of each regime (decode
+        calls are where host work shows), with the GPU to itself."""
+        from evaluator.timing import host_probe
+
+        firsts = {}
+        for i, case in enumerate(self.cases):
+            firsts.setdefault(case.regime, (i, case))
+        with gpu_lock():
+            return [host_probe(self.base, self.harness, case, correctness.seed_for(i, 0)) for i, case in firsts.values()]
 
     def select(self, names: list[str] | None) -> tuple[Case, ...]:
         """The cases named (all when None), in task order; an unknown name is the caller's bug."""
@@ -132,7 +146,8 @@ class Worker:
         if prep.errors:
             return {"status": "task_error", "detail": prep.errors[0], "warnings": prep.warnings}
         if req["op"] == "prepare":
-            return {"status": "ok", "warnings": prep.warnings, "env": self.env, "kernels": prep.kernels}
+            return {"status": "ok", "warnings": prep.warnings, "env": self.env, "kernels": prep.kernels,
+                    "host": prep.host}
         return self.evaluate(prep, req)
 
     def evaluate(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:

@@ -507,9 +507,13 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
             search_s = min(search_s, share) if search_s is not None else share
         status = evolve(cov.out, proposer=proposer, iterations=iterations, time_s=search_s, budget_usd=budget_usd,
                         islands=2, seed=0, backend=used, config=config, on_update=on_update)
-        row.update(run=status.run_id, best=status.best, evaluated=status.evaluated)
+        row.update(run=status.run_id, best=status.best, evaluated=status.evaluated, gpu_busy=status.gpu_busy,
+                   capture_failures=status.capture_failures)
         say(f"evolve: run {status.run_id}, {status.message}; best {status.best or 0:.3f}x over {status.evaluated} "
-            "evaluated candidates")
+            "evaluated candidates" + (f"; GPU busy {status.gpu_busy:.0%} of the search" if status.gpu_busy else ""))
+        if status.host_bound:
+            row["why"] = status.host_bound
+            continue
         row["stage"] = "verify"
         v = verify(status.run_id, top=2, backend=used, deadline=deadline)
         for verdict in v.verdicts:
@@ -537,12 +541,19 @@ def summary_markdown(target: str, rows: list[dict[str, Any]], backend_note: str 
     lines = [f"## smithbot run: {target}", ""]
     if backend_note:
         lines += [f"> {backend_note}", ""]
-    lines += ["| kernel | reached | best in search | verified | outcome |", "|---|---|---|---|---|"]
+    lines += ["| kernel | reached | best in search | verified | GPU busy | outcome |", "|---|---|---|---|---|---|"]
     for r in rows:
         best = f"{r['best']:.3f}x" if r.get("best") else "-"
         ver = f"{r['speedup']:.3f}x" if r.get("speedup") else "-"
+        busy = f"{r['gpu_busy']:.0%}" if r.get("gpu_busy") is not None else "-"
         outcome = r.get("where") or r.get("why", "")
-        lines.append(f"| `{r['kernel']}` | {r['stage']} | {best} | {ver} | {str(outcome).replace('|', '/')[:200]} |")
+        lines.append(f"| `{r['kernel']}` | {r['stage']} | {best} | {ver} | {busy} | "
+                     f"{str(outcome).replace('|', '/')[:300]} |")
+    syncs = [(r["kernel"], where) for r in rows for where in r.get("capture_failures") or ()]
+    if syncs:
+        lines += ["", "Calls no CUDA graph captures (a host sync or CPU work on the serving path is a finding in "
+                  "itself):", ""]
+        lines += [f"- `{k}`, {where}" for k, where in syncs]
     return "\n".join(lines) + "\n"
 
 

@@ -330,6 +330,10 @@ def evolve_cmd(
                   f"{status.correct}/{status.evaluated} correct, ${status.cost:.4f}")
     else:
         out.print(f"run {status.run_id}: {status.message}; no correct candidate")
+    if status.gpu_busy is not None:
+        out.print(f"GPU busy checking and timing for {status.gpu_busy:.0%} of the search's wall time")
+    for where in status.capture_failures:
+        out.print(f"no CUDA graph captures the baseline's call on {where}")
     if status.best_id:
         err.print(f"next: smithbot report {status.run_id}")
 

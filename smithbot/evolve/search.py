@@ -18,6 +18,10 @@ Data flow for one iteration::
   every evaluation is handed its end as a deadline, so that one still queued or running then comes back
   ``cancelled`` (recorded, not counted as evaluated, and not evaluated again on ``--resume``), and proposals still
   being written then are dropped.
+- On the GPU the task is prepared first. When no CUDA graph captures its calls and the GPU is busy through only a
+  small part of each (``evaluator.timing.host_bound``), the run stops there with that verdict: the time is the
+  launcher's host work, which no launch config changes. Where capture fails is kept either way (a host sync on the
+  decode path is a finding), and so is the share of the search's wall time the GPU spent checking and timing.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evaluator import EvalResult, Evaluator
-from evaluator.task import Task
+from evaluator.task import Task, TaskError
 from smithbot.evolve import archive as arc
 from smithbot.evolve import edits
 from smithbot.evolve.db import Candidate, Run, RunDB
@@ -92,6 +96,9 @@ class Status:
     inflight: int = 0
     message: str = ""
     island_best: list[float] = field(default_factory=list)
+    host_bound: str = ""  # why no launch config can speed the task up (evaluator.timing.host_bound), or ""
+    capture_failures: list[str] = field(default_factory=list)  # where the baseline defeats CUDA-graph capture
+    gpu_busy: float | None = None  # the share of the search's wall time the GPU spent checking and timing
 
 
 def run_dir(db: RunDB, run_id: str) -> Path:
@@ -146,6 +153,10 @@ class Search:
             ci = best.result.get("speedup_ci")
             s.best_ci = tuple(ci) if ci else None
         s.island_best = [(i.best().fitness if i.best() else 0.0) for i in self.archive.islands]
+        s.host_bound = self.counters.get("host_bound", "")
+        s.capture_failures = list(self.counters.get("capture_failures", []))
+        elapsed = self._elapsed()
+        s.gpu_busy = self.counters.get("gpu_s", 0.0) / elapsed if elapsed > 0 and self.ev.backend == "cuda" else None
         s.message = message
         self.on_update(s)
 
@@ -171,6 +182,7 @@ class Search:
             cand = self.db.add_candidate(self.run_id, island=0, generation=0, proposer="baseline", source_hash=h,
                                          source=src, status="pending")
         res = self.ev.submit(self._file(cand.id, src), deadline=self._deadline()).result()
+        self._count_gpu(res)
         if res.status == "cancelled":  # the budget ended first: nothing to search from
             self.db.record(cand.id, self.run_id, res.status, self.archive.to_dict(), self.counters, reason=res.reason,
                            result=res.to_dict())
@@ -268,6 +280,11 @@ class Search:
             return True, ""
         return False, f"screen speedup {res.speedup:.3f} below the median of earlier screens {bar:.3f}"
 
+    def _count_gpu(self, res: EvalResult) -> None:
+        """Add what an evaluation held the GPU for (its correctness checks and timing, which take the GPU's lock)."""
+        busy = sum(res.elapsed_s.get(k, 0.0) for k in ("correctness", "timing"))
+        self.counters["gpu_s"] = self.counters.get("gpu_s", 0.0) + busy
+
     def _on_result(self, cand_id: str, res: EvalResult) -> None:
         c = self.cands[cand_id]
         fit = arc.fitness(res.status, res.speedup)
@@ -319,7 +336,27 @@ class Search:
 
     # the loop
 
+    def _probe_host(self) -> str:
+        """On the GPU, before the baseline's evaluation: prepare the task, keep where its calls defeat CUDA-graph
+        capture, and return the host-bound verdict ("" when a launch config can matter)."""
+        if self.ev.backend != "cuda" or "cases" in self.counters:
+            return ""
+        try:
+            self.ev.prepare(self._deadline())
+        except TaskError:
+            if self._deadline() is None or self._deadline() > time.monotonic():
+                raise
+            return ""  # out of time: the baseline's step says so
+        self.counters["capture_failures"] = self.ev.capture_failures
+        if self.ev.host_bound:
+            self.counters["host_bound"] = self.ev.host_bound
+            self.db.event(self.run_id, "host_bound", {"verdict": self.ev.host_bound, "probes": self.ev.host})
+        return self.ev.host_bound
+
     def run(self, prop_threads: int = 2) -> Status:
+        host_bound = self._probe_host()
+        if host_bound:
+            return self._stop(f"{host_bound}; no launch config can change host work, so nothing was searched")
         self._baseline()
         if "cases" not in self.counters:  # the baseline's evaluation was cut short by the time budget
             return self._stop(f"time budget reached ({self.cfg.budget.time_s:.0f} s) before the baseline was "
@@ -381,6 +418,7 @@ class Search:
                     else:
                         cand_id, screen = evals.pop(f)  # type: ignore[arg-type]
                         res = f.result()
+                        self._count_gpu(res)
                         if res.status == "cancelled":
                             self._cancelled(cand_id, res)
                         elif screen:

@@ -356,24 +356,24 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tup
     is a GPU, else under the interpreter. The GPU's larger cases catch inputs that only look valid when small (an
     index past the end of a bigger table) and races the interpreter cannot show; with a GPU, the GPU decides, and the
     interpreter (slow on a MoE layer's cases) is not run. Also returns the Triton kernels the baseline launched
-    there: a launcher's other kernels are not checked."""
+    there: a launcher's other kernels are not checked. On the GPU, a host-bound baseline passes and says so."""
     import torch
 
     from evaluator import Evaluator, TaskError
 
-    def run(backend: str) -> tuple[str | None, tuple[str, ...]]:
+    def run(backend: str) -> tuple[str | None, tuple[str, ...], str]:
         try:
             with Evaluator(task_dir, backend=backend, timeout_s=timeout_s, prepare_timeout_s=timeout_s, rounds=3) as ev:
                 ev.prepare()
                 r = ev.submit(task_dir / "kernel.py").result()
         except TaskError as exc:
-            return str(exc), ()
+            return str(exc), (), ""
         # timing is not the point: the interpreter's wall clock can even "promote" a copy of itself
-        return (None if r.correct else r.why), r.baseline_kernels
+        return (None if r.correct else r.why), r.baseline_kernels, ev.host_bound
 
     if torch.cuda.is_available():
-        gpu, kernels = run("cuda")
+        gpu, kernels, host = run("cuda")
         return (False, f"on the GPU: {gpu}", kernels) if gpu is not None else (
-            True, "baseline runs on the GPU and agrees with itself", kernels)
-    interp, launched = run("interpreter")
+            True, "baseline runs on the GPU and agrees with itself" + (f"; {host}" if host else ""), kernels)
+    interp, launched, _ = run("interpreter")
     return (interp is None, interp or "baseline runs under the interpreter and agrees with itself", launched)

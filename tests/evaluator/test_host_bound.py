@@ -1,0 +1,74 @@
+"""Host-bound launchers are recognised, not searched (issue 21): the verdict, where a capture failed, and on a GPU the
+probe itself on a launcher that syncs with the host before it launches."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evaluator.timing import HOST_BOUND, _where, host_bound
+
+TASKS = Path(__file__).resolve().parents[2] / "smithbot" / "tasks"
+
+
+def probe(case: str, share: float | None) -> dict:
+    if share is None:
+        return {"case": case, "captured": True}
+    return {"case": case, "captured": False, "capture_error": "kernel.py:7: n = x.max().item() (RuntimeError: x)",
+            "call_us": 200.0, "gpu_us": 200.0 * share, "share": share}
+
+
+def test_the_verdict_needs_every_probed_case_uncapturable_and_the_gpu_mostly_idle() -> None:
+    verdict = host_bound([probe("decode-bs1", 0.03), probe("prefill-4k", 0.1)])
+    assert verdict.startswith("host-bound: kernel 10% of the call (20.0 of 200.0 us on prefill-4k)")
+    assert "kernel.py:7: n = x.max().item()" in verdict
+    assert host_bound([probe("decode-bs1", 0.03), probe("prefill-4k", None)]) == ""  # prefill is captured
+    assert host_bound([probe("decode-bs1", 0.03), probe("prefill-4k", HOST_BOUND)]) == ""  # prefill keeps the GPU busy
+    assert host_bound([]) == ""  # the interpreter probes nothing
+
+
+def test_where_a_capture_failed_names_the_tasks_own_line(tmp_path: Path) -> None:
+    (tmp_path / "kernel.py").write_text("def launch(x):\n    n = int(x)\n    return n\n")
+    scope: dict = {}
+    exec(compile((tmp_path / "kernel.py").read_text(), str(tmp_path / "kernel.py"), "exec"), scope)
+    with pytest.raises(ValueError) as info:
+        scope["launch"]("not a number")
+    assert _where(info.value) == "kernel.py:2: n = int(x) (ValueError: invalid literal for int() with base 10: " \
+                                 "'not a number')"
+
+
+SYNCING = '''    n_cols = two_i // 2
+    if x.abs().max().item() > 1e30:  # a host sync before the launch, as a launcher sizing its grid from data does
+        raise ValueError("overflow")
+    time.sleep(0.002)  # host work of a heavy launcher
+'''
+
+
+@pytest.mark.gpu
+def test_a_launcher_that_syncs_with_the_host_is_host_bound_and_a_plain_one_is_not(tmp_path: Path) -> None:
+    from evaluator import Evaluator
+
+    task = tmp_path / "syncing"
+    shutil.copytree(TASKS / "silu_and_mul", task, ignore=shutil.ignore_patterns("candidates", "__pycache__"))
+    kernel = task / "kernel.py"
+    src = kernel.read_text()
+    kernel.write_text("import time\n" + src.replace("    n_cols = two_i // 2\n", SYNCING))
+    spec = yaml.safe_load((task / "task.yaml").read_text())
+    spec["cases"] = [c for c in spec["cases"] if c["regime"] == "decode"]
+    (task / "task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    with Evaluator(task, backend="cuda", workers_per_gpu=1) as ev:
+        ev.prepare()
+        assert ev.host_bound.startswith("host-bound: kernel "), ev.host
+        assert "kernel.py" in ev.host_bound and ".item()" in ev.host_bound
+        assert [f.split(":")[0] for f in ev.capture_failures] == ["llama3-8b-decode-bs1"]
+    # the search stops at the verdict, having evaluated nothing, and says where capture failed
+    from smithbot import api
+
+    status = api.evolve(task, "tune", iterations=20, backend="cuda", db=tmp_path / "runs.db")
+    assert status.host_bound and status.message.startswith("host-bound") and status.evaluated == 0
+    assert status.capture_failures and ".item()" in status.capture_failures[0]
+    with Evaluator(TASKS / "silu_and_mul", backend="cuda", workers_per_gpu=1) as ev:
+        ev.prepare()
+        assert ev.host_bound == "" and ev.capture_failures == []
+        assert {p["case"] for p in ev.host} == {"llama3-8b-decode-bs1", "qwen3-8b-prefill-2k"}
