@@ -5,6 +5,8 @@
 3. A variant known to be faster (single pass, row in registers): must be promoted.
 4. With ``--aa TASK_DIR...``: each further task's baseline against itself, ``--runs`` times (tiny decode kernels,
    where a bias between the sides would show): how many rounds it won by the 2% margin, and 0 promoted.
+5. With ``--busy``: step 1 again, each A/A evaluation submitted beside two never-compiled variants, so that the other
+   workers compile while it is timed, as they do in a search (checking and timing take the GPU in turns).
 
     python benchmarks/evaluator_noise.py --runs 20 --out results.json [--aa TASK_DIR...]
 """
@@ -23,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from evaluator import Evaluator, TaskError  # noqa: E402
-from variants import BASELINE, FASTER, TASK, slower, write  # noqa: E402
+from variants import BASELINE, FASTER, TASK, fresh, slower, write  # noqa: E402
 
 
 def main() -> None:
@@ -34,6 +36,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--aa", type=Path, nargs="*", default=[], help="further task directories for the A/A check alone")
+    p.add_argument("--busy", action="store_true", help="also the A/A with the other workers compiling beside it")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="noise-"))
     same = write(tmp, "identical", BASELINE)
@@ -52,6 +55,14 @@ def main() -> None:
             slow[f] = [{"speedup": r.speedup, "ci": r.speedup_ci, "status": r.status,
                         "detail": r.detail} for r in rs]
         report["slower"] = slow
+        if args.busy:
+            busy, others = [], []
+            for i in range(args.runs):
+                busy.append(ev.submit(same))
+                others += [ev.submit(write(tmp, f"fresh{i}_{j}", fresh(1000 * int(t0) + 2 * i + j))) for j in (0, 1)]
+            busy = [f.result() for f in busy]
+            report["busy_compiled"] = sum(f.result().elapsed_s.get("compile", 0.0) for f in others)
+            report["aa_busy"] = [{"speedup": r.speedup, "ci": r.speedup_ci, "status": r.status} for r in busy]
         fast = ev.submit(write(tmp, "faster", FASTER)).result()
         report["faster"] = {"speedup": fast.speedup, "ci": fast.speedup_ci, "status": fast.status,
                             "cases": fast.cases}
@@ -76,6 +87,10 @@ def main() -> None:
           f"min {min(ratios):.4f}, max {max(ratios):.4f}, promoted {promoted}/{args.runs}")
     for name, dev in case_devs.items():
         print(f"  A/A per case median deviation {name}: {dev * 100:+.2f}%")
+    if "aa_busy" in report:
+        busy = [r["speedup"] for r in report["aa_busy"]]
+        print(f"A/A beside compiling workers: median geomean ratio {statistics.median(busy):.4f}, min {min(busy):.4f}, "
+              f"max {max(busy):.4f}, promoted {sum(r['status'] == 'promoted' for r in report['aa_busy'])}/{len(busy)}")
     for f, rs in slow.items():
         sp = [r["speedup"] for r in rs]
         below = sum(r["ci"] is not None and r["ci"][1] < 1.0 for r in rs)

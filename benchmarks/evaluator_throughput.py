@@ -1,18 +1,25 @@
-"""Full-cascade evaluations per GPU-minute on the bundled rmsnorm task, with distinct candidates (launch-config
-variants, each compiled anew), one worker on one GPU. Reports where the time goes.
+"""Full-cascade evaluations per GPU-minute, with distinct candidates (launch-config variants, each compiled anew),
+three workers sharing one GPU as a search runs them. Reports where the time goes.
 
-    python benchmarks/evaluator_throughput.py --out throughput.json
+    python benchmarks/evaluator_throughput.py --out throughput.json            # the bundled rmsnorm
+    python benchmarks/evaluator_throughput.py TASK_DIR... --out throughput.json  # extracted tasks
+
+For an extracted task the candidates are distinct random points of its launch-config knobs (the ``tune`` proposer's
+edits). A task whose baseline the evaluator finds host-bound is not timed: instead ``smithbot evolve`` is run on it and
+the seconds to its verdict are reported, which is what a search spends on it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -21,35 +28,90 @@ from evaluator import Evaluator  # noqa: E402
 from variants import TASK, launch_variant, write  # noqa: E402
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=30)
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="throughput-"))
-    paths = [write(tmp, f"b{b}_w{w}", launch_variant(b, w))
-             for b in (128, 256, 512, 1024, 2048, 4096) for w in (1, 2, 4, 8) if (b, w) != (256, 4)]
-    with Evaluator(TASK, backend="cuda", rounds=args.rounds) as ev:
-        t_prep = time.time()
+def rmsnorm_variants(tmp: Path) -> list[Path]:
+    return [write(tmp, f"b{b}_w{w}", launch_variant(b, w))
+            for b in (128, 256, 512, 1024, 2048, 4096) for w in (1, 2, 4, 8) if (b, w) != (256, 4)]
+
+
+def tune_variants(task: Path, tmp: Path, n: int, seed: int = 0) -> list[Path]:
+    """Up to ``n`` distinct random launch configs of the task's knobs, none the baseline's."""
+    from smithbot.evolve import tune
+    from smithbot.evolve.edits import source_hash
+
+    base = (task / "kernel.py").read_text(encoding="utf-8")
+    ks = [k for k in tune.knobs(base) if len(k.values()) > 1]
+    rng, seen, out = random.Random(seed), {source_hash(base)}, []
+    for _ in range(50 * n):
+        if len(out) == n or not ks:
+            break
+        src = tune.set_knobs(base, {k.id: rng.choice(k.values()) for k in ks if rng.random() < 0.6})
+        if source_hash(src) not in seen:
+            seen.add(source_hash(src))
+            out.append(write(tmp, f"{task.name}_v{len(out)}", src))
+    return out
+
+
+def measure(task: Path, paths: list[Path], rounds: int | None) -> dict[str, Any]:
+    t_start = time.time()
+    with Evaluator(task, backend="cuda", rounds=rounds) as ev:
         ev.prepare()
+        prep_s = time.time() - t_start
+        row: dict[str, Any] = {"task": task.name, "prepare_s": prep_s, "host": ev.host, "host_bound": ev.host_bound}
+        if ev.host_bound:
+            return row
         t0 = time.time()
-        prep_s = t0 - t_prep
         results = [f.result() for f in [ev.submit(p) for p in paths]]
         wall = time.time() - t0
     stages = {k: sum(r.elapsed_s.get(k, 0.0) for r in results) for k in ("compile", "correctness", "timing", "total")}
-    per_min = len(results) / (wall / 60)
-    print(f"{len(results)} distinct candidates in {wall:.1f} s after a {prep_s:.1f} s task preparation: "
-          f"{per_min:.1f} full-cascade evaluations per GPU-minute")
-    for k, v in stages.items():
-        print(f"  {k:12s} {v:7.1f} s  ({v / len(results):.2f} s per candidate)")
-    print("  statuses:", {s: sum(r.status == s for r in results) for s in {r.status for r in results}})
-    print("  speedups:", [f"{r.speedup:.2f}" if r.speedup else r.status for r in results])
-    if args.out:
-        args.out.write_text(json.dumps({"candidates": len(results), "wall_s": wall, "prepare_s": prep_s,
-                                        "per_gpu_minute": per_min, "stages_s": stages,
-                                        "median_total_s": statistics.median(r.elapsed_s["total"] for r in results),
-                                        "env": results[0].env, "results": [r.to_dict() for r in results]},
-                                       indent=1, default=str))
+    row.update(candidates=len(results), wall_s=wall, per_gpu_minute=len(results) / (wall / 60), stages_s=stages,
+               gpu_busy=(stages["correctness"] + stages["timing"]) / wall,
+               statuses={s: sum(r.status == s for r in results) for s in {r.status for r in results}},
+               speedups=[r.speedup for r in results], env=results[0].env if results else {},
+               cases=len(results[0].cases) if results and results[0].cases else 0,
+               methods=sorted({r.timing_method for r in results if r.timing_method}),
+               median_total_s=statistics.median(r.elapsed_s.get("total", 0.0) for r in results) if results else 0.0)
+    return row
+
+
+def time_to_verdict(task: Path, tmp: Path) -> tuple[float, str]:
+    """Seconds ``smithbot evolve`` takes to stop on a host-bound task (its whole call, the workers' start included),
+    and why it stopped."""
+    from smithbot import api
+
+    t0 = time.time()
+    status = api.evolve(task, "tune", iterations=20, backend="cuda", db=tmp / "runs.db")
+    return time.time() - t0, status.message
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("tasks", type=Path, nargs="*", help="extracted task directories (default: the bundled rmsnorm)")
+    p.add_argument("--candidates", type=int, default=15, help="distinct candidates per extracted task")
+    p.add_argument("--rounds", type=int, default=None, help="rounds per case at most (default: the evaluator's)")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="throughput-"))
+    rows = []
+    for task in args.tasks or [TASK]:
+        paths = tune_variants(task, tmp, args.candidates) if args.tasks else rmsnorm_variants(tmp)
+        if not paths:
+            print(f"{task.name}: no launch-config knobs to vary", file=sys.stderr)
+            continue
+        row = measure(task, paths, args.rounds)
+        if row["host_bound"]:
+            row["verdict_s"], row["evolve_stop"] = time_to_verdict(task, tmp)
+            print(f"{task.name}: {row['host_bound']}; `smithbot evolve` stopped after {row['verdict_s']:.1f} s: "
+                  f"{row['evolve_stop']}")
+        else:
+            print(f"{task.name}: {row['candidates']} distinct candidates in {row['wall_s']:.1f} s after a "
+                  f"{row['prepare_s']:.1f} s preparation: {row['per_gpu_minute']:.1f} full evaluations per GPU-minute "
+                  f"({row['cases']} cases, {', '.join(row['methods'])}; GPU busy {row['gpu_busy']:.0%})")
+            for k, v in row["stages_s"].items():
+                print(f"  {k:12s} {v:7.1f} s  ({v / row['candidates']:.2f} s per candidate)")
+            print("  statuses:", row["statuses"])
+        if args.out:  # after every task, so a crash keeps what was measured
+            args.out.write_text(json.dumps(rows + [row], indent=1, default=str))
+        rows.append(row)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,13 @@ def launch_variant(block: int, warps: int) -> str:
     return BASELINE.replace(old, f"BLOCK={block}, num_warps={warps})")
 
 
+def fresh(k: int) -> str:
+    """The baseline with a comment inside its kernel: the same code, but a source no compile cache has seen, so that
+    the worker evaluating it compiles (busy work beside another worker's timing)."""
+    assert _RSTD in BASELINE
+    return BASELINE.replace(_RSTD, _RSTD + f"    # fresh variant {k}\n")
+
+
 def write(directory: Path, name: str, source: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.py"
