@@ -218,7 +218,8 @@ def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness:
             samples[side].append(_elapsed_us(runners[side], reps))
     torch.cuda.synchronize()
     tb, tc = (np.array([s.elapsed_time(e) * 1e3 / (copies * reps) for s, e in samples[k]]) for k in ("base", "cand"))
-    del graphs, runners, runs, keep, firsts
+    firsts.clear()
+    del graphs, runners, runs, keep
     torch.cuda.synchronize()
     ratio = tb / tc
     cand_us, base_us = float(np.median(tc)), float(np.median(tb))
