@@ -175,14 +175,16 @@ def verdict(ans: dict[str, Any], min_gain: float, interpreter: bool = False) -> 
 class Evaluator:
     """Evaluate candidates for one task: ``submit(path)`` returns a Future of an :class:`EvalResult`.
 
-    ``workers_per_gpu`` workers share each visible GPU on ``cuda`` (default 3): they load and compile candidates in
+    ``workers_per_gpu`` workers share each visible GPU on ``cuda`` (default: one per two CPU cores, 3 to 6, since
+    compiling is the CPU's work and a task's compiles can take longer than its checks and timing): they load and
+    compile candidates in
     parallel, and take the GPU in turns (a file lock) to check and time them, so no timing overlaps other GPU work.
     The interpreter uses one worker. The first use of a task in a
     worker prepares it (loads the baseline, checks it against the reference, checks that zeros fail) under
     ``prepare_timeout_s``; each candidate then gets ``timeout_s`` for compile plus run.
     """
 
-    def __init__(self, task_dir: str | Path, backend: str = "auto", workers_per_gpu: int = 3,
+    def __init__(self, task_dir: str | Path, backend: str = "auto", workers_per_gpu: int | None = None,
                  timeout_s: float = 300.0, prepare_timeout_s: float = 900.0, rounds: int | None = None,
                  min_gain: float = 0.02) -> None:
         self.task: Task = load_task(task_dir)
@@ -191,7 +193,8 @@ class Evaluator:
         self.baseline_src = self.task.kernel_path.read_text(encoding="utf-8")
         self.timeout_s, self.prepare_timeout_s, self.rounds, self.min_gain = timeout_s, prepare_timeout_s, rounds, min_gain
         gpus = _cuda_count() if self.backend == "cuda" else 0
-        n = workers_per_gpu * gpus if gpus else 1
+        per_gpu = workers_per_gpu or max(3, min(6, (os.cpu_count() or 2) // 2))
+        n = per_gpu * gpus if gpus else 1
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         self._workers = [WorkerProcess(self.backend, (i % gpus) if gpus else None) for i in range(n)]
         self._prepared: set[int] = set()
@@ -212,14 +215,22 @@ class Evaluator:
         for w in self._workers:
             w.close()
 
-    def prepare(self, deadline: float | None = None) -> list[str]:
-        """Prepare the task in one worker; raise TaskError if the task itself is broken (or not prepared by
-        ``deadline``, a ``time.monotonic()`` instant). Returns its warnings."""
-        w = self._idle.get()
+    def prepare(self, deadline: float | None = None, every_worker: bool = False, host_first: bool = False) -> list[str]:
+        """Prepare the task in one worker (with ``every_worker``, in all of them at once, so that no worker's warm-up
+        runs beside another's timing later); raise TaskError if the task itself is broken (or not prepared by
+        ``deadline``, a ``time.monotonic()`` instant). With ``host_first``, a host-bound baseline ends the preparation
+        at its verdict (``host_bound``). Returns the task's warnings."""
+        limit = float("inf") if deadline is None else deadline - time.monotonic()
+        workers = [self._idle.get() for _ in range(len(self._workers) if every_worker else 1)]
         try:
-            return self._prepare(w, float("inf") if deadline is None else deadline - time.monotonic())
+            if len(workers) == 1:
+                return self._prepare(workers[0], limit, host_first)
+            with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+                futures = [pool.submit(self._prepare, w, limit, host_first) for w in workers]
+                return [f.result() for f in futures][0]
         finally:
-            self._idle.put(w)
+            for w in workers:
+                self._idle.put(w)
 
     @property
     def host_bound(self) -> str:
@@ -235,13 +246,15 @@ class Evaluator:
         decode path is a finding in itself."""
         return [f"{h['case']}: {h['capture_error']}" for h in self.host if not h["captured"]]
 
-    def _prepare(self, w: WorkerProcess, limit: float = float("inf")) -> list[str]:
+    def _prepare(self, w: WorkerProcess, limit: float = float("inf"), host_first: bool = False) -> list[str]:
         if id(w) in self._prepared and w.proc is not None:
             return []
-        ans = w.request({"op": "prepare", "task": str(self.task.root)}, min(self.prepare_timeout_s, limit))
+        ans = w.request({"op": "prepare", "task": str(self.task.root), "host_first": host_first},
+                        min(self.prepare_timeout_s, limit))
         if ans["status"] != "ok":
             raise TaskError(ans.get("detail", "preparing the task failed").splitlines()[0])
-        self._prepared.add(id(w))
+        if ans.get("complete", True):
+            self._prepared.add(id(w))
         self.kernels = tuple(ans.get("kernels", ()))  # the Triton kernels the baseline launched on the cases
         self.host = list(ans.get("host", ()))
         return list(ans.get("warnings", []))

@@ -114,6 +114,22 @@ def _where(exc: BaseException) -> str:
     return f"{Path(f.filename).name}:{f.lineno}: {(f.line or '').strip()} ({what})"
 
 
+def _sync_site(call: Callable[[], Any]) -> str:
+    """Where ``call`` first makes the host wait for the GPU (an ``.item()``, a ``.tolist()``, a copy to or from a CPU
+    tensor), by torch's sync debug mode, which raises there; ``""`` when it makes no such wait. A failed capture only
+    says that capture failed, at the capture's end."""
+    before = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        call()
+    except Exception as exc:
+        return _where(exc)
+    finally:
+        torch.cuda.set_sync_debug_mode(before)
+        torch.cuda.synchronize()
+    return ""
+
+
 HOST_BOUND = 0.2  # an uncapturable call whose GPU time is under this share of its wall time is host-bound
 PROBE_CALLS = 20
 
@@ -128,6 +144,7 @@ def host_probe(fn: Callable[..., Any], harness: Any, case: Case, seed: int) -> d
     if graph is not None:
         del graph
         return {"case": case.name, "captured": True}
+    error = _sync_site(lambda: fn(**args)) or error
     s, e = _elapsed_us(lambda: fn(**args), PROBE_CALLS)
     torch.cuda.synchronize()
     call_us = s.elapsed_time(e) * 1e3 / PROBE_CALLS

@@ -4,7 +4,7 @@ It reads one JSON request per line on stdin and writes one JSON answer per line 
 prints can forge an answer. It keeps torch, triton, the loaded baselines and the task checks between requests. The
 parent (``pool.py``) enforces the timeouts, kills it on a hang and replaces it after a crash.
 
-Requests: ``{"op": "prepare", "task": DIR}`` and ``{"op": "eval", "task": DIR, "candidate": FILE, "rounds": N,
+Requests: ``{"op": "prepare", "task": DIR, "host_first": bool}`` and ``{"op": "eval", "task": DIR, "candidate": FILE, "rounds": N,
 "case_s": S, "margin": M, "cases": [NAME...] or null}`` (null: every case the backend runs; at most N timed rounds
 per case, within about S seconds of samples on the GPU; a round is won above 1 + M).
 """
@@ -30,13 +30,27 @@ from evaluator.task import Case, Task, TaskError, load_task
 
 
 class _Prepared:
-    def __init__(self, task: Task, backend: str) -> None:
+    def __init__(self, task: Task, backend: str, host_first: bool = False) -> None:
+        """Load the task, compile the baseline on every case, validate it and probe its host work. With
+        ``host_first`` (a search about to start), the probe comes first and a host-bound verdict ends the preparation
+        there (``complete`` is False): nothing will be searched, so nothing else is worth compiling."""
         self.task = task
         self.interpreter = backend == "interpreter"
         self.device = "cpu" if self.interpreter else "cuda"
         self.cases = task.cases_for(backend)
         self.harness = load_module(task.harness_path, "harness", self.interpreter)
         self.base = getattr(load_module(task.kernel_path, "baseline", self.interpreter), task.entry)
+        self.host: list[dict[str, Any]] = []
+        self.kernels: list[str] = []
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+        self.complete = False
+        if host_first and not self.interpreter:
+            from evaluator.timing import host_bound
+
+            self.host = self._probe_host()
+            if host_bound(self.host):
+                return
         LaunchCounter.names.clear()
         for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
             args = correctness.make_args(self.harness, case, correctness.seed_for(i, 0), self.device)
@@ -44,9 +58,9 @@ class _Prepared:
             args = None  # freed before the next case's inputs are made
         self.kernels = sorted(LaunchCounter.names)  # the Triton kernels the baseline launches on these cases
         self.errors, self.warnings = correctness.validate_task(task, self.base, self.harness, self.cases, self.device)
-        self.host: list[dict[str, Any]] = []
-        if not self.interpreter and not self.errors:
+        if not self.interpreter and not self.errors and not self.host:
             self.host = self._probe_host()
+        self.complete = True
 
     def _probe_host(self) -> list[dict[str, Any]]:
         """Capture and, where capture fails, the GPU's share of each call, on the first case of each regime (decode
@@ -124,17 +138,17 @@ class Worker:
             standin.install()
             bounds.install()
 
-    def prepare(self, task_dir: str) -> _Prepared:
+    def prepare(self, task_dir: str, host_first: bool = False) -> _Prepared:
         key = os.path.realpath(task_dir)
         prep = self.tasks.get(key)
-        if prep is None:
-            prep = _Prepared(load_task(task_dir), self.backend)
+        if prep is None or not (prep.complete or host_first):
+            prep = _Prepared(load_task(task_dir), self.backend, host_first)
             self.tasks[key] = prep
         return prep
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         try:
-            prep = self.prepare(req["task"])
+            prep = self.prepare(req["task"], bool(req.get("host_first")) and req["op"] == "prepare")
         except TaskError as exc:
             return {"status": "task_error", "detail": str(exc)}
         except Exception as exc:
@@ -147,7 +161,7 @@ class Worker:
             return {"status": "task_error", "detail": prep.errors[0], "warnings": prep.warnings}
         if req["op"] == "prepare":
             return {"status": "ok", "warnings": prep.warnings, "env": self.env, "kernels": prep.kernels,
-                    "host": prep.host}
+                    "host": prep.host, "complete": prep.complete}
         return self.evaluate(prep, req)
 
     def evaluate(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:

@@ -134,8 +134,8 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
     cands = top_candidates(db, run_id, top)
     verdicts: list[Verdict] = []
     env: dict[str, Any] = {}
-    with Evaluator(vtask, backend=backend or run.config.get("backend", "auto"),
-                   rounds=rounds or None) as ev:
+    with Evaluator(vtask, backend=backend or run.config.get("backend", "auto"), workers_per_gpu=1,
+                   rounds=rounds or None) as ev:  # one candidate at a time
         ev.prepare()
         used = ev.backend
         for c in cands:

@@ -337,12 +337,13 @@ class Search:
     # the loop
 
     def _probe_host(self) -> str:
-        """On the GPU, before the baseline's evaluation: prepare the task, keep where its calls defeat CUDA-graph
-        capture, and return the host-bound verdict ("" when a launch config can matter)."""
+        """On the GPU, before the baseline's evaluation: prepare the task in every worker at once (so that no warm-up
+        runs beside a timing later), keep where its calls defeat CUDA-graph capture, and return the host-bound verdict
+        ("" when a launch config can matter), which the workers reach before compiling anything else."""
         if self.ev.backend != "cuda" or "cases" in self.counters:
             return ""
         try:
-            self.ev.prepare(self._deadline())
+            self.ev.prepare(self._deadline(), every_worker=True, host_first=True)
         except TaskError:
             if self._deadline() is None or self._deadline() > time.monotonic():
                 raise

@@ -363,7 +363,8 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tup
 
     def run(backend: str) -> tuple[str | None, tuple[str, ...], str]:
         try:
-            with Evaluator(task_dir, backend=backend, timeout_s=timeout_s, prepare_timeout_s=timeout_s, rounds=3) as ev:
+            with Evaluator(task_dir, backend=backend, timeout_s=timeout_s, prepare_timeout_s=timeout_s, rounds=3,
+                           workers_per_gpu=1) as ev:
                 ev.prepare()
                 r = ev.submit(task_dir / "kernel.py").result()
         except TaskError as exc:
