@@ -1,5 +1,6 @@
 """Full-cascade evaluations per GPU-minute, with distinct candidates (launch-config variants, each compiled anew),
-three workers sharing one GPU as a search runs them. Reports where the time goes.
+three workers sharing one GPU as a search runs them (each prepared before the clock starts, as a search prepares
+them). Reports where the time goes.
 
     python benchmarks/evaluator_throughput.py --out throughput.json            # the bundled rmsnorm
     python benchmarks/evaluator_throughput.py TASK_DIR... --out throughput.json  # extracted tasks
@@ -54,7 +55,7 @@ def tune_variants(task: Path, tmp: Path, n: int, seed: int = 0) -> list[Path]:
 def measure(task: Path, paths: list[Path], rounds: int | None) -> dict[str, Any]:
     t_start = time.time()
     with Evaluator(task, backend="cuda", rounds=rounds) as ev:
-        ev.prepare()
+        ev.prepare(every_worker=True, host_first=True)  # as a search starts
         prep_s = time.time() - t_start
         row: dict[str, Any] = {"task": task.name, "prepare_s": prep_s, "host": ev.host, "host_bound": ev.host_bound}
         if ev.host_bound:

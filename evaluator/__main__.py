@@ -44,8 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="promotion needs the interval above 1 + this, and the candidate faster by more than this in "
                         "significantly more than half the rounds (sign test)")
     p.add_argument("--workers-per-gpu", type=int, default=None,
-                   help="workers sharing each GPU: they compile in parallel and time in turns (default: one per two "
-                        "CPU cores, 3 to 6)")
+                   help="workers sharing each GPU: they compile in parallel and time in turns (default 3)")
     args = p.parse_args(argv)
     try:
         check_candidate_files(args.candidates)

@@ -175,9 +175,7 @@ def verdict(ans: dict[str, Any], min_gain: float, interpreter: bool = False) -> 
 class Evaluator:
     """Evaluate candidates for one task: ``submit(path)`` returns a Future of an :class:`EvalResult`.
 
-    ``workers_per_gpu`` workers share each visible GPU on ``cuda`` (default: one per two CPU cores, 3 to 6, since
-    compiling is the CPU's work and a task's compiles can take longer than its checks and timing): they load and
-    compile candidates in
+    ``workers_per_gpu`` workers share each visible GPU on ``cuda`` (default 3): they load and compile candidates in
     parallel, and take the GPU in turns (a file lock) to check and time them, so no timing overlaps other GPU work.
     The interpreter uses one worker. The first use of a task in a
     worker prepares it (loads the baseline, checks it against the reference, checks that zeros fail) under
@@ -193,8 +191,7 @@ class Evaluator:
         self.baseline_src = self.task.kernel_path.read_text(encoding="utf-8")
         self.timeout_s, self.prepare_timeout_s, self.rounds, self.min_gain = timeout_s, prepare_timeout_s, rounds, min_gain
         gpus = _cuda_count() if self.backend == "cuda" else 0
-        per_gpu = workers_per_gpu or max(3, min(6, (os.cpu_count() or 2) // 2))
-        n = per_gpu * gpus if gpus else 1
+        n = (workers_per_gpu or 3) * gpus if gpus else 1
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         self._workers = [WorkerProcess(self.backend, (i % gpus) if gpus else None) for i in range(n)]
         self._prepared: set[int] = set()
@@ -218,15 +215,21 @@ class Evaluator:
     def prepare(self, deadline: float | None = None, every_worker: bool = False, host_first: bool = False) -> list[str]:
         """Prepare the task in one worker (with ``every_worker``, in all of them at once, so that no worker's warm-up
         runs beside another's timing later); raise TaskError if the task itself is broken (or not prepared by
-        ``deadline``, a ``time.monotonic()`` instant). With ``host_first``, a host-bound baseline ends the preparation
-        at its verdict (``host_bound``). Returns the task's warnings."""
+        ``deadline``, a ``time.monotonic()`` instant). With ``host_first`` on the GPU, one worker probes the baseline's
+        host work first, and a host-bound verdict (``host_bound``) ends the preparation there. Returns the task's
+        warnings."""
         limit = float("inf") if deadline is None else deadline - time.monotonic()
         workers = [self._idle.get() for _ in range(len(self._workers) if every_worker else 1)]
         try:
+            if host_first and self.backend == "cuda" and not self.host:
+                self._prepare(workers[0], limit, host_first=True)
+                if self.host_bound:
+                    return []
+                limit = float("inf") if deadline is None else deadline - time.monotonic()
             if len(workers) == 1:
-                return self._prepare(workers[0], limit, host_first)
+                return self._prepare(workers[0], limit)
             with ThreadPoolExecutor(max_workers=len(workers)) as pool:
-                futures = [pool.submit(self._prepare, w, limit, host_first) for w in workers]
+                futures = [pool.submit(self._prepare, w, limit) for w in workers]
                 return [f.result() for f in futures][0]
         finally:
             for w in workers:
@@ -249,14 +252,15 @@ class Evaluator:
     def _prepare(self, w: WorkerProcess, limit: float = float("inf"), host_first: bool = False) -> list[str]:
         if id(w) in self._prepared and w.proc is not None:
             return []
-        ans = w.request({"op": "prepare", "task": str(self.task.root), "host_first": host_first},
-                        min(self.prepare_timeout_s, limit))
+        # one probe of the baseline's host work per evaluator: it holds the GPU, and every worker would find the same
+        ans = w.request({"op": "prepare", "task": str(self.task.root), "host_first": host_first,
+                         "probe": not self.host}, min(self.prepare_timeout_s, limit))
         if ans["status"] != "ok":
             raise TaskError(ans.get("detail", "preparing the task failed").splitlines()[0])
         if ans.get("complete", True):
             self._prepared.add(id(w))
         self.kernels = tuple(ans.get("kernels", ()))  # the Triton kernels the baseline launched on the cases
-        self.host = list(ans.get("host", ()))
+        self.host = self.host or list(ans.get("host", ()))
         return list(ans.get("warnings", []))
 
     @property

@@ -4,7 +4,7 @@ It reads one JSON request per line on stdin and writes one JSON answer per line 
 prints can forge an answer. It keeps torch, triton, the loaded baselines and the task checks between requests. The
 parent (``pool.py``) enforces the timeouts, kills it on a hang and replaces it after a crash.
 
-Requests: ``{"op": "prepare", "task": DIR, "host_first": bool}`` and ``{"op": "eval", "task": DIR, "candidate": FILE, "rounds": N,
+Requests: ``{"op": "prepare", "task": DIR, "host_first": bool, "probe": bool}`` and ``{"op": "eval", "task": DIR, "candidate": FILE, "rounds": N,
 "case_s": S, "margin": M, "cases": [NAME...] or null}`` (null: every case the backend runs; at most N timed rounds
 per case, within about S seconds of samples on the GPU; a round is won above 1 + M).
 """
@@ -30,10 +30,10 @@ from evaluator.task import Case, Task, TaskError, load_task
 
 
 class _Prepared:
-    def __init__(self, task: Task, backend: str, host_first: bool = False) -> None:
-        """Load the task, compile the baseline on every case, validate it and probe its host work. With
-        ``host_first`` (a search about to start), the probe comes first and a host-bound verdict ends the preparation
-        there (``complete`` is False): nothing will be searched, so nothing else is worth compiling."""
+    def __init__(self, task: Task, backend: str, host_first: bool = False, probe: bool = True) -> None:
+        """Load the task, compile the baseline on every case, validate it and (with ``probe``, on the GPU) probe its
+        host work. With ``host_first`` (a search about to start), only the probe is done (``complete`` is False): a
+        host-bound verdict means nothing will be searched, so nothing else is worth compiling yet."""
         self.task = task
         self.interpreter = backend == "interpreter"
         self.device = "cpu" if self.interpreter else "cuda"
@@ -45,12 +45,10 @@ class _Prepared:
         self.errors: list[str] = []
         self.warnings: list[str] = []
         self.complete = False
-        if host_first and not self.interpreter:
-            from evaluator.timing import host_bound
-
+        probe = probe and not self.interpreter
+        if host_first and probe:
             self.host = self._probe_host()
-            if host_bound(self.host):
-                return
+            return
         LaunchCounter.names.clear()
         for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
             args = correctness.make_args(self.harness, case, correctness.seed_for(i, 0), self.device)
@@ -58,7 +56,7 @@ class _Prepared:
             args = None  # freed before the next case's inputs are made
         self.kernels = sorted(LaunchCounter.names)  # the Triton kernels the baseline launches on these cases
         self.errors, self.warnings = correctness.validate_task(task, self.base, self.harness, self.cases, self.device)
-        if not self.interpreter and not self.errors and not self.host:
+        if probe and not self.errors:
             self.host = self._probe_host()
         self.complete = True
 
@@ -138,17 +136,18 @@ class Worker:
             standin.install()
             bounds.install()
 
-    def prepare(self, task_dir: str, host_first: bool = False) -> _Prepared:
+    def prepare(self, task_dir: str, host_first: bool = False, probe: bool = True) -> _Prepared:
         key = os.path.realpath(task_dir)
         prep = self.tasks.get(key)
         if prep is None or not (prep.complete or host_first):
-            prep = _Prepared(load_task(task_dir), self.backend, host_first)
+            prep = _Prepared(load_task(task_dir), self.backend, host_first, probe)
             self.tasks[key] = prep
         return prep
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         try:
-            prep = self.prepare(req["task"], bool(req.get("host_first")) and req["op"] == "prepare")
+            first = req["op"] == "prepare"
+            prep = self.prepare(req["task"], first and bool(req.get("host_first")), not first or req.get("probe", True))
         except TaskError as exc:
             return {"status": "task_error", "detail": str(exc)}
         except Exception as exc:
