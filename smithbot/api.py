@@ -426,7 +426,7 @@ def propose(run_ids: list[str] | None = None, submit: bool = False, source: str 
                     raise ProposeError(f"--submit needs a GitHub repository; {target.name}'s repo is {target.repo}")
                 forge: Any = GitHubForge(GitHubConfig(
                     upstream=m.group(1), base_url=os.environ.get("SMITHBOT_GITHUB_API", "https://api.github.com"),
-                    max_open_prs=target.conventions.max_open_prs))
+                    max_open_prs=target.conventions.max_open_prs, cache=home() / "cache" / "github.json"))
             else:
                 dest = Path(out) / pr.kernel_id if out else home() / "workspaces" / target.name / "proposals" / pr.kernel_id
                 forge = LocalForge(dest)

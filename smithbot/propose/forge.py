@@ -24,6 +24,8 @@ class PreparedPR:
     patch: str
     files: dict[str, str]  # repository path -> text: the generated test and benchmark
     variant: str
+    kernels: tuple[str, ...] = ()  # the names of the upstream definitions the change replaces
+    touched: tuple[str, ...] = ()  # the upstream files the change edits (not the generated test and benchmark)
 
 
 @dataclass(frozen=True)

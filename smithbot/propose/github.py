@@ -6,6 +6,10 @@ State is read back from the forge every time, never from local memory:
 - a PR for this variant that was closed unmerged is never reopened or proposed again (the variant hash is in the
   PR body's hidden metadata);
 - at most ``max_open_prs`` open smithbot PRs per target;
+- no duplicate work: before a new PR, open upstream PRs that name a kernel the change replaces or the file it edits
+  (the search API; a hit's files are listed to say whether it touches the file), and upstream commits to that file
+  since the change's base (the compare API), stop the proposal with a line that names them. Search answers are
+  cached for ``CACHE_TTL_S`` in ``cache`` (the search API allows 30 requests a minute);
 - the branch ``smithbot/<target>/<kernel>`` is pushed to the fork; if someone else pushed to it, it is not
   force-pushed, and the run says so;
 - an open PR for the branch is updated (its body only when the normalised body changed); otherwise a PR is opened
@@ -20,10 +24,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import git
@@ -34,6 +40,7 @@ from smithbot.propose.forge import PreparedPR, Published
 from smithbot.propose.render import metadata
 
 BOT_EMAIL = "smithbot@users.noreply.github.com"
+CACHE_TTL_S = 600.0
 
 
 class ForgeError(Exception):
@@ -51,6 +58,7 @@ class GitHubConfig:
     base_url: str = "https://api.github.com"
     max_open_prs: int = 1
     push_url: Callable[[str], str] | None = None  # fork full name -> git URL (tests use local bare repositories)
+    cache: Path | None = None  # a JSON file for search answers (None: no cache)
 
 
 class GitHubForge:
@@ -129,6 +137,61 @@ class GitHubForge:
                 from None
         return "pushed"
 
+    def _cached(self, key: str, fetch: Callable[[], Any]) -> Any:
+        """``fetch()``'s JSON-able answer, from the cache file while it is younger than ``CACHE_TTL_S``."""
+        path = self.cfg.cache
+        cache: dict[str, Any] = {}
+        if path is not None and path.exists():
+            try:
+                cache = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                cache = {}  # a broken cache is only a cache
+        hit = cache.get(key)
+        if isinstance(hit, list) and len(hit) == 2 and time.time() - hit[0] < CACHE_TTL_S:
+            return hit[1]
+        value = fetch()
+        if path is not None:
+            cache = {k: v for k, v in cache.items() if isinstance(v, list) and time.time() - v[0] < CACHE_TTL_S}
+            cache[key] = [time.time(), value]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(cache), encoding="utf-8")
+            tmp.replace(path)
+        return value
+
+    def _in_flight(self, up: Any, pr: PreparedPR, me: str) -> str:
+        """Work upstream that this change would duplicate or collide with: one line naming it, or ``""``."""
+        found: dict[int, str] = {}
+        for term in dict.fromkeys([*pr.kernels, *(Path(f).name for f in pr.touched)]):
+            query = f'repo:{up.full_name} is:pr is:open "{term}"'
+            hits = self._cached(f"search {query}", lambda: self._call("searching open pull requests", lambda: [
+                {"number": i.number, "url": i.html_url, "user": i.user.login}
+                for i in list(self.gh.search_issues(query))[:10]]))
+            for h in hits:
+                if h["user"] == me or h["number"] in found:
+                    continue
+                files = self._cached(f"files {up.full_name}#{h['number']}", lambda: self._call(
+                    f"listing the files of pull request #{h['number']}",
+                    lambda: [f.filename for f in up.get_pull(h["number"]).get_files()]))
+                touches = [f for f in pr.touched if f in files]
+                found[h["number"]] = f"#{h['number']} ({h['url']}) " + (
+                    f"edits {touches[0]}" if touches else f"names {term}")
+        if found:
+            return f"open upstream pull requests on this kernel: {'; '.join(found.values())}"
+        try:
+            diff = self._call("comparing the base with the upstream head",
+                              lambda: up.compare(pr.base_commit, up.default_branch))
+        except ForgeError as exc:
+            if "HTTP 404" in str(exc):  # the base is not an upstream commit (a mirror's): nothing to compare
+                return ""
+            raise
+        moved = sorted({f.filename for f in diff.files} & set(pr.touched))
+        if moved:
+            shas = ", ".join(c.sha[:12] for c in list(diff.commits)[-3:])
+            return (f"upstream changed {', '.join(moved)} since {pr.base_commit[:12]} ({diff.total_commits} commits, "
+                    f"the last: {shas}); re-run on the new head (`smithbot propose RUN --rebase`)")
+        return ""
+
     # the one entry point
 
     def publish(self, pr: PreparedPR) -> Published:
@@ -151,6 +214,9 @@ class GitHubForge:
             if len(mine) >= self.cfg.max_open_prs:
                 return Published("skipped", up.html_url, f"{len(mine)} smithbot PRs are open already (the cap is "
                                  f"{self.cfg.max_open_prs}); not opening another")
+            clash = self._in_flight(up, pr, me)
+            if clash:
+                return Published("skipped", up.html_url, clash)
         fork = self._call("creating or finding the fork", lambda: up.create_fork())
         if fork.full_name == up.full_name:
             raise ForgeError("the fork resolved to the upstream itself; refusing to push")

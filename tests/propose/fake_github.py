@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -79,18 +80,47 @@ class FakeGitHub:
         return repo
 
     def add_pull(self, full: str, head_owner: str, ref: str, state: str = "open", merged: bool = False,
-                 body: str = "", title: str = "t") -> dict[str, Any]:
+                 body: str = "", title: str = "t", files: tuple[str, ...] = ()) -> dict[str, Any]:
         n = sum(len(v) for v in self.pulls.values()) + 1
-        pr = {"id": n, "number": n, "state": state, "merged": merged, "title": title, "body": body,
+        pr = {"id": n, "number": n, "state": state, "merged": merged, "title": title, "body": body, "files": list(files),
               "html_url": f"https://github.test/{full}/pull/{n}", "url": f"{self.url}/repos/{full}/pulls/{n}",
               "head": {"ref": ref, "label": f"{head_owner}:{ref}", "sha": "0" * 40, "user": {"login": head_owner}},
               "base": {"ref": "main"}, "user": {"login": head_owner}, "maintainer_can_modify": True}
         self.pulls[full].append(pr)
         return pr
 
+    def _search(self, q: str) -> tuple[int, Any]:
+        """``/search/issues`` for ``repo:O/N is:pr is:open "term"``: open PRs whose title or body holds the term."""
+        repo = re.search(r"repo:(\S+)", q)
+        term = re.search(r'"([^"]+)"', q)
+        if repo is None or term is None or "is:pr" not in q:
+            return 422, {"message": f"fake GitHub cannot search {q!r}"}
+        items = [{**p, "pull_request": {"url": p["url"]}} for p in self.pulls.get(repo.group(1), [])
+                 if p["state"] == "open" and term.group(1) in f"{p['title']} {p['body']}"]
+        return 200, {"total_count": len(items), "incomplete_results": False, "items": items}
+
+    def _compare(self, full: str, base: str, head: str) -> tuple[int, Any]:
+        """``/compare/base...head`` from the repository's bare git directory (its clone_url)."""
+        git_dir = self.repos[full]["clone_url"]
+
+        def git(*args: str) -> str:
+            return subprocess.run(["git", "-C", git_dir, *args], capture_output=True, text=True, check=True).stdout
+
+        try:
+            names = git("diff", "--name-only", base, head).split()
+            shas = git("rev-list", "--reverse", f"{base}..{head}").split()
+        except subprocess.CalledProcessError:
+            return 404, {"message": "Not Found"}
+        return 200, {"status": "ahead", "ahead_by": len(shas), "behind_by": 0, "total_commits": len(shas),
+                     "url": f"{self.url}/repos/{full}/compare/{base}...{head}",
+                     "commits": [{"sha": s, "url": f"{self.url}/repos/{full}/commits/{s}"} for s in shas],
+                     "files": [{"filename": n, "status": "modified"} for n in names]}
+
     def route(self, method: str, path: str, query: dict[str, list[str]], body: dict[str, Any]) -> tuple[int, Any]:
         if method == "GET" and path == "/user":
             return 200, {"login": self.bot, "id": 99, "type": "User"}
+        if method == "GET" and path == "/search/issues":
+            return self._search(query.get("q", [""])[0])
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)(/.*)?", path)
         if not m or m.group(1) not in self.repos:
             return 404, {"message": "Not Found"}
@@ -120,6 +150,17 @@ class FakeGitHub:
             pr = self.add_pull(full, owner, ref, body=body["body"], title=body["title"])
             pr["maintainer_can_modify"] = body.get("maintainer_can_modify", False)
             return 201, pr
+        if method == "GET" and rest.startswith("/compare/"):
+            base, _, head = rest.removeprefix("/compare/").partition("...")
+            return self._compare(full, base, head)
+        m3 = re.fullmatch(r"/pulls/(\d+)(/files)?", rest)
+        if method == "GET" and m3:
+            pr = next((p for p in self.pulls[full] if p["number"] == int(m3.group(1))), None)
+            if pr is None:
+                return 404, {"message": "Not Found"}
+            if m3.group(2):
+                return 200, [{"sha": "2" * 40, "filename": f, "status": "modified"} for f in pr["files"]]
+            return 200, pr
         m2 = re.fullmatch(r"/pulls/(\d+)", rest)
         if method == "PATCH" and m2:
             pr = next(p for p in self.pulls[full] if p["number"] == int(m2.group(1)))

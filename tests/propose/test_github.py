@@ -3,6 +3,7 @@ upstream and the fork."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -40,11 +41,13 @@ class World:
         self.gh = FakeGitHub()
         self.gh.add_repo("up/engine", str(tmp / "upstream.git"))
         paths = {"up/engine": str(tmp / "upstream.git"), "smithbot-bot/engine": str(tmp / "fork.git")}
-        self.cfg = GitHubConfig(upstream="up/engine", base_url=self.gh.url, max_open_prs=1, push_url=paths.__getitem__)
+        self.cfg = GitHubConfig(upstream="up/engine", base_url=self.gh.url, max_open_prs=1, push_url=paths.__getitem__,
+                                cache=tmp / "cache" / "github.json")
 
     def pr(self, body: str = "Faster.", variant: str = "v1") -> PreparedPR:
         return PreparedPR("engine", "rms", "smithbot/engine/rms", "Faster rms", f"{body}\n{_meta(variant)}",
-                          Path(self.work.working_dir), self.base, self.work.head.commit.hexsha, "", {}, variant)
+                          Path(self.work.working_dir), self.base, self.work.head.commit.hexsha, "", {}, variant,
+                          ("_rms_norm_kernel",), ("ops.py",))
 
     def forge(self) -> GitHubForge:
         return GitHubForge(self.cfg, sleep=lambda s: None)
@@ -90,6 +93,44 @@ def test_closed_pr_is_never_reopened(world: World) -> None:
     assert r.action == "skipped" and "closed unmerged" in r.detail
     assert len(world.gh.pulls["up/engine"]) == 1 and world.gh.pulls["up/engine"][0]["state"] == "closed"
     assert world.fork_head() is None
+
+
+def test_an_open_upstream_pr_on_the_kernel_or_its_file_stops_the_proposal(world: World) -> None:
+    """Duplicating work in flight is why kernel PRs stall most often: a PR that names the kernel, or one that edits
+    its file, stops the proposal before anything is pushed; the bot's own PRs do not count."""
+    world.gh.add_pull("up/engine", "someone", "faster-norm", title="Speed up _rms_norm_kernel for decode")
+    r = world.forge().publish(world.pr())
+    assert r.action == "skipped" and world.fork_head() is None and len(world.gh.pulls["up/engine"]) == 1
+    assert r.detail == ("open upstream pull requests on this kernel: #1 (https://github.test/up/engine/pull/1) names "
+                        "_rms_norm_kernel")
+    world.gh.pulls["up/engine"][0]["state"] = "closed"
+    world.gh.add_pull("up/engine", "other", "refactor", title="Refactor", body="Moves code out of ops.py",
+                      files=("ops.py", "README.md"))
+    world.cfg = dataclasses.replace(world.cfg, cache=None)  # the cached answer would still show the closed PR
+    r = world.forge().publish(world.pr())
+    assert r.action == "skipped" and "#2 (https://github.test/up/engine/pull/2) edits ops.py" in r.detail
+
+
+def test_an_upstream_commit_to_the_file_since_the_base_stops_the_proposal(world: World, tmp_path: Path) -> None:
+    world.work.git.push(world.upstream.git_dir, f"{world.base}:refs/heads/main")
+    up = git.Repo.clone_from(world.upstream.git_dir, tmp_path / "maintainer", branch="main")
+    (Path(up.working_dir) / "ops.py").write_text("BLOCK = 64  # tuned upstream\n")
+    up.index.add(["ops.py"])
+    dev = git.Actor("dev", "dev@example.com")
+    moved = up.index.commit("tune upstream", author=dev, committer=dev).hexsha
+    up.git.push("origin", "main")
+    r = world.forge().publish(world.pr())
+    assert r.action == "skipped" and world.fork_head() is None and not world.gh.pulls["up/engine"]
+    assert r.detail.startswith(f"upstream changed ops.py since {world.base[:12]} (1 commits, the last: {moved[:12]})")
+
+
+def test_search_answers_are_cached(world: World) -> None:
+    world.forge().publish(world.pr())  # nothing in flight: opened
+    searches = [path for m, path, *_ in world.gh.log if path.startswith("/search/issues")]
+    assert len(searches) == 2  # the kernel's name and the file's
+    world.gh.pulls["up/engine"].clear()
+    world.forge().publish(world.pr(variant="v2"))
+    assert len([path for m, path, *_ in world.gh.log if path.startswith("/search/issues")]) == 2
 
 
 def test_human_push_blocks_a_force_push(world: World) -> None:
