@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -235,6 +236,7 @@ def extract_cmd(
                                           "its self-check)"),
     timeout: float = typer.Option(300.0, "--check-timeout", min=1.0, help="seconds one self-check evaluation may "
                                   "take before the task is reported as too slow"),
+    as_json: bool = typer.Option(False, "--json", help="with --all or --top: print every row in full, as JSON"),
 ) -> None:
     """Turn a kernel and its launcher into a standalone task directory (task.yaml, kernel.py, harness.py)."""
     from rich.progress import Progress
@@ -260,13 +262,21 @@ def extract_cmd(
         if check:
             err.print(f"self-check: {row.why}")
         return
-    t = Table(title=f"{target}: extraction coverage")
-    for col in ("kernel", "file", "extracted", "self-check", "why not"):
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        t.add_row(r.kernel, r.path, "yes" if r.extracted else "no", "passed" if r.checked else "-",
-                  "" if r.checked else r.why)
-    out.print(t)
+    if as_json:
+        print(json.dumps([{"kernel": r.kernel, "path": r.path, "extracted": r.extracted, "checked": r.checked,
+                           "why": r.why, "task": str(r.out) if r.out else None} for r in rows], indent=1))
+    else:  # narrow enough for a CI log or a pipe (80 columns): the full rows are --json's
+        t = Table(title=f"{target}: extraction coverage", box=box.SIMPLE)
+        t.add_column("kernel", max_width=32, overflow="fold")
+        t.add_column("file", max_width=28, overflow="fold")
+        t.add_column("result", no_wrap=True)
+        used = min(32, max((len(r.kernel) for r in rows), default=6)) + min(28, max(
+            (len("/".join(Path(r.path).parts[-2:])) for r in rows), default=4)) + 9 + 10
+        t.add_column("why not", max_width=max(12, out.width - used), overflow="ellipsis", no_wrap=True)
+        for r in rows:
+            t.add_row(r.kernel, "/".join(Path(r.path).parts[-2:]), "passed" if r.checked else (
+                "extracted" if r.extracted else "failed"), "" if r.checked else r.why)
+        out.print(t)
     n = len(rows)
     which = f"the {n} hottest" if top else str(n)
     err.print(f"{which} launched kernels: {sum(r.extracted for r in rows)} extracted, "
@@ -352,14 +362,23 @@ def runs_cmd(db: Optional[Path] = typer.Option(None, help="run database (default
     if as_json:
         print(json.dumps(rows, indent=1))
         return
-    t = Table(title="runs")
-    for col in ("run", "task", "proposer", "status", "candidates", "correct", "best speedup [95% CI]", "cost", "why stopped"):
-        t.add_column(col, overflow="fold")
+    # narrow enough for a CI log or a pipe (80 columns): proposer, interval and the rest are --json's
+    t = Table(title="runs", box=box.SIMPLE)
+    t.add_column("run", no_wrap=True)
+    t.add_column("task", max_width=24, overflow="fold")
+    t.add_column("correct", justify="right", no_wrap=True)
+    t.add_column("best", justify="right", no_wrap=True)
+    if any(r["cost"] for r in rows):
+        t.add_column("cost", justify="right", no_wrap=True)
+    task_w = min(24, max((len(r["task"]) for r in rows), default=4))
+    t.add_column("why stopped", max_width=max(12, out.width - 22 - task_w - 7 - 7 - 16), overflow="ellipsis",
+                 no_wrap=True)
     for r in rows:
-        best = "-" if r["best"] is None else f"{r['best']:.3f}x" + (
-            f" [{r['best_ci'][0]:.3f}, {r['best_ci'][1]:.3f}]" if r["best_ci"] else "")
-        t.add_row(r["id"], r["task"], r["proposer"], r["status"], str(r["candidates"]), str(r["correct"]), best,
-                  f"${r['cost']:.4f}", r["message"])
+        cells = [r["id"], r["task"], f"{r['correct']}/{r['candidates']}",
+                 "-" if r["best"] is None else f"{r['best']:.3f}x"]
+        if any(x["cost"] for x in rows):
+            cells.append(f"${r['cost']:.2f}")
+        t.add_row(*cells, r["message"] if r["status"] == "finished" else f"{r['status']}: {r['message']}")
     out.print(t)
     if not rows:
         err.print("no runs yet: `smithbot evolve TASK` starts one")

@@ -73,3 +73,19 @@ def test_extract_top_takes_the_hottest_kernels(tmp_path: Path, monkeypatch: pyte
     assert all(f"_{k}" in p.stdout for k in hottest)  # both rows; kernels of one launcher share its task
     assert [d.name for d in (tmp_path / "top").iterdir()] == [hottest[0]]
     assert_one_line_error(run("extract", "demo", "rms_norm", "--top", "2", home=tmp_path), "--top takes the hottest")
+
+
+def test_the_coverage_table_fits_80_columns_and_json_has_every_row(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SMITHBOT_HOME": str(tmp_path), "COLUMNS": "80", "NO_COLOR": "1"}
+    cmd = [sys.executable, "-m", "smithbot", "extract", "demo", "--all", "--no-check", "--out", str(tmp_path / "t")]
+    table = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    rows = json.loads(subprocess.run(cmd + ["--json"], capture_output=True, text=True, env=env, timeout=300).stdout)
+    assert {r["kernel"] for r in rows} >= {"_rms_norm_kernel", "_decode_stage1"}
+    assert all(not r["checked"] and r["why"] for r in rows)
+    blocked = next(r for r in rows if not r["extracted"])  # the demo's kernel behind an extension
+    assert "external extension einops" in blocked["why"]
+    shown = [line for line in lines if blocked["kernel"] in line]
+    assert len(shown) == 1 and "external extension" in shown[0]  # one line a kernel, its reason cut to fit

@@ -72,6 +72,13 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
     runs = _smithbot("runs", "--db", str(db), "--json")
     listing = json.loads(runs.communicate(timeout=60)[0])
     assert listing[0]["id"] == run_id and listing[0]["best"] > 1.0
+    # the table fits a CI log or a pipe: 80 columns, one row a run
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "80"}
+    table = subprocess.run([sys.executable, "-m", "smithbot", "runs", "--db", str(db)], capture_output=True,
+                           text=True, env=env, timeout=60).stdout.splitlines()
+    assert max(len(line.rstrip()) for line in table) <= 80
+    row = [line for line in table if run_id in line]
+    assert len(row) == 1 and f"{listing[0]['best']:.3f}x" in row[0] and "silu_and_mul" in row[0]
 
 
 def test_resume_unknown_run_is_one_line(tmp_path: Path) -> None:
