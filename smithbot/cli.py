@@ -267,15 +267,18 @@ def extract_cmd(
                            "why": r.why, "task": str(r.out) if r.out else None} for r in rows], indent=1))
     else:  # narrow enough for a CI log or a pipe (80 columns): the full rows are --json's
         t = Table(title=f"{target}: extraction coverage", box=box.SIMPLE)
+        wide = out.width >= 120  # the file column only where there is room for it
+        kernel_w = min(32, max((len(r.kernel) for r in rows), default=6))
         t.add_column("kernel", max_width=32, overflow="fold")
-        t.add_column("file", max_width=28, overflow="fold")
+        if wide:
+            t.add_column("file", max_width=30, overflow="fold")
         t.add_column("result", no_wrap=True)
-        used = min(32, max((len(r.kernel) for r in rows), default=6)) + min(28, max(
-            (len("/".join(Path(r.path).parts[-2:])) for r in rows), default=4)) + 9 + 10
-        t.add_column("why not", max_width=max(12, out.width - used), overflow="ellipsis", no_wrap=True)
+        t.add_column("why not", max_width=max(16, out.width - kernel_w - (30 if wide else 0) - 9 - 12),
+                     overflow="ellipsis", no_wrap=True)
         for r in rows:
-            t.add_row(r.kernel, "/".join(Path(r.path).parts[-2:]), "passed" if r.checked else (
-                "extracted" if r.extracted else "failed"), "" if r.checked else r.why)
+            why = "" if r.checked else r.why.removeprefix(f"{r.kernel}: ")
+            result = "passed" if r.checked else ("extracted" if r.extracted else "failed")
+            t.add_row(r.kernel, *(["/".join(Path(r.path).parts[-2:])] if wide else []), result, why)
         out.print(t)
     n = len(rows)
     which = f"the {n} hottest" if top else str(n)
