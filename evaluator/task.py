@@ -272,7 +272,8 @@ def load_task(path: str | Path) -> Task:
                 provenance=provenance, cases=tuple(cases), seeds=seeds,
                 deterministic=c.boolean(data.get("deterministic", True), "deterministic"), tunables=dict(tunables),
                 hotness=dict(c.mapping(data.get("hotness") or {}, "hotness",
-                                       {"presets": False, "default_path": False, "measured": False})),
+                                       {"presets": False, "default_path": False, "measured": False,
+                                        "share": False})),
                 skipped=tuple(dict(c.mapping(s, f"skipped[{i}]", {"name": True, "why": True}))
                               for i, s in enumerate(c.items(data.get("skipped") or [], "skipped"))))
 

@@ -339,7 +339,7 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     }
     hotness = {"presets": list(site.presets), "default_path": site.default_path,
                "measured": (f"{site.measured_share:.1%} of the GPU time of a {site.measured_of}"
-                            if site.measured_share else "")}
+                            if site.measured_share else ""), "share": site.measured_share or 0.0}
     if any(hotness.values()):
         task["hotness"] = {k: v for k, v in hotness.items() if v}
     (out / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False, width=120))

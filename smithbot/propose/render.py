@@ -125,8 +125,56 @@ def _hot_spot(hotness: dict[str, Any]) -> str:
     return out
 
 
+def kernel_dtypes(task: Task) -> list[str]:
+    """The torch dtypes this kernel's task works in: its cases' dtypes and those its code names (an fp8 output, fp32
+    scales), so that the PR lists only their tolerances."""
+    code = task.kernel_path.read_text(encoding="utf-8") + task.harness_path.read_text(encoding="utf-8")
+    used = {DTYPES[c.dtype] for c in task.cases} | {d for d in TOLERANCES if re.search(rf"\b(torch|tl)\.{d}\b", code)}
+    return [d for d in TOLERANCES if d in used and d != "float64"]
+
+
+def shown_cases(cases: list[dict[str, Any]], task: Task, models: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The verified cases a maintainer reads: those of the presets that run the kernel (where scan knows them) and the
+    irregular ones, one row per distinct shape; a row lists the other presets' names for the same shape."""
+    presets = set(task.hotness.get("presets") or ())
+    shapes = {c.name: (c.regime, c.dtype, tuple(sorted(c.dims.items())), tuple(sorted(c.params.items())))
+              for c in task.cases}
+    rows: dict[Any, dict[str, Any]] = {}
+    for c in cases:
+        preset = next((m for m in models if c["name"].startswith(f"{m}-")), None)
+        if presets and preset is not None and preset not in presets:
+            continue
+        key = shapes.get(c["name"], c["name"])
+        if key in rows:
+            rows[key]["also"].append(c["name"])
+        else:
+            rows[key] = {**c, "also": []}
+    return list(rows.values())
+
+
+def title(task: Task, verdict: dict[str, Any], config_only: bool) -> str:
+    """The PR title: an area tag as engines' maintainers tag kernel PRs, and a config-only change says so."""
+    entry = next((d for d in task.provenance.definitions if d.name == task.entry), task.provenance.definitions[0])
+    names = " ".join([entry.path, *(d.name for d in task.provenance.definitions)]).lower()
+    tag = "[MoE]" if "moe" in names else ("[Perf]" if config_only else "[Kernel]")
+    what = f"Retune the launch config of {task.entry} (config only)" if config_only else f"Faster {task.entry}"
+    return f"{tag} {what}: {verdict['speedup']:.2f}x on {len(verdict['cases'])} model shapes"
+
+
+def end_to_end(task: Task, speedup: float) -> str:
+    """What the kernel's speedup is worth to a serving step, by Amdahl's law from the profile's share, labelled as an
+    estimate; said plainly when there is no measured share to estimate from."""
+    share = task.hotness.get("share")
+    if not share:
+        return ("End to end: not measured, and no profile share to estimate it from (`smithbot profile` measures one "
+                "where the engine runs); the kernel-level table above is the evidence.")
+    step = (1 - share) + share / speedup
+    return (f"End to end (an estimate, not a measurement): the kernel takes {task.hotness.get('measured') or f'{share:.1%} of a step'}; "
+            f"at {speedup:.3f}× that step would take {step:.2%} of its time, {1 - step:.2%} less (Amdahl's law).")
+
+
 def render(target: Target, task: Task, verification: dict[str, Any], verdict: dict[str, Any], cand: Any,
-           replaced: tuple[str, ...], added: tuple[str, ...], notes: list[str], patch: str, reproduce: str,
+           replaced: tuple[str, ...], added: tuple[str, ...], notes: list[str], patch: str,
            base_commit: str) -> Rendered:
     style = target.conventions.pr_style if target.conventions.pr_style in STYLES else "generic"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()), undefined=jinja2.StrictUndefined,
@@ -160,14 +208,22 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     motivation += _hot_spot(task.hotness)
     e = verification.get("env", {})
     env_line = ", ".join(f"{k} {e[k]}" for k in ("gpu", "driver", "torch", "triton") if e.get(k)) or "CPU (Triton interpreter)"
-    tol = "per output dtype: " + ", ".join(f"{d} atol {t.atol:g} rtol {t.rtol:g}" for d, t in TOLERANCES.items()
-                                           if d != "float64")
+    tol = "per output dtype: " + ", ".join(f"{d} atol {TOLERANCES[d].atol:g} rtol {TOLERANCES[d].rtol:g}"
+                                           for d in kernel_dtypes(task))
+    shown = shown_cases(verdict["cases"], task, tuple(m.name for m in target.models))
+    presets = ", ".join(task.hotness.get("presets") or ())
+    shown_note = (f"Shown: the {len(shown)} distinct shapes of the presets that run this kernel ({presets}) and the "
+                  f"irregular ones; the geomean covers all {len(verdict['cases'])} verified cases."
+                  if len(shown) < len(verdict["cases"]) else "")
+    reproduce = (f"python -m pytest {test_path}   # the original kernel against the new one, on these shapes\n"
+                 f"python {bench_path}   # both timed with triton.testing.do_bench_cudagraph")
     variant = cand.source_hash or ""
     meta = {"kernel": f"{kernel_def.path}::{kernel_def.qualname}", "base_commit": base_commit,
             "variant": variant, "smithbot": __version__, "task": task.id}
     rounds = verification.get("rounds", DEFAULT_ROUNDS["interpreter" if interpreter else "cuda"])
     ctx: dict[str, Any] = dict(
-        v=v, interpreter=interpreter, rounds=rounds, env_line=env_line,
+        v=v, shown=shown, shown_note=shown_note, e2e=end_to_end(task, v["speedup"]), interpreter=interpreter,
+        rounds=rounds, env_line=env_line,
         commit=base_commit[:12], seeds=verification["seeds"], case_names=", ".join(ratios),
         tolerances=tol,
         test_path=test_path, bench_path=bench_path, what_changed=what, replaced=replaced, added=added, notes=notes,

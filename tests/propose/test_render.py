@@ -52,7 +52,7 @@ def parts(tmp_path: Path) -> tuple:
 def test_body_follows_the_target_template(parts: tuple, target: str) -> None:
     task, cand, verification, verdict = parts
     r = render(get_target(target), task, verification, verdict, cand, ("pkg/ops.py::rmsnorm",), (), [], "--- a\n+++ b\n",
-               "smithbot verify RUN", "0123456789abcdef")
+               "0123456789abcdef")
     assert re.findall(r"^## (.+)$", r.body, flags=re.M) == HEADINGS[target]
     assert "| `llama3-8b-decode-bs1` | 13.10 | 10.00 | 1.310× [1.300, 1.320] | 105 |" in r.body
     assert "`BLOCK` 256 → 1024" in r.body and "NVIDIA H200" in r.body and "0123456789ab" in r.body
@@ -73,7 +73,7 @@ def test_body_follows_the_target_template(parts: tuple, target: str) -> None:
 def test_size_limit_truncates_the_details_first(parts: tuple) -> None:
     task, cand, verification, verdict = parts
     patch = "+" + "x" * 200_000 + "\n"
-    r = render(get_target("sglang"), task, verification, verdict, cand, (), (), [], patch, "cmd", "abc")
+    r = render(get_target("sglang"), task, verification, verdict, cand, (), (), [], patch, "abc")
     assert len(r.body) <= MAX_BODY and "truncated: the full diff is in the branch" in r.body
     assert "## Speed Tests and Profiling" in r.body
 
@@ -103,9 +103,44 @@ def test_motivation_names_the_hot_spot(parts: tuple) -> None:
     hot = dataclasses.replace(task, hotness={
         "presets": ["qwen3-30b-a3b"], "default_path": "Qwen3MoeForCausalLM.forward → … → rmsnorm → _rmsnorm_kernel",
         "measured": "12.5% of the GPU time of a decode step on qwen3-30b-a3b (batch 8)"})
-    body = render(get_target("sglang"), hot, verification, verdict, cand, (), (), [], "", "cmd", "abc").body
+    body = render(get_target("sglang"), hot, verification, verdict, cand, (), (), [], "", "abc").body
     motivation = body.split("## Motivation")[1].split("##")[0]
     assert "It takes 12.5% of the GPU time of a decode step on qwen3-30b-a3b (batch 8)." in motivation
     assert "Default serving runs it for qwen3-30b-a3b: `Qwen3MoeForCausalLM.forward → … → rmsnorm" in motivation
-    plain = render(get_target("sglang"), task, verification, verdict, cand, (), (), [], "", "cmd", "abc").body
+    plain = render(get_target("sglang"), task, verification, verdict, cand, (), (), [], "", "abc").body
     assert "Default serving" not in plain  # no claim where scan made none
+
+
+def test_the_body_shows_what_this_kernel_uses_and_reproduces_from_the_prs_files(parts: tuple) -> None:
+    """Tolerances only for the kernel's dtypes; the table only for the presets that run it, one row a shape; an
+    end-to-end estimate labelled as such; reproduction from the PR's own files, never the bot's run or disk."""
+    task, cand, verification, verdict = parts
+    twin = dataclasses.replace(task.cases[0], name="qwen3-8b-decode-bs1")  # the same shape under another preset
+    hot = dataclasses.replace(task, cases=(*task.cases, twin), hotness={
+        "presets": ["llama3-8b", "qwen3-8b"], "share": 0.125,
+        "measured": "12.5% of the GPU time of a decode step on llama3-8b (batch 8)"})
+    cases = [*verdict["cases"], _case("qwen3-8b-decode-bs1", 1.30, 1.29, 1.31), _case("mixtral-8x7b-decode-bs1", 1.0,
+                                                                                     0.99, 1.01)]
+    body = render(get_target("sglang"), hot, verification, {**verdict, "cases": cases}, cand, (), (), [], "",
+                  "abc").body
+    assert "bfloat16 atol" in body and "float32 atol" in body and "float8" not in body and " float16 atol" not in body
+    rows = [line for line in body.splitlines() if line.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == ["llama3-8b-decode-bs1", "llama3-8b-prefill-4k"]
+    assert "(also qwen3-8b-decode-bs1)" in rows[0]  # mixtral does not run it: not shown
+    assert "the geomean covers all 4 verified cases" in body
+    assert ("End to end (an estimate, not a measurement): the kernel takes 12.5% of the GPU time of a decode step on "
+            "llama3-8b (batch 8); at 1.200× that step would take 97.92% of its time, 2.08% less (Amdahl's law).") in body
+    assert "python -m pytest test/registered/" in body and "smithbot verify" not in body and "/tmp" not in body
+    plain = render(get_target("sglang"), task, verification, verdict, cand, (), (), [], "", "abc").body
+    assert "no profile share to estimate it from" in plain and "Shown:" not in plain
+
+
+def test_the_title_carries_an_area_tag_and_says_config_only() -> None:
+    from smithbot.propose.render import title
+
+    task = load_task(TASKS / "rmsnorm")
+    verdict = {"speedup": 1.2345, "cases": [{}, {}]}
+    assert title(task, verdict, True) == "[Perf] Retune the launch config of rmsnorm (config only): 1.23x on 2 model shapes"
+    assert title(task, verdict, False) == "[Kernel] Faster rmsnorm: 1.23x on 2 model shapes"
+    moe = load_task(TASKS / "moe_routing")
+    assert title(moe, verdict, True).startswith("[MoE] Retune the launch config of ")
