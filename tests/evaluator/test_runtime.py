@@ -200,3 +200,47 @@ def test_the_interpreter_stands_in_for_the_gpu_and_checks_bounds(tmp_path) -> No
     assert ("kernel _shift loads 3 element(s) outside every tensor it was given (the first: element 5 of 'X', whose "
             "storage holds 5; the furthest: element 7)") in out.stdout, out.stdout
     assert 'apart: IndexError("kernel _shift loads 3 element(s) outside every tensor' in out.stdout, out.stdout
+
+
+CONSTEXPR_GLOBAL = '''
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from evaluator import standin
+
+_ALPHA = tl.constexpr(0.5)
+
+
+@triton.jit
+def _scale(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n)
+    tl.store(Y + offs, tl.sigmoid(_ALPHA * x) + (x * _ALPHA - x / 2.0), mask=offs < n)
+
+
+x = torch.linspace(-3, 3, 10)
+y = torch.empty_like(x)
+try:
+    _scale[(1,)](x, y, 10, BLOCK=16)
+    print("stock: ran")
+except Exception as exc:  # the interpreter alone wraps `_ALPHA * x` in a constexpr, which tl.sigmoid rejects
+    print("stock:", type(exc).__name__)
+standin.install()
+_scale[(1,)](x, y, 10, BLOCK=16)
+assert torch.allclose(y, torch.sigmoid(0.5 * x), atol=1e-6), y
+print("standin: ran")
+'''
+
+
+def test_a_constexpr_global_times_a_block_is_the_block_under_the_interpreter(tmp_path) -> None:
+    """``_ALPHA = tl.constexpr(0.5)`` at module level and ``_ALPHA * x`` in a kernel (xformers' GeLU constant): the
+    compiler reads the global by its value; under the interpreter the stand-in makes the product the block, as the
+    compiled kernel computes it."""
+    (tmp_path / "constexpr_global.py").write_text(CONSTEXPR_GLOBAL)
+    out = subprocess.run([sys.executable, str(tmp_path / "constexpr_global.py")], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "standin: ran" in out.stdout, out.stdout
