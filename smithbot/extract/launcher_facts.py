@@ -275,6 +275,9 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
                         if isinstance(e, ast.Name) and e.id != "_":
                             facts.union(("name", e.id), src)
                 continue
+            if isinstance(val, ast.Call) and isinstance(val.func, ast.Name) and val.func.id == "map" \
+                    and len(val.args) == 2 and not val.keywords:  # s0, s1 = map(int, x.stride()): x's own
+                val = val.args[1]
             p = facts.shape_of(val)
             strides = isinstance(val, ast.Call) and isinstance(val.func, ast.Attribute) and val.func.attr == "stride" \
                 and not val.args and isinstance(val.func.value, ast.Name) and val.func.value.id in facts.params

@@ -1267,3 +1267,16 @@ def save_windows(cache, hidden_states, batch_size):
 ''')
     got = infer(fn, [], rule, by_rule=("hidden_states",))
     assert len(got["hidden_states"]["shape"]) == 3, got
+
+
+def test_strides_unpacked_through_map_give_the_rank() -> None:
+    """``k_sb, k_sh, k_sl, k_sd = map(int, k.stride())`` says k has four axes, as ``... = k.stride()`` does."""
+    fn = _fn('''
+def rope(q, k):
+    B, H, L, D = q.shape
+    H_k = k.shape[1]
+    k_sb, k_sh, k_sl, k_sd = map(int, k.stride())
+    _rope_kernel[(B * H, L)](q, k, k_sb, k_sh, k_sl, k_sd)
+''')
+    got = infer(fn, ["q", "k"], {})
+    assert len(got["k"]["shape"]) == 4 and len(got["q"]["shape"]) == 4
