@@ -356,6 +356,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                 out[p] = {"shape": shape}
             if p in facts.dtype and facts.dtype[p] != "bf16":  # bf16 is what the cases' activation dtype already is
                 out[p]["dtype"] = facts.dtype[p]
+            if rank >= 2 and facts.unit_stride.get(p) in (rank - 2, -2) and "init" not in out[p]:
+                out[p]["transposed"] = True  # assert b.stride(1) == 1 of a 3-D b: its last two axes, column-major
             continue
         if p in facts.keys and kind in (None, "other"):  # config["BLOCK_SIZE_M"]: settings a tuning table gives
             out[p] = {"literal": {k: setting(k) for k in sorted(facts.keys[p])}}

@@ -48,6 +48,7 @@ class Facts:
         self.sizes: set[str] = set()  # torch.empty((k, s)), range(k): names used as sizes, so numbers
         self.values: dict[str, Any] = {}  # parameters whose inputs are fixed flags or None: they decide branches
         self.truthy: set[str] = set()  # assert weight_column_major: the flag must be set
+        self.unit_stride: dict[str, int] = {}  # assert b.stride(1) == 1: the axis whose elements are adjacent
         self.handed: dict[str, list[tuple[str, str]]] = {}  # parameter -> (kernel, kernel parameter) it is passed as
 
     def find(self, x: Any) -> Any:
@@ -317,6 +318,10 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
                 dtype = TORCH_DTYPES.get(m.group(2)) if m.lastindex == 2 else "int32"
                 if dtype:
                     facts.dtype.setdefault(m.group(1), dtype)
+            m = re.fullmatch(r"(\w+)\.stride\((-?\d+)\) == 1", text)  # assert b.stride(1) == 1: b's unit axis
+            if m and m.group(1) in facts.params:
+                facts.tensor.add(m.group(1))
+                facts.unit_stride[m.group(1)] = int(m.group(2))
             m = re.fullmatch(r"(\w+)\.numel\(\) == (\d+)", text)  # assert x_s.numel() == 1: one axis of that size
             if m and m.group(1) in facts.params and m.group(1) not in facts.rank:
                 facts.tensor.add(m.group(1))

@@ -1280,3 +1280,20 @@ def rope(q, k):
 ''')
     got = infer(fn, ["q", "k"], {})
     assert len(got["k"]["shape"]) == 4 and len(got["q"]["shape"]) == 4
+
+
+def test_a_unit_stride_on_the_second_last_axis_is_a_transposed_weight() -> None:
+    """``assert b.stride(1) == 1`` of a 3-D ``b``: its last two axes are column-major, so ``b`` is drawn transposed;
+    ``assert a.stride(-1) == 1`` (row-major, as drawn) changes nothing."""
+    fn = _fn('''
+def bmm(a, b, c):
+    assert a.shape[2] == b.shape[1]
+    M, K = a.shape[1], a.shape[2]
+    K, N = b.shape[1], b.shape[2]
+    assert b.stride(1) == 1
+    assert a.stride(-1) == 1
+    _bmm_kernel[(M, N)](a, b, c, M, N, K, a.stride(0), b.stride(0), b.stride(2), c.stride(0))
+''')
+    got = infer(fn, ["a", "b", "c"], {})
+    assert got["b"].get("transposed") is True and len(got["b"]["shape"]) == 3
+    assert "transposed" not in got["a"] and "transposed" not in got["c"]
