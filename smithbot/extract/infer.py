@@ -158,6 +158,10 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     for key in list(facts.parent):
         classes.setdefault(facts.find(key), []).append(key)
     multiple = {facts.find(key): m for key, m in multiples}
+    rekeyed: dict[Any, Any] = {}  # `n % groups == 0` joined groups to n's class: what pinned n pins it still
+    for key, d in pinned.items():
+        rekeyed.setdefault(facts.find(key), d)
+    pinned = rekeyed
     pow2 = {facts.find(key) for key in facts.pow2}
     for key, node in list(facts.derived.items()):  # BLOCK_F = q.size(-1) // 2 goes to tl.arange: so must q's axis
         halved = isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mult))

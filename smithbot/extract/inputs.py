@@ -272,6 +272,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
         layouts = bind_layouts([n for n, _ in params], given, layout_sizes, target.layouts_by_themselves)
     except ValueError as exc:
         raise InputError(f"{wrapper}: {exc}") from None
+    divisors = _divisors(fn)
     moe = any(n in _TOPK_IDS for n, _ in params)
     grouped = any(s["layout"] == "moe_align" for s in layouts.values())
     for name, default in params:
@@ -285,7 +286,8 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
             specs[name] = GROUPED_GEMM_RULES[name]
         elif name in NAME_RULES:
             specs[name] = NAME_RULES[name]
-        elif default is not ... and not (default is None and name in required):
+        elif default is not ... and not (default is None and name in required) \
+                and not (default == 0 and type(default) is int and name in divisors):
             specs[name] = {"literal": default} if isinstance(default, (tuple, list)) or isinstance(default, str) \
                 and not default.startswith(("dtype:", "default:")) else default
         elif not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(fn)):
@@ -301,6 +303,21 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     fill_sizes(specs)
     _one_layout(specs, set(inferred))
     return specs, extra, list(inferred)
+
+
+def _divisors(fn: ast.FunctionDef) -> set[str]:
+    """Names the launcher divides by on every path (``assert n % num_groups == 0``, ``x // group_size`` in its
+    own body, not under a branch): a default of 0 there (``num_groups: int = 0``, a value callers always pass)
+    would divide by zero, so such a parameter is inferred like one without a default."""
+    out: set[str] = set()
+    for stmt in fn.body:
+        if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.FunctionDef)):
+            continue
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mod, ast.FloorDiv, ast.Div)) \
+                    and isinstance(n.right, ast.Name):
+                out.add(n.right.id)
+    return out
 
 
 _STEM = re.compile(r"(start_?locs?|cu_?seq_?lens?|seq_?lens?|seqlens?|lens?|lengths?|starts?|indptr)")

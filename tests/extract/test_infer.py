@@ -1297,3 +1297,22 @@ def bmm(a, b, c):
     got = infer(fn, ["a", "b", "c"], {})
     assert got["b"].get("transposed") is True and len(got["b"]["shape"]) == 3
     assert "transposed" not in got["a"] and "transposed" not in got["c"]
+
+
+def test_a_zero_default_the_launcher_divides_by_is_inferred_and_keeps_the_axis_it_divides() -> None:
+    """``num_groups: int = 0`` with ``assert experts % num_groups == 0`` on every path: the default would divide by
+    zero (callers always pass it), so it is inferred; the join ``%`` makes keeps what the known spec of ``scores``
+    pins (``experts``), not a size by position."""
+    from smithbot.extract.inputs import _divisors
+
+    fn = _fn('''
+def grouped_topk(scores, topk: int, num_groups: int = 0, eps: float = 0.0):
+    tokens, total_expert_num = scores.shape
+    if eps > 0:
+        tokens = tokens // eps
+    assert total_expert_num % num_groups == 0
+    _topk_kernel[(tokens,)](scores, topk, num_groups, total_expert_num // num_groups)
+''')
+    assert _divisors(fn) == {"num_groups"}  # not eps: that division sits under a branch
+    got = infer(fn, ["num_groups"], {"scores": {"shape": ["tokens", "experts"]}, "topk": "top_k"})
+    assert got["num_groups"] == "experts"
