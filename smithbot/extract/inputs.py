@@ -301,7 +301,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
                              f"inputs: {wrapper}: {name}: in the target YAML", name)
     specs = {name: inferred[name] if name in inferred else specs[name] for name, _ in params}
     fill_sizes(specs)
-    _one_layout(specs, set(inferred))
+    _one_layout(specs, set(inferred), _per_program(fn, kernels))
     return specs, extra, list(inferred)
 
 
@@ -329,7 +329,35 @@ def _stem(name: str) -> str:
     return _STEM.sub("", name.lower()).replace("_", "")
 
 
-def _one_layout(specs: dict[str, Any], inferred: set[str]) -> None:
+def _per_program(fn: ast.FunctionDef, kernels: tuple[ast.FunctionDef, ...]) -> list[set[str]]:
+    """Launcher parameters that a kernel it launches reads one element of per program along the same grid axis
+    (``kernel_use.program_rows``): each set's tables are as long as one another."""
+    from smithbot.extract.kernel_use import program_rows
+
+    by_name = {k.name: k for k in kernels}
+    groups: list[set[str]] = []
+    for call in ast.walk(fn):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Subscript)
+                and isinstance(call.func.value, ast.Name) and call.func.value.id in by_name):
+            continue
+        kernel = by_name[call.func.value.id]
+        names = [a.arg for a in kernel.args.args]
+        handed: dict[str, str] = {}
+        for i, a in enumerate(call.args):
+            if isinstance(a, ast.Starred):
+                break
+            if isinstance(a, ast.Name) and i < len(names):
+                handed[names[i]] = a.id
+        handed.update({k.arg: k.value.id for k in call.keywords if k.arg and isinstance(k.value, ast.Name)})
+        axes: dict[int, set[str]] = {}
+        for kp, axis in program_rows(kernel).items():
+            if kp in handed:
+                axes.setdefault(axis, set()).add(handed[kp])
+        groups.extend(g for g in axes.values() if len(g) > 1)
+    return groups
+
+
+def _one_layout(specs: dict[str, Any], inferred: set[str], per_program: list[set[str]] | None = None) -> None:
     """Start offsets and lengths of the same sequences (``q_start_loc`` and ``q_seqlens``), inferred apart as
     ``arange`` and ``randint:1:8``, become one layout: a sequence per 8 rows (at least one), each 1 to
     rows/sequences long, each starting where the one before ends, so that no sequence runs past the rows; an inferred
@@ -349,6 +377,11 @@ def _one_layout(specs: dict[str, Any], inferred: set[str]) -> None:
         specs[partner] = {**specs[partner], "shape": [batch], "init": f"randint:1:(tokens) // ({batch}) + 1"}
         cu = str(spec["shape"][0]).endswith("+ 1")
         specs[start] = {**spec, "shape": [f"{batch} + 1" if cu else batch], "init": f"starts:{partner}"}
+        for group in per_program or ():  # tables a kernel reads one element of per sequence (the request
+            if partner in group or start in group:  # index of each: `tl.load(B_req_idx + cur_batch)`) are as many
+                for n in sorted(group & inferred - {partner, start}):
+                    if isinstance(specs[n], dict) and specs[n].get("shape") == ["tokens"]:
+                        specs[n] = {**specs[n], "shape": [batch]}
         for n in inferred:  # the batch size the launcher is also handed counts the same sequences
             if re.fullmatch(r"bs|batch(_size)?|num_(seqs|reqs|requests|segments)", n.lower()) and specs[n] == "tokens":
                 specs[n] = batch

@@ -195,6 +195,29 @@ def required_params(kernel: ast.FunctionDef) -> list[str]:
     return [a.arg for a in args if a.arg not in with_default and a.arg not in decorated]
 
 
+def program_rows(kernel: ast.FunctionDef) -> dict[str, int]:
+    """Pointer parameters read or written at one element per program along a grid axis (``b = tl.program_id(0)``
+    then ``tl.load(B_Seqlen + b)``): parameter -> that axis. Tables read so share one length, the grid's."""
+    pids: dict[str, int] = {}
+    for node in ast.walk(kernel):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Call) and ast.unparse(node.value.func).endswith("program_id"):
+            arg = node.value.args[0] if node.value.args else next(
+                (k.value for k in node.value.keywords if k.arg == "axis"), None)
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, int):
+                pids[node.targets[0].id] = arg.value
+    params = {a.arg for a in kernel.args.args}
+    out: dict[str, int] = {}
+    for node in ast.walk(kernel):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("tl.load", "tl.store") and node.args:
+            e = node.args[0]
+            if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+                for p, v in ((e.left, e.right), (e.right, e.left)):
+                    if isinstance(p, ast.Name) and p.id in params and isinstance(v, ast.Name) and v.id in pids:
+                        out.setdefault(p.id, pids[v.id])
+    return out
+
+
 def arange_bounds(kernel: ast.FunctionDef) -> set[str]:
     """Parameters used as a bound of ``tl.arange``: each must be a power of two. So must ``DIM`` when the bound is
     ``half: tl.constexpr = DIM // 2``: a power of two times or divided by another is one only if it is."""

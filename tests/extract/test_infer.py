@@ -1316,3 +1316,32 @@ def grouped_topk(scores, topk: int, num_groups: int = 0, eps: float = 0.0):
     assert _divisors(fn) == {"num_groups"}  # not eps: that division sits under a branch
     got = infer(fn, ["num_groups"], {"scores": {"shape": ["tokens", "experts"]}, "topk": "top_k"})
     assert got["num_groups"] == "experts"
+
+
+def test_tables_a_kernel_reads_per_program_are_as_many_as_the_sequences() -> None:
+    """``req_index`` read at ``tl.program_id(0)`` beside ``seq_len`` and ``start_loc`` (one layout of sequences):
+    it has a row per sequence too, while ``out`` (written at the sequences' offsets) keeps a row per token."""
+    from smithbot.extract.inputs import _one_layout, _per_program
+
+    mod = ast.parse('''
+@triton.jit
+def _repack(kv, req_index, out, seq_len, start_loc, stride, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    n = tl.load(seq_len + b)
+    r = tl.load(req_index + b)
+    s = tl.load(start_loc + b)
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + s + offs, tl.load(kv + r * stride + offs, mask=offs < n), mask=offs < n)
+
+
+def repack(kv, req_index, seq_len, start_loc, out):
+    _repack[(req_index.shape[0],)](kv, req_index, out, seq_len, start_loc, kv.stride(0), BLOCK=64)
+''')
+    kernel, fn = mod.body
+    groups = _per_program(fn, (kernel,))
+    assert groups == [{"req_index", "seq_len", "start_loc"}]
+    specs = infer(fn, ["kv", "req_index", "seq_len", "start_loc", "out"], {}, (), (kernel,))
+    _one_layout(specs, set(specs), groups)
+    batch = "max(1, (tokens) // 8)"
+    assert specs["seq_len"]["shape"] == specs["start_loc"]["shape"] == specs["req_index"]["shape"] == [batch]
+    assert specs["out"]["shape"][0] == "tokens"
