@@ -29,7 +29,7 @@ import copy
 import re
 from typing import Any
 
-from smithbot.extract.kernel_use import arange_bounds, fp32_params, index_targets, kernel_param_kinds, required_params
+from smithbot.extract.kernel_use import arange_bounds, bitwise_params, fp32_params, index_targets, kernel_param_kinds, required_params
 from smithbot.extract.launcher_facts import ARITH, BOOL_NAME, SAME_SHAPE, Facts, arithmetic, collect, equate, required_optionals
 from smithbot.extract.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, PER_EXPERT, SCALAR_INTS, SIZE_NAME, ann_kind,
                                     dim_of_name, setting)
@@ -76,7 +76,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                 if a.annotation is not None}
     kinds = _through_helpers({k.name: kernel_param_kinds(k) for k in kernels}, kernels)  # index_targets needs them
     per_kernel = {k.name: (kinds[k.name], required_params(k), arange_bounds(k), index_targets(k, kinds[k.name]),
-                           fp32_params(k)) for k in kernels}
+                           fp32_params(k), bitwise_params(k)) for k in kernels}
 
     def facts_of(code: ast.FunctionDef) -> Facts:
         f = Facts(params, per_kernel)

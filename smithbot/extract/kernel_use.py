@@ -166,6 +166,23 @@ def fp32_params(kernel: ast.FunctionDef) -> set[str]:
     return out
 
 
+_BITWISE = (ast.RShift, ast.LShift, ast.BitAnd, ast.BitOr, ast.BitXor)
+
+
+def bitwise_params(kernel: ast.FunctionDef) -> set[str]:
+    """Pointer parameters whose loaded values are shifted or masked as loaded (``w = tl.load(B + offs)``,
+    ``(w >> shift) & 0xF``: packed int4 weights): bit operations take integers only, so the tensor holds int32."""
+    params = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs}
+    loaded: dict[str, set[str]] = {}
+    for node in ast.walk(kernel):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
+                and node.value.func.attr == "load" and node.value.args:
+            loaded.setdefault(node.targets[0].id, set()).update(_addends(node.value.args[0]) & params)
+    return {p for n in ast.walk(kernel) if isinstance(n, ast.BinOp) and isinstance(n.op, _BITWISE)
+            for side in (n.left, n.right) if isinstance(side, ast.Name) for p in loaded.get(side.id, ())}
+
+
 def _floaty(value: ast.expr, kernel: ast.FunctionDef) -> bool:
     """Whether ``value`` is a float by how it was made: tl.max(tl.abs(x)), x / y, a float literal, or a name bound
     to one of those in ``kernel``."""

@@ -374,7 +374,7 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
 
 
 def _launch(facts: Facts, call: ast.Call, kinds: dict[str, str], required: list[str], pow2: set[str],
-            tables: dict[str, dict[str, bool]], fp32: set[str]) -> None:
+            tables: dict[str, dict[str, bool]], fp32: set[str], ints: set[str] = frozenset()) -> None:
     """What the kernel makes of each launcher parameter handed to it as it is, and the rank of each splatted
     ``*p.stride()`` / ``*p.shape``: the kernel parameters left over for it (``splat_widths``)."""
     names = list(kinds)
@@ -410,6 +410,8 @@ def _launch(facts: Facts, call: ast.Call, kinds: dict[str, str], required: list[
             facts.kernel_kind.setdefault(p, kinds[kparam])  # type: ignore[arg-type, index]
         if p in facts.params and kparam in fp32:
             facts.dtype.setdefault(p, "fp32")  # type: ignore[arg-type]
+        if p in facts.params and kparam in ints:  # (w >> shift) & 0xF of what it loads: packed integers
+            facts.dtype.setdefault(p, "int32")  # type: ignore[arg-type]
         if kparam in pow2 and facts.axis(a) is not None:  # tl.arange(0, D): D is a power of two
             facts.pow2.append(facts.axis(a))
             facts.find(facts.axis(a))

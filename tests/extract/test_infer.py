@@ -1345,3 +1345,26 @@ def repack(kv, req_index, seq_len, start_loc, out):
     batch = "max(1, (tokens) // 8)"
     assert specs["seq_len"]["shape"] == specs["start_loc"]["shape"] == specs["req_index"]["shape"] == [batch]
     assert specs["out"]["shape"][0] == "tokens"
+
+
+def test_a_tensor_whose_loaded_values_are_shifted_and_masked_holds_integers() -> None:
+    """``w = tl.load(B + offs)`` then ``(w >> shift) & 0xF`` (packed int4 weights): bit operations take integers
+    only, so ``b`` is drawn int32; the scale it is multiplied by stays the cases' float."""
+    mod = ast.parse('''
+@triton.jit
+def _dequant(B, S, Out, K, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    w = tl.load(B + offs // 8, mask=offs < K)
+    s = tl.load(S + offs, mask=offs < K)
+    tl.store(Out + offs, ((w >> (offs % 8) * 4) & 0xF) * s, mask=offs < K)
+
+
+def dequant(b, scale):
+    Kw, N = b.shape
+    out = torch.empty((Kw * 8,), dtype=scale.dtype)
+    _dequant[(1,)](b, scale, out, Kw * 8, BLOCK=64)
+    return out
+''')
+    kernel, fn = mod.body
+    got = infer(fn, ["b", "scale"], {}, (), (kernel,))
+    assert got["b"].get("dtype") == "int32" and "dtype" not in got["scale"]
