@@ -1368,3 +1368,34 @@ def dequant(b, scale):
     kernel, fn = mod.body
     got = infer(fn, ["b", "scale"], {}, (), (kernel,))
     assert got["b"].get("dtype") == "int32" and "dtype" not in got["scale"]
+
+
+def test_a_parameter_rebound_to_a_view_that_splits_its_last_axis_arrives_unsplit() -> None:
+    """``x = x.view(x.shape[0], x.shape[1], groups, 8)``: the strides read after it are the view's four axes, but
+    ``x`` arrives with three, the last one ``groups * 8`` wide; ``out``, viewed by the same split, has that axis too."""
+    mod = ast.parse('''
+@triton.jit
+def _group_copy(X, Out, sx0, sx1, sx2, sx3, so0, so1, so2, so3, G: tl.constexpr, D: tl.constexpr):
+    t = tl.program_id(0)
+    h = tl.program_id(1)
+    g = tl.arange(0, G)
+    d = tl.arange(0, D)
+    v = tl.load(X + t * sx0 + h * sx1 + g[:, None] * sx2 + d[None, :] * sx3)
+    tl.store(Out + t * so0 + h * so1 + g[:, None] * so2 + d[None, :] * so3, v)
+
+
+def group_copy(x, out):
+    head_dim = x.shape[2]
+    group_dim = 8
+    groups = head_dim // group_dim
+    assert head_dim % group_dim == 0
+    x = x.view((x.shape[0], x.shape[1], groups, group_dim))
+    out = out.view(out.shape[0], out.shape[1], groups, group_dim)
+    _group_copy[(x.shape[0], x.shape[1])](x, out, x.stride(0), x.stride(1), x.stride(2), x.stride(3),
+                                         out.stride(0), out.stride(1), out.stride(2), out.stride(3),
+                                         G=groups, D=group_dim)
+''')
+    kernel, fn = mod.body
+    got = infer(fn, ["x", "out"], {}, (), (kernel,))
+    assert len(got["x"]["shape"]) == 3 and got["out"]["shape"] == got["x"]["shape"]
+    assert "head_dim" in str(got["x"]["shape"][2])
