@@ -301,7 +301,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
                              f"inputs: {wrapper}: {name}: in the target YAML", name)
     specs = {name: inferred[name] if name in inferred else specs[name] for name, _ in params}
     fill_sizes(specs)
-    _one_layout(specs, set(inferred), _per_program(fn, kernels))
+    _one_layout(specs, set(inferred), _per_program(fn, kernels), _cumsummed(fn))
     return specs, extra, list(inferred)
 
 
@@ -357,11 +357,34 @@ def _per_program(fn: ast.FunctionDef, kernels: tuple[ast.FunctionDef, ...]) -> l
     return groups
 
 
-def _one_layout(specs: dict[str, Any], inferred: set[str], per_program: list[set[str]] | None = None) -> None:
+def _cumsummed(fn: ast.FunctionDef) -> set[str]:
+    """Parameters whose values the launcher itself adds up into offsets (``torch.cumsum(seq_lens, 0)``, also through
+    a local made from them: ``q_lens = seq_lens - ready_lens``): lengths of sequences laid end to end."""
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    made: dict[str, set[str]] = {}  # local -> the parameters its value is made from
+    for _ in range(3):  # locals made from locals, in any order
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and node.targets[0].id not in params:
+                names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+                made.setdefault(node.targets[0].id, set()).update(
+                    *(made.get(n, set()) for n in names), names & params)
+    out: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cumsum":
+            arg = node.args[0] if ast.unparse(node.func) == "torch.cumsum" and node.args else node.func.value
+            if isinstance(arg, ast.Name):
+                out |= {arg.id} & params | made.get(arg.id, set())
+    return out
+
+
+def _one_layout(specs: dict[str, Any], inferred: set[str], per_program: list[set[str]] | None = None,
+                cumsummed: set[str] = frozenset()) -> None:  # type: ignore[assignment]
     """Start offsets and lengths of the same sequences (``q_start_loc`` and ``q_seqlens``), inferred apart as
     ``arange`` and ``randint:1:8``, become one layout: a sequence per 8 rows (at least one), each 1 to
     rows/sequences long, each starting where the one before ends, so that no sequence runs past the rows; an inferred
-    batch size (``bs``) counts those sequences."""
+    batch size (``bs``) counts those sequences. Lengths with no starts beside them that the launcher adds up into
+    offsets itself (``cumsummed``) lay their sequences end to end over the rows the same way."""
     lens = [n for n in inferred if isinstance(specs[n], dict) and specs[n].get("init") == "randint:1:8"
             and len(specs[n].get("shape", ())) == 1 and "len" in n.lower()]
     for start in sorted(inferred):
@@ -385,6 +408,11 @@ def _one_layout(specs: dict[str, Any], inferred: set[str], per_program: list[set
         for n in inferred:  # the batch size the launcher is also handed counts the same sequences
             if re.fullmatch(r"bs|batch(_size)?|num_(seqs|reqs|requests|segments)", n.lower()) and specs[n] == "tokens":
                 specs[n] = batch
+        lens.remove(partner)
+    for n in sorted(set(lens) & cumsummed):  # torch.cumsum(seq_lens): offsets into rows that must hold them all
+        batch = "max(1, (tokens) // 8)"
+        if specs[n].get("shape") == ["tokens"]:
+            specs[n] = {**specs[n], "shape": [batch], "init": f"randint:1:(tokens) // ({batch}) + 1"}
 
 
 def size_value(expr, dims):

@@ -1399,3 +1399,34 @@ def group_copy(x, out):
     got = infer(fn, ["x", "out"], {}, (), (kernel,))
     assert len(got["x"]["shape"]) == 3 and got["out"]["shape"] == got["x"]["shape"]
     assert "head_dim" in str(got["x"]["shape"][2])
+
+
+def test_lengths_the_launcher_adds_up_into_offsets_fit_in_the_rows() -> None:
+    """``offsets = torch.cumsum(seq_lens - ready_lens)``: lengths with no starts table beside them, laid end to end
+    over ``ids`` by the launcher itself; a sequence per 8 rows, each short enough that all of them fit."""
+    from smithbot.extract.inputs import _cumsummed, _one_layout
+
+    mod = ast.parse('''
+@triton.jit
+def _shift(offsets, ids, out, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    s = tl.load(offsets + b)
+    e = tl.load(offsets + b + 1)
+    offs = s + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(ids + offs, mask=offs < e), mask=offs < e)
+
+
+def shift(ids, seq_lens, ready_lens=None):
+    q_lens = seq_lens if ready_lens is None else seq_lens - ready_lens
+    offsets = torch.nn.functional.pad(torch.cumsum(q_lens, dim=0), (1, 0))
+    out = torch.empty_like(ids)
+    _shift[(seq_lens.shape[0],)](offsets, ids, out, BLOCK=64)
+    return out
+''')
+    kernel, fn = mod.body
+    assert _cumsummed(fn) == {"seq_lens", "ready_lens"}
+    specs = infer(fn, ["ids", "seq_lens"], {"ready_lens": None}, (), (kernel,))
+    _one_layout(specs, {"ids", "seq_lens"}, [], _cumsummed(fn))
+    batch = "max(1, (tokens) // 8)"
+    assert specs["seq_lens"]["shape"] == [batch] and specs["seq_lens"]["init"] == f"randint:1:(tokens) // ({batch}) + 1"
+    assert specs["ids"]["shape"] == ["tokens"]
