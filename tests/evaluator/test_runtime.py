@@ -244,3 +244,29 @@ def test_a_constexpr_global_times_a_block_is_the_block_under_the_interpreter(tmp
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "standin: ran" in out.stdout, out.stdout
+
+
+def test_a_block_partly_inside_a_tensor_is_charged_to_it_not_to_the_storage_it_runs_into() -> None:
+    """Offsets from ``S`` that run far past its end land after another input (``A``, put there by the heap): the
+    out-of-bounds elements are ``S``'s, where the block's in-bounds elements lie, so the grown input is the right one."""
+    import numpy as np
+
+    from evaluator import bounds
+
+    class Ptrs:
+        def __init__(self, addr):
+            self.data = np.array(addr, dtype=np.uint64)
+
+        def get_element_ty(self):
+            return type("T", (), {"primitive_bitwidth": 32})()
+
+    saved = bounds._bounds
+    # S holds 4 floats at 1000, A 4 at 5000: S's block reads its elements 2002, 2003 (far past A too), then 2, 3
+    bounds._bounds = (np.array([1000, 5000], dtype=np.uint64), np.array([1016, 5016], dtype=np.uint64), ["S", "A"], "k")
+    try:
+        bounds._check(Ptrs([9008, 9012, 1008, 1012]), None, "loads")
+    except IndexError as exc:
+        said = str(exc)
+    finally:
+        bounds._bounds = saved
+    assert "(the first: element 2002 of 'S', whose storage holds 4; the furthest: element 2003)" in said, said
