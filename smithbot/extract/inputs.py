@@ -19,7 +19,8 @@ STEP...), ``onehot`` (a single 1 in each row, at random), ``even:N`` and ``even_
 rows, shared out evenly and in order, starts and ends: per-expert ranges of sorted rows), ``split:N`` (the size of
 each entry's share), ``cuts:N`` (an offsets table one longer than the shares: 0, where each share starts, N),
 ``starts:LENS`` (where each sequence starts when the lengths in input LENS, or in a sibling attribute of the same
-object, are laid end to end; with one entry more than LENS, the last is the total), or ``chunks:CU:BT`` (the
+object, are laid end to end; with one entry more than LENS, the last is the total), ``upto:LENS`` (each entry at most
+LENS's: a prefix of each sequence, its cached part), or ``chunks:CU:BT`` (the
 (sequence, chunk) pair of each BT-token chunk of the sequences whose offsets are input CU, rows of two: FLA's
 ``chunk_indices``). ``transposed: true`` hands the tensor over as the transpose of one laid out the other way round (a
 weight passed as ``w.t()``). A scalar spec is a number, a bool, or an arithmetic expression over the dims;
@@ -301,7 +302,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
                              f"inputs: {wrapper}: {name}: in the target YAML", name)
     specs = {name: inferred[name] if name in inferred else specs[name] for name, _ in params}
     fill_sizes(specs)
-    _one_layout(specs, set(inferred), _per_program(fn, kernels), _cumsummed(fn))
+    _one_layout(specs, set(inferred), _per_program(fn, kernels), _cumsummed(fn), _differences(fn))
     return specs, extra, list(inferred)
 
 
@@ -378,13 +379,25 @@ def _cumsummed(fn: ast.FunctionDef) -> set[str]:
     return out
 
 
+def _differences(fn: ast.FunctionDef) -> list[tuple[str, str]]:
+    """Pairs of parameters the launcher subtracts one from the other (``q_lens = seq_lens - ready_lens``): (whole,
+    part)."""
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    return [(n.left.id, n.right.id) for n in ast.walk(fn) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub)
+            and isinstance(n.left, ast.Name) and isinstance(n.right, ast.Name) and n.left.id in params
+            and n.right.id in params and n.left.id != n.right.id]
+
+
 def _one_layout(specs: dict[str, Any], inferred: set[str], per_program: list[set[str]] | None = None,
-                cumsummed: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+                cumsummed: set[str] = frozenset(),  # type: ignore[assignment]
+                differences: list[tuple[str, str]] | None = None) -> None:
     """Start offsets and lengths of the same sequences (``q_start_loc`` and ``q_seqlens``), inferred apart as
     ``arange`` and ``randint:1:8``, become one layout: a sequence per 8 rows (at least one), each 1 to
     rows/sequences long, each starting where the one before ends, so that no sequence runs past the rows; an inferred
     batch size (``bs``) counts those sequences. Lengths with no starts beside them that the launcher adds up into
-    offsets itself (``cumsummed``) lay their sequences end to end over the rows the same way."""
+    offsets itself (``cumsummed``) lay their sequences end to end over the rows the same way, and so do lengths the
+    launcher subtracts others from (``seq_lens - ready_lens``, ``differences``: the new part of each sequence): the
+    lengths subtracted are each at most the other's, a prefix of the sequence."""
     lens = [n for n in inferred if isinstance(specs[n], dict) and specs[n].get("init") == "randint:1:8"
             and len(specs[n].get("shape", ())) == 1 and "len" in n.lower()]
     for start in sorted(inferred):
@@ -409,10 +422,14 @@ def _one_layout(specs: dict[str, Any], inferred: set[str], per_program: list[set
             if re.fullmatch(r"bs|batch(_size)?|num_(seqs|reqs|requests|segments)", n.lower()) and specs[n] == "tokens":
                 specs[n] = batch
         lens.remove(partner)
-    for n in sorted(set(lens) & cumsummed):  # torch.cumsum(seq_lens): offsets into rows that must hold them all
-        batch = "max(1, (tokens) // 8)"
+    parts = [(a, b) for a, b in differences or () if a in lens and b in lens
+             and specs[a].get("shape") == specs[b].get("shape") == ["tokens"]]
+    for n in sorted(set(lens) & (cumsummed | {a for a, _ in parts})):  # torch.cumsum(seq_lens): offsets into rows
+        batch = "max(1, (tokens) // 8)"  # that must hold them all
         if specs[n].get("shape") == ["tokens"]:
             specs[n] = {**specs[n], "shape": [batch], "init": f"randint:1:(tokens) // ({batch}) + 1"}
+    for a, b in parts:  # seq_lens - ready_lens: what is ready is part of the sequence
+        specs[b] = {**specs[b], "shape": specs[a]["shape"], "init": f"upto:{a}"}
 
 
 def size_value(expr, dims):
@@ -544,6 +561,10 @@ def make_inputs(case, generator):
         elif init[0] == "starts":  # where each sequence starts, the lengths in input init[1] laid end to end
             ends = torch.cumsum(scope[init[1]].flatten().to(torch.int64), 0)
             t = torch.cat([ends.new_zeros(1), ends])[:numel].view(shape)
+        elif init[0] == "upto":  # each at most the same entry of input init[1] (a prefix of each sequence)
+            whole = scope[init[1]].flatten().to(torch.int64)[:numel]
+            t = (torch.rand(numel, generator=generator, device=dev, dtype=torch.float64) * (whole + 1)).long()
+            t = torch.minimum(t, whole).view(shape)
         elif init[0] == "chunks":  # (sequence, chunk) of each BT-token chunk of the sequences offsets init[1] bound
             cu, bt = scope[init[1]].flatten().to(torch.int64), int(size_value(init[2], dims))
             n = (cu[1:] - cu[:-1] + bt - 1) // bt
@@ -562,7 +583,7 @@ def make_inputs(case, generator):
             t = torch.randn(shape, generator=generator, device=dev, dtype=drawn(dtype))
         return t.to(dtype).transpose(-1, -2) if spec.get("transposed") else t.to(dtype)
 
-    later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith(("starts:", "chunks:"))
+    later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith(("starts:", "chunks:", "upto:"))
     for name, spec in sorted(SPEC.items(), key=later):  # offsets after the lengths they add up
         if spec != "default:":  # else left to the launcher's own default
             args[name] = make(spec, args)

@@ -1430,3 +1430,43 @@ def shift(ids, seq_lens, ready_lens=None):
     batch = "max(1, (tokens) // 8)"
     assert specs["seq_lens"]["shape"] == [batch] and specs["seq_lens"]["init"] == f"randint:1:(tokens) // ({batch}) + 1"
     assert specs["ids"]["shape"] == ["tokens"]
+
+
+def test_lengths_the_launcher_subtracts_others_from_hold_them_as_a_prefix(tmp_path: Path) -> None:
+    """``q_lens = seq_lens - ready_lens``: each ready length is part of its sequence (``upto:seq_lens``), and the
+    sequences lie end to end over the token rows (``n_tokens`` of them), so the new parts fit there too."""
+    import torch
+
+    from smithbot.extract.inputs import _cumsummed, _differences, _one_layout, harness_source
+
+    mod = ast.parse('''
+@triton.jit
+def _positions(ready, lens, starts, out, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    r = tl.load(ready + b)
+    n = tl.load(lens + b)
+    s = tl.load(starts + b)
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + s + offs, r + offs, mask=offs < n - r)
+
+
+def positions(n_tokens: int, ready_lens, seq_lens):
+    out = torch.empty((n_tokens,), dtype=torch.int32)
+    q_lens = seq_lens - ready_lens
+    starts = q_lens.new_zeros(q_lens.shape)
+    starts[1:] = q_lens[:-1]
+    _positions[(seq_lens.shape[0],)](ready_lens, seq_lens, starts, out, BLOCK=64)
+    return out
+''')
+    kernel, fn = mod.body
+    assert _differences(fn) == [("seq_lens", "ready_lens")] and not _cumsummed(fn)
+    specs = infer(fn, ["n_tokens", "ready_lens", "seq_lens"], {}, (), (kernel,))
+    _one_layout(specs, set(specs), [], _cumsummed(fn), _differences(fn))
+    batch = "max(1, (tokens) // 8)"
+    assert specs["seq_lens"]["shape"] == specs["ready_lens"]["shape"] == [batch]
+    assert specs["ready_lens"]["init"] == "upto:seq_lens"
+    (tmp_path / "harness.py").write_text(harness_source("positions", specs, {}, "inferred"))
+    made = load_module(tmp_path / "harness.py", "harness_upto")
+    args = made.make_inputs({"dtype": torch.float32, "tokens": 64}, torch.Generator().manual_seed(0))
+    assert (args["ready_lens"] <= args["seq_lens"]).all() and (args["ready_lens"] >= 0).all()
+    assert args["seq_lens"].sum() <= 64
