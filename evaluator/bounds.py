@@ -87,6 +87,13 @@ def _check(ptrs: Any, mask: Any, what: str) -> None:
     j = int(nearest[0])
     start, end, unit = int(starts[j]), int(ends[j]), int(size)
     furthest = int(bad[nearest == j].max())
+    owners, counts = np.unique(i[ok], return_counts=True)
+    if owners.size and not (owners == j).any():  # a block partly inside one tensor, running far past it (where
+        # the heap put another one): the tensor it was addressed from is the one its other elements lie in
+        j = int(owners[np.argmax(counts)])
+        start, end = int(starts[j]), int(ends[j])
+        beyond = bad[bad >= np.uint64(start)]
+        furthest = int(beyond.max()) if beyond.size else int(bad.max())
     raise IndexError(f"kernel {kernel} {what} {len(bad)} element(s) {OUT_OF_BOUNDS} "
                      f"(the first: element {(int(bad[0]) - start) // unit} of '{names[j]}', whose storage holds "
                      f"{(end - start) // unit}; the furthest: element {(furthest - start) // unit})")

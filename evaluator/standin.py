@@ -18,6 +18,8 @@ only, so a task runs there as it runs on an H200:
   launch without that attribute;
 - the loop variable of ``tl.range`` and of ``range`` in a kernel answers ``i.to(tl.int64)`` with a triton scalar, as
   a compiled loop variable does;
+- a ``tl.constexpr`` global in arithmetic with a block (``_kAlpha * x``) yields the block, as the compiler reads the
+  global by its value;
 - ``mask_a and mask_b`` on tensors is their elementwise ``logical_and`` (``or``: ``logical_or``), as the compiler
   reads it; the interpreter, running the kernel as Python, took one of the two masks whole;
 - what kernels written for vendors' triton forks use (Cambricon's stepped slices of a tensor, DeepLink's
@@ -233,6 +235,7 @@ def install() -> None:
     _patch_range()
     _patch_interpreter_ops()
     _patch_boolean_operators()
+    _patch_constexpr_arithmetic()
     from evaluator import forks  # it reads this module's helpers
 
     forks.install()
@@ -320,6 +323,34 @@ def _patch_boolean_operators() -> None:
 
     interpreter._smithbot_boolean = boolean  # the interpreter hands its module's names to the kernels it rewrites
     transformer.visit_BoolOp = visit_BoolOp
+
+
+_CONSTEXPR_OPS = ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv", "rfloordiv", "mod",
+                  "rmod", "pow", "rpow", "and", "rand", "or", "ror", "xor", "rxor", "lshift", "rlshift", "rshift",
+                  "rrshift", "gt", "ge", "lt", "le", "eq", "ne")
+
+
+def _patch_constexpr_arithmetic() -> None:
+    """``_kAlpha * x``, with ``_kAlpha = tl.constexpr(0.79)`` a module global and ``x`` a block: the block, as the
+    compiler reads a constexpr global by its value. The interpreter, running the kernel as Python, let the
+    constexpr's operator wrap the resulting block in a constexpr, which the next ``tl`` call rejects."""
+    from triton import language as tl
+
+    cls = tl.constexpr
+    if getattr(cls, "_smithbot_unwrapped", False):
+        return
+    for op in _CONSTEXPR_OPS:
+        original = getattr(cls, f"__{op}__", None)
+        if original is None:
+            continue
+
+        def method(self: Any, other: Any, _original: Callable[..., Any] = original) -> Any:
+            result = _original(self, other)
+            value = getattr(result, "value", None)
+            return value if isinstance(result, cls) and isinstance(value, tl.tensor) else result
+
+        setattr(cls, f"__{op}__", method)
+    cls._smithbot_unwrapped = True
 
 
 def _patch_range() -> None:

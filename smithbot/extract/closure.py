@@ -60,6 +60,12 @@ class Closure:
     blockers: list[str] = field(default_factory=list)
 
 
+def _constexpr_of(value: ast.expr) -> bool:
+    """``tl.constexpr(expr)``, ``triton.language.constexpr(expr)``: one positional argument and no keywords."""
+    return isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1] == "constexpr" \
+        and len(value.args) == 1 and not value.keywords
+
+
 def _plain(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float)) or type(value) is str
 
@@ -193,6 +199,17 @@ class ClosureBuilder:
             if _plain(value) or isinstance(value, tuple) and all(_plain(v) for v in value):
                 source = f"{ast.unparse(node.targets[0])} = {value!r}  # {ast.unparse(node.value)}, at extraction\n"
                 node = ast.parse(source).body[0]
+            elif value is NotConstant and _constexpr_of(node.value):
+                # `_kAlpha = tl.constexpr(math.sqrt(2.0 / math.pi))`: a kernel constant whose value a plain
+                # expression gives; computed here, and kept a constexpr (kernels read only those globals)
+                try:
+                    inner = Constants(self, mod).value(node.value.args[0])  # type: ignore[attr-defined]
+                except NotConstant:
+                    inner = NotConstant
+                if _plain(inner) and inner is not None:
+                    source = (f"{ast.unparse(node.targets[0])} = {ast.unparse(node.value.func)}({inner!r})"  # type: ignore
+                              f"  # {ast.unparse(node.value)}, at extraction\n")
+                    node = ast.parse(source).body[0]
         applied = applied_factory(mod, node) if isinstance(node, ast.Assign) else node
         if applied is not node:
             node, source = applied, ast.unparse(applied) + "\n"
@@ -200,6 +217,19 @@ class ClosureBuilder:
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value else None
         if state and read_only_table(mod.tree, node):  # `_FP8_DTYPES = {...}` that the module only reads
             state = None
+        attrs = self._attributes_read(as_name, module) if state and self._depth == 1 and isinstance(node, ast.Assign) \
+            and isinstance(node.value, ast.Call) else None
+        if attrs is not None:
+            # `g_manager = CacheManager()` that the launcher itself only calls methods of (`g_manager.alloc(...)`,
+            # on a branch such as `if use_custom_allocator:`): an object the task cannot have, so it stands in as
+            # one whose every method raises and says why; the self-check shows whether the inputs reach it
+            why = f"{name} is not in this task: it is module-level state ({state})"
+            self._done.add(key)
+            self._bound[as_name] = key
+            self.c.stubs[as_name] = f"class {as_name}:  # the target's {module}.{name}\n" + "".join(
+                f"\n    @staticmethod\n    def {a}(*args, **kwargs):\n        raise NotImplementedError({why!r})\n"
+                for a in attrs)
+            return
         if state and self._depth:  # `_CACHE = OrderedDict()`: a helper that keeps it is stubbed, if one can be
             self.c.blockers.append(f"{name} is module-level state ({state})")
         helper = self._depth > 0 and (isinstance(node, ast.ClassDef) or isinstance(node, ast.FunctionDef)
@@ -251,6 +281,23 @@ class ClosureBuilder:
         if as_name != name:
             self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             self._bound[as_name] = key
+
+    def _attributes_read(self, name: str, defined_in: str) -> list[str] | None:
+        """The attributes read of ``name`` in the modules read so far but the one it is defined in (``g.alloc`` of
+        ``g.alloc(...)``), when that is all that is done with it there (no call, argument, subscript or rebinding of
+        ``name`` itself); else None."""
+        attrs: set[str] = set()
+        for mod in (m for key, m in self._mods.items() if key != defined_in):
+            parents = {id(c): n for n in ast.walk(mod.tree) for c in ast.iter_child_nodes(n)}
+            for n in ast.walk(mod.tree):
+                if not (isinstance(n, ast.Name) and n.id == name):
+                    continue
+                up = parents.get(id(n))
+                if not (isinstance(n.ctx, ast.Load) and isinstance(up, ast.Attribute) and up.value is n
+                        and isinstance(up.ctx, ast.Load)) or up.attr.startswith("__"):
+                    return None
+                attrs.add(up.attr)
+        return sorted(attrs) or None
 
     def _taken_top(self, mod: Module) -> list[ast.stmt]:
         """``mod``'s top-level statements, with those of a top-level ``if`` whose test its constants decide (``if

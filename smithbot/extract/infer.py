@@ -29,7 +29,7 @@ import copy
 import re
 from typing import Any
 
-from smithbot.extract.kernel_use import arange_bounds, fp32_params, index_targets, kernel_param_kinds, required_params
+from smithbot.extract.kernel_use import arange_bounds, bitwise_params, fp32_params, index_targets, kernel_param_kinds, required_params
 from smithbot.extract.launcher_facts import ARITH, BOOL_NAME, SAME_SHAPE, Facts, arithmetic, collect, equate, required_optionals
 from smithbot.extract.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, PER_EXPERT, SCALAR_INTS, SIZE_NAME, ann_kind,
                                     dim_of_name, setting)
@@ -64,6 +64,69 @@ def _rebound_apart(fn: ast.FunctionDef, params: set[str]) -> ast.FunctionDef:
     return Apart().visit(copy.deepcopy(fn))
 
 
+def _split_views(fn: ast.FunctionDef, params: set[str]) -> dict[str, tuple[int, list[ast.expr], int]]:
+    """Parameters the function's own body rebinds to a view that keeps their leading axes and splits the next one
+    (``x = x.view(x.shape[0], x.shape[1], groups, group_dim)``, no ``-1``): ``x`` arrives with one axis past those
+    kept, whose size is the product of the rest. Each maps to (the axes kept, the rest, the statement's last line)."""
+    found: dict[str, tuple[int, list[ast.expr], int]] = {}
+    rebound: set[str] = set()
+    for node in fn.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        x, v = node.targets[0].id, node.value
+        if x not in params or x in rebound:
+            continue
+        rebound.add(x)
+        if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in ("view", "reshape")
+                and isinstance(v.func.value, ast.Name) and v.func.value.id == x and not v.keywords and v.args):
+            continue
+        args = list(v.args[0].elts) if len(v.args) == 1 and isinstance(v.args[0], (ast.Tuple, ast.List)) else \
+            list(v.args)
+        kept = 0
+        for a in args:
+            own = a.slice if isinstance(a, ast.Subscript) and ast.unparse(a.value) == f"{x}.shape" else \
+                a.args[0] if isinstance(a, ast.Call) and ast.unparse(a.func) == f"{x}.size" and len(a.args) == 1 \
+                else None
+            if not (isinstance(own, ast.Constant) and own.value == kept):
+                break
+            kept += 1
+        rest = args[kept:]
+        if kept and rest and not any(isinstance(a, ast.Starred) or (isinstance(a, ast.UnaryOp) and isinstance(
+                a.op, ast.USub)) or any(isinstance(n, ast.Name) and n.id == x for n in ast.walk(a)) for a in rest):
+            found[x] = (kept, rest, node.end_lineno or node.lineno)
+    return found
+
+
+def _arriving_views(fn: ast.FunctionDef, split: dict[str, tuple[int, list[ast.expr], int]]) -> ast.FunctionDef:
+    """``fn`` read for the shapes its split views' parameters arrive in: after the view, ``x.shape``, ``x.size()``
+    and ``x.stride()`` are the view's (``x__view``), while what ``x`` is handed to still sees the tensor (its rows
+    are the view's); before the view, ``assert x.shape[k] == groups * group_dim`` states the axis split."""
+
+    class Apart(ast.NodeTransformer):
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            self.generic_visit(node)
+            v = node.value
+            if isinstance(v, ast.Name) and v.id in split and node.attr in ("shape", "size", "stride", "dim") \
+                    and getattr(v, "lineno", 0) > split[v.id][2]:
+                node.value = ast.copy_location(ast.Name(f"{v.id}__view", ast.Load()), v)
+            return node
+
+    out = Apart().visit(copy.deepcopy(fn))
+    body: list[ast.stmt] = []
+    for node in out.body:
+        for x, (kept, rest, line) in split.items():
+            if (node.end_lineno or node.lineno) == line:
+                product: ast.expr = copy.deepcopy(rest[0])
+                for r in rest[1:]:
+                    product = ast.BinOp(product, ast.Mult(), copy.deepcopy(r))
+                axis = ast.Subscript(ast.Attribute(ast.Name(x, ast.Load()), "shape", ast.Load()), ast.Constant(kept),
+                                     ast.Load())
+                body.append(ast.Assert(ast.Compare(axis, [ast.Eq()], [product])))
+        body.append(node)
+    out.body = body
+    return ast.fix_missing_locations(out)
+
+
 def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rule: tuple[str, ...] = (),
           kernels: tuple[ast.FunctionDef, ...] = ()) -> dict[str, Any]:
     """Specs for the ``unknown`` parameters of launcher ``fn`` (a subset may stay unknown: they are left out), and
@@ -76,7 +139,7 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                 if a.annotation is not None}
     kinds = _through_helpers({k.name: kernel_param_kinds(k) for k in kernels}, kernels)  # index_targets needs them
     per_kernel = {k.name: (kinds[k.name], required_params(k), arange_bounds(k), index_targets(k, kinds[k.name]),
-                           fp32_params(k)) for k in kernels}
+                           fp32_params(k), bitwise_params(k)) for k in kernels}
 
     def facts_of(code: ast.FunctionDef) -> Facts:
         f = Facts(params, per_kernel)
@@ -85,7 +148,18 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
         collect(code, f)
         return f
 
-    facts = facts_of(fn)
+    # `x = x.view(x.shape[0], x.shape[1], groups, group_dim)`: x arrives with three axes, not the view's four
+    split = {x: v for x, v in _split_views(fn, params).items() if x in unknown}
+    facts = facts_of(_arriving_views(fn, split) if split else fn)
+    if any(facts.rank.get(x, 0) > kept + 1 for x, (kept, _, _) in split.items()):  # read past the split axis
+        split = {x: v for x, v in split.items() if facts.rank.get(x, 0) <= v[0] + 1}
+        facts = facts_of(_arriving_views(fn, split) if split else fn)
+    same_split: dict[tuple[int, str], str] = {}  # two views split by the same sizes split axes of one size
+    for x, (kept, rest, _) in split.items():
+        facts.rank[x] = kept + 1
+        facts.exact.add(x)
+        key = (kept, ", ".join(ast.unparse(r) for r in rest))
+        facts.union(("ax", x, kept), ("ax", same_split.setdefault(key, x), kept))
     # whether the code contradicts a name rule's rank is read before the parameter is rebound: after
     # `hidden_states = _unsqueeze_to_3d(hidden_states)`, `hidden_states.size(1)` is the new value's
     arrives = facts_of(_rebound_apart(fn, params)) if by_rule else facts
@@ -158,6 +232,10 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
     for key in list(facts.parent):
         classes.setdefault(facts.find(key), []).append(key)
     multiple = {facts.find(key): m for key, m in multiples}
+    rekeyed: dict[Any, Any] = {}  # `n % groups == 0` joined groups to n's class: what pinned n pins it still
+    for key, d in pinned.items():
+        rekeyed.setdefault(facts.find(key), d)
+    pinned = rekeyed
     pow2 = {facts.find(key) for key in facts.pow2}
     for key, node in list(facts.derived.items()):  # BLOCK_F = q.size(-1) // 2 goes to tl.arange: so must q's axis
         halved = isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mult))
@@ -356,6 +434,8 @@ def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rul
                 out[p] = {"shape": shape}
             if p in facts.dtype and facts.dtype[p] != "bf16":  # bf16 is what the cases' activation dtype already is
                 out[p]["dtype"] = facts.dtype[p]
+            if rank >= 2 and facts.unit_stride.get(p) in (rank - 2, -2) and "init" not in out[p]:
+                out[p]["transposed"] = True  # assert b.stride(1) == 1 of a 3-D b: its last two axes, column-major
             continue
         if p in facts.keys and kind in (None, "other"):  # config["BLOCK_SIZE_M"]: settings a tuning table gives
             out[p] = {"literal": {k: setting(k) for k in sorted(facts.keys[p])}}

@@ -19,7 +19,8 @@ STEP...), ``onehot`` (a single 1 in each row, at random), ``even:N`` and ``even_
 rows, shared out evenly and in order, starts and ends: per-expert ranges of sorted rows), ``split:N`` (the size of
 each entry's share), ``cuts:N`` (an offsets table one longer than the shares: 0, where each share starts, N),
 ``starts:LENS`` (where each sequence starts when the lengths in input LENS, or in a sibling attribute of the same
-object, are laid end to end; with one entry more than LENS, the last is the total), or ``chunks:CU:BT`` (the
+object, are laid end to end; with one entry more than LENS, the last is the total), ``upto:LENS`` (each entry at most
+LENS's: a prefix of each sequence, its cached part), or ``chunks:CU:BT`` (the
 (sequence, chunk) pair of each BT-token chunk of the sequences whose offsets are input CU, rows of two: FLA's
 ``chunk_indices``). ``transposed: true`` hands the tensor over as the transpose of one laid out the other way round (a
 weight passed as ``w.t()``). A scalar spec is a number, a bool, or an arithmetic expression over the dims;
@@ -272,6 +273,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
         layouts = bind_layouts([n for n, _ in params], given, layout_sizes, target.layouts_by_themselves)
     except ValueError as exc:
         raise InputError(f"{wrapper}: {exc}") from None
+    divisors = _divisors(fn)
     moe = any(n in _TOPK_IDS for n, _ in params)
     grouped = any(s["layout"] == "moe_align" for s in layouts.values())
     for name, default in params:
@@ -285,7 +287,8 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
             specs[name] = GROUPED_GEMM_RULES[name]
         elif name in NAME_RULES:
             specs[name] = NAME_RULES[name]
-        elif default is not ... and not (default is None and name in required):
+        elif default is not ... and not (default is None and name in required) \
+                and not (default == 0 and type(default) is int and name in divisors):
             specs[name] = {"literal": default} if isinstance(default, (tuple, list)) or isinstance(default, str) \
                 and not default.startswith(("dtype:", "default:")) else default
         elif not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(fn)):
@@ -299,8 +302,23 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
                              f"inputs: {wrapper}: {name}: in the target YAML", name)
     specs = {name: inferred[name] if name in inferred else specs[name] for name, _ in params}
     fill_sizes(specs)
-    _one_layout(specs, set(inferred))
+    _one_layout(specs, set(inferred), _per_program(fn, kernels), _cumsummed(fn), _differences(fn))
     return specs, extra, list(inferred)
+
+
+def _divisors(fn: ast.FunctionDef) -> set[str]:
+    """Names the launcher divides by on every path (``assert n % num_groups == 0``, ``x // group_size`` in its
+    own body, not under a branch): a default of 0 there (``num_groups: int = 0``, a value callers always pass)
+    would divide by zero, so such a parameter is inferred like one without a default."""
+    out: set[str] = set()
+    for stmt in fn.body:
+        if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.FunctionDef)):
+            continue
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mod, ast.FloorDiv, ast.Div)) \
+                    and isinstance(n.right, ast.Name):
+                out.add(n.right.id)
+    return out
 
 
 _STEM = re.compile(r"(start_?locs?|cu_?seq_?lens?|seq_?lens?|seqlens?|lens?|lengths?|starts?|indptr)")
@@ -312,11 +330,74 @@ def _stem(name: str) -> str:
     return _STEM.sub("", name.lower()).replace("_", "")
 
 
-def _one_layout(specs: dict[str, Any], inferred: set[str]) -> None:
+def _per_program(fn: ast.FunctionDef, kernels: tuple[ast.FunctionDef, ...]) -> list[set[str]]:
+    """Launcher parameters that a kernel it launches reads one element of per program along the same grid axis
+    (``kernel_use.program_rows``): each set's tables are as long as one another."""
+    from smithbot.extract.kernel_use import program_rows
+
+    by_name = {k.name: k for k in kernels}
+    groups: list[set[str]] = []
+    for call in ast.walk(fn):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Subscript)
+                and isinstance(call.func.value, ast.Name) and call.func.value.id in by_name):
+            continue
+        kernel = by_name[call.func.value.id]
+        names = [a.arg for a in kernel.args.args]
+        handed: dict[str, str] = {}
+        for i, a in enumerate(call.args):
+            if isinstance(a, ast.Starred):
+                break
+            if isinstance(a, ast.Name) and i < len(names):
+                handed[names[i]] = a.id
+        handed.update({k.arg: k.value.id for k in call.keywords if k.arg and isinstance(k.value, ast.Name)})
+        axes: dict[int, set[str]] = {}
+        for kp, axis in program_rows(kernel).items():
+            if kp in handed:
+                axes.setdefault(axis, set()).add(handed[kp])
+        groups.extend(g for g in axes.values() if len(g) > 1)
+    return groups
+
+
+def _cumsummed(fn: ast.FunctionDef) -> set[str]:
+    """Parameters whose values the launcher itself adds up into offsets (``torch.cumsum(seq_lens, 0)``, also through
+    a local made from them: ``q_lens = seq_lens - ready_lens``): lengths of sequences laid end to end."""
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    made: dict[str, set[str]] = {}  # local -> the parameters its value is made from
+    for _ in range(3):  # locals made from locals, in any order
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and node.targets[0].id not in params:
+                names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+                made.setdefault(node.targets[0].id, set()).update(
+                    *(made.get(n, set()) for n in names), names & params)
+    out: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cumsum":
+            arg = node.args[0] if ast.unparse(node.func) == "torch.cumsum" and node.args else node.func.value
+            if isinstance(arg, ast.Name):
+                out |= {arg.id} & params | made.get(arg.id, set())
+    return out
+
+
+def _differences(fn: ast.FunctionDef) -> list[tuple[str, str]]:
+    """Pairs of parameters the launcher subtracts one from the other (``q_lens = seq_lens - ready_lens``): (whole,
+    part)."""
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    return [(n.left.id, n.right.id) for n in ast.walk(fn) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub)
+            and isinstance(n.left, ast.Name) and isinstance(n.right, ast.Name) and n.left.id in params
+            and n.right.id in params and n.left.id != n.right.id]
+
+
+def _one_layout(specs: dict[str, Any], inferred: set[str], per_program: list[set[str]] | None = None,
+                cumsummed: set[str] = frozenset(),  # type: ignore[assignment]
+                differences: list[tuple[str, str]] | None = None) -> None:
     """Start offsets and lengths of the same sequences (``q_start_loc`` and ``q_seqlens``), inferred apart as
     ``arange`` and ``randint:1:8``, become one layout: a sequence per 8 rows (at least one), each 1 to
     rows/sequences long, each starting where the one before ends, so that no sequence runs past the rows; an inferred
-    batch size (``bs``) counts those sequences."""
+    batch size (``bs``) counts those sequences. Lengths with no starts beside them that the launcher adds up into
+    offsets itself (``cumsummed``) lay their sequences end to end over the rows the same way, and so do lengths the
+    launcher subtracts others from (``seq_lens - ready_lens``, ``differences``: the new part of each sequence): the
+    lengths subtracted are each at most the other's, a prefix of the sequence."""
     lens = [n for n in inferred if isinstance(specs[n], dict) and specs[n].get("init") == "randint:1:8"
             and len(specs[n].get("shape", ())) == 1 and "len" in n.lower()]
     for start in sorted(inferred):
@@ -332,9 +413,23 @@ def _one_layout(specs: dict[str, Any], inferred: set[str]) -> None:
         specs[partner] = {**specs[partner], "shape": [batch], "init": f"randint:1:(tokens) // ({batch}) + 1"}
         cu = str(spec["shape"][0]).endswith("+ 1")
         specs[start] = {**spec, "shape": [f"{batch} + 1" if cu else batch], "init": f"starts:{partner}"}
+        for group in per_program or ():  # tables a kernel reads one element of per sequence (the request
+            if partner in group or start in group:  # index of each: `tl.load(B_req_idx + cur_batch)`) are as many
+                for n in sorted(group & inferred - {partner, start}):
+                    if isinstance(specs[n], dict) and specs[n].get("shape") == ["tokens"]:
+                        specs[n] = {**specs[n], "shape": [batch]}
         for n in inferred:  # the batch size the launcher is also handed counts the same sequences
             if re.fullmatch(r"bs|batch(_size)?|num_(seqs|reqs|requests|segments)", n.lower()) and specs[n] == "tokens":
                 specs[n] = batch
+        lens.remove(partner)
+    parts = [(a, b) for a, b in differences or () if a in lens and b in lens
+             and specs[a].get("shape") == specs[b].get("shape") == ["tokens"]]
+    for n in sorted(set(lens) & (cumsummed | {a for a, _ in parts})):  # torch.cumsum(seq_lens): offsets into rows
+        batch = "max(1, (tokens) // 8)"  # that must hold them all
+        if specs[n].get("shape") == ["tokens"]:
+            specs[n] = {**specs[n], "shape": [batch], "init": f"randint:1:(tokens) // ({batch}) + 1"}
+    for a, b in parts:  # seq_lens - ready_lens: what is ready is part of the sequence
+        specs[b] = {**specs[b], "shape": specs[a]["shape"], "init": f"upto:{a}"}
 
 
 def size_value(expr, dims):
@@ -466,6 +561,10 @@ def make_inputs(case, generator):
         elif init[0] == "starts":  # where each sequence starts, the lengths in input init[1] laid end to end
             ends = torch.cumsum(scope[init[1]].flatten().to(torch.int64), 0)
             t = torch.cat([ends.new_zeros(1), ends])[:numel].view(shape)
+        elif init[0] == "upto":  # each at most the same entry of input init[1] (a prefix of each sequence)
+            whole = scope[init[1]].flatten().to(torch.int64)[:numel]
+            t = (torch.rand(numel, generator=generator, device=dev, dtype=torch.float64) * (whole + 1)).long()
+            t = torch.minimum(t, whole).view(shape)
         elif init[0] == "chunks":  # (sequence, chunk) of each BT-token chunk of the sequences offsets init[1] bound
             cu, bt = scope[init[1]].flatten().to(torch.int64), int(size_value(init[2], dims))
             n = (cu[1:] - cu[:-1] + bt - 1) // bt
@@ -484,7 +583,7 @@ def make_inputs(case, generator):
             t = torch.randn(shape, generator=generator, device=dev, dtype=drawn(dtype))
         return t.to(dtype).transpose(-1, -2) if spec.get("transposed") else t.to(dtype)
 
-    later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith(("starts:", "chunks:"))
+    later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith(("starts:", "chunks:", "upto:"))
     for name, spec in sorted(SPEC.items(), key=later):  # offsets after the lengths they add up
         if spec != "default:":  # else left to the launcher's own default
             args[name] = make(spec, args)

@@ -166,6 +166,23 @@ def fp32_params(kernel: ast.FunctionDef) -> set[str]:
     return out
 
 
+_BITWISE = (ast.RShift, ast.LShift, ast.BitAnd, ast.BitOr, ast.BitXor)
+
+
+def bitwise_params(kernel: ast.FunctionDef) -> set[str]:
+    """Pointer parameters whose loaded values are shifted or masked as loaded (``w = tl.load(B + offs)``,
+    ``(w >> shift) & 0xF``: packed int4 weights): bit operations take integers only, so the tensor holds int32."""
+    params = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs}
+    loaded: dict[str, set[str]] = {}
+    for node in ast.walk(kernel):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
+                and node.value.func.attr == "load" and node.value.args:
+            loaded.setdefault(node.targets[0].id, set()).update(_addends(node.value.args[0]) & params)
+    return {p for n in ast.walk(kernel) if isinstance(n, ast.BinOp) and isinstance(n.op, _BITWISE)
+            for side in (n.left, n.right) if isinstance(side, ast.Name) for p in loaded.get(side.id, ())}
+
+
 def _floaty(value: ast.expr, kernel: ast.FunctionDef) -> bool:
     """Whether ``value`` is a float by how it was made: tl.max(tl.abs(x)), x / y, a float literal, or a name bound
     to one of those in ``kernel``."""
@@ -193,6 +210,29 @@ def required_params(kernel: ast.FunctionDef) -> list[str]:
     args = kernel.args.posonlyargs + kernel.args.args
     with_default = {a.arg for a in args[len(args) - len(kernel.args.defaults):]} if kernel.args.defaults else set()
     return [a.arg for a in args if a.arg not in with_default and a.arg not in decorated]
+
+
+def program_rows(kernel: ast.FunctionDef) -> dict[str, int]:
+    """Pointer parameters read or written at one element per program along a grid axis (``b = tl.program_id(0)``
+    then ``tl.load(B_Seqlen + b)``): parameter -> that axis. Tables read so share one length, the grid's."""
+    pids: dict[str, int] = {}
+    for node in ast.walk(kernel):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Call) and ast.unparse(node.value.func).endswith("program_id"):
+            arg = node.value.args[0] if node.value.args else next(
+                (k.value for k in node.value.keywords if k.arg == "axis"), None)
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, int):
+                pids[node.targets[0].id] = arg.value
+    params = {a.arg for a in kernel.args.args}
+    out: dict[str, int] = {}
+    for node in ast.walk(kernel):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("tl.load", "tl.store") and node.args:
+            e = node.args[0]
+            if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+                for p, v in ((e.left, e.right), (e.right, e.left)):
+                    if isinstance(p, ast.Name) and p.id in params and isinstance(v, ast.Name) and v.id in pids:
+                        out.setdefault(p.id, pids[v.id])
+    return out
 
 
 def arange_bounds(kernel: ast.FunctionDef) -> set[str]:

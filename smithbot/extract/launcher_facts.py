@@ -48,6 +48,7 @@ class Facts:
         self.sizes: set[str] = set()  # torch.empty((k, s)), range(k): names used as sizes, so numbers
         self.values: dict[str, Any] = {}  # parameters whose inputs are fixed flags or None: they decide branches
         self.truthy: set[str] = set()  # assert weight_column_major: the flag must be set
+        self.unit_stride: dict[str, int] = {}  # assert b.stride(1) == 1: the axis whose elements are adjacent
         self.handed: dict[str, list[tuple[str, str]]] = {}  # parameter -> (kernel, kernel parameter) it is passed as
 
     def find(self, x: Any) -> Any:
@@ -275,6 +276,9 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
                         if isinstance(e, ast.Name) and e.id != "_":
                             facts.union(("name", e.id), src)
                 continue
+            if isinstance(val, ast.Call) and isinstance(val.func, ast.Name) and val.func.id == "map" \
+                    and len(val.args) == 2 and not val.keywords:  # s0, s1 = map(int, x.stride()): x's own
+                val = val.args[1]
             p = facts.shape_of(val)
             strides = isinstance(val, ast.Call) and isinstance(val.func, ast.Attribute) and val.func.attr == "stride" \
                 and not val.args and isinstance(val.func.value, ast.Name) and val.func.value.id in facts.params
@@ -314,6 +318,10 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
                 dtype = TORCH_DTYPES.get(m.group(2)) if m.lastindex == 2 else "int32"
                 if dtype:
                     facts.dtype.setdefault(m.group(1), dtype)
+            m = re.fullmatch(r"(\w+)\.stride\((-?\d+)\) == 1", text)  # assert b.stride(1) == 1: b's unit axis
+            if m and m.group(1) in facts.params:
+                facts.tensor.add(m.group(1))
+                facts.unit_stride[m.group(1)] = int(m.group(2))
             m = re.fullmatch(r"(\w+)\.numel\(\) == (\d+)", text)  # assert x_s.numel() == 1: one axis of that size
             if m and m.group(1) in facts.params and m.group(1) not in facts.rank:
                 facts.tensor.add(m.group(1))
@@ -366,7 +374,7 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
 
 
 def _launch(facts: Facts, call: ast.Call, kinds: dict[str, str], required: list[str], pow2: set[str],
-            tables: dict[str, dict[str, bool]], fp32: set[str]) -> None:
+            tables: dict[str, dict[str, bool]], fp32: set[str], ints: set[str] = frozenset()) -> None:
     """What the kernel makes of each launcher parameter handed to it as it is, and the rank of each splatted
     ``*p.stride()`` / ``*p.shape``: the kernel parameters left over for it (``splat_widths``)."""
     names = list(kinds)
@@ -402,6 +410,8 @@ def _launch(facts: Facts, call: ast.Call, kinds: dict[str, str], required: list[
             facts.kernel_kind.setdefault(p, kinds[kparam])  # type: ignore[arg-type, index]
         if p in facts.params and kparam in fp32:
             facts.dtype.setdefault(p, "fp32")  # type: ignore[arg-type]
+        if p in facts.params and kparam in ints:  # (w >> shift) & 0xF of what it loads: packed integers
+            facts.dtype.setdefault(p, "int32")  # type: ignore[arg-type]
         if kparam in pow2 and facts.axis(a) is not None:  # tl.arange(0, D): D is a power of two
             facts.pow2.append(facts.axis(a))
             facts.find(facts.axis(a))

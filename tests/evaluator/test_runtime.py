@@ -200,3 +200,73 @@ def test_the_interpreter_stands_in_for_the_gpu_and_checks_bounds(tmp_path) -> No
     assert ("kernel _shift loads 3 element(s) outside every tensor it was given (the first: element 5 of 'X', whose "
             "storage holds 5; the furthest: element 7)") in out.stdout, out.stdout
     assert 'apart: IndexError("kernel _shift loads 3 element(s) outside every tensor' in out.stdout, out.stdout
+
+
+CONSTEXPR_GLOBAL = '''
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from evaluator import standin
+
+_ALPHA = tl.constexpr(0.5)
+
+
+@triton.jit
+def _scale(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n)
+    tl.store(Y + offs, tl.sigmoid(_ALPHA * x) + (x * _ALPHA - x / 2.0), mask=offs < n)
+
+
+x = torch.linspace(-3, 3, 10)
+y = torch.empty_like(x)
+try:
+    _scale[(1,)](x, y, 10, BLOCK=16)
+    print("stock: ran")
+except Exception as exc:  # the interpreter alone wraps `_ALPHA * x` in a constexpr, which tl.sigmoid rejects
+    print("stock:", type(exc).__name__)
+standin.install()
+_scale[(1,)](x, y, 10, BLOCK=16)
+assert torch.allclose(y, torch.sigmoid(0.5 * x), atol=1e-6), y
+print("standin: ran")
+'''
+
+
+def test_a_constexpr_global_times_a_block_is_the_block_under_the_interpreter(tmp_path) -> None:
+    """``_ALPHA = tl.constexpr(0.5)`` at module level and ``_ALPHA * x`` in a kernel (xformers' GeLU constant): the
+    compiler reads the global by its value; under the interpreter the stand-in makes the product the block, as the
+    compiled kernel computes it."""
+    (tmp_path / "constexpr_global.py").write_text(CONSTEXPR_GLOBAL)
+    out = subprocess.run([sys.executable, str(tmp_path / "constexpr_global.py")], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "standin: ran" in out.stdout, out.stdout
+
+
+def test_a_block_partly_inside_a_tensor_is_charged_to_it_not_to_the_storage_it_runs_into() -> None:
+    """Offsets from ``S`` that run far past its end land after another input (``A``, put there by the heap): the
+    out-of-bounds elements are ``S``'s, where the block's in-bounds elements lie, so the grown input is the right one."""
+    import numpy as np
+
+    from evaluator import bounds
+
+    class Ptrs:
+        def __init__(self, addr):
+            self.data = np.array(addr, dtype=np.uint64)
+
+        def get_element_ty(self):
+            return type("T", (), {"primitive_bitwidth": 32})()
+
+    saved = bounds._bounds
+    # S holds 4 floats at 1000, A 4 at 5000: S's block reads its elements 2002, 2003 (far past A too), then 2, 3
+    bounds._bounds = (np.array([1000, 5000], dtype=np.uint64), np.array([1016, 5016], dtype=np.uint64), ["S", "A"], "k")
+    try:
+        bounds._check(Ptrs([9008, 9012, 1008, 1012]), None, "loads")
+    except IndexError as exc:
+        said = str(exc)
+    finally:
+        bounds._bounds = saved
+    assert "(the first: element 2002 of 'S', whose storage holds 4; the furthest: element 2003)" in said, said

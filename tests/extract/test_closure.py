@@ -772,3 +772,77 @@ def test_a_class_off_the_path_that_a_task_cannot_have_becomes_a_stub_that_says_s
     assert torch.equal(ns["launch"](torch.ones(4), BLOCK=8), torch.full((4,), 8.0))
     with pytest.raises(NotImplementedError, match="BlockConfigs is not in this task: import of"):
         ns["launch"](torch.ones(4))
+
+
+STATE_AND_CONSTEXPR = '''import math
+
+import torch
+import triton
+import triton.language as tl
+
+from pkg.manager import g_manager
+
+_ALPHA = triton.language.constexpr(math.sqrt(2.0 / math.pi))
+
+
+@triton.jit
+def _gelu(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n)
+    tl.store(Y + offs, x * tl.sigmoid(_ALPHA * x), mask=offs < n)
+
+
+def launch(x, use_custom_allocator=False):
+    if use_custom_allocator:
+        y = g_manager.alloc_tensor(x.shape, x.dtype)
+    else:
+        y = torch.empty_like(x)
+    _gelu[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return y
+'''
+
+MANAGER = '''class Manager:
+    def __init__(self):
+        self.buffers = {}
+
+    def alloc_tensor(self, shape, dtype):
+        return self.buffers.setdefault((shape, dtype), None)
+
+
+global g_manager
+g_manager = Manager()
+'''
+
+
+def test_a_constexpr_a_plain_expression_gives_and_an_allocator_object_off_the_path(tmp_path: Path) -> None:
+    """``_ALPHA = tl.constexpr(math.sqrt(2 / pi))`` is a constant computed at extraction, and stays a constexpr (the
+    only globals a kernel may read); ``g_manager = Manager()``, module-level state that the launcher only calls a
+    method of on a branch its default flag skips, stands in as an object whose methods raise and say why, instead
+    of blocking the kernel."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "manager.py").write_text(MANAGER)
+    (tmp_path / "pkg" / "ops.py").write_text(STATE_AND_CONSTEXPR)
+    b = ClosureBuilder(tmp_path, {"pkg.ops": "pkg/ops.py", "pkg.manager": "pkg/manager.py"}, "pkg", {}, ())
+    b.add("pkg.ops", "launch")
+    assert b.c.blockers == []
+    defs = {d.name: d.source for d in b.render_definitions()}
+    assert defs["_ALPHA"].startswith(f"_ALPHA = triton.language.constexpr({math.sqrt(2.0 / math.pi)!r})")
+    assert "g_manager" in b.c.stubs and "Manager" not in defs
+    src = _source(b)
+    evolved = f"# EVOLVE-BLOCK-START\n{src}\n# EVOLVE-BLOCK-END\n"
+    assert check(evolved, evolved, "launch").ok, check(evolved, evolved, "launch")
+    path = tmp_path / "task_kernel.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("task_kernel", path)
+    ns = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(ns)  # type: ignore[union-attr]
+    import torch
+
+    with pytest.raises(NotImplementedError, match="g_manager is not in this task: it is module-level state"):
+        ns.launch(torch.ones(4), use_custom_allocator=True)
+    # passed on as an argument, the object is more than its methods: it still blocks, as before
+    (tmp_path / "pkg" / "ops.py").write_text(STATE_AND_CONSTEXPR.replace(
+        "g_manager.alloc_tensor(x.shape, x.dtype)", "torch.empty_like(x, out=g_manager)"))
+    b = ClosureBuilder(tmp_path, {"pkg.ops": "pkg/ops.py", "pkg.manager": "pkg/manager.py"}, "pkg", {}, ())
+    b.add("pkg.ops", "launch")
+    assert b.c.blockers == ["g_manager is module-level state (the result of Manager())"]

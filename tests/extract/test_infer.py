@@ -1267,3 +1267,206 @@ def save_windows(cache, hidden_states, batch_size):
 ''')
     got = infer(fn, [], rule, by_rule=("hidden_states",))
     assert len(got["hidden_states"]["shape"]) == 3, got
+
+
+def test_strides_unpacked_through_map_give_the_rank() -> None:
+    """``k_sb, k_sh, k_sl, k_sd = map(int, k.stride())`` says k has four axes, as ``... = k.stride()`` does."""
+    fn = _fn('''
+def rope(q, k):
+    B, H, L, D = q.shape
+    H_k = k.shape[1]
+    k_sb, k_sh, k_sl, k_sd = map(int, k.stride())
+    _rope_kernel[(B * H, L)](q, k, k_sb, k_sh, k_sl, k_sd)
+''')
+    got = infer(fn, ["q", "k"], {})
+    assert len(got["k"]["shape"]) == 4 and len(got["q"]["shape"]) == 4
+
+
+def test_a_unit_stride_on_the_second_last_axis_is_a_transposed_weight() -> None:
+    """``assert b.stride(1) == 1`` of a 3-D ``b``: its last two axes are column-major, so ``b`` is drawn transposed;
+    ``assert a.stride(-1) == 1`` (row-major, as drawn) changes nothing."""
+    fn = _fn('''
+def bmm(a, b, c):
+    assert a.shape[2] == b.shape[1]
+    M, K = a.shape[1], a.shape[2]
+    K, N = b.shape[1], b.shape[2]
+    assert b.stride(1) == 1
+    assert a.stride(-1) == 1
+    _bmm_kernel[(M, N)](a, b, c, M, N, K, a.stride(0), b.stride(0), b.stride(2), c.stride(0))
+''')
+    got = infer(fn, ["a", "b", "c"], {})
+    assert got["b"].get("transposed") is True and len(got["b"]["shape"]) == 3
+    assert "transposed" not in got["a"] and "transposed" not in got["c"]
+
+
+def test_a_zero_default_the_launcher_divides_by_is_inferred_and_keeps_the_axis_it_divides() -> None:
+    """``num_groups: int = 0`` with ``assert experts % num_groups == 0`` on every path: the default would divide by
+    zero (callers always pass it), so it is inferred; the join ``%`` makes keeps what the known spec of ``scores``
+    pins (``experts``), not a size by position."""
+    from smithbot.extract.inputs import _divisors
+
+    fn = _fn('''
+def grouped_topk(scores, topk: int, num_groups: int = 0, eps: float = 0.0):
+    tokens, total_expert_num = scores.shape
+    if eps > 0:
+        tokens = tokens // eps
+    assert total_expert_num % num_groups == 0
+    _topk_kernel[(tokens,)](scores, topk, num_groups, total_expert_num // num_groups)
+''')
+    assert _divisors(fn) == {"num_groups"}  # not eps: that division sits under a branch
+    got = infer(fn, ["num_groups"], {"scores": {"shape": ["tokens", "experts"]}, "topk": "top_k"})
+    assert got["num_groups"] == "experts"
+
+
+def test_tables_a_kernel_reads_per_program_are_as_many_as_the_sequences() -> None:
+    """``req_index`` read at ``tl.program_id(0)`` beside ``seq_len`` and ``start_loc`` (one layout of sequences):
+    it has a row per sequence too, while ``out`` (written at the sequences' offsets) keeps a row per token."""
+    from smithbot.extract.inputs import _one_layout, _per_program
+
+    mod = ast.parse('''
+@triton.jit
+def _repack(kv, req_index, out, seq_len, start_loc, stride, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    n = tl.load(seq_len + b)
+    r = tl.load(req_index + b)
+    s = tl.load(start_loc + b)
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + s + offs, tl.load(kv + r * stride + offs, mask=offs < n), mask=offs < n)
+
+
+def repack(kv, req_index, seq_len, start_loc, out):
+    _repack[(req_index.shape[0],)](kv, req_index, out, seq_len, start_loc, kv.stride(0), BLOCK=64)
+''')
+    kernel, fn = mod.body
+    groups = _per_program(fn, (kernel,))
+    assert groups == [{"req_index", "seq_len", "start_loc"}]
+    specs = infer(fn, ["kv", "req_index", "seq_len", "start_loc", "out"], {}, (), (kernel,))
+    _one_layout(specs, set(specs), groups)
+    batch = "max(1, (tokens) // 8)"
+    assert specs["seq_len"]["shape"] == specs["start_loc"]["shape"] == specs["req_index"]["shape"] == [batch]
+    assert specs["out"]["shape"][0] == "tokens"
+
+
+def test_a_tensor_whose_loaded_values_are_shifted_and_masked_holds_integers() -> None:
+    """``w = tl.load(B + offs)`` then ``(w >> shift) & 0xF`` (packed int4 weights): bit operations take integers
+    only, so ``b`` is drawn int32; the scale it is multiplied by stays the cases' float."""
+    mod = ast.parse('''
+@triton.jit
+def _dequant(B, S, Out, K, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    w = tl.load(B + offs // 8, mask=offs < K)
+    s = tl.load(S + offs, mask=offs < K)
+    tl.store(Out + offs, ((w >> (offs % 8) * 4) & 0xF) * s, mask=offs < K)
+
+
+def dequant(b, scale):
+    Kw, N = b.shape
+    out = torch.empty((Kw * 8,), dtype=scale.dtype)
+    _dequant[(1,)](b, scale, out, Kw * 8, BLOCK=64)
+    return out
+''')
+    kernel, fn = mod.body
+    got = infer(fn, ["b", "scale"], {}, (), (kernel,))
+    assert got["b"].get("dtype") == "int32" and "dtype" not in got["scale"]
+
+
+def test_a_parameter_rebound_to_a_view_that_splits_its_last_axis_arrives_unsplit() -> None:
+    """``x = x.view(x.shape[0], x.shape[1], groups, 8)``: the strides read after it are the view's four axes, but
+    ``x`` arrives with three, the last one ``groups * 8`` wide; ``out``, viewed by the same split, has that axis too."""
+    mod = ast.parse('''
+@triton.jit
+def _group_copy(X, Out, sx0, sx1, sx2, sx3, so0, so1, so2, so3, G: tl.constexpr, D: tl.constexpr):
+    t = tl.program_id(0)
+    h = tl.program_id(1)
+    g = tl.arange(0, G)
+    d = tl.arange(0, D)
+    v = tl.load(X + t * sx0 + h * sx1 + g[:, None] * sx2 + d[None, :] * sx3)
+    tl.store(Out + t * so0 + h * so1 + g[:, None] * so2 + d[None, :] * so3, v)
+
+
+def group_copy(x, out):
+    head_dim = x.shape[2]
+    group_dim = 8
+    groups = head_dim // group_dim
+    assert head_dim % group_dim == 0
+    x = x.view((x.shape[0], x.shape[1], groups, group_dim))
+    out = out.view(out.shape[0], out.shape[1], groups, group_dim)
+    _group_copy[(x.shape[0], x.shape[1])](x, out, x.stride(0), x.stride(1), x.stride(2), x.stride(3),
+                                         out.stride(0), out.stride(1), out.stride(2), out.stride(3),
+                                         G=groups, D=group_dim)
+''')
+    kernel, fn = mod.body
+    got = infer(fn, ["x", "out"], {}, (), (kernel,))
+    assert len(got["x"]["shape"]) == 3 and got["out"]["shape"] == got["x"]["shape"]
+    assert "head_dim" in str(got["x"]["shape"][2])
+
+
+def test_lengths_the_launcher_adds_up_into_offsets_fit_in_the_rows() -> None:
+    """``offsets = torch.cumsum(seq_lens - ready_lens)``: lengths with no starts table beside them, laid end to end
+    over ``ids`` by the launcher itself; a sequence per 8 rows, each short enough that all of them fit."""
+    from smithbot.extract.inputs import _cumsummed, _one_layout
+
+    mod = ast.parse('''
+@triton.jit
+def _shift(offsets, ids, out, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    s = tl.load(offsets + b)
+    e = tl.load(offsets + b + 1)
+    offs = s + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(ids + offs, mask=offs < e), mask=offs < e)
+
+
+def shift(ids, seq_lens, ready_lens=None):
+    q_lens = seq_lens if ready_lens is None else seq_lens - ready_lens
+    offsets = torch.nn.functional.pad(torch.cumsum(q_lens, dim=0), (1, 0))
+    out = torch.empty_like(ids)
+    _shift[(seq_lens.shape[0],)](offsets, ids, out, BLOCK=64)
+    return out
+''')
+    kernel, fn = mod.body
+    assert _cumsummed(fn) == {"seq_lens", "ready_lens"}
+    specs = infer(fn, ["ids", "seq_lens"], {"ready_lens": None}, (), (kernel,))
+    _one_layout(specs, {"ids", "seq_lens"}, [], _cumsummed(fn))
+    batch = "max(1, (tokens) // 8)"
+    assert specs["seq_lens"]["shape"] == [batch] and specs["seq_lens"]["init"] == f"randint:1:(tokens) // ({batch}) + 1"
+    assert specs["ids"]["shape"] == ["tokens"]
+
+
+def test_lengths_the_launcher_subtracts_others_from_hold_them_as_a_prefix(tmp_path: Path) -> None:
+    """``q_lens = seq_lens - ready_lens``: each ready length is part of its sequence (``upto:seq_lens``), and the
+    sequences lie end to end over the token rows (``n_tokens`` of them), so the new parts fit there too."""
+    import torch
+
+    from smithbot.extract.inputs import _cumsummed, _differences, _one_layout, harness_source
+
+    mod = ast.parse('''
+@triton.jit
+def _positions(ready, lens, starts, out, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    r = tl.load(ready + b)
+    n = tl.load(lens + b)
+    s = tl.load(starts + b)
+    offs = tl.arange(0, BLOCK)
+    tl.store(out + s + offs, r + offs, mask=offs < n - r)
+
+
+def positions(n_tokens: int, ready_lens, seq_lens):
+    out = torch.empty((n_tokens,), dtype=torch.int32)
+    q_lens = seq_lens - ready_lens
+    starts = q_lens.new_zeros(q_lens.shape)
+    starts[1:] = q_lens[:-1]
+    _positions[(seq_lens.shape[0],)](ready_lens, seq_lens, starts, out, BLOCK=64)
+    return out
+''')
+    kernel, fn = mod.body
+    assert _differences(fn) == [("seq_lens", "ready_lens")] and not _cumsummed(fn)
+    specs = infer(fn, ["n_tokens", "ready_lens", "seq_lens"], {}, (), (kernel,))
+    _one_layout(specs, set(specs), [], _cumsummed(fn), _differences(fn))
+    batch = "max(1, (tokens) // 8)"
+    assert specs["seq_lens"]["shape"] == specs["ready_lens"]["shape"] == [batch]
+    assert specs["ready_lens"]["init"] == "upto:seq_lens"
+    (tmp_path / "harness.py").write_text(harness_source("positions", specs, {}, "inferred"))
+    made = load_module(tmp_path / "harness.py", "harness_upto")
+    args = made.make_inputs({"dtype": torch.float32, "tokens": 64}, torch.Generator().manual_seed(0))
+    assert (args["ready_lens"] <= args["seq_lens"]).all() and (args["ready_lens"] >= 0).all()
+    assert args["seq_lens"].sum() <= 64
