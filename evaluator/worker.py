@@ -4,9 +4,11 @@ It reads one JSON request per line on stdin and writes one JSON answer per line 
 prints can forge an answer. It keeps torch, triton, the loaded baselines and the task checks between requests. The
 parent (``pool.py``) enforces the timeouts, kills it on a hang and replaces it after a crash.
 
-Requests: ``{"op": "prepare", "task": DIR, "host_first": bool, "probe": bool}`` and ``{"op": "eval", "task": DIR, "candidate": FILE, "rounds": N,
-"case_s": S, "margin": M, "cases": [NAME...] or null}`` (null: every case the backend runs; at most N timed rounds
-per case, within about S seconds of samples on the GPU; a round is won above 1 + M).
+Requests: ``{"op": "prepare", "task": DIR, "host_first": bool, "probe": bool}`` and ``{"op": "eval", "task": DIR,
+"candidate": FILE, "rounds": N, "case_s": S, "margin": M, "cases": [NAME...] or null}`` (null: every case the
+backend runs; at most N timed rounds per case, within about S seconds of samples on the GPU; a round is won above
+1 + M). ``host_first`` probes the baseline's host work and stops there; ``probe`` false skips the probe (another
+worker made it).
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ class _Prepared:
         for i, case in enumerate(self.cases):
             firsts.setdefault(case.regime, (i, case))
         with gpu_lock():
-            return [host_probe(self.base, self.harness, case, correctness.seed_for(i, 0)) for i, case in firsts.values()]
+            return [host_probe(self.base, self.harness, case, correctness.seed_for(i, 0))
+                    for i, case in firsts.values()]
 
     def select(self, names: list[str] | None) -> tuple[Case, ...]:
         """The cases named (all when None), in task order; an unknown name is the caller's bug."""
