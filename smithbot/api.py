@@ -394,11 +394,12 @@ def rebase(run_id: str, head: str, source: str | None = None, db: str | Path | N
 def propose(run_ids: list[str] | None = None, submit: bool = False, source: str | None = None,
             out: str | Path | None = None, db: str | Path | None = None, rebase_moved: bool = False
             ) -> list[tuple[str, Any]]:
-    """Turn verified winners into pull requests: a branch, pr.md, patch.diff, a generated test and benchmark. With no
-    run ids, every verified run not proposed yet. The local forge (a dry run) by default; ``submit`` opens or updates
-    the PR on GitHub (token in $SMITHBOT_GITHUB_TOKEN; API base in $SMITHBOT_GITHUB_API, default api.github.com).
-    When upstream changed a definition the winner touches, it stops; ``rebase_moved`` re-extracts and re-verifies the
-    change on the new head instead (a new run) and proposes that."""
+    """Turn verified winners into pull requests: a branch, pr.md, patch.diff, a generated test (and a benchmark where
+    the target's conventions have one). With no run ids, every verified run not proposed yet. The local forge (a dry
+    run) by default; ``submit`` opens or updates the PR on GitHub (token in $SMITHBOT_GITHUB_TOKEN; API base in
+    $SMITHBOT_GITHUB_API, default api.github.com). When upstream changed a definition the winner touches, it stops;
+    ``rebase_moved`` re-extracts and re-verifies the change on the new head instead (a new run) and proposes that.
+    """
     import os
     import re
 

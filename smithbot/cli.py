@@ -470,7 +470,8 @@ def propose_cmd(runs: Optional[List[str]] = typer.Argument(None, help="run ids (
                                                         "re-verify it (a new run) instead of stopping"),
                 db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)")) -> None:
     """Turn verified winners into pull requests: the change re-inserted on a branch `smithbot/<target>/<kernel>`,
-    formatted, with a generated test and benchmark, and a PR body in the target's template. A dry run by default."""
+    formatted, with a generated test (and benchmark, by the target's conventions), and a PR body in the target's
+    template. A dry run by default."""
     from smithbot.evolve.db import DBError
     from smithbot.propose.github import ForgeError
     from smithbot.propose.pipeline import ProposeError

@@ -135,6 +135,7 @@ class Conventions:
     quote_style: str = "double"
     header: str = ""
     test_register: str = ""  # lines the generated test carries after its imports (sglang registers tests for CI)
+    benchmark: bool = False  # whether the repository's kernel PRs carry a benchmark script (else the PR's table is)
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
     for k, v in conv_raw.items():
         key = f"conventions.{k}"
         conv[k] = c.str_list(v, key) if k == "formatter" else c.positive_int(v, key) if k == "max_open_prs" \
-            else c.string(v, key)
+            else c.boolean(v, key) if k == "benchmark" else c.string(v, key)
     preset_names = c.str_list(data["models"], "models")
     for i, n in enumerate(preset_names):
         if n not in models:

@@ -153,7 +153,9 @@ def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[Prepared
     patch_kernel = wrepo.git.diff(commit, "--", *result.changed_files) if result.changed_files else ""
     args = (target, task, verification, verdict, cand, result.replaced, result.added)
     rendered = render(*args, notes, patch_kernel, commit)
-    files = {rendered.test_path: rendered.test, rendered.bench_path: rendered.bench}
+    files = {rendered.test_path: rendered.test}
+    if rendered.bench_path:
+        files[rendered.bench_path] = rendered.bench
     for rel, text in files.items():
         dest = wt / rel
         dest.parent.mkdir(parents=True, exist_ok=True)

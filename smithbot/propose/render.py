@@ -75,7 +75,7 @@ class Rendered:
     body: str
     test_path: str
     test: str
-    bench_path: str
+    bench_path: str  # "" where the target's PRs carry no benchmark script
     bench: str
 
 
@@ -215,8 +215,11 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     shown_note = (f"Shown: the {len(shown)} distinct shapes of the presets that run this kernel ({presets}) and the "
                   f"irregular ones; the geomean covers all {len(verdict['cases'])} verified cases."
                   if len(shown) < len(verdict["cases"]) else "")
-    reproduce = (f"python -m pytest {test_path}   # the original kernel against the new one, on these shapes\n"
-                 f"python {bench_path}   # both timed with triton.testing.do_bench_cudagraph")
+    # a benchmark script only where the repository's kernel PRs carry one; otherwise the table above is the evidence
+    with_bench = target.conventions.benchmark
+    reproduce = f"python -m pytest {test_path}   # the original kernel against the new one, on these shapes"
+    if with_bench:
+        reproduce += f"\npython {bench_path}   # both timed with triton.testing.do_bench_cudagraph"
     variant = cand.source_hash or ""
     meta = {"kernel": f"{kernel_def.path}::{kernel_def.qualname}", "base_commit": base_commit,
             "variant": variant, "smithbot": __version__, "task": task.id}
@@ -226,7 +229,8 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
         rounds=rounds, env_line=env_line,
         commit=base_commit[:12], seeds=verification["seeds"], case_names=", ".join(ratios),
         tolerances=tol,
-        test_path=test_path, bench_path=bench_path, what_changed=what, replaced=replaced, added=added, notes=notes,
+        test_path=test_path, bench_path=bench_path if with_bench else "", what_changed=what, replaced=replaced,
+        added=added, notes=notes,
         version=__version__, proposer=cand.proposer, reproduce=reproduce, kernel=kernel_def.name,
         kernel_path=kernel_def.path, motivation=motivation, formatter=", ".join(target.conventions.formatter) or "none",
         metadata=f"<!-- smithbot-metadata: {json.dumps(meta, sort_keys=True)} -->", patch=patch)
@@ -253,6 +257,8 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
         **common, imports=_import_groups(found + ["import torch", f"import {test_style}"]), style=test_style, seeds=3,
         tolerances=json.dumps({d: [TOLERANCES[d].atol, TOLERANCES[d].rtol] for d in TOLERANCES}),
         class_name="".join(w.capitalize() for w in op.split("_")), register=target.conventions.test_register)
+    if not with_bench:
+        return Rendered(body, test_path, test, "", "")
     bench = env.get_template("tests/bench.py.j2").render(
         **common, imports=_import_groups(found + ["import torch", "from triton.testing import do_bench_cudagraph"]),
         bench_path=bench_path)

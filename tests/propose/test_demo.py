@@ -21,7 +21,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     paths = dict(re.findall(r"^(patch|PR body|test|verification):\s+(\S+)$", p.stdout, flags=re.M))
     patch = Path(paths["patch"]).read_text()
     touched = re.findall(r"^diff --git a/(\S+) ", patch, flags=re.M)
-    assert touched == ["minengine/kernels/norm.py", "tests/kernels/bench_rms_norm.py", "tests/kernels/test_rms_norm.py"]
+    assert touched == ["minengine/kernels/norm.py", "tests/kernels/test_rms_norm.py"]  # no benchmark script: the table
     kernel_hunk = patch.split("diff --git a/tests/")[0]
     assert re.findall(r"^-(?!--).*$", kernel_hunk, flags=re.M) == [
         "-    _rms_norm_kernel[(x.shape[0],)](x, weight, out, x.stride(0), x.shape[1], eps, BLOCK=32, num_warps=4)"]

@@ -60,14 +60,26 @@ def test_body_follows_the_target_template(parts: tuple, target: str) -> None:
     assert metadata(r.body) == {"base_commit": "0123456789abcdef", "kernel": "smithbot/tasks/rmsnorm/kernel.py::_rmsnorm_kernel",
                                 "smithbot": "0.1.0", "task": "rmsnorm", "variant": "abc123"}
     tree = ast.parse(r.test)
-    ast.parse(r.bench)  # both generated files are valid Python
+    assert r.bench == r.bench_path == ""  # no bundled target's kernel PRs carry a benchmark script
     # sglang's CI collects test/registered files by a module-level register_cuda_ci(...) call, read from the AST
     registered = [n for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
                   and getattr(n.value.func, "id", "") == "register_cuda_ci"]
     assert len(registered) == (target == "sglang")
     assert f"from {module_of(task.provenance.definitions[1].path)} import rmsnorm as rmsnorm_new" in r.test
     assert ("class TestRmsnorm(unittest.TestCase)" in r.test) == (target == "sglang")
-    assert r.test_path.endswith("test_rmsnorm.py") and r.bench_path.endswith("bench_rmsnorm.py")
+    assert r.test_path.endswith("test_rmsnorm.py")
+
+
+def test_a_benchmark_script_only_where_the_target_has_that_convention(parts: tuple) -> None:
+    task, cand, verification, verdict = parts
+    sglang = get_target("sglang")
+    with_bench = dataclasses.replace(sglang, conventions=dataclasses.replace(sglang.conventions, benchmark=True))
+    r = render(with_bench, task, verification, verdict, cand, (), (), [], "", "abc")
+    ast.parse(r.bench)
+    assert r.bench_path.endswith("bench_rmsnorm.py") and "do_bench_cudagraph" in r.bench
+    assert f"python {r.bench_path}" in r.body and f"script: `{r.bench_path}`" in r.body
+    plain = render(sglang, task, verification, verdict, cand, (), (), [], "", "abc")
+    assert "bench_" not in plain.body and "script:" not in plain.body
 
 
 def test_size_limit_truncates_the_details_first(parts: tuple) -> None:
