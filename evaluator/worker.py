@@ -34,8 +34,9 @@ from evaluator.task import Case, Task, TaskError, load_task
 class _Prepared:
     def __init__(self, task: Task, backend: str, host_first: bool = False, probe: bool = True) -> None:
         """Load the task, compile the baseline on every case, validate it and (with ``probe``, on the GPU) probe its
-        host work. With ``host_first`` (a search about to start), only the probe is done (``complete`` is False): a
-        host-bound verdict means nothing will be searched, so nothing else is worth compiling yet."""
+        host work. With ``host_first`` (a search about to start), only the probe is done (``complete`` is False;
+        ``finish`` does the rest): a host-bound verdict means nothing will be searched, so nothing else is worth
+        compiling yet."""
         self.task = task
         self.interpreter = backend == "interpreter"
         self.device = "cpu" if self.interpreter else "cuda"
@@ -51,14 +52,20 @@ class _Prepared:
         if host_first and probe:
             self.host = self._probe_host()
             return
+        self.finish(probe)
+
+    def finish(self, probe: bool) -> None:
+        """Compile the baseline on every case, validate it, and probe its host work unless that is done or not
+        wanted."""
         LaunchCounter.names.clear()
         for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
             args = correctness.make_args(self.harness, case, correctness.seed_for(i, 0), self.device)
             self.base(**args)
             args = None  # freed before the next case's inputs are made
         self.kernels = sorted(LaunchCounter.names)  # the Triton kernels the baseline launches on these cases
-        self.errors, self.warnings = correctness.validate_task(task, self.base, self.harness, self.cases, self.device)
-        if probe and not self.errors:
+        self.errors, self.warnings = correctness.validate_task(self.task, self.base, self.harness, self.cases,
+                                                               self.device)
+        if probe and not self.interpreter and not self.errors and not self.host:
             self.host = self._probe_host()
         self.complete = True
 
@@ -142,9 +149,11 @@ class Worker:
     def prepare(self, task_dir: str, host_first: bool = False, probe: bool = True) -> _Prepared:
         key = os.path.realpath(task_dir)
         prep = self.tasks.get(key)
-        if prep is None or not (prep.complete or host_first):
+        if prep is None:
             prep = _Prepared(load_task(task_dir), self.backend, host_first, probe)
             self.tasks[key] = prep
+        elif not (prep.complete or host_first):  # probed first: the modules it loaded serve the rest
+            prep.finish(probe)
         return prep
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:

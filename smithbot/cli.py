@@ -371,7 +371,8 @@ def runs_cmd(db: Optional[Path] = typer.Option(None, help="run database (default
     t.add_column("task", max_width=24, overflow="fold")
     t.add_column("correct", justify="right", no_wrap=True)
     t.add_column("best", justify="right", no_wrap=True)
-    if any(r["cost"] for r in rows):
+    show_cost = any(r["cost"] for r in rows)
+    if show_cost:
         t.add_column("cost", justify="right", no_wrap=True)
     task_w = min(24, max((len(r["task"]) for r in rows), default=4))
     t.add_column("why stopped", max_width=max(12, out.width - 22 - task_w - 7 - 7 - 16), overflow="ellipsis",
@@ -379,7 +380,7 @@ def runs_cmd(db: Optional[Path] = typer.Option(None, help="run database (default
     for r in rows:
         cells = [r["id"], r["task"], f"{r['correct']}/{r['candidates']}",
                  "-" if r["best"] is None else f"{r['best']:.3f}x"]
-        if any(x["cost"] for x in rows):
+        if show_cost:
             cells.append(f"${r['cost']:.2f}")
         t.add_row(*cells, r["message"] if r["status"] == "finished" else f"{r['status']}: {r['message']}")
     out.print(t)

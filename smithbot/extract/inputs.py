@@ -358,10 +358,14 @@ def _per_program(fn: ast.FunctionDef, kernels: tuple[ast.FunctionDef, ...]) -> l
     return groups
 
 
+def _param_names(fn: ast.FunctionDef) -> set[str]:
+    return {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+
+
 def _cumsummed(fn: ast.FunctionDef) -> set[str]:
     """Parameters whose values the launcher itself adds up into offsets (``torch.cumsum(seq_lens, 0)``, also through
     a local made from them: ``q_lens = seq_lens - ready_lens``): lengths of sequences laid end to end."""
-    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    params = _param_names(fn)
     made: dict[str, set[str]] = {}  # local -> the parameters its value is made from
     for _ in range(3):  # locals made from locals, in any order
         for node in ast.walk(fn):
@@ -382,7 +386,7 @@ def _cumsummed(fn: ast.FunctionDef) -> set[str]:
 def _differences(fn: ast.FunctionDef) -> list[tuple[str, str]]:
     """Pairs of parameters the launcher subtracts one from the other (``q_lens = seq_lens - ready_lens``): (whole,
     part)."""
-    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    params = _param_names(fn)
     return [(n.left.id, n.right.id) for n in ast.walk(fn) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub)
             and isinstance(n.left, ast.Name) and isinstance(n.right, ast.Name) and n.left.id in params
             and n.right.id in params and n.left.id != n.right.id]

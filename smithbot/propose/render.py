@@ -125,10 +125,14 @@ def _hot_spot(hotness: dict[str, Any]) -> str:
     return out
 
 
-def kernel_dtypes(task: Task) -> list[str]:
-    """The torch dtypes this kernel's task works in: its cases' dtypes and those its code names (an fp8 output, fp32
-    scales), so that the PR lists only their tolerances."""
-    code = task.kernel_path.read_text(encoding="utf-8") + task.harness_path.read_text(encoding="utf-8")
+def _entry_def(task: Task) -> Any:
+    """The task's entry point among its provenance definitions (the first one when none has its name)."""
+    return next((d for d in task.provenance.definitions if d.name == task.entry), task.provenance.definitions[0])
+
+
+def kernel_dtypes(task: Task, code: str) -> list[str]:
+    """The torch dtypes this kernel's task works in: its cases' dtypes and those its ``code`` (the kernel and the
+    harness) names (an fp8 output, fp32 scales), so that the PR lists only their tolerances."""
     used = {DTYPES[c.dtype] for c in task.cases} | {d for d in TOLERANCES if re.search(rf"\b(torch|tl)\.{d}\b", code)}
     return [d for d in TOLERANCES if d in used and d != "float64"]
 
@@ -154,8 +158,7 @@ def shown_cases(cases: list[dict[str, Any]], task: Task, models: tuple[str, ...]
 
 def title(task: Task, verdict: dict[str, Any], config_only: bool) -> str:
     """The PR title: an area tag as engines' maintainers tag kernel PRs, and a config-only change says so."""
-    entry = next((d for d in task.provenance.definitions if d.name == task.entry), task.provenance.definitions[0])
-    names = " ".join([entry.path, *(d.name for d in task.provenance.definitions)]).lower()
+    names = " ".join([_entry_def(task).path, *(d.name for d in task.provenance.definitions)]).lower()
     tag = "[MoE]" if "moe" in names else ("[Perf]" if config_only else "[Kernel]")
     what = f"Retune the launch config of {task.entry} (config only)" if config_only else f"Faster {task.entry}"
     return f"{tag} {what}: {verdict['speedup']:.2f}x on {len(verdict['cases'])} model shapes"
@@ -179,13 +182,14 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     style = target.conventions.pr_style if target.conventions.pr_style in STYLES else "generic"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
-    entry_def = next((d for d in task.provenance.definitions if d.name == task.entry), task.provenance.definitions[0])
+    entry_def = _entry_def(task)
     kernel_def = next((d for d in task.provenance.definitions if d.name != task.entry), entry_def)
     op = task.entry
     area = Path(entry_def.path).parent.name
     test_path = target.conventions.test_layout.format(op=op, area=area)
     bench_path = str(Path(test_path).parent / f"bench_{op}.py")
     base_src = task.kernel_path.read_text(encoding="utf-8")
+    harness_src = task.harness_path.read_text(encoding="utf-8")
     interpreter = verification["backend"] == "interpreter"
     v = {"speedup": verdict["speedup"], "ci": verdict["ci"], "cases": verdict["cases"]}
     ratios = {c["name"]: c["ratio"] for c in verdict["cases"]}
@@ -209,7 +213,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     e = verification.get("env", {})
     env_line = ", ".join(f"{k} {e[k]}" for k in ("gpu", "driver", "torch", "triton") if e.get(k)) or "CPU (Triton interpreter)"
     tol = "per output dtype: " + ", ".join(f"{d} atol {TOLERANCES[d].atol:g} rtol {TOLERANCES[d].rtol:g}"
-                                           for d in kernel_dtypes(task))
+                                           for d in kernel_dtypes(task, base_src + harness_src))
     shown = shown_cases(verdict["cases"], task, tuple(m.name for m in target.models))
     presets = ", ".join(task.hotness.get("presets") or ())
     shown_note = (f"Shown: the {len(shown)} distinct shapes of the presets that run this kernel ({presets}) and the "
@@ -244,7 +248,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
         raise ValueError(f"the PR body is {len(body)} characters even without the diff (limit {MAX_BODY})")
     header = (target.conventions.header + "\n") if target.conventions.header else ""
     ref_imports, reference = _split_module(base_src)
-    harness_imports, harness = _split_module(task.harness_path.read_text(encoding="utf-8"))
+    harness_imports, harness = _split_module(harness_src)
     # The extractor keeps annotations as strings (``from __future__ import annotations``) and drops typing imports
     # that only they need, so the generated files keep the future import too.
     future = "from __future__ import annotations" in ref_imports + harness_imports
