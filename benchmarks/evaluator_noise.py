@@ -5,8 +5,9 @@
 3. A variant known to be faster (single pass, row in registers): must be promoted.
 4. With ``--aa TASK_DIR...``: each further task's baseline against itself, ``--runs`` times (tiny decode kernels,
    where a bias between the sides would show): how many rounds it won by the 2% margin, and 0 promoted.
-5. With ``--busy``: step 1 again, each A/A evaluation submitted beside two never-compiled variants, so that the other
-   workers compile while it is timed, as they do in a search (checking and timing take the GPU in turns).
+5. With ``--busy``: step 1 again, each A/A evaluation submitted beside never-compiled variants (one per other worker,
+   two at least), so that the other workers compile while it is timed, as they do in a search (checking and timing
+   take the GPU in turns).
 
     python benchmarks/evaluator_noise.py --runs 20 --out results.json [--aa TASK_DIR...]
 """
@@ -59,7 +60,8 @@ def main() -> None:
             busy, others = [], []
             for i in range(args.runs):
                 busy.append(ev.submit(same))
-                others += [ev.submit(write(tmp, f"fresh{i}_{j}", fresh(1000 * int(t0) + 2 * i + j))) for j in (0, 1)]
+                others += [ev.submit(write(tmp, f"fresh{i}_{j}", fresh(1000 * int(t0) + 100 * i + j)))
+                           for j in range(max(2, ev.capacity - 1))]  # every other worker compiling
             busy = [f.result() for f in busy]
             report["busy_compiled"] = sum(f.result().elapsed_s.get("compile", 0.0) for f in others)
             report["aa_busy"] = [{"speedup": r.speedup, "ci": r.speedup_ci, "status": r.status} for r in busy]

@@ -52,12 +52,13 @@ def tune_variants(task: Path, tmp: Path, n: int, seed: int = 0) -> list[Path]:
     return out
 
 
-def measure(task: Path, paths: list[Path], rounds: int | None) -> dict[str, Any]:
+def measure(task: Path, paths: list[Path], rounds: int | None, workers: int | None) -> dict[str, Any]:
     t_start = time.time()
-    with Evaluator(task, backend="cuda", rounds=rounds) as ev:
+    with Evaluator(task, backend="cuda", rounds=rounds, workers_per_gpu=workers) as ev:
         ev.prepare(every_worker=True, host_first=True)  # as a search starts
         prep_s = time.time() - t_start
-        row: dict[str, Any] = {"task": task.name, "prepare_s": prep_s, "host": ev.host, "host_bound": ev.host_bound}
+        row: dict[str, Any] = {"task": task.name, "prepare_s": prep_s, "phases_s": ev.prepare_s, "host": ev.host,
+                               "host_bound": ev.host_bound, "workers": ev.capacity}
         if ev.host_bound:
             return row
         t0 = time.time()
@@ -89,6 +90,7 @@ def main() -> None:
     p.add_argument("tasks", type=Path, nargs="*", help="extracted task directories (default: the bundled rmsnorm)")
     p.add_argument("--candidates", type=int, default=15, help="distinct candidates per extracted task")
     p.add_argument("--rounds", type=int, default=None, help="rounds per case at most (default: the evaluator's)")
+    p.add_argument("--workers", type=int, default=None, help="workers per GPU (default: the evaluator's)")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="throughput-"))
@@ -98,7 +100,10 @@ def main() -> None:
         if not paths:
             print(f"{task.name}: no launch-config knobs to vary", file=sys.stderr)
             continue
-        row = measure(task, paths, args.rounds)
+        row = measure(task, paths, args.rounds, args.workers)
+        phases = ", ".join(f"{k} {v:.1f} s" for k, v in row["phases_s"].items())
+        print(f"{task.name}: {row['workers']} workers; preparation {row['prepare_s']:.1f} s, the first one's phases: "
+              f"{phases}")
         if row["host_bound"]:
             row["verdict_s"], row["evolve_stop"] = time_to_verdict(task, tmp)
             print(f"{task.name}: {row['host_bound']}; `smithbot evolve` stopped after {row['verdict_s']:.1f} s: "

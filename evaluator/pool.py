@@ -36,6 +36,13 @@ DEFAULT_ROUNDS = {"cuda": 30, "interpreter": 7}
 EFFORT = {"screen": (1 / 3, 0.05), "full": (1.0, 0.2), "verify": (2.0, 1.0)}
 
 
+def default_workers_per_gpu(gpus: int) -> int:
+    """Workers per GPU when none is asked for: one per two CPU cores a GPU has (compiling is what they do in
+    parallel, and it is CPU work), between 2 and 8. On a 16-core host with one GPU that is 8."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    return max(2, min(8, cores // (2 * max(gpus, 1))))
+
+
 class BackendError(Exception):
     """The requested backend cannot run here (e.g. ``cuda`` without a GPU)."""
 
@@ -64,6 +71,13 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = tempfile.NamedTemporaryFile(prefix="smithbot-worker-", suffix=".log", delete=False)
         self._buf = b""
+
+    def start(self) -> None:
+        """Start the child now (it imports torch and triton while the caller goes on); a request waits for it."""
+        if self.proc is None or self.proc.poll() is not None:
+            if self.proc is not None:
+                self.kill()
+            self._start()
 
     def _start(self) -> None:
         env = scrubbed_environ()
@@ -108,10 +122,7 @@ class WorkerProcess:
 
     def request(self, req: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Send one request; return the answer, or a timeout/crash answer. Never raises for the child's faults."""
-        if self.proc is None or self.proc.poll() is not None:
-            if self.proc is not None:
-                self.kill()
-            self._start()
+        self.start()
         assert self.proc is not None and self.proc.stdin is not None
         log_start = os.path.getsize(self.log.name)
         try:
@@ -175,9 +186,10 @@ def verdict(ans: dict[str, Any], min_gain: float, interpreter: bool = False) -> 
 class Evaluator:
     """Evaluate candidates for one task: ``submit(path)`` returns a Future of an :class:`EvalResult`.
 
-    ``workers_per_gpu`` workers share each visible GPU on ``cuda`` (default 3): they load and compile candidates in
-    parallel, and take the GPU in turns (a file lock) to check and time them, so no timing overlaps other GPU work.
-    The interpreter uses one worker. The first use of a task in a
+    ``workers_per_gpu`` workers share each visible GPU on ``cuda`` (default: ``default_workers_per_gpu``): they load
+    and compile candidates in parallel, and take the GPU in turns (a file lock) to check and time them, so no timing
+    overlaps other GPU work. The interpreter uses one worker. Every worker process starts (imports torch) as the
+    Evaluator is made. The first use of a task in a
     worker prepares it (loads the baseline, checks it against the reference, checks that zeros fail) under
     ``prepare_timeout_s``; each candidate then gets ``timeout_s`` for compile plus run.
     """
@@ -191,13 +203,15 @@ class Evaluator:
         self.baseline_src = self.task.kernel_path.read_text(encoding="utf-8")
         self.timeout_s, self.prepare_timeout_s, self.rounds, self.min_gain = timeout_s, prepare_timeout_s, rounds, min_gain
         gpus = _cuda_count() if self.backend == "cuda" else 0
-        n = (workers_per_gpu or 3) * gpus if gpus else 1
+        n = (workers_per_gpu or default_workers_per_gpu(gpus)) * gpus if gpus else 1
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         self._workers = [WorkerProcess(self.backend, (i % gpus) if gpus else None) for i in range(n)]
         self._prepared: set[int] = set()
         self.kernels: tuple[str, ...] = ()  # filled by prepare()
         self.host: list[dict[str, Any]] = []  # filled by prepare() on cuda: see ``timing.host_probe``
+        self.prepare_s: dict[str, float] = {}  # the first preparation's phases, in seconds: see ``worker._Prepared``
         for w in self._workers:
+            w.start()
             self._idle.put(w)
         self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="evaluator")
 
@@ -261,6 +275,7 @@ class Evaluator:
             self._prepared.add(id(w))
         self.kernels = tuple(ans.get("kernels", ()))  # the Triton kernels the baseline launched on the cases
         self.host = self.host or list(ans.get("host", ()))
+        self.prepare_s = self.prepare_s or dict(ans.get("elapsed_s", {}))
         return list(ans.get("warnings", []))
 
     @property

@@ -22,13 +22,15 @@ import time
 import traceback
 from typing import Any, Iterator
 
-import torch
+_T0 = time.perf_counter()  # before torch's import: the worker's own start is part of what a task's preparation costs
 
-from evaluator import correctness
+import torch  # noqa: E402
+
+from evaluator import correctness  # noqa: E402
 from evaluator.env import copy_bandwidth_gbps, fingerprint
-from evaluator import bounds, standin
-from evaluator.runtime import LaunchCounter, load_module
-from evaluator.task import Case, Task, TaskError, load_task
+from evaluator import bounds, standin  # noqa: E402
+from evaluator.runtime import LaunchCounter, load_module  # noqa: E402
+from evaluator.task import Case, Task, TaskError, load_task  # noqa: E402
 
 
 class _Prepared:
@@ -37,12 +39,14 @@ class _Prepared:
         host work. With ``host_first`` (a search about to start), only the probe is done (``complete`` is False;
         ``finish`` does the rest): a host-bound verdict means nothing will be searched, so nothing else is worth
         compiling yet."""
+        t0 = time.perf_counter()
         self.task = task
         self.interpreter = backend == "interpreter"
         self.device = "cpu" if self.interpreter else "cuda"
         self.cases = task.cases_for(backend)
         self.harness = load_module(task.harness_path, "harness", self.interpreter)
         self.base = getattr(load_module(task.kernel_path, "baseline", self.interpreter), task.entry)
+        self.elapsed_s = {"load": time.perf_counter() - t0}  # phases of the preparation, for the throughput benchmark
         self.host: list[dict[str, Any]] = []
         self.kernels: list[str] = []
         self.errors: list[str] = []
@@ -50,23 +54,30 @@ class _Prepared:
         self.complete = False
         probe = probe and not self.interpreter
         if host_first and probe:
+            t0 = time.perf_counter()
             self.host = self._probe_host()
+            self.elapsed_s["probe"] = time.perf_counter() - t0
             return
         self.finish(probe)
 
     def finish(self, probe: bool) -> None:
         """Compile the baseline on every case, validate it, and probe its host work unless that is done or not
         wanted."""
+        t0 = time.perf_counter()
         LaunchCounter.names.clear()
         for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
             args = correctness.make_args(self.harness, case, correctness.seed_for(i, 0), self.device)
             self.base(**args)
             args = None  # freed before the next case's inputs are made
         self.kernels = sorted(LaunchCounter.names)  # the Triton kernels the baseline launches on these cases
+        t1 = time.perf_counter()
         self.errors, self.warnings = correctness.validate_task(self.task, self.base, self.harness, self.cases,
                                                                self.device)
+        t2 = time.perf_counter()
+        self.elapsed_s.update(compile=t1 - t0, validate=t2 - t1)
         if probe and not self.interpreter and not self.errors and not self.host:
             self.host = self._probe_host()
+            self.elapsed_s["probe"] = time.perf_counter() - t2
         self.complete = True
 
     def _probe_host(self) -> list[dict[str, Any]]:
@@ -145,6 +156,7 @@ class Worker:
         if backend == "interpreter":
             standin.install()
             bounds.install()
+        self.started_s = time.perf_counter() - _T0
 
     def prepare(self, task_dir: str, host_first: bool = False, probe: bool = True) -> _Prepared:
         key = os.path.realpath(task_dir)
@@ -172,7 +184,8 @@ class Worker:
             return {"status": "task_error", "detail": prep.errors[0], "warnings": prep.warnings}
         if req["op"] == "prepare":
             return {"status": "ok", "warnings": prep.warnings, "env": self.env, "kernels": prep.kernels,
-                    "host": prep.host, "complete": prep.complete}
+                    "host": prep.host, "complete": prep.complete,
+                    "elapsed_s": {"start": self.started_s, **prep.elapsed_s}}
         return self.evaluate(prep, req)
 
     def evaluate(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
@@ -199,6 +212,10 @@ class Worker:
                        detail=_describe(exc).strip()[:2000], fatal=fatal,
                        log=traceback.format_exc()[-4000:])
             return out
+        finally:
+            if prep.device == "cuda":  # up to 8 workers share a GPU: an idle one holds no cached inputs
+                with contextlib.suppress(Exception):
+                    torch.cuda.empty_cache()
 
     def _check_and_time(self, prep: _Prepared, cand: Any, cases: tuple[Case, ...], rounds: int, case_s: float,
                         margin: float, out: dict[str, Any]) -> dict[str, Any]:

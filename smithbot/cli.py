@@ -309,7 +309,7 @@ def evolve_cmd(
     budget_usd: Optional[float] = typer.Option(None, help="stop when the LLM cost reaches this many dollars"),
     budget_tokens: Optional[int] = typer.Option(None, help="stop when this many LLM tokens are spent"),
     islands: Optional[int] = typer.Option(None, help="islands, each with its own MAP-Elites grid (default 4)"),
-    workers: Optional[int] = typer.Option(None, help="evaluation workers per GPU (default 3; 1 on the interpreter)"),
+    workers: Optional[int] = typer.Option(None, help="evaluation workers per GPU (default: one per two CPU cores a GPU has, 2 to 8; 1 on the interpreter)"),
     seed: Optional[int] = typer.Option(None, help="random seed (default 0)"),
     patience: Optional[int] = typer.Option(None, help="stop after this many evaluations without a better best "
                                                       "(default 60)"),
