@@ -34,6 +34,10 @@ DEFAULT_ROUNDS = {"cuda": 30, "interpreter": 7}
 # ranks a proposal against earlier screens; verification decides what is proposed upstream. The interpreter's wall
 # clock predicts nothing on the GPU, so every effort takes its rounds as they are.
 EFFORT = {"screen": (1 / 3, 0.05), "full": (1.0, 0.2), "verify": (2.0, 1.0)}
+# A candidate may take this many times as long as the baseline did to compile (its first call on every case), and at
+# least COMPILE_FLOOR_S. Beyond that it is stopped: a launch config that stalls an engine's warm-up that long is no
+# proposal, and on a shared GPU its compile keeps the other candidates waiting.
+COMPILE_FACTOR, COMPILE_FLOOR_S = 5.0, 10.0
 
 
 def default_workers_per_gpu(gpus: int) -> int:
@@ -120,8 +124,10 @@ class WorkerProcess:
             os.close(self._r)
         self.proc = None
 
-    def request(self, req: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Send one request; return the answer, or a timeout/crash answer. Never raises for the child's faults."""
+    def request(self, req: dict[str, Any], timeout_s: float, compile_s: float | None = None) -> dict[str, Any]:
+        """Send one request; return the answer, or a timeout/crash answer. Never raises for the child's faults.
+        With ``compile_s``, an evaluation whose candidate is still compiling after that many seconds (the worker says
+        when compiling ends) is killed too, and its answer says so."""
         self.start()
         assert self.proc is not None and self.proc.stdin is not None
         log_start = os.path.getsize(self.log.name)
@@ -130,24 +136,37 @@ class WorkerProcess:
             self.proc.stdin.flush()
         except BrokenPipeError:
             pass
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                return {"status": "timeout", "detail": f"no answer within {timeout_s:.0f} s; the worker was killed",
-                        "log": self._log_tail(log_start)}
-            ready, _, _ = select.select([self._r], [], [], min(left, 1.0))
-            if ready:
-                chunk = os.read(self._r, 1 << 20)
-                if not chunk:
-                    code = self.proc.wait()
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        compiled_by = t0 + compile_s if compile_s is not None and compile_s < timeout_s else None
+        while True:
+            while b"\n" not in self._buf:
+                now = time.monotonic()
+                if compiled_by is not None and now >= compiled_by:
                     self.kill()
-                    why = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-                    return {"status": "crash", "detail": f"the worker {why}", "log": self._log_tail(log_start)}
-                self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        answer: dict[str, Any] = json.loads(line)
+                    return {"status": "timeout", "stage": "compile", "log": self._log_tail(log_start),
+                            "detail": f"still compiling after {compile_s:.0f} s (the limit for this task, from its "
+                                      "baseline's compile time); the worker was killed"}
+                if now >= deadline:
+                    self.kill()
+                    return {"status": "timeout", "detail": f"no answer within {timeout_s:.0f} s; the worker was "
+                            "killed", "log": self._log_tail(log_start)}
+                wait = min(deadline, compiled_by or deadline) - now
+                ready, _, _ = select.select([self._r], [], [], min(wait, 1.0))
+                if ready:
+                    chunk = os.read(self._r, 1 << 20)
+                    if not chunk:
+                        code = self.proc.wait()
+                        self.kill()
+                        why = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                        return {"status": "crash", "detail": f"the worker {why}", "log": self._log_tail(log_start)}
+                    self._buf += chunk
+            line, self._buf = self._buf.split(b"\n", 1)
+            answer: dict[str, Any] = json.loads(line)
+            if answer.get("progress") == "compiled":  # a note on the way, not the answer
+                compiled_by = None
+                continue
+            break
         if answer.get("fatal"):
             self.kill()
         if "log" not in answer and answer.get("status") not in ("ok", "measured", "correct"):
@@ -275,8 +294,18 @@ class Evaluator:
             self._prepared.add(id(w))
         self.kernels = tuple(ans.get("kernels", ()))  # the Triton kernels the baseline launched on the cases
         self.host = self.host or list(ans.get("host", ()))
-        self.prepare_s = self.prepare_s or dict(ans.get("elapsed_s", {}))
+        for phase, seconds in ans.get("elapsed_s", {}).items():
+            self.prepare_s.setdefault(phase, seconds)
         return list(ans.get("warnings", []))
+
+    @property
+    def compile_limit_s(self) -> float | None:
+        """How long a candidate may compile (its first call on every case), once the baseline's compile time is known
+        (on the GPU only: the interpreter compiles nothing)."""
+        base = self.prepare_s.get("compile")
+        if self.backend != "cuda" or base is None:
+            return None
+        return max(COMPILE_FLOOR_S, COMPILE_FACTOR * base)
 
     @property
     def capacity(self) -> int:
@@ -341,10 +370,11 @@ class Evaluator:
             limit = min(self.timeout_s, left())
             rounds, case_s = self.timing_plan(effort)
             ans = w.request({"op": "eval", "task": str(self.task.root), "candidate": str(path), "rounds": rounds,
-                             "case_s": case_s, "margin": self.min_gain, "cases": cases}, limit)
+                             "case_s": case_s, "margin": self.min_gain, "cases": cases}, limit, self.compile_limit_s)
             if w.proc is None:  # killed or died: the replacement must prepare the task again
                 self._prepared.discard(id(w))
-            if ans["status"] == "timeout" and limit < self.timeout_s:  # stopped by the budget, not its own timeout
+            if ans["status"] == "timeout" and ans.get("stage") != "compile" and limit < self.timeout_s:
+                # stopped by the budget, not by its own timeout
                 return self._result(path, "cancelled", "eval", "time budget",
                                     f"stopped after {time.perf_counter() - t0:.1f} s: the search's time budget ended")
             common = {"task_warnings": tuple(ans.get("warnings", warnings)), "env": ans.get("env", {}),

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from evaluator.correctness import make_args
-from evaluator.runtime import clone_args, tensors_of
+from evaluator.runtime import LaunchCounter, clone_args, tensors_of
 from evaluator.task import Case
 
 BOOTSTRAP = 2000
@@ -130,13 +130,14 @@ def _sync_site(call: Callable[[], Any]) -> str:
     return ""
 
 
-HOST_BOUND = 0.2  # an uncapturable call whose GPU time is under this share of its wall time is host-bound
+HOST_BOUND = 0.2  # an uncapturable call whose Triton kernels take under this share of its wall time is host-bound
 PROBE_CALLS = 20
 
 
 def host_probe(fn: Callable[..., Any], harness: Any, case: Case, seed: int) -> dict[str, Any]:
     """Whether one case's call can be captured as a CUDA graph, and when it cannot (so that it must be timed eagerly,
-    host work included): its time per call between CUDA events and the GPU's busy time per call from the profiler."""
+    host work included): its time per call between CUDA events, and its Triton kernels' own GPU time per call (each
+    launch bracketed by events, ``LaunchCounter.timed``)."""
     args = make_args(harness, case, seed, "cuda")
     fn(**args)
     torch.cuda.synchronize()
@@ -148,14 +149,14 @@ def host_probe(fn: Callable[..., Any], harness: Any, case: Case, seed: int) -> d
     s, e = _elapsed_us(lambda: fn(**args), PROBE_CALLS)
     torch.cuda.synchronize()
     call_us = s.elapsed_time(e) * 1e3 / PROBE_CALLS
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    LaunchCounter.timed = []  # the Triton kernels' own GPU time: what a launch config can change
+    try:
         for _ in range(PROBE_CALLS):
             fn(**args)
         torch.cuda.synchronize()
-    gpu_us = sum(getattr(a, "self_device_time_total", None) or getattr(a, "self_cuda_time_total", 0.0)
-                 for a in prof.key_averages()) / PROBE_CALLS
+        gpu_us = sum(a.elapsed_time(b) for a, b in LaunchCounter.timed) * 1e3 / PROBE_CALLS
+    finally:
+        LaunchCounter.timed = None
     return {"case": case.name, "captured": False, "capture_error": error, "call_us": call_us, "gpu_us": gpu_us,
             "share": gpu_us / max(call_us, 1e-3)}
 

@@ -8,7 +8,8 @@ Requests: ``{"op": "prepare", "task": DIR, "host_first": bool, "probe": bool}`` 
 "candidate": FILE, "rounds": N, "case_s": S, "margin": M, "cases": [NAME...] or null}`` (null: every case the
 backend runs; at most N timed rounds per case, within about S seconds of samples on the GPU; a round is won above
 1 + M). ``host_first`` probes the baseline's host work and stops there; ``probe`` false skips the probe (another
-worker made it).
+worker made it). Before an evaluation's answer comes ``{"progress": "compiled"}``, once the candidate has compiled, so
+that the parent can hold compiling to a limit of its own.
 """
 
 from __future__ import annotations
@@ -157,6 +158,7 @@ class Worker:
             standin.install()
             bounds.install()
         self.started_s = time.perf_counter() - _T0
+        self.emit: Any = lambda note: None  # a note to the parent ahead of the answer (main() writes it)
 
     def prepare(self, task_dir: str, host_first: bool = False, probe: bool = True) -> _Prepared:
         key = os.path.realpath(task_dir)
@@ -203,6 +205,7 @@ class Worker:
             if prep.device == "cuda":
                 torch.cuda.synchronize()
             out["elapsed_s"]["compile"] = time.perf_counter() - t0
+            self.emit({"progress": "compiled"})
             with gpu_lock():
                 return self._check_and_time(prep, cand, cases, int(req.get("rounds", 30)),
                                             float(req.get("case_s", 0.2)), float(req.get("margin", 0.0)), out)
@@ -245,6 +248,12 @@ def main() -> None:
     result_fd, backend = int(sys.argv[1]), sys.argv[2]
     answers = os.fdopen(result_fd, "w", encoding="utf-8")
     worker = Worker(backend)
+
+    def emit(note: dict[str, Any]) -> None:
+        answers.write(json.dumps(note) + "\n")
+        answers.flush()
+
+    worker.emit = emit
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -2,9 +2,13 @@
 probe itself on a launcher that syncs with the host before it launches."""
 
 import shutil
+import statistics
+import time
 from pathlib import Path
 
 import pytest
+import triton
+import triton.language as tl
 import yaml
 
 from evaluator.timing import HOST_BOUND, _where, host_bound
@@ -62,6 +66,7 @@ def test_a_launcher_that_syncs_with_the_host_is_host_bound_and_a_plain_one_is_no
         assert ev.host_bound.startswith("host-bound: kernel "), ev.host
         assert "kernel.py" in ev.host_bound and ".item()" in ev.host_bound
         assert [f.split(":")[0] for f in ev.capture_failures] == ["llama3-8b-decode-bs1"]
+        assert all(0 < p["gpu_us"] < 0.5 * p["call_us"] for p in ev.host), ev.host  # 2 ms of host work a call
     # the search stops at the verdict, having evaluated nothing, and says where capture failed
     from smithbot import api
 
@@ -72,3 +77,46 @@ def test_a_launcher_that_syncs_with_the_host_is_host_bound_and_a_plain_one_is_no
         ev.prepare()
         assert ev.host_bound == "" and ev.capture_failures == []
         assert {p["case"] for p in ev.host} == {"llama3-8b-decode-bs1", "qwen3-8b-prefill-2k"}
+
+
+@triton.jit
+def _copy(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+
+
+@pytest.mark.gpu
+def test_the_probe_times_the_kernel_not_the_hosts_launch() -> None:
+    """Behind a slow host the GPU idles between calls; the events around each launch must still bracket only the
+    kernel: their median agrees with the kernel's time when launches are queued back to back."""
+    import torch
+
+    from evaluator.runtime import LaunchCounter
+
+    LaunchCounter.install()
+    x = torch.randn(1 << 22, device="cuda")
+    y = torch.empty_like(x)
+
+    def launch() -> None:
+        _copy[(x.numel() // 1024,)](x, y, BLOCK=1024)
+
+    launch()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(200):
+        launch()
+    end.record()
+    torch.cuda.synchronize()
+    queued_us = start.elapsed_time(end) * 1e3 / 200
+    LaunchCounter.timed = []
+    try:
+        for _ in range(20):
+            time.sleep(0.002)  # host work: the GPU has drained its queue before each launch
+            launch()
+        torch.cuda.synchronize()
+        each = [a.elapsed_time(b) * 1e3 for a, b in LaunchCounter.timed]
+    finally:
+        LaunchCounter.timed = None
+    assert len(each) == 20
+    assert 0.7 < statistics.median(each) / queued_us < 1.4, (each, queued_us)

@@ -67,3 +67,26 @@ def test_worker_environment_has_no_secrets_and_is_replaced_after_a_kill(monkeypa
         assert w.proc.pid != pid
     finally:
         w.close()
+
+
+def test_a_candidate_still_compiling_at_its_limit_is_stopped(tmp_path: Path) -> None:
+    """The worker says when compiling ends; until then the parent holds it to the compile limit, after that only to
+    the evaluation's own timeout."""
+    task = TASKS / "silu_and_mul"
+    base = (task / "kernel.py").read_text()
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\ntime.sleep(60)  # stands in for a compile that takes a minute\n" + base)
+    same = tmp_path / "same.py"
+    same.write_text(base)
+    w = WorkerProcess("interpreter", None)
+    try:
+        assert w.request({"op": "prepare", "task": str(task)}, 300)["status"] == "ok"
+        req = {"op": "eval", "task": str(task), "rounds": 3, "case_s": 0.05, "margin": 0.02, "cases": None}
+        t0 = time.monotonic()
+        ans = w.request({**req, "candidate": str(slow)}, 120, compile_s=2)
+        assert (ans["status"], ans["stage"]) == ("timeout", "compile"), ans
+        assert "still compiling after 2 s" in ans["detail"] and time.monotonic() - t0 < 10
+        ans = w.request({**req, "candidate": str(same)}, 300, compile_s=60)  # a fresh worker; the limit ends at
+        assert ans["status"] == "measured", ans                             # "compiled", not at the answer
+    finally:
+        w.close()
