@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -38,6 +39,9 @@ EFFORT = {"screen": (1 / 3, 0.05), "full": (1.0, 0.2), "verify": (2.0, 1.0)}
 # least COMPILE_FLOOR_S. Beyond that it is stopped: a launch config that stalls an engine's warm-up that long is no
 # proposal, and on a shared GPU its compile keeps the other candidates waiting.
 COMPILE_FACTOR, COMPILE_FLOOR_S = 5.0, 10.0
+# Workers that share a GPU each hold a case's inputs while they compile and check: as many are kept as the GPU's free
+# memory holds at the baseline's peak, besides a margin and what a worker's CUDA context and cached kernels take.
+WORKER_OVERHEAD_BYTES, MEMORY_MARGIN_BYTES = 1 << 30, 2 << 30
 
 
 def default_workers_per_gpu(gpus: int) -> int:
@@ -229,6 +233,9 @@ class Evaluator:
         self.kernels: tuple[str, ...] = ()  # filled by prepare()
         self.host: list[dict[str, Any]] = []  # filled by prepare() on cuda: see ``timing.host_probe``
         self.prepare_s: dict[str, float] = {}  # the first preparation's phases, in seconds: see ``worker._Prepared``
+        self.memory: dict[str, int] = {}  # on cuda, from the first complete preparation: peak, free and total bytes
+        self._fitted = False
+        self._prepare_lock = threading.Lock()
         for w in self._workers:
             w.start()
             self._idle.put(w)
@@ -246,27 +253,52 @@ class Evaluator:
             w.close()
 
     def prepare(self, deadline: float | None = None, every_worker: bool = False, host_first: bool = False) -> list[str]:
-        """Prepare the task in one worker (with ``every_worker``, in all of them at once, so that no worker's warm-up
-        runs beside another's timing later); raise TaskError if the task itself is broken (or not prepared by
-        ``deadline``, a ``time.monotonic()`` instant). With ``host_first`` on the GPU, one worker probes the baseline's
-        host work first, and a host-bound verdict (``host_bound``) ends the preparation there. Returns the task's
-        warnings."""
-        limit = float("inf") if deadline is None else deadline - time.monotonic()
-        workers = [self._idle.get() for _ in range(len(self._workers) if every_worker else 1)]
-        try:
-            if host_first and self.backend == "cuda" and not self.host:
-                self._prepare(workers[0], limit, host_first=True)
-                if self.host_bound:
-                    return []
-                limit = float("inf") if deadline is None else deadline - time.monotonic()
-            if len(workers) == 1:
-                return self._prepare(workers[0], limit)
-            with ThreadPoolExecutor(max_workers=len(workers)) as pool:
-                futures = [pool.submit(self._prepare, w, limit) for w in workers]
-                return [f.result() for f in futures][0]
-        finally:
-            for w in workers:
-                self._idle.put(w)
+        """Prepare the task in one worker (with ``every_worker``, then in all the others at once, so that no worker's
+        warm-up runs beside another's timing later); raise TaskError if the task itself is broken (or not prepared by
+        ``deadline``, a ``time.monotonic()`` instant). With ``host_first`` on the GPU, that worker probes the
+        baseline's host work first, and a host-bound verdict (``host_bound``) ends the preparation there. The first
+        preparation also sets how many workers the GPU's memory holds (``_fit``). Returns the task's warnings."""
+        def left() -> float:
+            return float("inf") if deadline is None else deadline - time.monotonic()
+
+        with self._prepare_lock:
+            first = not self._fitted
+            workers = [self._idle.get() for _ in range(len(self._workers) if every_worker or first else 1)]
+            try:
+                if host_first and self.backend == "cuda" and not self.host:
+                    self._prepare(workers[0], left(), host_first=True)
+                    if self.host_bound:
+                        return []
+                warnings = self._prepare(workers[0], left())
+                if first:
+                    workers = self._fit(workers)
+                    self._fitted = True
+                rest = workers[1:] if every_worker else []
+                if rest:
+                    with ThreadPoolExecutor(max_workers=len(rest)) as pool:
+                        for f in [pool.submit(self._prepare, w, left()) for w in rest]:
+                            f.result()
+                return warnings
+            finally:
+                for w in workers:
+                    self._idle.put(w)
+
+    def _fit(self, workers: list[WorkerProcess]) -> list[WorkerProcess]:
+        """Keep as many workers as the GPU's free memory holds at the prepared worker's peak (one at a time also
+        timing with up to ``COPY_CAP_BYTES`` of input copies); close the others. ``workers`` is every worker, the
+        prepared one first."""
+        from evaluator.timing import COPY_CAP_BYTES
+
+        mem = self.memory
+        if self.backend != "cuda" or not mem or len(workers) == 1:
+            return workers
+        each = mem["peak"] + WORKER_OVERHEAD_BYTES
+        fits = max(1, int((mem["free"] - COPY_CAP_BYTES - MEMORY_MARGIN_BYTES) // each))
+        keep, drop = workers[:fits], workers[fits:]
+        for w in drop:
+            self._workers.remove(w)
+            w.close()
+        return keep
 
     @property
     def host_bound(self) -> str:
@@ -296,6 +328,8 @@ class Evaluator:
         self.host = self.host or list(ans.get("host", ()))
         for phase, seconds in ans.get("elapsed_s", {}).items():
             self.prepare_s.setdefault(phase, seconds)
+        if ans.get("memory") and not self.memory:
+            self.memory = dict(ans["memory"])
         return list(ans.get("warnings", []))
 
     @property
@@ -336,6 +370,17 @@ class Evaluator:
             fut = Future()
             fut.set_result(self._result(path, "rejected", "guard", g.reason, g.detail))
             return fut
+        if not self._fitted:  # the first preparation decides how many workers fit, before any runs in parallel
+            try:
+                self.prepare(deadline)
+            except TaskError as exc:
+                fut = Future()
+                if deadline is not None and deadline <= time.monotonic():
+                    fut.set_result(self._result(path, "cancelled", "prepare", "time budget",
+                                                "the search's time budget ended while the task was prepared"))
+                else:
+                    fut.set_exception(exc)
+                return fut
         return self._pool.submit(self._run, path, cases, deadline, effort)
 
     def evaluate(self, candidates: list[str | Path]) -> list[EvalResult]:

@@ -53,6 +53,7 @@ class _Prepared:
         self.errors: list[str] = []
         self.warnings: list[str] = []
         self.complete = False
+        self.peak_bytes = 0  # the GPU memory the baseline's preparation reserved at most (finish() measures it)
         probe = probe and not self.interpreter
         if host_first and probe:
             t0 = time.perf_counter()
@@ -65,6 +66,8 @@ class _Prepared:
         """Compile the baseline on every case, validate it, and probe its host work unless that is done or not
         wanted."""
         t0 = time.perf_counter()
+        if not self.interpreter:
+            torch.cuda.reset_peak_memory_stats()
         LaunchCounter.names.clear()
         for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
             args = correctness.make_args(self.harness, case, correctness.seed_for(i, 0), self.device)
@@ -76,6 +79,7 @@ class _Prepared:
                                                                self.device)
         t2 = time.perf_counter()
         self.elapsed_s.update(compile=t1 - t0, validate=t2 - t1)
+        self.peak_bytes = 0 if self.interpreter else torch.cuda.max_memory_reserved()
         if probe and not self.interpreter and not self.errors and not self.host:
             self.host = self._probe_host()
             self.elapsed_s["probe"] = time.perf_counter() - t2
@@ -185,8 +189,13 @@ class Worker:
         if prep.errors:
             return {"status": "task_error", "detail": prep.errors[0], "warnings": prep.warnings}
         if req["op"] == "prepare":
+            memory = {}
+            if prep.complete and not prep.interpreter:  # how many workers the GPU holds at this task's peak
+                torch.cuda.empty_cache()
+                free, total = torch.cuda.mem_get_info()
+                memory = {"peak": prep.peak_bytes, "free": free, "total": total}
             return {"status": "ok", "warnings": prep.warnings, "env": self.env, "kernels": prep.kernels,
-                    "host": prep.host, "complete": prep.complete,
+                    "host": prep.host, "complete": prep.complete, "memory": memory,
                     "elapsed_s": {"start": self.started_s, **prep.elapsed_s}}
         return self.evaluate(prep, req)
 

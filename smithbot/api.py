@@ -506,8 +506,13 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         if deadline is not None:
             share = max(1.0, (deadline - time.monotonic()) * EVOLVE_SHARE)
             search_s = min(search_s, share) if search_s is not None else share
-        status = evolve(cov.out, proposer=proposer, iterations=iterations, time_s=search_s, budget_usd=budget_usd,
-                        islands=2, seed=0, backend=used, config=config, on_update=on_update)
+        try:
+            status = evolve(cov.out, proposer=proposer, iterations=iterations, time_s=search_s, budget_usd=budget_usd,
+                            islands=2, seed=0, backend=used, config=config, on_update=on_update)
+        except TaskError as exc:  # the task broke where the self-check did not look (more workers, the search's cases)
+            row["why"] = f"the search could not start: {exc}"
+            say(f"evolve: {site.name} stopped: {exc}")
+            continue
         row.update(run=status.run_id, best=status.best, evaluated=status.evaluated, gpu_busy=status.gpu_busy,
                    capture_failures=status.capture_failures)
         say(f"evolve: run {status.run_id}, {status.message}; best {status.best or 0:.3f}x over {status.evaluated} "

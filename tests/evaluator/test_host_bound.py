@@ -120,3 +120,27 @@ def test_the_probe_times_the_kernel_not_the_hosts_launch() -> None:
         LaunchCounter.timed = None
     assert len(each) == 20
     assert 0.7 < statistics.median(each) / queued_us < 1.4, (each, queued_us)
+
+
+@pytest.mark.gpu
+def test_only_as_many_workers_as_the_gpus_memory_holds(tmp_path: Path) -> None:
+    """A case of model size times eight workers would not fit on one GPU: the first preparation measures the
+    baseline's peak and keeps the workers that fit, and an evaluation then runs without running out of memory."""
+    from evaluator import Evaluator
+    from evaluator.pool import MEMORY_MARGIN_BYTES, WORKER_OVERHEAD_BYTES
+    from evaluator.timing import COPY_CAP_BYTES
+
+    task = tmp_path / "large"
+    shutil.copytree(TASKS / "silu_and_mul", task, ignore=shutil.ignore_patterns("candidates", "__pycache__"))
+    spec = yaml.safe_load((task / "task.yaml").read_text())
+    spec["cases"] = [{"name": "large-prefill", "regime": "prefill", "dtype": "bf16",
+                      "dims": {"tokens": 150_000, "intermediate": 14336}, "interpreter": False}]  # 8.6 GB in
+    (task / "task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    with Evaluator(task, backend="cuda", workers_per_gpu=8) as ev:
+        ev.prepare(every_worker=True)
+        mem = ev.memory
+        assert mem["peak"] > 8 << 30
+        assert 1 <= ev.capacity < 8
+        assert ev.capacity * (mem["peak"] + WORKER_OVERHEAD_BYTES) <= mem["free"] - COPY_CAP_BYTES - MEMORY_MARGIN_BYTES
+        r = ev.submit(task / "kernel.py").result()
+        assert r.status == "correct", (r.status, r.detail)
