@@ -274,3 +274,55 @@ def _needed_extra(extra: dict[str, Any], w: _Writer) -> set[str]:
             probe.num(extra[k])
             todo += [d for d in probe.dims if d in extra]
     return needed
+
+
+def _bound(node: ast.stmt) -> list[str]:
+    """The names a top-level import or definition binds."""
+    if isinstance(node, ast.Import):
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [a.asname or a.name for a in node.names]
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return []
+
+
+def _used(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def reference_code(code: str, imports: list[str], entry: str, changed: set[str],
+                   upstream: dict[str, str]) -> tuple[list[str], list[str], str]:
+    """For a launch-config change: the imports the kept code needs, the imports of the unchanged kernels from the
+    target (``from module import name``), and the original versions of the ``changed`` definitions, with the
+    ``entry`` point that launches them and the task's own helpers they use. ``code``: the task's kernel.py without
+    its imports; ``upstream``: {provenance definition: its module in the target}."""
+    tree = ast.parse(code)
+    lines = code.splitlines()
+    top = {name: node for node in tree.body for name in _bound(node)}
+    keep: list[ast.stmt] = []
+    imported: dict[str, str] = {}
+    todo = [entry, *sorted(changed)]
+    while todo:
+        name = todo.pop(0)
+        node = top.get(name)
+        if node is None or node in keep or name in imported:
+            continue
+        if name in upstream and name not in changed and name != entry:
+            imported[name] = upstream[name]
+            continue
+        keep.append(node)
+        todo += sorted(_used(node))
+    keep.sort(key=lambda n: n.lineno)
+    parts = []
+    for node in keep:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        parts.append("\n".join(lines[first - 1:node.end_lineno]))
+    kept = "\n\n\n".join(parts) + "\n"
+    used = _used(ast.parse(kept))
+    needed = [i for i in imports if i.startswith("from __future__") or set(_bound(ast.parse(i).body[0])) & used]
+    target = [f"from {m} import {n}" for n, m in sorted(imported.items(), key=lambda x: (x[1], x[0]))]
+    return needed, target, kept
