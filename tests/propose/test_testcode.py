@@ -49,7 +49,7 @@ CASES = [{"name": "a", "tokens": 7, "hidden": 96, "intermediate": 40, "experts":
           "batch": 5}]
 
 
-def _run(ns: dict, name: str, case: dict, seed: int) -> dict:
+def _run(ns: dict, case: dict, seed: int) -> dict:
     gen = torch.Generator(device="cpu")
     gen.manual_seed(seed)
     return ns["make_inputs"](case, gen)
@@ -90,8 +90,8 @@ def test_every_spec_kind_draws_what_the_interpreter_draws(dtype: torch.dtype) ->
     assert "x = torch.randn((tokens, 2 * intermediate + 200), generator=gen, device=DEVICE, dtype=" in code
     for case in CASES:
         for seed in (0, 1):
-            a = _run(spec_ns, "spec", dict(case, dtype=dtype), seed)
-            b = _run(plain_ns, "plain", dict(case, dtype=dtype), seed)
+            a = _run(spec_ns, dict(case, dtype=dtype), seed)
+            b = _run(plain_ns, dict(case, dtype=dtype), seed)
             assert list(b) == [k for k in SPEC if k in a] and "eps" not in b
             for k in a:
                 _same(a[k], b[k])
