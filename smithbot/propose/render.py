@@ -24,10 +24,14 @@ from evaluator.tolerances import DTYPES, TOLERANCES
 from smithbot import __version__
 from smithbot.config import Target, templates_dir
 from smithbot.evolve import tune
+from smithbot.propose.reinsert import changed_definitions
+from smithbot.propose.testcode import inputs_code, reference_code
 
 MAX_BODY = 60_000
 STYLES = ("sglang", "lmdeploy", "dlblas", "generic")
-_TEST_STYLE = {"sglang": "unittest"}
+_TEST_STYLE = {"sglang": "unittest", "lmdeploy": "class"}  # else parametrised pytest functions
+# a generated test stays a test a maintainer reads through: its most lines for a launch-config change, for a new kernel
+MAX_TEST_LINES = {"tune": 150, "kernel": 300}
 METADATA = re.compile(r"<!-- smithbot-metadata: (\{.*?\}) -->")
 
 
@@ -107,11 +111,12 @@ def _import_groups(imports: list[str]) -> list[list[str]]:
     return [g for g in groups if g]
 
 
-def _cases(task: Task, extra: list[str]) -> str:
-    rows = []
-    for c in task.cases:
-        rows.append({"name": c.name, "regime": c.regime, "dtype": DTYPES[c.dtype], **c.dims, **c.params})
-    return json.dumps(rows, indent=4).replace("true", "True").replace("false", "False").replace("null", "None")
+def _cases(task: Task) -> str:
+    """The cases as a Python list, a row each; ``cpu``: small enough for the Triton interpreter."""
+    rows = [{"name": c.name, "dtype": DTYPES[c.dtype], **c.dims, **c.params, "cpu": c.interpreter} for c in task.cases]
+    text = ",\n".join("    " + json.dumps(r).replace("true", "True").replace("false", "False").replace("null", "None")
+                      for r in rows)
+    return f"[\n{text},\n]"
 
 
 def _hot_spot(hotness: dict[str, Any]) -> str:
@@ -212,8 +217,12 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     motivation += _hot_spot(task.hotness)
     e = verification.get("env", {})
     env_line = ", ".join(f"{k} {e[k]}" for k in ("gpu", "driver", "torch", "triton") if e.get(k)) or "CPU (Triton interpreter)"
+    ref_imports, reference = _split_module(base_src)
+    case_keys = {"name", "dtype", *(k for c in task.cases for k in (*c.dims, *c.params))}
+    input_imports, inputs = inputs_code(harness_src, {DTYPES[c.dtype] for c in task.cases}, case_keys)
+    dtypes = kernel_dtypes(task, base_src + inputs)
     tol = "per output dtype: " + ", ".join(f"{d} atol {TOLERANCES[d].atol:g} rtol {TOLERANCES[d].rtol:g}"
-                                           for d in kernel_dtypes(task, base_src + harness_src))
+                                           for d in dtypes)
     shown = shown_cases(verdict["cases"], task, tuple(m.name for m in target.models))
     presets = ", ".join(task.hotness.get("presets") or ())
     shown_note = (f"Shown: the {len(shown)} distinct shapes of the presets that run this kernel ({presets}) and the "
@@ -247,19 +256,27 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     if len(body) > MAX_BODY:
         raise ValueError(f"the PR body is {len(body)} characters even without the diff (limit {MAX_BODY})")
     header = (target.conventions.header + "\n") if target.conventions.header else ""
-    ref_imports, reference = _split_module(base_src)
-    harness_imports, harness = _split_module(harness_src)
+    # A launch-config change keeps as the reference only the original versions of what it changed (the launcher);
+    # the unchanged kernels are imported from the target. Any other change keeps the whole original code.
+    changed = {d.name for d in changed_definitions(task, cand.source)} if cand.proposer == "tune" else set()
+    from_target: list[str] = []
+    if changed:
+        upstream = {d.name: module_of(d.path) for d in task.provenance.definitions}
+        ref_imports, from_target, reference = reference_code(reference, ref_imports, task.entry, changed, upstream)
     # The extractor keeps annotations as strings (``from __future__ import annotations``) and drops typing imports
     # that only they need, so the generated files keep the future import too.
-    future = "from __future__ import annotations" in ref_imports + harness_imports
-    found = [i for i in ref_imports + harness_imports if not i.startswith("from __future__")]
+    future = "from __future__ import annotations" in ref_imports
+    found = [i for i in ref_imports + input_imports if not i.startswith("from __future__")]
+    what_ref = (f"the original {', '.join(sorted(changed | {task.entry}))}" if changed
+                else "the original implementation") + f", as extracted at {base_commit[:12] or 'the base commit'}"
     common = dict(header=header, module=module_of(entry_def.path), entry=task.entry, version=__version__,
-                  task_id=task.id, commit=base_commit[:12], reference=reference, harness=harness,
-                  cases=_cases(task, []), future=future)
+                  task_id=task.id, reference=reference, what_ref=what_ref, inputs=inputs, cases=_cases(task),
+                  future=future, from_target=from_target)
     test_style = _TEST_STYLE.get(style, "pytest")
     test = env.get_template("tests/kernel_test.py.j2").render(
-        **common, imports=_import_groups(found + ["import torch", f"import {test_style}"]), style=test_style, seeds=3,
-        tolerances=json.dumps({d: [TOLERANCES[d].atol, TOLERANCES[d].rtol] for d in TOLERANCES}),
+        **common, imports=_import_groups(found + ["import os", "import torch"] + [
+            "import unittest" if test_style == "unittest" else "import pytest"]), style=test_style, seeds=3,
+        tolerances="{" + ", ".join(f'"{d}": ({TOLERANCES[d].atol:g}, {TOLERANCES[d].rtol:g})' for d in dtypes) + "}",
         class_name="".join(w.capitalize() for w in op.split("_")), register=target.conventions.test_register)
     if not with_bench:
         return Rendered(body, test_path, test, "", "")

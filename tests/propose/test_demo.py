@@ -1,4 +1,5 @@
-"""`smithbot demo`: the whole job offline on the bundled mini-engine, as the README's first command runs it."""
+"""`smithbot demo`: the whole job offline on the bundled mini-engine, as the README's first command runs it. The demo
+runs once for this module; its generated test then runs against the patched mini-engine."""
 
 from __future__ import annotations
 
@@ -10,15 +11,27 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
-def test_demo_end_to_end(tmp_path: Path) -> None:
-    env = {**os.environ, "SMITHBOT_HOME": str(tmp_path / "home"), "NO_COLOR": "1", "COLUMNS": "200"}
+from smithbot.propose.render import MAX_TEST_LINES
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+    env = {**os.environ, "SMITHBOT_HOME": str(tmp_path_factory.mktemp("demo") / "home"), "NO_COLOR": "1",
+           "COLUMNS": "200"}
     env.pop("OPENAI_API_KEY", None)
     p = subprocess.run([sys.executable, "-m", "smithbot", "demo"], capture_output=True, text=True, env=env,
                        timeout=600)
     assert p.returncode == 0, p.stderr
-    assert "timing below comes from the Triton interpreter on the CPU and does not predict GPU speed" in p.stderr
     paths = dict(re.findall(r"^(patch|PR body|test|verification):\s+(\S+)$", p.stdout, flags=re.M))
+    paths["checkout"] = re.search(r"^branch \S+ at \w+ in (\S+)$", p.stdout, flags=re.M).group(1)  # type: ignore[union-attr]
+    return p, paths
+
+
+def test_demo_end_to_end(demo: tuple) -> None:
+    p, paths = demo
+    assert "timing below comes from the Triton interpreter on the CPU and does not predict GPU speed" in p.stderr
     patch = Path(paths["patch"]).read_text()
     touched = re.findall(r"^diff --git a/(\S+) ", patch, flags=re.M)
     assert touched == ["minengine/kernels/norm.py", "tests/kernels/test_rms_norm.py"]  # no benchmark script: the table
@@ -32,3 +45,35 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     v = json.loads(Path(paths["verification"]).read_text())
     assert v["winner"] and v["backend"] == "interpreter" and v["seeds"] == 6
     assert any(c.startswith("verify-irregular-decode-") for c in v["cases"])
+
+
+def _pytest(checkout: Path, test: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(checkout), "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test], cwd=checkout,
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_the_generated_test_is_short_passes_on_the_change_and_catches_a_wrong_output(demo: tuple) -> None:
+    _, paths = demo
+    checkout = Path(paths["checkout"])
+    test = "tests/kernels/test_rms_norm.py"
+    code = (checkout / test).read_text()
+    assert code == Path(paths["test"]).read_text()
+    assert len(code.splitlines()) <= MAX_TEST_LINES["tune"]
+    # plain inputs and the original launcher alone: the kernel itself is imported from the engine
+    assert "SPEC" not in code and "size_value" not in code and "def _rms_norm_kernel" not in code
+    assert "from minengine.kernels.norm import _rms_norm_kernel" in code
+    assert "x = torch.randn((tokens, hidden), generator=gen, device=DEVICE, dtype=dtype)" in code
+    ok = _pytest(checkout, test)
+    assert ok.returncode == 0 and re.search(r"^\d+ passed", ok.stdout, re.M), ok.stdout + ok.stderr
+    # the launcher's output off by 5% (1% is inside bf16's tolerance, rtol 1.6e-2): the same test fails
+    norm = checkout / "minengine/kernels/norm.py"
+    src = norm.read_text()
+    launcher = src.index("def rms_norm(")
+    end = src.index("    return out\n", launcher)
+    norm.write_text(src[:end] + "    return out * 1.05\n" + src[end + len("    return out\n"):])
+    try:
+        bad = _pytest(checkout, test)
+    finally:
+        norm.write_text(src)
+    assert bad.returncode == 1 and "Mismatched elements" in bad.stdout, bad.stdout + bad.stderr

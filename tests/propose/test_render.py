@@ -13,7 +13,7 @@ from evaluator import EvalResult, load_task
 from smithbot.config import get_target
 from smithbot.evolve import tune
 from smithbot.evolve.db import RunDB
-from smithbot.propose.render import MAX_BODY, metadata, module_of, render, sanitize
+from smithbot.propose.render import MAX_BODY, MAX_TEST_LINES, metadata, module_of, render, sanitize
 from smithbot.verify import judge
 from tests.evolve.helpers import TASKS
 
@@ -67,7 +67,33 @@ def test_body_follows_the_target_template(parts: tuple, target: str) -> None:
     assert len(registered) == (target == "sglang")
     assert f"from {module_of(task.provenance.definitions[1].path)} import rmsnorm as rmsnorm_new" in r.test
     assert ("class TestRmsnorm(unittest.TestCase)" in r.test) == (target == "sglang")
+    assert ("class TestRmsnorm:" in r.test and "@pytest.fixture(params=CASES" in r.test) == (target == "lmdeploy")
     assert r.test_path.endswith("test_rmsnorm.py")
+
+
+@pytest.mark.parametrize("target", sorted(HEADINGS))
+def test_a_launch_config_change_gets_a_short_test_of_the_original_launcher(parts: tuple, target: str) -> None:
+    task, cand, verification, verdict = parts
+    test = render(get_target(target), task, verification, verdict, cand, (), (), [], "", "abc").test
+    assert len(test.splitlines()) <= MAX_TEST_LINES["tune"]
+    module = module_of(task.provenance.definitions[1].path)
+    assert f"from {module} import _rmsnorm_kernel\n" in test and "def _rmsnorm_kernel" not in test
+    assert "def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6)" in test and "BLOCK=256" in test
+    assert "import triton" not in test  # the kept launcher needs neither triton nor tl
+    # the bundled harness's make_inputs, not its reference; the tolerances of this kernel's dtypes only
+    assert "def make_inputs(case, generator):" in test and "def reference" not in test
+    assert 'TOLERANCES = {"float32": (1e-05, 0.0001), "bfloat16": (0.01, 0.016)}' in test
+    assert 'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"' in test
+    assert 'RUNS = torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1"' in test
+
+
+def test_a_rewritten_kernel_keeps_the_whole_original_code(parts: tuple) -> None:
+    task, cand, verification, verdict = parts
+    rewrite = dataclasses.replace(cand, proposer="llm", response="Fused the two passes.")
+    test = render(get_target("demo"), task, verification, verdict, rewrite, (), (), [], "", "abc").test
+    assert "@triton.jit\ndef _rmsnorm_kernel(" in test and "import " + module_of(task.provenance.definitions[1].path) \
+        not in test
+    assert len(test.splitlines()) <= MAX_TEST_LINES["kernel"]
 
 
 def test_a_benchmark_script_only_where_the_target_has_that_convention(parts: tuple) -> None:
