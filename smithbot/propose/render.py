@@ -221,7 +221,8 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     case_keys = {"name", "dtype", *(k for c in task.cases for k in (*c.dims, *c.params))}
     input_imports, inputs = inputs_code(harness_src, {DTYPES[c.dtype] for c in task.cases}, case_keys)
     dtypes = kernel_dtypes(task, base_src + inputs)
-    tol = "per output dtype: " + ", ".join(f"{d} atol {TOLERANCES[d].atol:g} rtol {TOLERANCES[d].rtol:g}"
+    tol = "per output dtype: " + ", ".join(f"{d} atol {TOLERANCES[d].atol:g} rtol {TOLERANCES[d].rtol:g} "
+                                           f"relative RMS {TOLERANCES[d].rel_rms:g}"
                                            for d in dtypes)
     shown = shown_cases(verdict["cases"], task, tuple(m.name for m in target.models))
     presets = ", ".join(task.hotness.get("presets") or ())
@@ -276,7 +277,8 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     test = env.get_template("tests/kernel_test.py.j2").render(
         **common, imports=_import_groups(found + ["import os", "import torch"] + [
             "import unittest" if test_style == "unittest" else "import pytest"]), style=test_style, seeds=3,
-        tolerances="{" + ", ".join(f'"{d}": ({TOLERANCES[d].atol:g}, {TOLERANCES[d].rtol:g})' for d in dtypes) + "}",
+        tolerances="{" + ", ".join(f'"{d}": ({TOLERANCES[d].atol:g}, {TOLERANCES[d].rtol:g}, {TOLERANCES[d].rel_rms:g})'
+                                   for d in dtypes) + "}",
         class_name="".join(w.capitalize() for w in op.split("_")), register=target.conventions.test_register)
     if not with_bench:
         return Rendered(body, test_path, test, "", "")
