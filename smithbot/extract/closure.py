@@ -31,7 +31,8 @@ from smithbot.extract.modules import Module, applied_factory, free_names, top_bi
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer,
                                       TypeCheckDropper, calls_stub,
                                       custom_decorator_stub, env_pinned, fold_stubs, fold_versions, is_kernel,
-                                      for_the_task, is_logger, only_called, stub_source, without_lazy_globals)
+                                      for_the_task, is_logger, only_called, splice, stub_source,
+                                      without_lazy_globals)
 from smithbot.scan.parse import collect_imports, from_module
 
 _BUILTINS = set(dir(builtins))
@@ -212,7 +213,8 @@ class ClosureBuilder:
                     node = ast.parse(source).body[0]
         applied = applied_factory(mod, node) if isinstance(node, ast.Assign) else node
         if applied is not node:
-            node, source = applied, ast.unparse(applied) + "\n"
+            source = splice(source, applied)
+            node = ast.parse(source).body[0]
         state = module_state(env_pinned(node.value), frozen_classes(mod.tree)) \
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value else None
         if state and read_only_table(mod.tree, node):  # `_FP8_DTYPES = {...}` that the module only reads
@@ -361,11 +363,13 @@ class ClosureBuilder:
         if isinstance(node, ast.FunctionDef) and "**" in source:  # `@triton.autotune(..., **cache_kwargs)`
             inlined = inline_kwargs(node, Constants(self, mod))
             if inlined is not None:
-                node, source = inlined, ast.unparse(inlined) + "\n"
+                source = splice(source, inlined)
+                node = ast.parse(source).body[0]
         if isinstance(node, ast.FunctionDef) and ".get()" in source:  # `envs.SGLANG_X.get()`: its declared default
             folded = fold_settings(node, Constants(self, mod))
             if folded is not None:
-                node, source = folded, ast.unparse(folded) + "\n"
+                source = splice(source, folded)
+                node = ast.parse(source).body[0]
         if "torch.profiler.record_function" in source:  # `with torch.profiler.record_function(...)`: a label
             source = source.replace("torch.profiler.record_function", "record_function")
             node = ast.parse(source).body[0]
@@ -375,11 +379,13 @@ class ClosureBuilder:
                 mod.imports.get(ast.unparse(b).rpartition(".")[0] or ast.unparse(b), "").startswith("msgspec")
                 for b in node.bases):  # `class Plan(msgspec.Struct, frozen=True)`: the record's options go
             node.keywords = []
-            source = ast.unparse(node) + "\n"
+            source = splice(source, node)
+            node = ast.parse(source).body[0]
         if "tl.math." in source or "device.type" in source or "autotune" in source:
             spelled = for_the_task(node, tl_has)
             if spelled is not None:
-                node, source = spelled, ast.unparse(spelled) + "\n"
+                source = splice(source, spelled)
+                node = ast.parse(source).body[0]
         if "torch.version" in source:  # the task targets CUDA: ROCm's version string is absent
             source = re.sub(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b", "None", source)
             node = ast.parse(source).body[0]
@@ -393,10 +399,11 @@ class ClosureBuilder:
             # debugging and tracing wrappers (sglang's debug_kernel_api, nvtx ranges) only watch the call; TorchScript
             # and torch.compile only compile the same function
             node.decorator_list = [d for d in node.decorator_list if d not in cached]
-            source = ast.unparse(node) + "\n"
+            source = splice(source, node)
+            node = ast.parse(source).body[0]
         if isinstance(node, ast.FunctionDef) and any(isinstance(n, ast.Global) for n in ast.walk(node)):
-            node = without_lazy_globals(node)
-            source = ast.unparse(node) + "\n"
+            source = splice(source, without_lazy_globals(node))
+            node = ast.parse(source).body[0]
         # Imports inside a function that the task may not make (the target's own helpers, relative imports) become
         # `pass`, and what they bound is resolved like a module-level import: inlined, stubbed or reported.
         local: dict[str, str] = {}

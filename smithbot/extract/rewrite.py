@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import difflib
 import re
 from typing import Any, Callable
 
@@ -466,3 +467,104 @@ def unrolled(expr: ast.expr) -> ast.expr:
             return ast.Tuple(items, ast.Load())
 
     return ast.fix_missing_locations(Unroll().visit(copy.deepcopy(expr)))
+
+
+_STMT_LISTS = ("body", "orelse", "finalbody", "decorator_list")
+
+
+def splice(source: str, new: ast.stmt) -> str:
+    """``source``, one definition's text, rewritten to ``new`` (a transformed copy of its parse) by re-emitting only
+    the nodes that differ: every other line keeps its text byte for byte (comments, layout, quotes), so that a
+    candidate's edit to any of them maps back onto the target. Statements and decorators dropped from a body are
+    dropped with their lines. Where no smaller edit says it, the whole definition is re-emitted."""
+    data = source.encode()
+    starts = [0]
+    for line in data.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    edits: list[tuple[int, int, bytes]] = []
+
+    def span(n: ast.AST) -> tuple[int, int] | None:
+        if getattr(n, "end_lineno", None) is None:
+            return None
+        return starts[n.lineno - 1] + n.col_offset, starts[n.end_lineno - 1] + n.end_col_offset  # type: ignore
+
+    def emit(o: ast.AST, n: ast.AST) -> bool:
+        where = span(o)
+        if where is None:
+            return False
+        pad = "\n" + " " * o.col_offset  # type: ignore[attr-defined]
+        edits.append((*where, ast.unparse(n).replace("\n", pad).encode()))
+        return True
+
+    def drop(o: ast.AST) -> bool:  # the whole lines of a statement or decorator that has them to itself
+        where = span(o)
+        if where is None:
+            return False
+        first, last = starts[o.lineno - 1], starts[o.end_lineno]  # type: ignore[attr-defined]
+        if data[first:where[0]].strip() not in (b"", b"@") or data[where[1]:last].strip() not in (b"", b";"):
+            return False
+        edits.append((first, last, b""))
+        return True
+
+    def same(a: Any, b: Any) -> bool:
+        return ast.dump(a) == ast.dump(b) if isinstance(a, ast.AST) and isinstance(b, ast.AST) else a == b
+
+    def pair(a: Any, b: Any) -> bool:
+        if same(a, b):
+            return True
+        if not (isinstance(a, ast.AST) and isinstance(b, ast.AST)):
+            return False
+        return walk(a, b) or emit(a, b)
+
+    def key(x: ast.AST) -> str:  # what a statement or decorator is, whatever a rewrite changed inside it
+        if isinstance(x, ast.Call):
+            return "call " + ast.unparse(x.func)
+        if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return "def " + x.name
+        if isinstance(x, ast.Assign):
+            return "assign " + " ".join(map(ast.unparse, x.targets))
+        return type(x).__name__
+
+    def align(a: list, b: list, by: Callable[[ast.AST], str]) -> bool:
+        """Statements (or decorators) kept, changed or dropped: aligned by their code, then by what they are."""
+        ops = difflib.SequenceMatcher(None, [by(x) for x in a], [by(y) for y in b], autojunk=False).get_opcodes()
+        for tag, i1, i2, j1, j2 in ops:
+            if tag == "delete":
+                ok = all(drop(x) for x in a[i1:i2])
+            elif tag == "replace" and i2 - i1 == j2 - j1:
+                ok = all(pair(x, y) for x, y in zip(a[i1:i2], b[j1:j2]))
+            elif tag == "replace" and by is not key:
+                ok = align(a[i1:i2], b[j1:j2], key)
+            else:  # equal: by their code, or by what they are (then paired, which is free where nothing changed)
+                ok = tag == "equal" and all(pair(x, y) for x, y in zip(a[i1:i2], b[j1:j2]))
+            if not ok:
+                return False
+        return True
+
+    def walk(o: ast.AST, n: ast.AST) -> bool:
+        """Edits that turn ``o`` into ``n`` below ``o`` itself; False where ``o`` must be re-emitted whole."""
+        if type(o) is not type(n):
+            return False
+        mark = len(edits)
+        for field in o._fields:
+            a, b = getattr(o, field, None), getattr(n, field, None)
+            if isinstance(a, list) and isinstance(b, list):
+                if len(a) == len(b):
+                    ok = all(pair(x, y) for x, y in zip(a, b))
+                elif field in _STMT_LISTS:
+                    ok = align(a, b, ast.dump)
+                else:
+                    ok = False
+            else:
+                ok = pair(a, b)
+            if not ok:
+                del edits[mark:]
+                return False
+        return True
+
+    old = ast.parse(source).body[0]
+    if not walk(old, new):
+        return ast.unparse(new) + "\n"
+    for lo, hi, text in sorted(edits, reverse=True):
+        data = data[:lo] + text + data[hi:]
+    return data.decode()

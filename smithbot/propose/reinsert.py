@@ -4,8 +4,10 @@ For every definition the task's provenance names (``task.yaml``: name, file, qua
 - the baseline's and the candidate's versions are read from the EVOLVE-BLOCKs with libcst;
 - when they differ, the upstream definition is re-located in the target file by its qualified name (its lines from
   the first decorator to its end) and the baseline -> candidate edit is applied to those lines as line hunks. The
-  extraction may have rewritten other lines of a definition (tl aliases, stubs), so the upstream text is edited, not
-  replaced: each hunk's old lines must be found in the upstream definition, or the re-insertion stops and says so;
+  extraction may have rewritten a few lines of a definition (tl aliases, folded settings, dropped decorators; the rest
+  it keeps byte for byte), so the upstream text is edited, not replaced: each hunk lands where its lines stand
+  upstream (a line map of the extracted definition onto the upstream one), a changed line the extractor rewrote is
+  merged token by token, and what cannot be placed stops the re-insertion with a reason;
 - definitions new in the candidate (helpers) go right after the last changed definition of that file;
 - everything else in the file stays byte for byte, and running it twice changes nothing.
 
@@ -15,6 +17,7 @@ Then the target's formatter runs on the changed files only; a formatter that is 
 from __future__ import annotations
 
 import difflib
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -95,40 +98,89 @@ def _indent(lines: list[str], prefix: str) -> list[str]:
     return [prefix + line if line.strip() else line for line in lines]
 
 
-def _apply(upstream: list[str], before: list[str], after: list[str], where: str) -> list[str]:
-    """Apply the line edit before -> after to the upstream lines of one definition."""
-    out = list(upstream)
-    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
-    for tag, i1, i2, j1, j2 in reversed(matcher.get_opcodes()):
-        if tag == "equal":
-            continue
-        old, new = before[i1:i2], after[j1:j2]
-        # Anchor on one line of context, so insertions have a place and short hunks stay unique.
-        lo, hi = max(i1 - 1, 0), min(i2 + 1, len(before))
-        ctx_old = before[lo:hi]
-        ctx_new = before[lo:i1] + new + before[i2:hi]
-        hit = _find(out, ctx_old)
-        bare = _find(out, old)
-        if hit is not None:
-            out[hit:hit + len(ctx_old)] = ctx_new
-        elif _find(out, ctx_new) is not None:
-            continue  # already applied: re-running changes nothing
-        elif bare is not None:  # the context differs upstream, the changed lines themselves do not
-            out[bare:bare + len(old)] = new
-        elif _find(out, new) is not None:
-            continue  # already applied (its context differs upstream)
-        else:
-            shown = (old or ctx_old or [""])[0].strip()
-            raise ReinsertError(f"{where}: the candidate changes lines that differ upstream ({shown!r}): upstream "
-                                "moved on, or the extractor rewrote them; re-extract the kernel from the current target")
+def _line_map(before: list[str], upstream: list[str]) -> dict[int, tuple[int, bool]]:
+    """Where each line of the extracted definition stands upstream: ``{i: (j, same)}``. Lines the extractor kept are
+    ``same``; a run of lines it rewrote one for one (an alias spelled out, a setting folded) maps line for line with
+    ``same`` False; lines it dropped or joined map nowhere."""
+    out: dict[int, tuple[int, bool]] = {}
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, before, upstream, autojunk=False).get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            out.update({i1 + k: (j1 + k, tag == "equal") for k in range(i2 - i1)})
     return out
 
 
-def _find(lines: list[str], seq: list[str]) -> int | None:
-    if not seq:
-        return None
-    hits = [i for i in range(len(lines) - len(seq) + 1) if lines[i:i + len(seq)] == seq]
-    return hits[0] if len(hits) == 1 else None
+_TOKEN = re.compile(r"\w+|\s+|.")
+
+
+def _merge_line(before: str, after: str, upstream: str) -> str | None:
+    """The edit ``before -> after`` of one line carried onto ``upstream``, the same line as the target spells it (the
+    extractor rewrote it): each changed run of tokens is found, with a token of context either side, once in the
+    upstream line. None where it is not."""
+    def tokens(line: str) -> list[str]:  # the line's ends are tokens too: a change at one is anchored there
+        return ["\0"] + _TOKEN.findall(line) + ["\0"]
+
+    b, a, u = tokens(before), tokens(after), tokens(upstream)
+    for tag, i1, i2, j1, j2 in reversed(difflib.SequenceMatcher(None, b, a, autojunk=False).get_opcodes()):
+        if tag == "equal":
+            continue
+        lo, hi = max(i1 - 1, 0), min(i2 + 1, len(b))
+        ctx = b[lo:hi]
+        hits = [k for k in range(len(u) - len(ctx) + 1) if u[k:k + len(ctx)] == ctx]
+        if len(hits) != 1:
+            return None
+        k = hits[0]
+        u[k:k + len(ctx)] = b[lo:i1] + a[j1:j2] + b[i2:hi]
+    return "".join(u[1:-1])
+
+
+def _apply(upstream: list[str], before: list[str], after: list[str], where: str) -> list[str]:
+    """Apply the line edit ``before -> after`` (the extracted definition, and the candidate's) to the upstream lines of
+    the same definition, by position: each hunk lands where its lines stand upstream (``_line_map``), so repeated
+    lines (two launches with the same keywords) cannot be confused. A changed line the extractor had rewritten is
+    merged token by token (``_merge_line``). Where every changed line already stands upstream, nothing is done: applying
+    it twice changes nothing."""
+    out = list(upstream)
+    where_is = _line_map(before, upstream)
+    hunks = [op for op in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes() if op[0] != "equal"]
+    now = _line_map(after, upstream)
+    if all(all(now.get(j, (0, False))[1] for j in range(j1, j2)) and
+           not any(where_is.get(i, (0, False))[1] for i in range(i1, i2) if before[i] not in after[j1:j2])
+           for _, i1, i2, j1, j2 in hunks):
+        return out  # applied by an earlier run
+
+    def refuse(line: str) -> ReinsertError:
+        return ReinsertError(f"{where}: the candidate changes lines that differ upstream ({line.strip()!r}): upstream "
+                             "moved on, or the extractor rewrote them; re-extract the kernel from the current target")
+
+    for _, i1, i2, j1, j2 in reversed(hunks):
+        new = after[j1:j2]
+        if i1 == i2:  # an insertion: after the line before it, or before the line after it
+            if i1 - 1 in where_is:
+                at = where_is[i1 - 1][0] + 1
+            elif i1 in where_is:
+                at = where_is[i1][0]
+            else:
+                raise refuse(before[i1 - 1] if i1 else after[j1])
+            out[at:at] = new
+            continue
+        spots = [where_is.get(i) for i in range(i1, i2)]
+        if any(s is None for s in spots) or [s[0] for s in spots] != list(range(spots[0][0], spots[0][0] + i2 - i1)):  # type: ignore[index]
+            raise refuse(before[i1])
+        at = spots[0][0]  # type: ignore[index]
+        if all(same for _, same in spots):  # type: ignore[misc]
+            out[at:at + i2 - i1] = new
+            continue
+        if i2 - i1 != j2 - j1:
+            raise refuse(next(before[i] for i, s in zip(range(i1, i2), spots) if not s[1]))  # type: ignore[index]
+        for k in range(i2 - i1):
+            if not spots[k][1]:  # type: ignore[index]
+                merged = _merge_line(before[i1 + k], new[k], out[at + k])
+                if merged is None and _merge_line(new[k], before[i1 + k], out[at + k]) is None:
+                    raise refuse(before[i1 + k])
+                out[at + k] = merged or out[at + k]  # (None: merged by an earlier run, whose edit undoes)
+            else:
+                out[at + k] = new[k]
+    return out
 
 
 def definition_lines(text: str, qualname: str) -> list[str] | None:

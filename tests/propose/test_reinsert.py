@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -161,6 +162,92 @@ def test_extracted_from_the_demo_then_reinserted(tmp_path: Path, monkeypatch: py
     assert line.endswith("BLOCK=1024, num_warps=(2 if x.shape[0] <= 256 else 8))")
 
 
+LAUNCHER = """\
+@functools.lru_cache(maxsize=None)
+def launch(x, out, scale):
+    if _is_hip():  # another vendor's path
+        return _hip_launch(x, out)
+    n = x.shape[0]
+    y = _exp(x) * scale
+    if n % 2 == 0:
+        _even[(n,)](
+            y,
+            out,
+            num_warps=num_warps,
+        )
+    else:
+        _odd[(n,)](
+            y,
+            out,
+            num_warps=num_warps,
+        )
+    _finish[(n,)](out, num_stages=int(os.environ.get("STAGES", "2")))
+    return out
+"""
+# the same definition as the extractor writes it: the cache decorator and the other vendor's branch dropped, the
+# alias spelled out, the setting pinned to its default
+EXTRACTED = (LAUNCHER.replace("@functools.lru_cache(maxsize=None)\n", "")
+             .replace("    if _is_hip():  # another vendor's path\n        return _hip_launch(x, out)\n", "")
+             .replace("_exp(x)", "tl.exp(x)").replace('int(os.environ.get("STAGES", "2"))', "2"))
+
+
+def _second(text: str, old: str, new: str) -> str:
+    cut = text.index("    else:\n")
+    return text[:cut] + text[cut:].replace(old, new, 1)
+
+
+@pytest.mark.parametrize("cand, expected", [
+    # the second of two launches whose lines read the same (DLBlas silu_and_mul): it lands on the second
+    (_second(EXTRACTED, "num_warps=num_warps,", "num_warps=8,"),
+     _second(LAUNCHER, "num_warps=num_warps,", "num_warps=8,")),
+    # a line the extractor rewrote (an alias spelled out), changed elsewhere: merged onto the upstream spelling
+    (EXTRACTED.replace("tl.exp(x) * scale", "tl.exp(x) * scale * 2"),
+     LAUNCHER.replace("_exp(x) * scale", "_exp(x) * scale * 2")),
+    # a line inserted next to lines the extractor dropped (a decorator, another vendor's branch): they stay
+    (EXTRACTED.replace("    n = x.shape[0]\n", "    n = x.shape[0]\n    assert n > 0\n"),
+     LAUNCHER.replace("    n = x.shape[0]\n", "    n = x.shape[0]\n    assert n > 0\n")),
+])
+def test_each_extractor_rewrite_maps_back(cand: str, expected: str) -> None:
+    from smithbot.propose.reinsert import _apply
+
+    out = _apply(LAUNCHER.splitlines(), EXTRACTED.splitlines(), cand.splitlines(), "ops.py::launch")
+    assert out == expected.splitlines()
+    assert _apply(out, EXTRACTED.splitlines(), cand.splitlines(), "ops.py::launch") == out  # idempotent
+
+
+def test_a_change_to_a_pinned_setting_is_refused_not_guessed() -> None:
+    """The upstream line reads an environment variable the task pinned: no edit of the literal says what to do with
+    the variable, so the re-insertion stops and names the line."""
+    from smithbot.propose.reinsert import _apply
+
+    cand = EXTRACTED.replace("num_stages=2)", "num_stages=3)")
+    with pytest.raises(ReinsertError, match=r"ops.py::launch: the candidate changes lines that differ upstream "
+                                            r"\('_finish\[\(n,\)\]\(out, num_stages=2\)'\)"):
+        _apply(LAUNCHER.splitlines(), EXTRACTED.splitlines(), cand.splitlines(), "ops.py::launch")
+
+
+def test_splice_re_emits_only_what_a_rewrite_changed() -> None:
+    """The extractor's AST rewrites (a decorator dropped, an autotune's keywords inlined, a `global` removed, a test
+    folded) leave every other line as the target wrote it: comments, layout and quotes."""
+    import ast
+
+    from smithbot.extract.rewrite import splice
+
+    src = ('@functools.lru_cache(maxsize=None)\n@triton.autotune(configs=get_configs(), key=["N"],\n'
+           '                 **kw)\ndef launch(x,   # the input\n           out):\n    """Doc."""\n'
+           '    global _CACHE\n    n = x.shape[0]   # rows\n    if n > 4:\n        grid = (n, )\n'
+           '    _k[grid](x, out,\n             num_warps=4)\n    return out\n')
+    node = ast.parse(src).body[0]
+    node.decorator_list = node.decorator_list[1:]
+    node.decorator_list[0].keywords[2:] = [ast.keyword("warmup", ast.Constant(5))]
+    node.body = [s for s in node.body if not isinstance(s, ast.Global)]
+    node.body[2].test.comparators = [ast.Constant(8)]
+    out = splice(src, node)
+    assert out == src.replace("@functools.lru_cache(maxsize=None)\n", "").replace("**kw)", "warmup=5)").replace(
+        "    global _CACHE\n", "").replace("if n > 4:", "if n > 8:")
+    assert ast.dump(ast.parse(out).body[0]) == ast.dump(ast.parse(ast.unparse(node)).body[0])
+
+
 def test_formatter_runs_only_on_files_that_were_clean(tmp_path: Path) -> None:
     from smithbot.propose.reinsert import run_formatters
 
@@ -175,3 +262,26 @@ def test_formatter_runs_only_on_files_that_were_clean(tmp_path: Path) -> None:
                      "only the change"]
     assert run_formatters(tmp_path, ("a.py",), ("no-such-formatter",)) == [
         "`no-such-formatter` is not installed here, so the changed files were not formatted with it"]
+
+
+@pytest.mark.skipif(not os.environ.get("SMITHBOT_DLBLAS"), reason="set SMITHBOT_DLBLAS to a DLBlas checkout")
+def test_dlblas_silu_and_mul_retuned_in_its_second_launch(tmp_path: Path) -> None:
+    """The verified win the H200 lost: a tuned `num_warps=num_warps,` in the second of two launches whose lines read
+    the same goes back onto that launch, and only that line changes."""
+    import shutil
+
+    checkout = tmp_path / "dlblas"
+    shutil.copytree(os.environ["SMITHBOT_DLBLAS"], checkout, ignore=shutil.ignore_patterns(".git"))
+    for cmd in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]):
+        subprocess.run(["git", "-C", str(checkout), *cmd], check=True)
+    [row] = api.extract("engram", "silu_and_mul", source=str(checkout), out=tmp_path / "task", check=False)
+    task = load_task(row.out)
+    src = task.kernel_path.read_text()
+    warps = [k for k in tune.knobs(src) if k.name == "num_warps"]
+    cand = tune.set_knobs(src, {warps[-1].id: 8})
+    before = (checkout / "dlblas/kernels/activation.py").read_text()
+    r = reinsert(task, cand, checkout)
+    after = (checkout / "dlblas/kernels/activation.py").read_text()
+    assert r.replaced == ("dlblas/kernels/activation.py::silu_and_mul",)
+    assert _changed_lines(before, after) == [("            num_warps=num_warps,", "            num_warps=8,")]
+    assert after.index("num_warps=8,") > after.index("_silu_and_mul_no_align_kernel[grid](")
