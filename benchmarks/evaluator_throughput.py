@@ -91,12 +91,14 @@ def main() -> None:
     p.add_argument("--candidates", type=int, default=15, help="distinct candidates per extracted task")
     p.add_argument("--rounds", type=int, default=None, help="rounds per case at most (default: the evaluator's)")
     p.add_argument("--workers", type=int, default=None, help="workers per GPU (default: the evaluator's)")
+    p.add_argument("--seed", type=int, default=0, help="which random launch configs (another seed: other candidates, "
+                   "none of them in Triton's compile cache from an earlier run)")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="throughput-"))
     rows = []
     for task in args.tasks or [TASK]:
-        paths = tune_variants(task, tmp, args.candidates) if args.tasks else rmsnorm_variants(tmp)
+        paths = tune_variants(task, tmp, args.candidates, args.seed) if args.tasks else rmsnorm_variants(tmp)
         if not paths:
             print(f"{task.name}: no launch-config knobs to vary", file=sys.stderr)
             continue

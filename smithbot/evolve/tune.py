@@ -246,10 +246,16 @@ class _Walker(cst.CSTTransformer):
                 bucket = self._bucket() if bucketed else None
                 kid = self._knob(where, name, None, _launch_domain(name, None), bucket)
                 if self.values.get(kid) is not None:
-                    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+                    new = cst.Arg(keyword=cst.Name(name), value=_expr(self.values[kid], bucket),
+                                  equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+                    if len(args) > 1 and isinstance(args[-1].comma, cst.Comma) and isinstance(
+                            args[-1].comma.whitespace_after, cst.ParenthesizedWhitespace):
+                        # one argument a line, with a trailing comma: the new one goes on a line of its own
+                        new = new.with_changes(comma=args[-1].comma)
+                        args[-1] = args[-1].with_changes(comma=args[-2].comma)
+                    elif args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
                         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                    args.append(cst.Arg(keyword=cst.Name(name), value=_expr(self.values[kid], bucket),
-                                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+                    args.append(new)
         return call.with_changes(args=args)
 
     def _rewrite_config(self, call: cst.Call) -> cst.Call:

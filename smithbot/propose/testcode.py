@@ -13,7 +13,9 @@ and the entry point that launches them; the unchanged kernels are imported from 
 from __future__ import annotations
 
 import ast
+import builtins
 import re
+import typing
 from typing import Any
 
 from smithbot.inputs.layouts import builder_source
@@ -324,5 +326,10 @@ def reference_code(code: str, imports: list[str], entry: str, changed: set[str],
     kept = "\n\n\n".join(parts) + "\n"
     used = _used(ast.parse(kept))
     needed = [i for i in imports if i.startswith("from __future__") or set(_bound(ast.parse(i).body[0])) & used]
+    # the extractor drops typing imports that only string annotations need; the test names them again for linters
+    bound = {n for i in needed for n in _bound(ast.parse(i).body[0])} | set(top) | set(dir(builtins))
+    hints = sorted(n for n in used - bound if n in typing.__all__)
+    if hints:
+        needed.append(f"from typing import {', '.join(hints)}")
     target = [f"from {m} import {n}" for n, m in sorted(imported.items(), key=lambda x: (x[1], x[0]))]
     return needed, target, kept

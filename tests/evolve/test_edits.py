@@ -74,6 +74,14 @@ def test_set_knobs_changes_only_those_nodes() -> None:
     assert tune.set_knobs(RMS, {}) == RMS  # nothing chosen: byte for byte
 
 
+def test_a_launch_setting_added_to_a_call_of_one_argument_a_line_gets_its_own_line() -> None:
+    src = RMS.replace("# EVOLVE-BLOCK-END", "def launch2(x, out):\n    _rmsnorm_kernel[(1,)](\n        x,\n"
+                      "        out,\n        BLOCK=256,\n    )\n\n\n# EVOLVE-BLOCK-END")
+    ks = [k for k in tune.knobs(src) if "launch2" in k.where]
+    child = tune.set_knobs(src, {next(k.id for k in ks if k.name == "num_warps"): 8})
+    assert "        BLOCK=256,\n        num_warps=8,\n    )\n" in child
+
+
 def test_tune_covers_a_small_space_before_it_is_exhausted() -> None:
     import random
 
