@@ -292,7 +292,7 @@ class Evaluator:
         mem = self.memory
         if self.backend != "cuda" or not mem or len(workers) == 1:
             return workers
-        each = mem["peak"] + WORKER_OVERHEAD_BYTES
+        each = 2 * mem["peak"] + WORKER_OVERHEAD_BYTES  # an evaluation holds both sides' outputs and input clones
         fits = max(1, int((mem["free"] - COPY_CAP_BYTES - MEMORY_MARGIN_BYTES) // each))
         keep, drop = workers[:fits], workers[fits:]
         for w in drop:

@@ -123,7 +123,9 @@ def test_the_probe_times_the_kernel_not_the_hosts_launch() -> None:
     finally:
         LaunchCounter.timed = None
     assert len(each) == 20
-    assert 0.7 < statistics.median(each) / queued_us < 1.4, (each, queued_us)
+    # (an event pair and a kernel's start cost the GPU about 2 us more than a kernel after a kernel in a graph; a host
+    # launch between them, what the spin keeps out, costs 10 us or more)
+    assert 0.7 * queued_us < statistics.median(each) < queued_us + 3.0, (each, queued_us)
 
 
 @pytest.mark.gpu
@@ -139,14 +141,15 @@ def test_only_as_many_workers_as_the_gpus_memory_holds(tmp_path: Path) -> None:
     spec = yaml.safe_load((task / "task.yaml").read_text())
     spec["cases"] = [{"name": "tiny-decode", "regime": "decode", "dtype": "bf16",  # (a task needs one the
                       "dims": {"tokens": 3, "intermediate": 128}, "interpreter": True},  # interpreter runs)
-                     {"name": "large-prefill", "regime": "prefill", "dtype": "bf16",
-                      "dims": {"tokens": 150_000, "intermediate": 14336}, "interpreter": False}]  # 8.6 GB in
+                     {"name": "large-prefill", "regime": "prefill", "dtype": "bf16",  # 2 GB in
+                      "dims": {"tokens": 35_000, "intermediate": 14336}, "interpreter": False}]
     (task / "task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     with Evaluator(task, backend="cuda", workers_per_gpu=8) as ev:
         ev.prepare(every_worker=True)
         mem = ev.memory
-        assert mem["peak"] > 8 << 30
+        assert mem["peak"] > 2 << 30
         assert 1 <= ev.capacity < 8
-        assert ev.capacity * (mem["peak"] + WORKER_OVERHEAD_BYTES) <= mem["free"] - COPY_CAP_BYTES - MEMORY_MARGIN_BYTES
+        room = mem["free"] - COPY_CAP_BYTES - MEMORY_MARGIN_BYTES
+        assert ev.capacity == 1 or ev.capacity * (2 * mem["peak"] + WORKER_OVERHEAD_BYTES) <= room
         r = ev.submit(task / "kernel.py").result()
         assert r.status == "correct", (r.status, r.detail)
