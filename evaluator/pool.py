@@ -265,8 +265,9 @@ class Evaluator:
             first = not self._fitted
             workers = [self._idle.get() for _ in range(len(self._workers) if every_worker or first else 1)]
             try:
-                if host_first and self.backend == "cuda" and not self.host:
-                    self._prepare(workers[0], left(), host_first=True)
+                if host_first and self.backend == "cuda":
+                    if not self.host:
+                        self._prepare(workers[0], left(), host_first=True)
                     if self.host_bound:
                         return []
                 warnings = self._prepare(workers[0], left())

@@ -311,7 +311,14 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
                     resume and any(c.correct and c.proposer != "baseline" for c in rdb.candidates(resume))):
                 raise ProposerError(f"{ev.task.id} is a fusion task (a PyTorch baseline): tune needs a Triton "
                                     "candidate first; use --proposer llm")
-            ev.prepare()
+            # broken tasks fail here, before a run is recorded; on the GPU a host-bound verdict comes first, and every
+            # worker is prepared at once, within the time budget (past it, the search records the budget's stop)
+            deadline = started + budget.time_s if budget.time_s else None
+            try:
+                ev.prepare(deadline, every_worker=True, host_first=True)
+            except TaskError:
+                if deadline is None or deadline > time.monotonic():
+                    raise
             if resume:
                 rdb.conn.execute("UPDATE runs SET config = ? WHERE id = ?", (json.dumps(settings), resume))
                 rdb.set_status(resume, "running", "resumed")

@@ -41,6 +41,9 @@ def test_demo_end_to_end(demo: tuple) -> None:
     body = Path(paths["PR body"]).read_text()
     assert re.search(r"^\| `irregular-decode-bs3` \| [\d.]+ \| [\d.]+ \| [\d.]+× \[[\d.]+, [\d.]+\] \| — \|$", body, re.M)
     assert "They do not predict GPU speed" in body
+    # reproduced from the PR's own files: no path on the bot's disk, no run id
+    assert Path(paths["verification"]).parent.name not in body and not re.search(r"(^|\s)/(tmp|home|root)/", body)
+    assert "python -m pytest tests/kernels/test_rms_norm.py" in body
     ast.parse(Path(paths["test"]).read_text())
     v = json.loads(Path(paths["verification"]).read_text())
     assert v["winner"] and v["backend"] == "interpreter" and v["seeds"] == 6
