@@ -103,6 +103,7 @@ def test_a_benchmark_script_only_where_the_target_has_that_convention(parts: tup
     r = render(with_bench, task, verification, verdict, cand, (), (), [], "", "abc")
     ast.parse(r.bench)
     assert r.bench_path.endswith("bench_rmsnorm.py") and "do_bench_cudagraph" in r.bench
+    assert len(r.bench.splitlines()) <= 120  # what a benchmark in a kernel PR runs to
     assert f"python {r.bench_path}" in r.body and f"script: `{r.bench_path}`" in r.body
     plain = render(sglang, task, verification, verdict, cand, (), (), [], "", "abc")
     assert "bench_" not in plain.body and "script:" not in plain.body
