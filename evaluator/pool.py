@@ -40,7 +40,7 @@ EFFORT = {"screen": (1 / 3, 0.05), "full": (1.0, 0.2), "verify": (2.0, 1.0)}
 # proposal, and on a shared GPU its compile keeps the other candidates waiting.
 COMPILE_FACTOR, COMPILE_FLOOR_S = 5.0, 10.0
 # Workers that share a GPU each hold a case's inputs while they compile and check: as many are kept as the GPU's free
-# memory holds at the baseline's peak, besides a margin and what a worker's CUDA context and cached kernels take.
+# memory holds at twice the baseline's peak, besides a margin and what a worker's CUDA context and kernels take.
 WORKER_OVERHEAD_BYTES, MEMORY_MARGIN_BYTES = 1 << 30, 2 << 30
 
 
@@ -285,8 +285,8 @@ class Evaluator:
                     self._idle.put(w)
 
     def _fit(self, workers: list[WorkerProcess]) -> list[WorkerProcess]:
-        """Keep as many workers as the GPU's free memory holds at the prepared worker's peak (one at a time also
-        timing with up to ``COPY_CAP_BYTES`` of input copies); close the others. ``workers`` is every worker, the
+        """Keep as many workers on each GPU as its free memory holds at twice the prepared worker's peak (one at a time
+        also timing with up to ``COPY_CAP_BYTES`` of input copies); close the others. ``workers`` is every worker, the
         prepared one first."""
         from evaluator.timing import COPY_CAP_BYTES
 
@@ -294,8 +294,12 @@ class Evaluator:
         if self.backend != "cuda" or not mem or len(workers) == 1:
             return workers
         each = 2 * mem["peak"] + WORKER_OVERHEAD_BYTES  # an evaluation holds both sides' outputs and input clones
-        fits = max(1, int((mem["free"] - COPY_CAP_BYTES - MEMORY_MARGIN_BYTES) // each))
-        keep, drop = workers[:fits], workers[fits:]
+        fits = max(1, int((mem["free"] - COPY_CAP_BYTES - MEMORY_MARGIN_BYTES) // each))  # per GPU, like them all
+        per_gpu: dict[int | None, int] = {}
+        keep, drop = [], []
+        for w in workers:
+            per_gpu[w.gpu] = per_gpu.get(w.gpu, 0) + 1
+            (keep if per_gpu[w.gpu] <= fits else drop).append(w)
         for w in drop:
             self._workers.remove(w)
             w.close()
