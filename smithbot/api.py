@@ -99,7 +99,7 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
     ranks by measured share of GPU time."""
     from smithbot.profile import read_trace
     from smithbot.scan.glue import fusion_sites
-    from smithbot.scan.reach import module_paths, preset_reach
+    from smithbot.scan.reach import env_for, preset_reach, program_for
 
     target = resolve_target(spec)
     presets = [target.preset(model)] if model else list(target.models)
@@ -128,7 +128,8 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
     if not sites:
         raise ConfigError(f"no Triton kernels found in {co.root} (include: {', '.join(target.include)})")
     modules = {f["module"]: f["path"] for f in idx.facts}
-    fusion = fusion_sites(reached, module_paths(co.root, idx), idx.texts, {p.name: p.layers for p in presets},
+    fusion = fusion_sites(reached, program_for(co.root, idx, home() / "cache" / "program"),
+                          {p.name: env_for(target, p) for p in presets}, {p.name: p.layers for p in presets},
                           home() / "cache" / "glue")
     out = home() / "workspaces" / target.name / "scan.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from smithbot import cache
+from smithbot.program.evaluate import Env, evaluate
+from smithbot.program.modules import Program
 
-GLUE_VERSION = "1"
+GLUE_VERSION = "2"
 MIN_LAUNCHES = 3
 
 # torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
@@ -77,7 +79,7 @@ _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "
         ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.USub: "neg",
         ast.Invert: "~"}
 _INDEX_NAME = re.compile(r"(indices|_ids|_idx|_index)$")
-_TODO = re.compile(r"#.*\b(TODO|FIXME|XXX)\b.*", re.I)
+_TODO = re.compile(r"\b(TODO|FIXME|XXX)\b.*")  # in a comment or a docstring
 _ASKS = re.compile(r"fus|kernel|triton|launch", re.I)
 
 
@@ -225,21 +227,28 @@ class _Function:
             _INDEX_NAME.search(_dotted(p) or "") for p in parts)
 
     # --- statements ------------------------------------------------------------------------------------------
-    def block(self, stmts: list[ast.stmt]) -> None:
+    def block(self, stmts: list[ast.stmt], tests: tuple[tuple[str, bool], ...] = (), loop: bool = False) -> None:
+        """Runs of one block; ``tests`` are the enclosing if-tests as (source, branch taken)."""
         run: list[tuple[ast.stmt, list[tuple[str, str]]]] = []
         for s in stmts:
             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             if not isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.Assert,
                                   ast.Pass, ast.Delete, ast.Raise, ast.Global, ast.Nonlocal)):
-                self.flush(run)
+                self.flush(run, tests, loop)
                 run = []
+                if isinstance(s, ast.If):
+                    test = ast.unparse(s.test)
+                    self.block(s.body, tests + ((test, True),), loop)
+                    self.block(s.orelse, tests + ((test, False),), loop)
+                    continue
+                inner = loop or isinstance(s, (ast.For, ast.AsyncFor, ast.While))
                 for name in ("body", "orelse", "finalbody"):
-                    self.block(getattr(s, name, []) or [])
+                    self.block(getattr(s, name, []) or [], tests, inner)
                 for h in getattr(s, "handlers", []) or []:
-                    self.block(h.body)
+                    self.block(h.body, tests, loop)
                 for case in getattr(s, "cases", []) or []:
-                    self.block(case.body)
+                    self.block(case.body, tests, loop)
                 continue
             ops: list[tuple[str, str]] = []
             value = getattr(s, "value", None) if not isinstance(s, ast.Assert) else s.test
@@ -261,18 +270,20 @@ class _Function:
                             self.tensors.add(_dotted(el))  # type: ignore[arg-type]
             run.append((s, [o for o in ops if o[0] != "break"]))
             if any(k == "break" for k, _ in ops) or isinstance(s, (ast.Return, ast.Raise)):
-                self.flush(run)
+                self.flush(run, tests, loop)
                 run = []
-        self.flush(run)
+        self.flush(run, tests, loop)
 
-    def flush(self, run: list[tuple[ast.stmt, list[tuple[str, str]]]]) -> None:
+    def flush(self, run: list[tuple[ast.stmt, list[tuple[str, str]]]], tests: tuple[tuple[str, bool], ...],
+              loop: bool) -> None:
         counted = [(s, ops) for s, ops in run if any(k in ("launch", "sync") for k, _ in ops)]
         launches = [n for _, ops in counted for k, n in ops if k == "launch"]
         if len(launches) < MIN_LAUNCHES:
             return
         self.runs.append({"first": counted[0][0].lineno, "last": counted[-1][0].end_lineno or counted[-1][0].lineno,
                           "ops": launches, "launches": len(launches),
-                          "syncs": [n for _, ops in counted for k, n in ops if k == "sync"]})
+                          "syncs": [n for _, ops in counted for k, n in ops if k == "sync"],
+                          "tests": [list(t) for t in tests], "in_loop": loop})
 
 
 def _inplace(m: str) -> bool:
@@ -308,8 +319,8 @@ def file_glue(data: bytes) -> dict[str, list[dict[str, Any]]]:
                 qual = ".".join(scope + [child.name])
                 runs = _Function(child, aliases).runs
                 for r in runs:
-                    near = range(max(child.lineno, r["first"] - 3), min(len(lines), r["last"] + 3))
-                    r["todos"] = [f"{i + 1}: {m.group(0)[1:].strip()}" for i in near
+                    near = range(max(child.lineno - 1, r["first"] - 5), min(len(lines), r["last"] + 3))
+                    r["todos"] = [f"{i + 1}: {m.group(0).strip()}" for i in near
                                   for m in [_TODO.search(lines[i])] if m and _ASKS.search(m.group(0))]
                 if runs:
                     out[qual] = runs
@@ -345,6 +356,11 @@ class FusionSite:
         return max((p["per_step"] for p in self.presets.values()), default=self.launches)
 
     @property
+    def score(self) -> float:
+        """What ranks it: launches per step times 0.8 per bit of undecided dispatch on its path."""
+        return max((p["per_step"] * 0.8 ** p["undecided"] for p in self.presets.values()), default=0.0)
+
+    @property
     def frequency(self) -> str:
         """How often it runs, said for the preset with the most launches: ``per layer (48 layers)``."""
         best = max(self.presets.values(), key=lambda p: p["per_step"], default=None)
@@ -357,24 +373,27 @@ class FusionSite:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "fusion", "function": self.function, "module": self.module, "path": self.path,
                 "lines": [self.first, self.last], "ops": list(self.ops), "launches_per_call": self.launches,
-                "launches_per_step": self.per_step, "frequency": self.frequency, "host_syncs": list(self.syncs),
+                "launches_per_step": self.per_step, "frequency": self.frequency, "score": round(self.score, 2), "host_syncs": list(self.syncs),
                 "todos": list(self.todos), "presets": self.presets}
 
 
-def fusion_sites(reached: list[Any], modules: dict[str, str], texts: dict[str, bytes], layers: dict[str, int],
+def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], layers: dict[str, int],
                  cache_dir: Path | None) -> list[FusionSite]:
-    """The glue runs of every function on a preset's default path (``reached``: ``scan.reach.PresetReach``), most
-    launches per step first; decode before prefill-only. ``modules`` maps module names to paths in ``texts``;
-    ``layers`` gives each preset's layer count (0 or 1: unknown, said as "per layer")."""
+    """The glue runs of every function on a preset's default path (``reached``: ``scan.reach.PresetReach``).
+
+    A run's own if-tests are evaluated under the preset's serving defaults (``envs``) per phase the function runs
+    in: a run in a branch the defaults decide against is left out of that phase, one they leave open adds a bit of
+    uncertainty to its path. Ranked by launches per step (per-layer code times ``layers``, the preset's layer count)
+    times 0.8 per bit of uncertainty, decode before prefill-only."""
     by_file: dict[str, dict[str, list[dict[str, Any]]]] = {}
     found: dict[tuple[str, str, int], FusionSite] = {}
     for pr in reached:
         for (mod, qual), rs in pr.functions.items():
-            rel = modules.get(mod)
-            if rel is None or rel not in texts:
+            rel = program.modules.get(mod)
+            if rel is None or rel not in program.texts:
                 continue
             if rel not in by_file:
-                data = texts[rel]
+                data = program.texts[rel]
                 key = hashlib.sha256(f"{GLUE_VERSION}|".encode() + data).hexdigest()
                 path = cache_dir / key[:2] / f"{key}.json" if cache_dir else None
                 got = cache.load(path)
@@ -383,17 +402,38 @@ def fusion_sites(reached: list[Any], modules: dict[str, str], texts: dict[str, b
                     cache.store(path, got)
                 by_file[rel] = got
             for run in by_file[rel].get(qual, []):
+                kept = [(r, bits) for r in rs for bits in [_decide(program, mod, qual, run["tests"],
+                                                                    envs[pr.preset].with_phase(r.phase))]
+                        if bits is not None]
+                if not kept:
+                    continue
                 k = (mod, qual, run["first"])
                 if k not in found:
                     found[k] = FusionSite(qual, mod, rel, run["first"], run["last"], tuple(run["ops"]),
                                           run["launches"], tuple(run["syncs"]), tuple(run["todos"]), {})
-                per_layer = any(r.per_layer for r in rs)
+                per_layer = any(r.per_layer for r, _ in kept)
                 n = layers.get(pr.preset, 0) if per_layer else 1
-                best = min(rs, key=lambda r: (not r.per_layer, r.undecided))
+                best, bits = min(kept, key=lambda rb: (not rb[0].per_layer, rb[0].undecided + rb[1]))
                 found[k].presets[pr.preset] = {
-                    "phases": sorted({r.phase for r in rs}, reverse=True), "per_layer": per_layer,
+                    "phases": sorted({r.phase for r, _ in kept}, reverse=True), "per_layer": per_layer,
                     "layers": n if per_layer and n > 1 else None, "per_step": run["launches"] * max(n, 1),
                     "path": " → ".join(best.path if len(best.path) <= 5 else best.path[:1] + ("…",) + best.path[-3:]),
-                    "undecided": round(best.undecided, 2)}
+                    "undecided": round(best.undecided + bits, 2)}
     return sorted(found.values(), key=lambda s: (not any("decode" in p["phases"] for p in s.presets.values()),
-                                                 -s.per_step, -len(s.todos), s.path, s.first))
+                                                 -s.score, -len(s.todos), s.path, s.first))
+
+
+def _decide(program: Program, mod: str, qual: str, tests: list[list[Any]], env: Env) -> int | None:
+    """None when the defaults decide one of a run's if-tests against its branch, else how many they leave open.
+    A name reads the function's own flags, then the module's assignments (as the call graph does)."""
+    f = program.facts(mod)
+    fn = (f or {}).get("functions", {}).get(qual) or {}
+    assigns, flags = (f or {}).get("assigns", {}), fn.get("flags", {})
+    open_ = 0
+    for test, taken in tests:
+        d = evaluate(test, env, lambda name: flags.get(name, assigns.get(name)))
+        if d is None:
+            open_ += 1
+        elif d != taken:
+            return None
+    return open_

@@ -36,15 +36,11 @@ class PresetReach:
     functions: dict[tuple[str, str], list[Reach]] = dataclasses.field(default_factory=dict)
 
 
-def module_paths(root: Path, idx: Indexed) -> dict[str, str]:
-    """Module name -> relative path, for every file of the checkout the scan read."""
+def program_for(root: Path, idx: Indexed, cache_dir: Path | None) -> Program:
     ancestors = {"/".join(rel.split("/")[:n]) for rel in idx.texts for n in range(1, rel.count("/") + 1)}
     packages = {d for d in ancestors if (root / d / "__init__.py").is_file()}
-    return {module_name(rel, packages): rel for rel in idx.texts}
-
-
-def program_for(root: Path, idx: Indexed, cache_dir: Path | None) -> Program:
-    return Program(idx.texts, module_paths(root, idx), cache_dir)
+    modules = {module_name(rel, packages): rel for rel in idx.texts}
+    return Program(idx.texts, modules, cache_dir)
 
 
 def env_for(target: Target, preset: ModelPreset) -> Env:
