@@ -161,8 +161,8 @@ class _Function:
         if isinstance(c.func, ast.Attribute):
             m, recv = c.func.attr, c.func.value
             tensor = self.is_tensor(recv)
-            if m in _FREE_M:
-                return "free", m
+            if m in _FREE_M or (m == "contiguous" and isinstance(recv, ast.Call) and self.call(recv)[0] == "launch"):
+                return "free", m  # a view; or contiguous() of what an op just wrote
             if m in _SYNC_M:
                 return "sync", f".{m}"
             if m in _LAUNCH_M or _inplace(m) or (tensor and m in _AMBIGUOUS_M):
