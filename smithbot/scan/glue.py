@@ -26,6 +26,7 @@ from typing import Any
 from smithbot import cache
 from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.modules import Program
+from smithbot.scan.rank import _short
 
 GLUE_VERSION = "2"
 MIN_LAUNCHES = 3
@@ -373,7 +374,8 @@ class FusionSite:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "fusion", "function": self.function, "module": self.module, "path": self.path,
                 "lines": [self.first, self.last], "ops": list(self.ops), "launches_per_call": self.launches,
-                "launches_per_step": self.per_step, "frequency": self.frequency, "score": round(self.score, 2), "host_syncs": list(self.syncs),
+                "launches_per_step": self.per_step, "frequency": self.frequency, "score": round(self.score, 2),
+                "host_syncs": list(self.syncs),
                 "todos": list(self.todos), "presets": self.presets}
 
 
@@ -417,7 +419,7 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                 found[k].presets[pr.preset] = {
                     "phases": sorted({r.phase for r, _ in kept}, reverse=True), "per_layer": per_layer,
                     "layers": n if per_layer and n > 1 else None, "per_step": run["launches"] * max(n, 1),
-                    "path": " → ".join(best.path if len(best.path) <= 5 else best.path[:1] + ("…",) + best.path[-3:]),
+                    "path": _short(best.path),
                     "undecided": round(best.undecided + bits, 2)}
     return sorted(found.values(), key=lambda s: (not any("decode" in p["phases"] for p in s.presets.values()),
                                                  -s.score, -len(s.todos), s.path, s.first))
