@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -70,6 +70,7 @@ class ScanResult:
     parsed: int
     cached: int
     path: Path  # where scan.json was written
+    fusion: list[Any] = field(default_factory=list)  # scan.glue.FusionSite: torch glue on the default paths
 
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:
@@ -97,7 +98,8 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
     of the target's presets); ``sets`` overrides serving defaults; ``profile`` (a torch-profiler Chrome trace)
     ranks by measured share of GPU time."""
     from smithbot.profile import read_trace
-    from smithbot.scan.reach import preset_reach
+    from smithbot.scan.glue import fusion_sites
+    from smithbot.scan.reach import env_for, preset_reach, program_for
 
     target = resolve_target(spec)
     presets = [target.preset(model)] if model else list(target.models)
@@ -125,6 +127,10 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
         sites = [replace(s, measured_of=measured.phase_label()) if s.measured_share else s for s in sites]
     if not sites:
         raise ConfigError(f"no Triton kernels found in {co.root} (include: {', '.join(target.include)})")
+    modules = {f["module"]: f["path"] for f in idx.facts}
+    fusion = fusion_sites(reached, program_for(co.root, idx, home() / "cache" / "program"),
+                          {p.name: env_for(target, p) for p in presets}, {p.name: p.layers for p in presets},
+                          home() / "cache" / "glue")
     out = home() / "workspaces" / target.name / "scan.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
@@ -133,10 +139,10 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
                                "model": model, "sets": sets or {},
                                "profile": measured.summary(names) if measured else None,
                                "default_paths": {r.preset: r.model_class for r in reached} if graph else None,
-                               "kernels": [s.to_dict() for s in sites]}, indent=1))
+                               "kernels": [s.to_dict() for s in sites],
+                               "fusion": [f.to_dict() for f in fusion]}, indent=1))
     tmp.replace(out)
-    modules = {f["module"]: f["path"] for f in idx.facts}
-    return ScanResult(target, co, sites, idx.errors, modules, len(idx.texts), idx.parsed, idx.cached, out)
+    return ScanResult(target, co, sites, idx.errors, modules, len(idx.texts), idx.parsed, idx.cached, out, fusion)
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,8 @@ def scan_cmd(
         _fail(str(exc))
         return
     _print_sites(result, [s for s in result.sites if show_all or s.role == "launched"], as_json, limit)
+    if not as_json:
+        _print_fusion(result.fusion, limit)
     for path, why in result.errors:
         err.print(f"[yellow]skipped[/yellow] {path}: {why}", highlight=False)
     err.print(f"{result.files} files, {result.parsed} parsed, {result.cached} from cache; "
@@ -161,7 +163,8 @@ def scan_cmd(
 def _print_sites(result: "api.ScanResult", sites: list, as_json: bool, limit: int) -> None:
     shown = sites[:limit] if limit else sites
     if as_json:
-        print(json.dumps([s.to_dict() for s in shown], indent=1))
+        fusion = result.fusion[:limit] if limit else result.fusion
+        print(json.dumps([s.to_dict() for s in shown] + [f.to_dict() for f in fusion], indent=1))
         return
     t = Table(title=f"{result.target.name} @ {(result.checkout.commit or 'bundled')[:12]}: "
                     f"{len(sites)} kernels", show_lines=False)
@@ -171,6 +174,22 @@ def _print_sites(result: "api.ScanResult", sites: list, as_json: bool, limit: in
         cls = s.extraction + (f" ({', '.join(s.blockers[:3])})" if s.blockers else "")
         why = "; ".join(s.reasons) + (f"\n{s.default_path}" if s.default_path else "")
         t.add_row(str(i), s.name, f"{s.path}:{s.line}", s.family, cls, f"{s.hotness:g}", why)
+    out.print(t)
+
+
+def _print_fusion(fusion: list, limit: int) -> None:
+    """Torch glue on the default paths (kind: fusion), after the kernels: short, the rest is in scan.json."""
+    if not fusion:
+        return
+    t = Table(title=f"fusion candidates: {len(fusion)} runs of torch glue on default paths", show_lines=False,
+              caption="ranked by launches per step, x0.8 per undecided branch on the path; all in scan.json")
+    for col in ("#", "glue", "launches/step", "ops"):
+        t.add_column(col, overflow="fold")
+    for i, f in enumerate(fusion[:limit] if limit else fusion, 1):
+        ops = " ".join(f.ops[:8]) + (f" …+{len(f.ops) - 8}" if len(f.ops) > 8 else "")
+        todo = f"\nTODO {f.todos[0].split(': ', 1)[-1][:40]}" if f.todos else ""
+        t.add_row(str(i), f"{f.function.split('.')[-1]}\n{f.path.split('/')[-1]}:{f.first}-{f.last}",
+                  f"{f.per_step}\n{f.frequency}", ops + todo)
     out.print(t)
 
 

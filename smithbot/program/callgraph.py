@@ -455,13 +455,15 @@ def _qual(v: Value) -> str:
 
 def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list[Value], engine: list[Value],
           startup: list[Value], other_platforms: tuple[str, ...] = (),
-          phases: tuple[str, ...] = ("decode", "prefill")) -> dict[tuple[str, str], list[Reach]]:
+          phases: tuple[str, ...] = ("decode", "prefill"),
+          functions: dict[tuple[str, str], list[Reach]] | None = None) -> dict[tuple[str, str], list[Reach]]:
     """Every kernel reached from the ``model`` entries (its forward: a loop there runs per layer) and the ``engine``
     entries (per-step code: its loops are not layers), per phase, with the best path: per layer first, then the
     fewest undecided branches.
 
     ``startup`` functions (the entry classes' constructors, the engine's set-up) run once and make classes live;
-    kernels reached only from them are not counted."""
+    kernels reached only from them are not counted. ``functions``, when given, is filled the same way with every
+    function the model and engine entries reach (its path ends at the function): where torch glue may run."""
     out: dict[tuple[str, str], list[Reach]] = {}
     # one resolver for both phases: what an expression means rarely depends on the phase, and its memo is most of
     # the work; the if-test decisions are kept per phase
@@ -470,6 +472,7 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
         if v[0] == "func" and v[3]:
             r.live.add(v[3])
     best: dict[str, dict[tuple[str, str], Reach]] = {}
+    funcs: dict[str, dict[tuple[str, str], Reach]] = {}
     for _ in range(4):  # until the live classes stop growing
         before = len(r.live)
         r.reset()
@@ -477,21 +480,26 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
         _walk(r, startup, False, {}, True)
         for phase in phases:
             r.env = env.with_phase(phase)
-            best[phase] = {}
-            _walk(r, model, True, best[phase], True)
-            _walk(r, engine, True, best[phase], False)
+            best[phase], funcs[phase] = {}, {}
+            _walk(r, model, True, best[phase], True, funcs[phase])
+            _walk(r, engine, True, best[phase], False, funcs[phase])
         if len(r.live) == before:
             break
     for phase in phases:
         for key, rc in best[phase].items():
             out.setdefault(key, []).append(rc)
+        if functions is not None:
+            for key, rc in funcs[phase].items():
+                functions.setdefault(key, []).append(rc)
     return out
 
 
-def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, str], Reach], loops: bool) -> None:
+def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, str], Reach], loops: bool,
+          funcs: dict[tuple[str, str], Reach] | None = None) -> None:
     """Cheapest paths first, where an edge costs its uncertainty in bits: one per if-test on it that the defaults
     leave undecided, and log2(n) for a call that may go to n functions. A kernel behind fewer bits is more surely
-    on the default path."""
+    on the default path. ``funcs`` gets each function visited, kept as kernels are: per layer first, then the
+    fewest bits."""
     cost: dict[tuple[Value, bool], float] = {}
     parent: dict[tuple[Value, bool], tuple[Value, bool] | None] = {}
     heap: list[tuple[float, int, Value, bool]] = []
@@ -509,6 +517,10 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
         fn = f["functions"].get(node[2]) if f else None
         if fn is None:
             continue
+        if funcs is not None:
+            old = funcs.get((node[1], node[2]))
+            if old is None or (loop, -c) > (old.per_layer, -old.undecided):
+                funcs[(node[1], node[2])] = Reach(r.env.phase or "", loop, _path(parent, (node, loop)), c)
         r.at = node
         for callee, tests, in_loop, _line in fn["calls"]:
             if r.cut(node[1], tests, fn):

@@ -24,11 +24,16 @@ _CODE = hashlib.sha1(b"".join(p.read_bytes() for p in sorted(
     (Path(__file__).resolve().parent.parent / "program").glob("*.py")))).digest()
 
 
+_VERSION = "2"  # what a cached result holds (2: the functions reached, too)
+
+
 @dataclass(frozen=True)
 class PresetReach:
     preset: str
     model_class: str  # module:Class, or "" when the model's class is not in the checkout
     kernels: dict[tuple[str, str], list[Reach]]  # (module, kernel name) -> one Reach per phase it runs in
+    # (module, function qualname) -> one Reach per phase: every function on the default path (where glue runs)
+    functions: dict[tuple[str, str], list[Reach]] = dataclasses.field(default_factory=dict)
 
 
 def program_for(root: Path, idx: Indexed, cache_dir: Path | None) -> Program:
@@ -50,7 +55,7 @@ def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPr
     The result is cached under a key of every file's bytes, the serving defaults and the presets, so a warm scan
     reads one file instead of walking the graph (about 1.2 s a preset on sglang)."""
     serving = json.dumps(dataclasses.asdict(target.serving), sort_keys=True, default=str)
-    h = hashlib.sha1(_CODE + f"{FACTS_VERSION}|{serving}|{target.hints.model_paths}|"
+    h = hashlib.sha1(_CODE + f"{FACTS_VERSION}|{_VERSION}|{serving}|{target.hints.model_paths}|"
                      f"{[dataclasses.astuple(p) for p in presets]}".encode())
     for rel in sorted(idx.texts):
         h.update(rel.encode())
@@ -69,13 +74,15 @@ def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPr
 
 def _dump(r: PresetReach) -> dict:
     return {"preset": r.preset, "model_class": r.model_class,
-            "kernels": [[m, n, [dataclasses.asdict(x) for x in rs]] for (m, n), rs in r.kernels.items()]}
+            "kernels": [[m, n, [dataclasses.asdict(x) for x in rs]] for (m, n), rs in r.kernels.items()],
+            "functions": [[m, n, [dataclasses.asdict(x) for x in rs]] for (m, n), rs in r.functions.items()]}
 
 
 def _load(d: dict) -> PresetReach:
-    kernels = {(m, n): [Reach(x["phase"], x["per_layer"], tuple(x["path"]), x["undecided"]) for x in rs]
-               for m, n, rs in d["kernels"]}
-    return PresetReach(d["preset"], d["model_class"], kernels)
+    def table(rows: list) -> dict[tuple[str, str], list[Reach]]:
+        return {(m, n): [Reach(x["phase"], x["per_layer"], tuple(x["path"]), x["undecided"]) for x in rs]
+                for m, n, rs in rows}
+    return PresetReach(d["preset"], d["model_class"], table(d["kernels"]), table(d["functions"]))
 
 
 def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPreset], cache_dir: Path | None
@@ -103,7 +110,8 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
         if found is not None:
             model += [m for m in [method_of(program, *found, "forward")] if m]
             init += [m for m in [method_of(program, *found, "__init__")] if m]
-        out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "",
-                               reach(program, kernels, env_for(target, p), model, engine, init,
-                                     target.serving.other_platforms)))
+        functions: dict[tuple[str, str], list[Reach]] = {}
+        kernels_reached = reach(program, kernels, env_for(target, p), model, engine, init,
+                                target.serving.other_platforms, functions=functions)
+        out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "", kernels_reached, functions))
     return out

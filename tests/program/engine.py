@@ -1,7 +1,8 @@
 """A small inference engine, written for these tests, with the dispatch patterns the call graph must follow: a model
 class with its layers in a loop (their type handed to the base model's constructor by a subclass), layer builders picked by a backend from a constant argument, a registry of
 attention backends keyed by a setting, a factory that returns a class, a platform-only branch, a file for other
-hardware, per-step engine code and forward-mode tests."""
+hardware, per-step engine code and forward-mode tests; and torch glue in per-step and per-layer code, for the
+fusion candidates."""
 
 TRITON = "import triton\nimport triton.language as tl\n"
 
@@ -93,7 +94,15 @@ class RMSNorm(torch.nn.Module):
 class FusedMoE(torch.nn.Module):
     def forward(self, x):
         if _is_hip:
+            probs = torch.softmax(x, dim=-1)
+            ids = probs.argmax(dim=-1)
+            x = x + ids
             hip_moe_kernel[(1,)](x)
+        # routing glue, per layer: softmax, top-k, renormalise (a view and a shape read are free)
+        probs = torch.softmax(x.float(), dim=-1)
+        topk_weights, topk_ids = torch.topk(probs, 2)
+        n = topk_ids.shape[0]
+        topk_weights = topk_weights / topk_weights.sum(dim=-1, keepdim=True).view(n, 1)
         return fused_moe(x)
 
 
@@ -128,7 +137,9 @@ class RocmRope:
     def forward_extend(self, x):
         raise NotImplementedError
 ''',
-    "eng/attention/backends.py": '''from eng.attention.base import AttentionBackend
+    "eng/attention/backends.py": '''import torch
+
+from eng.attention.base import AttentionBackend
 from eng.kernels.meta import decode_attention, set_decode_metadata
 
 
@@ -138,7 +149,17 @@ class FA3Backend(AttentionBackend):
 
     def init_metadata(self, fb):
         if fb.forward_mode.is_decode():
+            # TODO: fuse these kernels
+            seqlens = fb.seq_lens.to(torch.int32)
+            cu_seqlens = torch.nn.functional.pad(torch.cumsum(seqlens, dim=0), (1, 0))
+            max_len = seqlens.max().item()
+            self.page_table = fb.req_to_token[fb.req_pool_indices, :max_len]
+            self.cu_seqlens.copy_(cu_seqlens)
             set_decode_metadata(fb)
+        else:
+            extend = fb.seq_lens - fb.prefix_lens
+            self.cu_extend = torch.cumsum(extend, dim=0)
+            self.positions = torch.arange(extend.sum().item(), device=extend.device)
 
     def forward_decode(self, x):
         return x

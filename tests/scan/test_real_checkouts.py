@@ -64,3 +64,13 @@ def test_extraction_coverage(target: str, var: str, tmp_path: Path, monkeypatch)
     assert sum(r.extracted for r in rows) >= EXTRACTED_FLOOR[target] * len(rows), target
     for r in rows:  # every kernel is either a task directory or a reason
         assert (r.out is not None and (r.out / "task.yaml").is_file()) if r.extracted else r.why, r.kernel
+
+
+@pytest.mark.parametrize("target, var", CHECKOUTS[:2])
+def test_fusion_candidates_on_default_paths(target: str, var: str, tmp_path: Path, monkeypatch) -> None:
+    """Issue 23's acceptance: at least five runs of torch glue on default paths, each with its ops and launches."""
+    root = _checkout(var, tmp_path, monkeypatch)
+    fusion = api.scan(target, source=root).fusion
+    assert len(fusion) >= 5, target
+    for f in fusion:
+        assert f.presets and len(f.ops) == f.launches >= 3 and f.per_step >= f.launches, f.to_dict()

@@ -1,0 +1,441 @@
+"""Torch glue on the default serving path: straight runs of small tensor ops that a fused kernel could replace
+(``kind: fusion`` entries of ``smithbot scan``).
+
+A run is found in the source of a function the call graph reaches (``PresetReach.functions``): consecutive simple
+statements of one block whose calls and operators are torch tensor ops. Each op that launches a kernel counts one
+launch (``torch.cumsum``, ``.copy_``, ``a + b`` on a tensor, ``x[idx]`` with a tensor index, ``x[i] = v``); views,
+reshapes and shape reads are free; ``.item()``/``.tolist()`` are host syncs, listed apart. A run ends at a compound
+statement (its bodies are runs of their own), at a Triton launch, and after a call that is neither a tensor op nor a
+known-harmless builtin (it may launch anything). A run of three launches or more is a candidate; the ``TODO``/``FIXME``
+comments near it that mention fusion, a kernel or Triton are kept with it.
+
+What is a tensor is decided from this function alone: names and attributes assigned from a tensor op, parameters
+annotated ``Tensor``, and what the function uses as one (the first argument of ``torch.cumsum(x)``, the receiver of
+``x.copy_``). Arithmetic on anything else (ints, shapes) is not counted.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from smithbot import cache
+from smithbot.program.evaluate import Env, evaluate
+from smithbot.program.modules import Program
+from smithbot.scan.rank import _short
+
+GLUE_VERSION = "2"
+MIN_LAUNCHES = 3
+
+# torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
+_CREATE = {"zeros", "ones", "full", "arange", "tensor", "as_tensor", "randn", "rand", "randint", "linspace",
+           "zeros_like", "ones_like", "full_like"}
+_LAUNCH_FN = _CREATE | {
+    "cumsum", "cumprod", "cat", "concat", "stack", "gather", "scatter", "scatter_add", "scatter_reduce",
+    "index_select", "index_put", "index_add", "index_copy", "where", "clamp", "clip", "clamp_min", "clamp_max",
+    "maximum", "minimum", "max", "min", "sum", "mean", "prod", "argmax", "argmin", "topk", "sort", "argsort",
+    "softmax", "log_softmax", "sigmoid", "exp", "log", "abs", "neg", "sqrt", "rsqrt", "div", "mul", "add", "sub",
+    "floor_divide", "remainder", "fmod", "masked_fill", "masked_select", "repeat_interleave", "searchsorted",
+    "bucketize", "nonzero", "unique", "flip", "roll", "tril", "triu", "eq", "ne", "lt", "le", "gt", "ge",
+    "logical_and", "logical_or", "logical_not", "bitwise_and", "bitwise_or", "any", "all", "isin", "bincount",
+    "diff", "pad", "ceil", "floor", "round", "sign", "tanh", "relu", "one_hot", "clone"}
+_FREE_FN = {"empty", "empty_like", "empty_strided", "reshape", "flatten", "squeeze", "unsqueeze", "transpose",
+            "permute", "narrow", "split", "chunk", "unbind", "broadcast_to", "device", "Size", "finfo", "iinfo",
+            "is_tensor", "numel", "get_default_dtype", "no_grad", "inference_mode", "is_grad_enabled"}
+_F_LAUNCH = {"pad", "softmax", "log_softmax", "silu", "gelu", "relu", "sigmoid", "one_hot", "normalize",
+             "embedding", "softplus", "tanh", "dropout"}
+# tensor methods: free (views, shapes), host syncs, and launches (only a tensor has these names)
+_FREE_M = {"view", "reshape", "unsqueeze", "squeeze", "flatten", "unflatten", "transpose", "permute", "narrow",
+           "split", "chunk", "t", "expand", "expand_as", "view_as", "select", "size", "dim", "numel", "stride",
+           "data_ptr", "element_size", "is_contiguous", "unbind", "movedim", "get_device", "storage_offset"}
+_SYNC_M = {"item", "tolist", "numpy"}
+_LAUNCH_M = {"cumsum", "cumprod", "repeat_interleave", "masked_fill", "masked_select", "index_select", "gather",
+             "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill", "contiguous", "to",
+             "cuda", "cpu", "clamp", "clamp_min", "clamp_max", "new_zeros", "new_ones", "new_full", "new_tensor",
+             "type_as", "argmax", "argmin", "topk", "argsort", "softmax", "log_softmax", "sigmoid", "float", "half",
+             "bfloat16", "long", "int", "bool", "nonzero", "bincount", "floor_divide", "remainder", "logical_and",
+             "logical_or", "logical_not", "diff", "rsqrt", "sqrt"}
+# names that other objects have too: a launch only on a known tensor
+_AMBIGUOUS_M = {"sum", "max", "min", "mean", "sort", "clone", "repeat", "any", "all", "abs", "exp", "log", "neg",
+                "eq", "ne", "lt", "gt", "le", "ge", "where", "flip", "unique", "add", "sub", "mul", "div", "fill",
+                "copy", "round", "sign", "prod"}
+# calls that launch nothing: builtins, logging, python containers' methods
+_HARMLESS = {"len", "int", "float", "bool", "str", "min", "max", "range", "isinstance", "getattr", "hasattr",
+             "setattr", "list", "tuple", "dict", "set", "enumerate", "zip", "print", "abs", "round", "divmod",
+             "type", "super", "sorted", "any", "all", "next", "iter", "id", "hash", "repr", "format", "sum",
+             "reversed", "map", "filter", "cdiv", "next_power_of_2", "ceil", "floor", "log2", "sqrt", "prod",
+             "replace", "field", "cast"}
+_HARMLESS_M = {"append", "extend", "insert", "items", "keys", "values", "get", "update", "pop", "setdefault",
+               "join", "startswith", "endswith", "format", "lower", "upper", "strip", "debug", "info", "warning",
+               "index", "count", "is_decode", "is_extend", "is_prefill", "is_idle", "is_cuda_graph",
+               "is_target_verify", "is_draft_extend", "is_dummy_first"}
+_HARMLESS_HEADS = {"logger", "logging", "math", "triton", "dataclasses", "np", "numpy", "os", "time", "itertools",
+                   "functools", "warnings", "typing", "operator"}
+_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
+        ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>", ast.MatMult: "@",
+        ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.USub: "neg",
+        ast.Invert: "~"}
+_INDEX_NAME = re.compile(r"(indices|_ids|_idx|_index)$")
+_TODO = re.compile(r"\b(TODO|FIXME|XXX)\b.*")  # in a comment or a docstring
+_ASKS = re.compile(r"fus|kernel|triton|launch", re.I)
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return f"{head}.{node.attr}" if head else None
+    return None
+
+
+def _aliases(tree: ast.Module) -> dict[str, str]:
+    """Local name -> torch dotted name, from the file's imports (``import torch.nn.functional as F``)."""
+    out = {"torch": "torch"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "torch":
+                    out[a.asname or a.name.split(".")[0]] = a.name if a.asname else "torch"
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "torch" \
+                and not node.level:
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
+
+
+class _Function:
+    """One function's glue runs."""
+
+    def __init__(self, node: ast.FunctionDef | ast.AsyncFunctionDef, aliases: dict[str, str]) -> None:
+        self.aliases, self.tensors = aliases, set()
+        for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+            if a.annotation is not None and "Tensor" in ast.unparse(a.annotation):
+                self.tensors.add(a.arg)
+        for sub in _own_nodes(node):  # what the function uses as a tensor
+            if not isinstance(sub, ast.Call):
+                continue
+            full = self._torch(sub.func)
+            if full and sub.args and full.split(".")[-1] in _LAUNCH_FN - _CREATE:
+                first = sub.args[0]
+                for e in (first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first]):
+                    if _dotted(e):
+                        self.tensors.add(_dotted(e))  # type: ignore[arg-type]
+            elif isinstance(sub.func, ast.Attribute) and (sub.func.attr in _LAUNCH_M | _SYNC_M
+                                                          or _inplace(sub.func.attr)):
+                recv = _dotted(sub.func.value)
+                if recv and not self._torch(sub.func.value):
+                    self.tensors.add(recv)
+        self.runs: list[dict[str, Any]] = []
+        self.block(node.body)
+
+    def _torch(self, func: ast.AST) -> str | None:
+        """The torch dotted name of a callee (``F.pad`` -> ``torch.nn.functional.pad``), or None."""
+        d = _dotted(func)
+        if not d:
+            return None
+        head, _, rest = d.partition(".")
+        full = self.aliases.get(head)
+        return (f"{full}.{rest}" if rest else full) if full else None
+
+    # --- classification --------------------------------------------------------------------------------------
+    def call(self, c: ast.Call) -> tuple[str, str]:
+        """(kind, op name): kind is launch | free | sync | other (harmless, not counted) | break."""
+        if isinstance(c.func, ast.Subscript):
+            return "break", "kernel[grid]"  # a Triton launch, or a registry's function
+        full = self._torch(c.func)
+        if full:
+            parts = full.split(".")
+            if parts[:3] == ["torch", "nn", "functional"] and len(parts) == 4:
+                return ("launch" if parts[3] in _F_LAUNCH else "break"), parts[3]
+            if len(parts) == 2:
+                if parts[1] in _LAUNCH_FN:
+                    return "launch", parts[1]
+                return ("free" if parts[1] in _FREE_FN else "other"), parts[1]
+            if parts[1] in ("distributed", "ops", "nn"):
+                return "break", full  # collectives, extension ops, modules
+            return "other", full
+        if isinstance(c.func, ast.Attribute):
+            m, recv = c.func.attr, c.func.value
+            tensor = self.is_tensor(recv)
+            if m in _FREE_M or (m == "contiguous" and isinstance(recv, ast.Call) and self.call(recv)[0] == "launch"):
+                return "free", m  # a view; or contiguous() of what an op just wrote
+            if m in _SYNC_M:
+                return "sync", f".{m}"
+            if m in _LAUNCH_M or _inplace(m) or (tensor and m in _AMBIGUOUS_M):
+                return "launch", f".{m}"
+            if m in _AMBIGUOUS_M or m in _HARMLESS_M or tensor or _dotted(recv) in _HARMLESS_HEADS \
+                    or (_dotted(recv) or "").split(".")[0] in _HARMLESS_HEADS:
+                return "other", m
+            return "break", m
+        name = _dotted(c.func) or ""
+        if name in _HARMLESS or name[:1].isupper():  # builtins; a constructor (a dataclass of metadata)
+            return "other", name
+        return "break", name
+
+    def is_tensor(self, e: ast.AST) -> bool:
+        if isinstance(e, (ast.Name, ast.Attribute)):
+            return _dotted(e) in self.tensors
+        if isinstance(e, ast.Call):
+            kind, name = self.call(e)
+            return kind == "launch" or (kind == "free" and name not in {"size", "dim", "numel", "stride", "data_ptr",
+                                                                         "element_size", "is_contiguous", "device",
+                                                                         "Size", "finfo", "iinfo", "get_device"})
+        if isinstance(e, ast.Subscript):
+            return self.is_tensor(e.value)
+        if isinstance(e, ast.BinOp):
+            return self.is_tensor(e.left) or self.is_tensor(e.right)
+        if isinstance(e, ast.UnaryOp):
+            return self.is_tensor(e.operand)
+        if isinstance(e, ast.IfExp):
+            return self.is_tensor(e.body) or self.is_tensor(e.orelse)
+        return False
+
+    def ops(self, e: ast.AST, out: list[tuple[str, str]]) -> None:
+        """The ops of an expression in evaluation order (operands first), as (kind, name)."""
+        if isinstance(e, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            inner: list[tuple[str, str]] = []
+            for child in ast.iter_child_nodes(e):
+                self.ops(child, inner)
+            if any(k in ("launch", "sync", "break") for k, _ in inner):
+                out.append(("break", "comprehension"))  # runs an unknown number of times
+            return
+        for child in ast.iter_child_nodes(e):
+            self.ops(child, out)
+        if isinstance(e, ast.Call):
+            out.append(self.call(e))
+        elif isinstance(e, ast.BinOp) and (self.is_tensor(e.left) or self.is_tensor(e.right)):
+            out.append(("launch", _OPS.get(type(e.op), "op")))
+        elif isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.Invert)) and self.is_tensor(e.operand):
+            out.append(("launch", _OPS[type(e.op)]))
+        elif isinstance(e, ast.Compare) and any(map(self.is_tensor, [e.left, *e.comparators])):
+            out.append(("launch", _OPS.get(type(e.ops[0]), "cmp")))
+        elif isinstance(e, ast.Subscript) and isinstance(e.ctx, ast.Load) and self._gathers(e):
+            out.append(("launch", "[index]"))
+
+    def _gathers(self, e: ast.Subscript) -> bool:
+        """A subscript that gathers by an index tensor, not a view (slices, ints): a known tensor indexed by a
+        tensor, or rows picked by something named as indices next to a slice (``req_to_token[fb.req_pool_indices,
+        :n]``)."""
+        parts = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+        if self.is_tensor(e.value) and any(not isinstance(p, ast.Slice) and self.is_tensor(p) for p in parts):
+            return True
+        return any(isinstance(p, ast.Slice) for p in parts) and any(
+            _INDEX_NAME.search(_dotted(p) or "") for p in parts)
+
+    # --- statements ------------------------------------------------------------------------------------------
+    def block(self, stmts: list[ast.stmt], tests: tuple[tuple[str, bool], ...] = (), loop: bool = False) -> None:
+        """Runs of one block; ``tests`` are the enclosing if-tests as (source, branch taken)."""
+        run: list[tuple[ast.stmt, list[tuple[str, str]]]] = []
+        for s in stmts:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if not isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.Assert,
+                                  ast.Pass, ast.Delete, ast.Raise, ast.Global, ast.Nonlocal)):
+                self.flush(run, tests, loop)
+                run = []
+                if isinstance(s, ast.If):
+                    test = ast.unparse(s.test)
+                    self.block(s.body, tests + ((test, True),), loop)
+                    self.block(s.orelse, tests + ((test, False),), loop)
+                    continue
+                inner = loop or isinstance(s, (ast.For, ast.AsyncFor, ast.While))
+                for name in ("body", "orelse", "finalbody"):
+                    self.block(getattr(s, name, []) or [], tests, inner)
+                for h in getattr(s, "handlers", []) or []:
+                    self.block(h.body, tests, loop)
+                for case in getattr(s, "cases", []) or []:
+                    self.block(case.body, tests, loop)
+                continue
+            ops: list[tuple[str, str]] = []
+            value = getattr(s, "value", None) if not isinstance(s, ast.Assert) else s.test
+            if value is not None:
+                self.ops(value, ops)
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target] if isinstance(
+                s, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if isinstance(t, ast.Subscript):
+                    self.ops(t.slice, ops)
+                    if self.is_tensor(t.value) or (value is not None and self.is_tensor(value)):
+                        ops.append(("launch", "[]="))
+                elif isinstance(s, ast.AugAssign) and self.is_tensor(t):
+                    ops.append(("launch", _OPS.get(type(s.op), "op") + "="))
+            if value is not None and self.is_tensor(value):
+                for t in targets:
+                    for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                        if _dotted(el):
+                            self.tensors.add(_dotted(el))  # type: ignore[arg-type]
+            run.append((s, [o for o in ops if o[0] != "break"]))
+            if any(k == "break" for k, _ in ops) or isinstance(s, (ast.Return, ast.Raise)):
+                self.flush(run, tests, loop)
+                run = []
+        self.flush(run, tests, loop)
+
+    def flush(self, run: list[tuple[ast.stmt, list[tuple[str, str]]]], tests: tuple[tuple[str, bool], ...],
+              loop: bool) -> None:
+        counted = [(s, ops) for s, ops in run if any(k in ("launch", "sync") for k, _ in ops)]
+        launches = [n for _, ops in counted for k, n in ops if k == "launch"]
+        if len(launches) < MIN_LAUNCHES:
+            return
+        self.runs.append({"first": counted[0][0].lineno, "last": counted[-1][0].end_lineno or counted[-1][0].lineno,
+                          "ops": launches, "launches": len(launches),
+                          "syncs": [n for _, ops in counted for k, n in ops if k == "sync"],
+                          "tests": [list(t) for t in tests], "in_loop": loop})
+
+
+def _inplace(m: str) -> bool:
+    return m.endswith("_") and not m.startswith("_") and m[:-1].isidentifier() and m not in ("set_", )
+
+
+def _own_nodes(fn: ast.AST) -> list[ast.AST]:
+    """The nodes of a function's own body, nested definitions left out."""
+    out, stack = [], list(ast.iter_child_nodes(fn))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        out.append(n)
+        stack.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def file_glue(data: bytes) -> dict[str, list[dict[str, Any]]]:
+    """Every function's glue runs in one file, by qualified name (``Class.method``, as ``program.facts`` names
+    them), with the TODO/FIXME comments within three lines that ask for a fused kernel. Pure: cached by content."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError) as exc:
+        return {"": [{"error": str(exc)}]}
+    lines = data.decode("utf-8", "replace").splitlines()
+    aliases = _aliases(tree)
+    out: dict[str, list[dict[str, Any]]] = {}
+
+    def visit(node: ast.AST, scope: list[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                qual = ".".join(scope + [child.name])
+                runs = _Function(child, aliases).runs
+                for r in runs:
+                    near = range(max(child.lineno - 1, r["first"] - 5), min(len(lines), r["last"] + 3))
+                    r["todos"] = [f"{i + 1}: {m.group(0).strip()}" for i in near
+                                  for m in [_TODO.search(lines[i])] if m and _ASKS.search(m.group(0))]
+                if runs:
+                    out[qual] = runs
+                visit(child, scope + [child.name])
+            elif isinstance(child, ast.ClassDef):
+                visit(child, scope + [child.name])
+            elif isinstance(child, ast.stmt):
+                visit(child, scope)
+
+    visit(tree, [])
+    return out
+
+
+@dataclass(frozen=True)
+class FusionSite:
+    """A run of torch glue on a preset's default path: a candidate for one fused kernel."""
+
+    function: str  # qualified name
+    module: str
+    path: str
+    first: int
+    last: int
+    ops: tuple[str, ...]  # the launching ops, in order
+    launches: int  # per call
+    syncs: tuple[str, ...] = ()
+    todos: tuple[str, ...] = ()
+    # preset -> {"phases", "per_layer", "layers", "per_step", "path", "undecided"}
+    presets: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def per_step(self) -> int:
+        """Estimated launches per step, the most over presets (per-layer code times the preset's layers)."""
+        return max((p["per_step"] for p in self.presets.values()), default=self.launches)
+
+    @property
+    def score(self) -> float:
+        """What ranks it: launches per step times 0.8 per bit of undecided dispatch on its path."""
+        return max((p["per_step"] * 0.8 ** p["undecided"] for p in self.presets.values()), default=0.0)
+
+    @property
+    def frequency(self) -> str:
+        """How often it runs, said for the preset with the most launches: ``per layer (48 layers)``."""
+        best = max(self.presets.values(), key=lambda p: p["per_step"], default=None)
+        if best is None:
+            return ""
+        if best["per_layer"]:
+            return f"per layer ({best['layers']} layers)" if best["layers"] else "per layer"
+        return "once per step"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "fusion", "function": self.function, "module": self.module, "path": self.path,
+                "lines": [self.first, self.last], "ops": list(self.ops), "launches_per_call": self.launches,
+                "launches_per_step": self.per_step, "frequency": self.frequency, "score": round(self.score, 2),
+                "host_syncs": list(self.syncs),
+                "todos": list(self.todos), "presets": self.presets}
+
+
+def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], layers: dict[str, int],
+                 cache_dir: Path | None) -> list[FusionSite]:
+    """The glue runs of every function on a preset's default path (``reached``: ``scan.reach.PresetReach``).
+
+    A run's own if-tests are evaluated under the preset's serving defaults (``envs``) per phase the function runs
+    in: a run in a branch the defaults decide against is left out of that phase, one they leave open adds a bit of
+    uncertainty to its path. Ranked by launches per step (per-layer code times ``layers``, the preset's layer count)
+    times 0.8 per bit of uncertainty, decode before prefill-only."""
+    by_file: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    found: dict[tuple[str, str, int], FusionSite] = {}
+    for pr in reached:
+        for (mod, qual), rs in pr.functions.items():
+            rel = program.modules.get(mod)
+            if rel is None or rel not in program.texts:
+                continue
+            if rel not in by_file:
+                data = program.texts[rel]
+                key = hashlib.sha256(f"{GLUE_VERSION}|".encode() + data).hexdigest()
+                path = cache_dir / key[:2] / f"{key}.json" if cache_dir else None
+                got = cache.load(path)
+                if got is None:
+                    got = file_glue(data)
+                    cache.store(path, got)
+                by_file[rel] = got
+            for run in by_file[rel].get(qual, []):
+                kept = [(r, bits) for r in rs for bits in [_decide(program, mod, qual, run["tests"],
+                                                                    envs[pr.preset].with_phase(r.phase))]
+                        if bits is not None]
+                if not kept:
+                    continue
+                k = (mod, qual, run["first"])
+                if k not in found:
+                    found[k] = FusionSite(qual, mod, rel, run["first"], run["last"], tuple(run["ops"]),
+                                          run["launches"], tuple(run["syncs"]), tuple(run["todos"]), {})
+                per_layer = any(r.per_layer for r, _ in kept)
+                n = layers.get(pr.preset, 0) if per_layer else 1
+                best, bits = min(kept, key=lambda rb: (not rb[0].per_layer, rb[0].undecided + rb[1]))
+                found[k].presets[pr.preset] = {
+                    "phases": sorted({r.phase for r, _ in kept}, reverse=True), "per_layer": per_layer,
+                    "layers": n if per_layer and n > 1 else None, "per_step": run["launches"] * max(n, 1),
+                    "path": _short(best.path),
+                    "undecided": round(best.undecided + bits, 2)}
+    return sorted(found.values(), key=lambda s: (not any("decode" in p["phases"] for p in s.presets.values()),
+                                                 -s.score, -len(s.todos), s.path, s.first))
+
+
+def _decide(program: Program, mod: str, qual: str, tests: list[list[Any]], env: Env) -> int | None:
+    """None when the defaults decide one of a run's if-tests against its branch, else how many they leave open.
+    A name reads the function's own flags, then the module's assignments (as the call graph does)."""
+    f = program.facts(mod)
+    fn = (f or {}).get("functions", {}).get(qual) or {}
+    assigns, flags = (f or {}).get("assigns", {}), fn.get("flags", {})
+    open_ = 0
+    for test, taken in tests:
+        d = evaluate(test, env, lambda name: flags.get(name, assigns.get(name)))
+        if d is None:
+            open_ += 1
+        elif d != taken:
+            return None
+    return open_

@@ -1,0 +1,134 @@
+"""Torch glue on the default serving path (``kind: fusion`` entries): found on the fake engine of
+``tests/program/engine.py`` through the real call graph, and the run rules on small sources."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from smithbot import api
+from smithbot.scan.glue import file_glue
+from tests.conftest import git_repo
+from tests.program.engine import FILES, TARGET_YAML
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    root = git_repo(tmp_path / "eng", FILES)
+    yaml = tmp_path / "eng.yaml"
+    yaml.write_text(TARGET_YAML.format(root=root))
+    return str(yaml)
+
+
+def test_glue_on_the_default_path_per_layer_and_per_step(engine: str) -> None:
+    result = api.scan(engine)
+    got = [(f.function, f.path, f.presets.get("llama3-8b", {}).get("phases")) for f in result.fusion]
+    # ranked by launches per step: the per-layer routing (5 ops x 32 layers), then the decode metadata, and the
+    # prefill-only run last; the routing glue in the ROCm branch is off the default path
+    assert got == [("FusedMoE.forward", "eng/layers.py", ["prefill", "decode"]),
+                   ("FA3Backend.init_metadata", "eng/attention/backends.py", ["decode"]),
+                   ("FA3Backend.init_metadata", "eng/attention/backends.py", ["prefill"])]
+    moe, meta, extend = result.fusion
+    assert moe.ops == (".float", "softmax", "topk", ".sum", "/") and moe.launches == 5  # .view and .shape: free
+    assert moe.per_step == 160 and moe.frequency == "per layer (32 layers)"
+    assert list(moe.presets) == ["llama3-8b"]  # qwen3-8b's model class is not in the checkout
+    assert moe.presets["llama3-8b"]["path"] == ("LlamaForCausalLM.forward → BaseModel.forward → "
+                                                "DecoderLayer.forward → FusedMoE.forward")
+    assert meta.ops == (".to", "cumsum", "pad", ".max", "[index]", ".copy_") and meta.syncs == (".item",)
+    assert meta.todos == ("13: TODO: fuse these kernels",)
+    assert (meta.first, meta.last, meta.per_step, meta.frequency) == (14, 18, 6, "once per step")
+    assert sorted(meta.presets) == ["llama3-8b", "qwen3-8b"]  # engine code: every preset
+    assert extend.ops == ("-", "cumsum", ".sum", "arange")
+    saved = json.loads(result.path.read_text())["fusion"]
+    assert [f["kind"] for f in saved] == ["fusion"] * 3
+    assert saved[1]["lines"] == [14, 18] and saved[1]["launches_per_step"] == 6
+
+
+def test_a_serving_setting_takes_glue_off_the_path(engine: str) -> None:
+    fusion = api.scan(engine, sets={"attention_backend": "triton"}).fusion
+    assert [f.function for f in fusion] == ["FusedMoE.forward"]
+
+
+def test_the_cli_lists_fusion_entries_in_80_columns(engine: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80", "NO_COLOR": "1"}
+    out = subprocess.run([sys.executable, "-m", "smithbot", "scan", engine], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "fusion candidates: 3 runs of torch glue" in out.stdout and "per layer (32 layers)" in out.stdout
+    assert max(len(line.rstrip()) for line in out.stdout.splitlines()) <= 80
+    as_json = subprocess.run([sys.executable, "-m", "smithbot", "scan", engine, "--json"], capture_output=True,
+                             text=True, env=env, cwd=ROOT, timeout=120)
+    rows = json.loads(as_json.stdout)
+    assert [r["function"] for r in rows if r.get("kind") == "fusion"][0] == "FusedMoE.forward"
+
+
+SOURCE = b'''import torch
+import torch.nn.functional as F
+
+
+def launches_break_runs(x: torch.Tensor, n: int):
+    a = x.cumsum(0)
+    b = a + 1
+    my_kernel[(n,)](b)
+    c = b * 2
+    d = torch.where(c > 0, c, 0)
+
+
+def ints_and_views_are_free(x: torch.Tensor, n: int):
+    m = n * 2 + 1
+    y = x.view(m, -1).transpose(0, 1)
+    z = x.reshape(-1)[:m]
+    s = x.shape[0] - 1
+    w = F.pad(x, (1, 0))
+
+
+def an_unknown_call_ends_a_run(x: torch.Tensor, helper):
+    a = torch.cumsum(x, 0)
+    b = a - x
+    helper(b)
+    c = b + 1
+    d = c * 2
+    e = torch.cat([c, d])
+    out = [t.sum() for t in (c, d)]
+
+
+class Meta:
+    def update(self, seq_lens):
+        # FIXME: one Triton kernel for this
+        self.cu[1:].copy_(torch.cumsum(seq_lens, 0))
+        for i in range(4):
+            self.pos[i] = seq_lens[i] - 1
+        self.lens.fill_(0)
+        self.lens += seq_lens
+        self.n = seq_lens.sum().item()
+'''
+
+
+def test_what_a_run_is() -> None:
+    runs = file_glue(SOURCE)
+    # 2 ops, a Triton launch, 3 ops: only the second part is a candidate
+    assert [r["ops"] for r in runs["launches_break_runs"]] == [["*", ">", "where"]]
+    # int arithmetic, views, slices and shape reads launch nothing: one op is no run
+    assert "ints_and_views_are_free" not in runs
+    # an unknown call (it may launch anything) ends a run; a comprehension of tensor ops ends one too
+    assert [r["ops"] for r in runs["an_unknown_call_ends_a_run"]] == [["+", "*", "cat"]]
+    # a loop body is a block of its own; the statements around it are two runs of 2 and 3 launches
+    (run,) = runs["Meta.update"]
+    assert run["ops"] == [".fill_", "+=", ".sum"] and run["syncs"] == [".item"] and run["in_loop"] is False
+    assert "cumsum" not in run["ops"]
+    assert file_glue(b"def f(:\n")[""][0]["error"]
+
+
+def test_a_fixme_near_a_run_is_kept() -> None:
+    src = SOURCE.replace(b"        for i in range(4):\n            self.pos[i] = seq_lens[i] - 1\n", b"")
+    (run,) = file_glue(src)["Meta.update"]
+    assert run["ops"] == ["cumsum", ".copy_", ".fill_", "+=", ".sum"]
+    assert run["todos"] == ["33: FIXME: one Triton kernel for this"]
