@@ -15,8 +15,8 @@ from smithbot.extract.closure import ClosureBuilder, ExtractError
 from smithbot.extract.entry import op_entry
 from smithbot.extract.names import TORCH_DTYPES, setting
 from smithbot.inputs.cases import cases
-from smithbot.extract.inputs import (NAME_RULES, InputError, flat_entry, flatten_objects, harness_source,
-                                     param_specs)
+from smithbot.extract.harness import harness_source
+from smithbot.extract.inputs import NAME_RULES, InputError, flat_entry, flatten_objects, param_specs
 from smithbot.types import KernelSite
 
 LAUNCH_KWARGS = ("num_warps", "num_stages")

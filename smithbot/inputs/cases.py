@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from smithbot.config import ModelPreset, Target
-from smithbot.extract.inputs import DIMS, MOE_INTERPRETER_CAPS, SMALL_CAPS, InputError, _names_in, size_value
+from smithbot.extract.harness import size_value
+from smithbot.extract.inputs import DIMS, MOE_INTERPRETER_CAPS, SMALL_CAPS, InputError, _names_in
 
 
 # Inputs of one GPU case may take at most this many bytes. The evaluator runs 3 workers on each GPU, and each holds

@@ -449,7 +449,8 @@ def test_a_parameter_the_launcher_never_reads_is_none() -> None:
 def test_harness_sizes_may_be_expressions_with_min_and_max(tmp_path: Path) -> None:
     import torch
 
-    from smithbot.extract.inputs import _names_in, harness_source
+    from smithbot.extract.harness import harness_source
+    from smithbot.extract.inputs import _names_in
 
     specs = {"rows": {"shape": ["max(64, (tokens) // 64 * 64)", "min(hidden, 128)", "pow2(hidden)"]},
              "device": "device:"}
@@ -686,7 +687,8 @@ def test_sequence_starts_and_lengths_make_one_layout(tmp_path: Path) -> None:
     (an out-of-bounds read). Paired, each sequence starts where the one before ends, within the rows."""
     import torch
 
-    from smithbot.extract.inputs import _one_layout, harness_source
+    from smithbot.extract.harness import harness_source
+    from smithbot.extract.inputs import _one_layout
 
     specs = {"q": {"shape": ["tokens", "heads", "head_dim"]},
              "q_start_loc": {"shape": ["tokens"], "dtype": "int64", "init": "arange"},
@@ -740,7 +742,7 @@ def test_a_default_that_is_no_literal_is_left_to_the_launcher(tmp_path: Path) ->
     import torch
 
     from smithbot.extract.build import _params
-    from smithbot.extract.inputs import harness_source
+    from smithbot.extract.harness import harness_source
 
     fn = _fn("def attn(q, quant_policy: QuantPolicy = QuantPolicy.NONE, layout='bshd', scale=None):\n    pass\n")
     assert _params(fn) == [("q", ...), ("quant_policy", "default:"), ("layout", "bshd"), ("scale", None)]
@@ -1107,7 +1109,8 @@ def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) ->
     ``split:N`` gives each entry's share, ``cuts:N`` the offsets table of such shares; an object's ``starts:`` lays out its sibling attribute's lengths."""
     import torch
 
-    from smithbot.extract.inputs import _names_in, harness_source
+    from smithbot.extract.harness import harness_source
+    from smithbot.extract.inputs import _names_in
 
     specs = {"self": {"object": {"w": {"shape": ["experts", "hidden"]}, "conv": {"object": {"k": {"literal": [4]}}},
                                  "norms": {"items": [{"object": {"eps": 1e-5}}]}}},
@@ -1158,7 +1161,7 @@ def test_the_interpreter_case_may_carry_smaller_extra_dims(tmp_path: Path) -> No
     import torch
 
     from smithbot.config import get_target
-    from smithbot.extract.inputs import harness_source
+    from smithbot.extract.harness import harness_source
     from smithbot.inputs.cases import cases
 
     specs = {"x": {"shape": ["tokens", "C"]}}
@@ -1177,7 +1180,7 @@ def test_the_interpreter_case_may_carry_smaller_extra_dims(tmp_path: Path) -> No
 def test_mx_byte_dtypes_are_drawn_as_bytes(tmp_path: Path) -> None:
     import torch
 
-    from smithbot.extract.inputs import harness_source
+    from smithbot.extract.harness import harness_source
 
     if not hasattr(torch, "float4_e2m1fn_x2"):
         pytest.skip("this torch has no fp4 dtype")
@@ -1196,7 +1199,7 @@ def test_mx_byte_dtypes_are_drawn_as_bytes(tmp_path: Path) -> None:
 def test_an_object_spec_method_answers_its_value_and_rand_draws_probabilities(tmp_path: Path) -> None:
     import torch
 
-    from smithbot.extract.inputs import harness_source
+    from smithbot.extract.harness import harness_source
 
     specs = {"cfg": {"object": {"max_len": {"returns": "tokens // 2"}, "eps": 0.5}},
              "conf": {"shape": ["tokens", 8], "dtype": "fp32", "init": "rand"}}
@@ -1211,7 +1214,7 @@ def test_an_object_spec_method_answers_its_value_and_rand_draws_probabilities(tm
 def test_chunk_indices_pair_each_sequence_with_its_chunks(tmp_path: Path) -> None:
     import torch
 
-    from smithbot.extract.inputs import harness_source
+    from smithbot.extract.harness import harness_source
 
     specs = {"chunk_indices": {"shape": [6, 2], "dtype": "int32", "init": "chunks:cu_seqlens:64"},
              "cu_seqlens": {"shape": [4], "dtype": "int32", "init": "cuts:tokens"}}
@@ -1437,7 +1440,8 @@ def test_lengths_the_launcher_subtracts_others_from_hold_them_as_a_prefix(tmp_pa
     sequences lie end to end over the token rows (``n_tokens`` of them), so the new parts fit there too."""
     import torch
 
-    from smithbot.extract.inputs import _cumsummed, _differences, _one_layout, harness_source
+    from smithbot.extract.harness import harness_source
+    from smithbot.extract.inputs import _cumsummed, _differences, _one_layout
 
     mod = ast.parse('''
 @triton.jit
