@@ -27,6 +27,18 @@ def git_repo(repo: Path, files: dict[str, str]) -> Path:
     return repo
 
 
+@pytest.fixture()
+def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The fake engine of ``tests/program/engine.py`` as a git checkout, and the path of its target YAML."""
+    from tests.program.engine import FILES, TARGET_YAML
+
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    root = git_repo(tmp_path / "eng", FILES)
+    yaml = tmp_path / "eng.yaml"
+    yaml.write_text(TARGET_YAML.format(root=root))
+    return str(yaml)
+
+
 def has_gpu() -> bool:
     import torch
 

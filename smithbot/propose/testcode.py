@@ -1,7 +1,7 @@
 """The generated test's inputs and reference, written out as plain code a maintainer reads like their own.
 
 ``inputs_code`` turns an extracted task's input spec (the ``SPEC`` and ``EXTRA_DIMS`` its harness.py carries, see
-``smithbot/extract/inputs.py``) into a ``make_inputs(case, gen)`` of a few lines per argument that draws the same
+``smithbot/extract/harness.py``) into a ``make_inputs(case, gen)`` of a few lines per argument that draws the same
 tensors from the same generator as the harness's spec interpreter; a helper (``_perm``, ``_starts``...) or a layout
 builder from ``smithbot/inputs/layouts`` comes along only where an argument needs it. A hand-written harness (the
 bundled tasks') is plain code already: its ``make_inputs`` is kept as it is.
@@ -18,6 +18,7 @@ import re
 import typing
 from typing import Any
 
+from evaluator.tolerances import DTYPES
 from smithbot.inputs.layouts import builder_source
 
 
@@ -25,9 +26,8 @@ class InputsError(ValueError):
     """An input spec the generated test cannot write out as plain code."""
 
 
-_TORCH = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int32": "int32", "fp8_e4m3": "float8_e4m3fn",
-          "int8": "int8", "uint8": "uint8", "int64": "int64", "bool": "bool", "complex64": "complex64",
-          "fp4x2": "float4_e2m1fn_x2", "e8m0": "float8_e8m0fnu"}
+# the spec's dtype names as torch spells them: the evaluator's table, and what only inputs use
+_TORCH = {**DTYPES, "complex64": "complex64", "fp4x2": "float4_e2m1fn_x2", "e8m0": "float8_e8m0fnu"}
 _BYTES = ("fp4x2", "e8m0")
 _WIDE = ("float16", "bfloat16", "float32")  # drawn at their own width; the others are drawn wider and converted
 _LATER = ("starts:", "chunks:", "upto:")  # offsets after the lengths they add up, as the harness orders them

@@ -26,7 +26,8 @@ from typing import Any
 from smithbot import cache
 from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.modules import Program
-from smithbot.scan.rank import _short
+from smithbot.scan.parse import _dotted
+from smithbot.scan.rank import short_path
 
 GLUE_VERSION = "2"
 MIN_LAUNCHES = 3
@@ -82,15 +83,6 @@ _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "
 _INDEX_NAME = re.compile(r"(indices|_ids|_idx|_index)$")
 _TODO = re.compile(r"\b(TODO|FIXME|XXX)\b.*")  # in a comment or a docstring
 _ASKS = re.compile(r"fus|kernel|triton|launch", re.I)
-
-
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = _dotted(node.value)
-        return f"{head}.{node.attr}" if head else None
-    return None
 
 
 def _aliases(tree: ast.Module) -> dict[str, str]:
@@ -419,7 +411,7 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                 found[k].presets[pr.preset] = {
                     "phases": sorted({r.phase for r, _ in kept}, reverse=True), "per_layer": per_layer,
                     "layers": n if per_layer and n > 1 else None, "per_step": run["launches"] * max(n, 1),
-                    "path": _short(best.path),
+                    "path": short_path(best.path),
                     "undecided": round(best.undecided + bits, 2)}
     return sorted(found.values(), key=lambda s: (not any("decode" in p["phases"] for p in s.presets.values()),
                                                  -s.score, -len(s.todos), s.path, s.first))

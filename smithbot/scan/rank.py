@@ -186,7 +186,7 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
             score -= cut
             reasons.append(f"{bits:.1f} bits of undecided dispatch on the path -{cut:g}")
         phases = "/".join(sorted({r.phase for r in rs}, reverse=True))
-        path = f"{_short(best.path)} ({preset}: {'per layer' if best.per_layer else 'once per step'}, {phases})"
+        path = f"{short_path(best.path)} ({preset}: {'per layer' if best.per_layer else 'once per step'}, {phases})"
     elif not fallback:
         if reach is not None and launches:
             reasons.append("not on a preset's default path")
@@ -227,7 +227,7 @@ def _reach_key(rs: list[Reach]) -> tuple[bool, bool, float]:
             -min(r.undecided for r in rs))
 
 
-def _short(path: tuple[str, ...]) -> str:
+def short_path(path: tuple[str, ...]) -> str:
     """The entry, the last three hops, and an ellipsis for what lies between."""
     return " → ".join(path if len(path) <= 5 else path[:1] + ("…",) + path[-3:])
 

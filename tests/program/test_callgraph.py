@@ -9,17 +9,6 @@ import pytest
 
 from smithbot import api
 from smithbot.config import ConfigError
-from tests.conftest import git_repo
-from tests.program.engine import FILES, TARGET_YAML
-
-
-@pytest.fixture()
-def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
-    root = git_repo(tmp_path / "eng", FILES)
-    yaml = tmp_path / "eng.yaml"
-    yaml.write_text(TARGET_YAML.format(root=root))
-    return str(yaml)
 
 
 def by_name(result: api.ScanResult) -> dict:

@@ -9,23 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from smithbot import api
 from smithbot.scan.glue import file_glue
-from tests.conftest import git_repo
-from tests.program.engine import FILES, TARGET_YAML
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture()
-def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
-    root = git_repo(tmp_path / "eng", FILES)
-    yaml = tmp_path / "eng.yaml"
-    yaml.write_text(TARGET_YAML.format(root=root))
-    return str(yaml)
 
 
 def test_glue_on_the_default_path_per_layer_and_per_step(engine: str) -> None:
