@@ -360,7 +360,8 @@ class Evaluator:
         """Evaluate one candidate file, on the named cases only when ``cases`` is given (default: all), timed with the
         ``effort`` of ``EFFORT``. With ``deadline`` (a ``time.monotonic()`` instant: where a search's time budget
         ends), an evaluation still waiting for a worker then is not started, and one still running then is stopped;
-        both come back ``cancelled``."""
+        both come back ``cancelled``. The first submit of an Evaluator not yet prepared prepares it first, in the
+        caller's thread, since that decides how many workers the GPU's memory holds."""
         if effort not in EFFORT:
             raise ValueError(f"unknown effort {effort!r} (choose {', '.join(EFFORT)})")
         path = Path(candidate).resolve()
