@@ -6,7 +6,9 @@ them). Reports where the time goes.
     python benchmarks/evaluator_throughput.py TASK_DIR... --out throughput.json  # extracted tasks
 
 For an extracted task the candidates are distinct random points of its launch-config knobs (the ``tune`` proposer's
-edits). A task whose baseline the evaluator finds host-bound is not timed: instead ``smithbot evolve`` is run on it and
+edits). Uniform draws include tiles no search would try twice (act_quant's 1024-row blocks with 16 warps compile for
+tens of seconds), so ``--search S`` also measures the rate a search reaches: ``smithbot evolve`` with the ``tune``
+proposer for S seconds, counting from its run database the candidates whose evaluation ran to a verdict. A task whose baseline the evaluator finds host-bound is not timed: instead ``smithbot evolve`` is run on it and
 the seconds to its verdict are reported, which is what a search spends on it.
 """
 
@@ -85,6 +87,34 @@ def time_to_verdict(task: Path, tmp: Path) -> tuple[float, str]:
     return time.time() - t0, status.message
 
 
+FULL = ("incorrect", "flagged", "correct", "promoted")  # evaluations that ran their whole cascade to a verdict
+
+
+def search_rate(task: Path, tmp: Path, seconds: float) -> dict[str, Any]:
+    """Run ``smithbot evolve TASK --proposer tune --time SECONDS`` and count, from its database, the evaluations that
+    ran to a verdict per minute of the whole call (the workers' start and the baseline included), and per minute from
+    the run's start to its last evaluation."""
+    import sqlite3
+
+    from smithbot import api
+
+    db = tmp / f"{task.name}-search.db"
+    t0 = time.time()
+    status = api.evolve(task, "tune", time_s=seconds, iterations=10**6, patience=10**6, backend="cuda", db=db)
+    wall = time.time() - t0
+    with sqlite3.connect(db) as con:
+        created = con.execute("SELECT created FROM runs").fetchone()[0]
+        rows = con.execute("SELECT status, evaluated FROM candidates").fetchall()
+    full = [e for s, e in rows if s in FULL]
+    counts: dict[str, int] = {}
+    for s, _ in rows:
+        counts[s] = counts.get(s, 0) + 1
+    span = (max(full) - created) if full else 0.0
+    return {"seconds": seconds, "wall_s": wall, "stop": status.message, "statuses": counts, "full": len(full),
+            "per_minute_whole_call": len(full) / (wall / 60),
+            "per_minute_searching": len(full) / (span / 60) if span else 0.0}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("tasks", type=Path, nargs="*", help="extracted task directories (default: the bundled rmsnorm)")
@@ -93,6 +123,8 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=None, help="workers per GPU (default: the evaluator's)")
     p.add_argument("--seed", type=int, default=0, help="which random launch configs (another seed: other candidates, "
                    "none of them in Triton's compile cache from an earlier run)")
+    p.add_argument("--search", type=float, default=0.0, metavar="S",
+                   help="also run the tune search for S seconds on each task and count its full evaluations")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="throughput-"))
@@ -117,6 +149,12 @@ def main() -> None:
             for k, v in row["stages_s"].items():
                 print(f"  {k:12s} {v:7.1f} s  ({v / row['candidates']:.2f} s per candidate)")
             print("  statuses:", row["statuses"])
+            if args.search:
+                row["search"] = sr = search_rate(task, tmp, args.search)
+                print(f"{task.name}: `smithbot evolve --time {args.search:g}` took {sr['wall_s']:.1f} s; "
+                      f"{sr['full']} evaluations ran to a verdict: {sr['per_minute_whole_call']:.1f} per minute of "
+                      f"the whole call, {sr['per_minute_searching']:.1f} per minute of search; statuses "
+                      f"{sr['statuses']}; stop: {sr['stop']}")
         if args.out:  # after every task, so a crash keeps what was measured
             args.out.write_text(json.dumps(rows + [row], indent=1, default=str))
         rows.append(row)
