@@ -221,14 +221,28 @@ class Evaluator:
                  timeout_s: float = 300.0, prepare_timeout_s: float = 900.0, rounds: int | None = None,
                  min_gain: float = 0.02) -> None:
         self.task: Task = load_task(task_dir)
-        self.backend = resolve_backend(backend)
+        # counting the GPUs imports torch here (seconds): the first worker, which prepares first and makes a host-bound
+        # verdict, starts before that wherever a GPU's device node exists, and is dropped if no GPU is usable after all
+        first = WorkerProcess("cuda", 0) if backend in ("auto", "cuda") and Path("/dev/nvidiactl").exists() else None
+        if first is not None:
+            first.start()
+        try:
+            self.backend = resolve_backend(backend)
+        except BackendError:
+            if first is not None:
+                first.close()
+            raise
+        if first is not None and self.backend != "cuda":
+            first.close()
+            first = None
         rounds = rounds or DEFAULT_ROUNDS[self.backend]
         self.baseline_src = self.task.kernel_path.read_text(encoding="utf-8")
         self.timeout_s, self.prepare_timeout_s, self.rounds, self.min_gain = timeout_s, prepare_timeout_s, rounds, min_gain
         gpus = _cuda_count() if self.backend == "cuda" else 0
         n = (workers_per_gpu or default_workers_per_gpu(gpus)) * gpus if gpus else 1
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
-        self._workers = [WorkerProcess(self.backend, (i % gpus) if gpus else None) for i in range(n)]
+        self._workers = ([first] if first else []) + [WorkerProcess(self.backend, (i % gpus) if gpus else None)
+                                                       for i in range(1 if first else 0, n)]
         self._prepared: set[int] = set()
         self.kernels: tuple[str, ...] = ()  # filled by prepare()
         self.host: list[dict[str, Any]] = []  # filled by prepare() on cuda: see ``timing.host_probe``
