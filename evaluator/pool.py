@@ -397,7 +397,7 @@ class Evaluator:
                 fut = Future()
                 if deadline is not None and deadline <= time.monotonic():
                     fut.set_result(self._result(path, "cancelled", "prepare", "time budget",
-                                                "the search's time budget ended while the task was prepared"))
+                                                "the time budget ended while the task was prepared"))
                 else:
                     fut.set_exception(exc)
                 return fut
@@ -423,14 +423,14 @@ class Evaluator:
         try:
             if left() <= 0:
                 return self._result(path, "cancelled", "queue", "time budget",
-                                    "the search's time budget ended before a worker was free")
+                                    "the time budget ended before a worker was free")
             try:
                 warnings = self._prepare(w, left())
             except TaskError:
                 if left() > 0:
                     raise
                 return self._result(path, "cancelled", "prepare", "time budget",
-                                    "the search's time budget ended while this worker prepared the task")
+                                    "the time budget ended while this worker prepared the task")
             t0 = time.perf_counter()
             limit = min(self.timeout_s, left())
             rounds, case_s = self.timing_plan(effort)
@@ -441,7 +441,7 @@ class Evaluator:
             if ans["status"] == "timeout" and ans.get("stage") != "compile" and limit < self.timeout_s:
                 # stopped by the budget, not by its own timeout
                 return self._result(path, "cancelled", "eval", "time budget",
-                                    f"stopped after {time.perf_counter() - t0:.1f} s: the search's time budget ended")
+                                    f"stopped after {time.perf_counter() - t0:.1f} s: the time budget ended")
             common = {"task_warnings": tuple(ans.get("warnings", warnings)), "env": ans.get("env", {}),
                       "baseline_kernels": tuple(ans.get("kernels", ())),
                       "elapsed_s": {**ans.get("elapsed_s", {}), "total": time.perf_counter() - t0},

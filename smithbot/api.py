@@ -451,7 +451,11 @@ def propose(run_ids: list[str] | None = None, submit: bool = False, source: str 
     return done
 
 
-EVOLVE_SHARE = 0.75  # of a kernel's share of --time-total left after its extraction: the search; the rest: verify
+# A kernel's share of --time-total, after its extraction: the search, then verification, which gets a tenth of it and
+# at least VERIFY_S (on the H200 verification took 25-40 s: a fresh evaluator, and more rounds than the search's), but
+# never more than half. The job aims to end END_MARGIN_S early: the interpreter's start and the workers' shutdown.
+VERIFY_SHARE, VERIFY_S, END_MARGIN_S = 0.1, 40.0, 5.0
+MIN_SHARE_S = 10.0  # less than this left of --time-total: no kernel can be extracted, searched and verified in it
 
 
 def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iterations: int = 8,
@@ -465,8 +469,9 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     With ``profile`` (a trace that ``smithbot profile`` kept), the kernels are ranked by their measured share.
 
     With ``time_total_s``, the job ends inside it: what is left is shared equally among the kernels still to do, and
-    a kernel's share pays for its extraction, then its search (``EVOLVE_SHARE`` of what remains, at most
-    ``time_s``), then its verification, which is cut at the share's end."""
+    a kernel's share pays for its extraction, then its search (at most ``time_s``), then its verification (what the
+    search leaves: ``VERIFY_SHARE`` of the share, at least ``VERIFY_S``, at most half), which is cut at the share's
+    end."""
     from evaluator import resolve_backend
     from smithbot.propose.github import ForgeError
     from smithbot.propose.pipeline import ProposeError
@@ -497,8 +502,8 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
                                "default_path": site.default_path}
         deadline = None
         if time_total_s is not None:
-            left = time_total_s - (time.monotonic() - t_start)
-            if left <= 0:
+            left = time_total_s - END_MARGIN_S - (time.monotonic() - t_start)
+            if left < MIN_SHARE_S:
                 say(f"the total time budget ({time_total_s:.0f} s) is spent: {site.name} and the rest are left")
                 break
             deadline = time.monotonic() + left / (wanted - done)
@@ -506,7 +511,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
             say(f"pick: {site.name}: {site.default_path}")
         rows.append(row)
         # the self-check's two steps (prepare, evaluate) fit in the kernel's share
-        check_s = 300.0 if deadline is None else max(5.0, min(300.0, (deadline - time.monotonic()) / 4))
+        check_s = 300.0 if deadline is None else max(1.0, min(300.0, (deadline - time.monotonic()) / 4))
         [cov] = extract(spec, f"{site.path}::{site.qualname}", source=source, timeout_s=check_s)
         if not cov.checked or cov.out is None:
             row["why"] = cov.why
@@ -517,7 +522,8 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         row["stage"] = "evolve"
         search_s = time_s
         if deadline is not None:
-            share = max(1.0, (deadline - time.monotonic()) * EVOLVE_SHARE)
+            left = deadline - time.monotonic()
+            share = max(1.0, left - min(max(VERIFY_S, VERIFY_SHARE * left), left / 2))
             search_s = min(search_s, share) if search_s is not None else share
         try:
             status = evolve(cov.out, proposer=proposer, iterations=iterations, time_s=search_s, budget_usd=budget_usd,

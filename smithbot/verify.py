@@ -6,7 +6,7 @@ For the run's top candidates (correct, fastest first, distinct sources):
 - a candidate is **rejected** when any single case is slower than the baseline beyond its interval (the interval's
   upper bound below 1, less a 1% noise floor), even if the geomean improved, or when the geomean is not shown
   faster (``promoted``).
-The first accepted candidate is the winner. ``verification.json`` in the run's folder holds the environment
+The first accepted candidate is the winner; the ones after it are not measured. ``verification.json`` in the run's folder holds the environment
 fingerprint and every number; the run database gets a ``verified`` event.
 """
 
@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from evaluator import Evaluator, load_task
+from evaluator import Evaluator, TaskError, load_task
 from smithbot.evolve.db import Candidate, RunDB
 from smithbot.evolve.search import run_dir
 
@@ -136,7 +137,13 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
     env: dict[str, Any] = {}
     with Evaluator(vtask, backend=backend or run.config.get("backend", "auto"), workers_per_gpu=1,
                    rounds=rounds or None) as ev:  # one candidate at a time
-        ev.prepare()
+        try:
+            ev.prepare(deadline)
+        except TaskError:
+            if deadline is None or time.monotonic() < deadline:
+                raise
+            cands, verdicts = [], [Verdict(c.id, False, "cancelled: the time budget ended while verification's "
+                                           "evaluator was preparing", "cancelled", None, None, []) for c in cands]
         used = ev.backend
         for c in cands:
             path = out_dir / "verify-task" / f"candidate-{c.id}.py"
@@ -145,6 +152,8 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
             env = env or r.env
             ok, why = judge(r)
             verdicts.append(Verdict(c.id, ok, why, r.status, r.speedup, r.speedup_ci, list(r.cases)))
+            if ok:  # the first accepted is the winner: measuring the ones after it would not change that
+                break
     winner = next((v.candidate for v in verdicts if v.accepted), None)
     path = out_dir / "verification.json"
     doc = {"run": run_id, "task": run.task_id, "task_dir": run.task_dir, "backend": used, "env": env,

@@ -89,3 +89,18 @@ def test_the_coverage_table_fits_80_columns_and_json_has_every_row(tmp_path: Pat
     assert "external extension einops" in blocked["why"]
     shown = [line for line in lines if blocked["kernel"] in line]
     assert len(shown) == 1 and "external extension" in shown[0]  # one line a kernel, its reason cut to fit
+
+
+def test_run_ends_inside_its_total_time(tmp_path: Path) -> None:
+    """`smithbot run --time-total` shares the job among the kernels (extraction, search and verification each
+    count) and the whole process ends inside it, though the search alone would take far longer (1000 iterations)."""
+    import time
+
+    t0 = time.monotonic()
+    r = run("run", "demo", "--top", "2", "--iterations", "1000", "--time-total", "40", "--backend", "interpreter",
+            home=tmp_path)
+    wall = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert wall <= 40, f"the job took {wall:.1f} s of its 40"
+    assert "## smithbot run: demo" in r.stdout and "| kernel |" in r.stdout
+    assert "evolve:" in r.stderr  # a kernel got as far as its search
