@@ -1,0 +1,243 @@
+"""Torch glue (a ``kind: fusion`` site of ``smithbot scan``) as a function of its inputs: the first step of a fusion
+task, whose baseline is the glue itself (DESIGN.md, "The task").
+
+The glue is a run of statements inside an engine's function. As a function:
+- its **parameters** are what the run reads and did not make: plain names bound before it (``seq_lens``), and
+  attribute chains of objects (``forward_batch.req_to_token_pool.req_to_token`` becomes ``req_to_token``). A chain
+  ends at a tensor's own attribute (``x.shape``, ``x.device``) or a method call (``x.cumsum(0)``): what comes before
+  is the value. Module-level names (``torch``, the module's helpers and constants) and builtins are not parameters;
+- its **outputs** are what later code can see: attributes the run stores on an object (``metadata.cu_seqlens_k =
+  ...``), then names the run binds that the function reads after the run (or, for a run that ends its function with
+  ``return``, the returned value), returned in that order; and the parameters it writes in place (``out[i] = v``,
+  ``out.copy_(v)``, ``x += 1``), which the evaluator compares as written-in-place inputs. A parameter the run rebinds
+  (``x = x.view(...)``) is the input before that and a local after, as in Python.
+
+Glue whose outputs cannot be determined is refused with the reason (:class:`GlueError`), never turned into a function
+that computes something else: a run that nothing after it reads and that writes nothing, one that stores into
+something other than a name, an attribute or an item, or one with a statement other than an assignment, an
+expression, an ``assert`` or a final ``return``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+from dataclasses import dataclass
+
+# attributes of a tensor itself: a chain that reaches one is the tensor before it
+TENSOR_ATTRS = {"shape", "device", "dtype", "ndim", "is_cuda", "T", "mT", "data", "grad", "layout", "itemsize",
+                "nbytes"}
+
+
+class GlueError(Exception):
+    """The glue cannot become a function whose outputs are known; the message says why."""
+
+
+@dataclass(frozen=True)
+class GlueFunction:
+    name: str
+    source: str  # the function's definition
+    params: tuple[str, ...]
+    origins: dict[str, str]  # parameter -> what it stands for in the engine (``forward_batch.seq_lens``)
+    outputs: tuple[str, ...]  # returned, in order; ``metadata.cu_seqlens_k`` for a stored attribute
+    inplace: tuple[str, ...]  # parameters written in place
+
+
+def _chain(node: ast.expr) -> list[str] | None:
+    """``a.b.c`` as ["a", "b", "c"] when ``node`` is attributes on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return [node.id, *reversed(parts)]
+
+
+def _value_chain(parts: list[str], called: bool) -> list[str]:
+    """The part of a chain that names a value: without a method that is called, and before a tensor's attribute."""
+    if called and len(parts) > 1:
+        parts = parts[:-1]
+    for i, p in enumerate(parts[1:], 1):
+        if p in TENSOR_ATTRS:
+            return parts[:i]
+    return parts
+
+
+def _module_names(tree: ast.Module) -> set[str]:
+    names = set(dir(builtins))
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try)):  # guarded imports and constants
+            names.update(_module_names(ast.Module(body=[*ast.iter_child_nodes(node)], type_ignores=[]))
+                         - set(dir(builtins)))
+    return names
+
+
+def _function(tree: ast.Module, qualname: str) -> ast.FunctionDef:
+    body: list[ast.stmt] = tree.body
+    found: ast.AST | None = None
+    for part in qualname.split("."):
+        found = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part), None)
+        if found is None:
+            raise GlueError(f"no function {qualname} in the file")
+        body = found.body
+    if not isinstance(found, ast.FunctionDef):
+        raise GlueError(f"{qualname} is not a function")
+    return found
+
+
+def _span(fn: ast.FunctionDef, first: int, last: int) -> list[ast.stmt]:
+    """The statements of one block of ``fn`` that lie within lines ``first``..``last``."""
+    blocks = [getattr(n, f) for n in ast.walk(fn) for f in ("body", "orelse", "finalbody")
+              if isinstance(getattr(n, f, None), list)]
+    for block in blocks:
+        inside = [s for s in block if s.lineno >= first and (s.end_lineno or s.lineno) <= last]
+        if inside and inside[0].lineno == first:
+            return inside
+    raise GlueError(f"lines {first}-{last} are not a run of statements of {fn.name}")
+
+
+def glue_function(tree: ast.Module, qualname: str, first: int, last: int, name: str) -> GlueFunction:
+    """The run of statements at lines ``first``..``last`` of function ``qualname`` in ``tree``, as function ``name``."""
+    original = _function(tree, qualname)
+    after = {n.id for n in ast.walk(original) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+             and n.lineno > last}  # names the function reads after the run
+    fn = copy.deepcopy(original)  # the rewrite below edits the run's statements
+    span = _span(fn, first, last)
+    module = _module_names(tree)
+    locals_: set[str] = set()  # names the run has bound so far
+    stored: dict[str, str] = {}  # dotted chain stored by the run -> the local that holds it
+    params: dict[str, str] = {}  # parameter -> dotted origin
+    by_origin: dict[str, str] = {}
+    inplace: list[str] = []
+    outputs: list[str] = []  # dotted chains stored, in order; live-out names are added after
+
+    def param_for(parts: list[str]) -> str | None:
+        """The parameter (made on first sight) for a value read by the run, or None for a module name or a local."""
+        dotted = ".".join(parts)
+        if dotted in stored:
+            return stored[dotted]
+        if parts[0] in locals_ or parts[0] in module:
+            return None
+        if dotted not in by_origin:
+            want = parts[-1]
+            p = want if want not in params and want not in locals_ else "_".join(parts)
+            while p in params or p in module:
+                p += "_"
+            params[p], by_origin[dotted] = dotted, p
+        return by_origin[dotted]
+
+    class Rewrite(ast.NodeTransformer):
+        """Reads of parameters' chains become the parameter's name."""
+
+        def __init__(self, called: set[int]) -> None:
+            self.called = called
+
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            parts = _chain(node)
+            if parts is None or not isinstance(node.ctx, ast.Load):
+                return self.generic_visit(node)
+            value = _value_chain(parts, id(node) in self.called)
+            p = param_for(value) if len(value) > 1 else None
+            if p is None:
+                return self.generic_visit(node)
+            out: ast.expr = ast.Name(p, ast.Load())
+            for attr in parts[len(value):]:
+                out = ast.Attribute(out, attr, ast.Load())
+            return ast.copy_location(out, node)
+
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if isinstance(node.ctx, ast.Load) and node.id not in locals_ and node.id not in module:
+                param_for([node.id])
+            return node
+
+    def target(t: ast.expr, stmt: ast.stmt) -> ast.expr:
+        """A store's target, rewritten; records locals, stored attributes and in-place writes."""
+        if isinstance(t, ast.Name):  # an input rebound (`x = x.view(...)`) is a local from here on, as in Python
+            locals_.add(t.id)
+            return t
+        if isinstance(t, (ast.Tuple, ast.List)):
+            return type(t)([target(e, stmt) for e in t.elts], ast.Store())
+        if isinstance(t, ast.Starred):
+            return ast.Starred(target(t.value, stmt), ast.Store())
+        parts = _chain(t) if isinstance(t, ast.Attribute) else None
+        if parts is not None and parts[0] not in module:
+            dotted = ".".join(parts)
+            if dotted not in stored:
+                local = parts[-1] if parts[-1] not in params and parts[-1] not in locals_ else "_".join(parts)
+                stored[dotted] = local
+                outputs.append(dotted)
+                locals_.add(local)
+            return ast.copy_location(ast.Name(stored[dotted], ast.Store()), t)
+        if isinstance(t, ast.Subscript):
+            base = Rewrite(set()).visit(t.value)
+            if isinstance(base, ast.Name) and base.id in params and base.id not in inplace:
+                inplace.append(base.id)
+            return ast.copy_location(ast.Subscript(base, Rewrite(set()).visit(t.slice), ast.Store()), t)
+        raise GlueError(f"line {stmt.lineno} stores into {ast.unparse(t)}, whose owner is not known")
+
+    body: list[ast.stmt] = []
+    returned_value: ast.expr | None = None
+    for stmt in span:
+        called = {id(n.func) for n in ast.walk(stmt) if isinstance(n, ast.Call)}
+        if isinstance(stmt, ast.Assign):
+            value = Rewrite(called).visit(stmt.value)
+            new: ast.stmt = ast.Assign([target(t, stmt) for t in stmt.targets], value)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            value = Rewrite(called).visit(stmt.value)
+            new = ast.Assign([target(stmt.target, stmt)], value)
+        elif isinstance(stmt, ast.AugAssign):
+            value = Rewrite(called).visit(stmt.value)
+            t = stmt.target
+            if isinstance(t, ast.Name) and t.id not in locals_:
+                p = param_for([t.id])
+                if p is not None and p not in inplace:
+                    inplace.append(p)  # `x += v` on an input tensor writes it in place
+                new = ast.AugAssign(ast.Name(p or t.id, ast.Store()), stmt.op, value)
+            else:
+                new = ast.AugAssign(target(t, stmt), stmt.op, value)
+        elif isinstance(stmt, ast.Expr):
+            new = ast.Expr(Rewrite(called).visit(stmt.value))
+            call = new.value
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr.endswith("_") \
+                    and not call.func.attr.startswith("_") and isinstance(call.func.value, ast.Name) \
+                    and call.func.value.id in params and call.func.value.id not in inplace:
+                inplace.append(call.func.value.id)  # `out.copy_(v)`: written in place
+        elif isinstance(stmt, ast.Assert):  # the engine's own checks stay
+            new = ast.Assert(Rewrite(called).visit(stmt.test),
+                             Rewrite(called).visit(stmt.msg) if stmt.msg is not None else None)
+        elif isinstance(stmt, ast.Return) and stmt is span[-1] and stmt.value is not None:
+            returned_value = Rewrite(called).visit(stmt.value)  # what the engine's function returns: an output
+            continue
+        else:
+            raise GlueError(f"line {stmt.lineno}: a {type(stmt).__name__} statement in the run")
+        body.append(ast.copy_location(new, stmt))
+
+    live = [n for n in sorted(locals_ - set(stored.values()), key=lambda n: _first_store(span, n)) if n in after]
+    if returned_value is not None:  # the run ends its function: what it returns is all that later code sees
+        live = ["return"]
+    returned: list[ast.expr] = [ast.Name(stored[d], ast.Load()) for d in outputs] + [
+        returned_value if n == "return" and returned_value is not None else ast.Name(n, ast.Load()) for n in live]
+    if not returned and not inplace:
+        raise GlueError("nothing after the run reads what it computes, and it writes no input: its outputs are unknown")
+    if returned:
+        body.append(ast.Return(returned[0] if len(returned) == 1 else ast.Tuple(returned, ast.Load())))
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], kwonlyargs=[], kw_defaults=[],
+                         defaults=[])
+    definition = ast.FunctionDef(name=name, args=args, body=body, decorator_list=[], returns=None)
+    definition.type_params = []  # Python 3.12's field: unparse reads it
+    source = ast.unparse(ast.fix_missing_locations(ast.Module([definition], []))) + "\n"
+    return GlueFunction(name, source, tuple(params), dict(params), tuple(outputs) + tuple(live), tuple(inplace))
+
+
+def _first_store(span: list[ast.stmt], name: str) -> int:
+    return min((n.lineno for s in span for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == name
+                and isinstance(n.ctx, ast.Store)), default=0)
