@@ -52,6 +52,9 @@ class Provenance:
     repo: str
     commit: str | None
     definitions: tuple[Definition, ...]
+    # a fusion task made from torch glue: the lines it replaces, {"path", "function", "lines": [first, last],
+    # "inputs": {parameter: what it stands for in the engine}}
+    glue: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,8 @@ class Task:
     deterministic: bool
     tunables: dict[str, Any]
     # why the kernel matters, from scan: the presets whose default serving path runs it, that path, and the share of
-    # a profiled step, when measured (free text the PR's Motivation quotes)
+    # a profiled step, when measured (free text the PR's Motivation quotes); for torch glue, its kernel launches a
+    # step and the TODO comments near it that ask for a kernel
     hotness: dict[str, Any] = field(default_factory=dict)
     # preset cases extraction left out, each with why (inputs too large for the GPU beside the other workers)
     skipped: tuple[dict[str, str], ...] = ()
@@ -105,7 +109,8 @@ _TOP_KEYS = {
     "seeds": False, "deterministic": False, "tunables": False, "hotness": False, "skipped": False,
 }
 _CASE_KEYS = {"name": True, "regime": True, "dtype": True, "dims": True, "params": False, "interpreter": False}
-_PROV_KEYS = {"repo": True, "commit": False, "definitions": False}
+_PROV_KEYS = {"repo": True, "commit": False, "definitions": False, "glue": False}
+_GLUE_KEYS = {"path": True, "function": True, "lines": True, "inputs": False}
 _DEF_KEYS = {"name": True, "path": True, "qualname": True}
 
 
@@ -222,7 +227,16 @@ def load_task(path: str | Path) -> Task:
     commit = prov.get("commit")
     if commit is not None:
         commit = c.string(commit, "provenance.commit")
-    provenance = Provenance(c.string(prov["repo"], "provenance.repo"), commit, tuple(defs))
+    glue = None
+    if prov.get("glue") is not None:
+        glue = dict(c.mapping(prov["glue"], "provenance.glue", _GLUE_KEYS))
+        lines = glue["lines"]
+        if not (isinstance(lines, list) and len(lines) == 2 and all(isinstance(n, int) for n in lines)
+                and 0 < lines[0] <= lines[1]):
+            raise c.fail("provenance.glue.lines", "must be [first, last], line numbers")
+        c.string(glue["path"], "provenance.glue.path")
+        c.string(glue["function"], "provenance.glue.function")
+    provenance = Provenance(c.string(prov["repo"], "provenance.repo"), commit, tuple(defs), glue)
 
     cases_raw = data["cases"]
     if not isinstance(cases_raw, list) or not cases_raw:
@@ -273,7 +287,7 @@ def load_task(path: str | Path) -> Task:
                 deterministic=c.boolean(data.get("deterministic", True), "deterministic"), tunables=dict(tunables),
                 hotness=dict(c.mapping(data.get("hotness") or {}, "hotness",
                                        {"presets": False, "default_path": False, "measured": False,
-                                        "share": False})),
+                                        "share": False, "launches_per_step": False, "todos": False})),
                 skipped=tuple(dict(c.mapping(s, f"skipped[{i}]", {"name": True, "why": True}))
                               for i, s in enumerate(c.items(data.get("skipped") or [], "skipped"))))
 

@@ -205,6 +205,41 @@ def find_kernel(result: ScanResult, spec: str) -> KernelSite:
     return found[0]
 
 
+def find_glue(result: ScanResult, spec: str) -> Any:
+    """A fusion site of the scan (torch glue on a default path) by its function's name or qualified name, with
+    ``:LINE`` (its first line) where the function has more than one run."""
+    name, _, line = spec.partition(":")
+    found = [f for f in result.fusion if name in (f.function, f.function.rpartition(".")[2])
+             and (not line or str(f.first) == line)]
+    if not found:
+        raise ConfigError(f"no torch glue of a function {name!r}{' at line ' + line if line else ''} on "
+                          f"{result.target.name}'s default paths; `smithbot scan` lists them under fusion")
+    if len(found) > 1:
+        listing = ", ".join(f"glue:{f.function}:{f.first}" for f in found)
+        raise ConfigError(f"{spec!r} is ambiguous: {listing}")
+    return found[0]
+
+
+def extract_glue_site(result: ScanResult, site: Any, out: Path | None, base: Path, check: bool,
+                      timeout_s: float) -> Coverage:
+    """The fusion task of one run of torch glue, self-checked like a kernel's (its baseline agrees with itself)."""
+    from smithbot.extract.build import extract_glue, self_check
+    from smithbot.extract.closure import ExtractError
+    from smithbot.extract.pipeline import Coverage
+
+    label = f"glue:{site.function}:{site.first}"
+    dest = out or base / f"{site.function.replace('.', '_').strip('_')}_glue_{site.first}"
+    try:
+        task = extract_glue(result.checkout.root, result.checkout.commit, result.checkout.url, result.target, site,
+                            result.modules, dest)
+    except ExtractError as exc:
+        return Coverage(label, site.path, False, False, str(exc), None)
+    if not check:
+        return Coverage(label, site.path, True, False, "not checked", task)
+    ok, why, _ = self_check(task, timeout_s)
+    return Coverage(label, site.path, True, ok, why, task)
+
+
 def extract(spec: str, kernel: str | None, out: str | Path | None = None, source: str | None = None,
             rev: str | None = None, all_kernels: bool = False, check: bool = True,
             progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
@@ -227,6 +262,9 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     llm = asker(config) if config and check else None  # a missing key or a bad config fails here, before any work
     result = scan(spec, source, rev)
     base = Path(out) if out else home() / "workspaces" / result.target.name / "tasks"
+    if kernel and kernel.startswith("glue:") and not all_kernels and top is None:
+        return [extract_glue_site(result, find_glue(result, kernel[len("glue:"):]), Path(out) if out else None,
+                                  base, check, timeout_s)]
     if top is not None and (all_kernels or kernel):
         raise ConfigError("--top takes the hottest kernels itself: name no kernel and leave out --all")
     if all_kernels or top is not None:

@@ -182,13 +182,14 @@ def _print_fusion(fusion: list, limit: int) -> None:
     if not fusion:
         return
     t = Table(title=f"fusion candidates: {len(fusion)} runs of torch glue on default paths", show_lines=False,
-              caption="ranked by launches per step, x0.8 per undecided branch on the path; all in scan.json")
+              caption="ranked by launches per step, x0.8 per undecided branch on the path; all in scan.json; "
+                      "`smithbot extract TARGET glue:FUNCTION[:LINE]` makes one a fusion task")
     for col in ("#", "glue", "launches/step", "ops"):
         t.add_column(col, overflow="fold")
     for i, f in enumerate(fusion[:limit] if limit else fusion, 1):
         ops = " ".join(f.ops[:8]) + (f" …+{len(f.ops) - 8}" if len(f.ops) > 8 else "")
         todo = f"\nTODO {f.todos[0].split(': ', 1)[-1][:40]}" if f.todos else ""
-        t.add_row(str(i), f"{f.function.split('.')[-1]}\n{f.path.split('/')[-1]}:{f.first}-{f.last}",
+        t.add_row(str(i), f"{f.function}\n{f.path.split('/')[-1]}:{f.first}-{f.last}",
                   f"{f.per_step}\n{f.frequency}", ops + todo)
     out.print(t)
 
@@ -239,7 +240,7 @@ def profile_cmd(
 @app.command("extract")
 def extract_cmd(
     target: str = typer.Argument(..., help="a bundled target, a target YAML, a git URL or a local path"),
-    kernel: Optional[str] = typer.Argument(None, help="kernel name, wrapper name, or file::qualname"),
+    kernel: Optional[str] = typer.Argument(None, help="kernel name, wrapper name, file::qualname, or glue:FUNCTION[:LINE] for torch glue (scan lists it under fusion)"),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="task directory (default: the workspace's tasks/)"),
     source: Optional[Path] = typer.Option(None, help="use this existing checkout; no network"),
     rev: Optional[str] = typer.Option(None, help="pin a commit, tag or branch"),

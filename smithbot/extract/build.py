@@ -365,16 +365,89 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tup
         try:
             with Evaluator(task_dir, backend=backend, timeout_s=timeout_s, prepare_timeout_s=timeout_s, rounds=3,
                            workers_per_gpu=1) as ev:
-                ev.prepare()
+                ev.prepare()  # runs the baseline on every case, and checks that zeros fail
+                if ev.task.kind == "fusion":  # a torch baseline: no Triton candidate to compare with it
+                    return None, (), ev.host_bound
                 r = ev.submit(task_dir / "kernel.py").result()
         except TaskError as exc:
             return str(exc), (), ""
         # timing is not the point: the interpreter's wall clock can even "promote" a copy of itself
         return (None if r.correct else r.why), r.baseline_kernels, ev.host_bound
 
+    fusion = (task_dir / "task.yaml").is_file() and yaml.safe_load((task_dir / "task.yaml").read_text()).get(
+        "kind") == "fusion"
+    agrees = "runs on every case" if fusion else "agrees with itself"
     if torch.cuda.is_available():
         gpu, kernels, host = run("cuda")
         return (False, f"on the GPU: {gpu}", kernels) if gpu is not None else (
-            True, "baseline runs on the GPU and agrees with itself" + (f"; {host}" if host else ""), kernels)
+            True, f"baseline runs on the GPU and {agrees}" + (f"; {host}" if host else ""), kernels)
     interp, launched, _ = run("interpreter")
-    return (interp is None, interp or "baseline runs under the interpreter and agrees with itself", launched)
+    return (interp is None, interp or f"baseline runs under the interpreter and {agrees}", launched)
+
+
+def extract_glue(root: Path, commit: str | None, url: str, target: Target, site: Any, modules: dict[str, str],
+                 out: Path) -> Path:
+    """Write a ``fusion`` task for torch glue (``site``: a ``scan.glue.FusionSite``) into ``out``: its baseline is the
+    glue as a function of its inputs (``extract/glue.py``) with what it needs from its module; the inputs come from
+    the target's specs and the name rules and layouts, as a launcher's do; provenance keeps the line span that a
+    proposal replaces. Raises ExtractError with the reason when the glue's outputs cannot be known or its inputs
+    cannot be inferred."""
+    from smithbot.extract.glue import GlueError, glue_function
+
+    module = site.module
+    modules = {**modules, module: site.path}  # scan's map holds the modules with kernel facts; the glue's may have none
+    short = site.function.replace(".", "_").strip("_")
+    entry = f"{short}_glue"  # what the target YAML describes its inputs under
+    try:
+        tree = ast.parse((root / site.path).read_text(encoding="utf-8"))
+        glue = glue_function(tree, site.function, site.first, site.last, entry)
+    except (GlueError, SyntaxError) as exc:
+        raise ExtractError(f"{site.function} (lines {site.first}-{site.last}): {exc}") from None
+    builder = ClosureBuilder(root, modules, module.split(".")[0], target.stubs, target.hints.external_modules,
+                             target.hints.custom_jit_decorators)
+    fn = builder.add_source(module, entry, f"{site.function}:{site.first}-{site.last}", glue.source)
+    if builder.c.blockers:
+        raise ExtractError(f"{site.function}: " + "; ".join(dict.fromkeys(builder.c.blockers)))
+    defs = builder.render_definitions()
+    functions = tuple(n for d in defs for n in ast.parse(d.source).body if isinstance(n, ast.FunctionDef))
+    try:
+        specs, extra, inferred = param_specs(_params(fn), entry, target, fn, functions)
+        case_list, skipped = cases(specs, extra, target, entry)
+    except InputError as exc:
+        raise ExtractError(f"{site.function} (lines {site.first}-{site.last}): {exc}") from None
+    imports = sorted(set(builder.c.imports.values()) | {"import torch"})
+    outputs = ", ".join(glue.outputs) + (f"; written in place: {', '.join(glue.inplace)}" if glue.inplace else "")
+    kernel_src = "\n".join([
+        f'"""Torch glue of {site.function}() at {site.path}:{site.first}-{site.last}, as a function of its inputs: '
+        f"extracted by smithbot from {url}{'@' + commit[:12] if commit else ''}.\n\nIts outputs: {outputs}. A "
+        'fused kernel replaces these lines; the definitions below come from the target."""\n',
+        "from __future__ import annotations\n\n" + "\n".join(imports) + "\n",
+        *(["# Runtime helpers, stubbed with the values in the target YAML.\n" + "\n".join(builder.c.stubs.values())]
+          if builder.c.stubs else []),
+        "# EVOLVE-BLOCK-START\n\n" + "\n\n".join(d.source.rstrip() + "\n" for d in defs) + "\n\n# EVOLVE-BLOCK-END\n"])
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / "kernel.py").write_text(kernel_src)
+    how = f"from {target.name}'s input specs" + (f"; inferred from the glue's code, unchecked by a person: "
+                                                  f"{', '.join(inferred)}" if inferred else "")
+    (out / "harness.py").write_text(harness_source(entry, specs, extra, how))
+    task = {
+        "id": f"{target.name}-{short}-glue-{site.first}",
+        "kind": "fusion",
+        "entry": entry,
+        "description": f"{len(site.ops)} torch ops ({', '.join(site.ops)}) of {site.function}() at {site.path}:"
+                       f"{site.first}-{site.last}, {site.launches} launches a call; outputs: {outputs}.",
+        "provenance": {"repo": url, "commit": commit,
+                       "glue": {"path": site.path, "function": site.function, "lines": [site.first, site.last],
+                                "inputs": glue.origins},
+                       "definitions": [{"name": d.name, "path": d.path, "qualname": d.qualname} for d in defs
+                                       if d.name != entry and not d.source.startswith(f"{d.name} = ")]},
+        "seeds": 3,
+        "cases": case_list,
+        **({"skipped": skipped} if skipped else {}),
+        "hotness": {"presets": sorted(site.presets), "launches_per_step": site.per_step,
+                    **({"todos": list(site.todos)} if site.todos else {})},
+    }
+    (out / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False, width=120))
+    return out

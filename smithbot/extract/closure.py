@@ -485,6 +485,18 @@ class ClosureBuilder:
         assert isinstance(tree, ast.FunctionDef)
         return tree
 
+    def add_source(self, module: str, as_name: str, qualname: str, source: str) -> ast.FunctionDef:
+        """Add a function written from ``module``'s own code (torch glue made a function: ``extract/glue.py``) as
+        ``as_name``, with everything it needs from the module, as the module sees it; return its def."""
+        mod = self.module(module)
+        if mod is None:
+            raise ExtractError(f"no module {module} to take {qualname} from")
+        self._done.add((module, as_name))
+        self._bound[as_name] = (module, as_name)
+        tree = self._take(mod, as_name, qualname, source, ast.parse(source).body[0])
+        assert isinstance(tree, ast.FunctionDef)
+        return tree
+
     @staticmethod
     def _star_modules(mod: Module) -> list[str]:
         return [from_module(node, mod.name, mod.path.endswith("__init__.py")) for node in mod.tree.body

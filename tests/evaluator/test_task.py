@@ -53,6 +53,11 @@ BASE = (TASKS / "rmsnorm" / "task.yaml").read_text()
     (BASE.replace("seeds: 3", "seeds: 2"), "seeds", "at least 3 seeds"),
     (BASE.replace("regime: decode", "regime: warmup", 1), "cases[0].regime", "must be one of decode, prefill"),
     (BASE.replace("name: qwen3-8b-decode-bs64", "name: llama3-8b-decode-bs1"), "cases[1].name", "duplicate"),
+    # a fusion task's glue: the line span a proposal replaces
+    (BASE.replace("  commit: null\n", "  commit: null\n  glue: {path: a.py, function: f, lines: [9, 3]}\n"),
+     "provenance.glue.lines", "must be [first, last]"),
+    (BASE.replace("  commit: null\n", "  commit: null\n  glue: {path: a.py, lines: [3, 9]}\n"),
+     "provenance.glue.function", "missing required key"),
 ])
 def test_bad_task_yaml_names_file_and_key(tmp_path: Path, text: str, key: str, words: str) -> None:
     root = _copy(tmp_path, text)
@@ -83,3 +88,10 @@ def test_kernel_needs_one_evolve_block(tmp_path: Path) -> None:
     (root / "kernel.py").write_text((root / "kernel.py").read_text().replace("# EVOLVE-BLOCK-END\n", ""))
     with pytest.raises(TaskError, match="EVOLVE-BLOCK"):
         load_task(root)
+
+
+def test_a_glue_span_in_provenance_loads(tmp_path: Path) -> None:
+    root = _copy(tmp_path, BASE.replace("  commit: null\n", "  commit: null\n  glue: {path: eng/m.py, function: "
+                                        "B.f, lines: [3, 9], inputs: {seq_lens: fb.seq_lens}}\n"))
+    glue = load_task(root).provenance.glue
+    assert glue == {"path": "eng/m.py", "function": "B.f", "lines": [3, 9], "inputs": {"seq_lens": "fb.seq_lens"}}

@@ -126,3 +126,55 @@ def test_a_run_that_ends_its_function_returns_what_it_returns_and_a_rebound_inpu
     out = torch.full((2,), -1)
     assert fn(torch.tensor([2, 5]), torch.arange(20).view(2, 10), torch.tensor([1, 0]), out).tolist() == [2, 5]
     assert out.tolist() == [11, 4]
+
+
+def test_the_demo_engines_glue_becomes_a_fusion_task_that_passes_its_self_check(tmp_path, monkeypatch) -> None:
+    """Offline, end to end: `smithbot extract demo glue:LlamaModel.forward` finds the run on the default path,
+    writes a fusion task whose baseline is those lines, and its self-check runs the baseline on every case."""
+    import importlib.util
+
+    import yaml
+
+    from smithbot import api
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    [row] = api.extract("demo", "glue:LlamaModel.forward", out=tmp_path / "task")
+    assert row.extracted and row.checked, row.why
+    assert "runs on every case" in row.why
+    task = yaml.safe_load((tmp_path / "task" / "task.yaml").read_text())
+    assert task["kind"] == "fusion" and task["entry"] == "LlamaModel_forward_glue"
+    engine = (ROOT / "targets/demo" / task["provenance"]["glue"]["path"]).read_text().splitlines()
+    first, last = task["provenance"]["glue"]["lines"]
+    assert [line.strip() for line in engine[first - 1:last]] == [
+        "lens = lens.clamp(min=1).to(torch.int32)",
+        "positions = torch.minimum(positions, (lens - 1).to(positions.dtype))",
+        "positions = positions.clamp(min=0)"]
+    assert any("TODO: fuse" in t for t in task["hotness"]["todos"])
+    spec = importlib.util.spec_from_file_location("glue_task", tmp_path / "task" / "kernel.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for seed in range(3):  # irregular batches, zero lengths included
+        gen = torch.Generator().manual_seed(seed)
+        lens = torch.randint(0, 50, (7 + seed,), generator=gen)
+        positions = torch.randint(0, 80, (7 + seed,), generator=gen)
+        got_lens, got_pos = mod.LlamaModel_forward_glue(lens, positions)
+        assert torch.equal(got_lens, lens.clamp(min=1).int())
+        assert torch.equal(got_pos, torch.minimum(positions, lens.clamp(min=1) - 1).clamp(min=0))
+
+
+def test_glue_that_cannot_be_a_task_is_reported_with_the_reason(engine: str) -> None:
+    from smithbot import api
+    from smithbot.config import ConfigError
+
+    # the fake engine's routing glue computes weights that nothing reads: its outputs are unknown
+    [row] = api.extract(engine, "glue:FusedMoE.forward")
+    assert not row.extracted and "outputs are unknown" in row.why
+    with pytest.raises(ConfigError, match="ambiguous: glue:FA3Backend.init_metadata:14, "
+                                          "glue:FA3Backend.init_metadata:21"):
+        api.extract(engine, "glue:FA3Backend.init_metadata")
+    with pytest.raises(ConfigError, match="no torch glue of a function 'FA3Backend.missing'"):
+        api.extract(engine, "glue:FA3Backend.missing")
+    # the decode metadata's inputs are only inferred by name, and disagree in size: the self-check says so
+    [row] = api.extract(engine, "glue:FA3Backend.init_metadata:14")
+    assert row.extracted and not row.checked and "preparing the baseline failed" in row.why

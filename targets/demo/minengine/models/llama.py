@@ -42,6 +42,10 @@ class LlamaModel(torch.nn.Module):
         self.norm = RMSNorm(hidden)
 
     def forward(self, ids, positions, inv_freq, k_caches, v_caches, lens):
+        # TODO: fuse these small ops into one kernel: the step's lengths and rotary positions take six launches
+        lens = lens.clamp(min=1).to(torch.int32)
+        positions = torch.minimum(positions, (lens - 1).to(positions.dtype))
+        positions = positions.clamp(min=0)
         x = self.embed(ids)
         for i, layer in enumerate(self.layers):
             x = layer(x, positions, inv_freq, k_caches[i], v_caches[i], lens)
