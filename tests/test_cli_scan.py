@@ -23,8 +23,12 @@ def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 def test_scan_demo_offline(tmp_path: Path) -> None:
     p = run("scan", "demo", "--json", "--limit", "0", home=tmp_path)
     assert p.returncode == 0, p.stderr
-    kernels = json.loads(p.stdout)
+    rows = json.loads(p.stdout)
+    kernels = [r for r in rows if r.get("kind") != "fusion"]
     names = [k["name"] for k in kernels]
+    # the demo engine's torch glue, after the kernels: the step's lengths and positions, with its TODO
+    [glue] = [r for r in rows if r.get("kind") == "fusion"]
+    assert glue["function"] == "LlamaModel.forward" and glue["launches_per_call"] == 6 and glue["todos"]
     assert "_decode_stage1" in names and "_softplus_kernel" in names
     assert names.index("_decode_stage1") < names.index("_softplus_kernel")  # the HIP-only kernel ranks low
     assert (tmp_path / "workspaces" / "demo" / "scan.json").is_file()
