@@ -415,7 +415,8 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         case_list, skipped = cases(specs, extra, target, entry)
     except InputError as exc:
         raise ExtractError(f"{site.function} (lines {site.first}-{site.last}): {exc}") from None
-    imports = sorted(set(builder.c.imports.values()) | {"import torch"})
+    # triton too, outside the block that a candidate rewrites: a fused candidate's kernel needs it
+    imports = sorted(set(builder.c.imports.values()) | {"import torch", "import triton", "import triton.language as tl"})
     outputs = ", ".join(glue.outputs) + (f"; written in place: {', '.join(glue.inplace)}" if glue.inplace else "")
     kernel_src = "\n".join([
         f'"""Torch glue of {site.function}() at {site.path}:{site.first}-{site.last}, as a function of its inputs: '
@@ -439,8 +440,9 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         "description": f"{len(site.ops)} torch ops ({', '.join(site.ops)}) of {site.function}() at {site.path}:"
                        f"{site.first}-{site.last}, {site.launches} launches a call; outputs: {outputs}.",
         "provenance": {"repo": url, "commit": commit,
-                       "glue": {"path": site.path, "function": site.function, "lines": [site.first, site.last],
-                                "inputs": glue.origins},
+                       "glue": {"path": site.path, "module": module, "function": site.function,
+                                "lines": [site.first, site.last], "inputs": glue.origins,
+                                "outputs": list(glue.outputs), "inplace": list(glue.inplace)},
                        "definitions": [{"name": d.name, "path": d.path, "qualname": d.qualname} for d in defs
                                        if d.name != entry and not d.source.startswith(f"{d.name} = ")]},
         "seeds": 3,

@@ -16,6 +16,7 @@ Then the target's formatter runs on the changed files only; a formatter that is 
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 import shutil
@@ -28,6 +29,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from evaluator import Task
 from evaluator.task import Definition, split_evolve
+from smithbot.extract.glue import GlueError, glue_function
 
 
 class ReinsertError(Exception):
@@ -323,3 +325,55 @@ def run_formatters(root: Path, files: tuple[str, ...], formatters: tuple[str, ..
         if proc.returncode != 0:
             notes.append(f"`{f}` failed on the changed files: {(proc.stderr or proc.stdout).strip()[:300]}")
     return notes
+
+
+def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> Result:
+    """A fusion task's winner put back into the checkout at ``root``: the candidate becomes a module in
+    ``kernels_dir`` (where the target keeps its kernels), the glue's lines (``provenance.glue``) become one call of its
+    entry on the engine's own expressions, assigning what the glue assigned, and the glue's file imports the entry.
+    Raises ReinsertError when those lines are no longer the glue the task was made from."""
+    glue = task.provenance.glue
+    if not glue or not glue.get("module") or "outputs" not in glue:
+        raise ReinsertError(f"{task.id} is not a task made from torch glue: no line span to replace")
+    rel, (first, last) = glue["path"], glue["lines"]
+    path = root / rel
+    if not path.is_file():
+        raise ReinsertError(f"{rel} is not in the checkout")
+    text = path.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(text)
+        now = glue_function(tree, glue["function"], first, last, task.entry)
+    except (GlueError, SyntaxError) as exc:
+        raise ReinsertError(f"{rel}:{first}-{last} is no longer the glue the task was made from: {exc}") from None
+    if now.origins != glue.get("inputs") or list(now.outputs) != glue["outputs"]:
+        raise ReinsertError(f"{rel}:{first}-{last} is no longer the glue the task was made from: its inputs or "
+                            "outputs differ")
+    # the kernel's module: its import name drops the leading directories the glue's module name drops (`python/`)
+    drop = len(rel.removesuffix(".py").split("/")) - len(glue["module"].split("."))
+    kernel_rel = f"{kernels_dir.rstrip('/')}/fused_{task.entry.lower()}.py"
+    module = ".".join(kernel_rel.removesuffix(".py").split("/")[drop:])
+    parts = split_evolve(candidate)
+    if parts is None:
+        raise ReinsertError("the candidate has no EVOLVE-BLOCK")
+    head, block, tail = parts
+    imports = [line for line in head.splitlines() if line.startswith(("import ", "from "))]
+    body = (f'"""{task.entry}: one fused kernel in place of the torch glue of {glue["function"]}() ({rel}); '
+            'written by smithbot."""\n\n' + "\n".join(imports) + "\n\n" + (block + tail).strip() + "\n")
+    (root / kernel_rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / kernel_rel).write_text(body, encoding="utf-8")
+    # the call, where the glue was
+    lines = text.splitlines(keepends=True)
+    indent = lines[first - 1][:len(lines[first - 1]) - len(lines[first - 1].lstrip())]
+    call = f"{task.entry}({', '.join(now.origins.values())})"
+    outs = list(now.outputs)
+    returns = outs[-1:] == ["return"]
+    targets = outs[:-1] + ["_returned"] if returns else outs
+    new = [f"{', '.join(targets)} = {call}" if targets else call] + (["return _returned"] if returns else [])
+    lines[first - 1:last] = [indent + n + "\n" for n in new]
+    above = first - 2  # a TODO right above the glue that asks for this kernel is done now
+    if above >= 0 and re.match(r"\s*#\s*(TODO|FIXME)\b.*\b(fus|kernel|triton)", lines[above], re.IGNORECASE):
+        del lines[above]
+    at = max((n.end_lineno or n.lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))), default=0)
+    lines.insert(at, f"from {module} import {task.entry}\n")  # after the module's last top-level import
+    path.write_text("".join(lines), encoding="utf-8")
+    return Result((rel, kernel_rel), (f"{rel}:{first}-{last}",), (f"{kernel_rel}::{task.entry}",))

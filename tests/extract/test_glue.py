@@ -178,3 +178,69 @@ def test_glue_that_cannot_be_a_task_is_reported_with_the_reason(engine: str) -> 
     # the decode metadata's inputs are only inferred by name, and disagree in size: the self-check says so
     [row] = api.extract(engine, "glue:FA3Backend.init_metadata:14")
     assert row.extracted and not row.checked and "preparing the baseline failed" in row.why
+
+
+# A fused candidate for the demo's glue, written for this test: one Triton kernel instead of six torch launches (the
+# EVOLVE block of the task's kernel.py; what is outside it stays the baseline's)
+FUSED = '''
+@triton.jit
+def _lens_positions_kernel(lens_ptr, pos_ptr, lens_out, pos_out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    lens = tl.maximum(tl.load(lens_ptr + offs, mask=mask, other=1), 1)
+    pos = tl.load(pos_ptr + offs, mask=mask, other=0)
+    pos = tl.maximum(tl.minimum(pos, (lens - 1).to(tl.int64)), 0)
+    tl.store(lens_out + offs, lens.to(tl.int32), mask=mask)
+    tl.store(pos_out + offs, pos, mask=mask)
+
+
+def LlamaModel_forward_glue(lens, positions):
+    n = lens.numel()
+    lens_out = torch.empty(n, dtype=torch.int32, device=lens.device)
+    pos_out = torch.empty_like(positions)
+    _lens_positions_kernel[(triton.cdiv(n, 256),)](lens, positions, lens_out, pos_out, n, BLOCK=256)
+    return lens_out, pos_out
+
+'''
+
+
+def test_a_fused_candidate_is_judged_on_the_glue_task_and_put_back_in_place_of_the_lines(tmp_path, monkeypatch):
+    """The evaluator checks a fused Triton candidate against the extracted glue, and re-insertion puts it where the
+    demo keeps its kernels and replaces the glue's lines with one call that assigns what they assigned."""
+    import shutil
+
+    from evaluator import Evaluator, load_task
+    from evaluator.task import split_evolve
+    from smithbot import api
+    from smithbot.propose.reinsert import ReinsertError, reinsert_glue
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    [row] = api.extract("demo", "glue:LlamaModel.forward", out=tmp_path / "task")
+    assert row.checked, row.why
+    head, _, tail = split_evolve((tmp_path / "task" / "kernel.py").read_text())
+    fused = f"{head}# EVOLVE-BLOCK-START\n{FUSED}# EVOLVE-BLOCK-END\n{tail}"
+    cand, broken = tmp_path / "fused.py", tmp_path / "broken.py"
+    cand.write_text(fused)
+    broken.write_text(fused.replace("pos = tl.maximum(tl.minimum(pos, (lens - 1).to(tl.int64)), 0)", ""))
+    with Evaluator(tmp_path / "task", backend="interpreter") as ev:
+        ev.prepare()
+        result = ev.submit(cand).result()
+        wrong = ev.submit(broken).result()  # the clamp of positions forgotten: caught
+    assert result.correct, result.why
+    assert wrong.status == "incorrect", wrong.why
+
+    engine = tmp_path / "engine"
+    shutil.copytree(ROOT / "targets" / "demo", engine)
+    task = load_task(tmp_path / "task")
+    done = reinsert_glue(task, fused, engine, "minengine/kernels")
+    assert done.changed_files == ("minengine/models/llama.py", "minengine/kernels/fused_llamamodel_forward_glue.py")
+    patched = (engine / "minengine/models/llama.py").read_text()
+    assert "from minengine.kernels.fused_llamamodel_forward_glue import LlamaModel_forward_glue\n" in patched
+    assert "        lens, positions = LlamaModel_forward_glue(lens, positions)\n        x = self.embed(ids)" in patched
+    assert "TODO: fuse" not in patched  # done by this change
+    assert "positions.clamp(min=0)" not in patched and "EVOLVE-BLOCK" not in (
+        engine / "minengine/kernels/fused_llamamodel_forward_glue.py").read_text()
+    # the same lines, once replaced, are no longer the glue: a second insertion refuses with the reason
+    with pytest.raises(ReinsertError, match="no longer the glue the task was made from"):
+        reinsert_glue(task, fused, engine, "minengine/kernels")
