@@ -222,7 +222,7 @@ def find_glue(result: ScanResult, spec: str) -> Any:
 
 def extract_glue_site(result: ScanResult, site: Any, out: Path | None, base: Path, check: bool,
                       timeout_s: float) -> Coverage:
-    """The fusion task of one run of torch glue, self-checked like a kernel's (its baseline agrees with itself)."""
+    """The fusion task of one run of torch glue, self-checked: its torch baseline must run on every case."""
     from smithbot.extract.build import extract_glue, self_check
     from smithbot.extract.closure import ExtractError
     from smithbot.extract.pipeline import Coverage

@@ -6,8 +6,8 @@ For the run's top candidates (correct, fastest first, distinct sources):
 - a candidate is **rejected** when any single case is slower than the baseline beyond its interval (the interval's
   upper bound below 1, less a 1% noise floor), even if the geomean improved, or when the geomean is not shown
   faster (``promoted``).
-The first accepted candidate is the winner; the ones after it are not measured. ``verification.json`` in the run's folder holds the environment
-fingerprint and every number; the run database gets a ``verified`` event.
+The first accepted candidate is the winner; the ones after it are not measured. ``verification.json`` in the run's
+folder holds the environment fingerprint and every number; the run database gets a ``verified`` event.
 """
 
 from __future__ import annotations

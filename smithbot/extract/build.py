@@ -359,7 +359,7 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tup
     there: a launcher's other kernels are not checked. On the GPU, a host-bound baseline passes and says so."""
     import torch
 
-    from evaluator import Evaluator, TaskError
+    from evaluator import Evaluator, TaskError, load_task
 
     def run(backend: str) -> tuple[str | None, tuple[str, ...], str]:
         try:
@@ -374,8 +374,10 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tup
         # timing is not the point: the interpreter's wall clock can even "promote" a copy of itself
         return (None if r.correct else r.why), r.baseline_kernels, ev.host_bound
 
-    fusion = (task_dir / "task.yaml").is_file() and yaml.safe_load((task_dir / "task.yaml").read_text()).get(
-        "kind") == "fusion"
+    try:
+        fusion = load_task(task_dir).kind == "fusion"
+    except TaskError:
+        fusion = False  # the check below says what is wrong with the task
     agrees = "runs on every case" if fusion else "agrees with itself"
     if torch.cuda.is_available():
         gpu, kernels, host = run("cuda")
@@ -416,7 +418,8 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
     except InputError as exc:
         raise ExtractError(f"{site.function} (lines {site.first}-{site.last}): {exc}") from None
     # triton too, outside the block that a candidate rewrites: a fused candidate's kernel needs it
-    imports = sorted(set(builder.c.imports.values()) | {"import torch", "import triton", "import triton.language as tl"})
+    imports = sorted(set(builder.c.imports.values())
+                     | {"import torch", "import triton", "import triton.language as tl"})
     outputs = ", ".join(glue.outputs) + (f"; written in place: {', '.join(glue.inplace)}" if glue.inplace else "")
     kernel_src = "\n".join([
         f'"""Torch glue of {site.function}() at {site.path}:{site.first}-{site.last}, as a function of its inputs: '
