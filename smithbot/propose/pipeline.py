@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 from typing import Any
 
 import git
@@ -18,7 +19,8 @@ from evaluator import Task, load_task
 from smithbot.config import ConfigError, Target, TARGETS_DIR, generic_target, get_target, target_names
 from smithbot.evolve.db import Candidate, RunDB
 from smithbot.propose.forge import PreparedPR
-from smithbot.propose.reinsert import changed_definitions, definition_lines, reinsert, run_formatters
+from smithbot.propose.reinsert import (changed_definitions, definition_lines, reinsert, reinsert_glue,
+                                       run_formatters)
 from smithbot.propose.render import render, title as pr_title
 from smithbot.repo import Checkout, checkout, home
 
@@ -74,6 +76,16 @@ def _base(target: Target, task: Task, source: str | None) -> Checkout:
             raise ProposeError(f"the task's base commit {task.provenance.commit[:12]} is not in {co.root}; fetch it, "
                                "or re-extract the kernel from the current target") from None
     return co
+
+
+def kernels_dir(target: Target, near: str) -> str:
+    """Where the target keeps its kernels: the directory of its first hot path (``minengine/kernels/**``), or the
+    directory of ``near`` when it declares none."""
+    for pattern in target.hints.hot_paths:
+        head = pattern.split("*", 1)[0].rstrip("/")
+        if head:
+            return head
+    return str(Path(near).parent)
 
 
 def _upstream_moved(repo: git.Repo, task: Task, candidate: str, base: str, head: str) -> list[str]:
@@ -143,11 +155,15 @@ def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[Prepared
         raise ProposeError(f"cannot make a worktree of {base.root} on {branch}: {why}{hint}") from None
     wrepo = git.Repo(wt)
     try:
-        result = reinsert(task, cand.source or "", wt)
+        if task.provenance.glue:  # a fused kernel in place of torch glue: a new module, and a call where the glue was
+            result = reinsert_glue(task, cand.source or "", wt, kernels_dir(target, task.provenance.glue["path"]))
+        else:
+            result = reinsert(task, cand.source or "", wt)
     except Exception:
         repo.git.worktree("remove", "--force", str(wt))
         raise
-    originals = {rel: wrepo.git.show(f"{commit}:{rel}") + "\n" for rel in result.changed_files}
+    at_base = set(wrepo.git.ls_tree("-r", "--name-only", commit).splitlines())
+    originals = {rel: wrepo.git.show(f"{commit}:{rel}") + "\n" for rel in result.changed_files if rel in at_base}
     notes = run_formatters(wt, result.changed_files, target.conventions.formatter, target.conventions.quote_style,
                            originals)
     patch_kernel = wrepo.git.diff(commit, "--", *result.changed_files) if result.changed_files else ""

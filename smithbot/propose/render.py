@@ -20,6 +20,7 @@ import jinja2
 
 from evaluator import Task
 from evaluator.pool import DEFAULT_ROUNDS
+from evaluator.task import Definition
 from evaluator.tolerances import DTYPES, TOLERANCES
 from smithbot import __version__
 from smithbot.config import Target, templates_dir
@@ -130,8 +131,12 @@ def _hot_spot(hotness: dict[str, Any]) -> str:
     return out
 
 
-def _entry_def(task: Task) -> Any:
-    """The task's entry point among its provenance definitions (the first one when none has its name)."""
+def _entry_def(task: Task, added: tuple[str, ...] = ()) -> Any:
+    """The task's entry point among its provenance definitions (the first one when none has its name); for a fusion
+    task made from torch glue, in the module the proposal adds (``added``: ``path::name``), else the glue's file."""
+    if task.provenance.glue:
+        return Definition(task.entry, next((a.partition("::")[0] for a in added), task.provenance.glue["path"]),
+                          task.entry)
     return next((d for d in task.provenance.definitions if d.name == task.entry), task.provenance.definitions[0])
 
 
@@ -163,9 +168,12 @@ def shown_cases(cases: list[dict[str, Any]], task: Task, models: tuple[str, ...]
 
 def title(task: Task, verdict: dict[str, Any], config_only: bool) -> str:
     """The PR title: an area tag as engines' maintainers tag kernel PRs, and a config-only change says so."""
-    names = " ".join([_entry_def(task).path, *(d.name for d in task.provenance.definitions)]).lower()
+    glue = task.provenance.glue
+    names = " ".join([_entry_def(task).path, *(d.name for d in task.provenance.definitions),
+                      glue["function"] if glue else ""]).lower()
     tag = "[MoE]" if "moe" in names else ("[Perf]" if config_only else "[Kernel]")
-    what = f"Retune the launch config of {task.entry} (config only)" if config_only else f"Faster {task.entry}"
+    what = (f"Retune the launch config of {task.entry} (config only)" if config_only else
+            f"Fuse the torch glue of {glue['function']} into one kernel" if glue else f"Faster {task.entry}")
     return f"{tag} {what}: {verdict['speedup']:.2f}x on {len(verdict['cases'])} model shapes"
 
 
@@ -187,8 +195,10 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     style = target.conventions.pr_style if target.conventions.pr_style in STYLES else "generic"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
-    entry_def = _entry_def(task)
-    kernel_def = next((d for d in task.provenance.definitions if d.name != task.entry), entry_def)
+    glue = task.provenance.glue
+    entry_def = _entry_def(task, added)
+    kernel_def = entry_def if glue else next((d for d in task.provenance.definitions if d.name != task.entry),
+                                             entry_def)
     op = task.entry
     area = Path(entry_def.path).parent.name
     test_path = target.conventions.test_layout.format(op=op, area=area)
@@ -214,6 +224,16 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
         what = sanitize(explanation[:3000]) or "The kernel was rewritten; the diff below shows how."
         motivation = (f"`{kernel_def.name}` ({kernel_def.path}): {(v['speedup'] - 1) * 100:.1f}% faster on the geomean "
                       f"of the model shapes below ({span}), with the same results.")
+        if glue:
+            first, last = glue["lines"]
+            todo = next(iter(task.hotness.get("todos") or ()), "").split(": ", 1)[-1]  # "45: TODO: fuse ..."
+            per_step = task.hotness.get("launches_per_step")
+            motivation = (f"The torch glue of `{glue['function']}()` ({glue['path']}:{first}-{last})"
+                          + (f" launches {per_step} small kernels a step. " if per_step else ". ") +
+                          f"One Triton kernel, `{task.entry}` ({kernel_def.path}), replaces those lines: "
+                          f"{(v['speedup'] - 1) * 100:.1f}% faster on the geomean of the model shapes below ({span}), "
+                          "with the same results." + (f" It does what the code's own `{todo.strip()}` asked for."
+                                                      if todo else ""))
     motivation += _hot_spot(task.hotness)
     e = verification.get("env", {})
     env_line = ", ".join(f"{k} {e[k]}" for k in ("gpu", "driver", "torch", "triton") if e.get(k)) or "CPU (Triton interpreter)"
@@ -240,6 +260,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     rounds = verification.get("rounds", DEFAULT_ROUNDS["interpreter" if interpreter else "cuda"])
     ctx: dict[str, Any] = dict(
         v=v, shown=shown, shown_note=shown_note, e2e=end_to_end(task, v["speedup"]), interpreter=interpreter,
+        fusion=bool(glue),
         rounds=rounds, env_line=env_line,
         commit=base_commit[:12], seeds=verification["seeds"], case_names=", ".join(ratios),
         tolerances=tol,

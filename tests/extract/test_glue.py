@@ -4,6 +4,9 @@ what later code reads and what the run stores or writes in place; the function c
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -244,3 +247,38 @@ def test_a_fused_candidate_is_judged_on_the_glue_task_and_put_back_in_place_of_t
     # the same lines, once replaced, are no longer the glue: a second insertion refuses with the reason
     with pytest.raises(ReinsertError, match="no longer the glue the task was made from"):
         reinsert_glue(task, fused, engine, "minengine/kernels")
+
+    # the PR: its title and Motivation name the glue, and its generated test (the glue kept as the reference, the
+    # fused kernel imported from the patched engine) passes on the patched engine and fails on a wrong kernel
+    from smithbot.config import get_target
+    from smithbot.evolve.db import RunDB
+    from smithbot.propose.pipeline import kernels_dir
+    from smithbot.propose.render import render, title
+
+    target = get_target("demo")
+    assert kernels_dir(target, task.provenance.glue["path"]) == "minengine/kernels"
+    with RunDB(tmp_path / "runs.db") as db:
+        run = db.create_run(str(task.root), task.id, {"search": {}}, 0)
+        cand = db.add_candidate(run.id, island=0, generation=1, proposer="llm", source_hash="f00d", source=fused,
+                                status=result.status)
+    verdict = {"candidate": cand.id, "accepted": True, "speedup": result.speedup, "ci": list(result.speedup_ci),
+               "cases": list(result.cases)}  # the interpreter's numbers: the test below checks values, not speed
+    verification = {"backend": "interpreter", "seeds": 6, "rounds": 7, "env": result.env}
+    r = render(target, task, verification, verdict, cand, done.replaced, done.added, [], "", "abc")
+    assert title(task, verdict, config_only=False).startswith(
+        "[Kernel] Fuse the torch glue of LlamaModel.forward into one kernel")
+    assert "The torch glue of `LlamaModel.forward()` (minengine/models/llama.py:46-48)" in r.body
+    assert "TODO: fuse these small ops" in r.body
+    assert "from minengine.kernels.fused_llamamodel_forward_glue import LlamaModel_forward_glue" in r.test
+    test_file = engine / r.test_path
+    test_file.parent.mkdir(parents=True, exist_ok=True)
+    test_file.write_text(r.test)
+    env = {**os.environ, "PYTHONPATH": str(engine), "TRITON_INTERPRET": "1"}
+    run_test = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)]
+    ok = subprocess.run(run_test, cwd=engine, env=env, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout[-2000:]
+    kernel_file = engine / "minengine/kernels/fused_llamamodel_forward_glue.py"
+    kernel_file.write_text(kernel_file.read_text().replace("tl.maximum(tl.minimum(pos, (lens - 1).to(tl.int64)), 0)",
+                                                           "tl.minimum(pos, lens.to(tl.int64))"))
+    bad = subprocess.run(run_test, cwd=engine, env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0, bad.stdout[-2000:]
