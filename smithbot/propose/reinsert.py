@@ -376,4 +376,5 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
     at = max((n.end_lineno or n.lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))), default=0)
     lines.insert(at, f"from {module} import {task.entry}\n")  # after the module's last top-level import
     path.write_text("".join(lines), encoding="utf-8")
-    return Result((rel, kernel_rel), (f"{rel}:{first}-{last}",), (f"{kernel_rel}::{task.entry}",))
+    return Result((rel, kernel_rel), (f"{rel}::{glue['function']}",), (f"{kernel_rel}::{task.entry}",),
+                  (f"lines {first}-{last} of {rel} became one call of {task.entry}",))
