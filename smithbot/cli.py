@@ -14,7 +14,7 @@ from rich.table import Table
 
 from evaluator import BackendError, EvalResult, TaskError
 from evaluator.task import check_candidate_files
-from smithbot import __version__, api
+from smithbot import __version__, api, job
 from smithbot.config import ConfigError, get_target, target_names
 from smithbot.repo import RepoError
 
@@ -523,7 +523,7 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
 
     try:
         with Live(Table(), console=err, refresh_per_second=4, transient=True) as live:
-            paths = api.demo(kernel, iterations, backend, say=lambda m: live.console.print(m, highlight=False),
+            paths = job.demo(kernel, iterations, backend, say=lambda m: live.console.print(m, highlight=False),
                              on_update=lambda s: live.update(_live_table(s)))
     except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError, BackendError) as exc:
         _fail(str(exc))
@@ -563,7 +563,7 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
 
     try:
         with Live(Table(), console=err, refresh_per_second=4, transient=True) as live:
-            rows = api.run_pipeline(target, list(kernel or []) or None, top, iterations, time_s, budget_usd, proposer,
+            rows = job.run_pipeline(target, list(kernel or []) or None, top, iterations, time_s, budget_usd, proposer,
                                     str(config) if config else None, backend, source, submit,
                                     say=lambda m: live.console.print(m, highlight=False),
                                     on_update=lambda s: live.update(_live_table(s)), model=model,
@@ -571,7 +571,7 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
     except (DBError, TaskError, ConfigError, RepoError, ProposeError, ProposerError, BackendError, ValueError) as exc:
         _fail(str(exc))
         return
-    md = api.summary_markdown(target, rows)
+    md = job.summary_markdown(target, rows)
     print(md)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as f:

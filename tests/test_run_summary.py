@@ -1,7 +1,7 @@
 """`smithbot run`'s markdown summary: each kernel's outcome, the GPU's busy share, and the calls no CUDA graph
 captures (a host sync on the serving path is reported even when the kernel was searched)."""
 
-from smithbot.api import summary_markdown
+from smithbot.job import summary_markdown
 
 
 def test_the_summary_reports_host_bound_kernels_capture_failures_and_gpu_busy() -> None:
