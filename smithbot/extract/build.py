@@ -300,25 +300,13 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
             raise ExtractError(f"{site.name}: {exc}") from None
         missing, specs, extra, inferred = str(exc), {}, {}, []
         case_list, skipped = cases({}, {}, target, wrapper, also=DENSE_DIMS)
-    imports = sorted(set(builder.c.imports.values()) | {"import torch", "import triton", "import triton.language as tl"})
-    parts = [f'"""{site.name}, launched by {wrapper}(): extracted by smithbot from {url}'
-             f"{'@' + commit[:12] if commit else ''} {path}.\n\nEvery definition below comes from the target; "
-             'task.yaml says where. Stubs replace runtime helpers with the target\'s values."""\n',
-             "from __future__ import annotations\n\n" + "\n".join(imports) + "\n"]
-    if builder.c.stubs:
-        parts.append("\n# Runtime helpers, stubbed with the values in the target YAML.\n" + "\n".join(builder.c.stubs.values()))
-    parts.append("\n# EVOLVE-BLOCK-START\n\n" + "\n\n".join(d.source.rstrip() + "\n" for d in defs) + "\n\n# EVOLVE-BLOCK-END\n")
-    if objects:
-        parts.append(flat_entry(wrapper, [n for n, _ in _params(fn)], objects))
-    kernel_src = "\n".join(parts)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    (out / "kernel.py").write_text(kernel_src)
-    how = f"from {target.name}'s input specs" + (f"; inferred from the launcher's code, unchecked by a person: "
-                                                  f"{', '.join(inferred)}" if inferred else "")
+    kernel_src = _write_kernel(
+        out, f"{site.name}, launched by {wrapper}(): extracted by smithbot from {url}"
+        f"{'@' + commit[:12] if commit else ''} {path}.\n\nEvery definition below comes from the target; task.yaml "
+        "says where. Stubs replace runtime helpers with the target's values.", builder, defs,
+        flat_entry(wrapper, [n for n, _ in _params(fn)], objects) if objects else "")
     if not missing:
-        (out / "harness.py").write_text(harness_source(entry, specs, extra, how))
+        (out / "harness.py").write_text(harness_source(entry, specs, extra, _how(target, "launcher", inferred)))
     task = {
         "id": f"{target.name}-{name or site.name.strip('_')}",
         "kind": "triton",
@@ -351,6 +339,31 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
 _ATOMIC = re.compile(r"\btl\.atomic_(add|max|min|xchg|cas|and|or|xor)\b")
 
 
+def _write_kernel(out: Path, doc: str, builder: ClosureBuilder, defs: list[Any], tail: str = "") -> str:
+    """Write ``out/kernel.py`` into a fresh ``out``: the docstring ``doc``, the imports (torch and triton always,
+    outside the block a candidate rewrites: its kernel needs them), the stubbed runtime helpers, the definitions inside
+    the EVOLVE block, then ``tail``. Returns its text."""
+    imports = sorted(set(builder.c.imports.values()) | {"import torch", "import triton", "import triton.language as tl"})
+    parts = [f'"""{doc}"""\n', "from __future__ import annotations\n\n" + "\n".join(imports) + "\n"]
+    if builder.c.stubs:
+        parts.append("\n# Runtime helpers, stubbed with the values in the target YAML.\n" + "\n".join(builder.c.stubs.values()))
+    parts.append("\n# EVOLVE-BLOCK-START\n\n" + "\n\n".join(d.source.rstrip() + "\n" for d in defs) + "\n\n# EVOLVE-BLOCK-END\n")
+    if tail:
+        parts.append(tail)
+    text = "\n".join(parts)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / "kernel.py").write_text(text)
+    return text
+
+
+def _how(target: Target, source: str, inferred: list[str]) -> str:
+    """Where a harness's inputs come from, for its docstring."""
+    return f"from {target.name}'s input specs" + (f"; inferred from the {source}'s code, unchecked by a person: "
+                                                  f"{', '.join(inferred)}" if inferred else "")
+
+
 def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tuple[str, ...]]:
     """The baseline must run on its inputs and agree with itself over two runs: on the GPU's named cases when there
     is a GPU, else under the interpreter. The GPU's larger cases catch inputs that only look valid when small (an
@@ -359,32 +372,29 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tup
     there: a launcher's other kernels are not checked. On the GPU, a host-bound baseline passes and says so."""
     import torch
 
-    from evaluator import Evaluator, TaskError, load_task
+    from evaluator import Evaluator, TaskError
 
     def run(backend: str) -> tuple[str | None, tuple[str, ...], str]:
+        """(what failed or None, the kernels launched, what it did: with its host-bound verdict on the GPU)."""
         try:
             with Evaluator(task_dir, backend=backend, timeout_s=timeout_s, prepare_timeout_s=timeout_s, rounds=3,
                            workers_per_gpu=1) as ev:
                 ev.prepare()  # runs the baseline on every case, and checks that zeros fail
+                where = "on the GPU" if backend == "cuda" else "under the interpreter"
+                host = f"; {ev.host_bound}" if ev.host_bound else ""
                 if ev.task.kind == "fusion":  # a torch baseline: no Triton candidate to compare with it
-                    return None, (), ev.host_bound
+                    return None, (), f"baseline runs {where} and runs on every case{host}"
                 r = ev.submit(task_dir / "kernel.py").result()
         except TaskError as exc:
             return str(exc), (), ""
         # timing is not the point: the interpreter's wall clock can even "promote" a copy of itself
-        return (None if r.correct else r.why), r.baseline_kernels, ev.host_bound
+        return (None if r.correct else r.why), r.baseline_kernels, f"baseline runs {where} and agrees with itself{host}"
 
-    try:
-        fusion = load_task(task_dir).kind == "fusion"
-    except TaskError:
-        fusion = False  # the check below says what is wrong with the task
-    agrees = "runs on every case" if fusion else "agrees with itself"
     if torch.cuda.is_available():
-        gpu, kernels, host = run("cuda")
-        return (False, f"on the GPU: {gpu}", kernels) if gpu is not None else (
-            True, f"baseline runs on the GPU and {agrees}" + (f"; {host}" if host else ""), kernels)
-    interp, launched, _ = run("interpreter")
-    return (interp is None, interp or f"baseline runs under the interpreter and {agrees}", launched)
+        gpu, kernels, said = run("cuda")
+        return (False, f"on the GPU: {gpu}", kernels) if gpu is not None else (True, said, kernels)
+    interp, launched, said = run("interpreter")
+    return (interp is None, interp or said, launched)
 
 
 def extract_glue(root: Path, commit: str | None, url: str, target: Target, site: Any, modules: dict[str, str],
@@ -417,25 +427,12 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         case_list, skipped = cases(specs, extra, target, entry)
     except InputError as exc:
         raise ExtractError(f"{site.function} (lines {site.first}-{site.last}): {exc}") from None
-    # triton too, outside the block that a candidate rewrites: a fused candidate's kernel needs it
-    imports = sorted(set(builder.c.imports.values())
-                     | {"import torch", "import triton", "import triton.language as tl"})
     outputs = ", ".join(glue.outputs) + (f"; written in place: {', '.join(glue.inplace)}" if glue.inplace else "")
-    kernel_src = "\n".join([
-        f'"""Torch glue of {site.function}() at {site.path}:{site.first}-{site.last}, as a function of its inputs: '
-        f"extracted by smithbot from {url}{'@' + commit[:12] if commit else ''}.\n\nIts outputs: {outputs}. A "
-        'fused kernel replaces these lines; the definitions below come from the target."""\n',
-        "from __future__ import annotations\n\n" + "\n".join(imports) + "\n",
-        *(["# Runtime helpers, stubbed with the values in the target YAML.\n" + "\n".join(builder.c.stubs.values())]
-          if builder.c.stubs else []),
-        "# EVOLVE-BLOCK-START\n\n" + "\n\n".join(d.source.rstrip() + "\n" for d in defs) + "\n\n# EVOLVE-BLOCK-END\n"])
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    (out / "kernel.py").write_text(kernel_src)
-    how = f"from {target.name}'s input specs" + (f"; inferred from the glue's code, unchecked by a person: "
-                                                  f"{', '.join(inferred)}" if inferred else "")
-    (out / "harness.py").write_text(harness_source(entry, specs, extra, how))
+    _write_kernel(out, f"Torch glue of {site.function}() at {site.path}:{site.first}-{site.last}, as a function of its "
+                  f"inputs: extracted by smithbot from {url}{'@' + commit[:12] if commit else ''}.\n\nIts outputs: "
+                  f"{outputs}. A fused kernel replaces these lines; the definitions below come from the target.",
+                  builder, defs)
+    (out / "harness.py").write_text(harness_source(entry, specs, extra, _how(target, "glue", inferred)))
     task = {
         "id": f"{target.name}-{short}-glue-{site.first}",
         "kind": "fusion",

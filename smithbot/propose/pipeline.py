@@ -162,7 +162,7 @@ def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[Prepared
     except Exception:
         repo.git.worktree("remove", "--force", str(wt))
         raise
-    at_base = set(wrepo.git.ls_tree("-r", "--name-only", commit).splitlines())
+    at_base = set(wrepo.git.ls_tree("--name-only", commit, "--", *result.changed_files).splitlines())
     originals = {rel: wrepo.git.show(f"{commit}:{rel}") + "\n" for rel in result.changed_files if rel in at_base}
     notes = run_formatters(wt, result.changed_files, target.conventions.formatter, target.conventions.quote_style,
                            originals)
