@@ -15,6 +15,7 @@ the seconds to its verdict are reported, which is what a search spends on it.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import random
 import statistics
@@ -94,23 +95,20 @@ def search_rate(task: Path, tmp: Path, seconds: float) -> dict[str, Any]:
     """Run ``smithbot evolve TASK --proposer tune --time SECONDS`` and count, from its database, the evaluations that
     ran to a verdict per minute of the whole call (the workers' start and the baseline included), and per minute from
     the run's start to its last evaluation."""
-    import sqlite3
-
     from smithbot import api
+    from smithbot.evolve.db import RunDB
 
     db = tmp / f"{task.name}-search.db"
     t0 = time.time()
     status = api.evolve(task, "tune", time_s=seconds, iterations=10**6, patience=10**6, backend="cuda", db=db)
     wall = time.time() - t0
-    with sqlite3.connect(db) as con:
-        created = con.execute("SELECT created FROM runs").fetchone()[0]
-        rows = con.execute("SELECT status, evaluated FROM candidates").fetchall()
+    with RunDB(db) as rdb:
+        created = rdb.run(status.run_id).created
+        rows = [(c.status, c.evaluated) for c in rdb.candidates(status.run_id)]
     full = [e for s, e in rows if s in FULL]
-    counts: dict[str, int] = {}
-    for s, _ in rows:
-        counts[s] = counts.get(s, 0) + 1
+    counts = collections.Counter(s for s, _ in rows)
     span = (max(full) - created) if full else 0.0
-    return {"seconds": seconds, "wall_s": wall, "stop": status.message, "statuses": counts, "full": len(full),
+    return {"seconds": seconds, "wall_s": wall, "stop": status.message, "statuses": dict(counts), "full": len(full),
             "per_minute_whole_call": len(full) / (wall / 60),
             "per_minute_searching": len(full) / (span / 60) if span else 0.0}
 
