@@ -69,9 +69,10 @@ def call(fn: Callable[..., Any], args: dict[str, Any], device: str, poison: bool
 
 
 def _written(after: dict[str, Any], pristine: dict[str, Any]) -> list[str]:
-    """The input tensors (by path: ``x``, ``self.state``) that a call changed."""
-    now = tensor_leaves(after)
-    return [k for k, v in tensor_leaves(pristine).items() if not bit_equal(now[k], v)]
+    """The input tensors (by path: ``x``, ``self.state``) that a call changed, and the tensors it stored on an input
+    object (``self.prefix_chunk_kv_indices[0]``: a method's outputs kept on its batch)."""
+    now, before = tensor_leaves(after), tensor_leaves(pristine)
+    return [k for k, v in before.items() if not bit_equal(now[k], v)] + [k for k in now if k not in before]
 
 
 def _compare_effects(out: Any, args: dict[str, Any], ref_out: Any, ref_args: dict[str, Any], written: list[str],
@@ -81,7 +82,9 @@ def _compare_effects(out: Any, args: dict[str, Any], ref_out: Any, ref_args: dic
         return m
     got, ref = tensor_leaves(args), tensor_leaves(ref_args)
     for k in written:
-        m = compare(got[k], ref[k], f"argument {k!r} (written in place)", exact)
+        if k not in got:
+            return Mismatch(f"argument {k!r}", "the baseline stores it on its input; this call does not")
+        m = compare(got[k], ref[k], f"argument {k!r} (written by the call)", exact)
         if m is not None:
             return m
     return None

@@ -23,12 +23,14 @@ LAUNCH_KWARGS = ("num_warps", "num_stages")
 
 
 def _wrapper_node(root: Path, site: KernelSite, modules: dict[str, str] | None = None,
-                  inputs: dict[str, dict[str, Any]] | None = None) -> tuple[str, str, ast.FunctionDef | None]:
+                  inputs: dict[str, dict[str, Any]] | None = None, caller: bool = False
+                  ) -> tuple[str, str, ast.FunctionDef | None]:
     """The launch to build ``site``'s task from (``_launcher_node``); with ``modules``, its op instead when the
-    launcher takes an op's internal tables (``entry.op_entry``; ``inputs``: the target YAML's input specs)."""
+    launcher takes an op's internal tables (``entry.op_entry``; ``inputs``: the target YAML's input specs), or, with
+    ``caller``, whenever an op calls it."""
     path, wrapper, fn = _launcher_node(root, site)
     if modules is not None and fn is not None:
-        op = op_entry(root, sorted(modules.values()), path, fn, inputs or {})
+        op = op_entry(root, sorted(modules.values()), path, fn, inputs or {}, caller)
         if op is not None:
             return op
     return path, wrapper, fn
@@ -59,10 +61,11 @@ def _launcher_node(root: Path, site: KernelSite) -> tuple[str, str, ast.Function
 
 
 def launcher(root: Path, site: KernelSite, modules: dict[str, str] | None = None,
-             inputs: dict[str, dict[str, Any]] | None = None) -> tuple[str, str] | None:
-    """(module path, wrapper) of the launch or op that ``site``'s task is built from; None when there is none."""
+             inputs: dict[str, dict[str, Any]] | None = None, caller: bool = False) -> tuple[str, str] | None:
+    """(module path, wrapper) of the launch or op that ``site``'s task is built from (``_wrapper_node``); None when
+    there is none."""
     try:
-        return _wrapper_node(root, site, modules, inputs)[:2]
+        return _wrapper_node(root, site, modules, inputs, caller)[:2]
     except ExtractError:
         return None
 
@@ -136,6 +139,8 @@ def _tunables(fn: ast.FunctionDef, source: str) -> dict[str, Any]:
 
 
 NEVER_LAUNCHED = "its task's inputs never launch it"
+# a self-check's failure where the baseline's outputs differ between two runs on the same inputs
+DISAGREES = ("incorrect: mismatch", "incorrect: nondeterministic")
 
 
 def branch_values(root: Path, site: KernelSite, modules: dict[str, str],
@@ -245,12 +250,12 @@ DENSE_DIMS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate")
 
 def extract(root: Path, commit: str | None, url: str, target: Target, site: KernelSite,
             modules: dict[str, str], out: Path, without_inputs: bool = False, name: str = "",
-            op: bool = True) -> Path:
+            op: bool | str = True) -> Path:
     """Write the task for ``site`` into ``out``; its id is the target's name and ``name`` (default: the kernel's).
     With ``without_inputs``, a kernel whose inputs cannot be inferred is still written, without ``harness.py``, and
     :class:`NeedsInputs` says so. Without ``op``, the task is built around the launcher even where an op would be
-    chosen (``entry.op_entry``)."""
-    path, wrapper, fn = _wrapper_node(root, site, modules if op else None, target.inputs)
+    chosen (``entry.op_entry``); with ``op="caller"``, around the op that calls the launcher, whatever it takes."""
+    path, wrapper, fn = _wrapper_node(root, site, modules if op else None, target.inputs, op == "caller")
     launch_path, own_launcher, _ = _launcher_node(root, site)
     in_op = (path, wrapper) != (launch_path, own_launcher)  # built around the op that calls the launcher
     module = next((m for m, p in modules.items() if p == path), None)
@@ -263,8 +268,10 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         target = target.with_inputs(wrapper.replace(".", "_"), own)
     # the launcher's own `_stubs:` (a helper's value for this launcher's task alone) over the target's
     stubs = {**target.stubs, **(target.inputs.get(wrapper.replace(".", "_"), {}).get("_stubs") or {})}
+    # a spec for a name the launcher reads as `get_NAME()` (engine state) hands that state in (closure.py)
+    state = tuple(k for k in target.inputs.get(wrapper.replace(".", "_"), {}) if not k.startswith("_"))
     builder = ClosureBuilder(root, modules, module.split(".")[0], stubs, target.hints.external_modules,
-                             target.hints.custom_jit_decorators)
+                             target.hints.custom_jit_decorators, state)
     if fn is None:  # Cls.method, extracted as the function Cls_method
         fn = builder.add_method(module, *wrapper.split("."), wrapper.replace(".", "_"))
         wrapper = fn.name
@@ -274,6 +281,9 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         raise ExtractError(f"{site.name}: " + "; ".join(dict.fromkeys(builder.c.blockers)))
     defs = builder.render_definitions()
     functions = tuple(n for d in defs for n in ast.parse(d.source).body if isinstance(n, ast.FunctionDef))
+    written = next((f for f in functions if f.name == wrapper), fn)
+    if [a.arg for a in written.args.args] != [a.arg for a in fn.args.args]:
+        fn = written  # the engine state it reads became parameters
     missing = ""
     # a parameter read only for its attributes (`plan.seq_lens`, a method's `self.weight`) becomes one per attribute
     bare = [n for n, d in _params(fn) if d is ... and n not in target.inputs.get(wrapper, {}) and n not in NAME_RULES]

@@ -31,7 +31,7 @@ from smithbot.extract.modules import Module, applied_factory, free_names, top_bi
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer,
                                       TypeCheckDropper, calls_stub,
                                       custom_decorator_stub, env_pinned, fold_stubs, fold_versions, is_kernel,
-                                      for_the_task, is_logger, only_called, splice, stub_source,
+                                      for_the_task, is_logger, only_called, splice, state_as_params, stub_source,
                                       without_lazy_globals)
 from smithbot.scan.parse import collect_imports, from_module
 
@@ -73,8 +73,12 @@ def _plain(value: Any) -> bool:
 
 class ClosureBuilder:
     def __init__(self, root: Path, modules: dict[str, str], package: str, stubs: dict[str, Any],
-                 external: tuple[str, ...], custom_decorators: tuple[str, ...] = ()) -> None:
+                 external: tuple[str, ...], custom_decorators: tuple[str, ...] = (),
+                 state: tuple[str, ...] = ()) -> None:
         self.root = root
+        # engine state the launcher reads through an accessor (`get_req_to_token_pool().req_to_token`) that the
+        # inputs give: each `get_NAME()` call in the launcher becomes its parameter NAME
+        self.state = state
         self.paths = modules  # module name -> relative path
         self.package = package
         self.stubs_values = stubs
@@ -349,6 +353,9 @@ class ClosureBuilder:
     def _take(self, mod: Module, name: str, qualname: str, source: str, node: ast.stmt) -> ast.stmt:
         """Append the definition ``source`` (``node`` parsed) and resolve everything it needs; return its final node."""
         self._takes += 1
+        if self._depth == 0 and isinstance(node, ast.FunctionDef) and self.state:
+            source = state_as_params(source, self.state)
+            node = ast.parse(source).body[0]
         if self._starts and self._takes - self._starts[0] > HELPER_DEFINITIONS:
             # a helper whose closure runs into the serving stack (configs, schedulers, loggers): not kernel code
             self.c.blockers.append(TOO_MANY)

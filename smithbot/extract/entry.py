@@ -31,35 +31,43 @@ def internal_params(fn: ast.FunctionDef, given: dict[str, Any]) -> list[str]:
 
 
 def _callers(root: Path, paths: list[str], path: str, name: str) -> list[tuple[str, ast.FunctionDef]]:
-    """Module-level functions that call ``name`` (as ``name(...)`` or ``mod.name(...)``): those of ``path`` first,
-    then of the other files that mention it, in path order."""
+    """Module-level functions that call ``name`` (as ``name(...)`` or ``mod.name(...)``), or a module-level alias of
+    it in ``path`` (``_get_sorted_idx = _get_sorted_idx_triton``): those of ``path`` first, then of the other files
+    that mention it, in path order."""
+    try:
+        own = ast.parse((root / path).read_text(encoding="utf-8-sig"))
+    except (OSError, SyntaxError):
+        own = ast.Module(body=[], type_ignores=[])
+    names = {name} | {t.id for node in own.body if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
+                      and node.value.id == name for t in node.targets if isinstance(t, ast.Name)}
     out = []
     for rel in [path] + sorted(p for p in paths if p != path):
         try:
             text = (root / rel).read_text(encoding="utf-8-sig")
         except OSError:
             continue
-        if name not in text:
+        if not any(n in text for n in names):
             continue
         try:
             tree = ast.parse(text)
         except SyntaxError:
             continue
         for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name != name and any(
-                    isinstance(c, ast.Call) and (isinstance(c.func, ast.Name) and c.func.id == name or
-                                                 isinstance(c.func, ast.Attribute) and c.func.attr == name)
+            if isinstance(node, ast.FunctionDef) and node.name not in names and any(
+                    isinstance(c, ast.Call) and (isinstance(c.func, ast.Name) and c.func.id in names or
+                                                 isinstance(c.func, ast.Attribute) and c.func.attr in names)
                     for c in ast.walk(node)):
                 out.append((rel, node))
     return out
 
 
-def op_entry(root: Path, paths: list[str], path: str, fn: ast.FunctionDef, inputs: dict[str, dict[str, Any]]
-             ) -> tuple[str, str, ast.FunctionDef] | None:
-    """(path, name, def) of the op to build the task around when launcher ``fn`` (in ``path``) takes internal tables:
-    the nearest module-level caller, breadth first up to ``MAX_DEPTH`` calls away, that takes none and that the
-    target YAML gives no internal table to either. None when the launcher takes none, or no caller qualifies."""
-    if not internal_params(fn, inputs.get(fn.name, {})):
+def op_entry(root: Path, paths: list[str], path: str, fn: ast.FunctionDef, inputs: dict[str, dict[str, Any]],
+             any_launcher: bool = False) -> tuple[str, str, ast.FunctionDef] | None:
+    """(path, name, def) of the op to build the task around when launcher ``fn`` (in ``path``) takes internal tables
+    (with ``any_launcher``, whatever it takes: its own outputs are not comparable, a routing's order that follows its
+    atomics): the nearest module-level caller, breadth first up to ``MAX_DEPTH`` calls away, that takes none and that
+    the target YAML gives no internal table to either. None when the launcher takes none, or no caller qualifies."""
+    if not any_launcher and not internal_params(fn, inputs.get(fn.name, {})):
         return None
     frontier, seen = [(path, fn.name)], {(path, fn.name)}
     for _ in range(MAX_DEPTH):

@@ -9,6 +9,7 @@ import inspect
 from typing import Any
 
 from smithbot.inputs.layouts import builder_source
+from smithbot.inputs.plan import nested
 
 
 def size_value(expr, dims):
@@ -171,7 +172,7 @@ def make_inputs(case, generator):
 
 
 def harness_source(wrapper: str, specs: dict[str, Any], extra: dict[str, Any], how: str) -> str:
-    used = sorted({s["layout"] for s in specs.values() if isinstance(s, dict) and "layout" in s})
+    used = sorted({s["layout"] for s in nested(specs) if "layout" in s})
     layout_fns = "".join(f"\n\n{builder_source(n)}\n" for n in used) + "\n\nLAYOUT_BUILDERS = {" + ", ".join(
         f"{n!r}: build_{n}" for n in used) + "}\n"
     return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra, value_fn=_SIZE_VALUE_SOURCE,

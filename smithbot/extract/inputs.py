@@ -299,8 +299,11 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
         if name not in inferred:
             raise InputError(f"cannot infer an input for parameter {name!r} of {wrapper}; describe it under "
                              f"inputs: {wrapper}: {name}: in the target YAML", name)
-    specs = {name: inferred[name] if name in inferred else specs[name] for name, _ in params}
-    fill_sizes(specs)
+    specs = copy.deepcopy({name: inferred[name] if name in inferred else specs[name] for name, _ in params})
+    try:
+        fill_sizes(specs)
+    except ValueError as exc:
+        raise InputError(f"{wrapper}: {exc}") from None
     _one_layout(specs, set(inferred), _per_program(fn, kernels), _cumsummed(fn), _differences(fn))
     return specs, extra, list(inferred)
 

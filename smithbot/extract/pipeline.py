@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from smithbot.config import Target
-from smithbot.extract.build import (NEVER_LAUNCHED, NeedsInputs, branch_values, extract as build, launcher,
-                                    self_check)
+from smithbot.extract.build import (DISAGREES, NEVER_LAUNCHED, NeedsInputs, branch_values, extract as build,
+                                    launcher, self_check)
 from smithbot.extract.closure import ExtractError
 from smithbot.extract.grow import grow
 from smithbot.extract.llm_inputs import write_inputs
@@ -96,10 +96,11 @@ def extract_sites(result: ScanResult, sites: list[KernelSite], task_dir_of: Call
         if progress is not None:
             progress(finished, len(todo) + len(branches))
 
-    def rebuilt(i: int, task_dir: Path, why: str, how: str, op: bool = True,
+    def rebuilt(i: int, task_dir: Path, why: str, how: str, op: bool | str = True,
                 by_themselves: bool = True) -> tuple[bool, str]:
-        """The failed task of row ``i`` built another way (around its launcher instead of its op: ``op=False``;
-        without the layouts that bound by themselves) and checked; kept in its place if that passes."""
+        """The failed task of row ``i`` built another way (around its launcher instead of its op: ``op=False``; around
+        the op that calls it: ``op="caller"``; without the layouts that bound by themselves) and checked; kept in its
+        place if that passes."""
         site = sites[i]
         dest = task_dir.with_name(task_dir.name + ".retry")
         try:
@@ -124,14 +125,21 @@ def extract_sites(result: ScanResult, sites: list[KernelSite], task_dir_of: Call
         """A task that failed its self-check, built again without what extraction chose by itself: the layouts
         that bound to a launcher nobody wrote specs for (the plain inference may serve it where a layout's sizes
         do not), then the op it was built around (its inputs may need what inference cannot tell, a quantized
-        op's scales)."""
+        op's scales). A launcher whose outputs differ between two runs (a routing whose order follows its atomics,
+        which the op's result does not) is built again around the op that calls it."""
         ok = False
+        disagrees = any(d in why for d in DISAGREES)
         if _layout_line(task_dir) != "LAYOUT_BUILDERS = {}":  # no layout bound: nothing to build again without
             ok, why = rebuilt(i, task_dir, why, "without the layouts that bound by themselves", by_themselves=False)
         plain = launcher(result.checkout.root, sites[i])
         if not ok and plain is not None and plain != launchers[i]:
             ok, why = rebuilt(i, task_dir, why, f"at its launcher {plain[1]}() (not the op {launchers[i][1]}())",
                               op=False)
+        elif not ok and disagrees:
+            op = launcher(result.checkout.root, sites[i], result.modules, result.target.inputs, caller=True)
+            if op is not None and op != launchers[i]:
+                ok, why = rebuilt(i, task_dir, why, f"around the op {op[1]}() that calls it (its launcher's own "
+                                  "outputs differ between runs)", op="caller")
         return ok, why
 
     def checked(i: int) -> None:

@@ -30,7 +30,7 @@ def default_sizes(name: str, specs: dict[str, Any]) -> dict[str, Any]:
         return {"tokens": "tokens", "top_k": "top_k", "experts": "experts", "block": _block(specs)}
     if name == "paged_kv":  # a request per token of the case (a decode batch), each up to 1024 positions long
         page = next((specs[p] for p in ("page_size", "block_size", "page") if isinstance(specs.get(p), int)), 1)
-        return {"batch": "tokens", "context": 1024, "page": page}
+        return {"batch": "tokens", "context": 1024, "page": page, "chunk_capacity": 128 * 1024}
     raise KeyError(name)
 
 
@@ -56,9 +56,30 @@ def bind_layouts(params: list[str], given: dict[str, Any], sizes: dict[str, dict
     return out
 
 
+def nested(specs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every dict spec of ``specs``, also those inside object and list specs."""
+    out: list[dict[str, Any]] = []
+    todo = list(specs.values())
+    while todo:
+        spec = todo.pop()
+        if isinstance(spec, dict):
+            out.append(spec)
+            todo += list(spec["object"].values()) if isinstance(spec.get("object"), dict) else spec.get("items") or []
+    return out
+
+
 def fill_sizes(specs: dict[str, Any]) -> None:
     """Each layout spec's sizes completed from the layout's defaults, which read the other specs (a config's
-    BLOCK_SIZE_M)."""
-    for spec in specs.values():
-        if isinstance(spec, dict) and "layout" in spec:
-            spec["sizes"] = {**default_sizes(spec["layout"], specs), **spec["sizes"]}
+    BLOCK_SIZE_M). An object spec that names a layout (``{object: {layout: paged_kv}}``: engine state, a batch's
+    metadata) carries that layout's fields as its attributes, from the same instance as the parameters bound to it."""
+    for spec in nested(specs):
+        obj = spec.get("object")
+        if isinstance(obj, dict) and "layout" in obj:
+            name, sizes = obj.pop("layout"), obj.pop("sizes", {}) or {}
+            if name not in LAYOUTS:
+                raise ValueError(f"no layout {name!r} (the layouts: {', '.join(LAYOUTS)})")
+            for f in LAYOUTS[name].FIELDS:
+                obj.setdefault(f, {"layout": name, "field": f, "sizes": dict(sizes)})
+    for spec in nested(specs):
+        if "layout" in spec:
+            spec["sizes"] = {**default_sizes(spec["layout"], specs), **spec.get("sizes", {})}

@@ -9,6 +9,7 @@ import pytest
 import torch
 import yaml
 
+from evaluator import Evaluator
 from smithbot import api
 from smithbot.inputs.layouts.moe_align import build_moe_align
 from smithbot.inputs.layouts.paged_kv import build_paged_kv
@@ -52,7 +53,7 @@ def test_moe_align_groups_every_slot_once_in_whole_blocks_of_its_expert(tokens: 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_paged_kv_tables_agree_with_the_request_pool(batch: int, context: int, page: int, seed: int) -> None:
     g = torch.Generator().manual_seed(seed)
-    f = build_paged_kv({"batch": batch, "context": context, "page": page}, g, "cpu")
+    f = build_paged_kv({"batch": batch, "context": context, "page": page, "chunk_capacity": 1024}, g, "cpu")
     context = (context + page - 1) // page * page  # whole pages
     assert f["req_to_token"].dtype == torch.int32
     r2t, rows, lens = f["req_to_token"].long(), f["req_pool_indices"], f["seq_lens"]
@@ -404,3 +405,156 @@ def test_an_op_that_fails_its_self_check_falls_back_to_the_launcher(tmp_path: Pa
     assert not row.checked and "; at its launcher grouped_scale_launcher() (not the op moe_scale_op()): " in row.why
     assert "so does its launcher" in row.why.split("; at its launcher")[1]
     assert yaml.safe_load((tmp_path / "op" / "task.yaml").read_text())["entry"] == "moe_scale_op"
+
+
+@pytest.mark.parametrize("batch,capacity", [(1, 128 * 1024), (5, 64), (64, 1024), (7, 13)])
+def test_paged_kv_chunks_the_cached_prefixes_as_the_engine_does(batch: int, capacity: int) -> None:
+    f = build_paged_kv({"batch": batch, "context": 300, "page": 1, "chunk_capacity": capacity},
+                       torch.Generator().manual_seed(batch), "cpu")
+    lens, starts, chunk_lens = f["seq_lens"], f["prefix_chunk_starts"].long(), f["prefix_chunk_seq_lens"].long()
+    chunk = max(1, capacity // batch)
+    assert f["batch_size"] == batch and f["num_prefix_chunks"] == -(-int(lens.max()) // chunk)
+    assert starts.shape == chunk_lens.shape == (f["num_prefix_chunks"], batch)
+    assert torch.equal(chunk_lens.sum(0), lens)  # every cached position in exactly one chunk
+    assert bool((chunk_lens <= chunk).all()) and bool(((starts + chunk_lens <= lens) | (chunk_lens == 0)).all())
+    cu = f["prefix_chunk_cu_seq_lens"].long()
+    assert torch.equal(cu[:, 1:], chunk_lens.cumsum(1)) and bool((cu[:, 0] == 0).all())
+    assert f["prefix_chunk_num_tokens"] == chunk_lens.sum(1).tolist()
+
+
+CHUNKS = '''import torch
+import triton
+import triton.language as tl
+
+from engine.context import get_req_to_token_pool
+
+
+@triton.jit
+def _chunk_indices_kernel(req_to_token, req_pool_indices, starts, lens, cu, out, stride, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    row = tl.load(req_pool_indices + b)
+    start = tl.load(starts + b)
+    n = tl.load(lens + b)
+    at = tl.load(cu + b)
+    for i in range(0, n, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out + at + offs, tl.load(req_to_token + row * stride + start + offs, mask=m), mask=m)
+
+
+class Batch:
+    def prepare_chunk_indices(self, device):
+        """Each chunk's KV slots, kept on the batch for the attention of that chunk."""
+        self.chunk_indices = []
+        req_to_token = get_req_to_token_pool().req_to_token
+        for c in range(self.num_prefix_chunks):
+            out = torch.empty(self.prefix_chunk_num_tokens[c], dtype=torch.int32, device=device)
+            _chunk_indices_kernel[(self.batch_size,)](
+                req_to_token, self.req_pool_indices, self.prefix_chunk_starts[c], self.prefix_chunk_seq_lens[c],
+                self.prefix_chunk_cu_seq_lens[c], out, req_to_token.shape[1], BLOCK=64)
+            self.chunk_indices.append(out)
+'''
+
+CONTEXT = '''_CONTEXT = None
+
+
+def get_req_to_token_pool():
+    assert _CONTEXT is not None, "no forward context"
+    return _CONTEXT.req_to_token_pool
+'''
+
+CHUNKS_TARGET = '''name: engine
+repo: {repo}
+models: [llama3-8b]
+regimes: {{decode_batch: [1, 8], prefill_tokens: [512]}}
+inputs:
+  Batch_prepare_chunk_indices:
+    self: {{object: {{layout: paged_kv, sizes: {{chunk_capacity: 100}}}}}}
+    req_to_token_pool: {{object: {{layout: paged_kv, sizes: {{chunk_capacity: 100}}}}}}
+'''
+
+CHUNKS_REFERENCE = '''
+
+def reference(self, req_to_token_pool, device):
+    self.chunk_indices = []
+    pool = req_to_token_pool.req_to_token
+    for c in range(self.num_prefix_chunks):
+        self.chunk_indices.append(torch.cat([
+            pool[r, s:s + n] for r, s, n in zip(self.req_pool_indices.tolist(), self.prefix_chunk_starts[c].tolist(),
+                                                self.prefix_chunk_seq_lens[c].tolist())]))
+'''
+
+
+def test_a_method_on_engine_state_is_extracted_with_that_state_as_inputs_and_its_stored_outputs_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launcher that is a method of the engine's batch, reads the request pool through a global accessor and keeps
+    its outputs on the batch (sglang's chunked-prefix KV indices): the accessor becomes an input, both objects carry
+    one paged layout's fields, and what the method stores on ``self`` is the output a candidate must match."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/chunks.py": CHUNKS,
+                                          "engine/context.py": CONTEXT})
+    target = tmp_path / "engine.yaml"
+    target.write_text(CHUNKS_TARGET.format(repo=repo))
+    [row] = api.extract(str(target), "_chunk_indices_kernel", out=tmp_path / "chunks", source=str(repo), check=True)
+    assert row.checked, row.why
+    kernel = (tmp_path / "chunks" / "kernel.py").read_text()
+    assert "def Batch_prepare_chunk_indices(self, req_to_token_pool, device):" in kernel
+    assert "req_to_token = req_to_token_pool.req_to_token" in kernel and "_CONTEXT" not in kernel
+    _with_reference(tmp_path / "chunks", CHUNKS_REFERENCE, {
+        "name": "irregular-chunks-9", "regime": "prefill", "dtype": "fp32", "dims": {"tokens": 9}})
+    _check_against_reference(tmp_path / "chunks")
+    # a candidate that computes the chunks but keeps none of them on the batch is wrong
+    lazy = kernel.replace("            self.chunk_indices.append(out)\n", "            pass\n")
+    assert lazy != kernel
+    (tmp_path / "lazy.py").write_text(lazy)
+    with Evaluator(tmp_path / "chunks", backend="interpreter") as ev:
+        ev.prepare()
+        result = ev.submit(tmp_path / "lazy.py").result()
+    assert result.status == "incorrect" and "self.chunk_indices[0]" in result.why, result.why
+
+
+SHUFFLED = '''
+
+@triton.jit
+def _gather_kernel(Src, Idx, Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Out + offs, tl.load(Src + tl.load(Idx + offs, mask=offs < n), mask=offs < n), mask=offs < n)
+
+
+def sort_by_expert_shuffled(topk_ids):
+    """The slots grouped by expert, in no fixed order within an expert (as a routing's atomics leave them)."""
+    flat = topk_ids.flatten()
+    g = torch.Generator(device=flat.device)
+    g.seed()
+    shuffle = torch.randperm(flat.numel(), generator=g, device=flat.device)
+    slots = torch.arange(flat.numel(), device=flat.device)
+    order = shuffle[torch.argsort(flat[shuffle], stable=True)]
+    out = torch.empty_like(slots)
+    _gather_kernel[(triton.cdiv(flat.numel(), 64),)](slots, order, out, flat.numel(), BLOCK=64)
+    return out
+
+
+_sort_by_expert = sort_by_expert_shuffled
+'''
+
+
+def test_a_launcher_whose_outputs_differ_between_runs_is_extracted_with_the_op_that_calls_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """lmdeploy's sorted-index kernels group a routing's slots by expert in the order their atomics run: two runs of
+    the launcher disagree, while the op around them (through an alias of the launcher) gives one answer. The
+    launcher's task fails its self-check and the kernel's task is built again around that op."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    op = OP.replace("    sorted_idx = torch.argsort(flat, stable=True)\n", "    sorted_idx = _sort_by_expert(topk_ids)\n")
+    op = op.replace("\n\ndef moe_scale_op", SHUFFLED + "\n\ndef moe_scale_op")
+    assert "_sort_by_expert(topk_ids)" in op and "g.seed()" in op
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/ops.py": op})
+    [row] = api.extract(str(repo), "_gather_kernel", out=tmp_path / "sort", source=str(repo), check=True)
+    assert row.checked, row.why
+    assert "(around the op moe_scale_op() that calls it (its launcher's own outputs differ between runs); as first " \
+           "built: incorrect: mismatch" in row.why, row.why
+    task = yaml.safe_load((tmp_path / "sort" / "task.yaml").read_text())
+    assert task["entry"] == "moe_scale_op" and not (tmp_path / "sort.retry").exists()
+    _with_reference(tmp_path / "sort", OP_REFERENCE, {"name": "irregular-op-11", "regime": "decode", "dtype": "fp32",
+                                                      "dims": {"tokens": 11, "hidden": 100, "experts": 5, "top_k": 2,
+                                                               "moe_intermediate": 3}})
+    _check_against_reference(tmp_path / "sort")

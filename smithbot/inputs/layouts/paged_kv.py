@@ -2,7 +2,8 @@
 (sglang's ``req_to_token``), pages of ``page`` slots laid out whole (a page's slots are consecutive), and what a batch
 of requests derives from it: their lengths, their rows of the pool, page tables (``page_table`` = the page of every
 ``page``-th position; lmdeploy's ``block_offsets``), the ragged ``kv_indptr`` / ``kv_indices`` (FlashInfer's) and the
-offsets ``cu_seqlens_k``.
+offsets ``cu_seqlens_k``; and the chunks a chunked-prefix prefill reads the cached prefixes in (sglang's MLA
+``prefix_chunk_*``: each request's ``seq_lens`` positions taken ``chunk_capacity // batch`` at a time).
 
 Sizes: ``batch`` requests, each with at most ``context`` positions (a multiple of ``page``). The pool holds twice
 the batch, so the batch's rows are a scattered subset, and every slot belongs to one position of one row.
@@ -11,8 +12,9 @@ the batch, so the batch's rows are a scattered subset, and every slot belongs to
 
 NAME = "paged_kv"
 FIELDS = ("seq_lens", "cache_seqlens", "req_pool_indices", "req_to_token", "page_table", "kv_indptr", "kv_indices",
-          "cu_seqlens_k", "max_seq_pages", "strided_indices", "max_seqlen_k")
-SIZES = ("batch", "context", "page")
+          "cu_seqlens_k", "max_seq_pages", "strided_indices", "max_seqlen_k", "batch_size", "num_prefix_chunks",
+          "prefix_chunk_starts", "prefix_chunk_seq_lens", "prefix_chunk_cu_seq_lens", "prefix_chunk_num_tokens")
+SIZES = ("batch", "context", "page", "chunk_capacity")
 NAMES = {
     "seq_lens": ("seq_lens", "paged_kernel_lens", "kv_seqlens", "kv_lens"),
     "cache_seqlens": ("cache_seqlens", "cache_seqlens_int32", "seq_lens_int32"),
@@ -25,8 +27,11 @@ NAMES = {
     "max_seq_pages": ("max_seq_pages", "max_num_pages"),
     "strided_indices": ("strided_indices",),
     "max_seqlen_k": ("max_seqlen_k", "max_seq_len_k"),
+    **{f: (f,) for f in ("batch_size", "num_prefix_chunks", "prefix_chunk_starts", "prefix_chunk_seq_lens",
+                         "prefix_chunk_cu_seq_lens", "prefix_chunk_num_tokens")},
 }
-DERIVED = ("req_to_token", "req_pool_indices", "kv_indices", "strided_indices")
+DERIVED = ("req_to_token", "req_pool_indices", "kv_indices", "strided_indices", "prefix_chunk_starts",
+           "prefix_chunk_seq_lens", "prefix_chunk_cu_seq_lens")
 
 
 def build_paged_kv(sizes, generator, device):
@@ -45,9 +50,18 @@ def build_paged_kv(sizes, generator, device):
     kv_indptr[1:] = torch.cumsum(seq_lens, 0)
     own = req_to_token[req_pool_indices]
     kv_indices = own[torch.arange(context, device=device)[None, :] < seq_lens[:, None]]
+    # the cached prefixes read in chunks of chunk_len positions per request, as the engine splits them
+    chunk_len = max(1, int(sizes["chunk_capacity"]) // batch)
+    chunks = (int(seq_lens.max()) + chunk_len - 1) // chunk_len
+    starts = (torch.arange(chunks, device=device, dtype=torch.int32)[:, None] * chunk_len).expand(-1, batch)
+    chunk_lens = (torch.minimum(seq_lens[None, :], starts + chunk_len) - starts).clamp(min=0).to(torch.int32)
+    chunk_cu = torch.zeros(chunks, batch + 1, dtype=torch.int32, device=device)
+    chunk_cu[:, 1:] = chunk_lens.cumsum(1)
     return {"seq_lens": seq_lens, "cache_seqlens": seq_lens.to(torch.int32),
             "req_pool_indices": req_pool_indices, "req_to_token": req_to_token.to(torch.int32),
             "page_table": page_table, "kv_indptr": kv_indptr, "kv_indices": kv_indices.to(torch.int64),
             "cu_seqlens_k": kv_indptr.clone(), "max_seq_pages": context // page,
             "strided_indices": torch.arange(0, context, page, device=device),
-            "max_seqlen_k": int(seq_lens.max())}
+            "max_seqlen_k": int(seq_lens.max()), "batch_size": batch, "num_prefix_chunks": chunks,
+            "prefix_chunk_starts": starts.contiguous(), "prefix_chunk_seq_lens": chunk_lens,
+            "prefix_chunk_cu_seq_lens": chunk_cu, "prefix_chunk_num_tokens": chunk_lens.sum(1).tolist()}
