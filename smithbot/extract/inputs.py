@@ -34,7 +34,8 @@ that value (``cfg.resolved_max_len()``).
 
 Beside the parameters, a wrapper's YAML entry may give ``_dims`` (extra dims, as expressions over the others),
 ``_interpreter_dims`` (smaller values of some of those, or of the model's dims, for the interpreter's one case, where
-a model-sized state or chunk would take minutes), ``_models`` (the presets whose cases it runs) and ``_kernels:
+a model-sized state or chunk would take minutes), ``_models`` (the presets whose cases it runs), ``_shrink`` (the dim
+a case too large for the memory budget halves, instead of a MoE layer's expert count) and ``_kernels:
 {kernel: {param: spec...}}``: for a kernel that the launcher picks by its inputs' shapes (decode or prefill, a head
 size), the specs that replace these in that kernel's own task. ``_stubs: {helper: value}`` gives runtime helpers
 values for this launcher's task alone, over the target's ``stubs`` (a tuning lookup that reads the environment; in a
@@ -260,6 +261,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
 
     given = dict(target.inputs.get(wrapper, {}))
     given.pop("_models", None)
+    given.pop("_shrink", None)
     given.pop("_interpreter_dims", None)
     given.pop("_kernels", None)
     given.pop("_stubs", None)

@@ -57,6 +57,9 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
     used = set(also).union(*[_names_in(s) for s in specs.values()], *[_names_in(v) for v in extra.values()])
     needed = [d for d in DIMS if d in used]
     allowed = target.inputs.get(wrapper, {}).get("_models")
+    # the dim a case too large shrinks: a MoE layer's experts, or, where the launcher's path needs the model's
+    # expert count (lmdeploy's compact fp8 GEMM runs with all 256 of DeepSeek's), the YAML's `_shrink` (their width)
+    shrink = target.inputs.get(wrapper, {}).get("_shrink") or "experts"
     interpreter_dims = target.inputs.get(wrapper, {}).get("_interpreter_dims") or {}
     models: list[ModelPreset] = [m for m in target.models if all(getattr(m, d) > 0 for d in needed)
                                  and (allowed is None or m.name in allowed)]
@@ -92,13 +95,14 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
                     return b > budget or n > MAX_ELEMENTS
 
                 while need > budget or largest > MAX_ELEMENTS:
-                    fewer = case.get("experts", 0) // 2 >= max(case.get("top_k", 1), 8)
+                    floor = max(case.get("top_k", 1), 8) if shrink == "experts" else 128  # (128: a quant block)
+                    fewer = case.get(shrink, 0) // 2 >= floor
                     if fewer and over({**case, "tokens": min(case["tokens"], 256)}):
-                        case["experts"] //= 2
+                        case[shrink] //= 2
                     elif regime == "prefill" and case["tokens"] > 256:
                         case["tokens"] //= 2
                     elif fewer:
-                        case["experts"] //= 2
+                        case[shrink] //= 2
                     else:
                         break
                     need, largest = footprint(specs, extra, case)
@@ -115,7 +119,7 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
             if case["tokens"] != tokens:
                 t = case["tokens"]
                 name = f"{m.name}-{regime}-{t // 1024}k" if t >= 1024 else f"{m.name}-{regime}-{t}"
-            if case.get("experts") != dims.get("experts"):
-                name += f"-{case['experts']}experts"  # of the model's {dims['experts']}
+            if case.get(shrink) != dims.get(shrink):  # of the model's dims[shrink]
+                name += f"-{case[shrink]}experts" if shrink == "experts" else f"-{shrink}{case[shrink]}"
             out.append({"name": name, "regime": regime, "dtype": "bf16", "dims": case, "interpreter": False})
     return out, skipped

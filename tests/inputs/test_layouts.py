@@ -348,6 +348,19 @@ def test_a_moe_case_too_large_keeps_its_experts_shapes_with_fewer_experts() -> N
     assert [c["name"] for c in gpu] == ["qwen3-30b-a3b-decode-bs1-32experts", "qwen3-30b-a3b-decode-bs64-32experts",
                                         "qwen3-30b-a3b-prefill-2k-32experts"]
     assert all(c["dims"]["experts"] == 32 and c["dims"]["moe_intermediate"] == 768 for c in gpu) and skipped == []
+    # a launcher whose path needs the model's expert count (`_shrink`) keeps all 128 and halves their width instead:
+    # 768 MiB -> 384 -> 192, and the prefill's tokens halve once, as above
+    narrow = target.with_inputs("f", {"_shrink": "moe_intermediate"})
+    got, skipped = cases(specs, {}, narrow, "f", budget=200 << 20)
+    gpu = [c for c in got if not c["interpreter"]]
+    assert [c["name"] for c in gpu] == ["qwen3-30b-a3b-decode-bs1-moe_intermediate192",
+                                        "qwen3-30b-a3b-decode-bs64-moe_intermediate192",
+                                        "qwen3-30b-a3b-prefill-2k-moe_intermediate192"]
+    assert all(c["dims"]["experts"] == 128 for c in gpu) and skipped == []
+    # 192 is as narrow as a quantization block of 128 allows: under 150 MiB, every case is skipped, and says why
+    got, skipped = cases(specs, {}, narrow, "f", budget=150 << 20)
+    assert [c for c in got if not c["interpreter"]] == [] and len(skipped) == 3
+    assert "its inputs take 192 MiB, over the 150 MiB a case may take" in skipped[0]["why"], skipped
 
 
 def test_an_op_that_takes_the_kernels_path_only_on_a_gpu_leaves_it_to_its_launchers_task(
@@ -504,7 +517,7 @@ def test_a_method_on_engine_state_is_extracted_with_that_state_as_inputs_and_its
         "name": "irregular-chunks-9", "regime": "prefill", "dtype": "fp32", "dims": {"tokens": 9}})
     _check_against_reference(tmp_path / "chunks")
     # a candidate that computes the chunks but keeps none of them on the batch is wrong
-    lazy = kernel.replace("            self.chunk_indices.append(out)\n", "            pass\n")
+    lazy = kernel.replace("        self.chunk_indices.append(out)\n", "        pass\n")
     assert lazy != kernel
     (tmp_path / "lazy.py").write_text(lazy)
     with Evaluator(tmp_path / "chunks", backend="interpreter") as ev:
