@@ -296,7 +296,11 @@ def _proposer(name: str, cfg_file: str | None, replay: str | None, start: int) -
         if not replay:
             raise ProposerError("--proposer replay needs --replay FILE.jsonl")
         return ReplayProposer(Path(replay), start)
-    raise ProposerError(f"unknown proposer {name!r} (choose tune, llm or replay)")
+    if name == "inductor":
+        from smithbot.evolve.inductor import InductorProposer
+
+        return InductorProposer()
+    raise ProposerError(f"unknown proposer {name!r} (choose tune, llm, inductor or replay)")
 
 
 def evolve(task: str | Path | None = None, proposer: str | None = None, iterations: int | None = None,

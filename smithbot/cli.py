@@ -321,7 +321,9 @@ def _live_table(s: "Status") -> Table:
 def evolve_cmd(
     task: Optional[str] = typer.Argument(None, help="task directory or bundled task name (optional with --resume)"),
     proposer: Optional[str] = typer.Option(None, help="tune (offline, the default), llm (an OpenAI-compatible "
-                                                      "endpoint from --config) or replay (--replay FILE)"),
+                                                      "endpoint from --config), inductor (a fusion task: "
+                                                      "torch.compile's kernels for its glue, then tuned; needs a "
+                                                      "GPU) or replay (--replay FILE)"),
     iterations: Optional[int] = typer.Option(None, help="stop after this many proposals"),
     time_s: Optional[float] = typer.Option(None, "--time", help="stop after this many seconds, the baseline's "
                                                                  "evaluation included; what is in flight then is "

@@ -5,9 +5,14 @@ entry signature. The candidate seeds the search; the evaluator judges it like an
 
 from __future__ import annotations
 
+import ast
+import builtins
+import copy
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 class InductorError(Exception):
@@ -16,11 +21,28 @@ class InductorError(Exception):
 
 @dataclass(frozen=True)
 class Compiled:
-    """Inductor's output module for one graph, and each graph input as an expression over the entry's parameters
-    (``seq_lens``, ``seq_lens.size()[0]``, ``max_seq_len``)."""
+    """Inductor's output module for one graph; each graph input as an expression over the entry's parameters
+    (``seq_lens``, ``seq_lens.size()[0]``, ``max_seq_len``); and what the entry returns, each item an expression over
+    the graph's outputs ``out`` and the parameters (``out[2]``, ``x``, ``128``), with ``single`` when it returns one
+    value, not a tuple."""
 
     code: str
     inputs: tuple[str, ...]
+    returns: tuple[str, ...]
+    single: bool = False
+
+
+def _plain_case(cases):  # type: ignore[no-untyped-def]
+    """The case to compile on: Dynamo specializes a size of 0 or 1 and guards on sizes that are equal (a slice
+    ``[:n]`` with n the whole length), so the code it writes for such a case is wrong for the others. The case
+    with the fewest such sizes, the larger on a tie."""
+    def score(item):  # type: ignore[no-untyped-def]
+        i, c = item
+        values = [v for v in c.dims.values() if isinstance(v, int)]
+        ones = sum(v in (0, 1) for v in values)
+        ties = sum(a == b for j, a in enumerate(values) for b in values[j + 1:])
+        return (ones, ties, -i)
+    return min(enumerate(cases), key=score)[1]
 
 
 def _expression(source: str) -> str:
@@ -44,23 +66,370 @@ def compile_glue(task_dir: Path) -> Compiled:
     task = load_task(task_dir)
     fn = getattr(load_module(task_dir / "kernel.py", f"{task.id}_baseline", False), task.entry)
     harness = load_module(task_dir / "harness.py", f"{task.id}_harness", False)
-    gpu = [c for c in task.cases if not c.interpreter] or list(task.cases)
-    args = make_args(harness, gpu[-1], 0, "cuda")
+    args = make_args(harness, _plain_case(task.cases), 0, "cuda")
     graphs: list[tuple[str, ...]] = []
+    outputs: list[Any] = []
 
     def backend(gm, example_inputs):  # type: ignore[no-untyped-def]
-        graphs.append(tuple(_expression(n.meta["grapharg"].source.name()) for n in gm.graph.nodes
-                            if n.op == "placeholder"))
-        return compile_fx(gm, example_inputs)
+        names = []
+        for n in gm.graph.nodes:
+            if n.op == "placeholder":
+                name = n.meta["grapharg"].source.name  # a method in older torch, a property in newer
+                names.append(_expression(name() if callable(name) else name))
+        graphs.append(tuple(names))
+        compiled = compile_fx(gm, example_inputs)
+
+        def run(*a):  # type: ignore[no-untyped-def]
+            out = compiled(*a)
+            outputs.append(out)
+            return out
+        return run
 
     torch._dynamo.reset()
     try:
-        _, codes = run_and_get_code(torch.compile(fn, backend=backend, dynamic=True), **args)
+        result, codes = run_and_get_code(torch.compile(fn, backend=backend, dynamic=True), **args)
     except Exception as exc:  # noqa: BLE001 - Inductor's own failure, reported as the proposal's
-        raise InductorError(f"torch.compile failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        said = [line for line in str(exc).splitlines() if line.strip() and not line.startswith("Set TORCH")]
+        raise InductorError(f"torch.compile failed: {type(exc).__name__}: {(said or [''])[-1].strip()[:300]}"
                             ) from None
     kernels = [c for c in codes if "@triton.jit" in c]
-    if len(graphs) != 1 or len(kernels) != 1:
+    if len(graphs) != 1 or len(kernels) != 1 or len(outputs) != 1:
         raise InductorError(f"the glue compiles to {len(graphs)} graphs and {len(kernels)} modules of Triton "
                             "kernels (a graph break, or nothing for Triton): one candidate cannot stand for it")
-    return Compiled(kernels[0], graphs[0])
+    single = not isinstance(result, tuple)
+    returns = []
+    for item in (result,) if single else result:  # each returned value: a graph output, a parameter or a constant
+        at = next((i for i, o in enumerate(outputs[0]) if o is item), None)
+        name = next((k for k, v in args.items() if v is item), None)
+        if at is not None:
+            returns.append(f"out[{at}]")
+        elif name is not None:
+            returns.append(name)
+        elif isinstance(item, (int, float, bool)) or item is None:
+            returns.append(repr(item))
+        else:
+            raise InductorError(f"the glue returns a {type(item).__name__} that is neither an output of the "
+                                "compiled graph nor an input")
+    return Compiled(kernels[0], graphs[0], tuple(returns), single)
+
+
+_KINDS = ("pointwise", "reduction", "persistent_reduction")
+# the module-level names of Inductor's output that the launcher may use, and what each becomes
+_DROPPED_CALLS = ("assert_size_stride", "assert_alignment", "get_raw_stream")
+
+
+def _helpers_source() -> dict[str, ast.FunctionDef]:
+    """The functions of Inductor's Triton helpers module (``triton_helpers``) as installed, by name."""
+    import inspect
+
+    import torch._inductor.runtime.triton_helpers as helpers
+
+    tree = ast.parse(inspect.getsource(helpers))
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def _readable(name: str, i: int) -> str:
+    """``triton_red_fused__to_copy_cumsum_index_sub_0`` -> ``_fused_to_copy_cumsum_index_sub_kernel0``."""
+    ops = re.sub(r"^triton_(poi|red|per|tem|for)_", "", name)
+    ops = re.sub(r"_\d+$", "", ops).replace("fused_", "").strip("_")
+    ops = re.sub(r"_+", "_", ops)
+    return f"_fused_{ops[:60]}_kernel{i}" if ops else f"_fused_kernel{i}"
+
+
+@dataclass
+class _Kernel:
+    name: str  # in the candidate
+    source: str  # its @triton.jit definition, renamed, with the helpers it calls renamed
+    params: list[str]
+    constexprs: list[str]
+    kind: str
+    axes: dict[str, int]  # prefix (x, y, z) -> grid axis
+    grid_type: str
+
+
+def _kernel(name: str, text: str, i: int, helper_defs: dict[str, ast.FunctionDef], used: set[str]) -> tuple[
+        _Kernel, list[str]]:
+    """One ``async_compile.triton(...)`` module: its kernel, renamed and with a plain ``@triton.jit``, and its own
+    local helpers (``_triton_helper_fn_add0``: a scan's combine function), renamed for this kernel."""
+    tree = ast.parse(text)
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    main = next((f for f in fns if f.name == name), None)
+    if main is None:
+        raise InductorError(f"{name}: no such kernel in its module")
+    deco = next((d for d in main.decorator_list if isinstance(d, ast.Call) and "triton_heuristics" in ast.unparse(
+        d.func)), None)
+    kind = ast.unparse(deco.func).rsplit(".", 1)[-1] if deco is not None else ""
+    if kind not in _KINDS:
+        raise InductorError(f"{name}: an Inductor {kind or 'undecorated'} kernel (only pointwise kernels and "
+                            "reductions are made standalone)")
+    grid = re.search(r"'grid_type':\s*'(\w+)'", ast.unparse(deco))
+    grid_type = grid.group(1) if grid else "Grid1D"
+    if grid_type not in ("Grid1D", "Grid2D"):
+        raise InductorError(f"{name}: Inductor's {grid_type} launch grid is not supported")
+    new = _readable(name, i)
+    local = {f.name: f"{new}_{f.name.removeprefix('_triton_helper_fn_')}" for f in fns if f is not main}
+    out: list[str] = []
+    renames = {**local, name: new}
+    for f in fns:
+        f.decorator_list = [ast.parse("triton.jit", mode="eval").body]
+        f.name = renames.get(f.name, f.name)
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in renames:
+                node.id = renames[node.id]
+            return node
+
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            self.generic_visit(node)
+            base = node.value.id if isinstance(node.value, ast.Name) else ""
+            if base == "triton_helpers":
+                if node.attr not in helper_defs:
+                    raise InductorError(f"{name}: Inductor's helper triton_helpers.{node.attr} is not in the "
+                                        "installed torch")
+                used.add(node.attr)
+                return ast.copy_location(ast.Name(f"_inductor_{node.attr}", ast.Load()), node)
+            if base == "tl_math":
+                return ast.copy_location(ast.Attribute(ast.Attribute(ast.Name("tl", ast.Load()), "math",
+                                                                     ast.Load()), node.attr, ast.Load()), node)
+            if base == "libdevice":
+                used.add("libdevice")
+            return node
+
+    for f in fns:
+        f = Rename().visit(f)
+        out.append(ast.unparse(f) if f is not main else "")
+    source = ast.unparse(main)
+    args = main.args.args
+    constexprs = [a.arg for a in args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)]
+    axes: dict[str, int] = {}
+    for node in ast.walk(main):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and re.fullmatch(r"[xyz]offset", node.targets[0].id):
+            pids = [c for c in ast.walk(node.value) if isinstance(c, ast.Call) and ast.unparse(c.func).endswith(
+                "program_id")]
+            if "num_programs" in ast.unparse(node.value) or len(pids) != 1:
+                raise InductorError(f"{name}: its {node.targets[0].id} is not one program id times a block")
+            axes[node.targets[0].id[0]] = int(ast.literal_eval(pids[0].args[0]))
+    helpers = [s for s in out if s]
+    return _Kernel(new, source, [a.arg for a in args], constexprs, kind, axes, grid_type), helpers
+
+
+def _inline_helpers(used: set[str], defs: dict[str, ast.FunctionDef]) -> list[str]:
+    """The sources of Inductor's helpers ``used`` and those they call, each renamed ``_inductor_NAME``."""
+    todo, seen = sorted(used - {"libdevice"}), []
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.append(name)
+        todo += [n.id for n in ast.walk(defs[name]) if isinstance(n, ast.Name) and n.id in defs and n.id not in seen]
+    out = []
+    for name in sorted(seen):
+        node = copy.deepcopy(defs[name])
+        if [ast.unparse(d) for d in node.decorator_list] != ["triton.jit"]:
+            raise InductorError(f"Inductor's helper {name} is not a plain @triton.jit function")
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and n.id in defs:
+                n.id = f"_inductor_{n.id}"
+            elif isinstance(n, ast.Name) and n.id not in ("tl", "triton", "libdevice") and isinstance(n.ctx, ast.Load) \
+                    and n.id not in {a.arg for a in node.args.args} and n.id not in _assigned(node) \
+                    and not hasattr(builtins, n.id):
+                raise InductorError(f"Inductor's helper {name} reads {n.id}, which a candidate cannot have")
+        node.name = f"_inductor_{name}"
+        out.append(ast.unparse(node))
+    return out
+
+
+def _assigned(fn: ast.FunctionDef) -> set[str]:
+    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+# block sizes of the candidate's launches (the tune proposer moves them): a pointwise kernel's elements a program,
+# a reduction's rows a program and its reduced elements a loop step
+_BLOCKS = {"pointwise": {"XBLOCK": 1024, "YBLOCK": 16}, "reduction": {"XBLOCK": 1, "R0_BLOCK": 1024, "RBLOCK": 1024},
+           "persistent_reduction": {"XBLOCK": 1}}
+_BLOCKS_2D = {"XBLOCK": 64, "YBLOCK": 16}
+
+
+def to_candidate(baseline: str, entry: str, compiled: Compiled) -> str:
+    """The candidate ``kernel.py`` text: ``baseline`` with its EVOLVE-BLOCK replaced by Inductor's kernels for the
+    glue, their helpers, and ``entry`` (the baseline's signature) launching them as Inductor's ``call`` did."""
+    from evaluator.task import EVOLVE_END, EVOLVE_START, split_evolve
+
+    tree = ast.parse(compiled.code)
+    sources: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                and ast.unparse(node.value.func) == "async_compile.triton" and len(node.value.args) >= 2:
+            sources[ast.literal_eval(node.value.args[0])] = ast.literal_eval(node.value.args[1])
+    call = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "call"), None)
+    if call is None or not sources:
+        raise InductorError("Inductor's output has no call() or no Triton kernel")
+    defs = _helpers_source()
+    used: set[str] = set()
+    kernels: dict[str, _Kernel] = {}
+    local_helpers: list[str] = []
+    for i, (name, src) in enumerate(sources.items()):
+        kernels[name], helpers = _kernel(name, src, i, defs, used)
+        local_helpers += helpers
+    base_fn = next((n for n in ast.parse(baseline).body if isinstance(n, ast.FunctionDef) and n.name == entry), None)
+    if base_fn is None:
+        raise InductorError(f"the baseline has no function {entry}")
+    body = _launcher_body(call, compiled, kernels)
+    signature = f"def {entry}({ast.unparse(base_fn.args)}):"
+    parts = (["from triton.language.extra import libdevice"] if "libdevice" in used else []) + \
+        _inline_helpers(used, defs) + local_helpers + [k.source for k in kernels.values()] + \
+        [signature + '\n    """Inductor\'s code for the glue, made standalone by smithbot\'s inductor proposer."""\n'
+         + "\n".join("    " + line for line in body)]
+    split = split_evolve(baseline)
+    if split is None:
+        raise InductorError("the baseline has no single EVOLVE-BLOCK")
+    head, _, tail = split
+    return f"{head}{EVOLVE_START}\n\n" + "\n\n\n".join(parts) + f"\n\n\n{EVOLVE_END}{tail}"
+
+
+def _launcher_body(call: ast.FunctionDef, compiled: Compiled, kernels: dict[str, _Kernel]) -> list[str]:
+    """Inductor's ``call(args)`` as the entry's body: its inputs from the parameters, its buffers on their device,
+    each ``kernel.run(...)`` a launch with a grid and block sizes, and the entry's return."""
+    stmts: list[ast.stmt] = []
+    todo = list(call.body)
+    while todo:  # `with torch.cuda._DeviceGuard(0):` holds the launches: its body, in its place
+        s = todo.pop(0)
+        if isinstance(s, ast.With):
+            todo[:0] = s.body
+        else:
+            stmts.append(s)
+    lines: list[str] = []
+    tensors: list[str] = []
+    names: list[str] = []
+    for s in stmts:
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name) and s.value.id == "args":
+            target = s.targets[0]
+            names = [e.id for e in target.elts] if isinstance(target, ast.Tuple) else [target.id]  # type: ignore
+            if len(names) != len(compiled.inputs):
+                raise InductorError(f"call() takes {len(names)} inputs, the graph had {len(compiled.inputs)}")
+            lines += [f"{n} = {e}" for n, e in zip(names, compiled.inputs)]
+            continue
+        text = ast.unparse(s)
+        if isinstance(s, (ast.Delete, ast.Pass)) or text.startswith(("args.clear", "torch.cuda.set_device")) or (
+                isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                and ast.unparse(s.value.func) in _DROPPED_CALLS) or (
+                isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
+                and ast.unparse(s.value.func) in _DROPPED_CALLS):
+            if text.startswith("assert_size_stride("):
+                tensors.append(ast.unparse(s.value.args[0]))  # type: ignore[attr-defined]
+            continue
+        if isinstance(s, ast.Return):
+            out = ast.unparse(s.value) if s.value is not None else "()"
+            lines.append(f"out = {out}")
+            ret = compiled.returns[0] if compiled.single else "(" + ", ".join(compiled.returns) + \
+                ("," if len(compiled.returns) == 1 else "") + ")"
+            lines.append(f"return {ret}")
+            continue
+        lines.append(_statement(s, kernels, tensors))
+    return lines
+
+
+def _statement(s: ast.stmt, kernels: dict[str, _Kernel], tensors: list[str]) -> str:
+    """One statement of ``call()``, in the candidate's terms."""
+    device = f"{tensors[0]}.device" if tensors else "'cuda'"
+
+    class Swap(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            func = ast.unparse(node.func)
+            if func.startswith("empty_strided_"):
+                return ast.parse(f"torch.empty_strided({ast.unparse(node.args[0])}, {ast.unparse(node.args[1])}, "
+                                 f"dtype={ast.unparse(node.args[2])}, device={device})", mode="eval").body
+            if func == "reinterpret_tensor":
+                return ast.parse(f"torch.as_strided({', '.join(ast.unparse(a) for a in node.args)})",
+                                 mode="eval").body
+            if func.startswith("extern_kernels."):
+                node.func = ast.parse("torch." + func.split(".", 1)[1], mode="eval").body
+                return node
+            if func.startswith("aten."):
+                node.func = ast.parse("torch.ops." + func, mode="eval").body
+                return node
+            if func.endswith(".run") and func[:-4] in kernels:
+                return _launch(kernels[func[:-4]], node)
+            return node
+
+    s = Swap().visit(s)
+    text = ast.unparse(s)
+    left = {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and n.id in (
+        "async_compile", "alloc_from_pool", "empty_strided_p2p", "inductor_ops", "_quantized", "get_raw_stream")}
+    if left:
+        raise InductorError(f"call() uses {', '.join(sorted(left))}, which a standalone candidate cannot")
+    return text
+
+
+def _launch(k: _Kernel, node: ast.Call) -> ast.AST:
+    """``kernel.run(args..., stream=s)`` as ``kernel[grid](args..., BLOCK=...)``."""
+    args = [a for a in node.args]
+    runtime = [p for p in k.params if p not in k.constexprs]
+    if len(args) != len(runtime):
+        raise InductorError(f"{k.name}: launched with {len(args)} arguments for {len(runtime)} parameters")
+    value = dict(zip(runtime, (ast.unparse(a) for a in args)))
+    blocks = dict(_BLOCKS_2D if k.grid_type == "Grid2D" else _BLOCKS[k.kind])
+    chosen = {c: blocks[c] for c in k.constexprs if c in blocks}
+    missing = [c for c in k.constexprs if c not in blocks]
+    if missing:
+        raise InductorError(f"{k.name}: no block size for {', '.join(missing)}")
+    grid = ["1"] * (max(k.axes.values(), default=0) + 1)
+    for p, axis in k.axes.items():
+        numel = value.get(f"{p}numel", "1")
+        block = f"{p.upper()}BLOCK"
+        grid[axis] = f"triton.cdiv({numel}, {chosen[block]})" if block in chosen else numel
+    kwargs = ", ".join(f"{c}={v}" for c, v in chosen.items())
+    call = f"{k.name}[({', '.join(grid)},)]({', '.join(ast.unparse(a) for a in args)}, {kwargs}, num_warps=4)"
+    return ast.parse(call, mode="eval").body
+
+
+class InductorProposer:
+    """``--proposer inductor``: first Inductor's code for the fusion task's glue, made a candidate (a compile failure
+    is a failed proposal with Inductor's message); then the ``tune`` proposer, on the best candidate so far, or on the
+    seed while none has knobs to move (the PyTorch baseline has none)."""
+
+    name = "inductor"
+
+    def __init__(self) -> None:
+        import threading
+
+        from smithbot.evolve.proposers import TuneProposer
+
+        self.lock = threading.Lock()
+        self.seeded = False
+        self.seed: str | None = None
+        self.why = ""
+        self.tune = TuneProposer()
+
+    def configure(self, backend: str, regimes: set[str]) -> None:
+        self.tune.configure(backend, regimes)
+
+    def propose(self, ctx):  # type: ignore[no-untyped-def]
+        from smithbot.evolve.proposers import Exhausted, Parent, Proposal, ProposerError
+
+        with self.lock:  # the seed is made once; the other proposer threads wait for it
+            if not self.seeded:
+                self.seeded = True
+                if ctx.task.kind != "fusion":
+                    raise ProposerError(f"{ctx.task.id} is a {ctx.task.kind} task: the inductor proposer compiles a "
+                                        "fusion task's PyTorch glue; use --proposer tune or llm")
+                try:
+                    self.seed = to_candidate(ctx.task.kernel_path.read_text(), ctx.task.entry,
+                                             compile_glue(ctx.task.root))
+                except InductorError as exc:
+                    self.why = f"inductor: {exc}"
+                    return Proposal(None, "inductor", error=self.why)
+                kernels = re.findall(r"^def (_fused_\w+_kernel\d+)\(", self.seed, re.M)
+                return Proposal(self.seed, "inductor", response=f"Inductor's {len(kernels)} kernels for the glue: "
+                                                                 f"{', '.join(kernels)}")
+        if self.seed is None:
+            raise Exhausted(f"no Inductor seed to tune ({self.why})")
+        try:
+            return self.tune.propose(ctx)
+        except Exhausted:
+            if ctx.parent.source == self.seed:
+                raise
+            return self.tune.propose(dataclasses.replace(ctx, parent=Parent(None, self.seed)))

@@ -1,0 +1,81 @@
+"""The inductor proposer: Inductor's generated code (committed, made on an H200 by ``compile_glue``) turned into a
+standalone candidate that the evaluator judges under the interpreter, and what happens where Inductor cannot help."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluator import Evaluator
+from evaluator.guard import check
+from smithbot import api
+from smithbot.evolve.inductor import Compiled, InductorError, to_candidate
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "inductor"
+
+
+def _compiled(name: str) -> Compiled:
+    d = json.loads((FIXTURES / f"{name}.json").read_text())
+    return Compiled(d["code"], tuple(d["inputs"]), tuple(d["returns"]), d["single"])
+
+
+@pytest.fixture
+def glue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    [row] = api.extract("demo", "glue:LlamaModel.forward", out=tmp_path / "glue", check=False)
+    return row.out
+
+
+def test_inductors_kernels_become_a_candidate_the_evaluator_accepts_and_finds_correct(glue: Path, tmp_path: Path
+                                                                                       ) -> None:
+    baseline = (glue / "kernel.py").read_text()
+    cand = to_candidate(baseline, "LlamaModel_forward_glue", _compiled("demo_glue"))
+    block = cand[cand.index("# EVOLVE-BLOCK-START"):]
+    # no Inductor runtime left: plain @triton.jit kernels with readable names, its helpers inlined
+    assert "torch._inductor" not in cand and "triton_heuristics" not in cand and "triton_helpers" not in cand
+    assert "def _fused_to_copy_clamp_minimum_sub_kernel0(" in block and "def _inductor_maximum(" in block
+    assert "def LlamaModel_forward_glue(lens, positions):" in block  # the task's entry signature
+    assert cand.split("# EVOLVE-BLOCK-START")[0] == baseline.split("# EVOLVE-BLOCK-START")[0]
+    assert check(baseline, cand, "LlamaModel_forward_glue").ok  # the guard takes it as any candidate
+    (tmp_path / "seed.py").write_text(cand)
+    with Evaluator(glue, backend="interpreter") as ev:
+        ev.prepare()
+        result = ev.submit(tmp_path / "seed.py").result()
+    assert result.correct, result.why
+    # and a seed whose launch is wrong is caught: the clamp's lower bound moved
+    wrong = cand.replace("tmp1 = tl.full([1], 1, tl.int32)", "tmp1 = tl.full([1], 2, tl.int32)")
+    assert wrong != cand
+    (tmp_path / "wrong.py").write_text(wrong)
+    with Evaluator(glue, backend="interpreter") as ev:
+        ev.prepare()
+        assert ev.submit(tmp_path / "wrong.py").result().status == "incorrect"
+
+
+def test_output_that_cannot_stand_alone_is_refused_with_the_reason(glue: Path) -> None:
+    baseline = (glue / "kernel.py").read_text()
+    compiled = _compiled("demo_glue")
+    template = compiled.code.replace("@triton_heuristics.pointwise(", "@triton_heuristics.template(")
+    with pytest.raises(InductorError, match="an Inductor template kernel"):
+        to_candidate(baseline, "LlamaModel_forward_glue", Compiled(template, compiled.inputs, compiled.returns))
+    pooled = compiled.code.replace("buf1 = empty_strided_cuda(", "buf1 = alloc_from_pool(")
+    with pytest.raises(InductorError, match="uses alloc_from_pool"):
+        to_candidate(baseline, "LlamaModel_forward_glue", Compiled(pooled, compiled.inputs, compiled.returns))
+    with pytest.raises(InductorError, match="call\\(\\) takes 3 inputs, the graph had 2"):
+        to_candidate(baseline, "LlamaModel_forward_glue", Compiled(compiled.code, compiled.inputs[:2],
+                                                                   compiled.returns))
+
+
+def test_without_a_gpu_the_seed_is_a_failed_proposal_with_the_reason_and_the_search_stops(glue: Path) -> None:
+    status = api.evolve(glue, proposer="inductor", iterations=3, backend="interpreter")
+    assert "no Inductor seed to tune (inductor: Inductor writes Triton kernels only for a GPU" in status.message
+    assert status.best is None and status.correct == 0
+
+
+def test_a_triton_task_is_not_one_for_inductor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from smithbot.evolve.proposers import ProposerError
+
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    with pytest.raises(ProposerError, match="rmsnorm is a triton task: the inductor proposer compiles a fusion"):
+        api.evolve("rmsnorm", proposer="inductor", iterations=1, backend="interpreter")
