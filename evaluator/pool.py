@@ -35,6 +35,9 @@ DEFAULT_ROUNDS = {"cuda": 30, "interpreter": 7}
 # ranks a proposal against earlier screens; verification decides what is proposed upstream. The interpreter's wall
 # clock predicts nothing on the GPU, so every effort takes its rounds as they are.
 EFFORT = {"screen": (1 / 3, 0.05), "full": (1.0, 0.2), "verify": (2.0, 1.0)}
+# A fusion task's verification on the GPU also times its PyTorch baseline under torch.compile in this mode: the bar a
+# fusion has to clear, since a maintainer's first question is "why not just compile it"
+COMPILE_MODE = "max-autotune-no-cudagraphs"
 # A candidate may take this many times as long as the baseline did to compile (its first call on every case), and at
 # least COMPILE_FLOOR_S. Beyond that it is stopped: a launch config that stalls an engine's warm-up that long is no
 # proposal, and on a shared GPU its compile keeps the other candidates waiting.
@@ -219,8 +222,9 @@ class Evaluator:
 
     def __init__(self, task_dir: str | Path, backend: str = "auto", workers_per_gpu: int | None = None,
                  timeout_s: float = 300.0, prepare_timeout_s: float = 900.0, rounds: int | None = None,
-                 min_gain: float = 0.02) -> None:
+                 min_gain: float = 0.02, compile_mode: str = COMPILE_MODE) -> None:
         self.task: Task = load_task(task_dir)
+        self.compile_mode = compile_mode
         # counting the GPUs imports torch here (seconds): the first worker, which prepares first and makes a host-bound
         # verdict, starts before that wherever a GPU's device node exists, and is dropped if no GPU is usable after all
         first = WorkerProcess("cuda", 0) if backend in ("auto", "cuda") and Path("/dev/nvidiactl").exists() else None
@@ -434,8 +438,11 @@ class Evaluator:
             t0 = time.perf_counter()
             limit = min(self.timeout_s, left())
             rounds, case_s = self.timing_plan(effort)
+            bar = self.compile_mode if effort == "verify" and self.task.kind == "fusion" and self.backend == "cuda" \
+                else None
             ans = w.request({"op": "eval", "task": str(self.task.root), "candidate": str(path), "rounds": rounds,
-                             "case_s": case_s, "margin": self.min_gain, "cases": cases}, limit, self.compile_limit_s)
+                             "case_s": case_s, "margin": self.min_gain, "cases": cases, "compile": bar}, limit,
+                            self.compile_limit_s)
             if w.proc is None:  # killed or died: the replacement must prepare the task again
                 self._prepared.discard(id(w))
             if ans["status"] == "timeout" and ans.get("stage") != "compile" and limit < self.timeout_s:
@@ -460,6 +467,6 @@ class Evaluator:
                     f"(sign test p = {s['sign_p']:.2g})")
             return self._result(path, final, "verdict", "", wins, speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
                                 cases=tuple(ans["cases"]), flags=flags, timing_method=",".join(sorted({c["method"] for c in ans["cases"]})),
-                                **common)
+                                compiled=ans.get("compiled") or {}, **common)
         finally:
             self._idle.put(w)

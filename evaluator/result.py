@@ -40,6 +40,9 @@ class EvalResult:
     task_warnings: tuple[str, ...] = ()
     baseline_kernels: tuple[str, ...] = ()  # the Triton kernels the baseline launched on the cases
     timing_method: str = ""
+    # a fusion task's verification on the GPU: its baseline under torch.compile, timed against eager on the same
+    # cases ({mode, geomean, ci, cases: [{name, us, speedup}]}, or {mode, error})
+    compiled: dict[str, Any] = field(default_factory=dict)
     elapsed_s: dict[str, float] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     log_tail: str = ""

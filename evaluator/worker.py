@@ -216,8 +216,12 @@ class Worker:
             out["elapsed_s"]["compile"] = time.perf_counter() - t0
             self.emit({"progress": "compiled"})
             with gpu_lock():
-                return self._check_and_time(prep, cand, cases, int(req.get("rounds", 30)),
-                                            float(req.get("case_s", 0.2)), float(req.get("margin", 0.0)), out)
+                out = self._check_and_time(prep, cand, cases, int(req.get("rounds", 30)),
+                                           float(req.get("case_s", 0.2)), float(req.get("margin", 0.0)), out)
+                if out.get("status") == "measured" and req.get("compile") and not prep.interpreter:
+                    out["compiled"] = self._compiled_bar(prep, cases, str(req["compile"]), int(req.get("rounds", 30)),
+                                                         float(req.get("case_s", 0.2)))
+                return out
         except Exception as exc:
             status, fatal = _classify(exc)
             out.update(status=status, reason=status if status in ("oom", "crash") else type(exc).__name__,
@@ -251,6 +255,25 @@ class Worker:
         out["elapsed_s"]["timing"] = time.perf_counter() - t2
         out.update(status="measured", cases=[t.as_dict() for t in timings], summary=summary, copy_gbps=self.copy_gbps)
         return out
+
+
+    def _compiled_bar(self, prep: _Prepared, cases: tuple[Case, ...], mode: str, rounds: int, case_s: float
+                      ) -> dict[str, Any]:
+        """The baseline under ``torch.compile(mode=mode)`` timed against itself eager, case by case: what a fusion
+        has to beat. A compile failure is reported, not raised: the candidate's own verdict stands."""
+        from evaluator.timing import time_cases
+
+        t0 = time.perf_counter()
+        try:
+            torch._dynamo.reset()
+            compiled = torch.compile(prep.base, mode=mode)
+            timings, summary = time_cases(prep.base, compiled, prep.harness, cases, rounds,
+                                          int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps, 0.0, case_s)
+        except Exception as exc:  # noqa: BLE001 - Inductor's failure is the bar's outcome
+            return {"mode": mode, "error": _describe(exc).strip()[:500]}
+        return {"mode": mode, "geomean": summary["geomean"], "ci": summary["ci"],
+                "seconds": round(time.perf_counter() - t0, 1),
+                "cases": [{"name": t.name, "us": t.cand_us, "speedup": t.ratio} for t in timings]}
 
 
 def main() -> None:

@@ -42,6 +42,7 @@ class Verdict:
     speedup: float | None
     ci: tuple[float, float] | None
     cases: list[dict[str, Any]]
+    compiled: dict[str, Any]  # a fusion's original code under torch.compile, timed against eager (EvalResult)
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
             if deadline is None or time.monotonic() < deadline:
                 raise
             cands, verdicts = [], [Verdict(c.id, False, "cancelled: the time budget ended while verification's "
-                                           "evaluator was preparing", "cancelled", None, None, []) for c in cands]
+                                           "evaluator was preparing", "cancelled", None, None, [], {}) for c in cands]
         used = ev.backend
         for c in cands:
             path = out_dir / "verify-task" / f"candidate-{c.id}.py"
@@ -151,7 +152,7 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
             r = ev.submit(path, deadline=deadline, effort="verify").result()
             env = env or r.env
             ok, why = judge(r)
-            verdicts.append(Verdict(c.id, ok, why, r.status, r.speedup, r.speedup_ci, list(r.cases)))
+            verdicts.append(Verdict(c.id, ok, why, r.status, r.speedup, r.speedup_ci, list(r.cases), r.compiled))
             if ok:  # the first accepted is the winner: measuring the ones after it would not change that
                 break
     winner = next((v.candidate for v in verdicts if v.accepted), None)

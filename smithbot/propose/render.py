@@ -189,6 +189,31 @@ def end_to_end(task: Task, speedup: float) -> str:
             f"at {speedup:.3f}× that step would take {step:.2%} of its time, {1 - step:.2%} less (Amdahl's law).")
 
 
+def compiled_bar(verdict: dict[str, Any], shown: list[dict[str, Any]]) -> tuple[bool, str]:
+    """(whether the table has torch.compile's column, the sentence that says how the change fares against it). A
+    fusion's verification times the original code under torch.compile too (``EvalResult.compiled``); each shown row
+    gets its time there (``compiled_us``) and the new code's speed against it (``vs_compiled``)."""
+    bar = verdict.get("compiled") or {}
+    if not bar:
+        return False, ""
+    if "error" in bar:
+        return False, (f"torch.compile (`{bar['mode']}`) of the original code failed, so the engine cannot compile "
+                       f"this path as it stands: {bar['error'].splitlines()[0][:300]}")
+    by_name = {c["name"]: c for c in bar["cases"]}
+    for row in shown:
+        c = by_name.get(row["name"])
+        row["compiled_us"] = c["us"] if c else None
+        row["vs_compiled"] = c["us"] / row["cand_us"] if c and row["cand_us"] else None
+    ratio = verdict["speedup"] / bar["geomean"]
+    said = (f"torch.compile (`{bar['mode']}`) of the original code is {bar['geomean']:.2f}× eager on the geomean "
+            f"[{bar['ci'][0]:.2f}, {bar['ci'][1]:.2f}]; the new code is {ratio:.2f}× torch.compile's speed. ")
+    said += ("It beats torch.compile." if bar["ci"][1] < verdict["ci"][0] else
+             "It does not beat torch.compile: compiling this code would do as well." if ratio < 1 else
+             "It is about even with torch.compile (the intervals overlap); unlike it, it needs no compile step in "
+             "the engine.")
+    return True, said
+
+
 def render(target: Target, task: Task, verification: dict[str, Any], verdict: dict[str, Any], cand: Any,
            replaced: tuple[str, ...], added: tuple[str, ...], notes: list[str], patch: str,
            base_commit: str) -> Rendered:
@@ -245,6 +270,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
                                            f"relative RMS {TOLERANCES[d].rel_rms:g}"
                                            for d in dtypes)
     shown = shown_cases(verdict["cases"], task, tuple(m.name for m in target.models))
+    compiled, bar = compiled_bar(verdict, shown)
     presets = ", ".join(task.hotness.get("presets") or ())
     shown_note = (f"Shown: the {len(shown)} distinct shapes of the presets that run this kernel ({presets}) and the "
                   f"irregular ones; the geomean covers all {len(verdict['cases'])} verified cases."
@@ -260,7 +286,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     rounds = verification.get("rounds", DEFAULT_ROUNDS["interpreter" if interpreter else "cuda"])
     ctx: dict[str, Any] = dict(
         v=v, shown=shown, shown_note=shown_note, e2e=end_to_end(task, v["speedup"]), interpreter=interpreter,
-        fusion=bool(glue),
+        fusion=bool(glue), compiled=compiled, bar=bar,
         rounds=rounds, env_line=env_line,
         commit=base_commit[:12], seeds=verification["seeds"], case_names=", ".join(ratios),
         tolerances=tol,

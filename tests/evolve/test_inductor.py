@@ -79,3 +79,20 @@ def test_a_triton_task_is_not_one_for_inductor(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
     with pytest.raises(ProposerError, match="rmsnorm is a triton task: the inductor proposer compiles a fusion"):
         api.evolve("rmsnorm", proposer="inductor", iterations=1, backend="interpreter")
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_seed_is_inductors_and_verification_times_torch_compile(tmp_path: Path) -> None:
+    """decode_metadata compiled by Inductor on the GPU becomes a correct candidate; a fusion's verification-effort
+    evaluation also times the PyTorch baseline under torch.compile, case by case."""
+    from smithbot.evolve.inductor import compile_glue
+
+    task = Path(api.__file__).resolve().parent / "tasks" / "decode_metadata"
+    seed = to_candidate((task / "kernel.py").read_text(), "build_decode_metadata", compile_glue(task))
+    (tmp_path / "seed.py").write_text(seed)
+    with Evaluator(task, backend="cuda", workers_per_gpu=1) as ev:
+        ev.prepare()
+        r = ev.submit(tmp_path / "seed.py", effort="verify").result()
+    assert r.correct, r.why
+    assert r.compiled["mode"] == "max-autotune-no-cudagraphs" and r.compiled["geomean"] > 0, r.compiled
+    assert [c["name"] for c in r.compiled["cases"]] == [c["name"] for c in r.cases]

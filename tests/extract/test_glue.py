@@ -269,6 +269,21 @@ def test_a_fused_candidate_is_judged_on_the_glue_task_and_put_back_in_place_of_t
         "[Kernel] Fuse the torch glue of LlamaModel.forward into one kernel")
     assert "The torch glue of `LlamaModel.forward()` (minengine/models/llama.py:46-48)" in r.body
     assert "TODO: fuse these small ops" in r.body
+    assert "torch.compile" not in r.body  # the interpreter's verification has no torch.compile bar
+    # on the GPU a fusion's verification also times the original glue under torch.compile (the EvalResult's
+    # `compiled`): the table gains its column, and the body says how the new kernel fares against it. These bar numbers
+    # are made up for the rendering: here torch.compile is twice eager, far ahead of the interpreter's kernel
+    bar = {"mode": "max-autotune-no-cudagraphs", "geomean": 2.0, "ci": [1.9, 2.1],
+           "cases": [{"name": c["name"], "us": c["base_us"] / 2, "speedup": 2.0} for c in result.cases]}
+    gpu = render(target, task, {**verification, "backend": "cuda"}, {**verdict, "compiled": bar}, cand, done.replaced,
+                 done.added, [], "", "abc")
+    assert "| eager µs | torch.compile µs | new µs | speedup over eager [95% CI] | new vs torch.compile |" in gpu.body
+    assert "torch.compile (`max-autotune-no-cudagraphs`) of the original code is 2.00× eager" in gpu.body
+    assert "It does not beat torch.compile: compiling this code would do as well." in gpu.body
+    failed = {"mode": "max-autotune-no-cudagraphs", "error": "Unsupported: data-dependent branch"}
+    gpu = render(target, task, {**verification, "backend": "cuda"}, {**verdict, "compiled": failed}, cand,
+                 done.replaced, done.added, [], "", "abc")
+    assert "of the original code failed, so the engine cannot compile this path as it stands: Unsupported" in gpu.body
     assert "from minengine.kernels.fused_llamamodel_forward_glue import LlamaModel_forward_glue" in r.test
     test_file = engine / r.test_path
     test_file.parent.mkdir(parents=True, exist_ok=True)
