@@ -321,14 +321,47 @@ def _launcher_body(call: ast.FunctionDef, compiled: Compiled, kernels: dict[str,
                 tensors.append(ast.unparse(s.value.args[0]))  # type: ignore[attr-defined]
             continue
         if isinstance(s, ast.Return):
-            out = ast.unparse(s.value) if s.value is not None else "()"
-            lines.append(f"out = {out}")
-            ret = compiled.returns[0] if compiled.single else "(" + ", ".join(compiled.returns) + \
-                ("," if len(compiled.returns) == 1 else "") + ")"
+            outs = s.value.elts if isinstance(s.value, ast.Tuple) else [s.value] if s.value is not None else []
+            items = [re.sub(r"\bout\[(\d+)\]", lambda m: ast.unparse(outs[int(m.group(1))]), r)
+                     for r in compiled.returns]
+            ret = items[0] if compiled.single else "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
             lines.append(f"return {ret}")
             continue
         lines.append(_statement(s, kernels, tensors))
-    return lines
+    return _tidy(lines)
+
+
+def _tidy(lines: list[str]) -> list[str]:
+    """Inductor's names made a reader's: a graph input that is a parameter (``arg1_1 = seq_lens``) and a size copied
+    to a symbol (``s37 = arg0_1``) go, their uses taking the name they copy; a size keeps a name that says what it
+    is (``seq_lens_size_0``); a kernel's element count is ``xnumel_N``; a grid of constants is computed."""
+    tree = ast.parse("\n".join(lines))
+    names: dict[str, str] = {}
+    body: list[ast.stmt] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and re.fullmatch(r"arg\d+_\d+|s\d+", stmt.targets[0].id):
+            value = stmt.value
+            if isinstance(value, ast.Name):
+                names[stmt.targets[0].id] = names.get(value.id, value.id)
+                continue
+            names[stmt.targets[0].id] = re.sub(r"\W+", "_", ast.unparse(value)).strip("_")
+        body.append(stmt)
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            m = re.fullmatch(r"triton_\w+?_(\d+)_xnumel", node.id)
+            node.id = f"xnumel_{m.group(1)}" if m else names.get(node.id, node.id)
+            return node
+
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if ast.unparse(node.func) == "triton.cdiv" and all(isinstance(a, ast.Constant) for a in node.args):
+                a, b = (int(x.value) for x in node.args)  # type: ignore[union-attr]
+                return ast.copy_location(ast.Constant(-(-a // b)), node)
+            return node
+
+    return [ast.unparse(Rename().visit(stmt)) for stmt in body]
 
 
 def _statement(s: ast.stmt, kernels: dict[str, _Kernel], tensors: list[str]) -> str:

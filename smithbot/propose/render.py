@@ -166,14 +166,29 @@ def shown_cases(cases: list[dict[str, Any]], task: Task, models: tuple[str, ...]
     return list(rows.values())
 
 
-def title(task: Task, verdict: dict[str, Any], config_only: bool) -> str:
-    """The PR title: an area tag as engines' maintainers tag kernel PRs, and a config-only change says so."""
+def launched_kernels(source: str) -> list[str]:
+    """The Triton kernels a candidate's code launches (``name[grid](...)`` of its ``@triton.jit`` functions)."""
+    tree = ast.parse(source)
+    jit = {f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+           and any("jit" in ast.unparse(d) for d in f.decorator_list)}
+    return sorted({n.value.id for n in ast.walk(tree) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+                   and n.value.id in jit})
+
+
+def _kernels_phrase(n: int) -> str:
+    return "one kernel" if n <= 1 else f"{n} Triton kernels"
+
+
+def title(task: Task, verdict: dict[str, Any], config_only: bool, source: str = "") -> str:
+    """The PR title: an area tag as engines' maintainers tag kernel PRs, and a config-only change says so; a fusion
+    says how many kernels its candidate (``source``) launches in place of the glue."""
     glue = task.provenance.glue
     names = " ".join([_entry_def(task).path, *(d.name for d in task.provenance.definitions),
                       glue["function"] if glue else ""]).lower()
     tag = "[MoE]" if "moe" in names else ("[Perf]" if config_only else "[Kernel]")
     what = (f"Retune the launch config of {task.entry} (config only)" if config_only else
-            f"Fuse the torch glue of {glue['function']} into one kernel" if glue else f"Faster {task.entry}")
+            f"Fuse the torch glue of {glue['function']} into {_kernels_phrase(len(launched_kernels(source)))}"
+            if glue else f"Faster {task.entry}")
     return f"{tag} {what}: {verdict['speedup']:.2f}x on {len(verdict['cases'])} model shapes"
 
 
@@ -207,11 +222,15 @@ def compiled_bar(verdict: dict[str, Any], shown: list[dict[str, Any]]) -> tuple[
     ratio = verdict["speedup"] / bar["geomean"]
     said = (f"torch.compile (`{bar['mode']}`) of the original code is {bar['geomean']:.2f}× eager on the geomean "
             f"[{bar['ci'][0]:.2f}, {bar['ci'][1]:.2f}]; the new code is {ratio:.2f}× torch.compile's speed. ")
-    said += ("It beats torch.compile." if bar["ci"][1] < verdict["ci"][0] else
-             "It does not beat torch.compile: compiling this code would do as well." if ratio < 1 else
+    said += ("It beats torch.compile on the geomean" if bar["ci"][1] < verdict["ci"][0] else
+             "It does not beat torch.compile: compiling this code would do as well" if ratio < 1 else
              "It is about even with torch.compile (the intervals overlap); unlike it, it needs no compile step in "
-             "the engine.")
-    return True, said
+             "the engine")
+    behind = [r["vs_compiled"] for r in shown if r.get("vs_compiled") and r["vs_compiled"] < 1]
+    if behind and ratio >= 1:
+        said += (f"; on {len(behind)} of the {len(shown)} shapes shown torch.compile is faster, by up to "
+                 f"{(1 / min(behind) - 1) * 100:.0f}%")
+    return True, said + "."
 
 
 def render(target: Target, task: Task, verification: dict[str, Any], verdict: dict[str, Any], cand: Any,
@@ -247,15 +266,25 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     else:
         explanation = re.sub(r"```.*?```|<{5,}.*?>{5,} ?REPLACE", "", cand.response or "", flags=re.DOTALL).strip()
         what = sanitize(explanation[:3000]) or "The kernel was rewritten; the diff below shows how."
+        if cand.proposer == "inductor":  # torch.compile's kernels for the glue, made standalone, perhaps retuned
+            what = (f"The glue's ops run as {_kernels_phrase(len(launched_kernels(cand.source)))} "
+                    f"({', '.join(f'`{k}`' for k in launched_kernels(cand.source))}): the code torch.compile "
+                    "(Inductor) generates for these lines, made standalone by smithbot (plain `@triton.jit` kernels, "
+                    "Inductor's helpers inlined, no `torch._inductor` import, no compile step in the engine)"
+                    + (f", with its launch retuned on the shapes below: {what}" if cand.edit_format == "tune"
+                       else "") + ".")
         motivation = (f"`{kernel_def.name}` ({kernel_def.path}): {(v['speedup'] - 1) * 100:.1f}% faster on the geomean "
                       f"of the model shapes below ({span}), with the same results.")
         if glue:
             first, last = glue["lines"]
             todo = next(iter(task.hotness.get("todos") or ()), "").split(": ", 1)[-1]  # "45: TODO: fuse ..."
             per_step = task.hotness.get("launches_per_step")
+            n = len(launched_kernels(cand.source or ""))
             motivation = (f"The torch glue of `{glue['function']}()` ({glue['path']}:{first}-{last})"
                           + (f" launches {per_step} small kernels a step. " if per_step else ". ") +
-                          f"One Triton kernel, `{task.entry}` ({kernel_def.path}), replaces those lines: "
+                          (f"One Triton kernel, launched by `{task.entry}`" if n <= 1 else
+                           f"{n} Triton kernels, launched by `{task.entry}`") +
+                          f" ({kernel_def.path}), replace those lines: "
                           f"{(v['speedup'] - 1) * 100:.1f}% faster on the geomean of the model shapes below ({span}), "
                           "with the same results." + (f" It does what the code's own `{todo.strip()}` asked for."
                                                       if todo else ""))

@@ -96,3 +96,18 @@ def test_on_the_gpu_the_seed_is_inductors_and_verification_times_torch_compile(t
     assert r.correct, r.why
     assert r.compiled["mode"] == "max-autotune-no-cudagraphs" and r.compiled["geomean"] > 0, r.compiled
     assert [c["name"] for c in r.compiled["cases"]] == [c["name"] for c in r.cases]
+
+
+def test_the_bundled_decode_metadata_seed_reads_its_sizes_from_the_parameters_and_is_bit_exact(tmp_path: Path) -> None:
+    """Inductor's code for decode_metadata (a scan, a pad and two gathers in three kernels, sizes as symbols): the
+    candidate takes every size from its parameters (the page table is max_seq_len wide, not the pool's width of
+    the case it was compiled on) and matches the glue bit for bit on the interpreter's cases."""
+    task = Path(api.__file__).resolve().parent / "tasks" / "decode_metadata"
+    cand = to_candidate((task / "kernel.py").read_text(), "build_decode_metadata", _compiled("decode_metadata"))
+    assert "return (buf1, buf2, buf3, buf4)" in cand and "seq_lens_size_0 = seq_lens.size()[0]" in cand
+    assert "arg0_1" not in cand and "triton_poi" not in cand
+    (tmp_path / "seed.py").write_text(cand)
+    with Evaluator(task, backend="interpreter") as ev:
+        ev.prepare()
+        result = ev.submit(tmp_path / "seed.py").result()
+    assert result.correct, result.why

@@ -265,7 +265,7 @@ def test_a_fused_candidate_is_judged_on_the_glue_task_and_put_back_in_place_of_t
                "cases": list(result.cases)}  # the interpreter's numbers: the test below checks values, not speed
     verification = {"backend": "interpreter", "seeds": 6, "rounds": 7, "env": result.env}
     r = render(target, task, verification, verdict, cand, done.replaced, done.added, [], "", "abc")
-    assert title(task, verdict, config_only=False).startswith(
+    assert title(task, verdict, config_only=False, source=fused).startswith(
         "[Kernel] Fuse the torch glue of LlamaModel.forward into one kernel")
     assert "The torch glue of `LlamaModel.forward()` (minengine/models/llama.py:46-48)" in r.body
     assert "TODO: fuse these small ops" in r.body
