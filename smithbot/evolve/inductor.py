@@ -45,6 +45,35 @@ def _plain_case(cases):  # type: ignore[no-untyped-def]
     return min(enumerate(cases), key=score)[1]
 
 
+RECORDED = "inductor.json"  # in a fusion task's folder: Inductor's output for its glue, as compile_glue left it
+
+
+def recorded(task_dir: Path) -> Compiled | None:
+    """The Inductor output recorded beside a fusion task (written by ``compile_glue``, or shipped with the demo), or
+    None; unreadable records count as none."""
+    import json
+
+    try:
+        d = json.loads((task_dir / RECORDED).read_text())
+        return Compiled(d["code"], tuple(d["inputs"]), tuple(d["returns"]), bool(d.get("single")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def seed(task_dir: Path) -> tuple[Compiled, str]:
+    """Inductor's output for a fusion task's glue and where it came from: compiled here on a GPU (and recorded beside
+    the task), else the recording. Raises InductorError when there is neither."""
+    import torch
+
+    if torch.cuda.is_available():
+        return compile_glue(task_dir), "compiled here"
+    found = recorded(task_dir)
+    if found is None:
+        raise InductorError("Inductor writes Triton kernels only for a GPU, there is none here, and the task has no "
+                            f"recorded Inductor output ({RECORDED})")
+    return found, f"recorded in {RECORDED}"
+
+
 def _expression(source: str) -> str:
     """A Dynamo source name (``L['seq_lens'].size()[0]``) as Python over the entry's parameters."""
     return re.sub(r"\bL\['(\w+)'\]", r"\1", source)
@@ -66,7 +95,8 @@ def compile_glue(task_dir: Path) -> Compiled:
     task = load_task(task_dir)
     fn = getattr(load_module(task_dir / "kernel.py", f"{task.id}_baseline", False), task.entry)
     harness = load_module(task_dir / "harness.py", f"{task.id}_harness", False)
-    args = make_args(harness, _plain_case(task.cases), 0, "cuda")
+    case = _plain_case(task.cases)
+    args = make_args(harness, case, 0, "cuda")
     graphs: list[tuple[str, ...]] = []
     outputs: list[Any] = []
 
@@ -110,7 +140,15 @@ def compile_glue(task_dir: Path) -> Compiled:
         else:
             raise InductorError(f"the glue returns a {type(item).__name__} that is neither an output of the "
                                 "compiled graph nor an input")
-    return Compiled(kernels[0], graphs[0], tuple(returns), single)
+    compiled = Compiled(kernels[0], graphs[0], tuple(returns), single)
+    import json
+
+    import triton
+
+    (task_dir / RECORDED).write_text(json.dumps(
+        {"torch": torch.__version__, "triton": triton.__version__, "case": case.name, **dataclasses.asdict(compiled)},
+        indent=1))
+    return compiled
 
 
 _KINDS = ("pointwise", "reduction", "persistent_reduction")
@@ -450,14 +488,14 @@ class InductorProposer:
                     raise ProposerError(f"{ctx.task.id} is a {ctx.task.kind} task: the inductor proposer compiles a "
                                         "fusion task's PyTorch glue; use --proposer tune or llm")
                 try:
-                    self.seed = to_candidate(ctx.task.kernel_path.read_text(), ctx.task.entry,
-                                             compile_glue(ctx.task.root))
+                    compiled, where = seed(ctx.task.root)
+                    self.seed = to_candidate(ctx.task.kernel_path.read_text(), ctx.task.entry, compiled)
                 except InductorError as exc:
                     self.why = f"inductor: {exc}"
                     return Proposal(None, "inductor", error=self.why)
                 kernels = re.findall(r"^def (_fused_\w+_kernel\d+)\(", self.seed, re.M)
-                return Proposal(self.seed, "inductor", response=f"Inductor's {len(kernels)} kernels for the glue: "
-                                                                 f"{', '.join(kernels)}")
+                return Proposal(self.seed, "inductor", response=f"Inductor's {len(kernels)} kernels for the glue "
+                                                                 f"({where}): {', '.join(kernels)}")
         if self.seed is None:
             raise Exhausted(f"no Inductor seed to tune ({self.why})")
         try:

@@ -127,6 +127,7 @@ class Prompter:
     def __init__(self) -> None:
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir() / "prompts"),
                                       undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        self._fusion: dict[str, dict[str, Any]] = {}
 
     def recorded(self, ctx: Context, fmt: str) -> tuple[str, str, str]:
         """(system, user, the prompt as the run database records it)."""
@@ -140,8 +141,28 @@ class Prompter:
         user = self.env.get_template("user.j2").render(
             task=task, cases=cases, fmt=fmt, parent=ctx.parent, parent_block=edits.block_of(ctx.parent.source),
             second=ctx.second, second_block=edits.block_of(ctx.second.source) if ctx.second else "",
-            inspirations=[(p, edits.block_of(p.source)) for p in ctx.inspirations], failures=ctx.failures)
+            inspirations=[(p, edits.block_of(p.source)) for p in ctx.inspirations], failures=ctx.failures,
+            fusion=self.fusion(task))
         return system, user
+
+    def fusion(self, task: Task) -> dict[str, Any] | None:
+        """For a fusion task: where its glue sits in the engine (file, function, lines, the TODO beside it), how hot it
+        is (launches a step, the profile's share, the presets that run it), its original source, and the Inductor
+        seed made from the output recorded beside the task, when there is one. Worked out once per task."""
+        if task.kind != "fusion":
+            return None
+        if task.id not in self._fusion:
+            from smithbot.evolve.inductor import InductorError, recorded, to_candidate
+
+            base = task.kernel_path.read_text(encoding="utf-8")
+            compiled = recorded(task.root)
+            try:
+                seed = edits.block_of(to_candidate(base, task.entry, compiled)) if compiled else ""
+            except InductorError:
+                seed = ""
+            self._fusion[task.id] = {"glue": task.provenance.glue, "hotness": task.hotness,
+                                     "original": edits.block_of(base), "seed": seed}
+        return self._fusion[task.id]
 
 
 def _answer(parent: str, fmt: str, text: str, finish: str = "", **recorded: Any) -> Proposal:

@@ -116,3 +116,37 @@ def test_fusion_prompt_asks_for_a_fused_triton_replacement() -> None:
     system, user = Prompter().render(Context(t, Parent(None, t.kernel_path.read_text())), "full")
     assert "The baseline is plain PyTorch. Replace it with one or a few fused Triton kernels" in system
     assert "```python" in system and "# Task `decode_metadata` (fusion)" in user
+
+
+def test_a_fusion_tasks_prompt_carries_its_glue_its_heat_and_the_inductor_seed(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo engine's glue as a fusion task, with Inductor's output recorded beside it (the fixture made on the
+    H200): the request the scripted server receives names where the glue sits and its TODO, how many launches a step
+    it costs, the original code and the standalone Inductor kernels; the answer, a fused kernel, becomes the
+    candidate."""
+    import shutil
+
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    [row] = api.extract("demo", "glue:LlamaModel.forward", out=tmp_path / "glue", check=False)
+    shutil.copy(Path(__file__).resolve().parent.parent / "fixtures" / "inductor" / "demo_glue.json",
+                row.out / "inductor.json")
+    fused = ("```python\n@triton.jit\ndef _clamp_kernel(L, P, OL, OP, n, BLOCK: tl.constexpr):\n"
+             "    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = i < n\n"
+             "    lens = tl.maximum(tl.load(L + i, mask=m), 1)\n"
+             "    pos = tl.maximum(tl.minimum(tl.load(P + i, mask=m), (lens - 1).to(tl.int64)), 0)\n"
+             "    tl.store(OL + i, lens, mask=m)\n    tl.store(OP + i, pos, mask=m)\n\n\n"
+             "def LlamaModel_forward_glue(lens, positions):\n"
+             "    out_lens = torch.empty_like(lens, dtype=torch.int32)\n    out_pos = torch.empty_like(positions)\n"
+             "    n = lens.numel()\n"
+             "    _clamp_kernel[(triton.cdiv(n, 256),)](lens, positions, out_lens, out_pos, n, BLOCK=256)\n"
+             "    return (out_lens, out_pos)\n```\n")
+    with ScriptedOpenAI([{"content": fused}]) as srv:
+        prop = _proposer(tmp_path, srv.url, monkeypatch, edit_formats={"full": 1.0}).propose(_ctx(row.out))
+    user = srv.requests[0]["messages"][1]["content"]
+    assert "## The glue to fuse" in user
+    assert "`LlamaModel.forward()` in `minengine/models/llama.py`, lines 46-48" in user
+    assert "launches 6 small kernels a serving step" in user and "TODO: fuse these small ops" in user
+    assert "lens = lens.clamp(min=1).to(torch.int32)" in user  # the original code
+    assert "torch.compile (Inductor) turns it into these Triton kernels" in user
+    assert "def _fused_to_copy_clamp_minimum_sub_kernel0(" in user  # the seed, standalone
+    assert prop.error == "" and "_clamp_kernel[(triton.cdiv(n, 256),)]" in prop.source
