@@ -514,7 +514,11 @@ def propose_cmd(runs: Optional[List[str]] = typer.Argument(None, help="run ids (
 @app.command("demo")
 def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to improve (a wrapper name)"),
              iterations: int = typer.Option(8, help="search iterations"),
-             backend: str = typer.Option("auto", help="cuda, interpreter or auto")) -> None:
+             backend: str = typer.Option("auto", help="cuda, interpreter or auto"),
+             fusion: bool = typer.Option(False, "--fusion", help="instead, the fusion path: the demo engine's torch "
+                                                                 "glue found, made a fusion task, seeded with "
+                                                                 "torch.compile's kernels, verified, and on a GPU "
+                                                                 "put back in place of the glue's lines")) -> None:
     """The whole job, offline, on the bundled demo mini-engine: scan, extract, evolve with the offline tuner,
     verify, and write a patch and a PR body through the local forge. No network, GPU or API key needed."""
     from smithbot.evolve.db import DBError
@@ -525,10 +529,19 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
 
     try:
         with Live(Table(), console=err, refresh_per_second=4, transient=True) as live:
-            paths = job.demo(kernel, iterations, backend, say=lambda m: live.console.print(m, highlight=False),
-                             on_update=lambda s: live.update(_live_table(s)))
-    except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError, BackendError) as exc:
+            say = lambda m: live.console.print(m, highlight=False)  # noqa: E731
+            if fusion:
+                row = job.demo_fusion(min(iterations, 4), backend, say=say,
+                                      on_update=lambda s: live.update(_live_table(s)))
+            else:
+                paths = job.demo(kernel, iterations, backend, say=say, on_update=lambda s: live.update(_live_table(s)))
+    except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError, BackendError, ValueError) as exc:
         _fail(str(exc))
+        return
+    if fusion:
+        out.print(f"fusion: reached {row['stage']}" + (f": {row['why']}" if row.get("why") else "") +
+                  "".join(f"\n{k}: {row[k]}" for k in ("task", "verification", "patch", "pr", "test") if row.get(k)),
+                  soft_wrap=True, highlight=False)
         return
     out.print(f"patch:   {paths['patch']}\nPR body: {paths['pr']}\ntest:    {paths['test']}\n"
               f"verification: {paths['verification']}\n{paths['detail']}", soft_wrap=True, highlight=False)

@@ -151,3 +151,63 @@ def demo(kernel: str = "rms_norm", iterations: int = 8, backend: str = "auto",
     if row["stage"] != "proposed":
         raise ProposeError(f"the demo stopped at {row['stage']}: {row.get('why', '')}")
     return row
+
+
+def demo_fusion(iterations: int = 4, backend: str = "auto", say: Callable[[str], None] = print,
+                on_update: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    """The fusion path on the demo mini-engine: scan finds its torch glue on the default path, extraction makes the
+    glue a fusion task, the ``inductor`` proposer seeds a search with torch.compile's kernels for it (compiled on a
+    GPU; without one, the Inductor output recorded for the demo's glue), verification judges the result, and a
+    verified winner is re-inserted in place of the glue's lines through the local forge. Returns how far it got."""
+    import shutil
+
+    from evaluator import resolve_backend
+    from smithbot.config import TARGETS_DIR
+    from smithbot.evolve.inductor import RECORDED
+
+    used = resolve_backend(backend)
+    result = api.scan("demo")
+    if not result.fusion:
+        raise ValueError("the demo engine's scan found no torch glue")
+    glue = result.fusion[0]
+    say(f"scan: torch glue in {glue.function} ({glue.path}:{glue.first}-{glue.last}): {', '.join(glue.ops)}; "
+        f"{glue.per_step} launches a step" + (f"; {glue.todos[0]}" if glue.todos else ""))
+    [cov] = api.extract("demo", f"glue:{glue.function}")
+    row: dict[str, Any] = {"kernel": f"glue:{glue.function}", "stage": "extract", "task": str(cov.out)}
+    if not cov.checked or cov.out is None:
+        row["why"] = cov.why
+        return row
+    say(f"extract: the glue as fusion task {cov.out} (its baseline is the glue itself; self-check passed)")
+    recording = TARGETS_DIR / "demo" / "inductor" / f"{glue.function}.json"
+    if used != "cuda" and recording.exists():
+        shutil.copy(recording, cov.out / RECORDED)
+        say("inductor: no GPU here, so the seed is the Inductor output recorded for this glue on an H200")
+    row["stage"] = "evolve"
+    status = api.evolve(cov.out, proposer="inductor", iterations=iterations, islands=1, seed=0, backend=used,
+                        on_update=on_update)
+    row.update(run=status.run_id, best=status.best, evaluated=status.evaluated)
+    say(f"evolve: run {status.run_id}, {status.message}; {status.correct} of {status.evaluated} candidates correct, "
+        f"best {status.best or 0:.3f}x")
+    if not status.correct:
+        row["why"] = status.message
+        return row
+    if not status.best:  # correct, and slower than the glue: nothing for verification to re-measure
+        row["why"] = ("the Inductor seed is correct on every case, and slower: the interpreter runs Triton in "
+                      "Python, so torch's CPU ops beat an interpreted kernel; on a GPU (`--backend cuda`) the same "
+                      "path goes on to verification and the patch" if used == "interpreter" else
+                      "no candidate was faster than the glue")
+        return row
+    row["stage"] = "verify"
+    v = api.verify(status.run_id, top=1, backend=used)
+    for verdict in v.verdicts:
+        say(f"verify: {verdict.candidate} {'accepted' if verdict.accepted else 'rejected'}: {verdict.reason}")
+    row["verification"] = str(v.path)
+    if v.winner is None:
+        row["why"] = "no candidate passed verification"
+        return row
+    row["stage"] = "propose"
+    [(_, published)] = api.propose([status.run_id])
+    out = Path(published.where)
+    row.update(stage="proposed", pr=str(out / "pr.md"), patch=str(out / "patch.diff"),
+               test=str(next(out.glob("test_*.py"))))
+    return row

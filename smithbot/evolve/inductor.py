@@ -48,16 +48,21 @@ def _plain_case(cases):  # type: ignore[no-untyped-def]
 RECORDED = "inductor.json"  # in a fusion task's folder: Inductor's output for its glue, as compile_glue left it
 
 
-def recorded(task_dir: Path) -> Compiled | None:
-    """The Inductor output recorded beside a fusion task (written by ``compile_glue``, or shipped with the demo), or
-    None; unreadable records count as none."""
+def read_recording(path: Path) -> Compiled | None:
+    """A recorded Inductor output (``compile_glue``'s JSON), or None where there is none or it cannot be read."""
     import json
 
     try:
-        d = json.loads((task_dir / RECORDED).read_text())
+        d = json.loads(path.read_text())
         return Compiled(d["code"], tuple(d["inputs"]), tuple(d["returns"]), bool(d.get("single")))
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def recorded(task_dir: Path) -> Compiled | None:
+    """The Inductor output recorded beside a fusion task: by ``compile_glue`` on a GPU, or shipped with it (the
+    bundled decode_metadata; the demo's glue, copied in by ``smithbot demo --fusion``)."""
+    return read_recording(task_dir / RECORDED)
 
 
 def seed(task_dir: Path) -> tuple[Compiled, str]:
@@ -141,6 +146,8 @@ def compile_glue(task_dir: Path) -> Compiled:
             raise InductorError(f"the glue returns a {type(item).__name__} that is neither an output of the "
                                 "compiled graph nor an input")
     compiled = Compiled(kernels[0], graphs[0], tuple(returns), single)
+    if (task_dir / RECORDED).exists():  # a recording shipped with the task stays as it is
+        return compiled
     import json
 
     import triton

@@ -3,7 +3,6 @@ standalone candidate that the evaluator judges under the interpreter, and what h
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,14 +10,18 @@ import pytest
 from evaluator import Evaluator
 from evaluator.guard import check
 from smithbot import api
-from smithbot.evolve.inductor import Compiled, InductorError, to_candidate
+from smithbot.config import TARGETS_DIR
+from smithbot.evolve.inductor import Compiled, InductorError, read_recording, to_candidate
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "inductor"
+# Inductor's output (compile_glue on an H200), as shipped: for the demo's glue, and beside the bundled decode_metadata
+RECORDINGS = {"demo_glue": TARGETS_DIR / "demo" / "inductor" / "LlamaModel.forward.json",
+              "decode_metadata": Path(api.__file__).resolve().parent / "tasks" / "decode_metadata" / "inductor.json"}
 
 
 def _compiled(name: str) -> Compiled:
-    d = json.loads((FIXTURES / f"{name}.json").read_text())
-    return Compiled(d["code"], tuple(d["inputs"]), tuple(d["returns"]), d["single"])
+    found = read_recording(RECORDINGS[name])
+    assert found is not None
+    return found
 
 
 @pytest.fixture

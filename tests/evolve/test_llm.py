@@ -128,8 +128,9 @@ def test_a_fusion_tasks_prompt_carries_its_glue_its_heat_and_the_inductor_seed(t
 
     monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
     [row] = api.extract("demo", "glue:LlamaModel.forward", out=tmp_path / "glue", check=False)
-    shutil.copy(Path(__file__).resolve().parent.parent / "fixtures" / "inductor" / "demo_glue.json",
-                row.out / "inductor.json")
+    from smithbot.config import TARGETS_DIR
+
+    shutil.copy(TARGETS_DIR / "demo" / "inductor" / "LlamaModel.forward.json", row.out / "inductor.json")
     fused = ("```python\n@triton.jit\ndef _clamp_kernel(L, P, OL, OP, n, BLOCK: tl.constexpr):\n"
              "    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = i < n\n"
              "    lens = tl.maximum(tl.load(L + i, mask=m), 1)\n"
