@@ -256,7 +256,6 @@ class Worker:
         out.update(status="measured", cases=[t.as_dict() for t in timings], summary=summary, copy_gbps=self.copy_gbps)
         return out
 
-
     def _compiled_bar(self, prep: _Prepared, cases: tuple[Case, ...], mode: str, rounds: int, case_s: float
                       ) -> dict[str, Any]:
         """The baseline under ``torch.compile(mode=mode)`` timed against itself eager, case by case: what a fusion

@@ -9,6 +9,7 @@ import ast
 import builtins
 import copy
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +51,6 @@ RECORDED = "inductor.json"  # in a fusion task's folder: Inductor's output for i
 
 def read_recording(path: Path) -> Compiled | None:
     """A recorded Inductor output (``compile_glue``'s JSON), or None where there is none or it cannot be read."""
-    import json
-
     try:
         d = json.loads(path.read_text())
         return Compiled(d["code"], tuple(d["inputs"]), tuple(d["returns"]), bool(d.get("single")))
@@ -148,8 +147,6 @@ def compile_glue(task_dir: Path) -> Compiled:
     compiled = Compiled(kernels[0], graphs[0], tuple(returns), single)
     if (task_dir / RECORDED).exists():  # a recording shipped with the task stays as it is
         return compiled
-    import json
-
     import triton
 
     (task_dir / RECORDED).write_text(json.dumps(
