@@ -30,7 +30,7 @@ def default_sizes(name: str, specs: dict[str, Any]) -> dict[str, Any]:
         return {"tokens": "tokens", "top_k": "top_k", "experts": "experts", "block": _block(specs)}
     if name == "paged_kv":  # a request per token of the case (a decode batch), each up to 1024 positions long
         page = next((specs[p] for p in ("page_size", "block_size", "page") if isinstance(specs.get(p), int)), 1)
-        return {"batch": "tokens", "context": 1024, "page": page, "chunk_capacity": 128 * 1024}
+        return {"batch": "tokens", "context": 1024, "page": page}
     raise KeyError(name)
 
 

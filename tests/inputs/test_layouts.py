@@ -53,7 +53,7 @@ def test_moe_align_groups_every_slot_once_in_whole_blocks_of_its_expert(tokens: 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_paged_kv_tables_agree_with_the_request_pool(batch: int, context: int, page: int, seed: int) -> None:
     g = torch.Generator().manual_seed(seed)
-    f = build_paged_kv({"batch": batch, "context": context, "page": page, "chunk_capacity": 1024}, g, "cpu")
+    f = build_paged_kv({"batch": batch, "context": context, "page": page}, g, "cpu")
     context = (context + page - 1) // page * page  # whole pages
     assert f["req_to_token"].dtype == torch.int32
     r2t, rows, lens = f["req_to_token"].long(), f["req_pool_indices"], f["seq_lens"]
