@@ -531,7 +531,7 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
         with Live(Table(), console=err, refresh_per_second=4, transient=True) as live:
             say = lambda m: live.console.print(m, highlight=False)  # noqa: E731
             if fusion:
-                row = job.demo_fusion(min(iterations, 4), backend, say=say,
+                row = job.demo_fusion(iterations, backend, say=say,
                                       on_update=lambda s: live.update(_live_table(s)))
             else:
                 paths = job.demo(kernel, iterations, backend, say=say, on_update=lambda s: live.update(_live_table(s)))
