@@ -31,8 +31,9 @@ from smithbot.extract.modules import Module, applied_factory, free_names, top_bi
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer,
                                       TypeCheckDropper, calls_stub,
                                       custom_decorator_stub, env_pinned, fold_stubs, fold_versions, is_kernel,
-                                      for_the_task, is_logger, only_called, splice, state_as_params, stub_source,
+                                      for_the_task, is_logger, only_called, splice, stub_source,
                                       without_lazy_globals)
+from smithbot.extract.state import state_as_params
 from smithbot.scan.parse import collect_imports, from_module
 
 _BUILTINS = set(dir(builtins))
