@@ -68,6 +68,18 @@ def call(fn: Callable[..., Any], args: dict[str, Any], device: str, poison: bool
     return out, rec.ops, LaunchCounter.count - before
 
 
+def launches(fn: Callable[..., Any], args: dict[str, Any], device: str, seed: int = 0) -> int:
+    """The kernels one call of ``fn(**args)`` launches on a GPU: its Triton launches and its ATen ops that launch one
+    there (a chain of six small torch ops is six). Counted the same on the interpreter, where nothing is timed that
+    a GPU would see: a fusion's fewer launches are its evidence there."""
+    torch.manual_seed(seed)
+    before = LaunchCounter.count
+    with Recorder(poison=False) as rec:
+        fn(**args)
+    _sync(device)
+    return rec.launches + LaunchCounter.count - before
+
+
 def _written(after: dict[str, Any], pristine: dict[str, Any]) -> list[str]:
     """The input tensors (by path: ``x``, ``self.state``) that a call changed, and the tensors it stored on an input
     object (``self.prefix_chunk_kv_indices[0]``: a method's outputs kept on its batch)."""

@@ -31,6 +31,15 @@ ALLOWED_ATEN = {
 }
 _EMPTY_OPS = {"aten.empty", "aten.empty_like", "aten.empty_strided", "aten.empty_permuted", "aten.new_empty",
               "aten.new_empty_strided"}
+# ATen ops that launch no kernel on a GPU: uninitialised allocations, views and metadata. Every other op a call runs
+# is a kernel launch there, which is what a fusion saves (``Recorder.launches``).
+NO_KERNEL = _EMPTY_OPS | {
+    "aten.view", "aten._unsafe_view", "aten.reshape", "aten._reshape_alias", "aten.as_strided", "aten.t",
+    "aten.transpose", "aten.permute", "aten.expand", "aten.squeeze", "aten.unsqueeze", "aten.slice", "aten.select",
+    "aten.alias", "aten.detach", "aten.set_", "aten.lift_fresh", "aten.split", "aten.split_with_sizes", "aten.unbind",
+    "aten.is_same_size", "aten.unfold", "aten.narrow", "aten.chunk", "aten.resize_", "aten.sym_size",
+    "aten.sym_stride", "aten.sym_numel", "aten.sym_storage_offset",
+}
 
 
 def poison_value(dtype: torch.dtype) -> float | int | bool:
@@ -53,10 +62,12 @@ class Recorder(TorchDispatchMode):
         super().__init__()
         self.poison = poison
         self.ops: set[str] = set()
+        self.launches = 0  # the ATen ops that launch a kernel on a GPU (not in NO_KERNEL), each time one runs
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         name = str(func.overloadpacket)
         self.ops.add(name)
+        self.launches += name not in NO_KERNEL and not LaunchCounter.inside  # the interpreter's own copies are not
         out = func(*args, **(kwargs or {}))
         if self.poison and name in _EMPTY_OPS and isinstance(out, torch.Tensor) and out.numel():
             out.fill_(poison_value(out.dtype))
@@ -69,6 +80,7 @@ class LaunchCounter:
 
     count = 0
     names: set[str] = set()  # the kernels launched, by name
+    inside = 0  # > 0 while a launch runs: the interpreter's torch ops (its argument copies) are part of the launch
     # With a list here, each GPU launch appends its (start, end) CUDA events, recorded behind a spin of the GPU that
     # outlasts the host's launch: the GPU then reaches the kernel with it already queued, and the events bracket the
     # kernel's own time however long the host took (no profiler start needed).
@@ -101,7 +113,11 @@ class LaunchCounter:
                 if _host and grid is not None:  # the GPU launcher takes a list grid, the interpreter only a tuple
                     kwargs["grid"] = (lambda meta, g=grid: tuple(g(meta))) if callable(grid) else tuple(grid)
                 if LaunchCounter.timed is None or _host or kwargs.get("warmup", False):
-                    return _original(self, *args, **kwargs)
+                    LaunchCounter.inside += 1
+                    try:
+                        return _original(self, *args, **kwargs)
+                    finally:
+                        LaunchCounter.inside -= 1
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 torch.cuda._sleep(LaunchCounter.SPIN_CYCLES)
                 start.record()

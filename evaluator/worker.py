@@ -30,7 +30,7 @@ import torch  # noqa: E402
 from evaluator import correctness  # noqa: E402
 from evaluator.env import copy_bandwidth_gbps, fingerprint
 from evaluator import bounds, standin  # noqa: E402
-from evaluator.runtime import LaunchCounter, load_module  # noqa: E402
+from evaluator.runtime import LaunchCounter, clone_args, load_module  # noqa: E402
 from evaluator.task import Case, Task, TaskError, load_task  # noqa: E402
 
 
@@ -253,7 +253,12 @@ class Worker:
         timings, summary = time_cases(prep.base, cand, prep.harness, cases, rounds,
                                       int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps, margin, case_s)
         out["elapsed_s"]["timing"] = time.perf_counter() - t2
-        out.update(status="measured", cases=[t.as_dict() for t in timings], summary=summary, copy_gbps=self.copy_gbps)
+        rows = [t.as_dict() for t in timings]
+        if prep.task.kind == "fusion":  # what a fusion saves: [baseline, candidate] kernel launches a call, per case
+            for i, (case, row) in enumerate(zip(cases, rows)):
+                args = correctness.make_args(prep.harness, case, correctness.seed_for(i, 0), prep.device)
+                row["launches"] = [correctness.launches(fn, clone_args(args), prep.device) for fn in (prep.base, cand)]
+        out.update(status="measured", cases=rows, summary=summary, copy_gbps=self.copy_gbps)
         return out
 
     def _compiled_bar(self, prep: _Prepared, cases: tuple[Case, ...], mode: str, rounds: int, case_s: float

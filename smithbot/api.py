@@ -476,6 +476,9 @@ def propose(run_ids: list[str] | None = None, submit: bool = False, source: str 
                     raise
                 run_id = rebase(run_id, exc.head, source, db)
                 pr, target = prepare(rdb, run_id, source)
+            if submit and pr.preview:
+                raise ProposeError(f"run {run_id} was verified as a preview (a fusion checked on the interpreter, "
+                                   f"not timed): `smithbot verify {run_id} --backend cuda` on a GPU host first")
             if submit:
                 m = re.fullmatch(r"(?:https://github\.com/|git@github\.com:)([^/]+/[^/]+?)(?:\.git)?/?", target.repo)
                 if m is None:

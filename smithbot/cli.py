@@ -517,8 +517,10 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
              backend: str = typer.Option("auto", help="cuda, interpreter or auto"),
              fusion: bool = typer.Option(False, "--fusion", help="instead, the fusion path: the demo engine's torch "
                                                                  "glue found, made a fusion task, seeded with "
-                                                                 "torch.compile's kernels, verified, and on a GPU "
-                                                                 "put back in place of the glue's lines")) -> None:
+                                                                 "torch.compile's kernels, verified and put back in "
+                                                                 "place of the glue's lines (without a GPU, as a "
+                                                                 "preview: correct, fewer launches, not timed)")
+             ) -> None:
     """The whole job, offline, on the bundled demo mini-engine: scan, extract, evolve with the offline tuner,
     verify, and write a patch and a PR body through the local forge. No network, GPU or API key needed."""
     from smithbot.evolve.db import DBError
@@ -530,19 +532,14 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
     try:
         with Live(Table(), console=err, refresh_per_second=4, transient=True) as live:
             say = lambda m: live.console.print(m, highlight=False)  # noqa: E731
-            if fusion:
-                row = job.demo_fusion(iterations, backend, say=say,
-                                      on_update=lambda s: live.update(_live_table(s)))
-            else:
-                paths = job.demo(kernel, iterations, backend, say=say, on_update=lambda s: live.update(_live_table(s)))
+            paths = job.demo(kernel, iterations, backend, say=say, on_update=lambda s: live.update(_live_table(s)),
+                             fusion=fusion)
     except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError, BackendError, ValueError) as exc:
         _fail(str(exc))
         return
-    if fusion:
-        out.print(f"fusion: reached {row['stage']}" + (f": {row['why']}" if row.get("why") else "") +
-                  "".join(f"\n{k}: {row[k]}" for k in ("task", "verification", "patch", "pr", "test") if row.get(k)),
-                  soft_wrap=True, highlight=False)
-        return
+    if paths.get("preview"):
+        out.print("preview: correct on every verification case with fewer kernel launches, not timed (no GPU); "
+                  "the PR body says how to time it")
     out.print(f"patch:   {paths['patch']}\nPR body: {paths['pr']}\ntest:    {paths['test']}\n"
               f"verification: {paths['verification']}\n{paths['detail']}", soft_wrap=True, highlight=False)
 
@@ -557,7 +554,11 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
                 None, "--time-total", help="seconds for the whole job, shared among the kernels (extraction, "
                                            "search and verification each count); it ends inside them"),
             budget_usd: Optional[float] = typer.Option(None, help="LLM dollars per kernel"),
-            proposer: str = typer.Option("tune", help="tune or llm"),
+            proposer: Optional[str] = typer.Option(None, help="tune, llm or inductor (default: tune; inductor "
+                                                               "with --fusion)"),
+            fusion: bool = typer.Option(False, "--fusion", help="work on the torch glue on the default paths "
+                                                                "instead of the Triton kernels: each run of glue "
+                                                                "becomes a fusion task (--kernel glue:FUNCTION)"),
             config: Optional[Path] = typer.Option(None, help="evolve config YAML (for --proposer llm)"),
             backend: str = typer.Option("auto", help="cuda, interpreter or auto"),
             source: Optional[str] = typer.Option(None, help="an existing checkout of the target"),
@@ -582,7 +583,8 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
                                     str(config) if config else None, backend, source, submit,
                                     say=lambda m: live.console.print(m, highlight=False),
                                     on_update=lambda s: live.update(_live_table(s)), model=model,
-                                    time_total_s=time_total, profile=str(profile) if profile else None)
+                                    time_total_s=time_total, profile=str(profile) if profile else None,
+                                    fusion=fusion)
     except (DBError, TaskError, ConfigError, RepoError, ProposeError, ProposerError, BackendError, ValueError) as exc:
         _fail(str(exc))
         return

@@ -18,14 +18,19 @@ MIN_SHARE_S = 10.0  # less than this left of --time-total: no kernel can be extr
 
 
 def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iterations: int = 8,
-                 time_s: float | None = None, budget_usd: float | None = None, proposer: str = "tune",
+                 time_s: float | None = None, budget_usd: float | None = None, proposer: str | None = None,
                  config: str | None = None, backend: str = "auto", source: str | None = None, submit: bool = False,
                  say: Callable[[str], None] = print, on_update: Callable[[Any], None] | None = None,
                  model: str | None = None, time_total_s: float | None = None,
-                 profile: str | None = None) -> list[dict[str, Any]]:
+                 profile: str | None = None, fusion: bool = False) -> list[dict[str, Any]]:
     """The whole job: scan -> extract the top-K hot kernels (or the named ones) -> evolve -> verify -> propose.
     One row per kernel says how far it got and why it stopped; a failure of one kernel does not stop the others.
     With ``profile`` (a trace that ``smithbot profile`` kept), the kernels are ranked by their measured share.
+
+    With ``fusion``, the work is the torch glue on the default paths instead (scan's fusion sites, most launches a
+    step first; ``kernels`` names them ``glue:FUNCTION[:LINE]``): each becomes a fusion task, seeded by the
+    ``inductor`` proposer (the default there; ``tune`` is the default for kernels). Without a GPU, a recording of
+    Inductor's output that the target ships for the glue seeds it, and verification judges a preview (``verify.py``).
 
     With ``time_total_s``, the job ends inside it: what is left is shared equally among the kernels still to do, and
     a kernel's share pays for its extraction, then its search (at most ``time_s``), then its verification (what the
@@ -45,39 +50,53 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     if used == "interpreter":
         say("no GPU: every timing below comes from the Triton interpreter on the CPU and does not predict GPU speed")
     result = api.scan(spec, source, model=model, profile=profile)
-    launched = [s for s in result.sites if s.role == "launched"]
-    on_path = [s for s in launched if s.presets]
-    say(f"scan: {len(launched)} launched kernels in {result.target.name}, {len(on_path)} on "
-        f"{'the ' + model if model else 'a preset'}'s default serving path; hottest: "
-        + ", ".join(f"{s.name} ({s.hotness:g})" for s in launched[:4]))
+    on = f"{'the ' + model if model else 'a preset'}'s default serving path"
+    picks: list[Any]
+    if fusion:
+        say(f"scan: {len(result.fusion)} runs of torch glue on {on}; most launches a step: "
+            + ", ".join(f"{_glue_name(g)} ({g.per_step})" for g in result.fusion[:4]))
+        picks = [api.find_glue(result, k.removeprefix("glue:")) for k in kernels] if kernels else result.fusion
+    else:
+        launched = [s for s in result.sites if s.role == "launched"]
+        say(f"scan: {len(launched)} launched kernels in {result.target.name}, {len([s for s in launched if s.presets])} "
+            f"on {on}; hottest: " + ", ".join(f"{s.name} ({s.hotness:g})" for s in launched[:4]))
+        picks = [api.find_kernel(result, k) for k in kernels] if kernels else launched
+    proposer = proposer or ("inductor" if fusion else "tune")
     rows: list[dict[str, Any]] = []
-    picks = [api.find_kernel(result, k) for k in kernels] if kernels else launched
     wanted = len(kernels) if kernels else top
     for site in picks:
         done = len([r for r in rows if r.get("task")])
         if done >= wanted:
             break
-        row: dict[str, Any] = {"kernel": site.name, "stage": "extract", "presets": list(site.presets),
-                               "default_path": site.default_path}
+        name = _glue_name(site) if fusion else site.name
+        row: dict[str, Any] = {"kernel": name, "stage": "extract", "presets": list(site.presets)}
         deadline = None
         if time_total_s is not None:
             left = time_total_s - END_MARGIN_S - (time.monotonic() - t_start)
             if left < MIN_SHARE_S:
-                say(f"the total time budget ({time_total_s:.0f} s) is spent: {site.name} and the rest are left")
+                say(f"the total time budget ({time_total_s:.0f} s) is spent: {name} and the rest are left")
                 break
             deadline = time.monotonic() + left / (wanted - done)
-        if site.default_path:
-            say(f"pick: {site.name}: {site.default_path}")
+        if fusion:
+            say(f"pick: {name} ({site.path}:{site.first}-{site.last}): {', '.join(site.ops)}; {site.per_step} "
+                f"launches a step" + (f" ({site.frequency})" if site.frequency else "")
+                + (f"; {site.todos[0]}" if site.todos else ""))
+        elif site.default_path:
+            row["default_path"] = site.default_path
+            say(f"pick: {name}: {site.default_path}")
         rows.append(row)
         # the self-check's two steps (prepare, evaluate) fit in the kernel's share
         check_s = 300.0 if deadline is None else max(1.0, min(300.0, (deadline - time.monotonic()) / 4))
-        [cov] = api.extract(spec, f"{site.path}::{site.qualname}", source=source, timeout_s=check_s)
+        [cov] = api.extract(spec, name if fusion else f"{site.path}::{site.qualname}", source=source,
+                            timeout_s=check_s)
         if not cov.checked or cov.out is None:
             row["why"] = cov.why
-            say(f"extract: {site.name} skipped: {cov.why}")
+            say(f"extract: {name} skipped: {cov.why}")
             continue
         row["task"] = str(cov.out)
         say(f"extract: {cov.kernel} -> {cov.out} (self-check passed)")
+        if proposer == "inductor" and used != "cuda" and _recorded_seed(result.target.name, site.function, cov.out):
+            say("inductor: no GPU here, so the seed is the Inductor output the target ships for this glue")
         row["stage"] = "evolve"
         search_s = time_s
         if deadline is not None:
@@ -107,7 +126,10 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         if v.winner is None:
             row["why"] = "no candidate passed verification"
             continue
-        row["speedup"] = next(d.speedup for d in v.verdicts if d.candidate == v.winner)
+        if v.preview:  # correct with fewer launches, not timed: its speed is the interpreter's, not a GPU's
+            row["preview"] = True
+        else:
+            row["speedup"] = next(d.speedup for d in v.verdicts if d.candidate == v.winner)
         row["stage"] = "propose"
         try:
             [(_, published)] = api.propose([status.run_id], submit=submit, source=source)
@@ -129,7 +151,8 @@ def summary_markdown(target: str, rows: list[dict[str, Any]], backend_note: str 
     lines += ["| kernel | reached | best in search | verified | GPU busy | outcome |", "|---|---|---|---|---|---|"]
     for r in rows:
         best = f"{r['best']:.3f}x" if r.get("best") else "-"
-        ver = f"{r['speedup']:.3f}x" if r.get("speedup") else "-"
+        ver = f"{r['speedup']:.3f}x" if r.get("speedup") else "preview: correct, fewer launches" if r.get("preview") \
+            else "-"
         busy = f"{r['gpu_busy']:.0%}" if r.get("gpu_busy") is not None else "-"
         outcome = r.get("where") or r.get("why", "")
         lines.append(f"| `{r['kernel']}` | {r['stage']} | {best} | {ver} | {busy} | "
@@ -143,71 +166,35 @@ def summary_markdown(target: str, rows: list[dict[str, Any]], backend_note: str 
 
 
 def demo(kernel: str = "rms_norm", iterations: int = 8, backend: str = "auto",
-         say: Callable[[str], None] = print, on_update: Callable[[Any], None] | None = None) -> dict[str, Any]:
-    """The whole job on the bundled demo target, offline, through the local forge. Returns the paths it wrote."""
+         say: Callable[[str], None] = print, on_update: Callable[[Any], None] | None = None,
+         fusion: bool = False) -> dict[str, Any]:
+    """The whole job on the bundled demo target, offline, through the local forge. Returns the paths it wrote. With
+    ``fusion``, the demo engine's torch glue instead of ``kernel``: without a GPU its seed is the Inductor output
+    recorded for it on an H200, and the result is a preview (correct, fewer launches, not timed)."""
     from smithbot.propose.pipeline import ProposeError
 
-    [row] = run_pipeline("demo", [kernel], iterations=iterations, backend=backend, say=say, on_update=on_update)
+    [row] = run_pipeline("demo", None if fusion else [kernel], iterations=iterations, backend=backend, say=say,
+                         on_update=on_update, fusion=fusion)
     if row["stage"] != "proposed":
         raise ProposeError(f"the demo stopped at {row['stage']}: {row.get('why', '')}")
     return row
 
 
-def demo_fusion(iterations: int = 4, backend: str = "auto", say: Callable[[str], None] = print,
-                on_update: Callable[[Any], None] | None = None) -> dict[str, Any]:
-    """The fusion path on the demo mini-engine: scan finds its torch glue on the default path, extraction makes the
-    glue a fusion task, the ``inductor`` proposer seeds a search with torch.compile's kernels for it (compiled on a
-    GPU; without one, the Inductor output recorded for the demo's glue), verification judges the result, and a
-    verified winner is re-inserted in place of the glue's lines through the local forge. Returns how far it got."""
+def _glue_name(site: Any) -> str:
+    """How ``run`` and ``extract`` name a fusion site: ``glue:FUNCTION:FIRST_LINE``."""
+    return f"glue:{site.function}:{site.first}"
+
+
+def _recorded_seed(target: str, function: str, task_dir: Path) -> bool:
+    """Put the Inductor output a target ships for a glue function (``targets/TARGET/inductor/FUNCTION.json``,
+    recorded on a GPU) beside its task, where the ``inductor`` proposer reads it without a GPU. Whether there was one."""
     import shutil
 
-    from evaluator import resolve_backend
     from smithbot.config import TARGETS_DIR
     from smithbot.evolve.inductor import RECORDED
 
-    used = resolve_backend(backend)
-    result = api.scan("demo")
-    if not result.fusion:
-        raise ValueError("the demo engine's scan found no torch glue")
-    glue = result.fusion[0]
-    say(f"scan: torch glue in {glue.function} ({glue.path}:{glue.first}-{glue.last}): {', '.join(glue.ops)}; "
-        f"{glue.per_step} launches a step" + (f"; {glue.todos[0]}" if glue.todos else ""))
-    [cov] = api.extract("demo", f"glue:{glue.function}")
-    row: dict[str, Any] = {"kernel": f"glue:{glue.function}", "stage": "extract", "task": str(cov.out)}
-    if not cov.checked or cov.out is None:
-        row["why"] = cov.why
-        return row
-    say(f"extract: the glue as fusion task {cov.out} (its baseline is the glue itself; self-check passed)")
-    recording = TARGETS_DIR / "demo" / "inductor" / f"{glue.function}.json"
-    if used != "cuda" and recording.exists():
-        shutil.copy(recording, cov.out / RECORDED)
-        say("inductor: no GPU here, so the seed is the Inductor output recorded for this glue on an H200")
-    row["stage"] = "evolve"
-    status = api.evolve(cov.out, proposer="inductor", iterations=iterations, islands=1, seed=0, backend=used,
-                        on_update=on_update)
-    row.update(run=status.run_id, best=status.best, evaluated=status.evaluated)
-    say(f"evolve: run {status.run_id}, {status.message}; {status.correct} of {status.evaluated} candidates correct, "
-        f"best {status.best or 0:.3f}x")
-    if not status.correct:
-        row["why"] = status.message
-        return row
-    if not status.best:  # correct, and slower than the glue: nothing for verification to re-measure
-        row["why"] = ("the Inductor seed is correct on every case, and slower: the interpreter runs Triton in "
-                      "Python, so torch's CPU ops beat an interpreted kernel; on a GPU (`--backend cuda`) the same "
-                      "path goes on to verification and the patch" if used == "interpreter" else
-                      "no candidate was faster than the glue")
-        return row
-    row["stage"] = "verify"
-    v = api.verify(status.run_id, top=1, backend=used)
-    for verdict in v.verdicts:
-        say(f"verify: {verdict.candidate} {'accepted' if verdict.accepted else 'rejected'}: {verdict.reason}")
-    row["verification"] = str(v.path)
-    if v.winner is None:
-        row["why"] = "no candidate passed verification"
-        return row
-    row["stage"] = "propose"
-    [(_, published)] = api.propose([status.run_id])
-    out = Path(published.where)
-    row.update(stage="proposed", pr=str(out / "pr.md"), patch=str(out / "patch.diff"),
-               test=str(next(out.glob("test_*.py"))))
-    return row
+    shipped = TARGETS_DIR / target / "inductor" / f"{function}.json"
+    if not shipped.exists():
+        return False
+    shutil.copy(shipped, task_dir / RECORDED)
+    return True

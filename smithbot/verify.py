@@ -8,6 +8,12 @@ For the run's top candidates (correct, fastest first, distinct sources):
   faster (``promoted``).
 The first accepted candidate is the winner; the ones after it are not measured. ``verification.json`` in the run's
 folder holds the environment fingerprint and every number; the run database gets a ``verified`` event.
+
+A fusion task on the interpreter is judged as a **preview**: there the glue's torch ops run natively on the CPU and
+the candidate's Triton runs in Python, so the timing says nothing of either on a GPU (not even its direction, unlike
+a Triton kernel against a Triton kernel). A candidate is accepted for a preview when it is correct on the whole
+verification task and launches fewer kernels a call than the glue on every case; ``propose`` then writes the patch
+and the test marked as a preview, and never submits one.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ class Verification:
     winner: str | None
     verdicts: list[Verdict]
     path: Path
+    preview: bool = False  # a fusion judged on the interpreter: correct with fewer launches, speed not judged
 
 
 def extra_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -109,16 +116,33 @@ def judge(r: Any) -> tuple[bool, str]:
     return True, "faster on the geomean and on no case slower"
 
 
+def judge_preview(r: Any) -> tuple[bool, str]:
+    """A fusion on the interpreter: correct on every verification case, and fewer kernel launches a call than the
+    glue on each (``launches``: [glue, candidate], counted by the evaluator); its speed is left to a GPU."""
+    if not r.correct:
+        return False, r.why
+    counts = [(c["name"], *c["launches"]) for c in r.cases if c.get("launches")]
+    if not counts or len(counts) < len(r.cases):
+        return False, "the evaluator counted no kernel launches for this fusion"
+    more = [f"{n} ({b} -> {c})" for n, b, c in counts if c >= b]
+    if more:
+        return False, f"launches no fewer kernels than the glue on {len(more)} case(s): {', '.join(more)}"
+    spans = sorted({f"{b} -> {c}" for _, b, c in counts})
+    return True, (f"correct on all {len(counts)} verification cases, launching fewer kernels a call than the glue "
+                  f"({', '.join(spans)}); speed not judged: the interpreter runs the glue's torch ops natively and "
+                  "the Triton kernel in Python, so only a GPU can time the two")
 
 
-def top_candidates(db: RunDB, run_id: str, k: int) -> list[Candidate]:
+def top_candidates(db: RunDB, run_id: str, k: int, preview: bool = False) -> list[Candidate]:
     """The run's fastest distinct candidates, those with no case slower in the search first: the search ranks by the
-    geomean alone, verification also needs every case."""
+    geomean alone, verification also needs every case. For a ``preview`` (a fusion on the interpreter, whose timing
+    does not count) every correct candidate is one, the Inductor seed as readily as the fastest."""
     seen, out = set(), []
-    cands = sorted((c for c in db.candidates(run_id) if c.correct and c.proposer != "baseline" and c.fitness),
+    cands = sorted((c for c in db.candidates(run_id) if c.correct and c.proposer != "baseline"
+                    and (c.fitness or preview)),
                    key=lambda c: (bool(_slower((c.result or {}).get("cases", []))), -(c.fitness or 0.0)))
     for c in cands:
-        if c.source_hash not in seen and (c.fitness or 0.0) > 1.0:
+        if c.source_hash not in seen and (preview or (c.fitness or 0.0) > 1.0):
             seen.add(c.source_hash)
             out.append(c)
         if len(out) == k:
@@ -133,11 +157,12 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
     run = db.run(run_id)
     out_dir = run_dir(db, run_id)
     vtask = verification_task(Path(run.task_dir), out_dir / "verify-task")
-    cands = top_candidates(db, run_id, top)
     verdicts: list[Verdict] = []
     env: dict[str, Any] = {}
     with Evaluator(vtask, backend=backend or run.config.get("backend", "auto"), workers_per_gpu=1,
                    rounds=rounds or None) as ev:  # one candidate at a time
+        preview = ev.task.kind == "fusion" and ev.backend == "interpreter"
+        cands = top_candidates(db, run_id, top, preview)
         try:
             ev.prepare(deadline)
         except TaskError:
@@ -151,7 +176,7 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
             path.write_text(c.source or "")
             r = ev.submit(path, deadline=deadline, effort="verify").result()
             env = env or r.env
-            ok, why = judge(r)
+            ok, why = judge_preview(r) if preview else judge(r)
             verdicts.append(Verdict(c.id, ok, why, r.status, r.speedup, r.speedup_ci, list(r.cases), r.compiled))
             if ok:  # the first accepted is the winner: measuring the ones after it would not change that
                 break
@@ -159,10 +184,10 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
     path = out_dir / "verification.json"
     doc = {"run": run_id, "task": run.task_id, "task_dir": run.task_dir, "backend": used, "env": env,
            "seeds": ev.task.seeds, "cases": ev.case_names, "rounds": ev.timing_plan("verify")[0],
-           "winner": winner, "candidates": [asdict(v) for v in verdicts],
+           "winner": winner, "preview": preview, "candidates": [asdict(v) for v in verdicts],
            "note": "interpreter timings do not predict GPU speed" if used == "interpreter" else ""}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1))
     tmp.replace(path)
     db.event(run_id, "verified", {"winner": winner, "backend": used, "checked": [v.candidate for v in verdicts]})
-    return Verification(run_id, run.task_id, used, winner, verdicts, path)
+    return Verification(run_id, run.task_id, used, winner, verdicts, path, preview)

@@ -108,22 +108,3 @@ def test_run_ends_inside_its_total_time(tmp_path: Path) -> None:
     assert wall <= 40, f"the job took {wall:.1f} s of its 40"
     assert "## smithbot run: demo" in r.stdout and "| kernel |" in r.stdout
     assert "evolve:" in r.stderr  # a kernel got as far as its search
-
-
-def test_demo_fusion_shows_the_fusion_path_on_the_interpreter(tmp_path: Path) -> None:
-    """`smithbot demo --fusion` without a GPU: the demo engine's glue is found with its TODO, becomes a fusion task,
-    the Inductor output recorded for it seeds a search whose candidates the evaluator finds correct, and the run
-    stops where the interpreter's timings must: not faster, and says why."""
-    p = run("demo", "--fusion", "--backend", "interpreter", home=tmp_path)
-    assert p.returncode == 0, p.stderr
-    said = " ".join((p.stdout + p.stderr).split())  # the live view wraps its lines
-    assert "scan: torch glue in LlamaModel.forward (minengine/models/llama.py:46-48)" in said
-    assert "TODO: fuse these small ops" in said
-    assert "the seed is the Inductor output recorded for this glue on an H200" in said
-    assert "fusion: reached evolve: the Inductor seed is correct on every case, and slower" in said
-    from smithbot.evolve.db import RunDB
-
-    with RunDB(tmp_path / "runs.db") as db:
-        [only] = db.runs()
-        seed = [c for c in db.candidates(only.id) if c.edit_format == "inductor"]
-        assert len(seed) == 1 and seed[0].correct, [(c.status, c.reason) for c in seed]

@@ -26,6 +26,7 @@ class PreparedPR:
     variant: str
     kernels: tuple[str, ...] = ()  # the names of the upstream definitions the change replaces
     touched: tuple[str, ...] = ()  # the upstream files the change edits (not the generated test and benchmark)
+    preview: bool = False  # verified without timing (a fusion on the interpreter): written locally, never submitted
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,10 @@ STYLES = ("sglang", "lmdeploy", "dlblas", "generic")
 _TEST_STYLE = {"sglang": "unittest", "lmdeploy": "class"}  # else parametrised pytest functions
 # a generated test stays a test a maintainer reads through: its most lines for a launch-config change, for a new kernel
 MAX_TEST_LINES = {"tune": 150, "kernel": 300}
+# What a preview's body (a fusion verified on the interpreter) says first: it is no pull request to open as it stands
+PREVIEW_BANNER = ("> **Preview, not a pull request.** Verified on the Triton interpreter, without a GPU: the new code "
+                  "matches the glue on every case and launches fewer kernels, but it has not been timed. "
+                  "`smithbot propose --submit` refuses a preview; the timing section below says how to time it.\n\n")
 METADATA = re.compile(r"<!-- smithbot-metadata: (\{.*?\}) -->")
 
 
@@ -179,9 +183,9 @@ def _kernels_phrase(n: int) -> str:
     return "one kernel" if n <= 1 else f"{n} Triton kernels"
 
 
-def title(task: Task, verdict: dict[str, Any], config_only: bool, source: str = "") -> str:
+def title(task: Task, verdict: dict[str, Any], config_only: bool, source: str = "", preview: bool = False) -> str:
     """The PR title: an area tag as engines' maintainers tag kernel PRs, and a config-only change says so; a fusion
-    says how many kernels its candidate (``source``) launches in place of the glue."""
+    says how many kernels its candidate (``source``) launches in place of the glue; a preview says it is not timed."""
     glue = task.provenance.glue
     names = " ".join([_entry_def(task).path, *(d.name for d in task.provenance.definitions),
                       glue["function"] if glue else ""]).lower()
@@ -189,6 +193,8 @@ def title(task: Task, verdict: dict[str, Any], config_only: bool, source: str = 
     what = (f"Retune the launch config of {task.entry} (config only)" if config_only else
             f"Fuse the torch glue of {glue['function']} into {_kernels_phrase(len(launched_kernels(source)))}"
             if glue else f"Faster {task.entry}")
+    if preview:
+        return f"{tag} {what} (preview: correct on {len(verdict['cases'])} model shapes, not yet timed on a GPU)"
     return f"{tag} {what}: {verdict['speedup']:.2f}x on {len(verdict['cases'])} model shapes"
 
 
@@ -250,6 +256,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     base_src = task.kernel_path.read_text(encoding="utf-8")
     harness_src = task.harness_path.read_text(encoding="utf-8")
     interpreter = verification["backend"] == "interpreter"
+    preview = bool(verification.get("preview"))  # a fusion checked on the interpreter: correct, fewer launches, untimed
     v = {"speedup": verdict["speedup"], "ci": verdict["ci"], "cases": verdict["cases"]}
     ratios = {c["name"]: c["ratio"] for c in verdict["cases"]}
     dec = [r for n, r in ratios.items() if "decode" in n]
@@ -280,14 +287,15 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
             todo = next(iter(task.hotness.get("todos") or ()), "").split(": ", 1)[-1]  # "45: TODO: fuse ..."
             per_step = task.hotness.get("launches_per_step")
             n = len(launched_kernels(cand.source or ""))
+            gain = ("the same results in fewer launches on every model shape below (not yet timed: no GPU)." if preview
+                    else f"{(v['speedup'] - 1) * 100:.1f}% faster on the geomean of the model shapes below ({span}), "
+                         "with the same results.")
             motivation = (f"The torch glue of `{glue['function']}()` ({glue['path']}:{first}-{last})"
                           + (f" launches {per_step} small kernels a step. " if per_step else ". ") +
                           (f"One Triton kernel, launched by `{task.entry}`" if n <= 1 else
                            f"{n} Triton kernels, launched by `{task.entry}`") +
-                          f" ({kernel_def.path}), replace those lines: "
-                          f"{(v['speedup'] - 1) * 100:.1f}% faster on the geomean of the model shapes below ({span}), "
-                          "with the same results." + (f" It does what the code's own `{todo.strip()}` asked for."
-                                                      if todo else ""))
+                          f" ({kernel_def.path}), replace those lines: {gain}"
+                          + (f" It does what the code's own `{todo.strip()}` asked for." if todo else ""))
     motivation += _hot_spot(task.hotness)
     e = verification.get("env", {})
     env_line = ", ".join(f"{k} {e[k]}" for k in ("gpu", "driver", "torch", "triton") if e.get(k)) or "CPU (Triton interpreter)"
@@ -314,8 +322,9 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
             "variant": variant, "smithbot": __version__, "task": task.id}
     rounds = verification.get("rounds", DEFAULT_ROUNDS["interpreter" if interpreter else "cuda"])
     ctx: dict[str, Any] = dict(
-        v=v, shown=shown, shown_note=shown_note, e2e=end_to_end(task, v["speedup"]), interpreter=interpreter,
-        fusion=bool(glue), compiled=compiled, bar=bar,
+        v=v, shown=shown, shown_note=shown_note, e2e="" if preview else end_to_end(task, v["speedup"]),
+        interpreter=interpreter, fusion=bool(glue), compiled=compiled, bar=bar, preview=preview,
+        run_id=verification["run"],
         rounds=rounds, env_line=env_line,
         commit=base_commit[:12], seeds=verification["seeds"], case_names=", ".join(ratios),
         tolerances=tol,
@@ -325,11 +334,12 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
         kernel_path=kernel_def.path, motivation=motivation, formatter=", ".join(target.conventions.formatter) or "none",
         metadata=f"<!-- smithbot-metadata: {json.dumps(meta, sort_keys=True)} -->", patch=patch)
     template = env.get_template(f"pr/{style}.md.j2")
-    body = template.render(**ctx)
+    banner = PREVIEW_BANNER if preview else ""
+    body = banner + template.render(**ctx)
     if len(body) > MAX_BODY:  # the details (the diff) go first
         keep = max(0, len(patch) - (len(body) - MAX_BODY) - 200)
         ctx["patch"] = patch[:keep] + "\n... (truncated: the full diff is in the branch)"
-        body = template.render(**ctx)
+        body = banner + template.render(**ctx)
     if len(body) > MAX_BODY:
         raise ValueError(f"the PR body is {len(body)} characters even without the diff (limit {MAX_BODY})")
     header = (target.conventions.header + "\n") if target.conventions.header else ""
