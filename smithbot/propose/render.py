@@ -296,6 +296,9 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
                            f"{n} Triton kernels, launched by `{task.entry}`") +
                           f" ({kernel_def.path}), replace those lines: {gain}"
                           + (f" It does what the code's own `{todo.strip()}` asked for." if todo else ""))
+            counted = sorted({f"{c['launches'][0]} -> {c['launches'][1]}" for c in v["cases"] if c.get("launches")})
+            if counted:  # the evaluator's count, a call at a time: the static count above can differ (a no-op cast)
+                motivation += f" Kernel launches a call, counted on the verified cases: {', '.join(counted)}."
     motivation += _hot_spot(task.hotness)
     e = verification.get("env", {})
     env_line = ", ".join(f"{k} {e[k]}" for k in ("gpu", "driver", "torch", "triton") if e.get(k)) or "CPU (Triton interpreter)"
@@ -324,7 +327,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     ctx: dict[str, Any] = dict(
         v=v, shown=shown, shown_note=shown_note, e2e="" if preview else end_to_end(task, v["speedup"]),
         interpreter=interpreter, fusion=bool(glue), compiled=compiled, bar=bar, preview=preview,
-        run_id=verification["run"],
+        run_id=verification.get("run", ""),
         rounds=rounds, env_line=env_line,
         commit=base_commit[:12], seeds=verification["seeds"], case_names=", ".join(ratios),
         tolerances=tol,

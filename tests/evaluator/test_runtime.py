@@ -270,3 +270,49 @@ def test_a_block_partly_inside_a_tensor_is_charged_to_it_not_to_the_storage_it_r
     finally:
         bounds._bounds = saved
     assert "(the first: element 2002 of 'S', whose storage holds 4; the furthest: element 2003)" in said, said
+
+
+LAUNCHES = '''
+import torch
+import triton
+import triton.language as tl
+
+from evaluator.correctness import launches
+from evaluator.runtime import LaunchCounter
+
+LaunchCounter.install()
+
+
+@triton.jit
+def _clamp_sub(L, P, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    lens = tl.maximum(tl.load(L + offs, mask=offs < n), 1)
+    tl.store(P + offs, tl.minimum(tl.load(P + offs, mask=offs < n), lens - 1), mask=offs < n)
+
+
+def glue(lens, positions):
+    lens = lens.clamp(min=1).to(torch.int32)  # clamp: 1; .to int32 of int32: no op
+    positions = torch.minimum(positions, (lens - 1).to(positions.dtype))  # sub, _to_copy, minimum: 3
+    return lens.view(-1), positions.unsqueeze(0).squeeze(0)  # views: none
+
+
+def fused(lens, positions):
+    out = torch.empty_like(positions)  # an allocation: none
+    out.copy_(positions)  # 1
+    _clamp_sub[(1,)](lens, out, lens.numel(), BLOCK=8)  # 1, and none for the interpreter's own argument copies
+    return lens, out
+
+
+args = {"lens": torch.tensor([0, 3, 9], dtype=torch.int32), "positions": torch.tensor([5, 1, 4])}
+print(launches(glue, dict(args), "cpu"), launches(fused, dict(args), "cpu"))
+'''
+
+
+def test_launches_counts_what_a_gpu_would_launch(tmp_path) -> None:
+    """A fusion's evidence without a GPU: a call's ATen ops that launch a kernel on a GPU, and its Triton launches;
+    no views or allocations, and none of the copies the interpreter makes of a launch's arguments."""
+    (tmp_path / "count.py").write_text(LAUNCHES)
+    out = subprocess.run([sys.executable, str(tmp_path / "count.py")], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["4", "2"]

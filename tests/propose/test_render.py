@@ -14,7 +14,7 @@ from smithbot.config import get_target
 from smithbot.evolve import tune
 from smithbot.evolve.db import RunDB
 from smithbot.propose.render import MAX_BODY, MAX_TEST_LINES, metadata, module_of, render, sanitize
-from smithbot.verify import judge
+from smithbot.verify import judge, judge_preview
 from tests.evolve.helpers import TASKS
 
 HEADINGS = {
@@ -135,6 +135,26 @@ def test_judge_rejects_any_slower_case_even_with_a_better_geomean() -> None:
     assert judge(within_noise)[0] is True  # 0.3% below 1, inside the between-run noise floor
     flat = EvalResult(status="correct", cases=(_case("a", 1.01, 0.99, 1.03),), **{**base, "speedup_ci": (0.99, 1.03)})
     assert judge(flat)[0] is False and "not shown faster" in judge(flat)[1]
+
+
+def test_a_fusion_on_the_interpreter_is_judged_on_correctness_and_fewer_launches() -> None:
+    """No GPU: a fusion's timing on the interpreter (native torch against interpreted Triton) decides nothing; a
+    correct candidate with fewer launches than the glue on every case is a preview, whatever that timing said."""
+    base = dict(candidate="c.py", task="t", backend="interpreter", stage="verdict", speedup=0.02,
+                speedup_ci=(0.01, 0.03))
+
+    def cases(*counts: tuple[int, int]) -> tuple[dict, ...]:
+        return tuple({**_case(f"c{i}", 0.02, 0.01, 0.03), "launches": list(n)} for i, n in enumerate(counts))
+
+    ok, why = judge_preview(EvalResult(status="correct", cases=cases((5, 1), (6, 1)), **base))
+    assert ok and why.startswith("correct on all 2 verification cases, launching fewer kernels a call than the glue "
+                                 "(5 -> 1, 6 -> 1); speed not judged")
+    ok, why = judge_preview(EvalResult(status="correct", cases=cases((5, 1), (2, 2)), **base))
+    assert not ok and why == "launches no fewer kernels than the glue on 1 case(s): c1 (2 -> 2)"
+    wrong = EvalResult(status="incorrect", reason="mismatch", detail="case c0 seed 0: output 0 differs", **base)
+    assert judge_preview(wrong) == (False, "incorrect: mismatch case c0 seed 0: output 0 differs")
+    uncounted = EvalResult(status="correct", cases=(_case("c0", 0.02, 0.01, 0.03),), **base)
+    assert judge_preview(uncounted) == (False, "the evaluator counted no kernel launches for this fusion")
 
 
 def test_motivation_names_the_hot_spot(parts: tuple) -> None:
