@@ -118,6 +118,11 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         if status.host_bound:
             row["why"] = status.host_bound
             continue
+        nothing = _none_correct(status.run_id)
+        if nothing:  # verification would only say "no candidate passed"; the search's own failures say why
+            row["why"] = nothing
+            say(f"evolve: {name}: {nothing}")
+            continue
         row["stage"] = "verify"
         v = api.verify(status.run_id, top=2, backend=used, deadline=deadline)
         for verdict in v.verdicts:
@@ -178,6 +183,18 @@ def demo(kernel: str = "rms_norm", iterations: int = 8, backend: str = "auto",
     if row["stage"] != "proposed":
         raise ProposeError(f"the demo stopped at {row['stage']}: {row.get('why', '')}")
     return row
+
+
+def _none_correct(run_id: str) -> str:
+    """Why a run has no correct candidate but the baseline (its last distinct failures), or "" when it has one."""
+    from smithbot.evolve.db import RunDB
+
+    with RunDB(api.db_path()) as db:
+        tried = [c for c in db.candidates(run_id) if c.proposer != "baseline"]
+    if any(c.correct for c in tried):
+        return ""
+    why = "; ".join(dict.fromkeys(f"{c.status}: {c.reason}"[:300] for c in tried[-3:]))
+    return f"no correct candidate in the search ({why or 'nothing was proposed'})"
 
 
 def _glue_name(site: Any) -> str:
