@@ -49,6 +49,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     used = resolve_backend(backend)
     if used == "interpreter":
         say("no GPU: every timing below comes from the Triton interpreter on the CPU and does not predict GPU speed")
+    fusion = fusion or bool(kernels) and all(k.startswith("glue:") for k in kernels or ())  # --kernel glue:F
     result = api.scan(spec, source, model=model, profile=profile)
     on = f"{'the ' + model if model else 'a preset'}'s default serving path"
     picks: list[Any]
