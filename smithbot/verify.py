@@ -133,16 +133,20 @@ def judge_preview(r: Any) -> tuple[bool, str]:
                   "the Triton kernel in Python, so only a GPU can time the two")
 
 
-def top_candidates(db: RunDB, run_id: str, k: int, preview: bool = False) -> list[Candidate]:
+def top_candidates(db: RunDB, run_id: str, k: int, fusion: bool = False) -> list[Candidate]:
     """The run's fastest distinct candidates, those with no case slower in the search first: the search ranks by the
-    geomean alone, verification also needs every case. For a ``preview`` (a fusion on the interpreter, whose timing
-    does not count) every correct candidate is one, the Inductor seed as readily as the fastest."""
+    geomean alone, verification also needs every case. A ``fusion`` candidate the search timed on the interpreter
+    (native torch against interpreted Triton: its speedup means nothing) is one whatever that timing said, so a run
+    searched without a GPU can be verified on one."""
+    def untimed(c: Candidate) -> bool:
+        return fusion and (c.result or {}).get("backend") == "interpreter"
+
     seen, out = set(), []
     cands = sorted((c for c in db.candidates(run_id) if c.correct and c.proposer != "baseline"
-                    and (c.fitness or preview)),
+                    and (c.fitness or untimed(c))),
                    key=lambda c: (bool(_slower((c.result or {}).get("cases", []))), -(c.fitness or 0.0)))
     for c in cands:
-        if c.source_hash not in seen and (preview or (c.fitness or 0.0) > 1.0):
+        if c.source_hash not in seen and (untimed(c) or (c.fitness or 0.0) > 1.0):
             seen.add(c.source_hash)
             out.append(c)
         if len(out) == k:
@@ -162,7 +166,7 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
     with Evaluator(vtask, backend=backend or run.config.get("backend", "auto"), workers_per_gpu=1,
                    rounds=rounds or None) as ev:  # one candidate at a time
         preview = ev.task.kind == "fusion" and ev.backend == "interpreter"
-        cands = top_candidates(db, run_id, top, preview)
+        cands = top_candidates(db, run_id, top, ev.task.kind == "fusion")
         try:
             ev.prepare(deadline)
         except TaskError:

@@ -97,3 +97,18 @@ def test_a_preview_is_never_submitted(demo: tuple) -> None:
     run_id = json.loads(Path(paths["verification"]).read_text())["run"]
     p = _smithbot(home, "propose", run_id, "--submit")
     assert p.returncode != 0 and "was verified as a preview" in p.stderr and "--backend cuda" in p.stderr, p.stderr
+
+
+def test_a_preview_run_can_be_verified_on_a_gpu_later(demo: tuple) -> None:
+    """The search's interpreter timings of a fusion say nothing, so `smithbot verify RUN --backend cuda` must still
+    find its correct candidates to time (for a Triton kernel task, only those the search found faster count)."""
+    from smithbot.evolve.db import RunDB
+    from smithbot.verify import top_candidates
+
+    _, paths, home = demo
+    run_id = json.loads(Path(paths["verification"]).read_text())["run"]
+    with RunDB(home / "runs.db") as db:
+        fused = top_candidates(db, run_id, 2, fusion=True)
+        assert fused and all(c.correct and (c.fitness or 0.0) < 1.0 for c in fused)
+        assert fused[0].proposer == "inductor"
+        assert top_candidates(db, run_id, 2) == []  # as timed candidates, none was faster
