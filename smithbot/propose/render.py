@@ -285,20 +285,21 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
         if glue:
             first, last = glue["lines"]
             todo = next(iter(task.hotness.get("todos") or ()), "").split(": ", 1)[-1]  # "45: TODO: fuse ..."
-            per_step = task.hotness.get("launches_per_step")
             n = len(launched_kernels(cand.source or ""))
+            # what the glue launches: the evaluator's count a call on the verified cases, else scan's estimate a step
+            counted = sorted({c["launches"][0] for c in v["cases"] if c.get("launches")})
+            per_step = task.hotness.get("launches_per_step")
+            span_n = (str(counted[0]) if len(counted) == 1 else f"{counted[0]}-{counted[-1]}") if counted else ""
+            launches = (f" launches {span_n} kernels a call" if counted else
+                        f" launches {per_step} small kernels a step" if per_step else "")
             gain = ("the same results in fewer launches on every model shape below (not yet timed: no GPU)." if preview
-                    else f"{(v['speedup'] - 1) * 100:.1f}% faster on the geomean of the model shapes below ({span}), "
-                         "with the same results.")
-            motivation = (f"The torch glue of `{glue['function']}()` ({glue['path']}:{first}-{last})"
-                          + (f" launches {per_step} small kernels a step. " if per_step else ". ") +
-                          (f"One Triton kernel, launched by `{task.entry}`" if n <= 1 else
-                           f"{n} Triton kernels, launched by `{task.entry}`") +
-                          f" ({kernel_def.path}), replace those lines: {gain}"
+                    else f"{v['speedup']:.2f}× as fast on the geomean of the model shapes below ({span}), with the "
+                         "same results.")
+            motivation = (f"The torch glue of `{glue['function']}()` ({glue['path']}:{first}-{last}){launches}. "
+                          + (f"One Triton kernel, launched by `{task.entry}` ({kernel_def.path}), replaces" if n <= 1
+                             else f"{n} Triton kernels, launched by `{task.entry}` ({kernel_def.path}), replace")
+                          + f" those lines: {gain}"
                           + (f" It does what the code's own `{todo.strip()}` asked for." if todo else ""))
-            counted = sorted({f"{c['launches'][0]} -> {c['launches'][1]}" for c in v["cases"] if c.get("launches")})
-            if counted:  # the evaluator's count, a call at a time: the static count above can differ (a no-op cast)
-                motivation += f" Kernel launches a call, counted on the verified cases: {', '.join(counted)}."
     motivation += _hot_spot(task.hotness)
     e = verification.get("env", {})
     env_line = ", ".join(f"{k} {e[k]}" for k in ("gpu", "driver", "torch", "triton") if e.get(k)) or "CPU (Triton interpreter)"
