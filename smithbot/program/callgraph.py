@@ -74,6 +74,11 @@ class _Resolver:
         self._decided: dict[tuple[str, int, str, str | None], bool | None] = {}
         self.at: Value | None = None  # the function whose calls are being resolved
         self.made_by: dict[tuple[str, str], Value | None] = {}  # a live class -> where it was first constructed
+        # the functions the last round of walks visited (None in the first round), and those this round visits: an
+        # attribute its class's __init__ sets keeps only the other assignments made in functions a walk reaches
+        # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)
+        self.ran: frozenset[tuple[str, str]] | None = None
+        self.visited: set[tuple[str, str]] = set()
 
     def reset(self) -> None:
         """Forget what depends on the live classes (they grew)."""
@@ -177,7 +182,11 @@ class _Resolver:
                     c = self.cls(m, q)
                     if c and name in c["attrs"]:
                         f = self.p.facts(m)
-                        for t, w, tests in c["attrs"][name]:
+                        entries = c["attrs"][name]
+                        if self.ran is not None and any(w and w.endswith(".__init__") for _, w, _ in entries):
+                            entries = [e for e in entries if not e[1] or e[1].endswith(".__init__")
+                                       or (m, e[1]) in self.ran]
+                        for t, w, tests in entries:
                             where = f["functions"].get(w) if f and w else None
                             if not self.cut(m, tests, where):
                                 made.append((m, q, t, where))
@@ -473,9 +482,10 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
             r.live.add(v[3])
     best: dict[str, dict[tuple[str, str], Reach]] = {}
     funcs: dict[str, dict[tuple[str, str], Reach]] = {}
-    for _ in range(4):  # until the live classes stop growing
+    for _ in range(4):  # until the live classes and the functions visited stop changing
         before = len(r.live)
         r.reset()
+        r.visited = set()
         r.env = env.with_phase(phases[0])
         _walk(r, startup, False, {}, True)
         for phase in phases:
@@ -483,8 +493,10 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
             best[phase], funcs[phase] = {}, {}
             _walk(r, model, True, best[phase], True, funcs[phase])
             _walk(r, engine, True, best[phase], False, funcs[phase])
-        if len(r.live) == before:
+        ran = frozenset(r.visited)
+        if len(r.live) == before and ran == r.ran:
             break
+        r.ran = ran
     for phase in phases:
         for key, rc in best[phase].items():
             out.setdefault(key, []).append(rc)
@@ -517,6 +529,7 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
         fn = f["functions"].get(node[2]) if f else None
         if fn is None:
             continue
+        r.visited.add((node[1], node[2]))
         if funcs is not None:
             old = funcs.get((node[1], node[2]))
             if old is None or (loop, -c) > (old.per_layer, -old.undecided):

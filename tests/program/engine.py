@@ -23,6 +23,8 @@ FILES = {
     "eng/kernels/meta.py": TRITON + kernel("decode_meta_kernel") + kernel("triton_decode_kernel")
     + "\n\ndef set_decode_metadata(x):\n    decode_meta_kernel[(1,)](x)\n"
     + "\n\ndef decode_attention(x):\n    triton_decode_kernel[(1,)](x)\n",
+    "eng/kernels/op.py": TRITON + kernel("op_cuda_kernel") + kernel("op_native_kernel")
+    + "\n\ndef op_cuda(x):\n    op_cuda_kernel[(1,)](x)\n\n\ndef op_native(x):\n    op_native_kernel[(1,)](x)\n",
     "eng/kernels/rocm_rope.py": TRITON + kernel("rocm_rope_kernel") + "\n\ndef rope(x):\n    rocm_rope_kernel[(1,)](x)\n",
     "eng/backends.py": '''from enum import Enum
 
@@ -74,6 +76,7 @@ def get_backend():
 
 from eng.backends import OpType, get_backend
 from eng.kernels.moe import deepep_moe, fused_moe, hip_moe_kernel
+from eng.kernels.op import op_cuda, op_native
 from eng.kernels.rocm_rope import rope
 from eng.utils import get_server_args, is_hip
 
@@ -120,6 +123,28 @@ def get_moe_cls():
 class RocmRope:
     def forward(self, x):
         return rope(x)
+
+
+class PlatformOp:
+    """Its forward method is picked once, in __init__; only a compile step (never run by default) swaps it."""
+
+    def __init__(self):
+        self._forward = self.dispatch_forward()
+
+    def dispatch_forward(self):
+        return self.forward_cuda
+
+    def enter_compile(self):
+        self._forward = self.forward_native
+
+    def forward(self, x):
+        return self._forward(x)
+
+    def forward_cuda(self, x):
+        return op_cuda(x)
+
+    def forward_native(self, x):
+        return op_native(x)
 ''',
     "eng/attention/__init__.py": "",
     "eng/attention/base.py": '''class AttentionBackend:
@@ -228,7 +253,7 @@ class ModelRunner:
 
 from eng.forward_batch import ForwardBatch
 from eng.kernels.linear import linear
-from eng.layers import RMSNorm, RocmRope, get_moe_cls
+from eng.layers import PlatformOp, RMSNorm, RocmRope, get_moe_cls
 
 
 class Attention(torch.nn.Module):
@@ -243,10 +268,12 @@ class DecoderLayer(torch.nn.Module):
         self.attn = Attention()
         self.mlp = get_moe_cls()()
         self.rope = RocmRope()
+        self.op = PlatformOp()
 
     def forward(self, x, fb):
         x = self.norm(x)
         x = self.rope.forward(x)
+        x = self.op.forward(x)
         return self.mlp(self.attn(x, fb))
 
 

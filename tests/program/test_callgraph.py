@@ -35,9 +35,11 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
     for name in ("linear_kernel", "triton_decode_kernel", "rocm_rope_kernel", "hip_moe_kernel"):
         assert not sites[name].presets, name
     assert sites["hip_moe_kernel"].launches[0].fallback_only
+    # a method attribute set in __init__: what a method no walk reaches (a compile step) assigns it does not count
+    assert sites["op_cuda_kernel"].presets == ("llama3-8b",) and not sites["op_native_kernel"].presets
     launched = [s.name for s in api.scan(engine, model="llama3-8b").sites if s.role == "launched"]
-    on_path = {"rms_kernel", "moe_gemm_kernel", "decode_meta_kernel"}
-    assert set(launched[:3]) == on_path, launched
+    on_path = {"rms_kernel", "moe_gemm_kernel", "decode_meta_kernel", "op_cuda_kernel"}
+    assert set(launched[:4]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
     assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
     assert "in code for other hardware (rocm) -6" in sites["rocm_rope_kernel"].reasons
