@@ -100,7 +100,9 @@ class Serving:
     the engine's own defaults, ``phases`` forward-mode predicates and the phase they are true in (or ``never``). ``entries`` are
     the per-step engine functions (``module:Class.method``) the call graph starts at, besides the model's
     ``forward``; ``startup`` the engine functions that run once and build what the steps use (the attention backend),
-    besides the entry classes' constructors; ``model_settings`` overrides settings for one preset. See ``smithbot/program/evaluate.py``."""
+    besides the entry classes' constructors; ``model_settings`` overrides settings for one preset; ``phase_settings``
+    holds values true in one phase only (``decode: {attn_forward_method: MLA}``: a name decided by the batch's
+    phase at run time). See ``smithbot/program/evaluate.py``."""
 
     gpu: str = ""
     names: dict[str, Any] = field(default_factory=dict)
@@ -114,10 +116,11 @@ class Serving:
     other_platforms: tuple[str, ...] = ("rocm", "hip", "aiter", "amd", "npu", "ascend", "xpu", "hpu", "musa", "mlu",
                                         "camb", "maca", "cpu", "mps", "tpu")
     model_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    phase_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def environment(self) -> Env:
         """These defaults as the if-test evaluator's environment (``smithbot/program/evaluate.py``)."""
-        return Env(self.names, self.settings, self.env, self.phases)
+        return Env(self.names, self.settings, self.env, self.phases, phase_settings=self.phase_settings)
 
     def for_model(self, preset: ModelPreset) -> Serving:
         """These defaults for one preset: its config.json facts, then the target's ``model_settings`` for it, over
@@ -282,7 +285,7 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
 def load_serving(c: _Checker, raw: Any, presets: tuple[str, ...]) -> Serving:
     raw = c.mapping(raw, "serving", _SERVING)
     out: dict[str, Any] = {}
-    for k in ("names", "settings", "env", "phases", "model_settings"):
+    for k in ("names", "settings", "env", "phases", "model_settings", "phase_settings"):
         v = raw.get(k) or {}
         if not isinstance(v, dict):
             raise c.fail(f"serving.{k}", "must be a mapping")
@@ -290,6 +293,9 @@ def load_serving(c: _Checker, raw: Any, presets: tuple[str, ...]) -> Serving:
     for k, v in out["phases"].items():
         if v not in ("decode", "prefill", "never"):
             raise c.fail(f"serving.phases.{k}", f"must be decode, prefill or never, got {v!r}")
+    for k, v in out["phase_settings"].items():
+        if k not in ("decode", "prefill") or not isinstance(v, dict):
+            raise c.fail(f"serving.phase_settings.{k}", "must be decode or prefill, mapping names to values")
     for k, v in out["model_settings"].items():
         if k not in presets:
             raise c.fail(f"serving.model_settings.{k}", "names no model preset of this target")

@@ -47,14 +47,21 @@ class Env:
     """Values of names under one target's serving defaults, for one phase (``decode``, ``prefill`` or None: both)."""
 
     def __init__(self, names: dict[str, Any], settings: dict[str, Any], env: dict[str, Any],
-                 phases: dict[str, str], phase: str | None = None) -> None:
+                 phases: dict[str, str], phase: str | None = None,
+                 phase_settings: dict[str, dict[str, Any]] | None = None) -> None:
         self.names, self.settings, self.env, self.phases, self.phase = names, settings, env, phases, phase
+        self.phase_settings = phase_settings or {}
 
     def with_phase(self, phase: str | None) -> Env:
-        return Env(self.names, self.settings, self.env, self.phases, phase)
+        return Env(self.names, self.settings, self.env, self.phases, phase, self.phase_settings)
 
     def lookup(self, name: str) -> Any:
-        """The declared value of a bare name, or _MISSING."""
+        """The declared value of a bare name, or _MISSING. A value declared for one phase holds in that phase and is
+        unknown where the phase is not fixed (both phases at once)."""
+        if self.phase is None and any(name in vals for vals in self.phase_settings.values()):
+            return Unknown
+        if name in self.phase_settings.get(self.phase or "", {}):
+            return self.phase_settings[self.phase or ""][name]
         if name in self.names:
             return self.names[name]
         if name in self.settings:

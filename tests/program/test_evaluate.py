@@ -10,7 +10,8 @@ ENV = Env(names={"is_hip": False, "_is_cuda": True, "mamba_config": None},
           settings={"attention_backend": "fa3", "moe_a2a_backend": "none", "quantization": None, "page_size": 1,
                     "ep_size": 1, "device_type": "cuda"},
           env={"SGLANG_USE_AITER": False},
-          phases={"is_decode": "decode", "is_extend": "prefill", "is_idle": "never"})
+          phases={"is_decode": "decode", "is_extend": "prefill", "is_idle": "never"},
+          phase_settings={"decode": {"attn_forward_method": "MLA"}})
 ASSIGNS = {"_is_hip": "is_hip()", "_use_aiter": "get_bool_env_var('SGLANG_USE_AITER') and _is_hip",
            "ALIAS": "ALIAS", "w8a8": "quantization == 'w8a8'",
            # a flag assigned in both branches: decided where every value agrees
@@ -36,6 +37,11 @@ CASES = [
     ("self.use_triton and is_hip()", None, False),  # False wins an and with an unknown
     ("self.use_triton or is_hip()", None, None), ("self.gather", None, False), ("self.mixed", None, None),
     ("ALIAS", None, None), ("x[", None, None), ("len(x) > 2", None, None),
+    # a value of one phase: decided there, unknown in the other and where the phase is not fixed
+    ("attn_forward_method == AttnForwardMethod.MHA_CHUNKED_KV", "decode", False),
+    ("attn_forward_method == AttnForwardMethod.MLA", "decode", True),
+    ("attn_forward_method == AttnForwardMethod.MHA_CHUNKED_KV", "prefill", None),
+    ("attn_forward_method == AttnForwardMethod.MHA_CHUNKED_KV", None, None),
 ]
 
 
