@@ -119,7 +119,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         if status.host_bound:
             row["why"] = status.host_bound
             continue
-        nothing = _none_correct(status.run_id)
+        nothing = _none_correct(status.run_id, status.message)
         if nothing:  # verification would only say "no candidate passed"; the search's own failures say why
             row["why"] = nothing
             say(f"evolve: {name}: {nothing}")
@@ -186,8 +186,9 @@ def demo(kernel: str = "rms_norm", iterations: int = 8, backend: str = "auto",
     return row
 
 
-def _none_correct(run_id: str) -> str:
-    """Why a run has no correct candidate but the baseline (its last distinct failures), or "" when it has one."""
+def _none_correct(run_id: str, message: str) -> str:
+    """Why a run has no correct candidate but the baseline (its last distinct failures, or why the search stopped
+    when it proposed nothing), or "" when it has one."""
     from smithbot.evolve.db import RunDB
 
     with RunDB(api.db_path()) as db:
@@ -195,7 +196,7 @@ def _none_correct(run_id: str) -> str:
     if any(c.correct for c in tried):
         return ""
     why = "; ".join(dict.fromkeys(f"{c.status}: {c.reason}"[:300] for c in tried[-3:]))
-    return f"no correct candidate in the search ({why or 'nothing was proposed'})"
+    return f"no correct candidate in the search ({why or 'nothing was proposed: ' + message})"
 
 
 def _glue_name(site: Any) -> str:

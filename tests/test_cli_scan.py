@@ -96,15 +96,17 @@ def test_the_coverage_table_fits_80_columns_and_json_has_every_row(tmp_path: Pat
 
 
 def test_run_ends_inside_its_total_time(tmp_path: Path) -> None:
-    """`smithbot run --time-total` shares the job among the kernels (extraction, search and verification each
-    count) and the whole process ends inside it, though the search alone would take far longer (1000 iterations)."""
+    """`smithbot run --time-total` shares the job among its parts (extraction, search and verification each count)
+    and the whole process ends inside it, though the search alone would take far longer (1000 iterations). One named
+    kernel whose self-check fits its share on a slow CPU: the hottest demo kernels' interpreted self-checks take
+    longer than a 40 s job gives them, so which of them reached a search depended on the machine's speed."""
     import time
 
     t0 = time.monotonic()
-    r = run("run", "demo", "--top", "2", "--iterations", "1000", "--time-total", "40", "--backend", "interpreter",
-            home=tmp_path)
+    r = run("run", "demo", "--kernel", "rms_norm", "--iterations", "1000", "--time-total", "60", "--backend",
+            "interpreter", home=tmp_path)
     wall = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-2000:]
-    assert wall <= 40, f"the job took {wall:.1f} s of its 40"
+    assert wall <= 60, f"the job took {wall:.1f} s of its 60"
     assert "## smithbot run: demo" in r.stdout and "| kernel |" in r.stdout
     assert "evolve:" in r.stderr  # a kernel got as far as its search
