@@ -25,14 +25,13 @@ import libcst as cst
 import libcst.helpers
 
 from evaluator.guard import forbidden_in, frozen_classes, module_state, read_only_table
-from smithbot.extract.constants import Constants, NotConstant, Ref, fold_settings, inline_kwargs
+from smithbot.extract.constants import Constants, NotConstant, fold_settings, inline_kwargs
+from smithbot.extract.fold import fold_assignment
 from smithbot.extract.imports import import_line, in_triton, tl_builtin, tl_has
 from smithbot.extract.modules import Module, applied_factory, free_names, top_bindings
 from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer,
-                                      TypeCheckDropper, calls_stub,
-                                      custom_decorator_stub, env_pinned, fold_stubs, fold_versions, is_kernel,
-                                      for_the_task, is_logger, only_called, splice, stub_source,
-                                      without_lazy_globals)
+                                      TypeCheckDropper, custom_decorator_stub, env_pinned, for_the_task, is_kernel,
+                                      is_logger, only_called, splice, stub_source, without_lazy_globals)
 from smithbot.extract.state import state_as_params
 from smithbot.scan.parse import collect_imports, from_module
 
@@ -62,14 +61,13 @@ class Closure:
     blockers: list[str] = field(default_factory=list)
 
 
-def _constexpr_of(value: ast.expr) -> bool:
-    """``tl.constexpr(expr)``, ``triton.language.constexpr(expr)``: one positional argument and no keywords."""
-    return isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1] == "constexpr" \
-        and len(value.args) == 1 and not value.keywords
-
-
-def _plain(value: Any) -> bool:
-    return value is None or isinstance(value, (bool, int, float)) or type(value) is str
+def raising_class(name: str, origin: str, why: str, methods: list[str], construct: bool) -> str:
+    """A stand-in class for the target's ``origin`` whose every method raises ``why``; with ``construct`` False, so
+    does making one."""
+    raise_ = f"        raise NotImplementedError({why!r})\n"
+    init = "" if construct else f"    def __init__(self, *args, **kwargs):\n{raise_}"
+    return f"class {name}:  # the target's {origin}\n{init}" + "".join(
+        f"\n    @staticmethod\n    def {m}(*args, **kwargs):\n{raise_}" for m in methods)
 
 
 class ClosureBuilder:
@@ -169,53 +167,10 @@ class ClosureBuilder:
         self._bound[name] = key
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         source = textwrap.dedent("\n".join(mod.lines[start - 1:node.end_lineno])) + "\n"
-        parse = {f"{k}.parse" if v == "packaging.version" else k for k, v in mod.imports.items()
-                 if v in ("packaging.version", "packaging.version.parse")}
-        if isinstance(node, ast.Assign) and parse and any(
-                isinstance(n, ast.Call) and ast.unparse(n.func) in parse for n in ast.walk(node.value)):
-            # `TRITON_VERSION = version.parse(triton.__version__)`: a release tuple, read here at extraction (a
-            # module-level call's result is state to the evaluator's guard)
-            node = ast.Assign(node.targets, fold_versions(node.value, parse), lineno=node.lineno)
-            source = ast.unparse(node) + "  # release numbers, read at extraction\n"
-        if isinstance(node, ast.Assign) and calls_stub(node.value, self.stubs_values):
-            # `_is_fnuz = is_fp8_fnuz()`, `dt = A if is_fp8_fnuz() else B`: computed at import time by a stubbed
-            # helper, so the stub's value decides it here (`NUM_WARPS = [2, 4] if is_hopper() else [2, 4, 8]`)
-            node = ast.Assign(node.targets, fold_stubs(node.value, self.stubs_values), lineno=node.lineno)
-            source = ast.unparse(node) + "\n"
-        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Set)) and all(
-                isinstance(e, (ast.Constant, ast.UnaryOp)) or isinstance(e, ast.Call) and ast.unparse(e.func) in (
-                    "triton.Config", "Config") for e in node.value.elts):
-            # `BT_LIST = [8, 16, 32]`, `configs = [triton.Config(...), ...]` read by autotune: a tuple, which no call
-            # can grow into a cache
-            node = ast.Assign(node.targets, ast.Tuple(node.value.elts, ast.Load()), lineno=node.lineno)
-            source = ast.unparse(node) + "\n"
-        if isinstance(node, ast.Assign) and not calls_stub(node.value, self.stubs_values) \
-                and module_state(env_pinned(node.value)):
-            # `padding_size = get_moe_padding_size(_use_aiter)`, `HAS_GATHER = hasattr(tl, "gather")`: a constant
-            # that a plain helper or the installed triton gives at import (a module-level call's result is state to
-            # the evaluator's guard), so it is computed here
-            try:
-                value = Constants(self, mod).value(node.value)
-            except NotConstant:
-                value = NotConstant
-            if isinstance(value, Ref) and value.startswith("triton.language."):
-                self.c.aliases[as_name] = "tl." + value.removeprefix("triton.language.")  # exp = get_tl_exp()
-                self.c.imports.setdefault("tl", "import triton.language as tl")
-                return
-            if _plain(value) or isinstance(value, tuple) and all(_plain(v) for v in value):
-                source = f"{ast.unparse(node.targets[0])} = {value!r}  # {ast.unparse(node.value)}, at extraction\n"
-                node = ast.parse(source).body[0]
-            elif value is NotConstant and _constexpr_of(node.value):
-                # `_kAlpha = tl.constexpr(math.sqrt(2.0 / math.pi))`: a kernel constant whose value a plain
-                # expression gives; computed here, and kept a constexpr (kernels read only those globals)
-                try:
-                    inner = Constants(self, mod).value(node.value.args[0])  # type: ignore[attr-defined]
-                except NotConstant:
-                    inner = NotConstant
-                if _plain(inner) and inner is not None:
-                    source = (f"{ast.unparse(node.targets[0])} = {ast.unparse(node.value.func)}({inner!r})"  # type: ignore
-                              f"  # {ast.unparse(node.value)}, at extraction\n")
-                    node = ast.parse(source).body[0]
+        folded = fold_assignment(self, mod, node, source, as_name)
+        if folded is None:
+            return
+        node, source = folded
         applied = applied_factory(mod, node) if isinstance(node, ast.Assign) else node
         if applied is not node:
             source = splice(source, applied)
@@ -233,9 +188,7 @@ class ClosureBuilder:
             why = f"{name} is not in this task: it is module-level state ({state})"
             self._done.add(key)
             self._bound[as_name] = key
-            self.c.stubs[as_name] = f"class {as_name}:  # the target's {module}.{name}\n" + "".join(
-                f"\n    @staticmethod\n    def {a}(*args, **kwargs):\n        raise NotImplementedError({why!r})\n"
-                for a in attrs)
+            self.c.stubs[as_name] = raising_class(as_name, f"{module}.{name}", why, attrs, construct=True)
             return
         if state and self._depth:  # `_CACHE = OrderedDict()`: a helper that keeps it is stubbed, if one can be
             self.c.blockers.append(f"{name} is module-level state ({state})")
@@ -268,11 +221,7 @@ class ClosureBuilder:
             why = f"{name} is not in this task: {need}"
             if isinstance(node, ast.ClassDef):  # (LightLLM's tuning-table classes, that read JSON files) its methods
                 methods = [f.name for f in node.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("__")]
-                self.c.stubs[name] = (
-                    f"class {name}:  # the target's {module}.{name}\n    def __init__(self, *args, **kwargs):\n"
-                    f"        raise NotImplementedError({why!r})\n" + "".join(
-                        f"\n    @staticmethod\n    def {m}(*args, **kwargs):\n        raise NotImplementedError({why!r})\n"
-                        for m in methods))
+                self.c.stubs[name] = raising_class(name, f"{module}.{name}", why, methods, construct=False)
             else:
                 self.c.stubs[name] = (f"def {name}(*args, **kwargs):  # the target's {module}.{name}\n"
                                       f"    raise NotImplementedError({why!r})\n")
