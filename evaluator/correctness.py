@@ -19,15 +19,15 @@ from typing import Any, Callable
 
 import torch
 
-from evaluator.runtime import (ALLOWED_ATEN, LaunchCounter, Recorder, bit_equal, clone_args, tensor_leaves,
-                               zeros_like_output)
+from evaluator.runtime import (ALLOWED_ATEN, LaunchCounter, Recorder, bit_equal, clone_args, object_state, storages,
+                               tensor_leaves, zeros_like_output)
 from evaluator.task import Case, Task
 from evaluator.tolerances import DTYPES, Mismatch, compare
 
 
 @dataclass(frozen=True)
 class Failure:
-    reason: str  # mismatch, modified_input, no_launch, torch_compute, nondeterministic
+    reason: str  # mismatch, modified_input, no_launch, torch_compute, nondeterministic, state_smuggling, aliased_output
     detail: str
 
 
@@ -80,11 +80,29 @@ def launches(fn: Callable[..., Any], args: dict[str, Any], device: str, seed: in
     return rec.launches + LaunchCounter.count - before
 
 
-def _written(after: dict[str, Any], pristine: dict[str, Any]) -> list[str]:
+def written_by(after: dict[str, Any], pristine: dict[str, Any]) -> list[str]:
     """The input tensors (by path: ``x``, ``self.state``) that a call changed, and the tensors it stored on an input
     object (``self.prefix_chunk_kv_indices[0]``: a method's outputs kept on its batch)."""
     now, before = tensor_leaves(after), tensor_leaves(pristine)
     return [k for k, v in before.items() if not bit_equal(now[k], v)] + [k for k in now if k not in before]
+
+
+def state_left(cand_args: dict[str, Any], base_args: dict[str, Any]) -> str:
+    """What a candidate's call left on the objects it was handed that the baseline's call on an equal copy did not
+    (an attribute on a tensor, an entry appended to a list, a flag flipped), said in one line; ``""`` when nothing.
+    Such state is how a candidate would carry a result from one timed call to the next."""
+    cand, base = object_state(cand_args), object_state(base_args)
+    for path in sorted(cand.keys() | base.keys()):
+        if cand.get(path) != base.get(path):
+            return (f"the candidate leaves {path} as <{cand.get(path, 'absent')}> on what it was handed, the baseline "
+                    f"<{base.get(path, 'absent')}>: state carried between calls")
+    return ""
+
+
+def _aliases(out: Any, args: dict[str, Any]) -> set[tuple[str, str]]:
+    """The (output path, input path) pairs whose tensors share one storage."""
+    inputs = storages(args)
+    return {(path, inputs[ptr]) for ptr, path in storages(out).items() if ptr in inputs}
 
 
 def _compare_effects(out: Any, args: dict[str, Any], ref_out: Any, ref_args: dict[str, Any], written: list[str],
@@ -100,6 +118,13 @@ def _compare_effects(out: Any, args: dict[str, Any], ref_out: Any, ref_args: dic
         if m is not None:
             return m
     return None
+
+
+def effects_mismatch(out: Any, args: dict[str, Any], ref_out: Any, ref_args: dict[str, Any],
+                     written: list[str]) -> Mismatch | None:
+    """A timed call's output and written arguments against the baseline's for the same inputs (same tolerance
+    table as the correctness stage)."""
+    return _compare_effects(out, args, ref_out, ref_args, written)
 
 
 def check_case(task: Task, base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, case: Case,
@@ -120,7 +145,15 @@ def check_case(task: Task, base_fn: Callable[..., Any], cand_fn: Callable[..., A
         extra = sorted(ops_c - ops_b - ALLOWED_ATEN)
         if extra:
             return Failure("torch_compute", f"{where}: torch ops the baseline does not run: {', '.join(extra)}")
-        written = _written(a_base, args)
+        smuggled = state_left(a_cand, a_base)
+        if smuggled:
+            return Failure("state_smuggling", f"{where}: {smuggled}")
+        aliased = _aliases(out_c, a_cand) - _aliases(out_b, a_base)
+        if aliased:
+            out_path, in_path = sorted(aliased)[0]
+            return Failure("aliased_output", f"{where}: {out_path} shares memory with input {in_path!r}, where the "
+                                             "baseline's does not (a caller that writes one changes the other)")
+        written = written_by(a_base, args)
         m = _compare_effects(out_c, a_cand, out_b, a_base, written)
         if m is not None:
             return Failure("mismatch", f"{where}: {m}")
@@ -152,7 +185,7 @@ def validate_task(task: Task, base_fn: Callable[..., Any], harness: Any, cases: 
         out_b, _, launches = call(base_fn, a_base, device, seed=seed)
         if task.kind == "triton" and launches < 1:
             errors.append(f"case {case.name}: the baseline launched no Triton kernel (is the task kind right?)")
-        written = _written(a_base, args)
+        written = written_by(a_base, args)
         if reference is not None:
             a_ref = clone_args(args)
             torch.manual_seed(seed)  # the random numbers the baseline drew

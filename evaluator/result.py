@@ -4,7 +4,8 @@ Statuses, in cascade order (the first that applies):
 - ``rejected``: the static guard refused the source (``reason`` says which rule);
 - ``compile_error``, ``runtime_error``, ``oom``, ``timeout``, ``crash``: stage 2 failed, with the log's tail;
 - ``incorrect``: stage 3 found a difference (``reason``: mismatch, modified_input, no_launch, torch_compute,
-  nondeterministic);
+  nondeterministic, state_smuggling, aliased_output), or a timed call's output differed from the baseline's on the
+  same inputs (``timed_output_mismatch``);
 - ``flagged``: correct and measured, but implausible (over 10x, or beyond the memory roofline): a human must look;
 - ``correct``: correct, but not shown faster;
 - ``promoted``: correct, the geomean interval's lower bound exceeds 1 + min_gain, and the candidate won (by more than

@@ -172,6 +172,68 @@ def clone_args(args: dict[str, Any]) -> dict[str, Any]:
     return {k: _clone(v) for k, v in args.items()}
 
 
+def _fresh(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        return v.detach()  # a new Python object over the same storage: it carries none of the old one's attributes
+    if isinstance(v, types.SimpleNamespace):
+        return types.SimpleNamespace(**{k: _fresh(x) for k, x in vars(v).items()})
+    if isinstance(v, list):
+        return [_fresh(x) for x in v]
+    return v
+
+
+def fresh_args(args: dict[str, Any]) -> dict[str, Any]:
+    """The same inputs as new Python objects: every tensor a new object over the same memory, every object and list
+    the harness built a new one. A timed call gets these, so nothing a candidate keeps on what it was handed (an
+    attribute of a tensor, an entry appended to a list) reaches its next call."""
+    return {k: _fresh(v) for k, v in args.items()}
+
+
+def object_state(args: dict[str, Any]) -> dict[str, str]:
+    """What a call can leave on the objects it is handed, by path: each tensor's Python attributes, ``requires_grad``
+    and ``grad``, each object's attribute names, each list's length and every plain value inside them. Two calls on
+    equal copies that leave different states differ in what they carry to a later call."""
+    out: dict[str, str] = {}
+
+    def walk(path: str, v: Any) -> None:
+        if isinstance(v, torch.Tensor):
+            extra = sorted(getattr(v, "__dict__", {}))
+            grad = v.is_leaf and v.grad is not None  # only a leaf keeps a .grad (reading a view's warns)
+            out[path] = f"tensor requires_grad={v.requires_grad} grad={grad} attrs={extra}"
+            for k in extra:
+                walk(f"{path}.{k}", v.__dict__[k])
+        elif isinstance(v, types.SimpleNamespace):
+            out[path] = f"object attrs={sorted(vars(v))}"
+            for k, x in vars(v).items():
+                walk(f"{path}.{k}", x)
+        elif isinstance(v, (list, dict)):
+            items = v.items() if isinstance(v, dict) else enumerate(v)
+            out[path] = f"{type(v).__name__} len={len(v)}"
+            for k, x in items:
+                walk(f"{path}[{k!r}]", x)
+        else:
+            out[path] = type(v).__name__ + ("" if fields_of(v) is not None else f" {v!r}"[:80])
+
+    for k, v in args.items():
+        walk(k, v)
+    return out
+
+
+def storages(value: Any) -> dict[int, str]:
+    """The storages the tensors of ``value`` (an argument dict or a returned structure) live in, by address, each
+    with the first path that reaches it."""
+    out: dict[int, str] = {}
+    items = value.items() if isinstance(value, dict) else [("output", value)]
+    for name, v in items:
+        leaves = tensor_leaves({name: v}) if isinstance(v, (torch.Tensor, types.SimpleNamespace, list)) else {}
+        if not leaves:
+            leaves = {f"{name}[{i}]": t for i, t in enumerate(tensors_of(v))}
+        for path, t in leaves.items():
+            if t.numel():
+                out.setdefault(t.untyped_storage().data_ptr(), path)
+    return out
+
+
 def tensor_leaves(args: dict[str, Any]) -> dict[str, torch.Tensor]:
     """Every input tensor by its path: ``x``, ``self.weight``, ``norms[0].w`` (objects and lists the harness built)."""
     out: dict[str, torch.Tensor] = {}

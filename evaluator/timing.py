@@ -14,6 +14,11 @@ Method, per shape case:
   baseline/candidate gives a median and a bootstrap 95% interval; the geomean over cases has a joint
   bootstrap interval, and a sign test over every round of every case says how likely that many wins are if the
   candidate were not faster by the margin (a win is a round whose ratio exceeds 1 + margin).
+- nothing a candidate keeps between calls counts as speed: every timed call (and every call a CUDA graph captures) is
+  handed new Python objects over the copies' memory (``fresh_args``), so an attribute set on an input, or an entry
+  appended to a list, never reaches the next call; and after every round the last call's output and written
+  arguments are compared with the baseline's last call on the same inputs (``TimedOutputMismatch``), so a call that
+  does less while it is timed than while it is checked is caught.
 
 The ``interpreter`` backend is timed the same way (interleaved rounds, the same statistics) with the wall clock around
 eager calls (method ``interpreter_wall``). Those numbers measure the CPU interpreter only and do not predict GPU speed;
@@ -32,8 +37,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from evaluator.correctness import make_args
-from evaluator.runtime import LaunchCounter, clone_args, tensors_of
+from evaluator.correctness import effects_mismatch, make_args, written_by
+from evaluator.runtime import LaunchCounter, clone_args, fresh_args, tensors_of
 from evaluator.task import Case
 
 BOOTSTRAP = 2000
@@ -73,12 +78,38 @@ def default_bytes(args: dict[str, Any], out: Any) -> int:
     return sum(t.numel() * t.element_size() for t in [*tensors_of(list(args.values())), *tensors_of(out)])
 
 
-def _sample(fn: Callable[..., Any], copies: list[dict[str, Any]], keep: list[Any]) -> Callable[[], None]:
-    def run() -> None:
-        keep.clear()
-        for a in copies:
-            keep.append(fn(**a))  # outputs stay alive until the next sample, so no captured buffer is reused
-    return run
+class TimedOutputMismatch(Exception):
+    """A timed call's output or written arguments differ from the baseline's on the same inputs."""
+
+
+class _Side:
+    """One side's input copies for a case, called in turn, each call on new objects over a copy's memory; keeps the
+    last pass's outputs (alive until the next pass, so no captured buffer is reused) and the last call's arguments."""
+
+    def __init__(self, fn: Callable[..., Any], copies: list[dict[str, Any]]) -> None:
+        self.fn, self.copies = fn, copies
+        self.outs: list[Any] = [None] * len(copies)
+        self.last_args: dict[str, Any] = {}
+
+    def calls(self, passes: int) -> list[dict[str, Any]]:
+        """The argument dicts of ``passes`` passes over the copies, made ahead so that making them is not timed."""
+        return [fresh_args(a) for _ in range(passes) for a in self.copies]
+
+    def run(self, calls: list[dict[str, Any]]) -> None:
+        n = len(self.copies)
+        for i, a in enumerate(calls):
+            self.outs[i % n] = self.fn(**a)
+        self.last_args = calls[-1]
+
+    def one_pass(self) -> None:
+        self.run(self.calls(1))
+
+
+def _check_round(sides: dict[str, _Side], written: list[str], where: str) -> None:
+    m = effects_mismatch(sides["cand"].outs[-1], sides["cand"].last_args, sides["base"].outs[-1],
+                         sides["base"].last_args, written)
+    if m is not None:
+        raise TimedOutputMismatch(f"{where}: the last timed call differs from the baseline's on the same inputs: {m}")
 
 
 def _capture(run: Callable[[], None]) -> tuple[Any, str]:
@@ -201,43 +232,49 @@ def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness:
     baseline/candidate."""
     args = make_args(harness, case, seed, "cuda")
     footprint = sum(t.numel() * t.element_size() for t in tensors_of(list(args.values())))
-    out = base_fn(**clone_args(args))
+    probe = clone_args(args)
+    out = base_fn(**probe)
     bytes_fn = getattr(harness, "bytes_moved", None)
     moved = int(bytes_fn(**args)) if bytes_fn is not None else default_bytes(args, out)
-    del out
-    firsts = {"base": clone_args(args), "cand": clone_args(args)}
-    for side, fn in (("base", base_fn), ("cand", cand_fn)):
+    written = written_by(probe, args)
+    del out, probe
+    warm = {"base": _Side(base_fn, [clone_args(args)]), "cand": _Side(cand_fn, [clone_args(args)])}
+    for side in warm.values():
         for _ in range(2):  # warm-up: compiles every variant and runs autotuning before anything is timed
-            fn(**firsts[side])
+            side.one_pass()
     torch.cuda.synchronize()
-    s, e = _elapsed_us(lambda: base_fn(**firsts["base"]), 3)
+    calls = warm["base"].calls(3)
+    s, e = _elapsed_us(lambda: warm["base"].run(calls), 1)
     torch.cuda.synchronize()
     copies = _plan(s.elapsed_time(e) * 1e3 / 3, moved, footprint, l2_bytes, rounds, case_s)
-    runs: dict[str, Callable[[], None]] = {}
-    keep: dict[str, list[Any]] = {}
-    for side, fn in (("base", base_fn), ("cand", cand_fn)):
-        keep[side] = []
-        runs[side] = _sample(fn, [firsts[side], *(clone_args(args) for _ in range(copies - 1))], keep[side])
-    graphs = {side: _capture(run)[0] for side, run in runs.items()}
-    if all(g is not None for g in graphs.values()):
-        method = "cuda_graph"
-        runners = {side: g.replay for side, g in graphs.items()}
-    else:
-        method, runners = "cuda_events", runs
+    del warm, calls
+    sides = {"base": _Side(base_fn, [clone_args(args) for _ in range(copies)]),
+             "cand": _Side(cand_fn, [clone_args(args) for _ in range(copies)])}
+    graphs = {k: _capture(side.one_pass)[0] for k, side in sides.items()}
+    captured = all(g is not None for g in graphs.values())
+    method = "cuda_graph" if captured else "cuda_events"
     # One pass over the copies may be too short to time; repeat it within a sample until it is long enough.
-    s, e = _elapsed_us(runners["base"], 1)
-    torch.cuda.synchronize()
-    pass_us = max(s.elapsed_time(e) * 1e3, 1e-3)
+    passes: dict[str, float] = {}
+    for k, side in sides.items():  # both sides, so that every copy has had as many calls on each side
+        run = graphs[k].replay if captured else side.one_pass
+        s, e = _elapsed_us(run, 1)
+        torch.cuda.synchronize()
+        passes[k] = max(s.elapsed_time(e) * 1e3, 1e-3)
+    pass_us = passes["base"]
     reps = max(1, math.ceil(MIN_SAMPLE_US / pass_us))
     rounds = max(min(rounds, MIN_ROUNDS), min(rounds, int(case_s * 1e6 / (2 * reps * pass_us))))
     samples: dict[str, list[Any]] = {"base": [], "cand": []}
     for r in range(rounds):
-        for side in (("base", "cand") if r % 2 == 0 else ("cand", "base")):
-            samples[side].append(_elapsed_us(runners[side], reps))
+        for k in (("base", "cand") if r % 2 == 0 else ("cand", "base")):
+            if captured:
+                samples[k].append(_elapsed_us(graphs[k].replay, reps))
+            else:
+                calls = sides[k].calls(reps)
+                samples[k].append(_elapsed_us(lambda: sides[k].run(calls), 1))
+        _check_round(sides, written, f"case {case.name} round {r}")
     torch.cuda.synchronize()
     tb, tc = (np.array([s.elapsed_time(e) * 1e3 / (copies * reps) for s, e in samples[k]]) for k in ("base", "cand"))
-    firsts.clear()
-    del graphs, runners, runs, keep
+    del graphs, sides
     torch.cuda.synchronize()
     ratio = tb / tc
     cand_us, base_us = float(np.median(tc)), float(np.median(tb))
@@ -253,22 +290,26 @@ def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness:
 
 def time_case_wall(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, case: Case, seed: int,
                    rounds: int, rng: np.random.Generator) -> tuple[CaseTiming, np.ndarray]:
-    """Interpreter timing: eager calls on the CPU between ``perf_counter`` reads, interleaved like the GPU path."""
+    """Interpreter timing: eager calls on the CPU between ``perf_counter`` reads, interleaved like the GPU path, each
+    on new objects, with the same check of the last call of every round."""
     args = make_args(harness, case, seed, "cpu")
-    out = base_fn(**clone_args(args))
+    probe = clone_args(args)
+    out = base_fn(**probe)
     bytes_fn = getattr(harness, "bytes_moved", None)
     moved = int(bytes_fn(**args)) if bytes_fn is not None else default_bytes(args, out)
-    del out
-    bufs = {"base": clone_args(args), "cand": clone_args(args)}
-    fns = {"base": base_fn, "cand": cand_fn}
-    for side in fns:
-        fns[side](**bufs[side])
+    written = written_by(probe, args)
+    del out, probe
+    sides = {"base": _Side(base_fn, [clone_args(args)]), "cand": _Side(cand_fn, [clone_args(args)])}
+    for side in sides.values():
+        side.one_pass()
     samples: dict[str, list[float]] = {"base": [], "cand": []}
     for r in range(rounds):
-        for side in (("base", "cand") if r % 2 == 0 else ("cand", "base")):
+        for k in (("base", "cand") if r % 2 == 0 else ("cand", "base")):
+            calls = sides[k].calls(1)
             t0 = time.perf_counter()
-            fns[side](**bufs[side])
-            samples[side].append((time.perf_counter() - t0) * 1e6)
+            sides[k].run(calls)
+            samples[k].append((time.perf_counter() - t0) * 1e6)
+        _check_round(sides, written, f"case {case.name} round {r}")
     tb, tc = np.array(samples["base"]), np.array(samples["cand"])
     ratio = tb / tc
     base_us, cand_us = float(np.median(tb)), float(np.median(tc))

@@ -244,15 +244,20 @@ class Worker:
                 out["elapsed_s"]["correctness"] = time.perf_counter() - t1
                 return out
         out["elapsed_s"]["correctness"] = time.perf_counter() - t1
-        from evaluator.timing import time_cases
+        from evaluator.timing import TimedOutputMismatch, time_cases
 
         t2 = time.perf_counter()
         out["stage"] = "timing"
         if self.copy_gbps is None and not prep.interpreter:
             self.copy_gbps = copy_bandwidth_gbps(self.env)
-        timings, summary = time_cases(prep.base, cand, prep.harness, cases, rounds,
-                                      int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps, margin, case_s)
-        out["elapsed_s"]["timing"] = time.perf_counter() - t2
+        try:
+            timings, summary = time_cases(prep.base, cand, prep.harness, cases, rounds,
+                                          int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps, margin, case_s)
+        except TimedOutputMismatch as exc:
+            out.update(status="incorrect", reason="timed_output_mismatch", detail=str(exc))
+            return out
+        finally:
+            out["elapsed_s"]["timing"] = time.perf_counter() - t2
         rows = [t.as_dict() for t in timings]
         if prep.task.kind == "fusion":  # what a fusion saves: [baseline, candidate] kernel launches a call, per case
             for i, (case, row) in enumerate(zip(cases, rows)):

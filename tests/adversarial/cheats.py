@@ -1,10 +1,15 @@
-"""Cheating candidates written against the bundled tasks, as data: each is an edit of a task's baseline kernel.py
-and the status and reason the evaluator must answer with."""
+"""Cheating candidates written against the bundled tasks, as data, and the status and reason the evaluator must answer
+with: each is either an edit of a task's baseline kernel.py (``CHEATS`` below) or, for the cheats an LLM under
+pressure would write, a file in ``cheats/`` holding the whole new EVOLVE-BLOCK, with a header saying which task it is
+for, what it expects and what it tries."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+import re
 from pathlib import Path
+
+from evaluator.task import EVOLVE_END, EVOLVE_START, split_evolve
 
 TASKS = Path(__file__).resolve().parents[2] / "smithbot" / "tasks"
 
@@ -17,9 +22,14 @@ class Cheat:
     status: str
     reason: str
     timeout_s: float = 240.0
+    block: Path | None = None  # a file holding the whole EVOLVE-BLOCK instead of edits
 
     def source(self) -> str:
         src = (TASKS / self.task / "kernel.py").read_text()
+        if self.block is not None:
+            parts = split_evolve(src)
+            assert parts is not None, self.task
+            return f"{parts[0]}{EVOLVE_START}\n{self.block.read_text()}\n{EVOLVE_END}{parts[2]}"
         for old, new in self.edits:
             assert old in src, f"{self.name}: edit target not found: {old!r}"
             src = src.replace(old, new, 1)
@@ -121,3 +131,18 @@ CHEATS = [
           ((RMS_RETURN, "    scratch = torch.empty(1 << 45, dtype=torch.uint8, device=x.device)\n" + RMS_RETURN),),
           "oom", "oom"),
 ]
+
+
+BLOCKS = Path(__file__).resolve().parent / "cheats"
+
+
+def _from_file(path: Path) -> Cheat:
+    """A cheat file's header: ``# task: NAME`` and ``# expect: STATUS REASON``, then ``# What it tries: ...``."""
+    text = path.read_text()
+    task = re.search(r"^# task: (\w+)$", text, re.M)
+    expect = re.search(r"^# expect: (\w+) (\w+)$", text, re.M)
+    assert task and expect and "# What it tries:" in text, f"{path.name}: header incomplete"
+    return Cheat(path.stem, task.group(1), (), expect.group(1), expect.group(2), block=path)
+
+
+CHEATS += [_from_file(p) for p in sorted(BLOCKS.glob("*.py"))]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from evaluator.correctness import _compare_effects, _written
+from evaluator.correctness import _compare_effects, written_by
 from evaluator.runtime import clone_args, tensor_leaves
 
 
@@ -20,7 +20,7 @@ def test_an_object_input_is_copied_per_call_and_its_in_place_writes_are_compared
     assert a["self"] is not b["self"] and a["self"].state.data_ptr() != b["self"].state.data_ptr()
     a["self"].state += 1  # the baseline updates its state in place
     b["self"].state += 2  # the candidate gets it wrong
-    written = _written(a, args)
+    written = written_by(a, args)
     assert written == ["self.state"] and torch.equal(args["self"].state, torch.zeros(3))  # the pristine copy stays
     assert _compare_effects(None, a, None, clone_args(a), written) is None
     m = _compare_effects(None, b, None, a, written)

@@ -142,3 +142,39 @@ def test_a_parameter_may_shadow_a_forbidden_builtin_but_not_smuggle_it() -> None
                 "def helper(x, f=lambda open: open):\n    return f(eval)\n\n\n"):
         res = check(RMS, RMS.replace(anchor, bad + anchor), "rmsnorm")
         assert (res.ok, res.reason) == (False, "forbidden"), bad
+
+
+@pytest.mark.parametrize("use, ok", [
+    ("    x.cached = 1\n", False),  # on a parameter
+    ("    weight.grad = x\n", False),  # a built-in attribute is state too
+    ("    y = x2\n    y.seen = True\n", False),  # through a local bound from a parameter
+    ("    box = [x]\n    box[0].seen = True\n", False),  # through a container
+    ("    type(x).memo = 1\n", False),  # on the class of what was handed in
+    ("    def remember():\n        x.memo = 1\n    remember()\n", False),  # from a nested function
+    ("    del x.cached\n", False),
+    ("    cfg = triton.Config({})\n    cfg.num_warps = 4\n", True),  # a new object the call made itself
+])
+def test_attributes_on_what_a_call_is_handed_are_state(use: str, ok: bool) -> None:
+    anchor = "    hidden = x.shape[-1]\n"
+    res = check(RMS, RMS.replace(anchor, anchor + use), "rmsnorm")
+    assert (res.ok, res.reason) == (ok, "" if ok else "state_smuggling"), res
+
+
+def test_an_attribute_the_baseline_stores_stays_allowed() -> None:
+    """A method launcher keeps its output on its batch object (sglang's ``self.prefix_chunk_kv_indices``)."""
+    anchor = "    return out.view(x.shape)\n"
+    base = RMS.replace(anchor, "    x.normed = out\n" + anchor)
+    assert check(base, base.replace("BLOCK=256", "BLOCK=512"), "rmsnorm").ok
+    res = check(base, base.replace("x.normed = out", "x.normed = out\n    x.extra = out"), "rmsnorm")
+    assert (res.ok, res.reason) == (False, "state_smuggling") and "x.extra" in res.detail
+
+
+@pytest.mark.parametrize("head", [
+    "class Lazy(torch.Tensor):\n    pass\n\n\n",
+    "class Mode(torch.overrides.TorchFunctionMode):\n    pass\n\n\n",
+    "class Later:\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+    "        return func(*args)\n\n\n",
+])
+def test_ways_to_defer_work_past_the_call_are_refused(head: str) -> None:
+    res = check(RMS, RMS.replace("# EVOLVE-BLOCK-START\n", "# EVOLVE-BLOCK-START\n" + head), "rmsnorm")
+    assert (res.ok, res.reason) == (False, "forbidden") and "deferred" in res.detail, res
