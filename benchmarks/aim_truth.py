@@ -1,0 +1,79 @@
+"""Aim against a ground truth read from the engines' code: precision of scan's top kernels and top glue runs.
+
+    python benchmarks/aim_truth.py sglang=/path/to/sglang lmdeploy=/path/to/lmdeploy [--top 10] [--glue-top 5]
+
+The ground truth is ``tests/fixtures/default_path/TARGET.yaml``, written by reading each engine's serving code
+before the ranking was changed: the Triton kernels a default step launches (``kernels``), those it does not
+(``not_default``), and the runs of torch glue a default decode step executes (``glue``), each with its decisive line.
+It is a check of method, not a list to fit: nothing in smithbot reads it. For each target this prints scan's top
+kernels over all presets and its top glue runs, each marked default / not default / not in the truth, and the
+precision (a row not in the truth counts as a miss).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from smithbot import api  # noqa: E402
+
+TRUTH = ROOT / "tests" / "fixtures" / "default_path"
+
+
+def _glue_key(module: str, function: str) -> str:
+    return f"{module}:{function}"
+
+
+def glue_verdict(site: dict, truth: dict) -> str:
+    """default, if a truth glue entry names the same function and its lines overlap the site's; not default, if a
+    not_glue entry does; else unknown."""
+    key = _glue_key(site["module"], site["function"])
+    first, last = site["lines"]
+    for label, rows in (("default", truth.get("glue") or []), ("not default", truth.get("not_glue") or [])):
+        for row in rows:
+            lines = row.get("lines") or [first, last]
+            if row["function"] == key and lines[0] <= last and first <= lines[1]:
+                return label
+    return "unknown"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("targets", nargs="+", help="NAME=CHECKOUT")
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--glue-top", type=int, default=5)
+    args = p.parse_args()
+    for spec in args.targets:
+        name, _, path = spec.partition("=")
+        truth = yaml.safe_load((TRUTH / f"{name}.yaml").read_text())
+        default = {k["name"] for k in truth.get("kernels") or []}
+        never = {k["name"] for k in truth.get("not_default") or []}
+        result = api.scan(name, source=path)
+        launched = [s for s in result.sites if s.role == "launched"][: args.top]
+        hits = 0
+        print(f"\n## {name}: top {args.top} kernels (all presets)\n")
+        print("| # | kernel | hotness | reach | truth |\n|---|---|---|---|---|")
+        for i, s in enumerate(launched, 1):
+            verdict = "default" if s.name in default else ("not default" if s.name in never else "unknown")
+            hits += verdict == "default"
+            print(f"| {i} | `{s.name}` | {s.hotness} | {getattr(s, 'reach', '') or ''} | {verdict} |")
+        print(f"\nprecision@{args.top}: {hits}/{len(launched)}")
+        glue = [f.to_dict() for f in result.fusion[: args.glue_top]]
+        ghits = 0
+        print(f"\n## {name}: top {args.glue_top} glue runs\n")
+        print("| # | glue | launches/step | truth |\n|---|---|---|---|")
+        for i, g in enumerate(glue, 1):
+            verdict = glue_verdict(g, truth)
+            ghits += verdict == "default"
+            print(f"| {i} | `{g['function']}` {g['lines'][0]}-{g['lines'][1]} | {g['launches_per_step']} | {verdict} |")
+        print(f"\nglue precision@{args.glue_top}: {ghits}/{len(glue)}")
+
+
+if __name__ == "__main__":
+    main()
