@@ -62,16 +62,17 @@ def main() -> None:
         for i, s in enumerate(launched, 1):
             verdict = "default" if s.name in default else ("not default" if s.name in never else "unknown")
             hits += verdict == "default"
-            print(f"| {i} | `{s.name}` | {s.hotness} | {getattr(s, 'reach', '') or ''} | {verdict} |")
+            print(f"| {i} | `{s.name}` | {s.hotness} | {s.reach} | {verdict} |")
         print(f"\nprecision@{args.top}: {hits}/{len(launched)}")
         glue = [f.to_dict() for f in result.fusion[: args.glue_top]]
         ghits = 0
         print(f"\n## {name}: top {args.glue_top} glue runs\n")
-        print("| # | glue | launches/step | truth |\n|---|---|---|---|")
+        print("| # | glue | reach | launches/step | truth |\n|---|---|---|---|---|")
         for i, g in enumerate(glue, 1):
             verdict = glue_verdict(g, truth)
             ghits += verdict == "default"
-            print(f"| {i} | `{g['function']}` {g['lines'][0]}-{g['lines'][1]} | {g['launches_per_step']} | {verdict} |")
+            print(f"| {i} | `{g['function']}` {g['lines'][0]}-{g['lines'][1]} | {g['reach']} | "
+                  f"{g['launches_per_step']} | {verdict} |")
         print(f"\nglue precision@{args.glue_top}: {ghits}/{len(glue)}")
 
 

@@ -162,7 +162,7 @@ def _print_sites(result: "api.ScanResult", sites: list, as_json: bool, limit: in
     for i, s in enumerate(shown, 1):
         cls = s.extraction + (f" ({', '.join(s.blockers[:3])})" if s.blockers else "")
         why = "; ".join(s.reasons) + (f"\n{s.default_path}" if s.default_path else "")
-        t.add_row(str(i), s.name, f"{s.path}:{s.line}", s.family, cls, f"{s.hotness:g}", why)
+        t.add_row(str(i), s.name, f"{s.path}:{s.line}", s.family, cls, f"{s.hotness:g}\n{s.reach}".strip(), why)
     out.print(t)
 
 
@@ -171,14 +171,14 @@ def _print_fusion(fusion: list, limit: int) -> None:
     if not fusion:
         return
     t = Table(title=f"fusion candidates: {len(fusion)} runs of torch glue on default paths", show_lines=False,
-              caption="ranked by launches per step, x0.8 per undecided branch on the path; all in scan.json; "
+              caption="default runs first, then by launches per step, halved per undecided test on the path; all in scan.json; "
                       "`smithbot extract TARGET glue:FUNCTION[:LINE]` makes one a fusion task")
     for col in ("#", "glue", "launches/step", "ops"):
         t.add_column(col, overflow="fold")
     for i, f in enumerate(fusion[:limit] if limit else fusion, 1):
         ops = " ".join(f.ops[:8]) + (f" …+{len(f.ops) - 8}" if len(f.ops) > 8 else "")
         todo = f"\nTODO {f.todos[0].split(': ', 1)[-1][:40]}" if f.todos else ""
-        t.add_row(str(i), f"{f.function}\n{f.path.split('/')[-1]}:{f.first}-{f.last}",
+        t.add_row(str(i), f"{f.function}\n{f.path.split('/')[-1]}:{f.first}-{f.last}\n{f.reach}",
                   f"{f.per_step}\n{f.frequency}", ops + todo)
     out.print(t)
 

@@ -45,6 +45,8 @@ class KernelSite:
     presets: tuple[str, ...] = ()  # model presets whose default serving path reaches it (empty: none, or no graph)
     default_path: str = ""  # how the best of them reaches it, e.g. "Qwen3MoeForCausalLM.forward → … → kernel"
     phases: tuple[str, ...] = ()  # the serving phases (decode, prefill) in which those paths run it
+    reach: str = ""  # default | possible | never (no preset's path) | "" (no call graph)
+    undecided: tuple[str, ...] = ()  # the if-tests and dispatches its best path leaves open, each with its line
 
     @property
     def wrappers(self) -> tuple[str, ...]:

@@ -53,6 +53,12 @@ class Reach:
     per_layer: bool
     path: tuple[str, ...]  # qualified names from the entry to the kernel
     undecided: float = 0.0  # the path's uncertainty in bits: undecided if-tests, plus log2 of each call's targets
+    tests: tuple[str, ...] = ()  # the if-tests on the path that the defaults leave undecided, each with its line
+
+    @property
+    def decided(self) -> bool:
+        """Whether every if-test on the path is decided for it: the path is the default one, not only possible."""
+        return not self.tests
 
 
 class _Resolver:
@@ -363,27 +369,32 @@ class _Resolver:
             self._foreign[key] = bool({w.lower() for w in words} & self.other_platforms)
         return self._foreign[key]
 
-    def undecided(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None) -> int:
-        return sum(d is None for d in self.decisions(mod, tests, fn))
+    def undecided(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
+                  klass: tuple[str, str] | None = None) -> list[str]:
+        """The if-tests the defaults leave open, as their source."""
+        return [t for (t, _), d in zip(tests, self.decisions(mod, tests, fn, klass=klass)) if d is None]
 
     def cut(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
-            bound: dict[str, str] | None = None) -> bool:
+            bound: dict[str, str] | None = None, klass: tuple[str, str] | None = None) -> bool:
         """Whether the serving defaults decide one of these if-tests against the branch taken. A name reads the
         call's constant arguments (``bound``: parameter -> source, for a factory's returns), then the function's
-        own assignments (``w8a8 = quant_method == 'smooth_quant'``), then the module's."""
-        return any(d is not None and d != taken for d, taken in zip(self.decisions(mod, tests, fn, bound),
+        own assignments (``w8a8 = quant_method == 'smooth_quant'``), then the module's. ``self.x`` reads what the
+        class ``self`` is bound to (``klass``, else the function's own class) and its bases assign: a mixin's method
+        sees the attributes of the class that mixes it in."""
+        return any(d is not None and d != taken for d, taken in zip(self.decisions(mod, tests, fn, bound, klass),
                                                                      (t for _, t in tests)))
 
     def decisions(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
-                  bound: dict[str, str] | None = None) -> list[bool | None]:
+                  bound: dict[str, str] | None = None, klass: tuple[str, str] | None = None) -> list[bool | None]:
         out = []
+        owner = klass or ((mod, fn["class"]) if fn and fn.get("class") else None)
         for test, _ in tests:
-            key = (mod, id(fn), test, self.env.phase)
+            key = (mod, id(fn), test, self.env.phase, owner)
             if bound or key not in self._decided:
                 f = self.p.facts(mod)
                 assigns = f["assigns"] if f else {}
                 flags = dict(fn.get("flags", {})) if fn else {}
-                for m, q in (self.mro(mod, fn["class"]) if fn and fn.get("class") else [])[::-1]:
+                for m, q in (self.mro(*owner) if owner else [])[::-1]:
                     c = self.cls(m, q)
                     flags.update({f"self.{k}": v for k, v in (c or {}).get("flags", {}).items()})
                 look = lambda name: (bound or {}).get(name, flags.get(name, assigns.get(name)))  # noqa: E731
@@ -514,6 +525,7 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
     fewest bits."""
     cost: dict[tuple[Value, bool], float] = {}
     parent: dict[tuple[Value, bool], tuple[Value, bool] | None] = {}
+    open_tests: dict[tuple[Value, bool], tuple[str, ...]] = {}  # the undecided tests on the cheapest path there
     heap: list[tuple[float, int, Value, bool]] = []
     tick = 0
     for s in starts:
@@ -533,26 +545,33 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
         if funcs is not None:
             old = funcs.get((node[1], node[2]))
             if old is None or (loop, -c) > (old.per_layer, -old.undecided):
-                funcs[(node[1], node[2])] = Reach(r.env.phase or "", loop, _path(parent, (node, loop)), c)
+                funcs[(node[1], node[2])] = Reach(r.env.phase or "", loop, _path(parent, (node, loop)), c,
+                                                  open_tests.get((node, loop), ()))
         r.at = node
-        for callee, tests, in_loop, _line in fn["calls"]:
-            if r.cut(node[1], tests, fn):
+        where = r.p.modules.get(node[1], node[1])
+        for callee, tests, in_loop, line in fn["calls"]:
+            if r.cut(node[1], tests, fn, klass=node[3]):
                 continue
-            now, step = loop or (in_loop and loops), c + r.undecided(node[1], tests, fn)
+            undecided = r.undecided(node[1], tests, fn, node[3])
+            now, step = loop or (in_loop and loops), c + len(undecided)
+            here = open_tests.get((node, loop), ()) + tuple(f"{t} ({where}:{line})" for t in undecided)
             found = [t for t in r.site(node, fn, callee) if not r.foreign(t)]
             # a call that may go to n places: each is one of n alternatives, as an undecided test is one of 2
             step += math.log2(len(found)) if len(found) > 1 else 0.0
+            if len(found) > 1:  # an undecided dispatch, as an undecided test
+                here += (f"{callee.removesuffix('[]')}() may call any of {len(found)} ({where}:{line})",)
             for t in found:
                 if t[0] == "kernel":
                     if count:
                         old = best.get((t[1], t[2]))
                         if old is None or (now, -step) > (old.per_layer, -old.undecided):
                             best[(t[1], t[2])] = Reach(r.env.phase or "", now, _path(parent, (node, loop)) + (t[2],),
-                                                       step)
+                                                       step, here)
                     continue
                 if step < cost.get((t, now), 1 << 30):
                     cost[(t, now)] = step
                     parent[(t, now)] = (node, loop)
+                    open_tests[(t, now)] = here
                     heapq.heappush(heap, (step, tick := tick + 1, t, now))
 
 

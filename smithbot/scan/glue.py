@@ -4,7 +4,8 @@
 A run is found in the source of a function the call graph reaches (``PresetReach.functions``): consecutive simple
 statements of one block whose calls and operators are torch tensor ops. Each op that launches a kernel counts one
 launch (``torch.cumsum``, ``.copy_``, ``a + b`` on a tensor, ``x[idx]`` with a tensor index, ``x[i] = v``); views,
-reshapes and shape reads are free; ``.item()``/``.tolist()`` are host syncs, listed apart. A run ends at a compound
+reshapes and shape reads are free; ``.item()``/``.tolist()`` are host syncs, listed apart; identity and membership
+tests (``x is not None``) and arithmetic on ints, shapes and config values are host work, never a launch. A run ends at a compound
 statement (its bodies are runs of their own), at a Triton launch, and after a call that is neither a tensor op nor a
 known-harmless builtin (it may launch anything). A run of three launches or more is a candidate; the ``TODO``/``FIXME``
 comments near it that mention fusion, a kernel or Triton are kept with it.
@@ -29,7 +30,7 @@ from smithbot.program.modules import Program
 from smithbot.scan.parse import _dotted
 from smithbot.scan.rank import short_path
 
-GLUE_VERSION = "2"
+GLUE_VERSION = "3"
 MIN_LAUNCHES = 3
 
 # torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
@@ -204,8 +205,10 @@ class _Function:
             out.append(("launch", _OPS.get(type(e.op), "op")))
         elif isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.Invert)) and self.is_tensor(e.operand):
             out.append(("launch", _OPS[type(e.op)]))
-        elif isinstance(e, ast.Compare) and any(map(self.is_tensor, [e.left, *e.comparators])):
-            out.append(("launch", _OPS.get(type(e.ops[0]), "cmp")))
+        elif isinstance(e, ast.Compare) and not all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
+                                                    for op in e.ops) \
+                and any(map(self.is_tensor, [e.left, *e.comparators])):
+            out.append(("launch", _OPS.get(type(e.ops[0]), "cmp")))  # `x is None`, `k in d`: host tests
         elif isinstance(e, ast.Subscript) and isinstance(e.ctx, ast.Load) and self._gathers(e):
             out.append(("launch", "[index]"))
 
@@ -340,8 +343,18 @@ class FusionSite:
     launches: int  # per call
     syncs: tuple[str, ...] = ()
     todos: tuple[str, ...] = ()
-    # preset -> {"phases", "per_layer", "layers", "per_step", "path", "undecided"}
+    # preset -> {"phases", "per_layer", "layers", "per_step", "path", "undecided", "tests"}
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def reach(self) -> str:
+        """default when some preset's path to it, and its own if-tests, are all decided for it; else possible."""
+        return "default" if any(not p["tests"] for p in self.presets.values()) else "possible"
+
+    @property
+    def undecided(self) -> tuple[str, ...]:
+        """The if-tests and dispatches left open on the most certain preset's path."""
+        return tuple(min((p["tests"] for p in self.presets.values()), key=len, default=[]))
 
     @property
     def per_step(self) -> int:
@@ -350,8 +363,8 @@ class FusionSite:
 
     @property
     def score(self) -> float:
-        """What ranks it: launches per step times 0.8 per bit of undecided dispatch on its path."""
-        return max((p["per_step"] * 0.8 ** p["undecided"] for p in self.presets.values()), default=0.0)
+        """What ranks it: launches per step, halved for each if-test or dispatch its path leaves undecided."""
+        return max((p["per_step"] * 0.5 ** len(p["tests"]) for p in self.presets.values()), default=0.0)
 
     @property
     def frequency(self) -> str:
@@ -367,7 +380,7 @@ class FusionSite:
         return {"kind": "fusion", "function": self.function, "module": self.module, "path": self.path,
                 "lines": [self.first, self.last], "ops": list(self.ops), "launches_per_call": self.launches,
                 "launches_per_step": self.per_step, "frequency": self.frequency, "score": round(self.score, 2),
-                "host_syncs": list(self.syncs),
+                "reach": self.reach, "undecided": list(self.undecided), "host_syncs": list(self.syncs),
                 "todos": list(self.todos), "presets": self.presets}
 
 
@@ -377,8 +390,9 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
 
     A run's own if-tests are evaluated under the preset's serving defaults (``envs``) per phase the function runs
     in: a run in a branch the defaults decide against is left out of that phase, one they leave open adds a bit of
-    uncertainty to its path. Ranked by launches per step (per-layer code times ``layers``, the preset's layer count)
-    times 0.8 per bit of uncertainty, decode before prefill-only."""
+    uncertainty to its path. Default runs (every test on the path and its own decided) before possible ones, decode
+    before prefill-only, then by launches per step (per-layer code times ``layers``, the preset's layer count), halved
+    for each test or dispatch left open."""
     by_file: dict[str, dict[str, list[dict[str, Any]]]] = {}
     found: dict[tuple[str, str, int], FusionSite] = {}
     for pr in reached:
@@ -396,9 +410,9 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                     cache.store(path, got)
                 by_file[rel] = got
             for run in by_file[rel].get(qual, []):
-                kept = [(r, bits) for r in rs for bits in [_decide(program, mod, qual, run["tests"],
-                                                                    envs[pr.preset].with_phase(r.phase))]
-                        if bits is not None]
+                kept = [(r, own) for r in rs for own in [_decide(program, mod, qual, run["tests"],
+                                                                  envs[pr.preset].with_phase(r.phase))]
+                        if own is not None]
                 if not kept:
                     continue
                 k = (mod, qual, run["first"])
@@ -407,27 +421,30 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                                           run["launches"], tuple(run["syncs"]), tuple(run["todos"]), {})
                 per_layer = any(r.per_layer for r, _ in kept)
                 n = layers.get(pr.preset, 0) if per_layer else 1
-                best, bits = min(kept, key=lambda rb: (not rb[0].per_layer, rb[0].undecided + rb[1]))
+                best, own = min(kept, key=lambda rb: (bool(rb[0].tests) or bool(rb[1]), not rb[0].per_layer,
+                                                      rb[0].undecided + len(rb[1])))
                 found[k].presets[pr.preset] = {
                     "phases": sorted({r.phase for r, _ in kept}, reverse=True), "per_layer": per_layer,
                     "layers": n if per_layer and n > 1 else None, "per_step": run["launches"] * max(n, 1),
                     "path": short_path(best.path),
-                    "undecided": round(best.undecided + bits, 2)}
-    return sorted(found.values(), key=lambda s: (not any("decode" in p["phases"] for p in s.presets.values()),
+                    "undecided": round(best.undecided + len(own), 2),
+                    "tests": [*best.tests, *(f"{t} ({rel}:{run['first']})" for t in own)]}
+    return sorted(found.values(), key=lambda s: (s.reach != "default",
+                                                 not any("decode" in p["phases"] for p in s.presets.values()),
                                                  -s.score, -len(s.todos), s.path, s.first))
 
 
-def _decide(program: Program, mod: str, qual: str, tests: list[list[Any]], env: Env) -> int | None:
-    """None when the defaults decide one of a run's if-tests against its branch, else how many they leave open.
+def _decide(program: Program, mod: str, qual: str, tests: list[list[Any]], env: Env) -> list[str] | None:
+    """None when the defaults decide one of a run's if-tests against its branch, else the tests they leave open.
     A name reads the function's own flags, then the module's assignments (as the call graph does)."""
     f = program.facts(mod)
     fn = (f or {}).get("functions", {}).get(qual) or {}
     assigns, flags = (f or {}).get("assigns", {}), fn.get("flags", {})
-    open_ = 0
+    open_ = []
     for test, taken in tests:
         d = evaluate(test, env, lambda name: flags.get(name, assigns.get(name)))
         if d is None:
-            open_ += 1
+            open_.append(test)
         elif d != taken:
             return None
     return open_

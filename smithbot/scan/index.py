@@ -22,7 +22,7 @@ from typing import Any, Callable
 from smithbot import cache
 from smithbot.scan.parse import analyze, module_name
 
-PARSER_VERSION = "8"
+PARSER_VERSION = "9"
 POOL_MIN_FILES = 24  # below this, starting processes costs more than it saves
 
 

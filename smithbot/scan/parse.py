@@ -143,10 +143,11 @@ class _Visitor(ast.NodeVisitor):
             "autograd_forward": bool(cls) and node.name == "forward" and any(
                 b == "Function" or b.endswith("autograd.Function") for b in cls[2]),
             "params": [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs],
+            "work": _work(node),
         }
         if any(d in JIT_NAMES or d in WRAP_NAMES or d.split(".")[-1] in self.custom_jit for d in decorators):
             info.update(form="decorator", decorators=decorators, autotune=any(d.endswith("autotune") for d in decorators),
-                        heuristics=sum(d.endswith("heuristics") for d in decorators))
+                        heuristics=sum(d.endswith("heuristics") for d in decorators), work=_work(node))
             self.kernels.append(info)
         else:
             self.functions.append(info)
@@ -209,6 +210,26 @@ class _Visitor(ast.NodeVisitor):
             dotted = _dotted(func)
             if dotted:
                 self.fn_stack[-1]["calls"].add(dotted)
+
+
+_MEMORY_OPS = ("load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_cas", "atomic_xchg", "atomic_and",
+               "atomic_or", "atomic_xor")
+
+
+def _work(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
+    """What one program of a kernel does, read from its body: its memory operations (``tl.load``, ``tl.store``,
+    atomics), its ``tl.dot`` calls, and its loops whose trip count is not a literal (``for k in range(0, K, BLOCK)``):
+    the static estimate of work per launch that ranks kernels no profile has measured."""
+    memory = dots = loops = 0
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            memory += node.func.attr in _MEMORY_OPS
+            dots += node.func.attr == "dot"
+        elif isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and any(
+                not isinstance(a, ast.Constant) for a in node.iter.args) \
+                and (_dotted(node.iter.func) or "").split(".")[-1] in ("range", "static_range"):
+            loops += 1
+    return {"memory": memory, "dots": dots, "loops": loops}
 
 
 def analyze(relpath: str, data: bytes, custom_jit: tuple[str, ...] = (), modname: str | None = None

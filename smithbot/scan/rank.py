@@ -1,19 +1,25 @@
 """Link launches to kernels across files, classify each kernel and rank it by hotness, with the reasons.
 
-Hotness is a sum of named terms, so a maintainer can see why a kernel is ranked where it is:
+Hotness is a sum of named terms in bits (one bit doubles a kernel's expected share of a step), so a maintainer can
+see why a kernel is ranked where it is:
 - measured share of GPU time from a profiler trace, when given, orders everything (``smithbot profile``);
-- on the default serving path of a model preset (``scan.reach``: the call graph under the target's serving
-  defaults), with its path: +10, per layer in decode +4 (in prefill only +2), run in decode +2, and -0.2 per bit
-  of undecided dispatch on the path (an if-test the defaults leave open, a call with several possible targets);
-- otherwise the static terms: called from model or layer code, in a target hot path, on the CUDA dispatch branch;
-- family prior (attention, attention metadata, MoE compute and routing weigh most), and +1 for a matmul kernel
-  (``tl.dot``);
+- how surely the default serving path runs it (``scan.reach``: the call graph under the target's serving defaults):
+  *default* when every if-test and dispatch on its path is decided for it, *possible* when some are left open (each
+  one halves its weight: -1, and the tests are listed), *never* when no preset's path reaches it. Default kernels
+  rank before possible ones, and possible ones before the rest;
+- on such a path, in order: the phase (decode +2, every step runs it), the launches per step (log2 of the preset's
+  layers for per-layer code), and the static work per launch read from the kernel's body (its memory operations,
+  ``tl.dot`` and loops over a size argument);
+- without a call graph: called from model or layer code, in a target hot path, on the CUDA dispatch branch, and the
+  same static work;
 - reachable only on a fallback branch (the serving defaults decide its if-test against it: ROCm, NPU...), or
   defined in a file named for other hardware (``serving.other_platforms``: ``ascend/``, ``..._rocm.py``): -6.
+The kernel's name never weighs. Its family (``family_of``) is a label for tables, read from its name and path.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from typing import Any
@@ -26,34 +32,43 @@ from smithbot.types import KernelSite, LaunchSite
 
 Reaches = dict[tuple[str, str], dict[str, list[Reach]]]  # (module, kernel) -> preset -> one Reach per phase
 
-# (family, prior, keywords matched against the kernel name first, then its path), first match wins. The priors
-# follow where this method's merged upstream wins came from: attention and MoE compute, and the small per-step
-# kernels around them, attention metadata (4.78x fused) and MoE routing (1.36x)
-FAMILIES: tuple[tuple[str, float, tuple[str, ...]], ...] = (
-    ("attention metadata", 3.0, ("metadata", "page_table", "cu_seqlens", "kv_indices", "kv_indptr", "seq_lens")),
-    ("kv cache", 2.0, ("kv_cache", "kvcache", "store_kv", "kv_buffer", "mem_cache", "kv_pool")),
-    ("linear attention / ssm", 1.5, ("mamba", "ssm", "gdn", "gated_delta", "fla", "linear_attn", "lightning",
-                                     "causal_conv", "conv1d", "recurrent", "chunk_")),
-    ("rotary", 2.0, ("rotary", "rope")),
-    ("moe routing", 3.0, ("topk", "top_k", "routing", "router", "align", "expert_count", "grouped_topk", "moe_sum")),
-    ("moe compute", 3.0, ("fused_moe", "moe", "expert")),
-    ("attention", 3.0, ("attention", "attn", "decode", "prefill", "extend", "flash", "mla")),
-    ("sampling / speculative", 2.0, ("sampl", "speculative", "eagle", "spec_", "logit", "penalt", "verify")),
-    ("quantization", 1.5, ("quant", "fp8", "int8", "w8a8", "fp4", "mxfp", "scale")),
-    ("norms", 2.0, ("rmsnorm", "rms_norm", "layernorm", "layer_norm", "norm")),
-    ("activation", 2.0, ("silu", "gelu", "swiglu", "act_and_mul", "activation", "softplus")),
-    ("gemm / lora", 2.0, ("gemm", "matmul", "lora", "sgmv", "bmm", "_mm_")),
+# (family, keywords matched against the kernel name first, then its path), first match wins: a label for tables and
+# reports, never a term of the hotness
+FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("attention metadata", ("metadata", "page_table", "cu_seqlens", "kv_indices", "kv_indptr", "seq_lens")),
+    ("kv cache", ("kv_cache", "kvcache", "store_kv", "kv_buffer", "mem_cache", "kv_pool")),
+    ("linear attention / ssm", ("mamba", "ssm", "gdn", "gated_delta", "fla", "linear_attn", "lightning",
+                                "causal_conv", "conv1d", "recurrent", "chunk_")),
+    ("rotary", ("rotary", "rope")),
+    ("moe routing", ("topk", "top_k", "routing", "router", "align", "expert_count", "grouped_topk", "moe_sum")),
+    ("moe compute", ("fused_moe", "moe", "expert")),
+    ("attention", ("attention", "attn", "decode", "prefill", "extend", "flash", "mla")),
+    ("sampling / speculative", ("sampl", "speculative", "eagle", "spec_", "logit", "penalt", "verify")),
+    ("quantization", ("quant", "fp8", "int8", "w8a8", "fp4", "mxfp", "scale")),
+    ("norms", ("rmsnorm", "rms_norm", "layernorm", "layer_norm", "norm")),
+    ("activation", ("silu", "gelu", "swiglu", "act_and_mul", "activation", "softplus")),
+    ("gemm / lora", ("gemm", "matmul", "lora", "sgmv", "bmm", "_mm_")),
 )
 _IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 DEFAULT_MODEL_PATHS = ("**/models/**", "**/layers/**", "**/model_executor/**", "**/nn/**")
+REACH_ORDER = {"default": 0, "possible": 1, "never": 2, "": 2}
 
 
-def family_of(name: str, path: str) -> tuple[str, float]:
+def family_of(name: str, path: str) -> str:
     for text in (name.lower(), path.lower()):
-        for fam, prior, words in FAMILIES:
+        for fam, words in FAMILIES:
             if any(w in text for w in words):
-                return fam, prior
-    return "other", 1.0
+                return fam
+    return "other"
+
+
+def static_work(k: dict[str, Any]) -> tuple[float, str]:
+    """Bits of work per launch read from a kernel's body, and how they were counted."""
+    w = k.get("work") or {}
+    memory, dots, loops = w.get("memory", 0), w.get("dots", 0), w.get("loops", 0)
+    bits = math.log2(1 + memory) + (2.0 if loops else 0.0) + (1.0 if dots else 0.0)
+    parts = [f"{memory} memory ops"] + (["a loop over a size"] if loops else []) + (["tl.dot"] if dots else [])
+    return round(bits, 1), ", ".join(parts)
 
 
 def _branch_kind(branches: list[dict[str, str]], target: Target, env: Env, assigns: dict[str, str]
@@ -114,7 +129,7 @@ def link(idx: Indexed, target: Target, measured: dict[str, tuple[float, float]] 
             sites.append(_site(k, launches.get(key, []), wrapper_names.get(key, set()), called_from_kernels,
                                mentioned, by_module, target, measured or {},
                                None if reaches is None else reaches.get(key, {}), layers or {}))
-    sites.sort(key=lambda s: (-(s.measured_share or 0.0), -s.hotness, s.path, s.line))
+    sites.sort(key=lambda s: (-(s.measured_share or 0.0), REACH_ORDER[s.reach], -s.hotness, s.path, s.line))
     return sites
 
 
@@ -144,15 +159,13 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
           measured: dict[str, tuple[float, float]], reach: dict[str, list[Reach]] | None, layers: dict[str, int]
           ) -> KernelSite:
     facts = by_module[k["module"]]
-    family, prior = family_of(k["name"], k["path"])
+    family = family_of(k["name"], k["path"])
     if family == "other" and reach:  # the code that calls it names what it is (TritonRouterNoauxTCImpl.forward)
-        family, prior = family_of(" ".join(p for rs in reach.values() for r in rs for p in r.path[-4:]), "")
+        family = family_of(" ".join(p for rs in reach.values() for r in rs for p in r.path[-4:]), "")
     role = "launched" if launches else ("helper" if k["name"] in called_from_kernels else "unused")
-    reasons = [f"{family} +{prior:g}"]
-    score = prior
-    if "tl.dot" in k["calls"] or "triton.language.dot" in k["calls"]:
-        score += 1.0
-        reasons.append("matmul +1")
+    work, counted = static_work(k)
+    reasons = [f"work per launch ({counted}) +{work:g}"]
+    score = work
     fallback = bool(launches) and all(la.fallback_only for la in launches)
     platform = _platform(k["path"], target.serving.other_platforms)
     if fallback:
@@ -162,34 +175,32 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
         fallback = True
         score -= 6.0
         reasons.append(f"in code for other hardware ({platform}) -6")
-    path = ""
+    path, status, undecided = "", "", ()
     if reach:
         preset, rs = max(reach.items(), key=lambda item: _reach_key(item[1]))
-        per_layer = [r for r in rs if r.per_layer]
-        decode = [r for r in rs if r.phase == "decode"]
-        best = min(per_layer or rs, key=lambda r: (r.phase != "decode", r.undecided))
+        best = max(rs, key=_one_key)
+        status = "default" if best.decided else "possible"
+        undecided = best.tests
         score += 10.0
-        where = ", ".join(sorted(reach))
-        reasons.append(f"default path of {where} +10")
-        if any(r.per_layer and r.phase == "decode" for r in rs):
-            score += 4.0
-            reasons.append(f"per layer ({layers.get(preset, 1)} layers) in decode +4")
-        elif per_layer:
+        where = ", ".join(sorted(p for p, prs in reach.items() if any(r.decided for r in prs))) \
+            if status == "default" else ", ".join(sorted(reach))
+        reasons.append(f"{status} path of {where} +10")
+        if best.phase == "decode":
             score += 2.0
-            reasons.append(f"per layer ({layers.get(preset, 1)} layers) in prefill +2")
-        if decode:
-            score += 2.0
-            reasons.append("decode +2")
-        bits = min(r.undecided for r in (per_layer or rs))
-        if bits >= 0.5:
-            cut = round(min(2.0, 0.2 * bits), 1)
-            score -= cut
-            reasons.append(f"{bits:.1f} bits of undecided dispatch on the path -{cut:g}")
+            reasons.append("decode, every step +2")
+        if best.per_layer:
+            n = layers.get(preset, 1)
+            score += round(math.log2(max(n, 1)), 1)
+            reasons.append(f"per layer ({n} layers) +{math.log2(max(n, 1)):.1f}")
+        if undecided:
+            score -= len(undecided)
+            reasons.append(f"{len(undecided)} undecided on the path -{len(undecided)}: " + "; ".join(undecided))
         phases = "/".join(sorted({r.phase for r in rs}, reverse=True))
         path = f"{short_path(best.path)} ({preset}: {'per layer' if best.per_layer else 'once per step'}, {phases})"
     elif not fallback:
         if reach is not None and launches:
-            reasons.append("not on a preset's default path")
+            status = "never"
+            reasons.append("never: on no preset's default path")
         elif any(la.cuda_branch for la in launches):
             score += 1.0
             reasons.append("CUDA branch +1")
@@ -200,6 +211,8 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
         if matches(k["path"], target.hints.hot_paths) and reach is None:
             score += 2.0
             reasons.append("hot path +2")
+    else:
+        status = "never" if reach is not None else ""
     if role != "launched":
         score -= 4.0
         reasons.append(f"{role}, not launched -4")
@@ -213,7 +226,12 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
                       extraction=extraction, blockers=tuple(blockers), hotness=round(score, 2),
                       reasons=tuple(reasons), measured_us=us, measured_share=share, presets=tuple(sorted(reach or {})),
                       phases=tuple(sorted({r.phase for rs in (reach or {}).values() for r in rs})),
-                      default_path=path)
+                      default_path=path, reach=status, undecided=tuple(undecided))
+
+
+def _one_key(r: Reach) -> tuple[bool, bool, bool, float]:
+    """Which of a kernel's paths speaks for it: decided first, then decode, then per layer, then the fewest bits."""
+    return (r.decided, r.phase == "decode", r.per_layer, -r.undecided)
 
 
 def _platform(path: str, words: tuple[str, ...]) -> str:
@@ -222,9 +240,8 @@ def _platform(path: str, words: tuple[str, ...]) -> str:
     return sorted(hits)[0] if hits else ""
 
 
-def _reach_key(rs: list[Reach]) -> tuple[bool, bool, float]:
-    return (any(r.per_layer and r.phase == "decode" for r in rs), any(r.phase == "decode" for r in rs),
-            -min(r.undecided for r in rs))
+def _reach_key(rs: list[Reach]) -> tuple[bool, bool, bool, float]:
+    return max(_one_key(r) for r in rs)
 
 
 def short_path(path: tuple[str, ...]) -> str:

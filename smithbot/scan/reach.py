@@ -24,7 +24,7 @@ _CODE = hashlib.sha1(b"".join(p.read_bytes() for p in sorted(
     (Path(__file__).resolve().parent.parent / "program").glob("*.py")))).digest()
 
 
-_VERSION = "2"  # what a cached result holds (2: the functions reached, too)
+_VERSION = "3"  # what a cached result holds (2: the functions reached, too; 3: the undecided tests)
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,8 @@ def _dump(r: PresetReach) -> dict:
 
 def _load(d: dict) -> PresetReach:
     def table(rows: list) -> dict[tuple[str, str], list[Reach]]:
-        return {(m, n): [Reach(x["phase"], x["per_layer"], tuple(x["path"]), x["undecided"]) for x in rs]
+        return {(m, n): [Reach(x["phase"], x["per_layer"], tuple(x["path"]), x["undecided"], tuple(x["tests"]))
+                         for x in rs]
                 for m, n, rs in rows}
     return PresetReach(d["preset"], d["model_class"], table(d["kernels"]), table(d["functions"]))
 

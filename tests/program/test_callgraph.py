@@ -22,7 +22,8 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
     # the builder the norm asks for by a constant (OpType.RMSNorm), inside the layer loop, in both phases
     assert rms.default_path.startswith("LlamaForCausalLM.forward") and rms.default_path.endswith(
         "rms_kernel (llama3-8b: per layer, prefill/decode)"), rms.default_path
-    assert "per layer (32 layers) in decode +4" in rms.reasons
+    assert rms.reach == "default" and not rms.undecided
+    assert {"decode, every step +2", "per layer (32 layers) +5.0"} <= set(rms.reasons)
     # the factory's class under the declared a2a backend: FusedMoE, not DeepEPMoE
     assert sites["moe_gemm_kernel"].presets == ("llama3-8b",) and not sites["deepep_kernel"].presets
     # per-step engine code: once per step, in decode only (a forward-mode test), through the registered backend

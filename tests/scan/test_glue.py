@@ -119,3 +119,23 @@ def test_a_fixme_near_a_run_is_kept() -> None:
     (run,) = file_glue(src)["Meta.update"]
     assert run["ops"] == ["cumsum", ".copy_", ".fill_", "+=", ".sum"]
     assert run["todos"] == ["33: FIXME: one Triton kernel for this"]
+
+
+def test_host_tests_and_launch_arguments_are_no_glue() -> None:
+    """A Triton launch's arguments (`bias.stride(0) if bias is not None else 0`, `A.stride(1)`) and identity tests on
+    tensors are host work: sglang's `invoke_fused_moe_kernel` was listed as 336 launches a step of them."""
+    from smithbot.scan.glue import file_glue
+
+    src = b'''import torch
+
+def launch(A: torch.Tensor, bias: torch.Tensor, scale: torch.Tensor, out: torch.Tensor):
+    n = A.shape[0] * 2
+    k = bias.stride(0) if bias is not None else 0
+    s = scale.stride(1) if scale is not None and scale.ndim == 2 else 0
+    kern[(n,)](A, bias, out, A.stride(0), k, s, 0 if scale is None else 1)
+'''
+    assert file_glue(src) == {}
+    real = src.replace(b"    n = A.shape[0] * 2\n", b"    x = torch.softmax(A, -1)\n    y = x * 2\n    z = y.sum(-1)\n"
+                                                       b"    n = A.shape[0] * 2\n")
+    runs = file_glue(real)["launch"]
+    assert runs[0]["ops"] == ["softmax", "*", ".sum"]
