@@ -128,9 +128,9 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
     if not sites:
         raise ConfigError(f"no Triton kernels found in {co.root} (include: {', '.join(target.include)})")
     modules = {f["module"]: f["path"] for f in idx.facts}
-    fusion = fusion_sites(reached, program_for(co.root, idx, home() / "cache" / "program"),
-                          {p.name: env_for(target, p) for p in presets}, {p.name: p.layers for p in presets},
-                          home() / "cache" / "glue")
+    program = program_for(co.root, idx, home() / "cache" / "program")
+    fusion = fusion_sites(reached, program, {p.name: env_for(target, p, program) for p in presets},
+                          {p.name: p.layers for p in presets}, home() / "cache" / "glue")
     out = home() / "workspaces" / target.name / "scan.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

@@ -30,6 +30,7 @@ reached inside a loop of the model's code (per layer) and its least uncertain pa
 
 from __future__ import annotations
 
+import ast
 import heapq
 import math
 import re
@@ -397,7 +398,14 @@ class _Resolver:
                 for m, q in (self.mro(*owner) if owner else [])[::-1]:
                     c = self.cls(m, q)
                     flags.update({f"self.{k}": v for k, v in (c or {}).get("flags", {}).items()})
-                look = lambda name: (bound or {}).get(name, flags.get(name, assigns.get(name)))  # noqa: E731
+                def look(name: str, fn: dict[str, Any] | None = fn, flags: dict = flags, assigns: dict = assigns
+                         ) -> Any:
+                    if name.endswith("(*defaults)"):  # a getter's own parameter defaults (evaluate's protocol)
+                        return self.param_defaults(mod, fn, name[:-len("(*defaults)")])
+                    if name.endswith(")"):  # a predicate's call: what it returns here
+                        return self.predicate(mod, fn, owner, name)
+                    return (bound or {}).get(name, flags.get(name, assigns.get(name)))
+
                 value = evaluate(test, self.env, look)
                 if bound:
                     out.append(value)
@@ -405,6 +413,79 @@ class _Resolver:
                 self._decided[key] = value
             out.append(self._decided[key])
         return out
+
+    def predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
+                  depth: int = 0) -> str | None:
+        """What the call ``call`` (a source, in ``fn`` of ``mod``, ``self`` bound to ``klass``) returns, as a constant's
+        source, when the one function it names returns a value the serving defaults decide: its return expressions
+        with the parameters bound to the call's arguments and evaluated here (``getattr(attn.kv_b_proj,
+        "set_lora", False)`` is its default when no class that ``attn.kv_b_proj`` may hold assigns ``set_lora``).
+        None when it cannot say. Within a depth limit, as the walk itself."""
+        node = _parse_expr(call)
+        if depth > 3 or not isinstance(node, ast.Call) or node.keywords or \
+                any(isinstance(a, ast.Starred) for a in node.args):
+            return None
+        callee = ast.unparse(node.func)
+        cls = (fn or {}).get("class")
+        funcs = [v for v in self.expr(mod, cls, klass, fn, callee) if v[0] == "func"]
+        if len(funcs) != 1:
+            return None
+        f = self.p.facts(funcs[0][1])
+        target = (f or {}).get("functions", {}).get(funcs[0][2])
+        if target is None or not target.get("values"):
+            return None
+        params = target.get("params", [])
+        if target.get("class") and params:
+            params = params[1:]  # a method: self is its receiver, not an argument
+        args = dict(zip(params, (ast.unparse(a) for a in node.args)))
+        values = []
+        for text, tests in target["values"]:
+            if tests:
+                return None  # a return under an if-test: not evaluated (yet)
+            ret = _parse_expr(text)
+            if ret is None:
+                return None
+            bound_ret = _Substitute(args).visit(ret)
+            value = self._getattr_default(mod, cls, klass, fn, bound_ret)
+            if value is None:
+                look = lambda name: self.predicate(mod, fn, klass, name, depth + 1) if name.endswith(")") \
+                    else None  # noqa: E731
+                decided = evaluate(ast.unparse(bound_ret), self.env, look)
+                value = None if decided is None else repr(decided)
+            if value is None:
+                return None
+            values.append(value)
+        return values[0] if len(set(values)) == 1 else None
+
+    def _getattr_default(self, mod: str, cls: str | None, klass: tuple[str, str] | None, fn: dict[str, Any] | None,
+                         node: ast.AST) -> str | None:
+        """``getattr(obj, "name", default)`` -> the default's source, when every class ``obj`` may hold is known and
+        none of them (nor their bases) assigns ``self.name``."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                and len(node.args) == 3 and isinstance(node.args[1], ast.Constant)):
+            return None
+        vals = self.expr(mod, cls, klass, fn, ast.unparse(node.args[0]))
+        if not vals or any(v[0] != "inst" for v in vals):
+            return None
+        name = node.args[1].value
+        for v in vals:
+            for m, q in self.mro(v[1], v[2]):
+                c = self.cls(m, q) or {}
+                if name in c.get("flags", {}) or name in c.get("attrs", {}) or name in c.get("assigned", ()):
+                    return None
+        return ast.unparse(node.args[2])
+
+    def param_defaults(self, mod: str, fn: dict[str, Any] | None, callee: str) -> list[str | None] | None:
+        """The default sources of the parameters of the one function ``callee`` names in ``mod``, in order."""
+        funcs = [v for v in self.expr(mod, (fn or {}).get("class"), None, fn, callee) if v[0] == "func"]
+        if len(funcs) != 1:
+            return None
+        f = self.p.facts(funcs[0][1])
+        target = (f or {}).get("functions", {}).get(funcs[0][2])
+        if target is None:
+            return None
+        given = {**target.get("defaults", {}), **target.get("constants", {})}
+        return [given.get(p) for p in target.get("params", [])]
 
     # --- one call site -----------------------------------------------------------------------------------------
     def site(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
@@ -419,6 +500,25 @@ class _Resolver:
             vals = self.expr(mod, cls, bound, fn, callee[:-2])
             return [v for v in vals if v[0] == "kernel"] + self.targets([v for v in vals if v[0] == "registry"])
         return self.targets(self.expr(mod, cls, bound, fn, callee))
+
+
+class _Substitute(ast.NodeTransformer):
+    """Parameter names replaced by the caller's argument sources."""
+
+    def __init__(self, args: dict[str, str]) -> None:
+        self.args = args
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        src = self.args.get(node.id)
+        found = _parse_expr(src) if src else None
+        return found if found is not None else node
+
+
+def _parse_expr(src: str) -> ast.expr | None:
+    try:
+        return ast.parse(src, mode="eval").body
+    except SyntaxError:
+        return None
 
 
 def method_of(program: Program, mod: str, cls: str, name: str) -> Value | None:

@@ -8,8 +8,13 @@ target's ``serving`` section (``smithbot.config.Serving``):
   ``get_global_server_args().moe_runner_backend``), also read as bare local names (``device_type == 'cuda'``) and
   through a getter named after them (``get_moe_a2a_backend().is_deepep()``: a predicate ``is_X`` of a setting is
   true when the setting's value is X);
-- ``env``: environment flags with the defaults the engine's own code gives them, read through any call whose first
-  argument is the flag's name (``get_bool_env_var("SGLANG_X")``) or as an attribute (``envs.SGLANG_X.get()``);
+- ``env``: environment variables as the user sets them, by their public names, read through any getter whose first
+  argument is the variable's name (``get_bool_env_var("SGLANG_X")``, ``os.getenv``, ``environ.get``) or from a
+  registry (``envs.SGLANG_X.get()``). A variable the user leaves unset has the default the engine's own code gives
+  it: the getter call's default argument (``get_bool_env_var("X", "false")``), else the getter's own parameter
+  default (``def get_bool_env_var(name, default="false")``, asked of ``assigns("get_bool_env_var(*defaults)")``), else
+  ``None`` for ``os.getenv``/``environ.get``; or the registry's declaration (``X = EnvBool(False)``,
+  ``Env.declared``). A bool getter reads "true"/"1" as True;
 - ``phases``: forward-mode predicates and the phase in which each is true (``is_decode: decode``), evaluated per phase;
 - module-level assignments of the file (``_is_hip = is_hip()``) are followed, so a module flag means what its helper
   means.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from typing import Any, Callable
 
 class _UnknownType:
@@ -48,12 +54,17 @@ class Env:
 
     def __init__(self, names: dict[str, Any], settings: dict[str, Any], env: dict[str, Any],
                  phases: dict[str, str], phase: str | None = None,
-                 phase_settings: dict[str, dict[str, Any]] | None = None) -> None:
+                 phase_settings: dict[str, dict[str, Any]] | None = None,
+                 declared: dict[str, str] | None = None) -> None:
         self.names, self.settings, self.env, self.phases, self.phase = names, settings, env, phases, phase
         self.phase_settings = phase_settings or {}
+        self.declared = declared or {}  # env variable -> the source of its default in the engine's registry
 
     def with_phase(self, phase: str | None) -> Env:
-        return Env(self.names, self.settings, self.env, self.phases, phase, self.phase_settings)
+        return Env(self.names, self.settings, self.env, self.phases, phase, self.phase_settings, self.declared)
+
+    def with_declared(self, declared: dict[str, str]) -> Env:
+        return Env(self.names, self.settings, self.env, self.phases, self.phase, self.phase_settings, declared)
 
     def lookup(self, name: str) -> Any:
         """The declared value of a bare name, or _MISSING. A value declared for one phase holds in that phase and is
@@ -79,7 +90,9 @@ def evaluate(test: str, env: Env, assigns: Callable[[str], Any] = lambda name: N
     """Truth of the if-test source ``test``: True, False, or None when the defaults do not decide it.
 
     ``assigns(name)`` gives the source (or the list of sources) of what is assigned to ``name``: a module-level
-    assignment, a flag of the function or of the class (``self.x``), a call's constant argument."""
+    assignment, a flag of the function or of the class (``self.x``), a call's constant argument. Asked a call's
+    source (``is_kv_b_lora_active(self)``), it may give the source of what that call returns; asked
+    ``getter(*defaults)``, the getter's parameter defaults in order."""
     node = _parse(test)
     if node is None:
         return None
@@ -145,8 +158,15 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
             return env.env[args[0].value]  # get_bool_env_var("SGLANG_X"), os.environ.get("X")
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in ("get", "value") and isinstance(func.value, ast.Attribute):
-            if func.value.attr in env.env:
-                return env.env[func.value.attr]  # envs.SGLANG_X.get()
+            name = func.value.attr
+            if name in env.env:
+                return env.env[name]  # envs.SGLANG_X.get()
+            if name in env.declared:
+                inner = _parse(env.declared[name])
+                return Unknown if inner is None else _value(inner, env, assigns, depth + 1)
+        getter = _env_getter(node, env, assigns, depth)
+        if getter is not _MISSING:
+            return getter
         if isinstance(func, (ast.Name, ast.Attribute)):
             name = func.id if isinstance(func, ast.Name) else func.attr
             v = env.lookup(name)
@@ -159,8 +179,53 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
                 owner = _value(func.value, env, assigns, depth + 1)
                 if isinstance(owner, str):
                     return owner.lower() == name[3:]
+        # a predicate the engine defines (is_kv_b_lora_active(self)): ``assigns`` of the call's source gives the
+        # source of what it returns for these arguments, when the caller can say
+        src = assigns(ast.unparse(node))
+        if isinstance(src, str):
+            inner = _parse(src)
+            return Unknown if inner is None else _value(inner, env, assigns, depth + 1)
         return Unknown
     return Unknown
+
+
+_ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*_[A-Z0-9_]+$")
+_TRUE = ("true", "1", "yes", "on")
+
+
+def _env_getter(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
+    """An environment getter's value when the user sets nothing: the default the engine's code gives (see the
+    module's docstring), _MISSING when ``node`` is no such getter, Unknown when no default is found."""
+    callee = _dotted(node.func)
+    if not (node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+            and _ENV_NAME.match(node.args[0].value) and callee and "env" in callee.lower()):
+        return _MISSING
+    default: Any = node.args[1] if len(node.args) > 1 else next(
+        (k.value for k in node.keywords if k.arg == "default"), None)
+    if default is not None:
+        value = _value(default, env, assigns, depth + 1)
+    elif callee.split(".")[-1] in ("getenv", "get"):
+        value = None  # os.getenv("X"), os.environ.get("X")
+    else:
+        params = assigns(f"{callee}(*defaults)")  # the getter's own parameter defaults, in order
+        src = params[1] if isinstance(params, list) and len(params) > 1 else None
+        inner = _parse(src) if src else None
+        value = Unknown if inner is None else _value(inner, env, assigns, depth + 1)
+    if isinstance(value, str) and "bool" in callee.lower():
+        return value.strip().lower() in _TRUE
+    if isinstance(value, str) and "int" in callee.lower() and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return None
 
 
 def _assigned(src: str | list[str] | None, name: str, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:

@@ -115,7 +115,9 @@ def _inline(value: ast.expr, local_flags: dict[str, list[str]]) -> str:
     return ast.unparse(Inline().visit(ast.parse(ast.unparse(value), mode="eval")).body)
 
 
-_FLAG_VALUES = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Constant, ast.Name)
+# what a flag an if-test reads may be assigned from: a test, a constant, another name, an attribute, or a call that
+# the serving defaults may answer (an env getter, a settings getter)
+_FLAG_VALUES = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Attribute, ast.Call)
 _EMPTY_DICTS = ("{}", "dict()", "defaultdict(list)", "collections.defaultdict(list)")
 
 
@@ -173,7 +175,7 @@ class _Visitor(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         qual = self._qual(node.name)
         self.classes[qual] = {"line": node.lineno, "bases": [b for b in map(_dotted, node.bases) if b], "attrs": {},
-                              "registries": [], "flags": {}}
+                              "registries": [], "flags": {}, "assigned": []}
         self.scope.append(("class", node.name))
         saved, self.fn = self.fn, None
         for s in node.body:
@@ -199,9 +201,11 @@ class _Visitor(ast.NodeVisitor):
         pairs = list(zip(positional[len(positional) - len(node.args.defaults):], node.args.defaults))
         pairs += [(a, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None]
         defaults = {a.arg: expr_text(d) for a, d in pairs if isinstance(d, (ast.Name, ast.Attribute)) and expr_text(d)}
+        constants = {a.arg: ast.unparse(d) for a, d in pairs if isinstance(d, ast.Constant)}  # default="false"
         info = {"line": node.lineno, "class": ".".join(s[1] for s in self.scope) if cls is not None else None,
-                "decorators": decorators, "calls": [], "returns": [], "locals": params, "stores": [], "flags": {},
-                "defaults": defaults, "super_kwargs": {},
+                "decorators": decorators, "calls": [], "returns": [], "values": [], "locals": params, "stores": [],
+                "flags": {},
+                "defaults": defaults, "constants": constants, "super_kwargs": {},
                 "params": [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs],
                 "_imports": dict(self.fn["_imports"]) if self.fn is not None else {}}
         self.functions[qual] = info
@@ -274,6 +278,12 @@ class _Visitor(ast.NodeVisitor):
                 self.visit_Assign(ast.Assign(targets=[t], value=v, lineno=node.lineno))
             return
         cls = self._enclosing_class()
+        if cls is not None:  # every attribute the class's methods set on self, whatever the value
+            for t in node.targets:
+                for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                    if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) and el.value.id == "self" \
+                            and el.attr not in cls["assigned"]:
+                        cls["assigned"].append(el.attr)
         t0 = node.targets[0] if len(node.targets) == 1 else None
         if cls is not None and isinstance(t0, ast.Attribute) and isinstance(t0.value, ast.Name) \
                 and t0.value.id == "self" and isinstance(node.value, _FLAG_VALUES):
@@ -356,6 +366,8 @@ class _Visitor(ast.NodeVisitor):
             text = self._abs(expr_text(v))
             if text:
                 self.fn["returns"].append([text, [list(t) for t in self.tests]])
+        # the whole expression, for a predicate an if-test calls (return getattr(m.kv_b_proj, "set_lora", False))
+        self.fn["values"].append([ast.unparse(node.value), [list(t) for t in self.tests]])
 
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)

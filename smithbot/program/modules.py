@@ -3,6 +3,7 @@ content-hash cache; and the model class a preset's architecture name picks."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 from pathlib import Path
@@ -11,7 +12,9 @@ from typing import Any, Iterable
 from smithbot import cache
 from smithbot.program.facts import file_facts
 
-FACTS_VERSION = "14"
+FACTS_VERSION = "18"
+# a class-level declaration of an environment variable with its default: `    SGLANG_X = EnvBool(False)`
+_ENV_DECL = re.compile(rb"^[ \t]+([A-Z][A-Z0-9_]+)\s*(?::[^=\n]+)?=\s*(Env\w*\(.*\))[ \t]*(?:#.*)?$", re.M)
 
 
 class Program:
@@ -22,6 +25,7 @@ class Program:
         self._facts: dict[str, dict[str, Any] | None] = {}
         # setting values -> table name -> (decorator keys, function) registered into it (see _Resolver.registered)
         self.registrations: dict[frozenset[str], dict[str, list[tuple[tuple[str, ...], tuple]]]] = {}
+        self._env: dict[str, str] | None = None
 
     def facts(self, module: str) -> dict[str, Any] | None:
         if module in self._facts:
@@ -40,6 +44,28 @@ class Program:
                 out = None
         self._facts[module] = out
         return out
+
+    def env_declarations(self) -> dict[str, str]:
+        """The environment variables an engine declares in a registry class, with the default its code gives each
+        (``SGLANG_OPT_USE_TOPK_V2 = EnvBool(True)`` -> ``True``): what ``envs.SGLANG_OPT_USE_TOPK_V2.get()`` reads
+        when the user sets nothing."""
+        if self._env is None:
+            self._env = {}
+            for data in self.texts.values():
+                if b"= Env" not in data:
+                    continue
+                for m in _ENV_DECL.finditer(data):
+                    try:
+                        call = ast.parse(m.group(2).decode(), mode="eval").body
+                    except (SyntaxError, UnicodeDecodeError):
+                        continue
+                    if not isinstance(call, ast.Call):
+                        continue
+                    arg = call.args[0] if call.args else next((k.value for k in call.keywords
+                                                               if k.arg == "default"), None)
+                    if isinstance(arg, ast.Constant):
+                        self._env.setdefault(m.group(1).decode(), ast.unparse(arg))
+        return self._env
 
     def split(self, dotted: str) -> tuple[str, str] | None:
         """(module, rest) for the longest module prefix of an absolute dotted name."""

@@ -43,8 +43,11 @@ def program_for(root: Path, idx: Indexed, cache_dir: Path | None) -> Program:
     return Program(idx.texts, modules, cache_dir)
 
 
-def env_for(target: Target, preset: ModelPreset) -> Env:
-    return target.serving.for_model(preset).environment()
+def env_for(target: Target, preset: ModelPreset, program: Program | None = None) -> Env:
+    """The serving defaults a preset's if-tests are evaluated under; with ``program``, also the defaults its
+    environment-variable registry declares."""
+    env = target.serving.for_model(preset).environment()
+    return env.with_declared(program.env_declarations()) if program is not None else env
 
 
 def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPreset], cache_dir: Path | None
@@ -112,7 +115,7 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
             model += [m for m in [method_of(program, *found, "forward")] if m]
             init += [m for m in [method_of(program, *found, "__init__")] if m]
         functions: dict[tuple[str, str], list[Reach]] = {}
-        kernels_reached = reach(program, kernels, env_for(target, p), model, engine, init,
+        kernels_reached = reach(program, kernels, env_for(target, p, program), model, engine, init,
                                 target.serving.other_platforms, functions=functions)
         out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "", kernels_reached, functions))
     return out

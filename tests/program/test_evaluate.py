@@ -48,3 +48,53 @@ CASES = [
 @pytest.mark.parametrize("test, phase, expected", CASES, ids=[f"{t}-{p}" for t, p, _ in CASES])
 def test_decides(test: str, phase: str | None, expected: bool | None) -> None:
     assert evaluate(test, ENV.with_phase(phase), ASSIGNS.get) is expected
+
+
+def _env(env: dict | None = None, declared: dict | None = None) -> Env:
+    return Env({}, {}, env or {}, {}).with_declared(declared or {})
+
+
+@pytest.mark.parametrize("test, env, truth", [
+    ('get_bool_env_var("SGL_USE_DEEPGEMM_BMM", "false")', {}, False),  # the default the call gives
+    ('get_bool_env_var("SGL_USE_DEEPGEMM_BMM", "false")', {"SGL_USE_DEEPGEMM_BMM": True}, True),  # set by the user
+    ('get_bool_env_var("SGLANG_X", default="1")', {}, True),
+    ('os.getenv("SGLANG_X")', {}, False),  # unset: None
+    ('os.environ.get("SGLANG_X", "0") == "1"', {}, False),
+    ('get_int_env_var("SGLANG_CHUNK", "4096") > 1024', {}, True),
+    ('get_bool_env_var("SGLANG_X")', {}, None),  # no default here, and none asked of the getter's definition
+])
+def test_an_env_getter_has_the_default_the_code_gives(test: str, env: dict, truth: bool | None) -> None:
+    assert evaluate(test, _env(env)) is truth
+
+
+def test_a_getter_without_a_default_takes_its_own_parameter_default() -> None:
+    defaults = {"get_bool_env_var(*defaults)": [None, "'false'"], "env_flag(*defaults)": [None, "True"]}
+    assert evaluate('get_bool_env_var("SGLANG_X")', _env(), defaults.get) is False
+    assert evaluate('env_flag("SGLANG_X")', _env(), defaults.get) is True
+
+
+def test_a_registry_variable_has_its_declared_default() -> None:
+    declared = {"SGLANG_OPT_USE_TOPK_V2": "True", "SGLANG_EXPERIMENTAL_LORA_OPTI": "False"}
+    assert evaluate("envs.SGLANG_OPT_USE_TOPK_V2.get()", _env(declared=declared)) is True
+    assert evaluate("not envs.SGLANG_EXPERIMENTAL_LORA_OPTI.get()", _env(declared=declared)) is True
+    assert evaluate("envs.SGLANG_EXPERIMENTAL_LORA_OPTI.get()", _env({"SGLANG_EXPERIMENTAL_LORA_OPTI": True},
+                                                                     declared)) is True
+    assert evaluate("envs.SGLANG_UNDECLARED.get()", _env(declared=declared)) is None
+    # a module flag read from the registry: _LORA_OPTI = envs.SGLANG_EXPERIMENTAL_LORA_OPTI.get()
+    flags = {"_LORA_OPTI": "envs.SGLANG_EXPERIMENTAL_LORA_OPTI.get()"}
+    assert evaluate("_LORA_OPTI and x", _env(declared=declared), flags.get) is False
+
+
+def test_a_predicate_is_what_its_caller_says_it_returns() -> None:
+    returns = {"is_kv_b_lora_active(self)": "False"}
+    assert evaluate("is_kv_b_lora_active(self)", _env(), returns.get) is False
+    assert evaluate("not is_kv_b_lora_active(self) and y", _env(), returns.get) is None
+    assert evaluate("other(self)", _env(), returns.get) is None
+
+
+def test_env_declarations_are_read_from_a_registry_class() -> None:
+    from smithbot.program.modules import Program
+
+    src = (b"class Envs:\n    SGLANG_A = EnvBool(False)\n    SGLANG_B: EnvInt = EnvInt(default=4)  # chunk\n"
+           b"    SGLANG_C = EnvStr(os.environ.get('X'))\n    lower_case = EnvBool(True)\n")
+    assert Program({"eng/environ.py": src}, {}, None).env_declarations() == {"SGLANG_A": "False", "SGLANG_B": "4"}
