@@ -102,7 +102,8 @@ class Serving:
     ``forward``; ``startup`` the engine functions that run once and build what the steps use (the attention backend),
     besides the entry classes' constructors; ``model_settings`` overrides settings for one preset; ``phase_settings``
     holds values true in one phase only (``decode: {attn_forward_method: MLA}``: a name decided by the batch's
-    phase at run time). See ``smithbot/program/evaluate.py``."""
+    phase at run time). ``arguments`` names the classes that declare the engine's arguments, whose literal defaults
+    are settings too. See ``smithbot/program/evaluate.py``."""
 
     gpu: str = ""
     names: dict[str, Any] = field(default_factory=dict)
@@ -111,6 +112,9 @@ class Serving:
     phases: dict[str, str] = field(default_factory=dict)
     entries: tuple[str, ...] = ()
     startup: tuple[str, ...] = ()
+    # the classes whose fields are the engine's documented arguments (``module:Class``, sglang's ServerArgs): each
+    # field's literal default is a setting, under the ``settings`` declared here
+    arguments: tuple[str, ...] = ()
     # words that mark code for other hardware in a module path or class name (forward_mla_fused_rope_rocm.py,
     # DeepseekMLARocmForwardMixin): the call graph does not enter such code on this GPU
     other_platforms: tuple[str, ...] = ("rocm", "hip", "aiter", "amd", "npu", "ascend", "xpu", "hpu", "musa", "mlu",
@@ -304,7 +308,7 @@ def load_serving(c: _Checker, raw: Any, presets: tuple[str, ...]) -> Serving:
     funcs = {}
     if "other_platforms" in raw:
         funcs["other_platforms"] = c.str_list(raw["other_platforms"], "serving.other_platforms")
-    for key in ("entries", "startup"):
+    for key in ("entries", "startup", "arguments"):
         funcs[key] = c.str_list(raw.get(key, []), f"serving.{key}")
         for i, e in enumerate(funcs[key]):
             if ":" not in e:

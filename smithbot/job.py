@@ -78,13 +78,16 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
                 say(f"the total time budget ({time_total_s:.0f} s) is spent: {name} and the rest are left")
                 break
             deadline = time.monotonic() + left / (wanted - done)
+        open_tests = "; ".join(site.undecided)
         if fusion:
-            say(f"pick: {name} ({site.path}:{site.first}-{site.last}): {', '.join(site.ops)}; {site.per_step} "
-                f"launches a step" + (f" ({site.frequency})" if site.frequency else "")
-                + (f"; {site.todos[0]}" if site.todos else ""))
+            say(f"pick: {name} ({site.path}:{site.first}-{site.last}, {site.reach}): {', '.join(site.ops)}; "
+                f"{site.per_step} launches a step" + (f" ({site.frequency})" if site.frequency else "")
+                + (f"; {site.todos[0]}" if site.todos else "") + (f"; undecided: {open_tests}" if open_tests else ""))
         elif site.default_path:
             row["default_path"] = site.default_path
-            say(f"pick: {name}: {site.default_path}")
+            say(f"pick: {name} ({site.reach}): {site.default_path}"
+                + (f"; undecided: {open_tests}" if open_tests else ""))
+        row["reach"], row["undecided"] = site.reach, list(site.undecided)
         rows.append(row)
         # the self-check's two steps (prepare, evaluate) fit in the kernel's share
         check_s = 300.0 if deadline is None else max(1.0, min(300.0, (deadline - time.monotonic()) / 4))

@@ -335,7 +335,8 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         **({"skipped": skipped} if skipped else {}),
         "tunables": _tunables(fn, kernel_src),
     }
-    hotness = {"presets": list(site.presets), "default_path": site.default_path,
+    hotness = {"presets": list(site.presets), "default_path": site.default_path, "reach": site.reach,
+               "undecided": list(site.undecided),
                "measured": (f"{site.measured_share:.1%} of the GPU time of a {site.measured_of}"
                             if site.measured_share else ""), "share": site.measured_share or 0.0}
     if any(hotness.values()):
@@ -458,7 +459,8 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         "seeds": 3,
         "cases": case_list,
         **({"skipped": skipped} if skipped else {}),
-        "hotness": {"presets": sorted(site.presets), "launches_per_step": site.per_step,
+        "hotness": {"presets": sorted(site.presets), "launches_per_step": site.per_step, "reach": site.reach,
+                    **({"undecided": list(site.undecided)} if site.undecided else {}),
                     **({"todos": list(site.todos)} if site.todos else {})},
     }
     (out / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False, width=120))

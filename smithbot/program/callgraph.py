@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from smithbot.program.evaluate import Env, evaluate
+from smithbot.program.evaluate import Env, Unknown, evaluate, value_of
 from smithbot.program.modules import Program
 
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
@@ -80,7 +80,9 @@ class _Resolver:
         self._concrete: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._decided: dict[tuple[str, int, str, str | None], bool | None] = {}
         self.at: Value | None = None  # the function whose calls are being resolved
-        self.made_by: dict[tuple[str, str], Value | None] = {}  # a live class -> where it was first constructed
+        # a live class -> the functions seen constructing it (where its __init__ arguments come from)
+        self.made_in: dict[tuple[str, str], set[Value]] = {}
+        self._tracing = 0  # depth of constructor-argument tracing under way
         # the functions the last round of walks visited (None in the first round), and those this round visits: an
         # attribute its class's __init__ sets keeps only the other assignments made in functions a walk reaches
         # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)
@@ -89,7 +91,7 @@ class _Resolver:
 
     def reset(self) -> None:
         """Forget what depends on the live classes (they grew)."""
-        self._memo, self._sites, self._concrete = {}, {}, {}
+        self._memo, self._sites, self._concrete, self._decided = {}, {}, {}, {}
 
     # --- symbols -----------------------------------------------------------------------------------------------
     def symbol(self, module: str, name: str, depth: int = 0) -> list[Value]:
@@ -310,9 +312,9 @@ class _Resolver:
             if v[0] in ("func", "kernel"):
                 out.append(v)
             elif v[0] == "class":
-                if (v[1], v[2]) not in self.live:
-                    self.live.add((v[1], v[2]))
-                    self.made_by[(v[1], v[2])] = self.at
+                self.live.add((v[1], v[2]))
+                if self.at is not None:
+                    self.made_in.setdefault((v[1], v[2]), set()).add(self.at)
                 out += self.method(v[1], v[2], "__init__")
             elif v[0] == "inst":
                 for c in self.concrete(v[1], v[2]):
@@ -397,7 +399,8 @@ class _Resolver:
                 flags = dict(fn.get("flags", {})) if fn else {}
                 for m, q in (self.mro(*owner) if owner else [])[::-1]:
                     c = self.cls(m, q)
-                    flags.update({f"self.{k}": v for k, v in (c or {}).get("flags", {}).items()})
+                    flags.update({f"self.{k}": self.traced(owner, (m, q), v)
+                                  for k, v in (c or {}).get("flags", {}).items()})
                 def look(name: str, fn: dict[str, Any] | None = fn, flags: dict = flags, assigns: dict = assigns
                          ) -> Any:
                     if name.endswith("(*defaults)"):  # a getter's own parameter defaults (evaluate's protocol)
@@ -413,6 +416,53 @@ class _Resolver:
                 self._decided[key] = value
             out.append(self._decided[key])
         return out
+
+    def traced(self, owner: tuple[str, str], declaring: tuple[str, str], sources: list[str]) -> list[str]:
+        """A flag's sources, with a bare ``__init__`` parameter (``self.use_x = use_x``) replaced by the literal that
+        every construction of ``owner`` seen on the walk passes for it, when they agree and the defaults decide it."""
+        f = self.p.facts(declaring[0])
+        init = (f or {}).get("functions", {}).get(f"{declaring[1]}.__init__")
+        params = (init or {}).get("params", [])[1:]
+        if not init or not any(src in params for src in sources) or self._tracing > 2:
+            return sources
+        out = []
+        for src in sources:
+            out.append(self._constructor_arg(owner, params, src) if src in params else None)
+            if out[-1] is None:
+                out[-1] = src
+        return out
+
+    def _constructor_arg(self, owner: tuple[str, str], params: list[str], param: str) -> str | None:
+        values = set()
+        self._tracing += 1
+        try:
+            for site in self.made_in.get(owner, ()):
+                f = self.p.facts(site[1])
+                fn = (f or {}).get("functions", {}).get(site[2])
+                if fn is None:
+                    return None
+                calls = [c for c in fn.get("constructs", []) if ("class", *owner) in
+                         self.expr(site[1], fn.get("class"), site[3], fn, c[0])]
+                if not calls:
+                    return None
+                for _, args, kwargs in calls:
+                    i = params.index(param)
+                    src = kwargs.get(param, args[i] if i < len(args) else None)
+                    if src is None:
+                        src = fn_default(self.p, owner, param)
+                    if src is None:
+                        return None
+                    site_flags = dict(fn.get("flags", {}))
+                    for m, q in (self.mro(*site[3]) if site[3] else [])[::-1]:
+                        site_flags.update({f"self.{k}": v for k, v in (self.cls(m, q) or {}).get("flags", {}).items()})
+                    assigns = (f or {}).get("assigns", {})
+                    v = value_of(src, self.env, lambda n: site_flags.get(n, assigns.get(n)))
+                    if v is Unknown or not isinstance(v, (bool, int, float, str, type(None))):
+                        return None
+                    values.add(repr(v))
+        finally:
+            self._tracing -= 1
+        return values.pop() if len(values) == 1 else None
 
     def predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
                   depth: int = 0) -> str | None:
@@ -500,6 +550,13 @@ class _Resolver:
             vals = self.expr(mod, cls, bound, fn, callee[:-2])
             return [v for v in vals if v[0] == "kernel"] + self.targets([v for v in vals if v[0] == "registry"])
         return self.targets(self.expr(mod, cls, bound, fn, callee))
+
+
+def fn_default(program: Program, owner: tuple[str, str], param: str) -> str | None:
+    """The literal default of a class's ``__init__`` parameter (``use_x=False``), through its bases."""
+    f = program.facts(owner[0])
+    init = (f or {}).get("functions", {}).get(f"{owner[1]}.__init__")
+    return (init or {}).get("constants", {}).get(param)
 
 
 class _Substitute(ast.NodeTransformer):

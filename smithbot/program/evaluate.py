@@ -66,6 +66,11 @@ class Env:
     def with_declared(self, declared: dict[str, str]) -> Env:
         return Env(self.names, self.settings, self.env, self.phases, self.phase, self.phase_settings, declared)
 
+    def with_defaults(self, defaults: dict[str, Any]) -> Env:
+        """These settings over ``defaults`` (the engine's documented argument defaults)."""
+        return Env(self.names, {**defaults, **self.settings}, self.env, self.phases, self.phase, self.phase_settings,
+                   self.declared)
+
     def lookup(self, name: str) -> Any:
         """The declared value of a bare name, or _MISSING. A value declared for one phase holds in that phase and is
         unknown where the phase is not fixed (both phases at once)."""
@@ -97,6 +102,13 @@ def evaluate(test: str, env: Env, assigns: Callable[[str], Any] = lambda name: N
     if node is None:
         return None
     return _truth(_value(node, env, assigns, 0))
+
+
+def value_of(src: str, env: Env, assigns: Callable[[str], Any] = lambda name: None) -> Any:
+    """The value of the expression source ``src`` under the defaults: a Python value, or ``Unknown``."""
+    node = _parse(src)
+    v = Unknown if node is None else _value(node, env, assigns, 0)
+    return Unknown if v is _MISSING else v
 
 
 def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:

@@ -203,7 +203,8 @@ class _Visitor(ast.NodeVisitor):
         defaults = {a.arg: expr_text(d) for a, d in pairs if isinstance(d, (ast.Name, ast.Attribute)) and expr_text(d)}
         constants = {a.arg: ast.unparse(d) for a, d in pairs if isinstance(d, ast.Constant)}  # default="false"
         info = {"line": node.lineno, "class": ".".join(s[1] for s in self.scope) if cls is not None else None,
-                "decorators": decorators, "calls": [], "returns": [], "values": [], "locals": params, "stores": [],
+                "decorators": decorators, "calls": [], "returns": [], "values": [], "constructs": [], "locals": params,
+                "stores": [],
                 "flags": {},
                 "defaults": defaults, "constants": constants, "super_kwargs": {},
                 "params": [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs],
@@ -384,6 +385,11 @@ class _Visitor(ast.NodeVisitor):
         callee = self._abs(_callee(node.func))
         if callee:
             self.fn["calls"].append([callee, [list(t) for t in self.tests], self.loops > 0, node.lineno])
+        name = _dotted(node.func) or ""
+        if name.split(".")[-1][:1].isupper() and not any(isinstance(a, ast.Starred) for a in node.args):
+            # a constructor call's arguments, so that what an instance's __init__ stores can be traced to them
+            self.fn["constructs"].append([name, [ast.unparse(a) for a in node.args],
+                                          {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg}])
 
 
 def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:

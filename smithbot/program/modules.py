@@ -12,7 +12,7 @@ from typing import Any, Iterable
 from smithbot import cache
 from smithbot.program.facts import file_facts
 
-FACTS_VERSION = "18"
+FACTS_VERSION = "19"
 # a class-level declaration of an environment variable with its default: `    SGLANG_X = EnvBool(False)`
 _ENV_DECL = re.compile(rb"^[ \t]+([A-Z][A-Z0-9_]+)\s*(?::[^=\n]+)?=\s*(Env\w*\(.*\))[ \t]*(?:#.*)?$", re.M)
 
@@ -67,6 +67,33 @@ class Program:
                         self._env.setdefault(m.group(1).decode(), ast.unparse(arg))
         return self._env
 
+    def field_defaults(self, module: str, cls: str) -> dict[str, Any]:
+        """The literal defaults a class declares for its fields (``page_size: int = 1``, ``x: A[bool, "..."] =
+        False``, ``field(default=8)``): an engine's documented arguments. Fields without one, or defaulting to None
+        (resolved later by the engine's own logic), are left out."""
+        rel = self.modules.get(module)
+        try:
+            tree = ast.parse(self.texts[rel]) if rel else None
+        except (SyntaxError, ValueError):
+            tree = None
+        out: dict[str, Any] = {}
+        for node in (tree.body if tree else []):
+            if not (isinstance(node, ast.ClassDef) and node.name == cls):
+                continue
+            for stmt in node.body:
+                if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value):
+                    continue
+                value = stmt.value
+                if isinstance(value, ast.Call) and value.keywords and (_leaf(value.func) == "field"):
+                    value = next((k.value for k in value.keywords if k.arg == "default"), value)
+                try:
+                    literal = ast.literal_eval(value)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    continue
+                if literal is not None and isinstance(literal, (bool, int, float, str)):
+                    out[stmt.target.id] = literal
+        return out
+
     def split(self, dotted: str) -> tuple[str, str] | None:
         """(module, rest) for the longest module prefix of an absolute dotted name."""
         parts = dotted.split(".")
@@ -105,3 +132,7 @@ class Program:
                 if f is not None and name in f["classes"]:
                     return by_path[rel], name
         return None
+
+
+def _leaf(node: ast.AST) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""

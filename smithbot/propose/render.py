@@ -125,13 +125,18 @@ def _cases(task: Task) -> str:
 
 
 def _hot_spot(hotness: dict[str, Any]) -> str:
-    """Where the kernel runs, for the Motivation: the profile's share, else the default serving path."""
+    """Where the kernel runs, for the Motivation: the profile's share, else the default serving path, and whether
+    that path is decided (default) or only possible, with the tests smithbot could not decide."""
     out = ""
     if hotness.get("measured"):
         out += f" It takes {hotness['measured']}."
+    possible = hotness.get("reach") == "possible"
     if hotness.get("default_path"):
         presets = ", ".join(hotness.get("presets", []))
-        out += f" Default serving runs it for {presets}: `{hotness['default_path']}`."
+        out += f" Default serving {'may run' if possible else 'runs'} it for {presets}: `{hotness['default_path']}`."
+    if possible and hotness.get("undecided"):
+        out += (" smithbot could not decide these tests on the way there, so this path is possible, not certain: "
+                + "; ".join(f"`{t}`" for t in hotness["undecided"]) + ".")
     return out
 
 

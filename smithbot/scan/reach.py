@@ -9,6 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from smithbot import cache
 from smithbot.config import ConfigError, ModelPreset, Target
@@ -45,9 +46,16 @@ def program_for(root: Path, idx: Indexed, cache_dir: Path | None) -> Program:
 
 def env_for(target: Target, preset: ModelPreset, program: Program | None = None) -> Env:
     """The serving defaults a preset's if-tests are evaluated under; with ``program``, also the defaults its
-    environment-variable registry declares."""
+    environment-variable registry declares and its argument classes' literal defaults (``serving.arguments``),
+    under the declared settings."""
     env = target.serving.for_model(preset).environment()
-    return env.with_declared(program.env_declarations()) if program is not None else env
+    if program is None:
+        return env
+    defaults: dict[str, Any] = {}
+    for spec in target.serving.arguments:
+        mod, _, cls = spec.partition(":")
+        defaults.update(program.field_defaults(mod, cls))
+    return env.with_declared(program.env_declarations()).with_defaults(defaults)
 
 
 def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPreset], cache_dir: Path | None
