@@ -122,7 +122,8 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
     if measured is not None and not shares:
         raise ConfigError(f"{profile}: no kernel in the trace is a Triton kernel of {target.name} "
                           f"({len(measured.kernels)} GPU kernels in it)")
-    sites = link(idx, target, shares, reaches if graph else None, {p.name: p.layers for p in presets})
+    cuts = {key: f"{pr.preset}: {why}" for pr in reached for key, why in pr.cuts.items()}
+    sites = link(idx, target, shares, reaches if graph else None, {p.name: p.layers for p in presets}, cuts)
     if measured is not None:
         sites = [replace(s, measured_of=measured.phase_label()) if s.measured_share else s for s in sites]
     if not sites:

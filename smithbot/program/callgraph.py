@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import heapq
+from collections import deque
 import math
 import re
 from dataclasses import dataclass
@@ -298,11 +299,15 @@ class _Resolver:
             return []
         static = any(d == "staticmethod" for d, _ in fn["decorators"])
         bound = _bind(fn, args, t[3] is not None and not static)
+        # a parameter the factory hands on to another factory carries the caller's constant argument with it
+        forwards = {f"{callee}()": f"{callee}({', '.join(bound.get(a, a) for a in fargs)})"
+                    for callee, fargs in fn.get("forwards", []) if all(a in bound or a[:1] in "'\"0123456789"
+                                                                        or "." in a for a in fargs)} if bound else {}
         out = []
         for text, tests in fn["returns"]:
             if self.cut(t[1], tests, fn, bound):
                 continue
-            out += self.expr(t[1], fn["class"], t[3], fn, text, depth + 1)
+            out += self.expr(t[1], fn["class"], t[3], fn, forwards.get(text, text), depth + 1)
         return out
 
     def targets(self, vals: list[Value]) -> list[Value]:
@@ -436,7 +441,7 @@ class _Resolver:
         values = set()
         self._tracing += 1
         try:
-            for site in self.made_in.get(owner, ()):
+            for site in self.made_in.get(owner) or self._construction_sites(owner):
                 f = self.p.facts(site[1])
                 fn = (f or {}).get("functions", {}).get(site[2])
                 if fn is None:
@@ -463,6 +468,15 @@ class _Resolver:
         finally:
             self._tracing -= 1
         return values.pop() if len(values) == 1 else None
+
+    def _construction_sites(self, owner: tuple[str, str]) -> set[Value]:
+        """The functions of the modules parsed so far that construct a class of ``owner``'s name: where its
+        arguments come from when the walk did not see it made (an instance a layer holds, built in an __init__ that
+        only a type annotation led to)."""
+        name = owner[1].split(".")[-1]
+        return {("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
+                for mod, f in self.p.parsed() for qual, fn in f["functions"].items()
+                if any(c[0].split(".")[-1] == name for c in fn.get("constructs", []))}
 
     def predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
                   depth: int = 0) -> str | None:
@@ -536,6 +550,11 @@ class _Resolver:
             return None
         given = {**target.get("defaults", {}), **target.get("constants", {})}
         return [given.get(p) for p in target.get("params", [])]
+
+    def callees(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
+        """The functions and kernels a call names, without making anything live (a cut call's, for its reason)."""
+        vals = self.expr(node[1], fn["class"], node[3], fn, callee.removesuffix("[]"))
+        return [v for v in vals if v[0] in ("func", "kernel")]
 
     # --- one call site -----------------------------------------------------------------------------------------
     def site(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
@@ -633,14 +652,16 @@ def _qual(v: Value) -> str:
 def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list[Value], engine: list[Value],
           startup: list[Value], other_platforms: tuple[str, ...] = (),
           phases: tuple[str, ...] = ("decode", "prefill"),
-          functions: dict[tuple[str, str], list[Reach]] | None = None) -> dict[tuple[str, str], list[Reach]]:
+          functions: dict[tuple[str, str], list[Reach]] | None = None,
+          cuts: dict[tuple[str, str], str] | None = None) -> dict[tuple[str, str], list[Reach]]:
     """Every kernel reached from the ``model`` entries (its forward: a loop there runs per layer) and the ``engine``
     entries (per-step code: its loops are not layers), per phase, with the best path: per layer first, then the
     fewest undecided branches.
 
     ``startup`` functions (the entry classes' constructors, the engine's set-up) run once and make classes live;
     kernels reached only from them are not counted. ``functions``, when given, is filled the same way with every
-    function the model and engine entries reach (its path ends at the function): where torch glue may run."""
+    function the model and engine entries reach (its path ends at the function): where torch glue may run. ``cuts``,
+    when given, gets for each function or kernel a cut call names the if-test decided against it: why it is off."""
     out: dict[tuple[str, str], list[Reach]] = {}
     # one resolver for both phases: what an expression means rarely depends on the phase, and its memo is most of
     # the work; the if-test decisions are kept per phase
@@ -656,15 +677,19 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
         r.visited = set()
         r.env = env.with_phase(phases[0])
         _walk(r, startup, False, {}, True)
+        if cuts is not None:
+            cuts.clear()  # kept from the last round only, when the live classes have settled
         for phase in phases:
             r.env = env.with_phase(phase)
             best[phase], funcs[phase] = {}, {}
-            _walk(r, model, True, best[phase], True, funcs[phase])
-            _walk(r, engine, True, best[phase], False, funcs[phase])
+            _walk(r, model, True, best[phase], True, funcs[phase], cuts)
+            _walk(r, engine, True, best[phase], False, funcs[phase], cuts)
         ran = frozenset(r.visited)
         if len(r.live) == before and ran == r.ran:
             break
         r.ran = ran
+    if cuts is not None:
+        _behind_cuts(r, cuts)
     for phase in phases:
         for key, rc in best[phase].items():
             out.setdefault(key, []).append(rc)
@@ -674,8 +699,29 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
     return out
 
 
+def _behind_cuts(r: _Resolver, cuts: dict[tuple[str, str], str], limit: int = 5000) -> None:
+    """Give what only a cut call leads to the reason of that cut: the functions and kernels its callees reach that no
+    walk visited (``_step_a_q_kernel`` sits two calls behind ``is_kv_b_lora_active(self)``). Names only, nothing
+    made live, within ``limit`` functions."""
+    todo = deque(cuts.items())
+    while todo and limit > 0:
+        (mod, qual), why = todo.popleft()
+        limit -= 1
+        f = r.p.facts(mod)
+        fn = f["functions"].get(qual) if f else None
+        if fn is None:
+            continue
+        node = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
+        for callee, _tests, _loop, _line in fn["calls"]:
+            for t in r.callees(node, fn, callee):
+                key = (t[1], t[2])
+                if key not in cuts and key not in r.visited:
+                    cuts[key] = why
+                    todo.append((key, why))
+
+
 def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, str], Reach], loops: bool,
-          funcs: dict[tuple[str, str], Reach] | None = None) -> None:
+          funcs: dict[tuple[str, str], Reach] | None = None, cuts: dict[tuple[str, str], str] | None = None) -> None:
     """Cheapest paths first, where an edge costs its uncertainty in bits: one per if-test on it that the defaults
     leave undecided, and log2(n) for a call that may go to n functions. A kernel behind fewer bits is more surely
     on the default path. ``funcs`` gets each function visited, kept as kernels are: per layer first, then the
@@ -708,6 +754,11 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
         where = r.p.modules.get(node[1], node[1])
         for callee, tests, in_loop, line in fn["calls"]:
             if r.cut(node[1], tests, fn, klass=node[3]):
+                if count and cuts is not None:  # why what this call reaches is off the default path
+                    against = next(t for (t, taken), d in zip(tests, r.decisions(node[1], tests, fn, klass=node[3]))
+                                   if d is not None and d != taken)
+                    for t in r.callees(node, fn, callee):
+                        cuts.setdefault((t[1], t[2]), f"`{against}` is decided against it ({where}:{line})")
                 continue
             undecided = r.undecided(node[1], tests, fn, node[3])
             now, step = loop or (in_loop and loops), c + len(undecided)

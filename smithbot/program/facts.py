@@ -203,7 +203,7 @@ class _Visitor(ast.NodeVisitor):
         defaults = {a.arg: expr_text(d) for a, d in pairs if isinstance(d, (ast.Name, ast.Attribute)) and expr_text(d)}
         constants = {a.arg: ast.unparse(d) for a, d in pairs if isinstance(d, ast.Constant)}  # default="false"
         info = {"line": node.lineno, "class": ".".join(s[1] for s in self.scope) if cls is not None else None,
-                "decorators": decorators, "calls": [], "returns": [], "values": [], "constructs": [], "locals": params,
+                "decorators": decorators, "calls": [], "returns": [], "values": [], "forwards": [], "constructs": [], "locals": params,
                 "stores": [],
                 "flags": {},
                 "defaults": defaults, "constants": constants, "super_kwargs": {},
@@ -369,6 +369,16 @@ class _Visitor(ast.NodeVisitor):
                 self.fn["returns"].append([text, [list(t) for t in self.tests]])
         # the whole expression, for a predicate an if-test calls (return getattr(m.kv_b_proj, "set_lora", False))
         self.fn["values"].append([ast.unparse(node.value), [list(t) for t in self.tests]])
+        # a factory that hands its own parameter on (return super().get_builder(layer_type)): the call with that
+        # parameter named, so a caller's constant argument can be carried through it
+        v = node.value
+        params = set(self.fn.get("params", []))
+        if isinstance(v, ast.Call) and v.args and all(isinstance(a, ast.Name) and a.id in params or _const(a)
+                                                      for a in v.args) and not v.keywords \
+                and any(isinstance(a, ast.Name) and a.id in params for a in v.args):
+            inner = expr_text(v.func)
+            if inner:
+                self.fn["forwards"].append([self._abs(inner), [ast.unparse(a) for a in v.args]])
 
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 from smithbot import cache
 from smithbot.program.facts import file_facts
 
-FACTS_VERSION = "19"
+FACTS_VERSION = "20"
 # a class-level declaration of an environment variable with its default: `    SGLANG_X = EnvBool(False)`
 _ENV_DECL = re.compile(rb"^[ \t]+([A-Z][A-Z0-9_]+)\s*(?::[^=\n]+)?=\s*(Env\w*\(.*\))[ \t]*(?:#.*)?$", re.M)
 
@@ -44,6 +44,10 @@ class Program:
                 out = None
         self._facts[module] = out
         return out
+
+    def parsed(self) -> list[tuple[str, dict[str, Any]]]:
+        """The modules parsed so far, with their facts."""
+        return [(m, f) for m, f in self._facts.items() if f is not None]
 
     def env_declarations(self) -> dict[str, str]:
         """The environment variables an engine declares in a registry class, with the default its code gives each

@@ -91,11 +91,15 @@ def _branch_kind(branches: list[dict[str, str]], target: Target, env: Env, assig
 
 
 def link(idx: Indexed, target: Target, measured: dict[str, tuple[float, float]] | None = None,
-         reaches: Reaches | None = None, layers: dict[str, int] | None = None) -> list[KernelSite]:
+         reaches: Reaches | None = None, layers: dict[str, int] | None = None,
+         cuts: dict[tuple[str, str], str] | None = None) -> list[KernelSite]:
     """Every kernel with its launches, class and hotness. ``measured`` maps kernel names to (µs per step, share of
     the step's GPU time) from a profile and orders everything by share. ``reaches`` (from ``scan.reach``) ranks the
-    kernels on the presets' default paths first; ``layers`` gives each preset's layer count for the reasons."""
+    kernels on the presets' default paths first; ``layers`` gives each preset's layer count for the reasons;
+    ``cuts`` (module, function or kernel) -> the if-test decided against a call of it, the reason a kernel is never
+    run."""
     env = target.serving.environment()  # decides each launch's if-tests
+    by_path = {f["path"]: f["module"] for f in idx.facts}
     kernels: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     by_module = {f["module"]: f for f in idx.facts}
     for f in idx.facts:
@@ -126,9 +130,12 @@ def link(idx: Indexed, target: Target, measured: dict[str, tuple[float, float]] 
     sites = []
     for key, defs in kernels.items():
         for k in defs:
+            off = (cuts or {}).get(key) or next(
+                (why for la in launches.get(key, []) for why in [(cuts or {}).get((by_path.get(la.path, ""),
+                                                                                  la.wrapper))] if why), "")
             sites.append(_site(k, launches.get(key, []), wrapper_names.get(key, set()), called_from_kernels,
                                mentioned, by_module, target, measured or {},
-                               None if reaches is None else reaches.get(key, {}), layers or {}))
+                               None if reaches is None else reaches.get(key, {}), layers or {}, off))
     sites.sort(key=lambda s: (-(s.measured_share or 0.0), REACH_ORDER[s.reach], -s.hotness, s.path, s.line))
     return sites
 
@@ -156,8 +163,8 @@ def _resolve_launch(la: dict[str, Any], f: dict[str, Any], kernels: dict[tuple[s
 
 def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], called_from_kernels: set[str],
           mentioned: dict[str, list[str]], by_module: dict[str, dict[str, Any]], target: Target,
-          measured: dict[str, tuple[float, float]], reach: dict[str, list[Reach]] | None, layers: dict[str, int]
-          ) -> KernelSite:
+          measured: dict[str, tuple[float, float]], reach: dict[str, list[Reach]] | None, layers: dict[str, int],
+          off: str = "") -> KernelSite:
     facts = by_module[k["module"]]
     family = family_of(k["name"], k["path"])
     if family == "other" and reach:  # the code that calls it names what it is (TritonRouterNoauxTCImpl.forward)
@@ -200,7 +207,7 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
     elif not fallback:
         if reach is not None and launches:
             status = "never"
-            reasons.append("never: on no preset's default path")
+            reasons.append(f"never: {off}" if off else "never: on no preset's default path")
         elif any(la.cuda_branch for la in launches):
             score += 1.0
             reasons.append("CUDA branch +1")

@@ -25,7 +25,7 @@ _CODE = hashlib.sha1(b"".join(p.read_bytes() for p in sorted(
     (Path(__file__).resolve().parent.parent / "program").glob("*.py")))).digest()
 
 
-_VERSION = "3"  # what a cached result holds (2: the functions reached, too; 3: the undecided tests)
+_VERSION = "4"  # what a cached result holds (2: the functions reached; 3: the undecided tests; 4: the cuts)
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class PresetReach:
     kernels: dict[tuple[str, str], list[Reach]]  # (module, kernel name) -> one Reach per phase it runs in
     # (module, function qualname) -> one Reach per phase: every function on the default path (where glue runs)
     functions: dict[tuple[str, str], list[Reach]] = dataclasses.field(default_factory=dict)
+    # (module, function or kernel) -> the if-test the defaults decide against a call of it: why it is off the path
+    cuts: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
 
 
 def program_for(root: Path, idx: Indexed, cache_dir: Path | None) -> Program:
@@ -86,7 +88,8 @@ def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPr
 def _dump(r: PresetReach) -> dict:
     return {"preset": r.preset, "model_class": r.model_class,
             "kernels": [[m, n, [dataclasses.asdict(x) for x in rs]] for (m, n), rs in r.kernels.items()],
-            "functions": [[m, n, [dataclasses.asdict(x) for x in rs]] for (m, n), rs in r.functions.items()]}
+            "functions": [[m, n, [dataclasses.asdict(x) for x in rs]] for (m, n), rs in r.functions.items()],
+            "cuts": [[m, n, why] for (m, n), why in r.cuts.items()]}
 
 
 def _load(d: dict) -> PresetReach:
@@ -94,7 +97,8 @@ def _load(d: dict) -> PresetReach:
         return {(m, n): [Reach(x["phase"], x["per_layer"], tuple(x["path"]), x["undecided"], tuple(x["tests"]))
                          for x in rs]
                 for m, n, rs in rows}
-    return PresetReach(d["preset"], d["model_class"], table(d["kernels"]), table(d["functions"]))
+    return PresetReach(d["preset"], d["model_class"], table(d["kernels"]), table(d["functions"]),
+                       {(m, n): why for m, n, why in d["cuts"]})
 
 
 def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPreset], cache_dir: Path | None
@@ -123,7 +127,8 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
             model += [m for m in [method_of(program, *found, "forward")] if m]
             init += [m for m in [method_of(program, *found, "__init__")] if m]
         functions: dict[tuple[str, str], list[Reach]] = {}
+        cuts: dict[tuple[str, str], str] = {}
         kernels_reached = reach(program, kernels, env_for(target, p, program), model, engine, init,
-                                target.serving.other_platforms, functions=functions)
-        out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "", kernels_reached, functions))
+                                target.serving.other_platforms, functions=functions, cuts=cuts)
+        out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "", kernels_reached, functions, cuts))
     return out

@@ -11,6 +11,9 @@ def kernel(name: str) -> str:
     return f"\n\n@triton.jit\ndef {name}(x):\n    pass\n"
 
 
+MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel", "cache_kernel",
+               "router_kernel", "overlap_kernel", "trt_kernel", "env_default_kernel", "big_batch_kernel")
+
 FILES = {
     "eng/__init__.py": "",
     "eng/utils.py": "import torch\n\ndef is_hip():\n    return torch.version.hip is not None\n\n"
@@ -248,12 +251,106 @@ class ModelRunner:
         self.attn_backend.init_metadata(fb)
         return self.model(fb)
 ''',
+    "eng/environ.py": '''class EnvBool:
+    def __init__(self, default):
+        self.default = default
+
+
+class Envs:
+    ENG_FAST_ROUTER = EnvBool(True)
+    ENG_EXPERIMENTAL_CACHE = EnvBool(False)
+
+
+envs = Envs()
+
+
+def get_bool_env_var(name, default="false"):
+    return default == "true"
+''',
+    "eng/args.py": '''from dataclasses import dataclass
+
+
+@dataclass
+class ServerArgs:
+    enable_fancy_overlap: bool = False
+    chunk_size: int = 4096
+''',
+    "eng/kernels/mla.py": TRITON + "".join(kernel(k) for k in MLA_KERNELS) + "".join(
+        f"\n\ndef {k[:-7]}(x):\n    {k}[(1,)](x)\n" for k in MLA_KERNELS),
+    "eng/mla.py": '''import torch
+
+from eng.args import ServerArgs
+from eng.environ import envs, get_bool_env_var
+from eng.kernels import mla as k
+
+_EXPERIMENTAL_CACHE = envs.ENG_EXPERIMENTAL_CACHE.get()
+
+
+def is_lora_active(module):
+    # true only when a LoRA wrapper has set its flag on the projection
+    return getattr(module.proj, "set_lora", False)
+
+
+class Proj(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+class LoraProj(Proj):
+    def __init__(self):
+        super().__init__()
+        self.set_lora = True
+
+
+class QuantMethod:
+    def __init__(self, use_trt=True):
+        self.use_trt = use_trt
+
+    def apply(self, x):
+        if self.use_trt:
+            return k.trt(x)
+        return x
+
+
+class ForwardMixin:
+    def forward_absorb(self, x):
+        if self.use_bmm:  # set in the host class's __init__, not here
+            k.bmm_quant(x)
+        else:
+            k.plain_quant(x)
+        if is_lora_active(self):
+            k.lora_correction(x)
+        if _EXPERIMENTAL_CACHE:
+            k.cache(x)
+        if envs.ENG_FAST_ROUTER.get():
+            k.router(x)
+        if self.args.enable_fancy_overlap:
+            k.overlap(x)
+        if not get_bool_env_var("ENG_DISABLE_DEFAULT"):
+            k.env_default(x)
+        if x.numel() > 4096:
+            k.big_batch(x)
+        return self.method.apply(x)
+
+
+class MLAAttention(torch.nn.Module, ForwardMixin):
+    def __init__(self):
+        super().__init__()
+        self.use_bmm = False
+        self.proj = Proj()
+        self.args = ServerArgs()
+        self.method = QuantMethod(use_trt=False)
+
+    def forward(self, x):
+        return self.forward_absorb(x)
+''',
     "eng/models/__init__.py": "",
     "eng/models/llama.py": '''import torch
 
 from eng.forward_batch import ForwardBatch
 from eng.kernels.linear import linear
 from eng.layers import PlatformOp, RMSNorm, RocmRope, get_moe_cls
+from eng.mla import MLAAttention
 
 
 class Attention(torch.nn.Module):
@@ -269,8 +366,10 @@ class DecoderLayer(torch.nn.Module):
         self.mlp = get_moe_cls()()
         self.rope = RocmRope()
         self.op = PlatformOp()
+        self.mla = MLAAttention()
 
     def forward(self, x, fb):
+        x = self.mla(x)
         x = self.norm(x)
         x = self.rope.forward(x)
         x = self.op.forward(x)
@@ -319,6 +418,7 @@ serving:
   settings: {{attention_backend: fa3, moe_a2a_backend: none, device_type: cuda}}
   phases: {{is_decode: decode}}
   entries: ["eng.runner:ModelRunner.forward"]
+  arguments: ["eng.args:ServerArgs"]
 models: [llama3-8b, qwen3-8b]
 regimes: {{decode_batch: [1], prefill_tokens: [512]}}
 """

@@ -39,8 +39,9 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
     # a method attribute set in __init__: what a method no walk reaches (a compile step) assigns it does not count
     assert sites["op_cuda_kernel"].presets == ("llama3-8b",) and not sites["op_native_kernel"].presets
     launched = [s.name for s in api.scan(engine, model="llama3-8b").sites if s.role == "launched"]
-    on_path = {"rms_kernel", "moe_gemm_kernel", "decode_meta_kernel", "op_cuda_kernel"}
-    assert set(launched[:4]) == on_path, launched
+    on_path = {"rms_kernel", "moe_gemm_kernel", "decode_meta_kernel", "op_cuda_kernel", "plain_quant_kernel",
+               "router_kernel", "env_default_kernel"}  # the last three: eng/mla.py's default branches
+    assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
     assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
     assert "in code for other hardware (rocm) -6" in sites["rocm_rope_kernel"].reasons
@@ -95,3 +96,31 @@ def test_profile_runs_the_engines_benchmark(engine: str) -> None:
     (root / "bench.py").write_text("import sys\nsys.exit('no GPU here')\n")
     with pytest.raises(ConfigError, match="the profile command failed \\(exit 1\\): no GPU here"):
         api.profile(engine, model="llama3-8b")
+
+
+def test_values_the_engine_code_gives_decide_the_path(engine: str) -> None:
+    """What the serving YAML does not say is evaluated from the engine's own code (`eng/mla.py`): an attribute its
+    host class sets, read in a mixin; a predicate through its return expression; an env registry's declared default;
+    an env getter's own parameter default; the argument class's field defaults; a constructor's argument. Each kernel
+    off the path says which test is decided against it."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    for name in ("plain_quant_kernel", "router_kernel", "env_default_kernel"):
+        assert sites[name].reach == "default" and not sites[name].undecided, (name, sites[name].reasons)
+    for name, test in (("bmm_quant_kernel", "self.use_bmm"), ("lora_correction_kernel", "is_lora_active(self)"),
+                       ("cache_kernel", "_EXPERIMENTAL_CACHE"), ("overlap_kernel", "self.args.enable_fancy_overlap"),
+                       ("trt_kernel", "self.use_trt")):
+        s = sites[name]
+        assert s.reach == "never" and f"`{test}` is decided against it" in s.reasons[-1], (name, s.reasons)
+    ranked = [s.name for s in api.scan(engine, model="llama3-8b").sites]
+    assert max(ranked.index(n) for n in ("plain_quant_kernel", "router_kernel")) < ranked.index("bmm_quant_kernel")
+
+
+def test_an_undecided_test_makes_a_kernel_possible_and_is_listed(engine: str) -> None:
+    """A test on the call's own data (`x.numel() > 4096`) is left open: the kernel behind it is possible, ranks after
+    every default kernel, and names the test with its line."""
+    sites = api.scan(engine, model="llama3-8b").sites
+    big = next(s for s in sites if s.name == "big_batch_kernel")
+    assert big.reach == "possible" and big.undecided == ("x.numel() > 4096 (eng/mla.py:53)",), big.undecided
+    assert "1 undecided on the path -1: x.numel() > 4096 (eng/mla.py:53)" in big.reasons
+    order = [s.reach for s in sites]
+    assert order.index("possible") > max(i for i, r in enumerate(order) if r == "default")
