@@ -73,7 +73,10 @@ class _Resolver:
         self.other_platforms = set(other_platforms)
         self._foreign: dict[tuple[str, str], bool] = {}
         self.live: set[tuple[str, str]] = set()
-        self.setting_values = {str(v) for v in env.settings.values() if isinstance(v, (str, int, bool))}
+        # the values of the settings the target chose: what a registry's keys are matched against (the argument
+        # classes' hundreds of defaults would let every "auto" and "none" registration through)
+        self.setting_values = {str(v) for k, v in env.settings.items()
+                               if k in env.chosen and isinstance(v, (str, int, bool))}
         self._registered: dict[str, list[tuple[tuple[str, ...], Value]]] | None = None
         self._mro: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._memo: dict[tuple, list[Value]] = {}
@@ -84,6 +87,10 @@ class _Resolver:
         # a live class -> the functions seen constructing it (where its __init__ arguments come from)
         self.made_in: dict[tuple[str, str], set[Value]] = {}
         self._tracing = 0  # depth of constructor-argument tracing under way
+        self._owner_flags: dict[tuple[str, str] | None, dict[str, list[str]]] = {}  # per round
+        self._ctor_args: dict[tuple[tuple[str, str], str], str | None] = {}  # per round
+        self._ctor_index: dict[str, set[Value]] = {}  # class name -> functions constructing one, by module parsed
+        self._ctor_indexed: set[str] = set()
         # the functions the last round of walks visited (None in the first round), and those this round visits: an
         # attribute its class's __init__ sets keeps only the other assignments made in functions a walk reaches
         # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)
@@ -93,6 +100,7 @@ class _Resolver:
     def reset(self) -> None:
         """Forget what depends on the live classes (they grew)."""
         self._memo, self._sites, self._concrete, self._decided = {}, {}, {}, {}
+        self._owner_flags, self._ctor_args = {}, {}
 
     # --- symbols -----------------------------------------------------------------------------------------------
     def symbol(self, module: str, name: str, depth: int = 0) -> list[Value]:
@@ -348,7 +356,8 @@ class _Resolver:
                 self.p.registrations[key] = self._registered
             self._registered = self.p.registrations[key]
         norm = registry.replace("_", "").lower()
-        named = {str(v) for k, v in self.env.settings.items() if k.replace("_", "").lower() in norm}
+        named = {str(v) for k, v in self.env.settings.items() if k in self.env.chosen
+                 and k.replace("_", "").lower() in norm}
         allowed = named or self.setting_values
         return [v for args, v in self._registered.get(registry, []) if all(a in allowed for a in args)]
 
@@ -401,11 +410,7 @@ class _Resolver:
             if bound or key not in self._decided:
                 f = self.p.facts(mod)
                 assigns = f["assigns"] if f else {}
-                flags = dict(fn.get("flags", {})) if fn else {}
-                for m, q in (self.mro(*owner) if owner else [])[::-1]:
-                    c = self.cls(m, q)
-                    flags.update({f"self.{k}": self.traced(owner, (m, q), v)
-                                  for k, v in (c or {}).get("flags", {}).items()})
+                flags = {**(fn.get("flags", {}) if fn else {}), **self.owner_flags(owner)}
                 def look(name: str, fn: dict[str, Any] | None = fn, flags: dict = flags, assigns: dict = assigns
                          ) -> Any:
                     if name.endswith("(*defaults)"):  # a getter's own parameter defaults (evaluate's protocol)
@@ -421,6 +426,18 @@ class _Resolver:
                 self._decided[key] = value
             out.append(self._decided[key])
         return out
+
+    def owner_flags(self, owner: tuple[str, str] | None) -> dict[str, list[str]]:
+        """``self.x`` -> its sources, for an instance of ``owner``: what its class and bases assign, a subclass's
+        assignment over its base's, each traced to the constructor's arguments where it is one."""
+        if owner not in self._owner_flags:
+            flags: dict[str, list[str]] = {}
+            for m, q in (self.mro(*owner) if owner else [])[::-1]:
+                c = self.cls(m, q)
+                flags.update({f"self.{k}": self.traced(owner, (m, q), v)
+                              for k, v in (c or {}).get("flags", {}).items()})
+            self._owner_flags[owner] = flags
+        return self._owner_flags[owner]
 
     def traced(self, owner: tuple[str, str], declaring: tuple[str, str], sources: list[str]) -> list[str]:
         """A flag's sources, with a bare ``__init__`` parameter (``self.use_x = use_x``) replaced by the literal that
@@ -438,6 +455,13 @@ class _Resolver:
         return out
 
     def _constructor_arg(self, owner: tuple[str, str], params: list[str], param: str) -> str | None:
+        key = (owner, param)
+        if key not in self._ctor_args:
+            self._ctor_args[key] = None  # guards a cycle
+            self._ctor_args[key] = self._trace_arg(owner, params, param)
+        return self._ctor_args[key]
+
+    def _trace_arg(self, owner: tuple[str, str], params: list[str], param: str) -> str | None:
         values = set()
         self._tracing += 1
         try:
@@ -473,10 +497,15 @@ class _Resolver:
         """The functions of the modules parsed so far that construct a class of ``owner``'s name: where its
         arguments come from when the walk did not see it made (an instance a layer holds, built in an __init__ that
         only a type annotation led to)."""
-        name = owner[1].split(".")[-1]
-        return {("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
-                for mod, f in self.p.parsed() for qual, fn in f["functions"].items()
-                if any(c[0].split(".")[-1] == name for c in fn.get("constructs", []))}
+        for mod, f in self.p.parsed():
+            if mod in self._ctor_indexed:
+                continue
+            self._ctor_indexed.add(mod)
+            for qual, fn in f["functions"].items():
+                for c in fn.get("constructs", []):
+                    site = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
+                    self._ctor_index.setdefault(c[0].split(".")[-1], set()).add(site)
+        return self._ctor_index.get(owner[1].split(".")[-1], set())
 
     def predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
                   depth: int = 0) -> str | None:

@@ -23,6 +23,7 @@ target's ``serving`` section (``smithbot.config.Serving``):
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import re
 from typing import Any, Callable
@@ -59,17 +60,23 @@ class Env:
         self.names, self.settings, self.env, self.phases, self.phase = names, settings, env, phases, phase
         self.phase_settings = phase_settings or {}
         self.declared = declared or {}  # env variable -> the source of its default in the engine's registry
+        self.chosen = frozenset(settings)  # the settings the target declares (not the argument classes' defaults)
+
+    def _copy(self, **changes: Any) -> Env:
+        out = copy.copy(self)
+        out.__dict__.update(changes)
+        return out
 
     def with_phase(self, phase: str | None) -> Env:
-        return Env(self.names, self.settings, self.env, self.phases, phase, self.phase_settings, self.declared)
+        return self._copy(phase=phase)
 
     def with_declared(self, declared: dict[str, str]) -> Env:
-        return Env(self.names, self.settings, self.env, self.phases, self.phase, self.phase_settings, declared)
+        return self._copy(declared=declared)
 
     def with_defaults(self, defaults: dict[str, Any]) -> Env:
-        """These settings over ``defaults`` (the engine's documented argument defaults)."""
-        return Env(self.names, {**defaults, **self.settings}, self.env, self.phases, self.phase, self.phase_settings,
-                   self.declared)
+        """These settings over ``defaults`` (the engine's documented argument defaults); ``chosen`` stays the
+        target's own."""
+        return self._copy(settings={**defaults, **self.settings})
 
     def lookup(self, name: str) -> Any:
         """The declared value of a bare name, or _MISSING. A value declared for one phase holds in that phase and is

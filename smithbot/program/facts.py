@@ -101,6 +101,9 @@ def annotation_text(node: ast.expr | None) -> str | None:
 def _inline(value: ast.expr, local_flags: dict[str, list[str]]) -> str:
     """A flag's source with the assigning function's own flags written in (they mean nothing elsewhere)."""
 
+    if not any(isinstance(n, ast.Name) and local_flags.get(n.id) for n in ast.walk(value)):
+        return ast.unparse(value)  # nothing of the function's own to write in
+
     class Inline(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.AST:
             srcs = local_flags.get(node.id) or []

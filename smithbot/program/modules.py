@@ -26,6 +26,7 @@ class Program:
         # setting values -> table name -> (decorator keys, function) registered into it (see _Resolver.registered)
         self.registrations: dict[frozenset[str], dict[str, list[tuple[tuple[str, ...], tuple]]]] = {}
         self._env: dict[str, str] | None = None
+        self._fields: dict[tuple[str, str], dict[str, Any]] = {}
 
     def facts(self, module: str) -> dict[str, Any] | None:
         if module in self._facts:
@@ -75,6 +76,8 @@ class Program:
         """The literal defaults a class declares for its fields (``page_size: int = 1``, ``x: A[bool, "..."] =
         False``, ``field(default=8)``): an engine's documented arguments. Fields without one, or defaulting to None
         (resolved later by the engine's own logic), are left out."""
+        if (module, cls) in self._fields:
+            return self._fields[(module, cls)]
         rel = self.modules.get(module)
         try:
             tree = ast.parse(self.texts[rel]) if rel else None
@@ -96,6 +99,7 @@ class Program:
                     continue
                 if literal is not None and isinstance(literal, (bool, int, float, str)):
                     out[stmt.target.id] = literal
+        self._fields[(module, cls)] = out
         return out
 
     def split(self, dotted: str) -> tuple[str, str] | None:
