@@ -79,6 +79,12 @@ class Program:
         if (module, cls) in self._fields:
             return self._fields[(module, cls)]
         rel = self.modules.get(module)
+        key = hashlib.sha256(f"{FACTS_VERSION}|fields|{module}|{cls}|".encode() + self.texts.get(rel or "", b""))
+        path = self.cache_dir / "fields" / f"{key.hexdigest()}.json" if self.cache_dir else None
+        hit = cache.load(path)
+        if isinstance(hit, dict):
+            self._fields[(module, cls)] = hit
+            return hit
         try:
             tree = ast.parse(self.texts[rel]) if rel else None
         except (SyntaxError, ValueError):
@@ -100,6 +106,7 @@ class Program:
                 if literal is not None and isinstance(literal, (bool, int, float, str)):
                     out[stmt.target.id] = literal
         self._fields[(module, cls)] = out
+        cache.store(path, out)
         return out
 
     def split(self, dotted: str) -> tuple[str, str] | None:
