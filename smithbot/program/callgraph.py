@@ -30,16 +30,13 @@ reached inside a loop of the model's code (per layer) and its least uncertain pa
 
 from __future__ import annotations
 
-import ast
-import heapq
-from collections import deque
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from smithbot.program.evaluate import Env, Unknown, evaluate, value_of
+from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.modules import Program
+from smithbot.program.values import EngineValues
 
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
 # an abstract value: ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual)
@@ -63,7 +60,7 @@ class Reach:
         return not self.tests
 
 
-class _Resolver:
+class _Resolver(EngineValues):
     """Abstract values of expressions. A function value carries the concrete class its ``self`` is bound to, so that
     ``self.x`` inside an inherited method reads the subclass's attributes and ``self.m()`` finds its overrides."""
 
@@ -427,159 +424,6 @@ class _Resolver:
             out.append(self._decided[key])
         return out
 
-    def owner_flags(self, owner: tuple[str, str] | None) -> dict[str, list[str]]:
-        """``self.x`` -> its sources, for an instance of ``owner``: what its class and bases assign, a subclass's
-        assignment over its base's, each traced to the constructor's arguments where it is one."""
-        if owner not in self._owner_flags:
-            flags: dict[str, list[str]] = {}
-            for m, q in (self.mro(*owner) if owner else [])[::-1]:
-                c = self.cls(m, q)
-                flags.update({f"self.{k}": self.traced(owner, (m, q), v)
-                              for k, v in (c or {}).get("flags", {}).items()})
-            self._owner_flags[owner] = flags
-        return self._owner_flags[owner]
-
-    def traced(self, owner: tuple[str, str], declaring: tuple[str, str], sources: list[str]) -> list[str]:
-        """A flag's sources, with a bare ``__init__`` parameter (``self.use_x = use_x``) replaced by the literal that
-        every construction of ``owner`` seen on the walk passes for it, when they agree and the defaults decide it."""
-        f = self.p.facts(declaring[0])
-        init = (f or {}).get("functions", {}).get(f"{declaring[1]}.__init__")
-        params = (init or {}).get("params", [])[1:]
-        if not init or not any(src in params for src in sources) or self._tracing > 2:
-            return sources
-        out = []
-        for src in sources:
-            out.append(self._constructor_arg(owner, params, src) if src in params else None)
-            if out[-1] is None:
-                out[-1] = src
-        return out
-
-    def _constructor_arg(self, owner: tuple[str, str], params: list[str], param: str) -> str | None:
-        key = (owner, param)
-        if key not in self._ctor_args:
-            self._ctor_args[key] = None  # guards a cycle
-            self._ctor_args[key] = self._trace_arg(owner, params, param)
-        return self._ctor_args[key]
-
-    def _trace_arg(self, owner: tuple[str, str], params: list[str], param: str) -> str | None:
-        values = set()
-        self._tracing += 1
-        try:
-            for site in self.made_in.get(owner) or self._construction_sites(owner):
-                f = self.p.facts(site[1])
-                fn = (f or {}).get("functions", {}).get(site[2])
-                if fn is None:
-                    return None
-                calls = [c for c in fn.get("constructs", []) if ("class", *owner) in
-                         self.expr(site[1], fn.get("class"), site[3], fn, c[0])]
-                if not calls:
-                    return None
-                for _, args, kwargs in calls:
-                    i = params.index(param)
-                    src = kwargs.get(param, args[i] if i < len(args) else None)
-                    if src is None:
-                        src = fn_default(self.p, owner, param)
-                    if src is None:
-                        return None
-                    site_flags = dict(fn.get("flags", {}))
-                    for m, q in (self.mro(*site[3]) if site[3] else [])[::-1]:
-                        site_flags.update({f"self.{k}": v for k, v in (self.cls(m, q) or {}).get("flags", {}).items()})
-                    assigns = (f or {}).get("assigns", {})
-                    v = value_of(src, self.env, lambda n: site_flags.get(n, assigns.get(n)))
-                    if v is Unknown or not isinstance(v, (bool, int, float, str, type(None))):
-                        return None
-                    values.add(repr(v))
-        finally:
-            self._tracing -= 1
-        return values.pop() if len(values) == 1 else None
-
-    def _construction_sites(self, owner: tuple[str, str]) -> set[Value]:
-        """The functions of the modules parsed so far that construct a class of ``owner``'s name: where its
-        arguments come from when the walk did not see it made (an instance a layer holds, built in an __init__ that
-        only a type annotation led to)."""
-        for mod, f in self.p.parsed():
-            if mod in self._ctor_indexed:
-                continue
-            self._ctor_indexed.add(mod)
-            for qual, fn in f["functions"].items():
-                for c in fn.get("constructs", []):
-                    site = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
-                    self._ctor_index.setdefault(c[0].split(".")[-1], set()).add(site)
-        return self._ctor_index.get(owner[1].split(".")[-1], set())
-
-    def predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
-                  depth: int = 0) -> str | None:
-        """What the call ``call`` (a source, in ``fn`` of ``mod``, ``self`` bound to ``klass``) returns, as a constant's
-        source, when the one function it names returns a value the serving defaults decide: its return expressions
-        with the parameters bound to the call's arguments and evaluated here (``getattr(attn.kv_b_proj,
-        "set_lora", False)`` is its default when no class that ``attn.kv_b_proj`` may hold assigns ``set_lora``).
-        None when it cannot say. Within a depth limit, as the walk itself."""
-        node = _parse_expr(call)
-        if depth > 3 or not isinstance(node, ast.Call) or node.keywords or \
-                any(isinstance(a, ast.Starred) for a in node.args):
-            return None
-        callee = ast.unparse(node.func)
-        cls = (fn or {}).get("class")
-        funcs = [v for v in self.expr(mod, cls, klass, fn, callee) if v[0] == "func"]
-        if len(funcs) != 1:
-            return None
-        f = self.p.facts(funcs[0][1])
-        target = (f or {}).get("functions", {}).get(funcs[0][2])
-        if target is None or not target.get("values"):
-            return None
-        params = target.get("params", [])
-        if target.get("class") and params:
-            params = params[1:]  # a method: self is its receiver, not an argument
-        args = dict(zip(params, (ast.unparse(a) for a in node.args)))
-        values = []
-        for text, tests in target["values"]:
-            if tests:
-                return None  # a return under an if-test: not evaluated (yet)
-            ret = _parse_expr(text)
-            if ret is None:
-                return None
-            bound_ret = _Substitute(args).visit(ret)
-            value = self._getattr_default(mod, cls, klass, fn, bound_ret)
-            if value is None:
-                look = lambda name: self.predicate(mod, fn, klass, name, depth + 1) if name.endswith(")") \
-                    else None  # noqa: E731
-                decided = evaluate(ast.unparse(bound_ret), self.env, look)
-                value = None if decided is None else repr(decided)
-            if value is None:
-                return None
-            values.append(value)
-        return values[0] if len(set(values)) == 1 else None
-
-    def _getattr_default(self, mod: str, cls: str | None, klass: tuple[str, str] | None, fn: dict[str, Any] | None,
-                         node: ast.AST) -> str | None:
-        """``getattr(obj, "name", default)`` -> the default's source, when every class ``obj`` may hold is known and
-        none of them (nor their bases) assigns ``self.name``."""
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-                and len(node.args) == 3 and isinstance(node.args[1], ast.Constant)):
-            return None
-        vals = self.expr(mod, cls, klass, fn, ast.unparse(node.args[0]))
-        if not vals or any(v[0] != "inst" for v in vals):
-            return None
-        name = node.args[1].value
-        for v in vals:
-            for m, q in self.mro(v[1], v[2]):
-                c = self.cls(m, q) or {}
-                if name in c.get("flags", {}) or name in c.get("attrs", {}) or name in c.get("assigned", ()):
-                    return None
-        return ast.unparse(node.args[2])
-
-    def param_defaults(self, mod: str, fn: dict[str, Any] | None, callee: str) -> list[str | None] | None:
-        """The default sources of the parameters of the one function ``callee`` names in ``mod``, in order."""
-        funcs = [v for v in self.expr(mod, (fn or {}).get("class"), None, fn, callee) if v[0] == "func"]
-        if len(funcs) != 1:
-            return None
-        f = self.p.facts(funcs[0][1])
-        target = (f or {}).get("functions", {}).get(funcs[0][2])
-        if target is None:
-            return None
-        given = {**target.get("defaults", {}), **target.get("constants", {})}
-        return [given.get(p) for p in target.get("params", [])]
-
     def callees(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
         """The functions and kernels a call names, without making anything live (a cut call's, for its reason)."""
         vals = self.expr(node[1], fn["class"], node[3], fn, callee.removesuffix("[]"))
@@ -598,32 +442,6 @@ class _Resolver:
             vals = self.expr(mod, cls, bound, fn, callee[:-2])
             return [v for v in vals if v[0] == "kernel"] + self.targets([v for v in vals if v[0] == "registry"])
         return self.targets(self.expr(mod, cls, bound, fn, callee))
-
-
-def fn_default(program: Program, owner: tuple[str, str], param: str) -> str | None:
-    """The literal default of a class's ``__init__`` parameter (``use_x=False``), through its bases."""
-    f = program.facts(owner[0])
-    init = (f or {}).get("functions", {}).get(f"{owner[1]}.__init__")
-    return (init or {}).get("constants", {}).get(param)
-
-
-class _Substitute(ast.NodeTransformer):
-    """Parameter names replaced by the caller's argument sources."""
-
-    def __init__(self, args: dict[str, str]) -> None:
-        self.args = args
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        src = self.args.get(node.id)
-        found = _parse_expr(src) if src else None
-        return found if found is not None else node
-
-
-def _parse_expr(src: str) -> ast.expr | None:
-    try:
-        return ast.parse(src, mode="eval").body
-    except SyntaxError:
-        return None
 
 
 def method_of(program: Program, mod: str, cls: str, name: str) -> Value | None:
@@ -676,146 +494,3 @@ def _bind(fn: dict[str, Any], args: str, method: bool) -> dict[str, str]:
 
 def _qual(v: Value) -> str:
     return v[2] if v[0] in ("func", "kernel") else str(v)
-
-
-def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list[Value], engine: list[Value],
-          startup: list[Value], other_platforms: tuple[str, ...] = (),
-          phases: tuple[str, ...] = ("decode", "prefill"),
-          functions: dict[tuple[str, str], list[Reach]] | None = None,
-          cuts: dict[tuple[str, str], str] | None = None) -> dict[tuple[str, str], list[Reach]]:
-    """Every kernel reached from the ``model`` entries (its forward: a loop there runs per layer) and the ``engine``
-    entries (per-step code: its loops are not layers), per phase, with the best path: per layer first, then the
-    fewest undecided branches.
-
-    ``startup`` functions (the entry classes' constructors, the engine's set-up) run once and make classes live;
-    kernels reached only from them are not counted. ``functions``, when given, is filled the same way with every
-    function the model and engine entries reach (its path ends at the function): where torch glue may run. ``cuts``,
-    when given, gets for each function or kernel a cut call names the if-test decided against it: why it is off."""
-    out: dict[tuple[str, str], list[Reach]] = {}
-    # one resolver for both phases: what an expression means rarely depends on the phase, and its memo is most of
-    # the work; the if-test decisions are kept per phase
-    r = _Resolver(program, kernels, env.with_phase(phases[0]), other_platforms)
-    for v in model + engine + startup:
-        if v[0] == "func" and v[3]:
-            r.live.add(v[3])
-    best: dict[str, dict[tuple[str, str], Reach]] = {}
-    funcs: dict[str, dict[tuple[str, str], Reach]] = {}
-    for _ in range(4):  # until the live classes and the functions visited stop changing
-        before = len(r.live)
-        r.reset()
-        r.visited = set()
-        r.env = env.with_phase(phases[0])
-        _walk(r, startup, False, {}, True)
-        if cuts is not None:
-            cuts.clear()  # kept from the last round only, when the live classes have settled
-        for phase in phases:
-            r.env = env.with_phase(phase)
-            best[phase], funcs[phase] = {}, {}
-            _walk(r, model, True, best[phase], True, funcs[phase], cuts)
-            _walk(r, engine, True, best[phase], False, funcs[phase], cuts)
-        ran = frozenset(r.visited)
-        if len(r.live) == before and ran == r.ran:
-            break
-        r.ran = ran
-    if cuts is not None:
-        _behind_cuts(r, cuts)
-    for phase in phases:
-        for key, rc in best[phase].items():
-            out.setdefault(key, []).append(rc)
-        if functions is not None:
-            for key, rc in funcs[phase].items():
-                functions.setdefault(key, []).append(rc)
-    return out
-
-
-def _behind_cuts(r: _Resolver, cuts: dict[tuple[str, str], str], limit: int = 5000) -> None:
-    """Give what only a cut call leads to the reason of that cut: the functions and kernels its callees reach that no
-    walk visited (``_step_a_q_kernel`` sits two calls behind ``is_kv_b_lora_active(self)``). Names only, nothing
-    made live, within ``limit`` functions."""
-    todo = deque(cuts.items())
-    while todo and limit > 0:
-        (mod, qual), why = todo.popleft()
-        limit -= 1
-        f = r.p.facts(mod)
-        fn = f["functions"].get(qual) if f else None
-        if fn is None:
-            continue
-        node = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
-        for callee, _tests, _loop, _line in fn["calls"]:
-            for t in r.callees(node, fn, callee):
-                key = (t[1], t[2])
-                if key not in cuts and key not in r.visited:
-                    cuts[key] = why
-                    todo.append((key, why))
-
-
-def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, str], Reach], loops: bool,
-          funcs: dict[tuple[str, str], Reach] | None = None, cuts: dict[tuple[str, str], str] | None = None) -> None:
-    """Cheapest paths first, where an edge costs its uncertainty in bits: one per if-test on it that the defaults
-    leave undecided, and log2(n) for a call that may go to n functions. A kernel behind fewer bits is more surely
-    on the default path. ``funcs`` gets each function visited, kept as kernels are: per layer first, then the
-    fewest bits."""
-    cost: dict[tuple[Value, bool], float] = {}
-    parent: dict[tuple[Value, bool], tuple[Value, bool] | None] = {}
-    open_tests: dict[tuple[Value, bool], tuple[str, ...]] = {}  # the undecided tests on the cheapest path there
-    heap: list[tuple[float, int, Value, bool]] = []
-    tick = 0
-    for s in starts:
-        cost[(s, False)] = 0
-        parent[(s, False)] = None
-        heap.append((0, tick := tick + 1, s, False))
-    heapq.heapify(heap)
-    while heap:
-        c, _, node, loop = heapq.heappop(heap)
-        if c > cost.get((node, loop), c):
-            continue
-        f = r.p.facts(node[1])
-        fn = f["functions"].get(node[2]) if f else None
-        if fn is None:
-            continue
-        r.visited.add((node[1], node[2]))
-        if funcs is not None:
-            old = funcs.get((node[1], node[2]))
-            if old is None or (loop, -c) > (old.per_layer, -old.undecided):
-                funcs[(node[1], node[2])] = Reach(r.env.phase or "", loop, _path(parent, (node, loop)), c,
-                                                  open_tests.get((node, loop), ()))
-        r.at = node
-        where = r.p.modules.get(node[1], node[1])
-        for callee, tests, in_loop, line in fn["calls"]:
-            if r.cut(node[1], tests, fn, klass=node[3]):
-                if count and cuts is not None:  # why what this call reaches is off the default path
-                    against = next(t for (t, taken), d in zip(tests, r.decisions(node[1], tests, fn, klass=node[3]))
-                                   if d is not None and d != taken)
-                    for t in r.callees(node, fn, callee):
-                        cuts.setdefault((t[1], t[2]), f"`{against}` is decided against it ({where}:{line})")
-                continue
-            undecided = r.undecided(node[1], tests, fn, node[3])
-            now, step = loop or (in_loop and loops), c + len(undecided)
-            here = open_tests.get((node, loop), ()) + tuple(f"{t} ({where}:{line})" for t in undecided)
-            found = [t for t in r.site(node, fn, callee) if not r.foreign(t)]
-            # a call that may go to n places: each is one of n alternatives, as an undecided test is one of 2
-            step += math.log2(len(found)) if len(found) > 1 else 0.0
-            if len(found) > 1:  # an undecided dispatch, as an undecided test
-                here += (f"{callee.removesuffix('[]')}() may call any of {len(found)} ({where}:{line})",)
-            for t in found:
-                if t[0] == "kernel":
-                    if count:
-                        old = best.get((t[1], t[2]))
-                        if old is None or (now, -step) > (old.per_layer, -old.undecided):
-                            best[(t[1], t[2])] = Reach(r.env.phase or "", now, _path(parent, (node, loop)) + (t[2],),
-                                                       step, here)
-                    continue
-                if step < cost.get((t, now), 1 << 30):
-                    cost[(t, now)] = step
-                    parent[(t, now)] = (node, loop)
-                    open_tests[(t, now)] = here
-                    heapq.heappush(heap, (step, tick := tick + 1, t, now))
-
-
-def _path(parent: dict, at: tuple[Value, bool]) -> tuple[str, ...]:
-    out = []
-    cur: tuple[Value, bool] | None = at
-    while cur is not None and len(out) < 64:
-        out.append(_qual(cur[0]))
-        cur = parent.get(cur)
-    return tuple(reversed(out))

@@ -171,40 +171,47 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
             return _Member(node.attr)
         return _MISSING
     if isinstance(node, ast.Call):
-        args = node.args
-        if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str) \
-                and args[0].value in env.env:
-            return env.env[args[0].value]  # get_bool_env_var("SGLANG_X"), os.environ.get("X")
-        func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in ("get", "value") and isinstance(func.value, ast.Attribute):
-            name = func.value.attr
-            if name in env.env:
-                return env.env[name]  # envs.SGLANG_X.get()
-            if name in env.declared:
-                inner = _parse(env.declared[name])
-                return Unknown if inner is None else _value(inner, env, assigns, depth + 1)
-        getter = _env_getter(node, env, assigns, depth)
-        if getter is not _MISSING:
-            return getter
-        if isinstance(func, (ast.Name, ast.Attribute)):
-            name = func.id if isinstance(func, ast.Name) else func.attr
-            v = env.lookup(name)
-            if v is not _MISSING:
-                return v
-            if name.startswith("get_") and name[4:] in env.settings:
-                return env.settings[name[4:]]  # get_moe_a2a_backend() reads the setting moe_a2a_backend
-            # backend.is_triton(): a predicate named after a setting's value
-            if name.startswith("is_") and isinstance(func, ast.Attribute):
-                owner = _value(func.value, env, assigns, depth + 1)
-                if isinstance(owner, str):
-                    return owner.lower() == name[3:]
-        # a predicate the engine defines (is_kv_b_lora_active(self)): ``assigns`` of the call's source gives the
-        # source of what it returns for these arguments, when the caller can say
-        src = assigns(ast.unparse(node))
-        if isinstance(src, str):
-            inner = _parse(src)
+        return _call_value(node, env, assigns, depth)
+    return Unknown
+
+
+def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
+    """A call's value: an env variable (set by the user, the registry's default or the getter's), a declared name or
+    setting (``is_hip()``, ``get_moe_a2a_backend()``), a predicate named after a setting's value, or what the caller
+    says a predicate returns."""
+    args = node.args
+    if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str) \
+            and args[0].value in env.env:
+        return env.env[args[0].value]  # get_bool_env_var("SGLANG_X"), os.environ.get("X")
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in ("get", "value") and isinstance(func.value, ast.Attribute):
+        name = func.value.attr
+        if name in env.env:
+            return env.env[name]  # envs.SGLANG_X.get()
+        if name in env.declared:
+            inner = _parse(env.declared[name])
             return Unknown if inner is None else _value(inner, env, assigns, depth + 1)
-        return Unknown
+    getter = _env_getter(node, env, assigns, depth)
+    if getter is not _MISSING:
+        return getter
+    if isinstance(func, (ast.Name, ast.Attribute)):
+        name = func.id if isinstance(func, ast.Name) else func.attr
+        v = env.lookup(name)
+        if v is not _MISSING:
+            return v
+        if name.startswith("get_") and name[4:] in env.settings:
+            return env.settings[name[4:]]  # get_moe_a2a_backend() reads the setting moe_a2a_backend
+        # backend.is_triton(): a predicate named after a setting's value
+        if name.startswith("is_") and isinstance(func, ast.Attribute):
+            owner = _value(func.value, env, assigns, depth + 1)
+            if isinstance(owner, str):
+                return owner.lower() == name[3:]
+    # a predicate the engine defines (is_kv_b_lora_active(self)): ``assigns`` of the call's source gives the
+    # source of what it returns for these arguments, when the caller can say
+    src = assigns(ast.unparse(node))
+    if isinstance(src, str):
+        inner = _parse(src)
+        return Unknown if inner is None else _value(inner, env, assigns, depth + 1)
     return Unknown
 
 
@@ -215,7 +222,7 @@ _TRUE = ("true", "1", "yes", "on")
 def _env_getter(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
     """An environment getter's value when the user sets nothing: the default the engine's code gives (see the
     module's docstring), _MISSING when ``node`` is no such getter, Unknown when no default is found."""
-    callee = _dotted(node.func)
+    callee = ast.unparse(node.func) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
     if not (node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
             and _ENV_NAME.match(node.args[0].value) and callee and "env" in callee.lower()):
         return _MISSING
@@ -235,16 +242,6 @@ def _env_getter(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
     if isinstance(value, str) and "int" in callee.lower() and value.strip().lstrip("-").isdigit():
         return int(value)
     return value
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return ".".join([node.id, *reversed(parts)])
-    return None
 
 
 def _assigned(src: str | list[str] | None, name: str, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:

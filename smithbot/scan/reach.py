@@ -1,5 +1,5 @@
 """Which kernels the target's default serving path reaches, per model preset: the call graph of
-``smithbot.program.callgraph`` run from each preset's model class and the target's per-step engine entries, under the
+``smithbot.program.walk`` run from each preset's model class and the target's per-step engine entries, under the
 target's declared serving defaults (``serving:`` in the target YAML)."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 
 from smithbot import cache
 from smithbot.config import ConfigError, ModelPreset, Target
-from smithbot.program.callgraph import Reach, method_of, reach
+from smithbot.program.callgraph import Reach, method_of
+from smithbot.program.walk import reach
 from smithbot.program.modules import FACTS_VERSION, Program
 from smithbot.program.evaluate import Env
 from smithbot.scan.index import Indexed, matches

@@ -1,0 +1,155 @@
+"""The walk of the call graph: from the entries down to Triton kernel launches, per phase, each kernel with its
+cheapest path (per layer first, then the fewest undecided tests and dispatches), and why what is off the path is off.
+Expressions are resolved by ``callgraph._Resolver``; see ``callgraph``'s docstring for how calls are followed."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from smithbot.program.callgraph import Reach, Value, _qual, _Resolver
+from smithbot.program.evaluate import Env
+from smithbot.program.modules import Program
+
+
+def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list[Value], engine: list[Value],
+          startup: list[Value], other_platforms: tuple[str, ...] = (),
+          phases: tuple[str, ...] = ("decode", "prefill"),
+          functions: dict[tuple[str, str], list[Reach]] | None = None,
+          cuts: dict[tuple[str, str], str] | None = None) -> dict[tuple[str, str], list[Reach]]:
+    """Every kernel reached from the ``model`` entries (its forward: a loop there runs per layer) and the ``engine``
+    entries (per-step code: its loops are not layers), per phase, with the best path: per layer first, then the
+    fewest undecided branches.
+
+    ``startup`` functions (the entry classes' constructors, the engine's set-up) run once and make classes live;
+    kernels reached only from them are not counted. ``functions``, when given, is filled the same way with every
+    function the model and engine entries reach (its path ends at the function): where torch glue may run. ``cuts``,
+    when given, gets for each function or kernel a cut call names the if-test decided against it: why it is off."""
+    out: dict[tuple[str, str], list[Reach]] = {}
+    # one resolver for both phases: what an expression means rarely depends on the phase, and its memo is most of
+    # the work; the if-test decisions are kept per phase
+    r = _Resolver(program, kernels, env.with_phase(phases[0]), other_platforms)
+    for v in model + engine + startup:
+        if v[0] == "func" and v[3]:
+            r.live.add(v[3])
+    best: dict[str, dict[tuple[str, str], Reach]] = {}
+    funcs: dict[str, dict[tuple[str, str], Reach]] = {}
+    for _ in range(4):  # until the live classes and the functions visited stop changing
+        before = len(r.live)
+        r.reset()
+        r.visited = set()
+        r.env = env.with_phase(phases[0])
+        _walk(r, startup, False, {}, True)
+        if cuts is not None:
+            cuts.clear()  # kept from the last round only, when the live classes have settled
+        for phase in phases:
+            r.env = env.with_phase(phase)
+            best[phase], funcs[phase] = {}, {}
+            _walk(r, model, True, best[phase], True, funcs[phase], cuts)
+            _walk(r, engine, True, best[phase], False, funcs[phase], cuts)
+        ran = frozenset(r.visited)
+        if len(r.live) == before and ran == r.ran:
+            break
+        r.ran = ran
+    if cuts is not None:
+        _behind_cuts(r, cuts)
+    for phase in phases:
+        for key, rc in best[phase].items():
+            out.setdefault(key, []).append(rc)
+        if functions is not None:
+            for key, rc in funcs[phase].items():
+                functions.setdefault(key, []).append(rc)
+    return out
+
+
+def _behind_cuts(r: _Resolver, cuts: dict[tuple[str, str], str], limit: int = 5000) -> None:
+    """Give what only a cut call leads to the reason of that cut: the functions and kernels its callees reach that no
+    walk visited (``_step_a_q_kernel`` sits two calls behind ``is_kv_b_lora_active(self)``). Names only, nothing
+    made live, within ``limit`` functions."""
+    todo = deque(cuts.items())
+    while todo and limit > 0:
+        (mod, qual), why = todo.popleft()
+        limit -= 1
+        f = r.p.facts(mod)
+        fn = f["functions"].get(qual) if f else None
+        if fn is None:
+            continue
+        node = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
+        for callee, _tests, _loop, _line in fn["calls"]:
+            for t in r.callees(node, fn, callee):
+                key = (t[1], t[2])
+                if key not in cuts and key not in r.visited:
+                    cuts[key] = why
+                    todo.append((key, why))
+
+
+def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, str], Reach], loops: bool,
+          funcs: dict[tuple[str, str], Reach] | None = None, cuts: dict[tuple[str, str], str] | None = None) -> None:
+    """Cheapest paths first, where an edge costs its uncertainty in bits: one per if-test on it that the defaults
+    leave undecided, and log2(n) for a call that may go to n functions. A kernel behind fewer bits is more surely
+    on the default path. ``funcs`` gets each function visited, kept as kernels are: per layer first, then the
+    fewest bits."""
+    cost: dict[tuple[Value, bool], float] = {}
+    parent: dict[tuple[Value, bool], tuple[Value, bool] | None] = {}
+    open_tests: dict[tuple[Value, bool], tuple[str, ...]] = {}  # the undecided tests on the cheapest path there
+    heap: list[tuple[float, int, Value, bool]] = []
+    tick = 0
+    for s in starts:
+        cost[(s, False)] = 0
+        parent[(s, False)] = None
+        heap.append((0, tick := tick + 1, s, False))
+    heapq.heapify(heap)
+    while heap:
+        c, _, node, loop = heapq.heappop(heap)
+        if c > cost.get((node, loop), c):
+            continue
+        f = r.p.facts(node[1])
+        fn = f["functions"].get(node[2]) if f else None
+        if fn is None:
+            continue
+        r.visited.add((node[1], node[2]))
+        if funcs is not None:
+            old = funcs.get((node[1], node[2]))
+            if old is None or (loop, -c) > (old.per_layer, -old.undecided):
+                funcs[(node[1], node[2])] = Reach(r.env.phase or "", loop, _path(parent, (node, loop)), c,
+                                                  open_tests.get((node, loop), ()))
+        r.at = node
+        where = r.p.modules.get(node[1], node[1])
+        for callee, tests, in_loop, line in fn["calls"]:
+            if r.cut(node[1], tests, fn, klass=node[3]):
+                if count and cuts is not None:  # why what this call reaches is off the default path
+                    against = next(t for (t, taken), d in zip(tests, r.decisions(node[1], tests, fn, klass=node[3]))
+                                   if d is not None and d != taken)
+                    for t in r.callees(node, fn, callee):
+                        cuts.setdefault((t[1], t[2]), f"`{against}` is decided against it ({where}:{line})")
+                continue
+            undecided = r.undecided(node[1], tests, fn, node[3])
+            now, step = loop or (in_loop and loops), c + len(undecided)
+            here = open_tests.get((node, loop), ()) + tuple(f"{t} ({where}:{line})" for t in undecided)
+            found = [t for t in r.site(node, fn, callee) if not r.foreign(t)]
+            # a call that may go to n places: each is one of n alternatives, as an undecided test is one of 2
+            step += math.log2(len(found)) if len(found) > 1 else 0.0
+            if len(found) > 1:  # an undecided dispatch, as an undecided test
+                here += (f"{callee.removesuffix('[]')}() may call any of {len(found)} ({where}:{line})",)
+            for t in found:
+                if t[0] == "kernel":
+                    if count:
+                        old = best.get((t[1], t[2]))
+                        if old is None or (now, -step) > (old.per_layer, -old.undecided):
+                            best[(t[1], t[2])] = Reach(r.env.phase or "", now, _path(parent, (node, loop)) + (t[2],),
+                                                       step, here)
+                    continue
+                if step < cost.get((t, now), 1 << 30):
+                    cost[(t, now)] = step
+                    parent[(t, now)] = (node, loop)
+                    open_tests[(t, now)] = here
+                    heapq.heappush(heap, (step, tick := tick + 1, t, now))
+
+
+def _path(parent: dict, at: tuple[Value, bool]) -> tuple[str, ...]:
+    out = []
+    cur: tuple[Value, bool] | None = at
+    while cur is not None and len(out) < 64:
+        out.append(_qual(cur[0]))
+        cur = parent.get(cur)
+    return tuple(reversed(out))
