@@ -21,6 +21,7 @@ FILES = {
     "eng/kernels/__init__.py": "from .norm import rms_norm\n",
     "eng/kernels/norm.py": TRITON + kernel("rms_kernel") + "\n\ndef rms_norm(x):\n    rms_kernel[(1,)](x)\n",
     "eng/kernels/linear.py": TRITON + kernel("linear_kernel") + "\n\ndef linear(x):\n    linear_kernel[(1,)](x)\n",
+    "eng/kernels/softmax.py": TRITON + kernel("softmax_kernel") + "\n\ndef softmax(x):\n    softmax_kernel[(1,)](x)\n",
     "eng/kernels/moe.py": TRITON + kernel("moe_gemm_kernel") + kernel("deepep_kernel") + kernel("hip_moe_kernel")
     + "\n\ndef fused_moe(x):\n    moe_gemm_kernel[(1,)](x)\n\n\ndef deepep_moe(x):\n    deepep_kernel[(1,)](x)\n",
     "eng/kernels/meta.py": TRITON + kernel("decode_meta_kernel") + kernel("triton_decode_kernel")
@@ -33,11 +34,13 @@ FILES = {
 
 from eng.kernels import rms_norm
 from eng.kernels.linear import linear
+from eng.kernels.softmax import softmax
 
 
 class OpType(Enum):
     RMSNorm = 1
     Linear = 2
+    Softmax = 3
 
 
 class NormImpl:
@@ -62,13 +65,33 @@ class LinearBuilder:
         return LinearImpl()
 
 
-class CudaBackend:
+class SoftmaxImpl:
+    def forward(self, x):
+        return softmax(x)
+
+
+class SoftmaxBuilder:
     @staticmethod
-    def get_builder(op):
+    def build():
+        return SoftmaxImpl()
+
+
+class DefaultBackend:
+    @classmethod
+    def get_builder(cls, op):
+        if op == OpType.Linear:
+            return LinearBuilder
+        elif op == OpType.Softmax:
+            return SoftmaxBuilder
+
+
+class CudaBackend(DefaultBackend):
+    @classmethod
+    def get_builder(cls, op):
         if op == OpType.RMSNorm:
             return NormBuilder
-        elif op == OpType.Linear:
-            return LinearBuilder
+        # every other op falls back to the default backend's: the op travels through the factory's own parameter
+        return super().get_builder(op)
 
 
 def get_backend():
@@ -97,8 +120,22 @@ class RMSNorm(torch.nn.Module):
         return self.impl.forward(x)
 
 
-class FusedMoE(torch.nn.Module):
+class Softmax(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.impl = get_backend().get_builder(OpType.Softmax).build()
+
     def forward(self, x):
+        return self.impl.forward(x)
+
+
+class FusedMoE(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.router = Softmax()
+
+    def forward(self, x):
+        x = self.router(x)
         if _is_hip:
             probs = torch.softmax(x, dim=-1)
             ids = probs.argmax(dim=-1)

@@ -39,8 +39,8 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
     # a method attribute set in __init__: what a method no walk reaches (a compile step) assigns it does not count
     assert sites["op_cuda_kernel"].presets == ("llama3-8b",) and not sites["op_native_kernel"].presets
     launched = [s.name for s in api.scan(engine, model="llama3-8b").sites if s.role == "launched"]
-    on_path = {"rms_kernel", "moe_gemm_kernel", "decode_meta_kernel", "op_cuda_kernel", "plain_quant_kernel",
-               "router_kernel", "env_default_kernel"}  # the last three: eng/mla.py's default branches
+    on_path = {"rms_kernel", "moe_gemm_kernel", "decode_meta_kernel", "op_cuda_kernel", "softmax_kernel",
+               "plain_quant_kernel", "router_kernel", "env_default_kernel"}  # the last three: eng/mla.py's defaults
     assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
     assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
@@ -124,3 +124,12 @@ def test_an_undecided_test_makes_a_kernel_possible_and_is_listed(engine: str) ->
     assert "1 undecided on the path -1: x.numel() > 4096 (eng/mla.py:53)" in big.reasons
     order = [s.reach for s in sites]
     assert order.index("possible") > max(i for i, r in enumerate(order) if r == "default")
+
+
+def test_a_factory_hands_the_callers_constant_on(engine: str) -> None:
+    """`CudaBackend.get_builder(op)` falls back to `super().get_builder(op)`: the Softmax layer's `OpType.Softmax`
+    travels through the factory's own parameter, so the default backend's Linear builder is not a candidate (as
+    lmdeploy's `super().get_layer_impl_builder(layer_type)`)."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert sites["softmax_kernel"].reach == "default" and not sites["softmax_kernel"].undecided
+    assert sites["linear_kernel"].reach == "never"
