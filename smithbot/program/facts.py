@@ -124,6 +124,11 @@ _FLAG_VALUES = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Constant, ast.Name, as
 _EMPTY_DICTS = ("{}", "dict()", "defaultdict(list)", "collections.defaultdict(list)")
 
 
+def _leaves(body: list[ast.stmt]) -> bool:
+    """Whether a block always leaves its function: it ends in ``return`` or ``raise``."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
 def _literal_strings(call: ast.Call) -> list[str]:
     return [a.value for a in list(call.args) + [k.value for k in call.keywords]
             if isinstance(a, ast.Constant) and isinstance(a.value, str)]
@@ -155,9 +160,19 @@ class _Visitor(ast.NodeVisitor):
         self.visit(node.test)
         for taken, stmts in ((True, node.body), (False, node.orelse)):
             self.tests.append([test, taken])
-            for s in stmts:
-                self.visit(s)
+            self.block(stmts)
             self.tests.pop()
+
+    def block(self, stmts: list[ast.stmt]) -> None:
+        """A block's statements in order. After ``if T: ... return`` (a body that always leaves, with no else), the
+        rest of the block runs only where T is false: it is under that test, as an else branch would be."""
+        pushed = 0
+        for s in stmts:
+            self.visit(s)
+            if isinstance(s, ast.If) and not s.orelse and _leaves(s.body):
+                self.tests.append([ast.unparse(s.test), False])
+                pushed += 1
+        del self.tests[len(self.tests) - pushed:]
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
         test = ast.unparse(node.test)
@@ -216,8 +231,7 @@ class _Visitor(ast.NodeVisitor):
         saved = (self.fn, self.tests, self.loops)
         self.fn, self.tests, self.loops = info, [], 0
         self.scope.append(("def", node.name))
-        for s in node.body:
-            self.visit(s)
+        self.block(node.body)
         self.scope.pop()
         self.fn, self.tests, self.loops = saved
         del info["_imports"]

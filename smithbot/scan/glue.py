@@ -30,7 +30,7 @@ from smithbot.program.modules import Program
 from smithbot.scan.parse import _dotted
 from smithbot.scan.rank import short_path
 
-GLUE_VERSION = "3"
+GLUE_VERSION = "4"
 MIN_LAUNCHES = 3
 
 # torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
@@ -237,6 +237,8 @@ class _Function:
                     test = ast.unparse(s.test)
                     self.block(s.body, tests + ((test, True),), loop)
                     self.block(s.orelse, tests + ((test, False),), loop)
+                    if not s.orelse and s.body and isinstance(s.body[-1], (ast.Return, ast.Raise)):
+                        tests = tests + ((test, False),)  # an early return: the rest runs where the test is false
                     continue
                 inner = loop or isinstance(s, (ast.For, ast.AsyncFor, ast.While))
                 for name in ("body", "orelse", "finalbody"):

@@ -12,7 +12,8 @@ def kernel(name: str) -> str:
 
 
 MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel", "cache_kernel",
-               "router_kernel", "overlap_kernel", "trt_kernel", "env_default_kernel", "big_batch_kernel")
+               "router_kernel", "overlap_kernel", "trt_kernel", "env_default_kernel", "big_batch_kernel",
+               "early_exit_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -367,13 +368,21 @@ class ForwardMixin:
             k.env_default(x)
         if x.numel() > 4096:
             k.big_batch(x)
+        self.maybe_extra(x)
         return self.method.apply(x)
+
+    def maybe_extra(self, x):
+        if not self.use_extra:
+            return x  # an early return: what follows runs only where the test is false
+        k.early_exit(x)
+        return x
 
 
 class MLAAttention(torch.nn.Module, ForwardMixin):
     def __init__(self):
         super().__init__()
         self.use_bmm = False
+        self.use_extra = False
         self.proj = Proj()
         self.args = ServerArgs()
         self.method = QuantMethod(use_trt=False)

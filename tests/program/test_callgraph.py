@@ -101,14 +101,14 @@ def test_profile_runs_the_engines_benchmark(engine: str) -> None:
 def test_values_the_engine_code_gives_decide_the_path(engine: str) -> None:
     """What the serving YAML does not say is evaluated from the engine's own code (`eng/mla.py`): an attribute its
     host class sets, read in a mixin; a predicate through its return expression; an env registry's declared default;
-    an env getter's own parameter default; the argument class's field defaults; a constructor's argument. Each kernel
-    off the path says which test is decided against it."""
+    an env getter's own parameter default; the argument class's field defaults; a constructor's argument; an early
+    return. Each kernel off the path says which test is decided against it."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
     for name in ("plain_quant_kernel", "router_kernel", "env_default_kernel"):
         assert sites[name].reach == "default" and not sites[name].undecided, (name, sites[name].reasons)
     for name, test in (("bmm_quant_kernel", "self.use_bmm"), ("lora_correction_kernel", "is_lora_active(self)"),
                        ("cache_kernel", "_EXPERIMENTAL_CACHE"), ("overlap_kernel", "self.args.enable_fancy_overlap"),
-                       ("trt_kernel", "self.use_trt")):
+                       ("trt_kernel", "self.use_trt"), ("early_exit_kernel", "not self.use_extra")):
         s = sites[name]
         assert s.reach == "never" and f"`{test}` is decided against it" in s.reasons[-1], (name, s.reasons)
     ranked = [s.name for s in api.scan(engine, model="llama3-8b").sites]

@@ -139,3 +139,19 @@ def launch(A: torch.Tensor, bias: torch.Tensor, scale: torch.Tensor, out: torch.
                                                        b"    n = A.shape[0] * 2\n")
     runs = file_glue(real)["launch"]
     assert runs[0]["ops"] == ["softmax", "*", ".sum"]
+
+
+def test_glue_after_an_early_return_is_under_its_test() -> None:
+    from smithbot.scan.glue import file_glue
+
+    src = b'''import torch
+
+def step(x: torch.Tensor, local: bool):
+    if not local:
+        return x
+    y = torch.cumsum(x, 0)
+    z = y * 2
+    return z.sum()
+'''
+    [run] = file_glue(src)["step"]
+    assert run["ops"] == ["cumsum", "*", ".sum"] and run["tests"] == [["not local", False]]
