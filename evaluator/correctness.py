@@ -145,22 +145,24 @@ def check_case(task: Task, base_fn: Callable[..., Any], cand_fn: Callable[..., A
         extra = sorted(ops_c - ops_b - ALLOWED_ATEN)
         if extra:
             return Failure("torch_compute", f"{where}: torch ops the baseline does not run: {', '.join(extra)}")
-        smuggled = state_left(a_cand, a_base)
-        if smuggled:
-            return Failure("state_smuggling", f"{where}: {smuggled}")
-        aliased = _aliases(out_c, a_cand) - _aliases(out_b, a_base)
-        if aliased:
-            out_path, in_path = sorted(aliased)[0]
-            return Failure("aliased_output", f"{where}: {out_path} shares memory with input {in_path!r}, where the "
-                                             "baseline's does not (a caller that writes one changes the other)")
         written = written_by(a_base, args)
         m = _compare_effects(out_c, a_cand, out_b, a_base, written)
         if m is not None:
             return Failure("mismatch", f"{where}: {m}")
+        given = set(tensor_leaves(args))  # what the call was handed, not what it stored on it
+        aliased = {(o, i) for o, i in _aliases(out_c, a_cand) - _aliases(out_b, a_base) if i in given}
+        if aliased:
+            out_path, in_path = sorted(aliased)[0]
+            return Failure("aliased_output", f"{where}: {out_path} shares memory with input {in_path!r}, where the "
+                                             "baseline's does not (a caller that writes one changes the other)")
         cand_leaves = tensor_leaves(a_cand)
         for k, v in tensor_leaves(args).items():
             if k not in written and not bit_equal(cand_leaves[k], v):
                 return Failure("modified_input", f"{where}: the candidate modified input {k!r}, the baseline does not")
+        # what is right and still left behind on the inputs (an attribute, a list grown) is state between calls
+        smuggled = state_left(a_cand, a_base)
+        if smuggled:
+            return Failure("state_smuggling", f"{where}: {smuggled}")
         out_c2, _, launches2 = call(cand_fn, a_cand2, device, seed=seed)
         if launches2 < 1:
             return Failure("no_launch", f"{where}: the candidate's second call launched no Triton kernel")
