@@ -84,6 +84,7 @@ class _Resolver(EngineValues):
         # a live class -> the functions seen constructing it (where its __init__ arguments come from)
         self.made_in: dict[tuple[str, str], set[Value]] = {}
         self._tracing = 0  # depth of constructor-argument tracing under way
+        self._filtering = 0  # instance attributes' assignments being filtered by their if-tests (owner_flags)
         self._owner_flags: dict[tuple[str, str] | None, dict[str, list[str]]] = {}  # per round
         self._ctor_args: dict[tuple[tuple[str, str], str], str | None] = {}  # per round
         self._ctor_index: dict[str, set[Value]] = {}  # class name -> functions constructing one, by module parsed
@@ -405,19 +406,26 @@ class _Resolver(EngineValues):
         for test, _ in tests:
             key = (mod, id(fn), test, self.env.phase, owner)
             if bound or key not in self._decided:
-                f = self.p.facts(mod)
-                assigns = f["assigns"] if f else {}
                 flags = {**(fn.get("flags", {}) if fn else {}), **self.owner_flags(owner)}
-                def look(name: str, fn: dict[str, Any] | None = fn, flags: dict = flags, assigns: dict = assigns
-                         ) -> Any:
+
+                def look(name: str, fn: dict[str, Any] | None = fn, flags: dict = flags) -> Any:
                     if name.endswith("(*defaults)"):  # a getter's own parameter defaults (evaluate's protocol)
                         return self.param_defaults(mod, fn, name[:-len("(*defaults)")])
                     if name.endswith(")"):  # a predicate's call: what it returns here
-                        return self.predicate(mod, fn, owner, name)
-                    return (bound or {}).get(name, flags.get(name, assigns.get(name)))
+                        return self.predicate(mod, fn, owner, name, outer=look)
+                    if bound and name in bound:
+                        return bound[name]
+                    if name in flags:
+                        return flags[name]
+                    if "." in name and not (name.startswith("self.") and name.count(".") == 1):
+                        return self.object_flag(mod, fn, owner, name)
+                    if fn is not None and owner and name in fn.get("params", ())[1:] \
+                            and self.method(*owner, "__init__")[:1] == [("func", mod, f"{fn['class']}.__init__", owner)]:
+                        return self._constructor_arg(owner, fn["params"][1:], name)  # what the constructions pass
+                    return self.module_value(mod, name)
 
                 value = evaluate(test, self.env, look)
-                if bound:
+                if bound or self._filtering:
                     out.append(value)
                     continue
                 self._decided[key] = value

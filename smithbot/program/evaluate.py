@@ -162,6 +162,13 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
             found = _assigned(assigns(f"self.{node.attr}"), f"self.{node.attr}", env, assigns, depth)
             if found is not _MISSING:
                 return found
+        elif isinstance(node.value, (ast.Name, ast.Attribute)):
+            # a constant flag of another object (self.batch.warm, forward_batch.ready): what its class assigns
+            dotted = ast.unparse(node)
+            if "(" not in dotted:
+                found = _assigned(assigns(dotted), dotted, env, assigns, depth)
+                if found is not _MISSING:
+                    return found
         # an enum member (``Backend.TRITON``, ``OpType.RMSNorm``): equal to a member of the same name, or to a
         # string setting of that name in lower case
         head = node.value

@@ -144,6 +144,7 @@ class _Visitor(ast.NodeVisitor):
         self.tests: list[list[Any]] = []
         self.loops = 0
         self.fn: dict[str, Any] | None = None
+        self.rebound: dict[str, list[str]] = {}  # a module-level name -> the functions that assign it (global x)
 
     def _qual(self, name: str) -> str:
         return ".".join([s[1] for s in self.scope] + [name])
@@ -235,10 +236,15 @@ class _Visitor(ast.NodeVisitor):
         self.scope.pop()
         self.fn, self.tests, self.loops = saved
         del info["_imports"]
+        info.pop("_globals", None)
         if self.fn is not None:
             self.fn["stores"].extend(info["stores"])  # a decorator factory registers through its inner function
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Global(self, node: ast.Global) -> None:
+        if self.fn is not None:
+            self.fn.setdefault("_globals", set()).update(node.names)
 
     # --- imports inside a function: a name imported in one branch means that branch's module ------------------
     def visit_Import(self, node: ast.Import) -> None:
@@ -278,7 +284,12 @@ class _Visitor(ast.NodeVisitor):
                     self.assigns[name] = src
                 elif cls is not None and src in _EMPTY_DICTS:
                     cls["registries"].append(name)
+                if cls is not None and self.scope[-1][0] == "class" and name not in cls["assigned"]:
+                    cls["assigned"].append(name)  # a class attribute: what hasattr and getattr find
             return
+        for t in node.targets:
+            if isinstance(t, ast.Name) and t.id in self.fn.get("_globals", ()):
+                self.rebound.setdefault(t.id, []).append(self._qual("")[:-1])  # global x; x = ...
         for t in node.targets:
             if isinstance(t, ast.Subscript) and expr_text(t.value):
                 self.fn["stores"].append(expr_text(t.value))  # REGISTRY[key] = fn: a registration
@@ -305,11 +316,12 @@ class _Visitor(ast.NodeVisitor):
         t0 = node.targets[0] if len(node.targets) == 1 else None
         if cls is not None and isinstance(t0, ast.Attribute) and isinstance(t0.value, ast.Name) \
                 and t0.value.id == "self" and isinstance(node.value, _FLAG_VALUES):
-            # self.use_x = n_group == 1: a flag if-tests read as self.use_x; assigned once only, else unknown
-            src = _inline(node.value, self.fn["flags"])
-            cls["flags"].setdefault(t0.attr, [])
-            if src not in cls["flags"][t0.attr]:
-                cls["flags"][t0.attr].append(src)
+            # self.use_x = n_group == 1: a flag if-tests read as self.use_x, with the method that assigns it and the
+            # if-tests it is assigned under (the call graph keeps the assignments its walk can make)
+            entry = [_inline(node.value, self.fn["flags"]), self._qual("")[:-1], [list(x) for x in self.tests]]
+            into = cls["flags"].setdefault(t0.attr, [])
+            if entry not in into:
+                into.append(entry)
         made = self._made(node.value)
         if not made:
             return
@@ -429,4 +441,4 @@ def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:
     v.visit(tree)
     return {"path": relpath, "module": modname,
             "imports": collect_imports(tree, modname, relpath.endswith("__init__.py")),
-            "assigns": v.assigns, "classes": v.classes, "functions": v.functions}
+            "assigns": v.assigns, "rebound": v.rebound, "classes": v.classes, "functions": v.functions}

@@ -7,7 +7,7 @@ resolver: it uses its ``expr``, ``mro``, ``cls`` and ``decisions``."""
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, Callable
 
 from smithbot.program.evaluate import Unknown, evaluate, value_of
 from smithbot.program.modules import Program
@@ -21,7 +21,10 @@ class EngineValues:
     p: Program
     env: Any
     made_in: dict[tuple[str, str], set[Value]]
+    targets: Any
     _tracing: int
+    _filtering: int
+    ran: frozenset[tuple[str, str]] | None
     _owner_flags: dict[tuple[str, str] | None, dict[str, list[str]]]
     _ctor_args: dict[tuple[tuple[str, str], str], str | None]
     _ctor_index: dict[str, set[Value]]
@@ -31,13 +34,49 @@ class EngineValues:
         """``self.x`` -> its sources, for an instance of ``owner``: what its class and bases assign, a subclass's
         assignment over its base's, each traced to the constructor's arguments where it is one."""
         if owner not in self._owner_flags:
-            flags: dict[str, list[str]] = {}
-            for m, q in (self.mro(*owner) if owner else [])[::-1]:
-                c = self.cls(m, q)
-                flags.update({f"self.{k}": self.traced(owner, (m, q), v)
-                              for k, v in (c or {}).get("flags", {}).items()})
-            self._owner_flags[owner] = flags
+            classes = [(m, q, (self.cls(m, q) or {}).get("flags", {})) for m, q in
+                       (self.mro(*owner) if owner else [])[::-1]]
+            # while the assignments' own if-tests are evaluated, every assignment counts (a decision made then is
+            # one that all of them agree on, so it holds after; it is not kept, see ``decisions``)
+            self._owner_flags[owner] = {f"self.{k}": [e[0] for e in v] for _, _, flags in classes
+                                        for k, v in flags.items()}
+            self._filtering += 1
+            try:
+                out: dict[str, list[str]] = {}
+                for m, q, flags in classes:
+                    for k, entries in flags.items():
+                        kept = self._made_here(owner, m, entries)
+                        if kept:
+                            out[f"self.{k}"] = self.traced(owner, (m, q), kept)
+            finally:
+                self._filtering -= 1
+            self._owner_flags[owner] = out
         return self._owner_flags[owner]
+
+    def _made_here(self, owner: tuple[str, str] | None, mod: str, entries: list[list[Any]]) -> list[str]:
+        """The sources an attribute may hold, from its assignments (``[source, method, if-tests]``) that the
+        serving defaults let happen: none under an if-test decided against it, and, once a walk has run, none
+        outside ``__init__`` in a method the walk did not reach (``self._aiter_runner = MoeRunner(...)`` under
+        ``if use_aiter``, or a flag only a capture helper sets). In ``__init__`` an assignment that surely runs
+        replaces the ones before it (``self.fused_func = None``, then ``= pool.get(...)`` under ``if not lora``)."""
+        f = self.p.facts(mod)
+        made: list[str] = []  # what __init__ leaves, in its order: an assignment that surely runs replaces the last
+        later: list[str] = []
+        for src, where, tests in entries:
+            fn = (f or {}).get("functions", {}).get(where)
+            in_init = not where or where.endswith("__init__")
+            if self.ran is not None and not in_init and (mod, where) not in self.ran:
+                continue
+            held = self.decisions(mod, tests, fn, klass=owner) if tests else []
+            if any(h is not None and h != taken for h, (_, taken) in zip(held, tests)):
+                continue
+            if not in_init:
+                later.append(src)
+            elif all(h is not None for h in held):
+                made = [src]
+            else:
+                made.append(src)
+        return made + later
 
     def traced(self, owner: tuple[str, str], declaring: tuple[str, str], sources: list[str]) -> list[str]:
         """A flag's sources, with a bare ``__init__`` parameter (``self.use_x = use_x``) replaced by the literal that
@@ -83,7 +122,8 @@ class EngineValues:
                         return None
                     site_flags = dict(fn.get("flags", {}))
                     for m, q in (self.mro(*site[3]) if site[3] else [])[::-1]:
-                        site_flags.update({f"self.{k}": v for k, v in (self.cls(m, q) or {}).get("flags", {}).items()})
+                        site_flags.update({f"self.{k}": [e[0] for e in v]
+                                           for k, v in (self.cls(m, q) or {}).get("flags", {}).items()})
                     assigns = (f or {}).get("assigns", {})
                     v = value_of(src, self.env, lambda n: site_flags.get(n, assigns.get(n)))
                     if v is Unknown or not isinstance(v, (bool, int, float, str, type(None))):
@@ -108,19 +148,29 @@ class EngineValues:
         return self._ctor_index.get(owner[1].split(".")[-1], set())
 
     def predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
-                  depth: int = 0) -> str | None:
+                  depth: int = 0, outer: Callable[[str], Any] | None = None) -> str | None:
         """What the call ``call`` (a source, in ``fn`` of ``mod``, ``self`` bound to ``klass``) returns, as a constant's
-        source, when the one function it names returns a value the serving defaults decide: its return expressions
-        with the parameters bound to the call's arguments and evaluated here (``getattr(attn.kv_b_proj,
-        "set_lora", False)`` is its default when no class that ``attn.kv_b_proj`` may hold assigns ``set_lora``).
-        None when it cannot say. Within a depth limit, as the walk itself."""
+        source, when the serving defaults decide it; None when they do not. ``hasattr(obj, "name")`` and
+        ``getattr(obj, "name", default)`` are answered from the classes ``obj`` may hold. Otherwise the one
+        function the call names is evaluated: its parameters bound to the call's arguments (and ``self`` to the
+        receiver, ``forward_batch.needs_init()``), its returns taken in order, each under its if-tests (early
+        returns included): the first whose tests hold gives the value, one whose tests are undecided decides
+        nothing. A name the function's module defines reads that module's assignment, unless a function the walk
+        ran rebinds it (``global``); any other name is the caller's (``outer``, its lookup). Within a depth limit,
+        as the walk itself."""
         node = _parse_expr(call)
         if depth > 3 or not isinstance(node, ast.Call) or node.keywords or \
                 any(isinstance(a, ast.Starred) for a in node.args):
             return None
-        callee = ast.unparse(node.func)
         cls = (fn or {}).get("class")
-        funcs = [v for v in self.expr(mod, cls, klass, fn, callee) if v[0] == "func"]
+        found = self._attribute_test(mod, cls, klass, fn, node)
+        if found is not None:
+            return found
+        callee = ast.unparse(node.func)
+        vals = self.expr(mod, cls, klass, fn, callee)
+        if any(v[0] not in ("func", "method") for v in vals):
+            return None
+        funcs = [v for v in self.targets(vals) if v[0] == "func"]
         if len(funcs) != 1:
             return None
         f = self.p.facts(funcs[0][1])
@@ -128,45 +178,92 @@ class EngineValues:
         if target is None or not target.get("values"):
             return None
         params = target.get("params", [])
+        args = {}
         if target.get("class") and params:
-            params = params[1:]  # a method: self is its receiver, not an argument
-        args = dict(zip(params, (ast.unparse(a) for a in node.args)))
-        values = []
+            if isinstance(node.func, ast.Attribute) and not any(d == "staticmethod" for d, _ in target["decorators"]):
+                args[params[0]] = ast.unparse(node.func.value)  # self is the receiver
+            params = params[1:]
+        args.update(zip(params, (ast.unparse(a) for a in node.args)))
+        if any(p not in args and p not in target.get("constants", {}) for p in params):
+            return None  # a parameter left to its default, unknown here
+        args.update({p: v for p, v in target.get("constants", {}).items() if p not in args})
+        theirs = funcs[0][1]
+
+        def look(name: str) -> Any:
+            if name.endswith(")"):
+                return self.predicate(mod, fn, klass, name, depth + 1, outer)
+            if name in (self.p.facts(theirs) or {}).get("assigns", {}):
+                return self.module_value(theirs, name)
+            return outer(name) if outer else None
+
+        def decide(src: str) -> bool | None:
+            bound = _parse_expr(src)
+            return None if bound is None else evaluate(ast.unparse(_Substitute(args).visit(bound)), self.env, look)
+
         for text, tests in target["values"]:
-            if tests:
-                return None  # a return under an if-test: not evaluated (yet)
+            held = [decide(t) for t, _ in tests]
+            if any(h is not None and h != taken for h, (_, taken) in zip(held, tests)):
+                continue  # a return the defaults rule out
+            if any(h is None for h in held):
+                return None
             ret = _parse_expr(text)
             if ret is None:
                 return None
             bound_ret = _Substitute(args).visit(ret)
-            value = self._getattr_default(mod, cls, klass, fn, bound_ret)
+            value = self._attribute_test(mod, cls, klass, fn, bound_ret)
             if value is None:
-                look = lambda name: self.predicate(mod, fn, klass, name, depth + 1) if name.endswith(")") \
-                    else None  # noqa: E731
-                decided = evaluate(ast.unparse(bound_ret), self.env, look)
-                value = None if decided is None else repr(decided)
-            if value is None:
-                return None
-            values.append(value)
-        return values[0] if len(set(values)) == 1 else None
+                decided = value_of(ast.unparse(bound_ret), self.env, look)
+                value = None if decided is Unknown or not isinstance(decided, (bool, int, float, str, type(None))) \
+                    else repr(decided)
+            return value
+        return None
 
-    def _getattr_default(self, mod: str, cls: str | None, klass: tuple[str, str] | None, fn: dict[str, Any] | None,
-                         node: ast.AST) -> str | None:
-        """``getattr(obj, "name", default)`` -> the default's source, when every class ``obj`` may hold is known and
-        none of them (nor their bases) assigns ``self.name``."""
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-                and len(node.args) == 3 and isinstance(node.args[1], ast.Constant)):
+    def object_flag(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, dotted: str
+                    ) -> list[str] | None:
+        """The constant sources of ``obj.attr`` (``self.batch.warm``) when every class ``obj`` may hold is known:
+        what their assignments (``owner_flags``) leave, if each is a literal. None otherwise."""
+        head, _, attr = dotted.rpartition(".")
+        vals = self.expr(mod, (fn or {}).get("class"), klass, fn, head)
+        if not vals or any(v[0] != "inst" for v in vals):
+            return None
+        out: list[str] = []
+        for v in vals:
+            srcs = self.owner_flags((v[1], v[2])).get(f"self.{attr}")
+            if not srcs or not all(_literal(s) for s in srcs):
+                return None
+            out += srcs
+        return out
+
+    def module_value(self, mod: str, name: str) -> str | None:
+        """The source a module-level name is assigned, unless a function rebinds it (``global``) and the walk may
+        run that function (every one, before the first walk has)."""
+        f = self.p.facts(mod) or {}
+        rebound = f.get("rebound", {}).get(name, [])
+        if rebound and (self.ran is None or any((mod, q) in self.ran for q in rebound)):
+            return None
+        return f.get("assigns", {}).get(name)
+
+    def _attribute_test(self, mod: str, cls: str | None, klass: tuple[str, str] | None, fn: dict[str, Any] | None,
+                        node: ast.AST) -> str | None:
+        """``hasattr(obj, "name")`` -> "True" or "False", and ``getattr(obj, "name", default)`` -> the default's
+        source, when every class ``obj`` may hold is known and all of them (hasattr: or none) define ``name``: a
+        method, a class attribute or an attribute their methods set, through their bases. None otherwise."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                and len(node.args) == (3 if node.func.id == "getattr" else 2)
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
             return None
         vals = self.expr(mod, cls, klass, fn, ast.unparse(node.args[0]))
         if not vals or any(v[0] != "inst" for v in vals):
             return None
         name = node.args[1].value
+        has = set()
         for v in vals:
-            for m, q in self.mro(v[1], v[2]):
-                c = self.cls(m, q) or {}
-                if name in c.get("flags", {}) or name in c.get("attrs", {}) or name in c.get("assigned", ()):
-                    return None
-        return ast.unparse(node.args[2])
+            has.add(any(name in c.get("flags", {}) or name in c.get("attrs", {}) or name in c.get("assigned", ())
+                        or f"{q}.{name}" in (self.p.facts(m) or {}).get("functions", {})
+                        for m, q in self.mro(v[1], v[2]) for c in [self.cls(m, q) or {}]))
+        if node.func.id == "hasattr":
+            return repr(has.pop()) if len(has) == 1 else None
+        return ast.unparse(node.args[2]) if has == {False} else None
 
     def param_defaults(self, mod: str, fn: dict[str, Any] | None, callee: str) -> list[str | None] | None:
         """The default sources of the parameters of the one function ``callee`` names in ``mod``, in order."""
@@ -198,6 +295,14 @@ class _Substitute(ast.NodeTransformer):
         src = self.args.get(node.id)
         found = _parse_expr(src) if src else None
         return found if found is not None else node
+
+
+def _literal(src: str) -> bool:
+    try:
+        ast.literal_eval(src)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _parse_expr(src: str) -> ast.expr | None:

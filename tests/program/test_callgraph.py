@@ -40,7 +40,8 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
     assert sites["op_cuda_kernel"].presets == ("llama3-8b",) and not sites["op_native_kernel"].presets
     launched = [s.name for s in api.scan(engine, model="llama3-8b").sites if s.role == "launched"]
     on_path = {"rms_kernel", "moe_gemm_kernel", "decode_meta_kernel", "op_cuda_kernel", "softmax_kernel",
-               "plain_quant_kernel", "router_kernel", "env_default_kernel"}  # the last three: eng/mla.py's defaults
+               "plain_quant_kernel", "router_kernel", "env_default_kernel",  # eng/mla.py's defaults
+               "fused_kernel", "ready_kernel"}  # eng/moe_runner.py's
     assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
     assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
@@ -115,13 +116,27 @@ def test_values_the_engine_code_gives_decide_the_path(engine: str) -> None:
     assert max(ranked.index(n) for n in ("plain_quant_kernel", "router_kernel")) < ranked.index("bmm_quant_kernel")
 
 
+def test_instance_attributes_and_predicates_are_evaluated(engine: str) -> None:
+    """`eng/runner.py`: an attribute assigned under an env test that defaults off keeps its other value; of two
+    assignments in `__init__`, the one that surely runs last wins (`lora` defaults False at the construction);
+    hasattr reads the class; a module flag that only an unreached function rebinds (`global`) keeps its value; a
+    predicate of another object takes its early return."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    for name in ("fused_kernel", "ready_kernel"):
+        assert sites[name].reach == "default" and not sites[name].undecided, (name, sites[name].reasons)
+    for name, test in (("aiter_kernel", "self.aiter is not None"), ("unfused_kernel", "self.mode == 'fused'"),
+                       ("fast_path_kernel", "hasattr(self.core, 'compute_fast')"), ("capture_kernel", "capturing()")):
+        s = sites[name]
+        assert s.reach == "never" and f"`{test}` is decided against it" in s.reasons[-1], (name, s.reasons)
+
+
 def test_an_undecided_test_makes_a_kernel_possible_and_is_listed(engine: str) -> None:
     """A test on the call's own data (`x.numel() > 4096`) is left open: the kernel behind it is possible, ranks after
     every default kernel, and names the test with its line."""
     sites = api.scan(engine, model="llama3-8b").sites
     big = next(s for s in sites if s.name == "big_batch_kernel")
-    assert big.reach == "possible" and big.undecided == ("x.numel() > 4096 (eng/mla.py:53)",), big.undecided
-    assert "1 undecided on the path -1: x.numel() > 4096 (eng/mla.py:53)" in big.reasons
+    assert big.reach == "possible" and big.undecided == ("x.numel() > 4096 (eng/mla.py:54)",), big.undecided
+    assert "1 undecided on the path -1: x.numel() > 4096 (eng/mla.py:54)" in big.reasons
     order = [s.reach for s in sites]
     assert order.index("possible") > max(i for i, r in enumerate(order) if r == "default")
 
