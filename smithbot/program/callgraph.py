@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from smithbot.program.evaluate import Env, evaluate
+from smithbot.program.evaluate import GIVEN, Env, evaluate
 from smithbot.program.modules import Program
 from smithbot.program.values import EngineValues
 
@@ -93,6 +93,7 @@ class _Resolver(EngineValues):
         # attribute its class's __init__ sets keeps only the other assignments made in functions a walk reaches
         # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)
         self.ran: frozenset[tuple[str, str]] | None = None
+        self.entries: set[int] = set()  # the walk's entry functions (ids of their facts)
         self.visited: set[tuple[str, str]] = set()
 
     def reset(self) -> None:
@@ -419,9 +420,11 @@ class _Resolver(EngineValues):
                         return flags[name]
                     if "." in name and not (name.startswith("self.") and name.count(".") == 1):
                         return self.object_flag(mod, fn, owner, name)
-                    if fn is not None and owner and name in fn.get("params", ())[1:] \
-                            and self.method(*owner, "__init__")[:1] == [("func", mod, f"{fn['class']}.__init__", owner)]:
+                    if fn is not None and owner and name in fn.get("params", ())[1:] and self._is_init(owner, fn):
                         return self._constructor_arg(owner, fn["params"][1:], name)  # what the constructions pass
+                    if fn is not None and name in fn.get("params", ()) and name not in fn.get("defaults", {}) \
+                            and name not in fn.get("constants", {}) and id(fn) in self.entries:
+                        return GIVEN  # an entry's parameter: the caller passes it
                     return self.module_value(mod, name)
 
                 value = evaluate(test, self.env, look)
@@ -431,6 +434,12 @@ class _Resolver(EngineValues):
                 self._decided[key] = value
             out.append(self._decided[key])
         return out
+
+    def _is_init(self, owner: tuple[str, str], fn: dict[str, Any]) -> bool:
+        """Whether ``fn`` is the ``__init__`` that constructing ``owner`` runs."""
+        init = self.method(*owner, "__init__")
+        f = self.p.facts(init[0][1]) if init else None
+        return f is not None and f["functions"].get(init[0][2]) is fn
 
     def callees(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
         """The functions and kernels a call names, without making anything live (a cut call's, for its reason)."""

@@ -140,6 +140,11 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         right = _value(node.comparators[0], env, assigns, depth + 1)
         if left is Unknown or right is Unknown or left is _MISSING or right is _MISSING:
             return Unknown
+        if isinstance(left, _Given) or isinstance(right, _Given):  # an argument the caller passes
+            op = _OPS[type(node.ops[0])]
+            if op in ("is", "is not") and None in (left, right):
+                return op == "is not"
+            return Unknown
         if (isinstance(left, _Member) or isinstance(right, _Member)) \
                 and not all(isinstance(x, (str, _Member)) for x in (left, right)):
             return Unknown  # an enum member against a number: its value is not known here
@@ -148,6 +153,8 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         except TypeError:
             return Unknown
     if isinstance(node, ast.Name):
+        if node.id == GIVEN:
+            return _Given()
         v = env.lookup(node.id)
         if v is not _MISSING:
             return v
@@ -266,6 +273,16 @@ def _assigned(src: str | list[str] | None, name: str, env: Env, assigns: Callabl
         return first if all(v == first for v in values) else Unknown
     except Exception:  # noqa: BLE001 - values that cannot be compared decide nothing
         return Unknown
+
+
+GIVEN = "__given__"  # the source ``assigns`` gives for an entry's parameter that its caller must pass
+
+
+class _Given:
+    """What a caller passes for a parameter without a default: some object, not None; nothing else is known."""
+
+    def __bool__(self) -> bool:
+        raise TypeError("unknown truth")
 
 
 class _Member:

@@ -284,8 +284,11 @@ class _Visitor(ast.NodeVisitor):
                     self.assigns[name] = src
                 elif cls is not None and src in _EMPTY_DICTS:
                     cls["registries"].append(name)
-                if cls is not None and self.scope[-1][0] == "class" and name not in cls["assigned"]:
-                    cls["assigned"].append(name)  # a class attribute: what hasattr and getattr find
+                if cls is not None and self.scope[-1][0] == "class":
+                    if name not in cls["assigned"]:
+                        cls["assigned"].append(name)  # a class attribute: what hasattr and getattr find
+                    if isinstance(node.value, ast.Constant):  # a field's default (ready: bool = False)
+                        cls["flags"].setdefault(name, []).append([src, None, []])
             return
         for t in node.targets:
             if isinstance(t, ast.Name) and t.id in self.fn.get("_globals", ()):
@@ -332,10 +335,10 @@ class _Visitor(ast.NodeVisitor):
                 if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) and el.value.id == "self" \
                         and cls is not None:
                     into = cls["attrs"].setdefault(el.attr, [])
-                    into.extend(e for e in ([self._abs(m), where, tests] for m in made) if e not in into)
+                    into.extend(e for e in ([self._abs(m), where, tests + more] for m, more in made) if e not in into)
                 elif isinstance(el, ast.Name):
                     into = self.fn["locals"].setdefault(el.id, [])
-                    into.extend(e for e in ([self._abs(m), tests] for m in made) if e not in into)
+                    into.extend(e for e in ([self._abs(m), tests + more] for m, more in made) if e not in into)
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         it = node.iter
@@ -367,15 +370,18 @@ class _Visitor(ast.NodeVisitor):
             self.visit_Assign(ast.Assign(targets=[node.target], value=node.value, lineno=node.lineno))
 
     @staticmethod
-    def _made(value: ast.expr) -> list[str]:
-        """Expressions an assigned value may be (see ``expr_text``), with the layers a list builder makes:
+    def _made(value: ast.expr) -> list[tuple[str, list[list[Any]]]]:
+        """Expressions an assigned value may be (see ``expr_text``), each with the if-tests of a conditional
+        expression it sits under (``A() if t else B()``), and with the layers a list builder makes:
         ``nn.ModuleList([Layer(i) for i in ...])`` and ``make_layers(n, lambda i: Layer(i))`` also give ``Layer()``."""
         if isinstance(value, ast.IfExp):
-            return _Visitor._made(value.body) + _Visitor._made(value.orelse)
+            test = ast.unparse(value.test)
+            return [(m, [[test, True], *more]) for m, more in _Visitor._made(value.body)] + \
+                [(m, [[test, False], *more]) for m, more in _Visitor._made(value.orelse)]
         if isinstance(value, ast.BoolOp):  # a or b
             return [m for v in value.values for m in _Visitor._made(v)]
         text = expr_text(value)
-        out = [text] if text else []
+        out: list[tuple[str, list[list[Any]]]] = [(text, [])] if text else []
         if isinstance(value, ast.Call):
             for a in list(value.args) + [k.value for k in value.keywords]:
                 if isinstance(a, ast.Lambda):
@@ -385,17 +391,20 @@ class _Visitor(ast.NodeVisitor):
                 else:
                     inner = a.elts[0] if isinstance(a, ast.List) and a.elts else None
                 if isinstance(inner, ast.Call) and expr_text(inner):
-                    out.append(expr_text(inner))  # type: ignore[arg-type]
+                    out.append((expr_text(inner), []))  # type: ignore[arg-type]
         return out
 
     def visit_Return(self, node: ast.Return) -> None:
         self.generic_visit(node)
         if self.fn is None or node.value is None:
             return
-        for v in ([node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]):
+        v = node.value
+        branches = [(v.body, [[ast.unparse(v.test), True]]), (v.orelse, [[ast.unparse(v.test), False]])] \
+            if isinstance(v, ast.IfExp) else [(v, [])]
+        for v, more in branches:
             text = self._abs(expr_text(v))
             if text:
-                self.fn["returns"].append([text, [list(t) for t in self.tests]])
+                self.fn["returns"].append([text, [list(t) for t in self.tests] + more])
         # the whole expression, for a predicate an if-test calls (return getattr(m.kv_b_proj, "set_lora", False))
         self.fn["values"].append([ast.unparse(node.value), [list(t) for t in self.tests]])
         # a factory that hands its own parameter on (return super().get_builder(layer_type)): the call with that

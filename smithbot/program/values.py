@@ -45,7 +45,7 @@ class EngineValues:
                 out: dict[str, list[str]] = {}
                 for m, q, flags in classes:
                     for k, entries in flags.items():
-                        kept = self._made_here(owner, m, entries)
+                        kept = self._made_here(owner, m, entries, k)
                         if kept:
                             out[f"self.{k}"] = self.traced(owner, (m, q), kept)
             finally:
@@ -53,18 +53,29 @@ class EngineValues:
             self._owner_flags[owner] = out
         return self._owner_flags[owner]
 
-    def _made_here(self, owner: tuple[str, str] | None, mod: str, entries: list[list[Any]]) -> list[str]:
+    def _made_here(self, owner: tuple[str, str] | None, mod: str, entries: list[list[Any]], name: str) -> list[str]:
         """The sources an attribute may hold, from its assignments (``[source, method, if-tests]``) that the
         serving defaults let happen: none under an if-test decided against it, and, once a walk has run, none
         outside ``__init__`` in a method the walk did not reach (``self._aiter_runner = MoeRunner(...)`` under
         ``if use_aiter``, or a flag only a capture helper sets). In ``__init__`` an assignment that surely runs
-        replaces the ones before it (``self.fused_func = None``, then ``= pool.get(...)`` under ``if not lora``)."""
+        replaces the ones before it (``self.fused_func = None``, then ``= pool.get(...)`` under ``if not lora``).
+        A field's default in the class body (``ready: bool = False``) holds unless a construction of the class
+        passes the field by name: a constant it passes is one more value, anything else leaves it unknown."""
         f = self.p.facts(mod)
+        if owner and any(where is None for _, where, _ in entries):
+            for site in self.made_in.get(owner) or self._construction_sites(owner):
+                sf = self.p.facts(site[1])
+                for ctor, _, kwargs in ((sf or {}).get("functions", {}).get(site[2]) or {}).get("constructs", []):
+                    if ctor.split(".")[-1] == owner[1].split(".")[-1] and name in kwargs:
+                        entries = entries + [[kwargs[name] if _literal(kwargs[name]) else "?", None, []]]
         made: list[str] = []  # what __init__ leaves, in its order: an assignment that surely runs replaces the last
         later: list[str] = []
         for src, where, tests in entries:
             fn = (f or {}).get("functions", {}).get(where)
             in_init = not where or where.endswith("__init__")
+            if where is None and made:  # a construction's argument: one more value the field may hold
+                made.append(src)
+                continue
             if self.ran is not None and not in_init and (mod, where) not in self.ran:
                 continue
             held = self.decisions(mod, tests, fn, klass=owner) if tests else []

@@ -30,6 +30,9 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
     # the work; the if-test decisions are kept per phase
     r = _Resolver(program, kernels, env.with_phase(phases[0]), other_platforms)
     for v in model + engine + startup:
+        entry = (r.p.facts(v[1]) or {}).get("functions", {}).get(v[2])
+        if entry is not None:
+            r.entries.add(id(entry))
         if v[0] == "func" and v[3]:
             r.live.add(v[3])
     best: dict[str, dict[tuple[str, str], Reach]] = {}
