@@ -14,7 +14,7 @@ def kernel(name: str) -> str:
 MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel", "cache_kernel",
                "router_kernel", "overlap_kernel", "trt_kernel", "env_default_kernel", "big_batch_kernel",
                "early_exit_kernel", "aiter_kernel", "fused_kernel", "unfused_kernel", "fast_path_kernel",
-               "capture_kernel", "ready_kernel")
+               "capture_kernel", "ready_kernel", "planned_kernel", "fast_impl_kernel", "slow_impl_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -286,8 +286,9 @@ class ModelRunner:
         self.model = model
         self.attn_backend = BACKENDS[get_server_args().attention_backend](self)
 
-    def forward(self, fb: ForwardBatch):
-        self.attn_backend.init_metadata(fb)
+    def forward(self, fb: ForwardBatch, extra=None):
+        if fb is not None:  # the caller passes the batch: decided
+            self.attn_backend.init_metadata(fb)
         return self.model(fb)
 ''',
     "eng/environ.py": '''class EnvBool:
@@ -417,7 +418,19 @@ class Core:
         return x
 
 
+class FastImpl:
+    def forward(self, x):
+        k.fast_impl(x)
+
+
+class SlowImpl:
+    def forward(self, x):
+        k.slow_impl(x)
+
+
 class Batch:
+    planned = False  # a field's default, which no construction passes
+
     def __init__(self):
         self.warm = False
 
@@ -437,6 +450,7 @@ class Runner:
             self.mode = "fused"
         self.core = Core()
         self.batch = Batch()
+        self.impl = FastImpl() if get_bool_env_var("ENG_USE_AITER") else SlowImpl()
 
     def run(self, x):
         if self.aiter is not None:
@@ -451,6 +465,9 @@ class Runner:
             k.capture(x)
         if self.batch.needs_init():
             k.ready(x)
+        if self.batch.planned:
+            k.planned(x)
+        self.impl(x)
 ''',
     "eng/models/__init__.py": "",
     "eng/models/llama.py": '''import torch

@@ -30,6 +30,7 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
     meta = sites["decode_meta_kernel"]
     assert meta.presets and "(llama3-8b: once per step, decode)" in meta.default_path
     assert "ModelRunner.forward" in meta.default_path and "FA3Backend.init_metadata" in meta.default_path
+    assert meta.reach == "default", meta.reasons  # `fb is not None`: the entry's caller passes the batch
     # what the defaults leave off the path: the other builder (and the base model's default layer, which would
     # launch it: LlamaModel hands its own layer type to the base constructor), the other attention backend, other
     # hardware
@@ -41,7 +42,7 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
     launched = [s.name for s in api.scan(engine, model="llama3-8b").sites if s.role == "launched"]
     on_path = {"rms_kernel", "moe_gemm_kernel", "decode_meta_kernel", "op_cuda_kernel", "softmax_kernel",
                "plain_quant_kernel", "router_kernel", "env_default_kernel",  # eng/mla.py's defaults
-               "fused_kernel", "ready_kernel"}  # eng/moe_runner.py's
+               "fused_kernel", "ready_kernel", "slow_impl_kernel"}  # eng/moe_runner.py's
     assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
     assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
@@ -120,14 +121,17 @@ def test_instance_attributes_and_predicates_are_evaluated(engine: str) -> None:
     """`eng/runner.py`: an attribute assigned under an env test that defaults off keeps its other value; of two
     assignments in `__init__`, the one that surely runs last wins (`lora` defaults False at the construction);
     hasattr reads the class; a module flag that only an unreached function rebinds (`global`) keeps its value; a
-    predicate of another object takes its early return."""
+    predicate of another object takes its early return; a class-body default holds; a conditional expression's
+    test picks the class an attribute holds."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
-    for name in ("fused_kernel", "ready_kernel"):
+    for name in ("fused_kernel", "ready_kernel", "slow_impl_kernel"):
         assert sites[name].reach == "default" and not sites[name].undecided, (name, sites[name].reasons)
     for name, test in (("aiter_kernel", "self.aiter is not None"), ("unfused_kernel", "self.mode == 'fused'"),
-                       ("fast_path_kernel", "hasattr(self.core, 'compute_fast')"), ("capture_kernel", "capturing()")):
+                       ("fast_path_kernel", "hasattr(self.core, 'compute_fast')"), ("capture_kernel", "capturing()"),
+                       ("planned_kernel", "self.batch.planned")):
         s = sites[name]
         assert s.reach == "never" and f"`{test}` is decided against it" in s.reasons[-1], (name, s.reasons)
+    assert sites["fast_impl_kernel"].reach == "never" and not sites["fast_impl_kernel"].presets
 
 
 def test_an_undecided_test_makes_a_kernel_possible_and_is_listed(engine: str) -> None:
