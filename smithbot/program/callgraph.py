@@ -34,13 +34,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from smithbot.program.evaluate import GIVEN, Env, evaluate
+from smithbot.program.evaluate import EACH, GIVEN, Env, evaluate
 from smithbot.program.modules import Program
 from smithbot.program.values import EngineValues
 
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
 # an abstract value: ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual)
 # | ("method", mod, cls, name) | ("module", mod) | ("kernel", mod, name) | ("registry", name) | ("getter", name)
+# | ("super", mod, cls, (bound mod, bound qual)): super() in a method of cls, self an instance of the bound class
 Value = tuple
 
 
@@ -222,6 +223,13 @@ class _Resolver(EngineValues):
             return []
         if kind == "registry" and name in _GETTERS:
             return [("getter", v[1])]
+        if kind == "super":  # the classes after this one in the bound class's method order
+            chain = self.mro(*v[3])
+            after = chain[chain.index((v[1], v[2])) + 1:] if (v[1], v[2]) in chain else self.mro(v[1], v[2])[1:]
+            for m, q in after:
+                f = self.p.facts(m)
+                if f is not None and f"{q}.{name}" in f["functions"]:
+                    return [("func", m, f"{q}.{name}", v[3])]
         return []
 
     # --- expressions -------------------------------------------------------------------------------------------
@@ -247,7 +255,9 @@ class _Resolver(EngineValues):
         elif head == "cls" and me:
             vals = [("class", *me)]
         elif head == "super" and cls:
-            vals = [("inst", m, q) for m, q in self.mro(mod, cls)[1:2]]
+            # the base's methods, with self still the instance it is bound to (a subclass's attributes and
+            # constructor arguments stay in view)
+            vals = [("super", mod, cls, me or (mod, cls))]
             called = []
         elif head.startswith("abs:"):  # imported inside the function (facts._abs)
             vals = self.symbol_abs(head[4:].replace("/", "."))
@@ -397,8 +407,8 @@ class _Resolver(EngineValues):
         own assignments (``w8a8 = quant_method == 'smooth_quant'``), then the module's. ``self.x`` reads what the
         class ``self`` is bound to (``klass``, else the function's own class) and its bases assign: a mixin's method
         sees the attributes of the class that mixes it in."""
-        return any(d is not None and d != taken for d, taken in zip(self.decisions(mod, tests, fn, bound, klass),
-                                                                     (t for _, t in tests)))
+        return any(d not in (None, EACH) and d != taken for d, taken in
+                   zip(self.decisions(mod, tests, fn, bound, klass), (t for _, t in tests)))
 
     def decisions(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
                   bound: dict[str, str] | None = None, klass: tuple[str, str] | None = None) -> list[bool | None]:
@@ -427,13 +437,30 @@ class _Resolver(EngineValues):
                         return GIVEN  # an entry's parameter: the caller passes it
                     return self.module_value(mod, name)
 
-                value = evaluate(test, self.env, look)
+                value = _each(test, self.env, look)
                 if bound or self._filtering:
                     out.append(value)
                     continue
                 self._decided[key] = value
             out.append(self._decided[key])
         return out
+
+    def every_one(self, node: Value, fn: dict[str, Any], callee: str) -> bool:
+        """Whether a call of ``self.attr`` that may go to several classes goes to each of them in some instances:
+        every assignment of the attribute is decided, and one by a test that differs per instance (the MoE block
+        in some layers, the dense MLP in the others)."""
+        parts = callee.removesuffix("[]").split(".")
+        owner = node[3] or ((node[1], fn["class"]) if fn.get("class") else None)
+        if parts[0] != "self" or len(parts) < 2 or owner is None:
+            return False
+        for m, q in self.mro(*owner):
+            entries = (self.cls(m, q) or {}).get("attrs", {}).get(parts[1])
+            if entries:
+                f = self.p.facts(m) or {}
+                held = [d for _, where, tests in entries
+                        for d in self.decisions(m, tests, f.get("functions", {}).get(where), klass=owner)]
+                return EACH in held and None not in held
+        return False
 
     def _is_init(self, owner: tuple[str, str], fn: dict[str, Any]) -> bool:
         """Whether ``fn`` is the ``__init__`` that constructing ``owner`` runs."""
@@ -459,6 +486,27 @@ class _Resolver(EngineValues):
             vals = self.expr(mod, cls, bound, fn, callee[:-2])
             return [v for v in vals if v[0] == "kernel"] + self.targets([v for v in vals if v[0] == "registry"])
         return self.targets(self.expr(mod, cls, bound, fn, callee))
+
+
+def _each(test: str, env: Env, look: Any) -> Any:
+    """``evaluate``, where a name the test reads may be each of a range (``layer_idx`` of layers built in a loop):
+    the test is decided for each value, and is EACH where it differs between them."""
+    import ast
+
+    try:
+        names = sorted({n.id for n in ast.walk(ast.parse(test, mode="eval")) if isinstance(n, ast.Name)})
+    except SyntaxError:
+        return None
+    for name in names:
+        src = look(name)
+        if isinstance(src, str) and src.startswith("__each__("):
+            lo, hi = (int(x) for x in src[len("__each__("):-1].split(","))
+            seen = {evaluate(test, env, lambda n, i=i: repr(i) if n == name else look(n))
+                    for i in range(lo, min(hi, lo + 4096))}
+            if None in seen:
+                return None
+            return seen.pop() if len(seen) == 1 else EACH
+    return evaluate(test, env, look)
 
 
 def method_of(program: Program, mod: str, cls: str, name: str) -> Value | None:

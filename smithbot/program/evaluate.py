@@ -186,7 +186,18 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         return _MISSING
     if isinstance(node, ast.Call):
         return _call_value(node, env, assigns, depth)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:  # layer_id % moe_layer_freq
+        left, right = (_value(x, env, assigns, depth + 1) for x in (node.left, node.right))
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (left, right)):
+            try:
+                return _ARITH[type(node.op)](left, right)
+            except (ZeroDivisionError, OverflowError):
+                return Unknown
     return Unknown
+
+
+_ARITH = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+          ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
 
 
 def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
@@ -275,6 +286,7 @@ def _assigned(src: str | list[str] | None, name: str, env: Env, assigns: Callabl
         return Unknown
 
 
+EACH = "each"  # a test's decision where it differs between the instances of one class (per layer): both branches run
 GIVEN = "__given__"  # the source ``assigns`` gives for an entry's parameter that its caller must pass
 
 

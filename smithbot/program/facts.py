@@ -145,6 +145,7 @@ class _Visitor(ast.NodeVisitor):
         self.loops = 0
         self.fn: dict[str, Any] | None = None
         self.rebound: dict[str, list[str]] = {}  # a module-level name -> the functions that assign it (global x)
+        self.iters: dict[str, str] = {}  # a loop's (or layer builder's) variable -> what it iterates over
 
     def _qual(self, name: str) -> str:
         return ".".join([s[1] for s in self.scope] + [name])
@@ -185,7 +186,12 @@ class _Visitor(ast.NodeVisitor):
 
     def _loop(self, node: ast.AST) -> None:
         self.loops += 1
+        saved = dict(self.iters)
+        for g in getattr(node, "generators", []):  # [Layer(i) for i in range(n)]: i is each of range(n)
+            if isinstance(g.target, ast.Name):
+                self.iters[g.target.id] = ast.unparse(g.iter)
         self.generic_visit(node)
+        self.iters = saved
         self.loops -= 1
 
     visit_While = visit_ListComp = visit_GeneratorExp = _loop
@@ -353,7 +359,11 @@ class _Visitor(ast.NodeVisitor):
             entry = [text, [list(x) for x in self.tests]]
             if entry not in into:
                 into.append(entry)
+        saved = dict(self.iters)
+        if isinstance(node.target, ast.Name):
+            self.iters[node.target.id] = ast.unparse(node.iter)  # for i in range(n): i is each of range(n)
         self._loop(node)
+        self.iters = saved
 
     visit_AsyncFor = visit_For
 
@@ -419,7 +429,14 @@ class _Visitor(ast.NodeVisitor):
                 self.fn["forwards"].append([self._abs(inner), [ast.unparse(a) for a in v.args]])
 
     def visit_Call(self, node: ast.Call) -> None:
+        saved = dict(self.iters)
+        if node.args and not isinstance(node.args[0], ast.Lambda):
+            # make_layers(n, lambda idx, prefix: Layer(idx)): the builder's first parameter is each of range(n)
+            for a in list(node.args[1:]) + [k.value for k in node.keywords]:
+                if isinstance(a, ast.Lambda) and a.args.args:
+                    self.iters[a.args.args[0].arg] = f"range({ast.unparse(node.args[0])})"
         self.generic_visit(node)
+        self.iters = saved
         if self.fn is None:
             return
         f = node.func
@@ -434,10 +451,15 @@ class _Visitor(ast.NodeVisitor):
         if callee:
             self.fn["calls"].append([callee, [list(t) for t in self.tests], self.loops > 0, node.lineno])
         name = _dotted(node.func) or ""
-        if name.split(".")[-1][:1].isupper() and not any(isinstance(a, ast.Starred) for a in node.args):
-            # a constructor call's arguments, so that what an instance's __init__ stores can be traced to them
+        if (name.split(".")[-1][:1].isupper() or name in self.fn["params"]) \
+                and not any(isinstance(a, ast.Starred) for a in node.args):
+            # a constructor call's arguments (a class by name, or one handed in: layer_type(i)), so that what an
+            # instance's __init__ stores can be traced to them
+            args = list(node.args) + [k.value for k in node.keywords]
             self.fn["constructs"].append([name, [ast.unparse(a) for a in node.args],
-                                          {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg}])
+                                          {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg},
+                                          {a.id: self.iters[a.id] for a in args
+                                           if isinstance(a, ast.Name) and a.id in self.iters}])
 
 
 def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
-from smithbot.program.evaluate import Unknown, evaluate, value_of
+from smithbot.program.evaluate import EACH, Unknown, evaluate, value_of
 from smithbot.program.modules import Program
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
@@ -65,7 +65,7 @@ class EngineValues:
         if owner and any(where is None for _, where, _ in entries):
             for site in self.made_in.get(owner) or self._construction_sites(owner):
                 sf = self.p.facts(site[1])
-                for ctor, _, kwargs in ((sf or {}).get("functions", {}).get(site[2]) or {}).get("constructs", []):
+                for ctor, _, kwargs, _ in ((sf or {}).get("functions", {}).get(site[2]) or {}).get("constructs", []):
                     if ctor.split(".")[-1] == owner[1].split(".")[-1] and name in kwargs:
                         entries = entries + [[kwargs[name] if _literal(kwargs[name]) else "?", None, []]]
         made: list[str] = []  # what __init__ leaves, in its order: an assignment that surely runs replaces the last
@@ -79,11 +79,11 @@ class EngineValues:
             if self.ran is not None and not in_init and (mod, where) not in self.ran:
                 continue
             held = self.decisions(mod, tests, fn, klass=owner) if tests else []
-            if any(h is not None and h != taken for h, (_, taken) in zip(held, tests)):
+            if any(h not in (None, EACH) and h != taken for h, (_, taken) in zip(held, tests)):
                 continue
             if not in_init:
                 later.append(src)
-            elif all(h is not None for h in held):
+            elif all(h is not None and h is not EACH for h in held):
                 made = [src]
             else:
                 made.append(src)
@@ -124,9 +124,17 @@ class EngineValues:
                          self.expr(site[1], fn.get("class"), site[3], fn, c[0])]
                 if not calls:
                     return None
-                for _, args, kwargs in calls:
+                for _, args, kwargs, iters in calls:
                     i = params.index(param)
                     src = kwargs.get(param, args[i] if i < len(args) else None)
+                    if src in iters and iters[src].startswith("range("):
+                        # built in a loop (one layer per index): each index of the range, when it is known
+                        bounds = value_of(iters[src][5:] if "," in iters[src] else f"(0, {iters[src][6:-1]})",
+                                          self.env, lambda n: (f or {}).get("assigns", {}).get(n))
+                        if not (isinstance(bounds, tuple) and all(isinstance(b, int) for b in bounds)):
+                            return None
+                        values.add(f"__each__{bounds[:2]}")
+                        continue
                     if src is None:
                         src = fn_default(self.p, owner, param)
                     if src is None:

@@ -8,7 +8,7 @@ import heapq
 import math
 from collections import deque
 from smithbot.program.callgraph import Reach, Value, _qual, _Resolver
-from smithbot.program.evaluate import Env
+from smithbot.program.evaluate import EACH, Env
 from smithbot.program.modules import Program
 
 
@@ -122,7 +122,7 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
             if r.cut(node[1], tests, fn, klass=node[3]):
                 if count and cuts is not None:  # why what this call reaches is off the default path
                     against = next(t for (t, taken), d in zip(tests, r.decisions(node[1], tests, fn, klass=node[3]))
-                                   if d is not None and d != taken)
+                                   if d not in (None, EACH) and d != taken)
                     for t in r.callees(node, fn, callee):
                         cuts.setdefault((t[1], t[2]), f"`{against}` is decided against it ({where}:{line})")
                 continue
@@ -130,9 +130,11 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
             now, step = loop or (in_loop and loops), c + len(undecided)
             here = open_tests.get((node, loop), ()) + tuple(f"{t} ({where}:{line})" for t in undecided)
             found = [t for t in r.site(node, fn, callee) if not r.foreign(t)]
-            # a call that may go to n places: each is one of n alternatives, as an undecided test is one of 2
-            step += math.log2(len(found)) if len(found) > 1 else 0.0
-            if len(found) > 1:  # an undecided dispatch, as an undecided test
+            # a call that may go to n places: each is one of n alternatives, as an undecided test is one of 2 (not
+            # where each is the one some instances take: some layers' MoE block, the others' MLP)
+            every = len(found) > 1 and r.every_one(node, fn, callee)
+            step += math.log2(len(found)) if len(found) > 1 and not every else 0.0
+            if len(found) > 1 and not every:  # an undecided dispatch, as an undecided test
                 here += (f"{callee.removesuffix('[]')}() may call any of {len(found)} ({where}:{line})",)
             for t in found:
                 if t[0] == "kernel":

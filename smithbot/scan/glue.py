@@ -411,6 +411,8 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                     got = file_glue(data)
                     cache.store(path, got)
                 by_file[rel] = got
+            if compiled(program, mod, qual):
+                continue  # torch.compile fuses its ops already
             for run in by_file[rel].get(qual, []):
                 kept = [(r, own) for r in rs for own in [_decide(program, mod, qual, run["tests"],
                                                                   envs[pr.preset].with_phase(r.phase))]
@@ -434,6 +436,29 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
     return sorted(found.values(), key=lambda s: (s.reach != "default",
                                                  not any("decode" in p["phases"] for p in s.presets.values()),
                                                  -s.score, -len(s.todos), s.path, s.first))
+
+
+def compiled(program: Program, mod: str, qual: str) -> bool:
+    """Whether the function runs under torch.compile: decorated with ``torch.compile`` or with a decorator of the
+    engine's whose code calls it (``@safe_torch_compile(dynamic=True)``)."""
+    f = program.facts(mod)
+    fn = (f or {}).get("functions", {}).get(qual)
+    for dec, _ in (fn or {}).get("decorators", []):
+        if dec.split(".")[-1] == "compile" and dec.split(".")[0] in ("torch", "compile"):
+            return True
+        head, _, rest = dec.partition(".")
+        where = (mod, dec) if head in (f or {}).get("functions", {}) else None
+        imported = (f or {}).get("imports", {}).get(head)
+        if where is None and imported:
+            where = program.split(f"{imported}.{rest}".rstrip("."))
+        if where is None or where[1] == "":
+            continue
+        df = program.facts(where[0]) or {}
+        if any(q == where[1] or q.startswith(where[1] + ".")
+               for q, g in df.get("functions", {}).items()
+               if any(c[0] in ("torch.compile", "compile") for c in g["calls"])):
+            return True
+    return False
 
 
 def _decide(program: Program, mod: str, qual: str, tests: list[list[Any]], env: Env) -> list[str] | None:

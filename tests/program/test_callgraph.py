@@ -42,7 +42,8 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
     launched = [s.name for s in api.scan(engine, model="llama3-8b").sites if s.role == "launched"]
     on_path = {"rms_kernel", "moe_gemm_kernel", "decode_meta_kernel", "op_cuda_kernel", "softmax_kernel",
                "plain_quant_kernel", "router_kernel", "env_default_kernel",  # eng/mla.py's defaults
-               "fused_kernel", "ready_kernel", "slow_impl_kernel"}  # eng/moe_runner.py's
+               "fused_kernel", "ready_kernel", "slow_impl_kernel",  # eng/moe_runner.py's
+               "dense_ffn_kernel", "sparse_ffn_kernel"}  # per layer, one class or the other
     assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
     assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
@@ -122,9 +123,10 @@ def test_instance_attributes_and_predicates_are_evaluated(engine: str) -> None:
     assignments in `__init__`, the one that surely runs last wins (`lora` defaults False at the construction);
     hasattr reads the class; a module flag that only an unreached function rebinds (`global`) keeps its value; a
     predicate of another object takes its early return; a class-body default holds; a conditional expression's
-    test picks the class an attribute holds."""
+    test picks the class an attribute holds, and where the test differs between layers built in a loop over
+    `range(config.num_hidden_layers)` (`DenseFFN() if i < 2 else SparseFFN()`), each class is on the path."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
-    for name in ("fused_kernel", "ready_kernel", "slow_impl_kernel"):
+    for name in ("fused_kernel", "ready_kernel", "slow_impl_kernel", "dense_ffn_kernel", "sparse_ffn_kernel"):
         assert sites[name].reach == "default" and not sites[name].undecided, (name, sites[name].reasons)
     for name, test in (("aiter_kernel", "self.aiter is not None"), ("unfused_kernel", "self.mode == 'fused'"),
                        ("fast_path_kernel", "hasattr(self.core, 'compute_fast')"), ("capture_kernel", "capturing()"),
