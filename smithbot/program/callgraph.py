@@ -95,6 +95,11 @@ class _Resolver(EngineValues):
         # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)
         self.ran: frozenset[tuple[str, str]] | None = None
         self.entries: set[int] = set()  # the walk's entry functions (ids of their facts)
+        # a function -> the calls of it a round of walks made (caller, index of the call in its facts); the last
+        # round's, as ``ran``: where a parameter's value comes from
+        self.callers: dict[tuple[str, str], set[tuple[Value, int]]] | None = None
+        self.callers_now: dict[tuple[str, str], set[tuple[Value, int]]] = {}
+        self.qual_of: dict[int, tuple[str, str]] = {}  # id of a function's facts -> (module, qualname)
         self.visited: set[tuple[str, str]] = set()
 
     def reset(self) -> None:
@@ -432,9 +437,13 @@ class _Resolver(EngineValues):
                         return self.object_flag(mod, fn, owner, name)
                     if fn is not None and owner and name in fn.get("params", ())[1:] and self._is_init(owner, fn):
                         return self._constructor_arg(owner, fn["params"][1:], name)  # what the constructions pass
-                    if fn is not None and name in fn.get("params", ()) and name not in fn.get("defaults", {}) \
-                            and name not in fn.get("constants", {}) and id(fn) in self.entries:
-                        return GIVEN  # an entry's parameter: the caller passes it
+                    if fn is not None and name in fn.get("params", ()) and id(fn) in self.entries \
+                            and name not in fn.get("defaults", {}):
+                        # an entry's parameter: the caller passes what it must and leaves the rest to their
+                        # constant defaults (the scheduler's forward_batch_generation(batch))
+                        return fn.get("constants", {}).get(name, GIVEN)
+                    if fn is not None and name in fn.get("params", ()):
+                        return self.call_arg(fn, name)
                     return self.module_value(mod, name)
 
                 value = _each(test, self.env, look)

@@ -388,7 +388,14 @@ class _Visitor(ast.NodeVisitor):
             test = ast.unparse(value.test)
             return [(m, [[test, True], *more]) for m, more in _Visitor._made(value.body)] + \
                 [(m, [[test, False], *more]) for m, more in _Visitor._made(value.orelse)]
-        if isinstance(value, ast.BoolOp):  # a or b
+        if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or):  # a or b: a where a is true, else b
+            out, before = [], []
+            for v in value.values:
+                out += [(m, [*before, [ast.unparse(v), True], *more]) if v is not value.values[-1] else
+                        (m, [*before, *more]) for m, more in _Visitor._made(v)]
+                before.append([ast.unparse(v), False])
+            return out
+        if isinstance(value, ast.BoolOp):
             return [m for v in value.values for m in _Visitor._made(v)]
         text = expr_text(value)
         out: list[tuple[str, list[list[Any]]]] = [(text, [])] if text else []
@@ -449,7 +456,12 @@ class _Visitor(ast.NodeVisitor):
                     self.fn["super_kwargs"][k.arg] = self._abs(text)
         callee = self._abs(_callee(node.func))
         if callee:
-            self.fn["calls"].append([callee, [list(t) for t in self.tests], self.loops > 0, node.lineno])
+            # with its arguments' sources (None when one is starred), so that a callee's parameter can be traced
+            # to what the callers on the default path pass
+            starred = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
+            self.fn["calls"].append([callee, [list(t) for t in self.tests], self.loops > 0, node.lineno,
+                                     None if starred else [ast.unparse(a) for a in node.args],
+                                     {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg}])
         name = _dotted(node.func) or ""
         if (name.split(".")[-1][:1].isupper() or name in self.fn["params"]) \
                 and not any(isinstance(a, ast.Starred) for a in node.args):

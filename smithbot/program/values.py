@@ -22,6 +22,9 @@ class EngineValues:
     env: Any
     made_in: dict[tuple[str, str], set[Value]]
     targets: Any
+    callers: dict[tuple[str, str], set[tuple[Value, int]]] | None
+    qual_of: dict[int, tuple[str, str]]
+    entries: set[int]
     _tracing: int
     _filtering: int
     ran: frozenset[tuple[str, str]] | None
@@ -252,6 +255,39 @@ class EngineValues:
                 return None
             out += srcs
         return out
+
+    def call_arg(self, fn: dict[str, Any], param: str, depth: int = 0) -> str | None:
+        """A parameter's value from the calls the last round of walks made of the function: the literal every
+        caller passes (or leaves to its constant default), traced through the callers' own parameters; an entry's
+        parameter is what its caller leaves to the default. None when they differ or cannot be told."""
+        key = self.qual_of.get(id(fn))
+        callers = (self.callers or {}).get(key) if key else None
+        if not callers or depth > 4:
+            return None
+        params = fn.get("params", [])
+        skip = 1 if fn.get("class") and not any(d == "staticmethod" for d, _ in fn["decorators"]) else 0
+        values = set()
+        for node, i in callers:
+            cf = (self.p.facts(node[1]) or {}).get("functions", {}).get(node[2])
+            call = cf["calls"][i] if cf and i < len(cf["calls"]) else None
+            if call is None or len(call) < 6 or call[4] is None:
+                return None
+            args, kwargs = call[4], call[5]
+            pos = params.index(param) - skip
+            src = kwargs.get(param, args[pos] if 0 <= pos < len(args) else fn.get("constants", {}).get(param))
+            if src is None:
+                return None
+            if not _literal(src):
+                if src in cf.get("flags", {}) or src not in cf.get("params", ()):
+                    return None
+                if id(cf) in self.entries:
+                    src = cf.get("constants", {}).get(src)
+                else:
+                    src = self.call_arg(cf, src, depth + 1)
+                if src is None:
+                    return None
+            values.add(src)
+        return values.pop() if len(values) == 1 else None
 
     def module_value(self, mod: str, name: str) -> str | None:
         """The source a module-level name is assigned, unless a function rebinds it (``global``) and the walk may

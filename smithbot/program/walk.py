@@ -51,9 +51,10 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
             _walk(r, model, True, best[phase], True, funcs[phase], cuts)
             _walk(r, engine, True, best[phase], False, funcs[phase], cuts)
         ran = frozenset(r.visited)
-        if len(r.live) == before and ran == r.ran:
+        callers, r.callers_now = r.callers_now, {}
+        if len(r.live) == before and ran == r.ran and callers == r.callers:
             break
-        r.ran = ran
+        r.ran, r.callers = ran, callers
     if cuts is not None:
         _behind_cuts(r, cuts)
     for phase in phases:
@@ -78,7 +79,7 @@ def _behind_cuts(r: _Resolver, cuts: dict[tuple[str, str], str], limit: int = 50
         if fn is None:
             continue
         node = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
-        for callee, _tests, _loop, _line in fn["calls"]:
+        for callee, *_ in fn["calls"]:
             for t in r.callees(node, fn, callee):
                 key = (t[1], t[2])
                 if key not in cuts and key not in r.visited:
@@ -118,7 +119,8 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
                                                   open_tests.get((node, loop), ()))
         r.at = node
         where = r.p.modules.get(node[1], node[1])
-        for callee, tests, in_loop, line in fn["calls"]:
+        r.qual_of[id(fn)] = (node[1], node[2])
+        for i, (callee, tests, in_loop, line, *_) in enumerate(fn["calls"]):
             if r.cut(node[1], tests, fn, klass=node[3]):
                 if count and cuts is not None:  # why what this call reaches is off the default path
                     against = next(t for (t, taken), d in zip(tests, r.decisions(node[1], tests, fn, klass=node[3]))
@@ -137,6 +139,8 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
             if len(found) > 1 and not every:  # an undecided dispatch, as an undecided test
                 here += (f"{callee.removesuffix('[]')}() may call any of {len(found)} ({where}:{line})",)
             for t in found:
+                if t[0] == "func":
+                    r.callers_now.setdefault((t[1], t[2]), set()).add((node, i))
                 if t[0] == "kernel":
                     if count:
                         old = best.get((t[1], t[2]))
