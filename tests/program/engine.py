@@ -15,7 +15,7 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "router_kernel", "overlap_kernel", "trt_kernel", "env_default_kernel", "big_batch_kernel",
                "early_exit_kernel", "aiter_kernel", "fused_kernel", "unfused_kernel", "fast_path_kernel",
                "capture_kernel", "ready_kernel", "planned_kernel", "fast_impl_kernel", "slow_impl_kernel",
-               "dense_ffn_kernel", "sparse_ffn_kernel")
+               "dense_ffn_kernel", "sparse_ffn_kernel", "scaled_finish_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -486,6 +486,11 @@ class Runner:
         if self.batch.planned:
             k.planned(x)
         self.impl(x)
+        self.finish(x, None)
+
+    def finish(self, x, scale):
+        if scale is not None:  # every caller on the path passes None
+            k.scaled_finish(x)
 ''',
     "eng/models/__init__.py": "",
     "eng/models/llama.py": '''import torch

@@ -123,14 +123,15 @@ def test_instance_attributes_and_predicates_are_evaluated(engine: str) -> None:
     assignments in `__init__`, the one that surely runs last wins (`lora` defaults False at the construction);
     hasattr reads the class; a module flag that only an unreached function rebinds (`global`) keeps its value; a
     predicate of another object takes its early return; a class-body default holds; a conditional expression's
-    test picks the class an attribute holds, and where the test differs between layers built in a loop over
+    test picks the class an attribute holds; a parameter is what every caller on the path passes (`finish(x, None)`);
+    and where the test differs between layers built in a loop over
     `range(config.num_hidden_layers)` (`DenseFFN() if i < 2 else SparseFFN()`), each class is on the path."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
     for name in ("fused_kernel", "ready_kernel", "slow_impl_kernel", "dense_ffn_kernel", "sparse_ffn_kernel"):
         assert sites[name].reach == "default" and not sites[name].undecided, (name, sites[name].reasons)
     for name, test in (("aiter_kernel", "self.aiter is not None"), ("unfused_kernel", "self.mode == 'fused'"),
                        ("fast_path_kernel", "hasattr(self.core, 'compute_fast')"), ("capture_kernel", "capturing()"),
-                       ("planned_kernel", "self.batch.planned")):
+                       ("planned_kernel", "self.batch.planned"), ("scaled_finish_kernel", "scale is not None")):
         s = sites[name]
         assert s.reach == "never" and f"`{test}` is decided against it" in s.reasons[-1], (name, s.reasons)
     assert sites["fast_impl_kernel"].reach == "never" and not sites["fast_impl_kernel"].presets
