@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from smithbot.program.evaluate import EACH, GIVEN, Env, evaluate
 from smithbot.program.modules import Program
@@ -87,6 +87,7 @@ class _Resolver(EngineValues):
         self._tracing = 0  # depth of constructor-argument tracing under way
         self._filtering = 0  # instance attributes' assignments being filtered by their if-tests (owner_flags)
         self._owner_flags: dict[tuple[str, str] | None, dict[str, list[str]]] = {}  # per round
+        self._flag_home: dict[tuple[tuple[str, str], str], tuple[str, dict[str, Any] | None]] = {}  # per round
         self._ctor_args: dict[tuple[tuple[str, str], str], str | None] = {}  # per round
         self._ctor_index: dict[str, set[Value]] = {}  # class name -> functions constructing one, by module parsed
         self._ctor_indexed: set[str] = set()
@@ -105,7 +106,7 @@ class _Resolver(EngineValues):
     def reset(self) -> None:
         """Forget what depends on the live classes (they grew)."""
         self._memo, self._sites, self._concrete, self._decided = {}, {}, {}, {}
-        self._owner_flags, self._ctor_args = {}, {}
+        self._owner_flags, self._ctor_args, self._flag_home = {}, {}, {}
 
     # --- symbols -----------------------------------------------------------------------------------------------
     def symbol(self, module: str, name: str, depth: int = 0) -> list[Value]:
@@ -422,30 +423,7 @@ class _Resolver(EngineValues):
         for test, _ in tests:
             key = (mod, id(fn), test, self.env.phase, owner)
             if bound or key not in self._decided:
-                flags = {**(fn.get("flags", {}) if fn else {}), **self.owner_flags(owner)}
-
-                def look(name: str, fn: dict[str, Any] | None = fn, flags: dict = flags) -> Any:
-                    if name.endswith("(*defaults)"):  # a getter's own parameter defaults (evaluate's protocol)
-                        return self.param_defaults(mod, fn, name[:-len("(*defaults)")])
-                    if name.endswith(")"):  # a predicate's call: what it returns here
-                        return self.predicate(mod, fn, owner, name, outer=look)
-                    if bound and name in bound:
-                        return bound[name]
-                    if name in flags:
-                        return flags[name]
-                    if "." in name and not (name.startswith("self.") and name.count(".") == 1):
-                        return self.object_flag(mod, fn, owner, name)
-                    if fn is not None and owner and name in fn.get("params", ())[1:] and self._is_init(owner, fn):
-                        return self._constructor_arg(owner, fn["params"][1:], name)  # what the constructions pass
-                    if fn is not None and name in fn.get("params", ()) and id(fn) in self.entries \
-                            and name not in fn.get("defaults", {}):
-                        # an entry's parameter: the caller passes what it must and leaves the rest to their
-                        # constant defaults (the scheduler's forward_batch_generation(batch))
-                        return fn.get("constants", {}).get(name, GIVEN)
-                    if fn is not None and name in fn.get("params", ()):
-                        return self.call_arg(fn, name)
-                    return self.module_value(mod, name)
-
+                look = self.look(mod, fn, owner, bound)
                 value = _each(test, self.env, look)
                 if bound or self._filtering:
                     out.append(value)
@@ -453,6 +431,38 @@ class _Resolver(EngineValues):
                 self._decided[key] = value
             out.append(self._decided[key])
         return out
+
+    def look(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None,
+             bound: dict[str, str] | None = None) -> Callable[[str], Any]:
+        """What a name an if-test of ``fn`` (in ``mod``, ``self`` an instance of ``owner``) reads is assigned, for
+        ``evaluate``: a call's constant argument (``bound``), the function's own flags, the attributes of ``self``
+        and of other objects, a constructor's or a function's parameter traced to its callers, an entry's parameter,
+        the module's assignment; a predicate's value for a call."""
+        flags = {**(fn.get("flags", {}) if fn else {}), **self.owner_flags(owner)}
+
+        def look(name: str) -> Any:
+            if name.endswith("(*defaults)"):  # a getter's own parameter defaults (evaluate's protocol)
+                return self.param_defaults(mod, fn, name[:-len("(*defaults)")])
+            if name.endswith(")"):  # a predicate's call: what it returns here
+                return self.predicate(mod, fn, owner, name, outer=look)
+            if bound and name in bound:
+                return bound[name]
+            if name in flags:
+                return flags[name]
+            if "." in name and not (name.startswith("self.") and name.count(".") == 1):
+                return self.object_flag(mod, fn, owner, name)
+            if fn is not None and owner and name in fn.get("params", ())[1:] and self._is_init(owner, fn):
+                return self._constructor_arg(owner, fn["params"][1:], name)  # what the constructions pass
+            if fn is not None and name in fn.get("params", ()) and id(fn) in self.entries \
+                    and name not in fn.get("defaults", {}):
+                # an entry's parameter: the caller passes what it must and leaves the rest to their constant
+                # defaults (the scheduler's forward_batch_generation(batch))
+                return fn.get("constants", {}).get(name, GIVEN)
+            if fn is not None and name in fn.get("params", ()):
+                return self.call_arg(fn, name)
+            return self.module_value(mod, name)
+
+        return look
 
     def every_one(self, node: Value, fn: dict[str, Any], callee: str) -> bool:
         """Whether a call of ``self.attr`` that may go to several classes goes to each of them in some instances:

@@ -209,6 +209,9 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
             and args[0].value in env.env:
         return env.env[args[0].value]  # get_bool_env_var("SGLANG_X"), os.environ.get("X")
     func = node.func
+    if isinstance(func, ast.Name) and func.id == "bool" and len(args) == 1 and not node.keywords:
+        truth = _truth(_value(args[0], env, assigns, depth + 1))
+        return Unknown if truth is None else truth
     if isinstance(func, ast.Attribute) and func.attr in ("get", "value") and isinstance(func.value, ast.Attribute):
         name = func.value.attr
         if name in env.env:

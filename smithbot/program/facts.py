@@ -458,10 +458,11 @@ class _Visitor(ast.NodeVisitor):
         if callee:
             # with its arguments' sources (None when one is starred), so that a callee's parameter can be traced
             # to what the callers on the default path pass
-            starred = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
+            # (``**kw`` is kept under the key "**": any parameter not passed by position may be in it)
+            starred = any(isinstance(a, ast.Starred) for a in node.args)
             self.fn["calls"].append([callee, [list(t) for t in self.tests], self.loops > 0, node.lineno,
                                      None if starred else [ast.unparse(a) for a in node.args],
-                                     {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg}])
+                                     {k.arg or "**": ast.unparse(k.value) for k in node.keywords}])
         name = _dotted(node.func) or ""
         if (name.split(".")[-1][:1].isupper() or name in self.fn["params"]) \
                 and not any(isinstance(a, ast.Starred) for a in node.args):

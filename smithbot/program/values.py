@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
-from smithbot.program.evaluate import EACH, Unknown, evaluate, value_of
+from smithbot.program.evaluate import EACH, GIVEN, Unknown, evaluate, value_of
 from smithbot.program.modules import Program
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
@@ -27,6 +27,8 @@ class EngineValues:
     entries: set[int]
     _tracing: int
     _filtering: int
+    _flag_home: dict[tuple[tuple[str, str], str], tuple[str, dict[str, Any] | None]]
+    look: Any
     ran: frozenset[tuple[str, str]] | None
     _owner_flags: dict[tuple[str, str] | None, dict[str, list[str]]]
     _ctor_args: dict[tuple[tuple[str, str], str], str | None]
@@ -51,6 +53,8 @@ class EngineValues:
                         kept = self._made_here(owner, m, entries, k)
                         if kept:
                             out[f"self.{k}"] = self.traced(owner, (m, q), kept)
+                            where = next((e[1] for e in entries if e[0] in kept and e[1]), None)
+                            self._flag_home[(owner, k)] = (m, (self.p.facts(m) or {}).get("functions", {}).get(where))
             finally:
                 self._filtering -= 1
             self._owner_flags[owner] = out
@@ -242,18 +246,33 @@ class EngineValues:
 
     def object_flag(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, dotted: str
                     ) -> list[str] | None:
-        """The constant sources of ``obj.attr`` (``self.batch.warm``) when every class ``obj`` may hold is known:
-        what their assignments (``owner_flags``) leave, if each is a literal. None otherwise."""
+        """The constant sources of ``obj.attr`` (``self.batch.warm``, ``self.model_config.is_generation``) when every
+        class ``obj`` may hold is known: what their assignments (``owner_flags``) leave, each evaluated where the class
+        assigns it when it is no literal. None otherwise."""
         head, _, attr = dotted.rpartition(".")
         vals = self.expr(mod, (fn or {}).get("class"), klass, fn, head)
-        if not vals or any(v[0] != "inst" for v in vals):
+        if not vals or any(v[0] != "inst" for v in vals) or self._tracing > 3:
             return None
         out: list[str] = []
         for v in vals:
-            srcs = self.owner_flags((v[1], v[2])).get(f"self.{attr}")
-            if not srcs or not all(_literal(s) for s in srcs):
+            owner = (v[1], v[2])
+            srcs = self.owner_flags(owner).get(f"self.{attr}")
+            if not srcs:
                 return None
-            out += srcs
+            for src in srcs:
+                if not _literal(src):  # evaluated where the object's class assigns it
+                    home = self._flag_home.get((owner, attr))
+                    if home is None:
+                        return None
+                    self._tracing += 1
+                    try:
+                        value = value_of(src, self.env, self.look(home[0], home[1], owner))
+                    finally:
+                        self._tracing -= 1
+                    if value is Unknown or not isinstance(value, (bool, int, float, str, type(None))):
+                        return None
+                    src = repr(value)
+                out.append(src)
         return out
 
     def call_arg(self, fn: dict[str, Any], param: str, depth: int = 0) -> str | None:
@@ -274,14 +293,16 @@ class EngineValues:
                 return None
             args, kwargs = call[4], call[5]
             pos = params.index(param) - skip
+            if param not in kwargs and not 0 <= pos < len(args) and "**" in kwargs:
+                return None  # it may be in the caller's **kwargs
             src = kwargs.get(param, args[pos] if 0 <= pos < len(args) else fn.get("constants", {}).get(param))
             if src is None:
                 return None
             if not _literal(src):
                 if src in cf.get("flags", {}) or src not in cf.get("params", ()):
                     return None
-                if id(cf) in self.entries:
-                    src = cf.get("constants", {}).get(src)
+                if id(cf) in self.entries:  # left to its constant default, or passed (not None)
+                    src = cf.get("constants", {}).get(src, None if src in cf.get("defaults", {}) else GIVEN)
                 else:
                     src = self.call_arg(cf, src, depth + 1)
                 if src is None:
