@@ -224,7 +224,13 @@ class _Resolver(EngineValues):
                 f = self.p.facts(m)
                 if f is not None and f"{q}.{name}" in f["classes"]:
                     return [("class", m, f"{q}.{name}")]
-            if self.method(mod, qual, name):
+            found = self.method(mod, qual, name)
+            if found and kind == "inst":
+                f = self.p.facts(found[0][1])
+                deco = {d.split(".")[-1] for d, _ in f["functions"][found[0][2]]["decorators"]} if f else set()
+                if deco & {"property", "cached_property"}:  # self.model_runner: what the property returns
+                    return self.returns(found[0], depth + 1)
+            if found:
                 return [("method", mod, qual, name)]
             return []
         if kind == "registry" and name in _GETTERS:

@@ -243,6 +243,7 @@ class _Visitor(ast.NodeVisitor):
         self.fn, self.tests, self.loops = saved
         del info["_imports"]
         info.pop("_globals", None)
+        info.pop("_dicts", None)
         if self.fn is not None:
             self.fn["stores"].extend(info["stores"])  # a decorator factory registers through its inner function
 
@@ -299,6 +300,14 @@ class _Visitor(ast.NodeVisitor):
         for t in node.targets:
             if isinstance(t, ast.Name) and t.id in self.fn.get("_globals", ()):
                 self.rebound.setdefault(t.id, []).append(self._qual("")[:-1])  # global x; x = ...
+            if isinstance(t, ast.Name):  # the keys a local dict literal may hold (kw = {"a": 1} if c else {})
+                branches = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+                dicts = self.fn.setdefault("_dicts", {})
+                if all(isinstance(b, ast.Dict) and all(isinstance(k, ast.Constant) for k in b.keys) for b in branches) \
+                        and (t.id not in dicts or dicts[t.id] is not None):
+                    dicts[t.id] = sorted({*(dicts.get(t.id) or ()), *(k.value for b in branches for k in b.keys)})
+                else:
+                    dicts[t.id] = None
         for t in node.targets:
             if isinstance(t, ast.Subscript) and expr_text(t.value):
                 self.fn["stores"].append(expr_text(t.value))  # REGISTRY[key] = fn: a registration
@@ -459,10 +468,20 @@ class _Visitor(ast.NodeVisitor):
             # with its arguments' sources (None when one is starred), so that a callee's parameter can be traced
             # to what the callers on the default path pass
             # (``**kw`` is kept under the key "**": any parameter not passed by position may be in it)
+            # (``**kw`` of a local that is only ever a dict literal passes just that literal's keys)
             starred = any(isinstance(a, ast.Starred) for a in node.args)
+            kwargs: dict[str, str] = {}
+            for k in node.keywords:
+                keys = self.fn.get("_dicts", {}).get(k.value.id) if k.arg is None and isinstance(k.value, ast.Name) \
+                    else None
+                if k.arg:
+                    kwargs[k.arg] = ast.unparse(k.value)
+                elif keys is not None:
+                    kwargs.update({key: "?" for key in keys})
+                else:
+                    kwargs["**"] = ast.unparse(k.value)
             self.fn["calls"].append([callee, [list(t) for t in self.tests], self.loops > 0, node.lineno,
-                                     None if starred else [ast.unparse(a) for a in node.args],
-                                     {k.arg or "**": ast.unparse(k.value) for k in node.keywords}])
+                                     None if starred else [ast.unparse(a) for a in node.args], kwargs])
         name = _dotted(node.func) or ""
         if (name.split(".")[-1][:1].isupper() or name in self.fn["params"]) \
                 and not any(isinstance(a, ast.Starred) for a in node.args):

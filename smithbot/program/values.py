@@ -296,7 +296,7 @@ class EngineValues:
             if param not in kwargs and not 0 <= pos < len(args) and "**" in kwargs:
                 return None  # it may be in the caller's **kwargs
             src = kwargs.get(param, args[pos] if 0 <= pos < len(args) else fn.get("constants", {}).get(param))
-            if src is None:
+            if src is None or src == "?":
                 return None
             if not _literal(src):
                 if src in cf.get("flags", {}) or src not in cf.get("params", ()):

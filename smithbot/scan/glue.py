@@ -30,7 +30,7 @@ from smithbot.program.modules import Program
 from smithbot.scan.parse import _dotted
 from smithbot.scan.rank import short_path
 
-GLUE_VERSION = "4"
+GLUE_VERSION = "5"
 MIN_LAUNCHES = 3
 
 # torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
@@ -104,8 +104,9 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
 class _Function:
     """One function's glue runs."""
 
-    def __init__(self, node: ast.FunctionDef | ast.AsyncFunctionDef, aliases: dict[str, str]) -> None:
-        self.aliases, self.tensors = aliases, set()
+    def __init__(self, node: ast.FunctionDef | ast.AsyncFunctionDef, aliases: dict[str, str],
+                 attributes: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        self.aliases, self.tensors = aliases, {f"self.{a}" for a in attributes}
         for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
             if a.annotation is not None and "Tensor" in ast.unparse(a.annotation):
                 self.tensors.add(a.arg)
@@ -284,6 +285,26 @@ class _Function:
                           "tests": [list(t) for t in tests], "in_loop": loop})
 
 
+def _tensor_attributes(cls: ast.ClassDef, aliases: dict[str, str]) -> set[str]:
+    """The attributes of a class that hold a tensor: annotated as one (a dataclass field ``seq_lens: torch.Tensor``,
+    ``self.x: Tensor``), or assigned a torch op's result in one of its methods (``self.buf = torch.zeros(n)``)."""
+    out = set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.AnnAssign) and "Tensor" in ast.unparse(node.annotation):
+            t = node.target
+            if isinstance(t, ast.Name):
+                out.add(t.id)
+            elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                out.add(t.attr)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            name = _dotted(node.value.func) or ""
+            full = aliases.get(name.split(".")[0])
+            if full == "torch" and name.count(".") == 1 and name.split(".")[1] in _LAUNCH_FN | {"empty", "empty_like"}:
+                out |= {t.attr for t in node.targets if isinstance(t, ast.Attribute)
+                        and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    return out
+
+
 def _inplace(m: str) -> bool:
     return m.endswith("_") and not m.startswith("_") and m[:-1].isidentifier() and m not in ("set_", )
 
@@ -311,11 +332,11 @@ def file_glue(data: bytes) -> dict[str, list[dict[str, Any]]]:
     aliases = _aliases(tree)
     out: dict[str, list[dict[str, Any]]] = {}
 
-    def visit(node: ast.AST, scope: list[str]) -> None:
+    def visit(node: ast.AST, scope: list[str], attributes: set[str] = frozenset()) -> None:  # type: ignore[assignment]
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 qual = ".".join(scope + [child.name])
-                runs = _Function(child, aliases).runs
+                runs = _Function(child, aliases, attributes).runs
                 for r in runs:
                     near = range(max(child.lineno - 1, r["first"] - 5), min(len(lines), r["last"] + 3))
                     r["todos"] = [f"{i + 1}: {m.group(0).strip()}" for i in near
@@ -324,7 +345,7 @@ def file_glue(data: bytes) -> dict[str, list[dict[str, Any]]]:
                     out[qual] = runs
                 visit(child, scope + [child.name])
             elif isinstance(child, ast.ClassDef):
-                visit(child, scope + [child.name])
+                visit(child, scope + [child.name], _tensor_attributes(child, aliases))
             elif isinstance(child, ast.stmt):
                 visit(child, scope)
 
