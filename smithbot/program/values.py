@@ -52,13 +52,32 @@ class EngineValues:
                     for k, entries in flags.items():
                         kept = self._made_here(owner, m, entries, k)
                         if kept:
-                            out[f"self.{k}"] = self.traced(owner, (m, q), kept)
                             where = next((e[1] for e in entries if e[0] in kept and e[1]), None)
-                            self._flag_home[(owner, k)] = (m, (self.p.facts(m) or {}).get("functions", {}).get(where))
+                            home = (self.p.facts(m) or {}).get("functions", {}).get(where)
+                            self._flag_home[(owner, k)] = (m, home)
+                            out[f"self.{k}"] = [self._at_home(owner, m, home, src)
+                                                for src in self.traced(owner, (m, q), kept)]
             finally:
                 self._filtering -= 1
             self._owner_flags[owner] = out
         return self._owner_flags[owner]
+
+    def _at_home(self, owner: tuple[str, str] | None, mod: str, home: dict[str, Any] | None, src: str) -> str:
+        """An attribute's source that reads the assigning method's own parameters or locals
+        (``self.has_local = model_runner.model_config.is_local``) as the constant it is there, when the defaults
+        decide it; else the source as it is."""
+        if home is None or _literal(src) or self._tracing > 3:
+            return src
+        node = _parse_expr(src)
+        own = set(home.get("params", [])[1:]) | set(home.get("flags", {}))
+        if node is None or not any(isinstance(n, ast.Name) and n.id in own for n in ast.walk(node)):
+            return src
+        self._tracing += 1
+        try:
+            value = value_of(src, self.env, self.look(mod, home, owner))
+        finally:
+            self._tracing -= 1
+        return repr(value) if value is not Unknown and isinstance(value, (bool, int, float, str, type(None))) else src
 
     def _made_here(self, owner: tuple[str, str] | None, mod: str, entries: list[list[Any]], name: str) -> list[str]:
         """The sources an attribute may hold, from its assignments (``[source, method, if-tests]``) that the
