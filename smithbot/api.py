@@ -12,7 +12,7 @@ from evaluator import EvalResult, Evaluator, TaskError
 from smithbot.config import ConfigError, Target, generic_target, get_target, load_target, target_names
 from smithbot.repo import Checkout, checkout, home
 from smithbot.scan.index import index
-from smithbot.scan.rank import link
+from smithbot.scan.rank import link, merged_answers
 from smithbot.types import KernelSite
 
 if TYPE_CHECKING:
@@ -123,7 +123,8 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
         raise ConfigError(f"{profile}: no kernel in the trace is a Triton kernel of {target.name} "
                           f"({len(measured.kernels)} GPU kernels in it)")
     cuts = {key: f"{pr.preset}: {why}" for pr in reached for key, why in pr.cuts.items()}
-    sites = link(idx, target, shares, reaches if graph else None, {p.name: p.layers for p in presets}, cuts)
+    sites = link(idx, target, shares, reaches if graph else None, {p.name: p.layers for p in presets}, cuts,
+                 merged_answers(reached))
     if measured is not None:
         sites = [replace(s, measured_of=measured.phase_label()) if s.measured_share else s for s in sites]
     if not sites:

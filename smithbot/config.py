@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.task import YamlChecker, read_yaml
-from smithbot.program.evaluate import Env
+from smithbot.program.evaluate import Env, Platform
 
 TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets"
 if not TARGETS_DIR.is_dir():  # installed: targets/ ships as the smithbot.targets package
@@ -95,8 +95,9 @@ class Hints:
 class Serving:
     """How the target serves by default on one GPU architecture: what decides its dispatch branches.
 
-    ``names`` are runtime helpers and flags with the values they return there (``is_hip: false``); extraction stubs
-    them with these values too. ``settings`` are server arguments by attribute name, ``env`` environment flags with
+    ``gpu`` is the GPU architecture (``sm90``) and ``packages`` the optional packages installed or not
+    (``flashinfer: installed``): what torch and ``find_spec`` answer, over which the engine's own platform helpers
+    are evaluated. ``settings`` are server arguments by attribute name, ``env`` environment flags with
     the engine's own defaults, ``phases`` forward-mode predicates and the phase they are true in (or ``never``). ``entries`` are
     the per-step engine functions (``module:Class.method``) the call graph starts at, besides the model's
     ``forward``; ``startup`` the engine functions that run once and build what the steps use (the attention backend),
@@ -106,7 +107,7 @@ class Serving:
     are settings too. See ``smithbot/program/evaluate.py``."""
 
     gpu: str = ""
-    names: dict[str, Any] = field(default_factory=dict)
+    packages: dict[str, bool] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     phases: dict[str, str] = field(default_factory=dict)
@@ -124,7 +125,8 @@ class Serving:
 
     def environment(self) -> Env:
         """These defaults as the if-test evaluator's environment (``smithbot/program/evaluate.py``)."""
-        return Env(self.names, self.settings, self.env, self.phases, phase_settings=self.phase_settings)
+        return Env(self.settings, self.env, self.phases, phase_settings=self.phase_settings,
+                   platform=Platform(self.gpu, self.packages))
 
     def for_model(self, preset: ModelPreset) -> Serving:
         """These defaults for one preset: its config.json facts, then the target's ``model_settings`` for it, over
@@ -172,26 +174,23 @@ class Target:
     profile: str = ""
     # wrapper (or FILE::wrapper, for one file's launcher of a common name such as `call`) -> parameter -> input spec
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    @property
-    def stubs(self) -> dict[str, Any]:
-        """Runtime helpers and the values they return under the serving defaults (what extraction stubs)."""
-        return self.serving.names
+    # runtime helpers a kernel's launcher calls and what they stand for in its standalone task (``is_hip: false``,
+    # a tuned-config lookup's untuned default): extraction only; the call graph evaluates the engine's own code
+    stubs: dict[str, Any] = field(default_factory=dict)
 
     def with_stubs(self, values: dict[str, Any]) -> Target:
-        return dataclasses.replace(self, serving=dataclasses.replace(self.serving, names={**self.stubs, **values}))
+        return dataclasses.replace(self, stubs={**self.stubs, **values})
 
     def with_settings(self, values: dict[str, Any]) -> Target:
         """This target with serving defaults overridden (``--set attention_backend=triton``). A key must be a
         declared setting, runtime name or environment flag; ConfigError names the known ones."""
         sv = self.serving
-        known = {**sv.settings, **sv.names, **sv.env}
+        known = {**sv.settings, **sv.env}
         for k in values:
             if k not in known:
                 raise ConfigError(f"--set {k}: not a serving default of {self.name} (known: {', '.join(sorted(known))})")
         serving = dataclasses.replace(
             sv, settings={**sv.settings, **{k: v for k, v in values.items() if k in sv.settings}},
-            names={**sv.names, **{k: v for k, v in values.items() if k in sv.names}},
             env={**sv.env, **{k: v for k, v in values.items() if k in sv.env}})
         return dataclasses.replace(self, serving=serving)
 
@@ -219,7 +218,8 @@ class Target:
 
 
 _TOP = {"name": True, "repo": True, "branch": False, "sparse_paths": False, "include": False, "exclude": False,
-        "hints": False, "serving": False, "models": True, "regimes": True, "conventions": False, "inputs": False, "profile": False}
+        "hints": False, "serving": False, "models": True, "regimes": True, "conventions": False, "inputs": False, "profile": False,
+        "stubs": False}
 _HINTS = {k: False for k in Hints.__dataclass_fields__}
 _CONV = {k: False for k in Conventions.__dataclass_fields__}
 _REGIMES = {"decode_batch": True, "prefill_tokens": True}
@@ -273,6 +273,9 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
     if not isinstance(inputs, dict) or not all(isinstance(v, dict) for v in inputs.values()):
         raise c.fail("inputs", "must map wrapper names to {parameter: spec} mappings")
     serving = load_serving(c, data.get("serving") or {}, preset_names)
+    stubs = data.get("stubs") or {}
+    if not isinstance(stubs, dict):
+        raise c.fail("stubs", "must map runtime helpers to the values they stand for")
     return Target(
         name=c.string(data["name"], "name"), repo=c.string(data["repo"], "repo"),
         branch=c.string(data.get("branch", "main"), "branch"),
@@ -282,18 +285,22 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
         hints=hints, serving=serving, models=tuple(models[n] for n in preset_names),
         decode_batch=c.int_list(regimes["decode_batch"], "regimes.decode_batch"),
         prefill_tokens=c.int_list(regimes["prefill_tokens"], "regimes.prefill_tokens"),
-        conventions=Conventions(**conv), file=file, inputs=inputs,
+        conventions=Conventions(**conv), file=file, inputs=inputs, stubs=dict(stubs),
         profile=c.string(data["profile"], "profile") if data.get("profile") else "")
 
 
 def load_serving(c: _Checker, raw: Any, presets: tuple[str, ...]) -> Serving:
     raw = c.mapping(raw, "serving", _SERVING)
     out: dict[str, Any] = {}
-    for k in ("names", "settings", "env", "phases", "model_settings", "phase_settings"):
+    for k in ("packages", "settings", "env", "phases", "model_settings", "phase_settings"):
         v = raw.get(k) or {}
         if not isinstance(v, dict):
             raise c.fail(f"serving.{k}", "must be a mapping")
         out[k] = dict(v)
+    for k, v in out["packages"].items():
+        if v not in ("installed", "missing"):
+            raise c.fail(f"serving.packages.{k}", f"must be installed or missing, got {v!r}")
+    out["packages"] = {k: v == "installed" for k, v in out["packages"].items()}
     for k, v in out["phases"].items():
         if v not in ("decode", "prefill", "never"):
             raise c.fail(f"serving.phases.{k}", f"must be decode, prefill or never, got {v!r}")
@@ -328,7 +335,7 @@ def get_target(name: str) -> Target:
     return load_target(file)
 
 
-# what any engine's platform helpers answer on an NVIDIA GPU, for a target with no serving section of its own
+# what any engine's platform helpers stand for in an extracted task on an NVIDIA GPU, for a target of no YAML
 PLATFORM_NAMES = {"is_hip": False, "is_npu": False, "is_xpu": False, "is_cuda": True}
 
 
@@ -337,9 +344,9 @@ def generic_target(repo: str) -> Target:
     models = load_models()
     name = Path(repo.rstrip("/")).name.removesuffix(".git") or "target"
     return Target(name=name, repo=repo, branch="", sparse_paths=(), include=("**/*.py",),
-                  exclude=("**/test/**", "**/tests/**", "**/benchmark*/**", "**/.git/**"), hints=Hints(), serving=Serving(names=dict(PLATFORM_NAMES)),
+                  exclude=("**/test/**", "**/tests/**", "**/benchmark*/**", "**/.git/**"), hints=Hints(), serving=Serving(gpu="sm90"),
                   models=tuple(models.values()), decode_batch=(1, 8, 64, 256), prefill_tokens=(512, 4096, 16384),
-                  conventions=Conventions(), file=None)
+                  conventions=Conventions(), file=None, stubs=dict(PLATFORM_NAMES))
 
 
 

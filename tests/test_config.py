@@ -22,11 +22,11 @@ def test_bundled_targets_load_with_the_required_presets() -> None:
     m = load_models()["deepseek-v3"]
     assert (m.hidden, m.experts, m.top_k, m.vocab) == (7168, 256, 8, 129280)
     assert (m.layers, m.architecture, m.config["topk_method"]) == (61, "DeepseekV3ForCausalLM", "noaux_tc")
-    # every bundled target says how it serves by default: the runtime names that extraction stubs too, and,
-    # for the engines, the per-step code the call graph starts at
+    # every bundled target says what its runtime helpers stand for in an extracted task, and how it serves by
+    # default: the GPU, and, for the engines, the per-step code the call graph starts at
     for name in target_names():
         t = get_target(name)
-        assert t.stubs is t.serving.names and t.serving.names.get("is_hip") is False
+        assert t.stubs.get("is_hip") is False and t.serving.gpu == "sm90"
     for name in ("sglang", "lmdeploy"):
         assert get_target(name).serving.entries and get_target(name).serving.gpu == "sm90"
 
@@ -43,9 +43,13 @@ def test_bundled_targets_load_with_the_required_presets() -> None:
      "must be decode, prefill or never"),
     (lambda s: s.replace("model_settings: {deepseek-v3:", "model_settings: {deepseek-v9:"),
      "serving.model_settings.deepseek-v9", "names no model preset"),
-    (lambda s: s.replace('entries: ["sglang.srt.model_executor.model_runner:ModelRunner.forward"',
-                         'entries: ["sglang.srt.model_executor.model_runner.ModelRunner.forward"'),
+    (lambda s: s.replace('entries: ["sglang.srt.managers.scheduler:Scheduler.run_batch"',
+                         'entries: ["sglang.srt.managers.scheduler.Scheduler.run_batch"'),
      "serving.entries[0]", "must be module:Qualified.name"),
+    (lambda s: s.replace("serving:\n", "serving:\n  packages: {flashinfer: maybe}\n"), "serving.packages.flashinfer",
+     "must be installed or missing"),
+    (lambda s: s.replace("\nstubs: {", "\nstubs: [{").replace("is_xpu: false}}}", "is_xpu: false}}}]"), "stubs",
+     "must map runtime helpers"),
 ])
 def test_bad_target_yaml(tmp_path: Path, edit, key: str, words: str) -> None:
     f = tmp_path / "t.yaml"

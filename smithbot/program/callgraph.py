@@ -101,6 +101,7 @@ class _Resolver(EngineValues):
         self.callers: dict[tuple[str, str], set[tuple[Value, int]]] | None = None
         self.callers_now: dict[tuple[str, str], set[tuple[Value, int]]] = {}
         self.qual_of: dict[int, tuple[str, str]] = {}  # id of a function's facts -> (module, qualname)
+        self.bound_of: dict[tuple[str, str], tuple[str, str] | None] = {}  # a visited function -> its self's class
         self.visited: set[tuple[str, str]] = set()
 
     def reset(self) -> None:
@@ -135,8 +136,9 @@ class _Resolver(EngineValues):
                 vals = [("registry", head)]  # a module-level table: dispatch goes through its registrations
         elif f"{module}.{head}" in self.p.modules:
             vals = [("module", f"{module}.{head}")]
-        else:
-            vals = []
+        else:  # from pkg.common import *
+            vals = next((v for star in f.get("stars", []) if star in self.p.modules
+                         for v in [self.symbol(star, head, depth + 1)] if v), [])
         return self._then(vals, rest, depth)
 
     def symbol_abs(self, dotted: str, depth: int = 0) -> list[Value]:
@@ -536,7 +538,7 @@ def _each(test: str, env: Env, look: Any) -> Any:
 
 def method_of(program: Program, mod: str, cls: str, name: str) -> Value | None:
     """A class's method, looked up through its bases, bound to the class (an entry of the walk)."""
-    found = _Resolver(program, set(), Env({}, {}, {}, {})).method(mod, cls, name)
+    found = _Resolver(program, set(), Env({}, {}, {})).method(mod, cls, name)
     return found[0] if found else None
 
 

@@ -2,8 +2,9 @@
 
 A test is evaluated to True, False or None (unknown), and unknown keeps both branches. The environment is the
 target's ``serving`` section (``smithbot.config.Serving``):
-- ``names``: runtime helpers and flags and the values they return (``is_hip: false``, ``_is_cuda: true``); a name is
-  looked up bare, called (``is_hip()``) or as the last part of an attribute (``current_platform.is_hip()``);
+- ``platform``: what torch answers on the serving GPU (``torch.version.hip`` is None on CUDA, the compute capability,
+  ``hasattr(torch, "npu")``) and which optional packages ``importlib.util.find_spec`` finds; the engine's own helpers
+  (``is_hip()``, ``_is_cuda = is_cuda()``) are evaluated over it, never declared;
 - ``settings``: server arguments by their attribute name (``server_args.attention_backend == "fa3"``,
   ``get_global_server_args().moe_runner_backend``), also read as bare local names (``device_type == 'cuda'``) and
   through a getter named after them (``get_moe_a2a_backend().is_deepep()``: a predicate ``is_X`` of a setting is
@@ -50,14 +51,59 @@ def _parse(src: str) -> ast.expr | None:
         return None
 
 
+class Platform:
+    """What torch and the Python environment answer on the serving machine: a GPU architecture (``sm90``: CUDA,
+    compute capability 9.0, no other accelerator) and which optional packages are installed. The engine's own
+    platform helpers (``is_hip()``, ``is_sm90_supported()``) are evaluated over these."""
+
+    _OTHER = ("npu", "xpu", "hpu", "mlu", "musa", "mps")
+
+    def __init__(self, gpu: str = "", packages: dict[str, bool] | None = None) -> None:
+        self.gpu, self.packages = gpu, packages or {}
+        m = re.fullmatch(r"sm(\d+)(\d)", gpu)
+        self.capability = (int(m.group(1)), int(m.group(2))) if m else None
+
+    def attribute(self, dotted: str) -> Any:
+        """``torch.version.hip`` and the like, or _MISSING."""
+        if self.capability is None:
+            return _MISSING
+        if dotted == "torch.version.hip":
+            return None
+        if dotted == "torch.version.cuda":
+            return _Given()  # some CUDA version: not None
+        return _MISSING
+
+    def call(self, dotted: str, args: list[ast.expr]) -> Any:
+        """``torch.cuda.is_available()``, ``torch.cuda.get_device_capability()``, another accelerator's
+        ``is_available()``, ``importlib.util.find_spec("pkg")``, or _MISSING."""
+        parts = dotted.split(".")
+        if parts[-1] == "find_spec" and args and isinstance(args[0], ast.Constant) and args[0].value in self.packages:
+            return _Given() if self.packages[args[0].value] else None
+        if self.capability is None or parts[0] != "torch":
+            return _MISSING
+        if dotted == "torch.cuda.is_available":
+            return True
+        if dotted == "torch.cuda.get_device_capability":
+            return self.capability
+        if len(parts) >= 3 and parts[-1] == "is_available" and parts[-2] in self._OTHER:
+            return False  # torch.npu.is_available(), torch.backends.mps.is_available()
+        return _MISSING
+
+    def has(self, module: str, name: str) -> Any:
+        """``hasattr(torch, "npu")``: True for cuda, False for another accelerator, else _MISSING."""
+        if module != "torch" or self.capability is None:
+            return _MISSING
+        return True if name == "cuda" else False if name in self._OTHER else _MISSING
+
+
 class Env:
     """Values of names under one target's serving defaults, for one phase (``decode``, ``prefill`` or None: both)."""
 
-    def __init__(self, names: dict[str, Any], settings: dict[str, Any], env: dict[str, Any],
-                 phases: dict[str, str], phase: str | None = None,
-                 phase_settings: dict[str, dict[str, Any]] | None = None,
-                 declared: dict[str, str] | None = None) -> None:
-        self.names, self.settings, self.env, self.phases, self.phase = names, settings, env, phases, phase
+    def __init__(self, settings: dict[str, Any], env: dict[str, Any], phases: dict[str, str],
+                 phase: str | None = None, phase_settings: dict[str, dict[str, Any]] | None = None,
+                 declared: dict[str, str] | None = None, platform: Platform | None = None) -> None:
+        self.settings, self.env, self.phases, self.phase = settings, env, phases, phase
+        self.platform = platform or Platform()
         self.phase_settings = phase_settings or {}
         self.declared = declared or {}  # env variable -> the source of its default in the engine's registry
         self.chosen = frozenset(settings)  # the settings the target declares (not the argument classes' defaults)
@@ -69,6 +115,9 @@ class Env:
 
     def with_phase(self, phase: str | None) -> Env:
         return self._copy(phase=phase)
+
+    def with_platform(self, platform: Platform) -> Env:
+        return self._copy(platform=platform)
 
     def with_declared(self, declared: dict[str, str]) -> Env:
         return self._copy(declared=declared)
@@ -85,8 +134,6 @@ class Env:
             return Unknown
         if name in self.phase_settings.get(self.phase or "", {}):
             return self.phase_settings[self.phase or ""][name]
-        if name in self.names:
-            return self.names[name]
         if name in self.settings:
             return self.settings[name]
         if name in self.env:
@@ -161,6 +208,10 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         found = _assigned(assigns(node.id), node.id, env, assigns, depth)
         return _MISSING if found is _MISSING else found
     if isinstance(node, ast.Attribute):
+        dotted = ast.unparse(node)
+        v = env.platform.attribute(dotted) if dotted.startswith("torch.") else _MISSING
+        if v is not _MISSING:
+            return v
         v = env.lookup(node.attr)
         if v is not _MISSING:
             return v
@@ -186,6 +237,12 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         return _MISSING
     if isinstance(node, ast.Call):
         return _call_value(node, env, assigns, depth)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):  # get_device_capability()[0]
+        v = _value(node.value, env, assigns, depth + 1)
+        try:
+            return v[node.slice.value] if isinstance(v, (tuple, list, dict)) else Unknown
+        except (IndexError, KeyError, TypeError):
+            return Unknown
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:  # layer_id % moe_layer_freq
         left, right = (_value(x, env, assigns, depth + 1) for x in (node.left, node.right))
         if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (left, right)):
@@ -209,6 +266,15 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
             and args[0].value in env.env:
         return env.env[args[0].value]  # get_bool_env_var("SGLANG_X"), os.environ.get("X")
     func = node.func
+    if isinstance(func, (ast.Name, ast.Attribute)):
+        v = env.platform.call(ast.unparse(func), args)
+        if v is not _MISSING:
+            return v
+    if isinstance(func, ast.Name) and func.id == "hasattr" and len(args) == 2 and isinstance(args[0], ast.Name) \
+            and isinstance(args[1], ast.Constant):
+        v = env.platform.has(args[0].id, args[1].value)
+        if v is not _MISSING:
+            return v
     if isinstance(func, ast.Name) and func.id == "bool" and len(args) == 1 and not node.keywords:
         truth = _truth(_value(args[0], env, assigns, depth + 1))
         return Unknown if truth is None else truth

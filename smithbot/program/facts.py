@@ -502,6 +502,9 @@ def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:
         return {"path": relpath, "error": str(getattr(exc, "msg", None) or exc)}
     v = _Visitor(modname, relpath.endswith("__init__.py"))
     v.visit(tree)
-    return {"path": relpath, "module": modname,
-            "imports": collect_imports(tree, modname, relpath.endswith("__init__.py")),
+    package = relpath.endswith("__init__.py")
+    stars = [from_module(n, modname, package) for n in tree.body if isinstance(n, ast.ImportFrom)
+             and any(a.name == "*" for a in n.names)]
+    return {"path": relpath, "module": modname, "stars": [m for m in stars if m],
+            "imports": collect_imports(tree, modname, package),
             "assigns": v.assigns, "rebound": v.rebound, "classes": v.classes, "functions": v.functions}

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 from smithbot import cache
 from smithbot.program.facts import file_facts
 
-FACTS_VERSION = "29"
+FACTS_VERSION = "30"
 # a class-level declaration of an environment variable with its default: `    SGLANG_X = EnvBool(False)`
 _ENV_DECL = re.compile(rb"^[ \t]+([A-Z][A-Z0-9_]+)\s*(?::[^=\n]+)?=\s*(Env\w*\(.*\))[ \t]*(?:#.*)?$", re.M)
 
@@ -27,6 +27,7 @@ class Program:
         self.registrations: dict[frozenset[str], dict[str, list[tuple[tuple[str, ...], tuple]]]] = {}
         self._env: dict[str, str] | None = None
         self._fields: dict[tuple[str, str], dict[str, Any]] = {}
+        self.glue: dict[str, dict[str, list[dict[str, Any]]]] = {}  # path -> function -> glue runs (scan.glue)
 
     def facts(self, module: str) -> dict[str, Any] | None:
         if module in self._facts:

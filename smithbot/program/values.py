@@ -318,12 +318,22 @@ class EngineValues:
             if src is None or src == "?":
                 return None
             if not _literal(src):
-                if src in cf.get("flags", {}) or src not in cf.get("params", ()):
-                    return None
-                if id(cf) in self.entries:  # left to its constant default, or passed (not None)
-                    src = cf.get("constants", {}).get(src, None if src in cf.get("defaults", {}) else GIVEN)
+                if src in cf.get("params", ()) and src not in cf.get("flags", {}):
+                    if id(cf) in self.entries:  # left to its constant default, or passed (not None)
+                        src = cf.get("constants", {}).get(src, None if src in cf.get("defaults", {}) else GIVEN)
+                    else:
+                        src = self.call_arg(cf, src, depth + 1)
+                elif self._tracing <= 3:  # an expression of the caller's (server_args.attention_backend)
+                    self._tracing += 1
+                    try:
+                        owner = node[3] or ((node[1], cf["class"]) if cf.get("class") else None)
+                        value = value_of(src, self.env, self.look(node[1], cf, owner))
+                    finally:
+                        self._tracing -= 1
+                    src = repr(value) if value is not Unknown and isinstance(
+                        value, (bool, int, float, str, type(None))) else None
                 else:
-                    src = self.call_arg(cf, src, depth + 1)
+                    src = None
                 if src is None:
                     return None
             values.add(src)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from typing import Any, Callable
 from smithbot.program.callgraph import Reach, Value, _qual, _Resolver
-from smithbot.program.evaluate import EACH, Env
+from smithbot.program.evaluate import EACH, Env, Platform
 from smithbot.program.modules import Program
 
 
@@ -16,7 +17,10 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
           startup: list[Value], other_platforms: tuple[str, ...] = (),
           phases: tuple[str, ...] = ("decode", "prefill"),
           functions: dict[tuple[str, str], list[Reach]] | None = None,
-          cuts: dict[tuple[str, str], str] | None = None) -> dict[tuple[str, str], list[Reach]]:
+          cuts: dict[tuple[str, str], str] | None = None,
+          questions: Callable[[set[tuple[str, str]]], dict[tuple[str, str], set[str]]] | None = None,
+          answers: dict[tuple[str, str], dict[str, dict[str, Any]]] | None = None
+          ) -> dict[tuple[str, str], list[Reach]]:
     """Every kernel reached from the ``model`` entries (its forward: a loop there runs per layer) and the ``engine``
     entries (per-step code: its loops are not layers), per phase, with the best path: per layer first, then the
     fewest undecided branches.
@@ -24,7 +28,12 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
     ``startup`` functions (the entry classes' constructors, the engine's set-up) run once and make classes live;
     kernels reached only from them are not counted. ``functions``, when given, is filled the same way with every
     function the model and engine entries reach (its path ends at the function): where torch glue may run. ``cuts``,
-    when given, gets for each function or kernel a cut call names the if-test decided against it: why it is off."""
+    when given, gets for each function or kernel a cut call names the if-test decided against it: why it is off.
+
+    ``questions``, when given, is asked (with every function the walks reached) for more if-tests to decide, by
+    function: a launch's enclosing tests, a glue run's. ``answers`` gets, per function and test, its value in each
+    phase as the walks left the graph (callers, live classes, attributes), and ``platform``: whether the value is the
+    serving GPU's (it is unknown without it)."""
     out: dict[tuple[str, str], list[Reach]] = {}
     # one resolver for both phases: what an expression means rarely depends on the phase, and its memo is most of
     # the work; the if-test decisions are kept per phase
@@ -63,7 +72,36 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
         if functions is not None:
             for key, rc in funcs[phase].items():
                 functions.setdefault(key, []).append(rc)
+    if questions is not None and answers is not None:
+        _answer(r, env, questions({k for phase in phases for k in funcs[phase]}), phases, answers)
     return out
+
+
+def _answer(r: _Resolver, env: Env, asked: dict[tuple[str, str], set[str]], phases: tuple[str, ...],
+            answers: dict[tuple[str, str], dict[str, dict[str, Any]]]) -> None:
+    """Each asked test's value per phase (EACH, where it differs per layer, counts as true: the branch runs), then
+    again without the platform, to tell which values the GPU decides."""
+    def decide(mod: str, qual: str, test: str) -> Any:
+        f = r.p.facts(mod)
+        fn = f["functions"].get(qual) if f else None
+        if fn is None:
+            return None
+        klass = r.bound_of.get((mod, qual)) or ((mod, fn["class"]) if fn.get("class") else None)
+        d = r.decisions(mod, [[test, True]], fn, klass=klass)[0]
+        return True if d is EACH else d
+
+    for phase in phases:
+        r.env = env.with_phase(phase)
+        for (mod, qual), tests in asked.items():
+            for t in tests:
+                answers.setdefault((mod, qual), {}).setdefault(t, {})[phase] = decide(mod, qual, t)
+    r.env = env.with_phase(None).with_platform(Platform())
+    r.reset()
+    for (mod, qual), tests in asked.items():
+        for t in tests:
+            got = answers[(mod, qual)][t]
+            got["platform"] = any(v is not None for k, v in got.items() if k != "platform") \
+                and decide(mod, qual, t) is None
 
 
 def _behind_cuts(r: _Resolver, cuts: dict[tuple[str, str], str], limit: int = 5000) -> None:
@@ -112,6 +150,7 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
         if fn is None:
             continue
         r.visited.add((node[1], node[2]))
+        r.bound_of[(node[1], node[2])] = node[3]
         if funcs is not None:
             old = funcs.get((node[1], node[2]))
             if old is None or (loop, -c) > (old.per_layer, -old.undecided):

@@ -416,27 +416,16 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
     uncertainty to its path. Default runs (every test on the path and its own decided) before possible ones, decode
     before prefill-only, then by launches per step (per-layer code times ``layers``, the preset's layer count), halved
     for each test or dispatch left open."""
-    by_file: dict[str, dict[str, list[dict[str, Any]]]] = {}
     found: dict[tuple[str, str, int], FusionSite] = {}
     for pr in reached:
         for (mod, qual), rs in pr.functions.items():
             rel = program.modules.get(mod)
-            if rel is None or rel not in program.texts:
-                continue
-            if rel not in by_file:
-                data = program.texts[rel]
-                key = hashlib.sha256(f"{GLUE_VERSION}|".encode() + data).hexdigest()
-                path = cache_dir / key[:2] / f"{key}.json" if cache_dir else None
-                got = cache.load(path)
-                if got is None:
-                    got = file_glue(data)
-                    cache.store(path, got)
-                by_file[rel] = got
-            if compiled(program, mod, qual):
-                continue  # torch.compile fuses its ops already
-            for run in by_file[rel].get(qual, []):
+            if rel is None or rel not in program.texts or compiled(program, mod, qual):
+                continue  # (torch.compile fuses its ops already)
+            for run in runs_of(program, mod, cache_dir).get(qual, []):
+                asked = pr.answers.get((mod, qual), {})
                 kept = [(r, own) for r in rs for own in [_decide(program, mod, qual, run["tests"],
-                                                                  envs[pr.preset].with_phase(r.phase))]
+                                                                  envs[pr.preset].with_phase(r.phase), asked)]
                         if own is not None]
                 if not kept:
                     continue
@@ -482,15 +471,35 @@ def compiled(program: Program, mod: str, qual: str) -> bool:
     return False
 
 
-def _decide(program: Program, mod: str, qual: str, tests: list[list[Any]], env: Env) -> list[str] | None:
+def runs_of(program: Program, mod: str, cache_dir: Path | None) -> dict[str, list[dict[str, Any]]]:
+    """The glue runs of a module's functions (``file_glue``), cached by content."""
+    rel = program.modules.get(mod)
+    if rel is None or rel not in program.texts:
+        return {}
+    if rel not in program.glue:
+        data = program.texts[rel]
+        key = hashlib.sha256(f"{GLUE_VERSION}|".encode() + data).hexdigest()
+        path = cache_dir / key[:2] / f"{key}.json" if cache_dir else None
+        got = cache.load(path)
+        if got is None:
+            got = file_glue(data)
+            cache.store(path, got)
+        program.glue[rel] = got
+    return program.glue[rel]
+
+
+def _decide(program: Program, mod: str, qual: str, tests: list[list[Any]], env: Env,
+            asked: dict[str, dict[str, Any]] | None = None) -> list[str] | None:
     """None when the defaults decide one of a run's if-tests against its branch, else the tests they leave open.
-    A name reads the function's own flags, then the module's assignments (as the call graph does)."""
+    A test the call graph answered after its walk (``asked``: test -> phase -> value) takes that answer; another
+    reads the function's own flags, then the module's assignments."""
     f = program.facts(mod)
     fn = (f or {}).get("functions", {}).get(qual) or {}
     assigns, flags = (f or {}).get("assigns", {}), fn.get("flags", {})
     open_ = []
     for test, taken in tests:
-        d = evaluate(test, env, lambda name: flags.get(name, assigns.get(name)))
+        got = (asked or {}).get(test, {})
+        d = got[env.phase] if env.phase in got else evaluate(test, env, lambda name: flags.get(name, assigns.get(name)))
         if d is None:
             open_.append(test)
         elif d != taken:

@@ -71,28 +71,49 @@ def static_work(k: dict[str, Any]) -> tuple[float, str]:
     return round(bits, 1), ", ".join(parts)
 
 
-def _branch_kind(branches: list[dict[str, str]], target: Target, env: Env, assigns: dict[str, str]
-                 ) -> tuple[bool, bool, str]:
+def _branch_kind(branches: list[dict[str, str]], env: Env, assigns: dict[str, str],
+                 answers: dict[str, dict[str, Any]]) -> tuple[bool, bool, str]:
     """(fallback_only, cuda_branch, description) for a launch's enclosing if-tests, decided by the serving
-    defaults: a test they decide against the branch makes the launch fallback-only; one they decide for it, that
-    names a declared runtime helper (``is_cuda()``), puts it on the CUDA branch."""
-    sv = target.serving
+    defaults: a test they decide against the branch makes the launch fallback-only; one the serving GPU decides for
+    it (``is_cuda()``, ``not _is_hip``: evaluated through the engine's helpers) puts it on the CUDA branch.
+    ``answers`` are the call graph's (test -> value, and whether the platform decided it); a test it did not answer
+    is evaluated over the module's assignments."""
     fallback = cuda = False
     desc = []
     for b in branches:
         test, taken = b["test"], b["in"] == "body"
-        decided = evaluate(test, env, assigns.get)
+        got = answers.get(test)
+        decided = got["value"] if got else evaluate(test, env, assigns.get)
         if decided is not None and decided != taken:
             fallback = True
-        elif decided is not None and set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", test)) & set(sv.names):
+        elif decided is not None and got and got["platform"]:
             cuda = True
         desc.append(f"if {test}: [{b['in']}]")
     return fallback, cuda and not fallback, "; ".join(desc)
 
 
+def merged_answers(reached: list[Any]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    """The call graph's answers (``PresetReach.answers``) over every preset and phase: a test's value where they
+    all agree (else None), and whether the GPU decides it."""
+    out: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for pr in reached:
+        for key, tests in pr.answers.items():
+            for test, got in tests.items():
+                values = {v for k, v in got.items() if k != "platform"}
+                seen = out.setdefault(key, {}).setdefault(test, {"values": set(), "platform": False})
+                seen["values"] |= values
+                seen["platform"] |= bool(got.get("platform"))
+    for tests in out.values():
+        for got in tests.values():
+            values = got.pop("values")
+            got["value"] = values.pop() if len(values) == 1 else None
+    return out
+
+
 def link(idx: Indexed, target: Target, measured: dict[str, tuple[float, float]] | None = None,
          reaches: Reaches | None = None, layers: dict[str, int] | None = None,
-         cuts: dict[tuple[str, str], str] | None = None) -> list[KernelSite]:
+         cuts: dict[tuple[str, str], str] | None = None,
+         answers: dict[tuple[str, str], dict[str, dict[str, Any]]] | None = None) -> list[KernelSite]:
     """Every kernel with its launches, class and hotness. ``measured`` maps kernel names to (µs per step, share of
     the step's GPU time) from a profile and orders everything by share. ``reaches`` (from ``scan.reach``) ranks the
     kernels on the presets' default paths first; ``layers`` gives each preset's layer count for the reasons;
@@ -113,7 +134,8 @@ def link(idx: Indexed, target: Target, measured: dict[str, tuple[float, float]] 
             key = _resolve_launch(la, f, kernels, by_module)
             if key is None:
                 continue
-            fb, cuda, desc = _branch_kind(la["branches"], target, env, f.get("assigns", {}))
+            fb, cuda, desc = _branch_kind(la["branches"], env, f.get("assigns", {}),
+                                          (answers or {}).get((f["module"], la["wrapper"]), {}))
             launches[key].append(LaunchSite(path=f["path"], line=la["line"], wrapper=la["wrapper"], grid=la["grid"],
                                             kwargs=tuple(la["kwargs"]), branch=desc, fallback_only=fb,
                                             cuda_branch=cuda))

@@ -26,7 +26,8 @@ _CODE = hashlib.sha1(b"".join(p.read_bytes() for p in sorted(
     (Path(__file__).resolve().parent.parent / "program").glob("*.py")))).digest()
 
 
-_VERSION = "4"  # what a cached result holds (2: the functions reached; 3: the undecided tests; 4: the cuts)
+_VERSION = "5"  # what a cached result holds (2: the functions reached; 3: the undecided tests; 4: the cuts;
+# 5: the answers)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class PresetReach:
     functions: dict[tuple[str, str], list[Reach]] = dataclasses.field(default_factory=dict)
     # (module, function or kernel) -> the if-test the defaults decide against a call of it: why it is off the path
     cuts: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    # (module, function) -> if-test -> phase -> its value after the walks, and "platform": whether the GPU decides it
+    # (the tests around launches and glue runs, see walk.reach's questions)
+    answers: dict[tuple[str, str], dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
 
 def program_for(root: Path, idx: Indexed, cache_dir: Path | None) -> Program:
@@ -90,7 +94,8 @@ def _dump(r: PresetReach) -> dict:
     return {"preset": r.preset, "model_class": r.model_class,
             "kernels": [[m, n, [dataclasses.asdict(x) for x in rs]] for (m, n), rs in r.kernels.items()],
             "functions": [[m, n, [dataclasses.asdict(x) for x in rs]] for (m, n), rs in r.functions.items()],
-            "cuts": [[m, n, why] for (m, n), why in r.cuts.items()]}
+            "cuts": [[m, n, why] for (m, n), why in r.cuts.items()],
+            "answers": [[m, n, tests] for (m, n), tests in r.answers.items()]}
 
 
 def _load(d: dict) -> PresetReach:
@@ -99,7 +104,7 @@ def _load(d: dict) -> PresetReach:
                          for x in rs]
                 for m, n, rs in rows}
     return PresetReach(d["preset"], d["model_class"], table(d["kernels"]), table(d["functions"]),
-                       {(m, n): why for m, n, why in d["cuts"]})
+                       {(m, n): why for m, n, why in d["cuts"]}, {(m, n): tests for m, n, tests in d["answers"]})
 
 
 def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPreset], cache_dir: Path | None
@@ -129,7 +134,30 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
             init += [m for m in [method_of(program, *found, "__init__")] if m]
         functions: dict[tuple[str, str], list[Reach]] = {}
         cuts: dict[tuple[str, str], str] = {}
+        answers: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         kernels_reached = reach(program, kernels, env_for(target, p, program), model, engine, init,
-                                target.serving.other_platforms, functions=functions, cuts=cuts)
-        out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "", kernels_reached, functions, cuts))
+                                target.serving.other_platforms, functions=functions, cuts=cuts,
+                                questions=lambda reached: questions(program, idx, reached,
+                                                                    cache_dir.parent / "glue" if cache_dir else None),
+                                answers=answers)
+        out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "", kernels_reached, functions, cuts,
+                               answers))
+    return out
+
+
+def questions(program: Program, idx: Indexed, reached: set[tuple[str, str]], cache_dir: Path | None
+              ) -> dict[tuple[str, str], set[str]]:
+    """The if-tests the call graph decides after its walk: around every kernel launch (in its wrapper), and around
+    every glue run of a function it reached."""
+    from smithbot.scan.glue import runs_of
+
+    out: dict[tuple[str, str], set[str]] = {}
+    for f in idx.facts:
+        for la in f["launches"]:
+            if la["branches"]:
+                out.setdefault((f["module"], la["wrapper"]), set()).update(b["test"] for b in la["branches"])
+    for mod, qual in reached:
+        for run in runs_of(program, mod, cache_dir).get(qual, []):
+            if run["tests"]:
+                out.setdefault((mod, qual), set()).update(t for t, _ in run["tests"])
     return out

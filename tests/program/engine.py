@@ -576,7 +576,7 @@ include: ["eng/**/*.py"]
 hints:
   model_paths: ["eng/models/**"]
 serving:
-  names: {{is_hip: false}}
+  gpu: sm90
   settings: {{attention_backend: fa3, moe_a2a_backend: none, device_type: cuda}}
   phases: {{is_decode: decode}}
   entries: ["eng.runner:ModelRunner.forward"]

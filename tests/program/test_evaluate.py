@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from smithbot.program.evaluate import Env, evaluate
+from smithbot.program.evaluate import Env, Platform, evaluate
 
-ENV = Env(names={"is_hip": False, "_is_cuda": True, "mamba_config": None},
-          settings={"attention_backend": "fa3", "moe_a2a_backend": "none", "quantization": None, "page_size": 1,
-                    "ep_size": 1, "device_type": "cuda"},
+ENV = Env(settings={"attention_backend": "fa3", "moe_a2a_backend": "none", "quantization": None, "page_size": 1,
+                    "ep_size": 1, "device_type": "cuda", "mamba_config": None},
           env={"SGLANG_USE_AITER": False},
           phases={"is_decode": "decode", "is_extend": "prefill", "is_idle": "never"},
-          phase_settings={"decode": {"attn_forward_method": "MLA"}})
-ASSIGNS = {"_is_hip": "is_hip()", "_use_aiter": "get_bool_env_var('SGLANG_USE_AITER') and _is_hip",
+          phase_settings={"decode": {"attn_forward_method": "MLA"}},
+          platform=Platform("sm90", {"flashinfer": True, "aiter": False}))
+# what the engine's helpers return (a caller's answer for a predicate's call), over the platform
+ASSIGNS = {"is_hip()": "torch.version.hip is not None", "current_platform.is_hip()": "torch.version.hip is not None",
+           "_is_cuda": "torch.cuda.is_available() and torch.version.cuda is not None",
+           "_is_hip": "is_hip()", "_use_aiter": "get_bool_env_var('SGLANG_USE_AITER') and _is_hip",
            "ALIAS": "ALIAS", "w8a8": "quantization == 'w8a8'",
            # a flag assigned in both branches: decided where every value agrees
            "self.gather": ["not skip and page_size > 1", "not skip and ep_size > 1"],
@@ -42,6 +45,14 @@ CASES = [
     ("attn_forward_method == AttnForwardMethod.MLA", "decode", True),
     ("attn_forward_method == AttnForwardMethod.MHA_CHUNKED_KV", "prefill", None),
     ("attn_forward_method == AttnForwardMethod.MHA_CHUNKED_KV", None, None),
+    # the platform: torch's answers on an sm90 GPU, and the packages declared installed or missing
+    ("hasattr(torch, 'npu') and torch.npu.is_available()", None, False), ("hasattr(torch, 'cuda')", None, True),
+    ("torch.cuda.get_device_capability()[0] >= 9", None, True), ("torch.backends.mps.is_available()", None, False),
+    ("torch.cuda.get_device_capability() >= (10, 0)", None, False),
+    ("importlib.util.find_spec('flashinfer') is not None", None, True),
+    ("importlib.util.find_spec('aiter') is not None", None, False),
+    ("importlib.util.find_spec('deep_gemm') is not None", None, None),  # not declared: unknown
+    ("torch.version.cuda >= '12.3'", None, None),  # a version the platform does not give
 ]
 
 
@@ -51,7 +62,7 @@ def test_decides(test: str, phase: str | None, expected: bool | None) -> None:
 
 
 def _env(env: dict | None = None, declared: dict | None = None) -> Env:
-    return Env({}, {}, env or {}, {}).with_declared(declared or {})
+    return Env({}, env or {}, {}).with_declared(declared or {})
 
 
 @pytest.mark.parametrize("test, env, truth", [

@@ -7,11 +7,12 @@ from pathlib import Path
 FILES = {
     "eng/__init__.py": "",
     "eng/utils.py": '''
+import torch
 import triton
 import triton.language as tl
 
 def is_hip():
-    return False
+    return torch.version.hip is not None
 
 @triton.jit
 def fast_exp(x):

@@ -9,7 +9,8 @@ import pytest
 
 from smithbot.config import generic_target
 from smithbot.scan.index import index
-from smithbot.scan.rank import link
+from smithbot.scan.rank import link, merged_answers
+from smithbot.scan.reach import preset_reach
 from tests.scan.fixtures import write
 
 
@@ -20,7 +21,9 @@ def scan(tmp_path: Path, **hints):
         target.hints, custom_jit_decorators=("cached_triton_kernel",), hot_paths=("eng/kernels/**",), **hints))
     idx = index(root, target.include, target.exclude, target.hints.custom_jit_decorators, tmp_path / "cache",
                 workers=1)
-    return idx, {(s.name, s.line): s for s in link(idx, target)}, root, target
+    # the launches' if-tests as the call graph decides them (is_hip() through its body, on the target's GPU)
+    answers = merged_answers(preset_reach(root, idx, target, list(target.models[:1]), None))
+    return idx, {(s.name, s.line): s for s in link(idx, target, answers=answers)}, root, target
 
 
 def test_every_kernel_found_and_linked(tmp_path: Path) -> None:
