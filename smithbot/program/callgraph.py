@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from smithbot.program.evaluate import EACH, GIVEN, Env, evaluate
+from smithbot.program.evaluate import EACH, GIVEN, Env, _parse, evaluate
 from smithbot.program.modules import Program
 from smithbot.program.values import EngineValues
 
@@ -88,9 +88,11 @@ class _Resolver(EngineValues):
         self._filtering = 0  # instance attributes' assignments being filtered by their if-tests (owner_flags)
         self._owner_flags: dict[tuple[str, str] | None, dict[str, list[str]]] = {}  # per round
         self._flag_home: dict[tuple[tuple[str, str], str], tuple[str, dict[str, Any] | None]] = {}  # per round
+        self._predicates: dict[tuple, str | None] = {}  # a predicate call's value in its caller's context, per round
         self._ctor_args: dict[tuple[tuple[str, str], str], str | None] = {}  # per round
         self._ctor_index: dict[str, set[Value]] = {}  # class name -> functions constructing one, by module parsed
         self._ctor_indexed: set[str] = set()
+        self._ctor_seen = -1  # how many modules had been looked up when the index was last brought up to date
         # the functions the last round of walks visited (None in the first round), and those this round visits: an
         # attribute its class's __init__ sets keeps only the other assignments made in functions a walk reaches
         # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)
@@ -107,7 +109,7 @@ class _Resolver(EngineValues):
     def reset(self) -> None:
         """Forget what depends on the live classes (they grew)."""
         self._memo, self._sites, self._concrete, self._decided = {}, {}, {}, {}
-        self._owner_flags, self._ctor_args, self._flag_home = {}, {}, {}
+        self._owner_flags, self._ctor_args, self._flag_home, self._predicates = {}, {}, {}, {}
 
     # --- symbols -----------------------------------------------------------------------------------------------
     def symbol(self, module: str, name: str, depth: int = 0) -> list[Value]:
@@ -371,7 +373,8 @@ class _Resolver(EngineValues):
             if key not in self.p.registrations:
                 self._registered = {}
                 # only files with a decorator keyed by a declared value can register a default: find them by bytes
-                keys = [f'("{v}"'.encode() for v in key] + [f"('{v}'".encode() for v in key]
+                keys = [f'("{v}"'.encode() for v in key if isinstance(v, str)] + \
+                    [f"('{v}'".encode() for v in key if isinstance(v, str)]
                 by_path = {rel: mod for mod, rel in self.p.modules.items()}
                 for rel, data in self.p.texts.items():
                     if b"@" in data and any(k in data for k in keys) and rel in by_path:
@@ -452,7 +455,7 @@ class _Resolver(EngineValues):
             if name.endswith("(*defaults)"):  # a getter's own parameter defaults (evaluate's protocol)
                 return self.param_defaults(mod, fn, name[:-len("(*defaults)")])
             if name.endswith(")"):  # a predicate's call: what it returns here
-                return self.predicate(mod, fn, owner, name, outer=look)
+                return self.predicate(mod, fn, owner, name, outer=look, cached=not bound)
             if bound and name in bound:
                 return bound[name]
             if name in flags:
@@ -520,10 +523,10 @@ def _each(test: str, env: Env, look: Any) -> Any:
     the test is decided for each value, and is EACH where it differs between them."""
     import ast
 
-    try:
-        names = sorted({n.id for n in ast.walk(ast.parse(test, mode="eval")) if isinstance(n, ast.Name)})
-    except SyntaxError:
+    tree = _parse(test)
+    if tree is None:
         return None
+    names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
     for name in names:
         src = look(name)
         if isinstance(src, str) and src.startswith("__each__("):

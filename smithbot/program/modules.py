@@ -47,6 +47,10 @@ class Program:
         self._facts[module] = out
         return out
 
+    def parsed_count(self) -> int:
+        """How many modules have been looked up so far (parsed, or found missing)."""
+        return len(self._facts)
+
     def parsed(self) -> list[tuple[str, dict[str, Any]]]:
         """The modules parsed so far, with their facts."""
         return [(m, f) for m, f in self._facts.items() if f is not None]

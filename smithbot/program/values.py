@@ -7,9 +7,10 @@ resolver: it uses its ``expr``, ``mro``, ``cls`` and ``decisions``."""
 from __future__ import annotations
 
 import ast
+import copy
 from typing import Any, Callable
 
-from smithbot.program.evaluate import EACH, GIVEN, Unknown, evaluate, value_of
+from smithbot.program.evaluate import EACH, GIVEN, Unknown, _parse, evaluate, value_of
 from smithbot.program.modules import Program
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
@@ -27,6 +28,7 @@ class EngineValues:
     entries: set[int]
     _tracing: int
     _filtering: int
+    _predicates: dict[tuple, str | None]
     _flag_home: dict[tuple[tuple[str, str], str], tuple[str, dict[str, Any] | None]]
     look: Any
     ran: frozenset[tuple[str, str]] | None
@@ -34,6 +36,7 @@ class EngineValues:
     _ctor_args: dict[tuple[tuple[str, str], str], str | None]
     _ctor_index: dict[str, set[Value]]
     _ctor_indexed: set[str]
+    _ctor_seen: int
 
     def owner_flags(self, owner: tuple[str, str] | None) -> dict[str, list[str]]:
         """``self.x`` -> its sources, for an instance of ``owner``: what its class and bases assign, a subclass's
@@ -182,6 +185,9 @@ class EngineValues:
         """The functions of the modules parsed so far that construct a class of ``owner``'s name: where its
         arguments come from when the walk did not see it made (an instance a layer holds, built in an __init__ that
         only a type annotation led to)."""
+        if self._ctor_seen == self.p.parsed_count():
+            return self._ctor_index.get(owner[1].split(".")[-1], set())
+        self._ctor_seen = self.p.parsed_count()
         for mod, f in self.p.parsed():
             if mod in self._ctor_indexed:
                 continue
@@ -193,7 +199,7 @@ class EngineValues:
         return self._ctor_index.get(owner[1].split(".")[-1], set())
 
     def predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
-                  depth: int = 0, outer: Callable[[str], Any] | None = None) -> str | None:
+                  depth: int = 0, outer: Callable[[str], Any] | None = None, cached: bool = True) -> str | None:
         """What the call ``call`` (a source, in ``fn`` of ``mod``, ``self`` bound to ``klass``) returns, as a constant's
         source, when the serving defaults decide it; None when they do not. ``hasattr(obj, "name")`` and
         ``getattr(obj, "name", default)`` are answered from the classes ``obj`` may hold. Otherwise the one
@@ -202,7 +208,18 @@ class EngineValues:
         returns included): the first whose tests hold gives the value, one whose tests are undecided decides
         nothing. A name the function's module defines reads that module's assignment, unless a function the walk
         ran rebinds it (``global``); any other name is the caller's (``outer``, its lookup). Within a depth limit,
-        as the walk itself."""
+        as the walk itself. Memoised per round in the caller's context (``cached``: ``outer`` is that context's own
+        lookup, with no call's arguments bound)."""
+        key = (mod, id(fn), klass, call, self.env.phase, depth)
+        if not cached or self._filtering:
+            return self._predicate(mod, fn, klass, call, depth, outer, False)
+        if key not in self._predicates:
+            self._predicates[key] = None  # guards a cycle
+            self._predicates[key] = self._predicate(mod, fn, klass, call, depth, outer, True)
+        return self._predicates[key]
+
+    def _predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
+                   depth: int, outer: Callable[[str], Any] | None, cached: bool) -> str | None:
         node = _parse_expr(call)
         if depth > 3 or not isinstance(node, ast.Call) or node.keywords or \
                 any(isinstance(a, ast.Starred) for a in node.args):
@@ -236,14 +253,14 @@ class EngineValues:
 
         def look(name: str) -> Any:
             if name.endswith(")"):
-                return self.predicate(mod, fn, klass, name, depth + 1, outer)
+                return self.predicate(mod, fn, klass, name, depth + 1, outer, cached)
             if name in (self.p.facts(theirs) or {}).get("assigns", {}):
                 return self.module_value(theirs, name)
             return outer(name) if outer else None
 
         def decide(src: str) -> bool | None:
             bound = _parse_expr(src)
-            return None if bound is None else evaluate(ast.unparse(_Substitute(args).visit(bound)), self.env, look)
+            return None if bound is None else evaluate(ast.unparse(_substitute(bound, args)), self.env, look)
 
         for text, tests in target["values"]:
             held = [decide(t) for t, _ in tests]
@@ -254,7 +271,7 @@ class EngineValues:
             ret = _parse_expr(text)
             if ret is None:
                 return None
-            bound_ret = _Substitute(args).visit(ret)
+            bound_ret = _substitute(ret, args)
             value = self._attribute_test(mod, cls, klass, fn, bound_ret)
             if value is None:
                 decided = value_of(ast.unparse(bound_ret), self.env, look)
@@ -390,15 +407,18 @@ def fn_default(program: Program, owner: tuple[str, str], param: str) -> str | No
     return (init or {}).get("constants", {}).get(param)
 
 
-class _Substitute(ast.NodeTransformer):
-    """Parameter names replaced by the caller's argument sources."""
+def _substitute(node: ast.expr, args: dict[str, str]) -> ast.AST:
+    """A copy of the tree with parameter names replaced by the caller's argument sources (parses are shared)."""
+    return _Substitute(args).visit(copy.deepcopy(node))
 
+
+class _Substitute(ast.NodeTransformer):
     def __init__(self, args: dict[str, str]) -> None:
         self.args = args
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         src = self.args.get(node.id)
-        found = _parse_expr(src) if src else None
+        found = copy.deepcopy(_parse_expr(src)) if src else None
         return found if found is not None else node
 
 
@@ -411,7 +431,5 @@ def _literal(src: str) -> bool:
 
 
 def _parse_expr(src: str) -> ast.expr | None:
-    try:
-        return ast.parse(src, mode="eval").body
-    except SyntaxError:
-        return None
+    """The expression's tree, a cached parse shared by every caller: never to be changed in place."""
+    return _parse(src)

@@ -419,10 +419,11 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
     found: dict[tuple[str, str, int], FusionSite] = {}
     for pr in reached:
         for (mod, qual), rs in pr.functions.items():
-            rel = program.modules.get(mod)
-            if rel is None or rel not in program.texts or compiled(program, mod, qual):
+            runs = runs_of(program, mod, cache_dir).get(qual, [])
+            if not runs or compiled(program, mod, qual):
                 continue  # (torch.compile fuses its ops already)
-            for run in runs_of(program, mod, cache_dir).get(qual, []):
+            rel = program.modules[mod]
+            for run in runs:
                 asked = pr.answers.get((mod, qual), {})
                 kept = [(r, own) for r in rs for own in [_decide(program, mod, qual, run["tests"],
                                                                   envs[pr.preset].with_phase(r.phase), asked)]
