@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from smithbot.program.evaluate import EACH, GIVEN, Env, _parse, evaluate
+from smithbot.program.evaluate import CONFIG, EACH, GIVEN, Env, _parse, evaluate
 from smithbot.program.modules import Program
 from smithbot.program.values import EngineValues
 
@@ -89,6 +89,7 @@ class _Resolver(EngineValues):
         self._owner_flags: dict[tuple[str, str] | None, dict[str, list[str]]] = {}  # per round
         self._flag_home: dict[tuple[tuple[str, str], str], tuple[str, dict[str, Any] | None]] = {}  # per round
         self._predicates: dict[tuple, str | None] = {}  # a predicate call's value in its caller's context, per round
+        self._locals: dict[tuple, list[str]] = {}  # a function's local flag -> the sources it may hold, per round
         self._ctor_args: dict[tuple[tuple[str, str], str], str | None] = {}  # per round
         self._ctor_index: dict[str, set[Value]] = {}  # class name -> functions constructing one, by module parsed
         self._ctor_indexed: set[str] = set()
@@ -98,6 +99,7 @@ class _Resolver(EngineValues):
         # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)
         self.ran: frozenset[tuple[str, str]] | None = None
         self.entries: set[int] = set()  # the walk's entry functions (ids of their facts)
+        self.configs: dict[int, str] = {}  # the model class's constructor (id of its facts) -> its config parameter
         # a function -> the calls of it a round of walks made (caller, index of the call in its facts); the last
         # round's, as ``ran``: where a parameter's value comes from
         self.callers: dict[tuple[str, str], set[tuple[Value, int]]] | None = None
@@ -109,7 +111,7 @@ class _Resolver(EngineValues):
     def reset(self) -> None:
         """Forget what depends on the live classes (they grew)."""
         self._memo, self._sites, self._concrete, self._decided = {}, {}, {}, {}
-        self._owner_flags, self._ctor_args, self._flag_home, self._predicates = {}, {}, {}, {}
+        self._owner_flags, self._ctor_args, self._flag_home, self._predicates, self._locals = {}, {}, {}, {}, {}
 
     # --- symbols -----------------------------------------------------------------------------------------------
     def symbol(self, module: str, name: str, depth: int = 0) -> list[Value]:
@@ -434,7 +436,7 @@ class _Resolver(EngineValues):
         for test, _ in tests:
             key = (mod, id(fn), test, self.env.phase, owner)
             if bound or key not in self._decided:
-                look = self.look(mod, fn, owner, bound)
+                look = self.look(mod, fn, owner, bound, test)
                 value = _each(test, self.env, look)
                 if bound or self._filtering:
                     out.append(value)
@@ -444,12 +446,16 @@ class _Resolver(EngineValues):
         return out
 
     def look(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None,
-             bound: dict[str, str] | None = None) -> Callable[[str], Any]:
+             bound: dict[str, str] | None = None, test: str | None = None) -> Callable[[str], Any]:
         """What a name an if-test of ``fn`` (in ``mod``, ``self`` an instance of ``owner``) reads is assigned, for
         ``evaluate``: a call's constant argument (``bound``), the function's own flags, the attributes of ``self``
         and of other objects, a constructor's or a function's parameter traced to its callers, an entry's parameter,
-        the module's assignment; a predicate's value for a call."""
-        flags = {**(fn.get("flags", {}) if fn else {}), **self.owner_flags(owner)}
+        the module's assignment; a predicate's value for a call. At ``test``, a parameter the function assigns
+        only after it is still the caller's argument."""
+        flags = self.owner_flags(owner)
+        local = set(fn.get("flags", {})) if fn else set()
+        if fn is not None and test is not None and test in fn.get("before", {}):
+            local = {k for k in local if k not in fn.get("params", ()) or k in fn["before"][test]}
 
         def look(name: str) -> Any:
             if name.endswith("(*defaults)"):  # a getter's own parameter defaults (evaluate's protocol)
@@ -458,10 +464,16 @@ class _Resolver(EngineValues):
                 return self.predicate(mod, fn, owner, name, outer=look, cached=not bound)
             if bound and name in bound:
                 return bound[name]
+            if name in local and fn is not None:
+                own = self._local(mod, fn, owner, name)
+                if own:
+                    return own
             if name in flags:
                 return flags[name]
             if "." in name and not (name.startswith("self.") and name.count(".") == 1):
                 return self.object_flag(mod, fn, owner, name)
+            if fn is not None and self.configs.get(id(fn)) == name:
+                return CONFIG  # the model's config.json
             if fn is not None and owner and name in fn.get("params", ())[1:] and self._is_init(owner, fn):
                 return self._constructor_arg(owner, fn["params"][1:], name)  # what the constructions pass
             if fn is not None and name in fn.get("params", ()) and id(fn) in self.entries \
@@ -474,6 +486,22 @@ class _Resolver(EngineValues):
             return self.module_value(mod, name)
 
         return look
+
+    def _local(self, mod: str, fn: dict[str, Any], owner: tuple[str, str] | None, name: str) -> list[str]:
+        """A local's sources that the defaults let happen, in order: none under an if-test decided against it, and
+        one that surely runs replaces those before it (``m = None``, then ``if cfg is not None: m = cfg.m()``)."""
+        key = (id(fn), owner, name, self.env.phase)
+        if key in self._locals:
+            return self._locals[key]
+        self._locals[key] = list(fn["flags"][name])  # guards a cycle: every source counts meanwhile
+        out: list[str] = []
+        for src, tests in fn.get("assigned", {}).get(name, [[s, []] for s in fn["flags"][name]]):
+            held = self.decisions(mod, tests, fn, klass=owner) if tests else []
+            if any(h not in (None, EACH) and h != taken for h, (_, taken) in zip(held, tests)):
+                continue
+            out = [src] if all(h is not None and h is not EACH for h in held) else out + [src]
+        self._locals[key] = list(dict.fromkeys(out))
+        return self._locals[key]
 
     def every_one(self, node: Value, fn: dict[str, Any], callee: str) -> bool:
         """Whether a call of ``self.attr`` that may go to several classes goes to each of them in some instances:

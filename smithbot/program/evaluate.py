@@ -192,8 +192,8 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
             if op in ("is", "is not") and None in (left, right):
                 return op == "is not"
             return Unknown
-        if (isinstance(left, _Member) or isinstance(right, _Member)) \
-                and not all(isinstance(x, (str, _Member)) for x in (left, right)):
+        if (isinstance(left, Member) or isinstance(right, Member)) \
+                and not all(isinstance(x, (str, Member)) for x in (left, right)):
             return Unknown  # an enum member against a number: its value is not known here
         try:
             return _ORDER[_OPS[type(node.ops[0])]](left, right)
@@ -202,6 +202,8 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
     if isinstance(node, ast.Name):
         if node.id == GIVEN:
             return _Given()
+        if node.id == CONFIG:
+            return ModelConfig(env.settings)
         v = env.lookup(node.id)
         if v is not _MISSING:
             return v
@@ -233,7 +235,7 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         while isinstance(head, ast.Attribute):
             head = head.value
         if isinstance(head, ast.Name) and head.id[:1].isupper():
-            return _Member(node.attr)
+            return Member(node.attr)
         return _MISSING
     if isinstance(node, ast.Call):
         return _call_value(node, env, assigns, depth)
@@ -254,7 +256,8 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
 
 
 _ARITH = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-          ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+          ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.BitAnd: lambda a, b: a & b,
+          ast.BitOr: lambda a, b: a | b, ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b}
 
 
 def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
@@ -275,6 +278,16 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
         v = env.platform.has(args[0].id, args[1].value)
         if v is not _MISSING:
             return v
+    if isinstance(func, ast.Name) and func.id in ("getattr", "hasattr") and len(args) in (2, 3) \
+            and isinstance(args[1], ast.Constant) and isinstance(args[1].value, str):
+        obj = _value(args[0], env, assigns, depth + 1)
+        if isinstance(obj, ModelConfig):  # the model's config.json, as the preset gives it
+            key = args[1].value
+            if func.id == "hasattr":
+                return key in obj.fields
+            if key in obj.fields:
+                return obj.fields[key]
+            return _value(args[2], env, assigns, depth + 1) if len(args) == 3 else Unknown
     if isinstance(func, ast.Name) and func.id == "bool" and len(args) == 1 and not node.keywords:
         truth = _truth(_value(args[0], env, assigns, depth + 1))
         return Unknown if truth is None else truth
@@ -300,6 +313,8 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
             owner = _value(func.value, env, assigns, depth + 1)
             if isinstance(owner, str):
                 return owner.lower() == name[3:]
+            if isinstance(owner, Member):  # SpeculativeAlgorithm.NONE.is_none()
+                return owner.name.lower() == name[3:]
     # a predicate the engine defines (is_kv_b_lora_active(self)): ``assigns`` of the call's source gives the
     # source of what it returns for these arguments, when the caller can say
     src = assigns(ast.unparse(node))
@@ -357,6 +372,15 @@ def _assigned(src: str | list[str] | None, name: str, env: Env, assigns: Callabl
 
 EACH = "each"  # a test's decision where it differs between the instances of one class (per layer): both branches run
 GIVEN = "__given__"  # the source ``assigns`` gives for an entry's parameter that its caller must pass
+CONFIG = "__config__"  # the source ``assigns`` gives for the model's config (the model class's first argument)
+
+
+class ModelConfig:
+    """The model's config.json as the preset gives it (its numbers and ``config:`` facts, among the settings): what
+    ``getattr(config, "quantization_config", None)`` finds, or the default for a field it lacks."""
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = fields
 
 
 class _Given:
@@ -366,7 +390,7 @@ class _Given:
         raise TypeError("unknown truth")
 
 
-class _Member:
+class Member:
     """An enum member seen only by its name: equal to a string setting of the same name in lower case."""
 
     def __init__(self, name: str) -> None:
@@ -375,7 +399,7 @@ class _Member:
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
             return other.lower() == self.name.lower()
-        if isinstance(other, _Member):
+        if isinstance(other, Member):
             return other.name == self.name
         return NotImplemented  # type: ignore[no-any-return]
 

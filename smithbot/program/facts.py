@@ -159,11 +159,19 @@ class _Visitor(ast.NodeVisitor):
     # --- control flow ------------------------------------------------------------------------------------------
     def visit_If(self, node: ast.If) -> None:
         test = ast.unparse(node.test)
+        self._before(test)
         self.visit(node.test)
         for taken, stmts in ((True, node.body), (False, node.orelse)):
             self.tests.append([test, taken])
             self.block(stmts)
             self.tests.pop()
+
+    def _before(self, test: str) -> None:
+        """Note which of the function's names are assigned before this test (a parameter reassigned later is still
+        the caller's argument here)."""
+        if self.fn is not None:
+            into = self.fn.setdefault("before", {}).setdefault(test, [])
+            into.extend(n for n in sorted(self.fn.get("_assigned", ())) if n not in into)
 
     def block(self, stmts: list[ast.stmt]) -> None:
         """A block's statements in order. After ``if T: ... return`` (a body that always leaves, with no else), the
@@ -243,6 +251,7 @@ class _Visitor(ast.NodeVisitor):
         self.fn, self.tests, self.loops = saved
         del info["_imports"]
         info.pop("_globals", None)
+        info.pop("_assigned", None)
         info.pop("_dicts", None)
         if self.fn is not None:
             self.fn["stores"].extend(info["stores"])  # a decorator factory registers through its inner function
@@ -298,6 +307,9 @@ class _Visitor(ast.NodeVisitor):
                         cls["flags"].setdefault(name, []).append([src, None, []])
             return
         for t in node.targets:
+            for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                if isinstance(el, ast.Name):
+                    self.fn.setdefault("_assigned", set()).add(el.id)
             if isinstance(t, ast.Name) and t.id in self.fn.get("_globals", ()):
                 self.rebound.setdefault(t.id, []).append(self._qual("")[:-1])  # global x; x = ...
             if isinstance(t, ast.Name):  # the keys a local dict literal may hold (kw = {"a": 1} if c else {})
@@ -319,6 +331,8 @@ class _Visitor(ast.NodeVisitor):
             self.fn["flags"].setdefault(name, [])
             if src not in self.fn["flags"][name]:
                 self.fn["flags"][name].append(src)
+            # in order, with the if-tests each is assigned under
+            self.fn.setdefault("assigned", {}).setdefault(name, []).append([src, [list(x) for x in self.tests]])
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple) \
                 and len(node.targets[0].elts) == len(node.value.elts):  # a, b = A(), B(): pair them up
             for t, v in zip(node.targets[0].elts, node.value.elts):

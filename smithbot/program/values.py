@@ -10,7 +10,7 @@ import ast
 import copy
 from typing import Any, Callable
 
-from smithbot.program.evaluate import EACH, GIVEN, Unknown, _parse, evaluate, value_of
+from smithbot.program.evaluate import CONFIG, EACH, GIVEN, Member, ModelConfig, Unknown, _parse, evaluate, value_of
 from smithbot.program.modules import Program
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
@@ -80,7 +80,7 @@ class EngineValues:
             value = value_of(src, self.env, self.look(mod, home, owner))
         finally:
             self._tracing -= 1
-        return repr(value) if value is not Unknown and isinstance(value, (bool, int, float, str, type(None))) else src
+        return _source(value) or src
 
     def _made_here(self, owner: tuple[str, str] | None, mod: str, entries: list[list[Any]], name: str) -> list[str]:
         """The sources an attribute may hold, from its assignments (``[source, method, if-tests]``) that the
@@ -173,7 +173,11 @@ class EngineValues:
                         site_flags.update({f"self.{k}": [e[0] for e in v]
                                            for k, v in (self.cls(m, q) or {}).get("flags", {}).items()})
                     assigns = (f or {}).get("assigns", {})
-                    v = value_of(src, self.env, lambda n: site_flags.get(n, assigns.get(n)))
+                    site_look = self.look(site[1], fn, site[3])
+                    v = value_of(src, self.env, lambda n: site_flags[n] if n in site_flags else site_look(n))
+                    if isinstance(v, ModelConfig):
+                        values.add(CONFIG)
+                        continue
                     if v is Unknown or not isinstance(v, (bool, int, float, str, type(None))):
                         return None
                     values.add(repr(v))
@@ -241,8 +245,11 @@ class EngineValues:
             return None
         params = target.get("params", [])
         args = {}
-        if target.get("class") and params:
-            if isinstance(node.func, ast.Attribute) and not any(d == "staticmethod" for d, _ in target["decorators"]):
+        decorators = {d.split(".")[-1] for d, _ in target["decorators"]}
+        if target.get("class") and params and "staticmethod" not in decorators:
+            if "classmethod" in decorators:  # cls is the class (return cls.NONE: a member of it)
+                args[params[0]] = target["class"].split(".")[-1]
+            elif isinstance(node.func, ast.Attribute):
                 args[params[0]] = ast.unparse(node.func.value)  # self is the receiver
             params = params[1:]
         args.update(zip(params, (ast.unparse(a) for a in node.args)))
@@ -274,9 +281,7 @@ class EngineValues:
             bound_ret = _substitute(ret, args)
             value = self._attribute_test(mod, cls, klass, fn, bound_ret)
             if value is None:
-                decided = value_of(ast.unparse(bound_ret), self.env, look)
-                value = None if decided is Unknown or not isinstance(decided, (bool, int, float, str, type(None))) \
-                    else repr(decided)
+                value = _source(value_of(ast.unparse(bound_ret), self.env, look))
             return value
         return None
 
@@ -305,9 +310,9 @@ class EngineValues:
                         value = value_of(src, self.env, self.look(home[0], home[1], owner))
                     finally:
                         self._tracing -= 1
-                    if value is Unknown or not isinstance(value, (bool, int, float, str, type(None))):
+                    src = _source(value)
+                    if src is None:
                         return None
-                    src = repr(value)
                 out.append(src)
         return out
 
@@ -347,8 +352,7 @@ class EngineValues:
                         value = value_of(src, self.env, self.look(node[1], cf, owner))
                     finally:
                         self._tracing -= 1
-                    src = repr(value) if value is not Unknown and isinstance(
-                        value, (bool, int, float, str, type(None))) else None
+                    src = _source(value)
                 else:
                     src = None
                 if src is None:
@@ -420,6 +424,17 @@ class _Substitute(ast.NodeTransformer):
         src = self.args.get(node.id)
         found = copy.deepcopy(_parse_expr(src)) if src else None
         return found if found is not None else node
+
+
+def _source(value: Any) -> str | None:
+    """A source that evaluates to ``value`` (a constant, an enum member, the model's config), or None."""
+    if isinstance(value, ModelConfig):
+        return CONFIG
+    if isinstance(value, Member):
+        return f"Enum.{value.name}"
+    if value is not Unknown and isinstance(value, (bool, int, float, str, type(None))):
+        return repr(value)
+    return None
 
 
 def _literal(src: str) -> bool:

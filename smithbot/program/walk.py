@@ -42,6 +42,11 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
         entry = (r.p.facts(v[1]) or {}).get("functions", {}).get(v[2])
         if entry is not None:
             r.entries.add(id(entry))
+    for v in model:  # the model class's constructor: its first argument is the model's config
+        init = r.method(*v[3], "__init__") if v[0] == "func" and v[3] else []
+        fn = (r.p.facts(init[0][1]) or {}).get("functions", {}).get(init[0][2]) if init else None
+        if fn is not None and len(fn.get("params", [])) > 1:
+            r.configs[id(fn)] = fn["params"][1]
         if v[0] == "func" and v[3]:
             r.live.add(v[3])
     best: dict[str, dict[tuple[str, str], Reach]] = {}
