@@ -182,6 +182,11 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         v = _truth(_value(node.operand, env, assigns, depth + 1))
         return Unknown if v is None else not v
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):  # -1
+        v = _value(node.operand, env, assigns, depth + 1)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return -v if isinstance(node.op, ast.USub) else v
+        return Unknown
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS:
         left = _value(node.left, env, assigns, depth + 1)
         right = _value(node.comparators[0], env, assigns, depth + 1)

@@ -14,6 +14,9 @@ from smithbot.program.evaluate import CONFIG, EACH, GIVEN, Member, ModelConfig, 
 from smithbot.program.modules import Program
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
+# how many values deep a value may be traced (a constructor's argument through its constructions, a caller's
+# argument, another object's attribute): a model's config reaches a router six constructions down
+_DEPTH = 8
 
 
 class EngineValues:
@@ -69,7 +72,7 @@ class EngineValues:
         """An attribute's source that reads the assigning method's own parameters or locals
         (``self.has_local = model_runner.model_config.is_local``) as the constant it is there, when the defaults
         decide it; else the source as it is."""
-        if home is None or _literal(src) or self._tracing > 3:
+        if home is None or _literal(src) or self._tracing > _DEPTH:
             return src
         node = _parse_expr(src)
         own = set(home.get("params", [])[1:]) | set(home.get("flags", {}))
@@ -124,7 +127,7 @@ class EngineValues:
         f = self.p.facts(declaring[0])
         init = (f or {}).get("functions", {}).get(f"{declaring[1]}.__init__")
         params = (init or {}).get("params", [])[1:]
-        if not init or not any(src in params for src in sources) or self._tracing > 2:
+        if not init or not any(src in params for src in sources) or self._tracing > _DEPTH:
             return sources
         out = []
         for src in sources:
@@ -292,7 +295,7 @@ class EngineValues:
         assigns it when it is no literal. None otherwise."""
         head, _, attr = dotted.rpartition(".")
         vals = self.expr(mod, (fn or {}).get("class"), klass, fn, head)
-        if not vals or any(v[0] != "inst" for v in vals) or self._tracing > 3:
+        if not vals or any(v[0] != "inst" for v in vals) or self._tracing > _DEPTH:
             return None
         out: list[str] = []
         for v in vals:
@@ -345,7 +348,7 @@ class EngineValues:
                         src = cf.get("constants", {}).get(src, None if src in cf.get("defaults", {}) else GIVEN)
                     else:
                         src = self.call_arg(cf, src, depth + 1)
-                elif self._tracing <= 3:  # an expression of the caller's (server_args.attention_backend)
+                elif self._tracing <= _DEPTH:  # an expression of the caller's (server_args.attention_backend)
                     self._tracing += 1
                     try:
                         owner = node[3] or ((node[1], cf["class"]) if cf.get("class") else None)
