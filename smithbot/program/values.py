@@ -295,6 +295,10 @@ class EngineValues:
         assigns it when it is no literal. None otherwise."""
         head, _, attr = dotted.rpartition(".")
         vals = self.expr(mod, (fn or {}).get("class"), klass, fn, head)
+        if len(vals) == 1 and vals[0][0] == "class":  # a class attribute: an enum member's value (QuantPolicy.NONE)
+            found = [e[0] for m, q in self.mro(vals[0][1], vals[0][2])
+                     for e in ((self.cls(m, q) or {}).get("flags", {}).get(attr) or [])[:1] if e[1] is None]
+            return found[:1] if found and _literal(found[0]) else None
         if not vals or any(v[0] != "inst" for v in vals) or self._tracing > _DEPTH:
             return None
         out: list[str] = []
