@@ -15,7 +15,8 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "router_kernel", "overlap_kernel", "trt_kernel", "env_default_kernel", "big_batch_kernel",
                "early_exit_kernel", "aiter_kernel", "fused_kernel", "unfused_kernel", "fast_path_kernel",
                "capture_kernel", "ready_kernel", "planned_kernel", "fast_impl_kernel", "slow_impl_kernel",
-               "dense_ffn_kernel", "sparse_ffn_kernel", "scaled_finish_kernel")
+               "dense_ffn_kernel", "sparse_ffn_kernel", "scaled_finish_kernel", "quant_head_kernel",
+               "deep_head_kernel", "hopper_kernel", "ampere_kernel", "plain_mode_kernel", "quant_cache_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -416,7 +417,11 @@ class MLAAttention(torch.nn.Module, ForwardMixin):
     # values from the engine's code: an attribute assigned under an env test that is off, one that __init__ assigns
     # twice (the second surely), hasattr on a class, a module flag only an unreached helper rebinds, and a
     # predicate of another object with an early return
-    "eng/moe_runner.py": '''from eng.environ import get_bool_env_var
+    "eng/moe_runner.py": '''from enum import Enum
+
+import torch
+
+from eng.environ import get_bool_env_var
 from eng.kernels import mla as k
 
 _capturing = False
@@ -429,6 +434,11 @@ def capturing():
 def start_capture():
     global _capturing
     _capturing = True
+
+
+class Policy(Enum):
+    NONE = 0
+    INT8 = 8
 
 
 class Core:
@@ -487,10 +497,25 @@ class Runner:
             k.planned(x)
         self.impl(x)
         self.finish(x, None)
+        self.settle(x)
+        if torch.cuda.get_device_capability()[0] >= 9:  # the platform: an sm90 GPU
+            k.hopper(x)
+        else:
+            k.ampere(x)
 
     def finish(self, x, scale):
         if scale is not None:  # every caller on the path passes None
             k.scaled_finish(x)
+
+    def settle(self, x, cfg=None, policy=0):
+        mode = None
+        if cfg is not None:  # the caller's argument here (cfg is reassigned only after)
+            cfg = cfg.resolved()
+            mode = cfg.mode
+        if mode is None:  # the first assignment surely runs, the second is under a test decided against it
+            k.plain_mode(x)
+        if policy != Policy.NONE:  # an enum member's value, read from its class
+            k.quant_cache(x)
 ''',
     "eng/models/__init__.py": "",
     "eng/models/llama.py": '''import torch
@@ -559,14 +584,31 @@ class LlamaModel(BaseModel):
         super().__init__(config, layer_type=DecoderLayer)
 
 
+class Head(torch.nn.Module):
+    """What the model's config.json says: no quantization_config in the preset's, 32 layers."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.quant = getattr(config, "quantization_config", None)
+        self.deep = getattr(config, "num_hidden_layers", 0) > 16
+
+    def forward(self, x):
+        if self.quant is not None:
+            k.quant_head(x)
+        if self.deep:
+            k.deep_head(x)
+        return x
+
+
 class LlamaForCausalLM(torch.nn.Module):
     def __init__(self, config):
         super().__init__()
         self.model = LlamaModel(config)
         self.norm = RMSNorm()
+        self.head = Head(config)
 
     def forward(self, x, fb):
-        return self.norm(self.model(x, fb))
+        return self.head(self.norm(self.model(x, fb)))
 ''',
 }
 

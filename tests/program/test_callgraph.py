@@ -43,7 +43,8 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
     on_path = {"rms_kernel", "moe_gemm_kernel", "decode_meta_kernel", "op_cuda_kernel", "softmax_kernel",
                "plain_quant_kernel", "router_kernel", "env_default_kernel",  # eng/mla.py's defaults
                "fused_kernel", "ready_kernel", "slow_impl_kernel",  # eng/moe_runner.py's
-               "dense_ffn_kernel", "sparse_ffn_kernel"}  # per layer, one class or the other
+               "dense_ffn_kernel", "sparse_ffn_kernel",  # per layer, one class or the other
+               "deep_head_kernel", "hopper_kernel", "plain_mode_kernel"}
     assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
     assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
@@ -135,6 +136,20 @@ def test_instance_attributes_and_predicates_are_evaluated(engine: str) -> None:
         s = sites[name]
         assert s.reach == "never" and f"`{test}` is decided against it" in s.reasons[-1], (name, s.reasons)
     assert sites["fast_impl_kernel"].reach == "never" and not sites["fast_impl_kernel"].presets
+
+
+def test_config_platform_locals_and_enum_values_decide(engine: str) -> None:
+    """The model's config.json is the preset's (`getattr(config, "quantization_config", None)` is None for
+    llama3-8b, `num_hidden_layers` is 32); torch answers for an sm90 GPU (`get_device_capability()[0] >= 9`); a
+    local keeps only the assignments its if-tests allow, and a parameter reassigned after a test is the caller's
+    there; an enum member's value comes from its class (`Policy.NONE = 0`)."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    for name in ("deep_head_kernel", "hopper_kernel", "plain_mode_kernel"):
+        assert sites[name].reach == "default" and not sites[name].undecided, (name, sites[name].reasons)
+    for name, test in (("quant_head_kernel", "self.quant is not None"), ("ampere_kernel",
+                       "torch.cuda.get_device_capability()[0] >= 9"), ("quant_cache_kernel", "policy != Policy.NONE")):
+        s = sites[name]
+        assert s.reach == "never" and f"`{test}` is decided against it" in s.reasons[-1], (name, s.reasons)
 
 
 def test_an_undecided_test_makes_a_kernel_possible_and_is_listed(engine: str) -> None:
