@@ -90,6 +90,7 @@ class _Resolver(EngineValues):
         self._flag_home: dict[tuple[tuple[str, str], str], tuple[str, dict[str, Any] | None]] = {}  # per round
         self._predicates: dict[tuple, str | None] = {}  # a predicate call's value in its caller's context, per round
         self._locals: dict[tuple, list[str]] = {}  # a function's local flag -> the sources it may hold, per round
+        self._objects: dict[tuple, list[str] | None] = {}  # another object's attribute -> its sources, per round
         self._ctor_args: dict[tuple[tuple[str, str], str], str | None] = {}  # per round
         self._ctor_index: dict[str, set[Value]] = {}  # class name -> functions constructing one, by module parsed
         self._ctor_indexed: set[str] = set()
@@ -112,6 +113,7 @@ class _Resolver(EngineValues):
         """Forget what depends on the live classes (they grew)."""
         self._memo, self._sites, self._concrete, self._decided = {}, {}, {}, {}
         self._owner_flags, self._ctor_args, self._flag_home, self._predicates, self._locals = {}, {}, {}, {}, {}
+        self._objects = {}
 
     # --- symbols -----------------------------------------------------------------------------------------------
     def symbol(self, module: str, name: str, depth: int = 0) -> list[Value]:
@@ -490,7 +492,7 @@ class _Resolver(EngineValues):
     def _local(self, mod: str, fn: dict[str, Any], owner: tuple[str, str] | None, name: str) -> list[str]:
         """A local's sources that the defaults let happen, in order: none under an if-test decided against it, and
         one that surely runs replaces those before it (``m = None``, then ``if cfg is not None: m = cfg.m()``)."""
-        key = (id(fn), owner, name, self.env.phase)
+        key = (id(fn), owner, name, self.env.phase, self._filtering > 0)
         if key in self._locals:
             return self._locals[key]
         self._locals[key] = list(fn["flags"][name])  # guards a cycle: every source counts meanwhile

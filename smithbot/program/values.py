@@ -32,6 +32,7 @@ class EngineValues:
     _tracing: int
     _filtering: int
     _predicates: dict[tuple, str | None]
+    _objects: dict[tuple, list[str] | None]
     _flag_home: dict[tuple[tuple[str, str], str], tuple[str, dict[str, Any] | None]]
     look: Any
     ran: frozenset[tuple[str, str]] | None
@@ -217,8 +218,9 @@ class EngineValues:
         ran rebinds it (``global``); any other name is the caller's (``outer``, its lookup). Within a depth limit,
         as the walk itself. Memoised per round in the caller's context (``cached``: ``outer`` is that context's own
         lookup, with no call's arguments bound)."""
-        key = (mod, id(fn), klass, call, self.env.phase, depth)
-        if not cached or self._filtering:
+        # (a value found while attributes are being filtered may be less decided: kept apart, see owner_flags)
+        key = (mod, id(fn), klass, call, self.env.phase, depth, self._filtering > 0)
+        if not cached:
             return self._predicate(mod, fn, klass, call, depth, outer, False)
         if key not in self._predicates:
             self._predicates[key] = None  # guards a cycle
@@ -293,6 +295,14 @@ class EngineValues:
         """The constant sources of ``obj.attr`` (``self.batch.warm``, ``self.model_config.is_generation``) when every
         class ``obj`` may hold is known: what their assignments (``owner_flags``) leave, each evaluated where the class
         assigns it when it is no literal. None otherwise."""
+        key = (mod, id(fn), klass, dotted, self.env.phase, self._filtering > 0)
+        if key not in self._objects:
+            self._objects[key] = None  # guards a cycle
+            self._objects[key] = self._object_flag(mod, fn, klass, dotted)
+        return self._objects[key]
+
+    def _object_flag(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, dotted: str
+                     ) -> list[str] | None:
         head, _, attr = dotted.rpartition(".")
         vals = self.expr(mod, (fn or {}).get("class"), klass, fn, head)
         if len(vals) == 1 and vals[0][0] == "class":  # a class attribute: an enum member's value (QuantPolicy.NONE)
