@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from smithbot.program.evaluate import CONFIG, EACH, GIVEN, Env, _parse, evaluate
+from smithbot.program.decide import Decisions
+from smithbot.program.evaluate import Env
 from smithbot.program.modules import Program
 from smithbot.program.values import EngineValues
 
@@ -61,7 +62,7 @@ class Reach:
         return not self.tests
 
 
-class _Resolver(EngineValues):
+class _Resolver(Decisions, EngineValues):
     """Abstract values of expressions. A function value carries the concrete class its ``self`` is bound to, so that
     ``self.x`` inside an inherited method reads the subclass's attributes and ``self.m()`` finds its overrides."""
 
@@ -416,118 +417,6 @@ class _Resolver(EngineValues):
             self._foreign[key] = bool({w.lower() for w in words} & self.other_platforms)
         return self._foreign[key]
 
-    def undecided(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
-                  klass: tuple[str, str] | None = None) -> list[str]:
-        """The if-tests the defaults leave open, as their source."""
-        return [t for (t, _), d in zip(tests, self.decisions(mod, tests, fn, klass=klass)) if d is None]
-
-    def cut(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
-            bound: dict[str, str] | None = None, klass: tuple[str, str] | None = None) -> bool:
-        """Whether the serving defaults decide one of these if-tests against the branch taken. A name reads the
-        call's constant arguments (``bound``: parameter -> source, for a factory's returns), then the function's
-        own assignments (``w8a8 = quant_method == 'smooth_quant'``), then the module's. ``self.x`` reads what the
-        class ``self`` is bound to (``klass``, else the function's own class) and its bases assign: a mixin's method
-        sees the attributes of the class that mixes it in."""
-        return any(d not in (None, EACH) and d != taken for d, taken in
-                   zip(self.decisions(mod, tests, fn, bound, klass), (t for _, t in tests)))
-
-    def decisions(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
-                  bound: dict[str, str] | None = None, klass: tuple[str, str] | None = None) -> list[bool | None]:
-        out = []
-        owner = klass or ((mod, fn["class"]) if fn and fn.get("class") else None)
-        for test, _ in tests:
-            key = (mod, id(fn), test, self.env.phase, owner)
-            if bound or key not in self._decided:
-                look = self.look(mod, fn, owner, bound, test)
-                value = _each(test, self.env, look)
-                if bound or self._filtering:
-                    out.append(value)
-                    continue
-                self._decided[key] = value
-            out.append(self._decided[key])
-        return out
-
-    def look(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None,
-             bound: dict[str, str] | None = None, test: str | None = None) -> Callable[[str], Any]:
-        """What a name an if-test of ``fn`` (in ``mod``, ``self`` an instance of ``owner``) reads is assigned, for
-        ``evaluate``: a call's constant argument (``bound``), the function's own flags, the attributes of ``self``
-        and of other objects, a constructor's or a function's parameter traced to its callers, an entry's parameter,
-        the module's assignment; a predicate's value for a call. At ``test``, a parameter the function assigns
-        only after it is still the caller's argument."""
-        flags = self.owner_flags(owner)
-        local = set(fn.get("flags", {})) if fn else set()
-        if fn is not None and test is not None and test in fn.get("before", {}):
-            local = {k for k in local if k not in fn.get("params", ()) or k in fn["before"][test]}
-
-        def look(name: str) -> Any:
-            if name.endswith("(*defaults)"):  # a getter's own parameter defaults (evaluate's protocol)
-                return self.param_defaults(mod, fn, name[:-len("(*defaults)")])
-            if name.endswith(")"):  # a predicate's call: what it returns here
-                return self.predicate(mod, fn, owner, name, outer=look, cached=not bound)
-            if bound and name in bound:
-                return bound[name]
-            if name in local and fn is not None:
-                own = self._local(mod, fn, owner, name)
-                if own:
-                    return own
-            if name in flags:
-                return flags[name]
-            if "." in name and not (name.startswith("self.") and name.count(".") == 1):
-                return self.object_flag(mod, fn, owner, name)
-            if fn is not None and self.configs.get(id(fn)) == name:
-                return CONFIG  # the model's config.json
-            if fn is not None and owner and name in fn.get("params", ())[1:] and self._is_init(owner, fn):
-                return self._constructor_arg(owner, fn["params"][1:], name)  # what the constructions pass
-            if fn is not None and name in fn.get("params", ()) and id(fn) in self.entries \
-                    and name not in fn.get("defaults", {}):
-                # an entry's parameter: the caller passes what it must and leaves the rest to their constant
-                # defaults (the scheduler's forward_batch_generation(batch))
-                return fn.get("constants", {}).get(name, GIVEN)
-            if fn is not None and name in fn.get("params", ()):
-                return self.call_arg(fn, name)
-            return self.module_value(mod, name)
-
-        return look
-
-    def _local(self, mod: str, fn: dict[str, Any], owner: tuple[str, str] | None, name: str) -> list[str]:
-        """A local's sources that the defaults let happen, in order: none under an if-test decided against it, and
-        one that surely runs replaces those before it (``m = None``, then ``if cfg is not None: m = cfg.m()``)."""
-        key = (id(fn), owner, name, self.env.phase, self._filtering > 0)
-        if key in self._locals:
-            return self._locals[key]
-        self._locals[key] = list(fn["flags"][name])  # guards a cycle: every source counts meanwhile
-        out: list[str] = []
-        for src, tests in fn.get("assigned", {}).get(name, [[s, []] for s in fn["flags"][name]]):
-            held = self.decisions(mod, tests, fn, klass=owner) if tests else []
-            if any(h not in (None, EACH) and h != taken for h, (_, taken) in zip(held, tests)):
-                continue
-            out = [src] if all(h is not None and h is not EACH for h in held) else out + [src]
-        self._locals[key] = list(dict.fromkeys(out))
-        return self._locals[key]
-
-    def every_one(self, node: Value, fn: dict[str, Any], callee: str) -> bool:
-        """Whether a call of ``self.attr`` that may go to several classes goes to each of them in some instances:
-        every assignment of the attribute is decided, and one by a test that differs per instance (the MoE block
-        in some layers, the dense MLP in the others)."""
-        parts = callee.removesuffix("[]").split(".")
-        owner = node[3] or ((node[1], fn["class"]) if fn.get("class") else None)
-        if parts[0] != "self" or len(parts) < 2 or owner is None:
-            return False
-        for m, q in self.mro(*owner):
-            entries = (self.cls(m, q) or {}).get("attrs", {}).get(parts[1])
-            if entries:
-                f = self.p.facts(m) or {}
-                held = [d for _, where, tests in entries
-                        for d in self.decisions(m, tests, f.get("functions", {}).get(where), klass=owner)]
-                return EACH in held and None not in held
-        return False
-
-    def _is_init(self, owner: tuple[str, str], fn: dict[str, Any]) -> bool:
-        """Whether ``fn`` is the ``__init__`` that constructing ``owner`` runs."""
-        init = self.method(*owner, "__init__")
-        f = self.p.facts(init[0][1]) if init else None
-        return f is not None and f["functions"].get(init[0][2]) is fn
-
     def callees(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
         """The functions and kernels a call names, without making anything live (a cut call's, for its reason)."""
         vals = self.expr(node[1], fn["class"], node[3], fn, callee.removesuffix("[]"))
@@ -546,27 +435,6 @@ class _Resolver(EngineValues):
             vals = self.expr(mod, cls, bound, fn, callee[:-2])
             return [v for v in vals if v[0] == "kernel"] + self.targets([v for v in vals if v[0] == "registry"])
         return self.targets(self.expr(mod, cls, bound, fn, callee))
-
-
-def _each(test: str, env: Env, look: Any) -> Any:
-    """``evaluate``, where a name the test reads may be each of a range (``layer_idx`` of layers built in a loop):
-    the test is decided for each value, and is EACH where it differs between them."""
-    import ast
-
-    tree = _parse(test)
-    if tree is None:
-        return None
-    names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
-    for name in names:
-        src = look(name)
-        if isinstance(src, str) and src.startswith("__each__("):
-            lo, hi = (int(x) for x in src[len("__each__("):-1].split(","))
-            seen = {evaluate(test, env, lambda n, i=i: repr(i) if n == name else look(n))
-                    for i in range(lo, min(hi, lo + 4096))}
-            if None in seen:
-                return None
-            return seen.pop() if len(seen) == 1 else EACH
-    return evaluate(test, env, look)
 
 
 def method_of(program: Program, mod: str, cls: str, name: str) -> Value | None:

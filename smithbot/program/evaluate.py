@@ -188,22 +188,7 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
             return -v if isinstance(node.op, ast.USub) else v
         return Unknown
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS:
-        left = _value(node.left, env, assigns, depth + 1)
-        right = _value(node.comparators[0], env, assigns, depth + 1)
-        if left is Unknown or right is Unknown or left is _MISSING or right is _MISSING:
-            return Unknown
-        if isinstance(left, _Given) or isinstance(right, _Given):  # an argument the caller passes
-            op = _OPS[type(node.ops[0])]
-            if op in ("is", "is not") and None in (left, right):
-                return op == "is not"
-            return Unknown
-        if (isinstance(left, Member) or isinstance(right, Member)) \
-                and not all(isinstance(x, (str, Member)) for x in (left, right)):
-            return Unknown  # an enum member against a number: its value is not known here
-        try:
-            return _ORDER[_OPS[type(node.ops[0])]](left, right)
-        except TypeError:
-            return Unknown
+        return _compare(node, env, assigns, depth)
     if isinstance(node, ast.Name):
         if node.id == GIVEN:
             return _Given()
@@ -215,33 +200,7 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         found = _assigned(assigns(node.id), node.id, env, assigns, depth)
         return _MISSING if found is _MISSING else found
     if isinstance(node, ast.Attribute):
-        dotted = ast.unparse(node)
-        v = env.platform.attribute(dotted) if dotted.startswith("torch.") else _MISSING
-        if v is not _MISSING:
-            return v
-        v = env.lookup(node.attr)
-        if v is not _MISSING:
-            return v
-        if isinstance(node.value, ast.Name) and node.value.id == "self":
-            # a flag the class sets (self.use_x = n_group == 1)
-            found = _assigned(assigns(f"self.{node.attr}"), f"self.{node.attr}", env, assigns, depth)
-            if found is not _MISSING:
-                return found
-        elif isinstance(node.value, (ast.Name, ast.Attribute)):
-            # a constant flag of another object (self.batch.warm, forward_batch.ready): what its class assigns
-            dotted = ast.unparse(node)
-            if "(" not in dotted:
-                found = _assigned(assigns(dotted), dotted, env, assigns, depth)
-                if found is not _MISSING:
-                    return found
-        # an enum member (``Backend.TRITON``, ``OpType.RMSNorm``): equal to a member of the same name, or to a
-        # string setting of that name in lower case
-        head = node.value
-        while isinstance(head, ast.Attribute):
-            head = head.value
-        if isinstance(head, ast.Name) and head.id[:1].isupper():
-            return Member(node.attr)
-        return _MISSING
+        return _attribute(node, env, assigns, depth)
     if isinstance(node, ast.Call):
         return _call_value(node, env, assigns, depth)
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):  # get_device_capability()[0]
@@ -259,6 +218,49 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
                 return Unknown
     return Unknown
 
+
+
+def _compare(node: ast.Compare, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
+    left = _value(node.left, env, assigns, depth + 1)
+    right = _value(node.comparators[0], env, assigns, depth + 1)
+    if left is Unknown or right is Unknown or left is _MISSING or right is _MISSING:
+        return Unknown
+    if isinstance(left, _Given) or isinstance(right, _Given):  # an argument the caller passes
+        op = _OPS[type(node.ops[0])]
+        if op in ("is", "is not") and None in (left, right):
+            return op == "is not"
+        return Unknown
+    if (isinstance(left, Member) or isinstance(right, Member)) \
+            and not all(isinstance(x, (str, Member)) for x in (left, right)):
+        return Unknown  # an enum member against a number: its value is not known here
+    try:
+        return _ORDER[_OPS[type(node.ops[0])]](left, right)
+    except TypeError:
+        return Unknown
+
+
+def _attribute(node: ast.Attribute, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
+    """``a.b``: what torch answers on the platform, a setting of that name, what ``self`` or another object is
+    assigned (``self.use_x``, ``self.batch.warm``, through ``assigns``), else an enum member by its name."""
+    dotted = ast.unparse(node)
+    v = env.platform.attribute(dotted) if dotted.startswith("torch.") else _MISSING
+    if v is not _MISSING:
+        return v
+    v = env.lookup(node.attr)
+    if v is not _MISSING:
+        return v
+    if isinstance(node.value, (ast.Name, ast.Attribute)) and "(" not in dotted:
+        found = _assigned(assigns(dotted), dotted, env, assigns, depth)
+        if found is not _MISSING:
+            return found
+    # an enum member (``Backend.TRITON``, ``OpType.RMSNorm``): equal to a member of the same name, or to a string
+    # setting of that name in lower case
+    head = node.value
+    while isinstance(head, ast.Attribute):
+        head = head.value
+    if isinstance(head, ast.Name) and head.id[:1].isupper():
+        return Member(node.attr)
+    return _MISSING
 
 _ARITH = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.BitAnd: lambda a, b: a & b,

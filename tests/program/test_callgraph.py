@@ -15,6 +15,19 @@ def by_name(result: api.ScanResult) -> dict:
     return {s.name: s for s in result.sites}
 
 
+def assert_default(sites: dict, *names: str) -> None:
+    """Each kernel is on the default path, with every test on it decided."""
+    for name in names:
+        assert sites[name].reach == "default" and not sites[name].undecided, (name, sites[name].reasons)
+
+
+def assert_never(sites: dict, *cases: tuple[str, str]) -> None:
+    """Each kernel is off every path, and says which test is decided against it."""
+    for name, test in cases:
+        s = sites[name]
+        assert s.reach == "never" and f"`{test}` is decided against it" in s.reasons[-1], (name, s.reasons)
+
+
 def test_default_path_kernels_and_how_often(engine: str) -> None:
     sites = by_name(api.scan(engine, model="llama3-8b"))
     rms = sites["rms_kernel"]
@@ -108,19 +121,16 @@ def test_values_the_engine_code_gives_decide_the_path(engine: str) -> None:
     an env getter's own parameter default; the argument class's field defaults; a constructor's argument; an early
     return. Each kernel off the path says which test is decided against it."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
-    for name in ("plain_quant_kernel", "router_kernel", "env_default_kernel"):
-        assert sites[name].reach == "default" and not sites[name].undecided, (name, sites[name].reasons)
-    for name, test in (("bmm_quant_kernel", "self.use_bmm"), ("lora_correction_kernel", "is_lora_active(self)"),
-                       ("cache_kernel", "_EXPERIMENTAL_CACHE"), ("overlap_kernel", "self.args.enable_fancy_overlap"),
-                       ("trt_kernel", "self.use_trt"), ("early_exit_kernel", "not self.use_extra")):
-        s = sites[name]
-        assert s.reach == "never" and f"`{test}` is decided against it" in s.reasons[-1], (name, s.reasons)
+    assert_default(sites, "plain_quant_kernel", "router_kernel", "env_default_kernel")
+    assert_never(sites, ("bmm_quant_kernel", "self.use_bmm"), ("lora_correction_kernel", "is_lora_active(self)"),
+                 ("cache_kernel", "_EXPERIMENTAL_CACHE"), ("overlap_kernel", "self.args.enable_fancy_overlap"),
+                 ("trt_kernel", "self.use_trt"), ("early_exit_kernel", "not self.use_extra"))
     ranked = [s.name for s in api.scan(engine, model="llama3-8b").sites]
     assert max(ranked.index(n) for n in ("plain_quant_kernel", "router_kernel")) < ranked.index("bmm_quant_kernel")
 
 
 def test_instance_attributes_and_predicates_are_evaluated(engine: str) -> None:
-    """`eng/runner.py`: an attribute assigned under an env test that defaults off keeps its other value; of two
+    """`eng/moe_runner.py`: an attribute assigned under an env test that defaults off keeps its other value; of two
     assignments in `__init__`, the one that surely runs last wins (`lora` defaults False at the construction);
     hasattr reads the class; a module flag that only an unreached function rebinds (`global`) keeps its value; a
     predicate of another object takes its early return; a class-body default holds; a conditional expression's
@@ -128,13 +138,10 @@ def test_instance_attributes_and_predicates_are_evaluated(engine: str) -> None:
     and where the test differs between layers built in a loop over
     `range(config.num_hidden_layers)` (`DenseFFN() if i < 2 else SparseFFN()`), each class is on the path."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
-    for name in ("fused_kernel", "ready_kernel", "slow_impl_kernel", "dense_ffn_kernel", "sparse_ffn_kernel"):
-        assert sites[name].reach == "default" and not sites[name].undecided, (name, sites[name].reasons)
-    for name, test in (("aiter_kernel", "self.aiter is not None"), ("unfused_kernel", "self.mode == 'fused'"),
-                       ("fast_path_kernel", "hasattr(self.core, 'compute_fast')"), ("capture_kernel", "capturing()"),
-                       ("planned_kernel", "self.batch.planned"), ("scaled_finish_kernel", "scale is not None")):
-        s = sites[name]
-        assert s.reach == "never" and f"`{test}` is decided against it" in s.reasons[-1], (name, s.reasons)
+    assert_default(sites, "fused_kernel", "ready_kernel", "slow_impl_kernel", "dense_ffn_kernel", "sparse_ffn_kernel")
+    assert_never(sites, ("aiter_kernel", "self.aiter is not None"), ("unfused_kernel", "self.mode == 'fused'"),
+                 ("fast_path_kernel", "hasattr(self.core, 'compute_fast')"), ("capture_kernel", "capturing()"),
+                 ("planned_kernel", "self.batch.planned"), ("scaled_finish_kernel", "scale is not None"))
     assert sites["fast_impl_kernel"].reach == "never" and not sites["fast_impl_kernel"].presets
 
 
@@ -144,12 +151,9 @@ def test_config_platform_locals_and_enum_values_decide(engine: str) -> None:
     local keeps only the assignments its if-tests allow, and a parameter reassigned after a test is the caller's
     there; an enum member's value comes from its class (`Policy.NONE = 0`)."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
-    for name in ("deep_head_kernel", "hopper_kernel", "plain_mode_kernel"):
-        assert sites[name].reach == "default" and not sites[name].undecided, (name, sites[name].reasons)
-    for name, test in (("quant_head_kernel", "self.quant is not None"), ("ampere_kernel",
-                       "torch.cuda.get_device_capability()[0] >= 9"), ("quant_cache_kernel", "policy != Policy.NONE")):
-        s = sites[name]
-        assert s.reach == "never" and f"`{test}` is decided against it" in s.reasons[-1], (name, s.reasons)
+    assert_default(sites, "deep_head_kernel", "hopper_kernel", "plain_mode_kernel")
+    assert_never(sites, ("quant_head_kernel", "self.quant is not None"), ("ampere_kernel",
+                 "torch.cuda.get_device_capability()[0] >= 9"), ("quant_cache_kernel", "policy != Policy.NONE"))
 
 
 def test_an_undecided_test_makes_a_kernel_possible_and_is_listed(engine: str) -> None:
