@@ -62,8 +62,7 @@ class EngineValues:
                             where = next((e[1] for e in entries if e[0] in kept and e[1]), None)
                             home = (self.p.facts(m) or {}).get("functions", {}).get(where)
                             self._flag_home[(owner, k)] = (m, home)
-                            out[f"self.{k}"] = [self._at_home(owner, m, home, src)
-                                                for src in self.traced(owner, (m, q), kept)]
+                            out[f"self.{k}"] = [self._at_home(owner, m, home, src) for src in kept]
             finally:
                 self._filtering -= 1
             self._owner_flags[owner] = out
@@ -121,21 +120,6 @@ class EngineValues:
             else:
                 made.append(src)
         return made + later
-
-    def traced(self, owner: tuple[str, str], declaring: tuple[str, str], sources: list[str]) -> list[str]:
-        """A flag's sources, with a bare ``__init__`` parameter (``self.use_x = use_x``) replaced by the literal that
-        every construction of ``owner`` seen on the walk passes for it, when they agree and the defaults decide it."""
-        f = self.p.facts(declaring[0])
-        init = (f or {}).get("functions", {}).get(f"{declaring[1]}.__init__")
-        params = (init or {}).get("params", [])[1:]
-        if not init or not any(src in params for src in sources) or self._tracing > _DEPTH:
-            return sources
-        out = []
-        for src in sources:
-            out.append(self._constructor_arg(owner, params, src) if src in params else None)
-            if out[-1] is None:
-                out[-1] = src
-        return out
 
     def _constructor_arg(self, owner: tuple[str, str], params: list[str], param: str) -> str | None:
         key = (owner, param)
