@@ -156,19 +156,10 @@ class EngineValues:
                         src = fn_default(self.p, owner, param)
                     if src is None:
                         return None
-                    site_flags = dict(fn.get("flags", {}))
-                    for m, q in (self.mro(*site[3]) if site[3] else [])[::-1]:
-                        site_flags.update({f"self.{k}": [e[0] for e in v]
-                                           for k, v in (self.cls(m, q) or {}).get("flags", {}).items()})
-                    assigns = (f or {}).get("assigns", {})
-                    site_look = self.look(site[1], fn, site[3])
-                    v = value_of(src, self.env, lambda n: site_flags[n] if n in site_flags else site_look(n))
-                    if isinstance(v, ModelConfig):
-                        values.add(CONFIG)
-                        continue
-                    if v is Unknown or not isinstance(v, (bool, int, float, str, type(None))):
+                    found = _source(value_of(src, self.env, self.look(site[1], fn, site[3])))
+                    if found is None:
                         return None
-                    values.add(repr(v))
+                    values.add(found)
         finally:
             self._tracing -= 1
         return values.pop() if len(values) == 1 else None
