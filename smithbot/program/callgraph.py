@@ -16,7 +16,9 @@ How a call is resolved (an abstract value per expression, see ``_Resolver.expr``
 - a method of a declared type (``fb: ForwardBatch``, a dataclass field ``attn_backend: AttentionBackend``) through
   the live subclasses of that type: the classes constructed anywhere on the reachable code, start-up included (rapid
   type analysis), iterated until that set is stable;
-- a constructor parameter through what the bound subclass hands ``super().__init__``, else its default.
+- a constructor parameter through what the bound subclass hands ``super().__init__``, else its default; any
+  parameter also through what the calls the last round of walks made of its function hand it;
+- a module's lazy attribute (PEP 562) through what the module's ``__getattr__`` returns for its name.
 
 A call whose receiver has no known type is not followed: guessing by the method's name alone (every live class's
 ``capture``) put the CUDA-graph capture under a MoE layer's top-k, and found nothing the typed rules miss on sglang,
@@ -146,6 +148,8 @@ class _Resolver(Decisions, EngineValues):
         else:  # from pkg.common import *
             vals = next((v for star in f.get("stars", []) if star in self.p.modules
                          for v in [self.symbol(star, head, depth + 1)] if v), [])
+            if not vals and "__getattr__" in f["functions"]:  # a lazy module attribute (PEP 562)
+                vals = self.returns(("func", module, "__getattr__", None), depth + 1, repr(head))
         return self._then(vals, rest, depth)
 
     def symbol_abs(self, dotted: str, depth: int = 0) -> list[Value]:
@@ -299,8 +303,9 @@ class _Resolver(Decisions, EngineValues):
 
     def param(self, mod: str, cls: str | None, bound: tuple[str, str] | None, fn: dict[str, Any], name: str,
               depth: int) -> list[Value]:
-        """A constructor parameter's value: what the bound subclass's constructor hands ``super().__init__`` for it
-        (Qwen3MoeModel passes decoder_layer_type=Qwen3MoeDecoderLayer to Qwen2MoeModel), else its default."""
+        """A parameter's value: for a constructor, what the bound subclass's constructor hands ``super().__init__``
+        for it (Qwen3MoeModel passes decoder_layer_type=Qwen3MoeDecoderLayer to Qwen2MoeModel); else its default,
+        and what the function's callers pass (``passed``)."""
         if bound and cls and bound != (mod, cls):
             for m, q in self.mro(*bound):
                 if (m, q) == (mod, cls):
@@ -310,7 +315,29 @@ class _Resolver(Decisions, EngineValues):
                 if init and name in init.get("super_kwargs", {}):
                     return self.expr(m, q, bound, init, init["super_kwargs"][name], depth + 1)
         default = fn.get("defaults", {}).get(name)
-        return self.expr(mod, cls, bound, None, default, depth + 1) if default else []
+        vals = self.expr(mod, cls, bound, None, default, depth + 1) if default else []
+        return vals + self.passed(fn, name, depth)
+
+    def passed(self, fn: dict[str, Any], name: str, depth: int) -> list[Value]:
+        """What the calls the last round of walks made of ``fn`` hand its parameter ``name``, each argument resolved
+        in its caller (``model_forward(self.patched_model, ...)``: the model, or the graph runner wrapping it)."""
+        key = self.qual_of.get(id(fn))
+        callers = (self.callers or {}).get(key) if key else None
+        params = fn.get("params", [])
+        if not callers or depth > 10 or name not in params:
+            return []
+        method = fn.get("class") and not any(d == "staticmethod" for d, _ in fn["decorators"])
+        pos = params.index(name) - (1 if method else 0)
+        out: list[Value] = []
+        for node, i in sorted(callers, key=str)[:8]:
+            cf = (self.p.facts(node[1]) or {}).get("functions", {}).get(node[2])
+            call = cf["calls"][i] if cf and i < len(cf["calls"]) else None
+            if call is None or len(call) < 6 or call[4] is None:
+                continue
+            src = call[5].get(name, call[4][pos] if 0 <= pos < len(call[4]) else None)
+            if src and src != "?":
+                out += self.expr(node[1], cf["class"], node[3], cf, src, depth + 1)
+        return out
 
     def call(self, vals: list[Value], depth: int, args: str = "") -> list[Value]:
         """What calling each value (with these constant arguments, if known) returns."""

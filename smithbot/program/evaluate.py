@@ -16,6 +16,7 @@ target's ``serving`` section (``smithbot.config.Serving``):
   default (``def get_bool_env_var(name, default="false")``, asked of ``assigns("get_bool_env_var(*defaults)")``), else
   ``None`` for ``os.getenv``/``environ.get``; or the registry's declaration (``X = EnvBool(False)``,
   ``Env.declared``). A bool getter reads "true"/"1" as True;
+- tensor sizes: a step's tensors are not empty, so ``x.numel() == 0`` or ``x.shape[0] == 0`` is False;
 - ``phases``: forward-mode predicates and the phase in which each is true (``is_decode: decode``), evaluated per phase;
 - module-level assignments of the file (``_is_hip = is_hip()``) are followed, so a module flag means what its helper
   means.
@@ -189,6 +190,11 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         return Unknown
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS:
         return _compare(node, env, assigns, depth)
+    if isinstance(node, ast.IfExp):  # None if a == b else a
+        test = _truth(_value(node.test, env, assigns, depth + 1))
+        if test is None:
+            return Unknown
+        return _value(node.body if test else node.orelse, env, assigns, depth + 1)
     if isinstance(node, ast.Name):
         if node.id == GIVEN:
             return _Given()
@@ -221,20 +227,25 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
 
 
 def _compare(node: ast.Compare, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
+    op = _OPS[type(node.ops[0])]
+    for a, b, flip in ((node.left, node.comparators[0], False), (node.comparators[0], node.left, True)):
+        if _size(a) and isinstance(b, ast.Constant) and b.value == 0 and op in _SIZE_TESTS:
+            # a tensor's size against 0: the step's tensors are not empty (``x.numel() == 0`` is False)
+            flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op) if flip else op
+            return _SIZE_TESTS[flipped]
     left = _value(node.left, env, assigns, depth + 1)
     right = _value(node.comparators[0], env, assigns, depth + 1)
     if left is Unknown or right is Unknown or left is _MISSING or right is _MISSING:
         return Unknown
     if isinstance(left, _Given) or isinstance(right, _Given):  # an argument the caller passes
-        op = _OPS[type(node.ops[0])]
-        if op in ("is", "is not") and None in (left, right):
-            return op == "is not"
+        if op in ("is", "is not", "==", "!=") and None in (left, right):
+            return op in ("is not", "!=")
         return Unknown
     if (isinstance(left, Member) or isinstance(right, Member)) \
             and not all(isinstance(x, (str, Member)) for x in (left, right)):
         return Unknown  # an enum member against a number: its value is not known here
     try:
-        return _ORDER[_OPS[type(node.ops[0])]](left, right)
+        return _ORDER[op](left, right)
     except TypeError:
         return Unknown
 
@@ -395,6 +406,17 @@ class _Given:
 
     def __bool__(self) -> bool:
         raise TypeError("unknown truth")
+
+
+_SIZE_TESTS = {"==": False, "!=": True, ">": True, ">=": True, "<": False, "<=": False}
+
+
+def _size(node: ast.expr) -> bool:
+    """Whether an expression reads a tensor's size: ``x.numel()``, ``x.size(0)``, ``x.shape[0]``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.keywords:
+        return (node.func.attr == "numel" and not node.args) or (node.func.attr == "size" and len(node.args) == 1)
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+        and isinstance(node.slice, ast.Constant)
 
 
 class Member:

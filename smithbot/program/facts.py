@@ -120,8 +120,14 @@ def _inline(value: ast.expr, local_flags: dict[str, list[str]]) -> str:
 
 # what a flag an if-test reads may be assigned from: a test, a constant, another name, an attribute, or a call that
 # the serving defaults may answer (an env getter, a settings getter)
-_FLAG_VALUES = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Attribute, ast.Call)
+_FLAG_VALUES = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.IfExp)
 _EMPTY_DICTS = ("{}", "dict()", "defaultdict(list)", "collections.defaultdict(list)")
+
+
+def _class_constant(value: ast.expr) -> bool:
+    """A class attribute's value that is a constant: a literal, or an enum member (``_enum = PlatformEnum.CUDA``)."""
+    return isinstance(value, ast.Constant) or (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
+                                               and value.value.id[:1].isupper())
 
 
 def _leaves(body: list[ast.stmt]) -> bool:
@@ -303,7 +309,7 @@ class _Visitor(ast.NodeVisitor):
                 if cls is not None and self.scope[-1][0] == "class":
                     if name not in cls["assigned"]:
                         cls["assigned"].append(name)  # a class attribute: what hasattr and getattr find
-                    if isinstance(node.value, ast.Constant):  # a field's default (ready: bool = False)
+                    if _class_constant(node.value):  # a field's default (ready: bool = False)
                         cls["flags"].setdefault(name, []).append([src, None, []])
             return
         for t in node.targets:
@@ -505,7 +511,8 @@ class _Visitor(ast.NodeVisitor):
             self.fn["constructs"].append([name, [ast.unparse(a) for a in node.args],
                                           {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg},
                                           {a.id: self.iters[a.id] for a in args
-                                           if isinstance(a, ast.Name) and a.id in self.iters}])
+                                           if isinstance(a, ast.Name) and a.id in self.iters},
+                                          [list(t) for t in self.tests]])
 
 
 def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:

@@ -95,10 +95,12 @@ class EngineValues:
         passes the field by name: a constant it passes is one more value, anything else leaves it unknown."""
         f = self.p.facts(mod)
         if owner and any(where is None for _, where, _ in entries):
-            for site in self.made_in.get(owner) or self._construction_sites(owner):
+            for site in list(self.made_in.get(owner) or self._construction_sites(owner)):
                 sf = self.p.facts(site[1])
-                for ctor, _, kwargs, _ in ((sf or {}).get("functions", {}).get(site[2]) or {}).get("constructs", []):
-                    if ctor.split(".")[-1] == owner[1].split(".")[-1] and name in kwargs:
+                sfn = ((sf or {}).get("functions", {}).get(site[2]) or {})
+                for ctor, _, kwargs, _, tests in sfn.get("constructs", []):
+                    if ctor.split(".")[-1] == owner[1].split(".")[-1] and name in kwargs \
+                            and not self.cut(site[1], tests, sfn, klass=site[3]):
                         entries = entries + [[kwargs[name] if _literal(kwargs[name]) else "?", None, []]]
         made: list[str] = []  # what __init__ leaves, in its order: an assignment that surely runs replaces the last
         later: list[str] = []
@@ -132,7 +134,7 @@ class EngineValues:
         values = set()
         self._tracing += 1
         try:
-            for site in self.made_in.get(owner) or self._construction_sites(owner):
+            for site in list(self.made_in.get(owner) or self._construction_sites(owner)):
                 f = self.p.facts(site[1])
                 fn = (f or {}).get("functions", {}).get(site[2])
                 if fn is None:
@@ -141,7 +143,9 @@ class EngineValues:
                          self.expr(site[1], fn.get("class"), site[3], fn, c[0])]
                 if not calls:
                     return None
-                for _, args, kwargs, iters in calls:
+                for _, args, kwargs, iters, tests in calls:
+                    if self.cut(site[1], tests, fn, klass=site[3]):
+                        continue  # a construction the defaults rule out (the HIP-only runner)
                     i = params.index(param)
                     src = kwargs.get(param, args[i] if i < len(args) else None)
                     if src in iters and iters[src].startswith("range("):

@@ -5,10 +5,13 @@ A run is found in the source of a function the call graph reaches (``PresetReach
 statements of one block whose calls and operators are torch tensor ops. Each op that launches a kernel counts one
 launch (``torch.cumsum``, ``.copy_``, ``a + b`` on a tensor, ``x[idx]`` with a tensor index, ``x[i] = v``); views,
 reshapes and shape reads are free; ``.item()``/``.tolist()`` are host syncs, listed apart; identity and membership
-tests (``x is not None``) and arithmetic on ints, shapes and config values are host work, never a launch. A run ends at a compound
-statement (its bodies are runs of their own), at a Triton launch, and after a call that is neither a tensor op nor a
-known-harmless builtin (it may launch anything). A run of three launches or more is a candidate; the ``TODO``/``FIXME``
-comments near it that mention fusion, a kernel or Triton are kept with it.
+tests (``x is not None``) and arithmetic on ints, shapes and config values are host work, never a launch;
+``.contiguous()`` launches only on what is known to be strided (a transpose, a strided slice). A run ends at a loop or
+another compound statement (its bodies are runs of their own), at a Triton launch, and after a call that is neither a
+tensor op nor a known-harmless builtin (it may launch anything); it goes on through an ``if`` whose branch is simple
+statements, once per branch, each under its test (the defaults then keep the branch they take). A run of two launches
+or more is a candidate; the ``TODO``/``FIXME`` comments near it that mention fusion, a kernel or Triton are kept with
+it.
 
 What is a tensor is decided from this function alone: names and attributes assigned from a tensor op, parameters
 annotated ``Tensor``, and what the function uses as one (the first argument of ``torch.cumsum(x)``, the receiver of
@@ -30,8 +33,8 @@ from smithbot.program.modules import Program
 from smithbot.scan.parse import _dotted
 from smithbot.scan.rank import short_path
 
-GLUE_VERSION = "5"
-MIN_LAUNCHES = 3
+GLUE_VERSION = "9"
+MIN_LAUNCHES = 2
 
 # torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
 _CREATE = {"zeros", "ones", "full", "arange", "tensor", "as_tensor", "randn", "rand", "randint", "linspace",
@@ -156,8 +159,8 @@ class _Function:
         if isinstance(c.func, ast.Attribute):
             m, recv = c.func.attr, c.func.value
             tensor = self.is_tensor(recv)
-            if m in _FREE_M or (m == "contiguous" and isinstance(recv, ast.Call) and self.call(recv)[0] == "launch"):
-                return "free", m  # a view; or contiguous() of what an op just wrote
+            if m in _FREE_M or (m == "contiguous" and not _strided(recv)):
+                return "free", m  # a view; or contiguous() of what is not known to be strided (a no-op then)
             if m in _SYNC_M:
                 return "sync", f".{m}"
             if m in _LAUNCH_M or _inplace(m) or (tensor and m in _AMBIGUOUS_M):
@@ -224,21 +227,70 @@ class _Function:
             _INDEX_NAME.search(_dotted(p) or "") for p in parts)
 
     # --- statements ------------------------------------------------------------------------------------------
+    _SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.Assert, ast.Pass, ast.Delete,
+               ast.Raise, ast.Global, ast.Nonlocal)
+
+    def simple(self, s: ast.stmt) -> list[tuple[str, str]]:
+        """The ops of a simple statement, in order (a ``break`` among them ends the run after it)."""
+        ops: list[tuple[str, str]] = []
+        value = getattr(s, "value", None) if not isinstance(s, ast.Assert) else s.test
+        if value is not None:
+            self.ops(value, ops)
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target] if isinstance(
+            s, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            if isinstance(t, ast.Subscript):
+                self.ops(t.slice, ops)
+                if self.is_tensor(t.value) or (value is not None and self.is_tensor(value)):
+                    ops.append(("launch", "[]="))
+            elif isinstance(s, ast.AugAssign) and self.is_tensor(t):
+                ops.append(("launch", _OPS.get(type(s.op), "op") + "="))
+        if value is not None and self.is_tensor(value):
+            for t in targets:
+                for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                    if _dotted(el):
+                        self.tensors.add(_dotted(el))  # type: ignore[arg-type]
+        return ops
+
+    def branch(self, stmts: list[ast.stmt]) -> list[tuple[ast.stmt, list[tuple[str, str]]]] | None:
+        """A branch a run carries on through: simple statements that neither end a run nor leave the function."""
+        out = []
+        for s in stmts:
+            if not isinstance(s, self._SIMPLE) or isinstance(s, (ast.Return, ast.Raise)):
+                return None
+            ops = self.simple(s)
+            if any(k == "break" for k, _ in ops):
+                return None
+            out.append((s, ops))
+        return out
+
     def block(self, stmts: list[ast.stmt], tests: tuple[tuple[str, bool], ...] = (), loop: bool = False) -> None:
-        """Runs of one block; ``tests`` are the enclosing if-tests as (source, branch taken)."""
-        run: list[tuple[ast.stmt, list[tuple[str, str]]]] = []
+        """Runs of one block; ``tests`` are the enclosing if-tests as (source, branch taken). An ``if`` whose
+        branches are simple statements does not end a run: the run goes on through either branch, each a run of
+        its own under that test (``softmax``, then ``topk`` in one branch or the other)."""
+        run: list[Any] = []  # (stmt, ops) | ("if", test, body items, orelse items)
         for s in stmts:
             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
-            if not isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.Assert,
-                                  ast.Pass, ast.Delete, ast.Raise, ast.Global, ast.Nonlocal)):
+            guard = isinstance(s, ast.If) and not s.orelse and isinstance(s.body[-1], (ast.Return, ast.Raise))
+            if isinstance(s, ast.If) and not guard and sum(1 for x in run if x[0] == "if") < 3:
+                body, orelse = self.branch(s.body), self.branch(s.orelse)
+                if body is not None or orelse is not None:
+                    test = ast.unparse(s.test)
+                    for side, stmts_, taken in ((body, s.body, True), (orelse, s.orelse, False)):
+                        if side is None:  # a branch that ends the run is a block of its own
+                            self.block(stmts_, tests + ((test, taken),), loop)
+                    leaves = [bool(b) and isinstance(b[-1], (ast.Return, ast.Raise)) for b in (s.body, s.orelse)]
+                    run.append(("if", test, body, orelse, s.lineno, leaves))
+                    continue
+            if not isinstance(s, self._SIMPLE):
                 self.flush(run, tests, loop)
                 run = []
                 if isinstance(s, ast.If):
                     test = ast.unparse(s.test)
                     self.block(s.body, tests + ((test, True),), loop)
                     self.block(s.orelse, tests + ((test, False),), loop)
-                    if not s.orelse and s.body and isinstance(s.body[-1], (ast.Return, ast.Raise)):
+                    if guard:
                         tests = tests + ((test, False),)  # an early return: the rest runs where the test is false
                     continue
                 inner = loop or isinstance(s, (ast.For, ast.AsyncFor, ast.While))
@@ -249,40 +301,61 @@ class _Function:
                 for case in getattr(s, "cases", []) or []:
                     self.block(case.body, tests, loop)
                 continue
-            ops: list[tuple[str, str]] = []
-            value = getattr(s, "value", None) if not isinstance(s, ast.Assert) else s.test
-            if value is not None:
-                self.ops(value, ops)
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target] if isinstance(
-                s, (ast.AugAssign, ast.AnnAssign)) else []
-            for t in targets:
-                if isinstance(t, ast.Subscript):
-                    self.ops(t.slice, ops)
-                    if self.is_tensor(t.value) or (value is not None and self.is_tensor(value)):
-                        ops.append(("launch", "[]="))
-                elif isinstance(s, ast.AugAssign) and self.is_tensor(t):
-                    ops.append(("launch", _OPS.get(type(s.op), "op") + "="))
-            if value is not None and self.is_tensor(value):
-                for t in targets:
-                    for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
-                        if _dotted(el):
-                            self.tensors.add(_dotted(el))  # type: ignore[arg-type]
+            ops = self.simple(s)
             run.append((s, [o for o in ops if o[0] != "break"]))
             if any(k == "break" for k, _ in ops) or isinstance(s, (ast.Return, ast.Raise)):
                 self.flush(run, tests, loop)
                 run = []
         self.flush(run, tests, loop)
 
-    def flush(self, run: list[tuple[ast.stmt, list[tuple[str, str]]]], tests: tuple[tuple[str, bool], ...],
-              loop: bool) -> None:
-        counted = [(s, ops) for s, ops in run if any(k in ("launch", "sync") for k, _ in ops)]
-        launches = [n for _, ops in counted for k, n in ops if k == "launch"]
-        if len(launches) < MIN_LAUNCHES:
-            return
-        self.runs.append({"first": counted[0][0].lineno, "last": counted[-1][0].end_lineno or counted[-1][0].lineno,
-                          "ops": launches, "launches": len(launches),
-                          "syncs": [n for _, ops in counted for k, n in ops if k == "sync"],
-                          "tests": [list(t) for t in tests], "in_loop": loop})
+    def flush(self, run: list[Any], tests: tuple[tuple[str, bool], ...], loop: bool) -> None:
+        """The runs of one straight stretch, one per choice of the branches it carries on through (a branch
+        without launches adds no test)."""
+        Choice = tuple[list[tuple[ast.stmt, list[tuple[str, str]]]], tuple[tuple[str, bool], ...]]
+        choices: list[Choice] = [([], ())]
+        ended: list[Choice] = []  # what ran before a branch that ends the run
+        for item in run:
+            if item[0] != "if":
+                choices = [(stmts + [item], own) for stmts, own in choices]
+                continue
+            _, test, body, orelse, _, leaves = item
+            launches = [side is not None and any(k == "launch" for _, ops in side for k, _ in ops)
+                        for side in (body, orelse)]
+            if body is not None and orelse is not None and not any(launches):
+                choices = [(stmts + body + orelse, own) for stmts, own in choices]
+                continue
+            nxt: list[Choice] = []
+            for side, taken, leave in ((body, True, leaves[0]), (orelse, False, leaves[1])):
+                if side is None:  # that branch ends the run here; unless it returns, what follows starts again
+                    ended += choices
+                    if not leave:
+                        nxt += [([], own + ((test, taken),)) for _, own in choices]
+                else:
+                    nxt += [(stmts + side, own + ((test, taken),)) for stmts, own in choices]
+            choices = nxt
+        seen = set()
+        for stmts, own in ended + choices:
+            counted = [(st, ops) for st, ops in stmts if any(k in ("launch", "sync") for k, _ in ops)]
+            launches = [n for _, ops in counted for k, n in ops if k == "launch"]
+            if len(launches) < MIN_LAUNCHES:
+                continue
+            first, last = counted[0][0].lineno, counted[-1][0].end_lineno or counted[-1][0].lineno
+            lines = {st.lineno for st, _ in counted}
+            # a test counts when its branch adds launches to this run, or when its other branch would have cut the
+            # run short before some of them
+            own = tuple((t, taken) for t, taken in own if any(
+                item[0] == "if" and item[1] == t and (
+                    any(st.lineno in lines for st, _ in ((item[2] if taken else item[3]) or []))
+                    or ((item[3] if taken else item[2]) is None and item[4] < max(lines))
+                    or (item[2] if taken else item[3]) is None)  # it starts again after that branch
+                for item in run))
+            key = (first, last, tuple(launches), own)
+            if key in seen:
+                continue
+            seen.add(key)
+            self.runs.append({"first": first, "last": last, "ops": launches, "launches": len(launches),
+                              "syncs": [n for _, ops in counted for k, n in ops if k == "sync"],
+                              "tests": [list(t) for t in tests + own], "in_loop": loop})
 
 
 def _tensor_attributes(cls: ast.ClassDef, aliases: dict[str, str]) -> set[str]:
@@ -303,6 +376,17 @@ def _tensor_attributes(cls: ast.ClassDef, aliases: dict[str, str]) -> set[str]:
                 out |= {t.attr for t in node.targets if isinstance(t, ast.Attribute)
                         and isinstance(t.value, ast.Name) and t.value.id == "self"}
     return out
+
+
+def _strided(e: ast.AST) -> bool:
+    """Whether an expression is known not to be contiguous: a transpose, permute or expand, or a strided slice."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+        return e.func.attr in ("transpose", "permute", "t", "mT", "expand", "expand_as", "movedim", "swapaxes")
+    if isinstance(e, ast.Subscript):
+        parts = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+        return any(isinstance(p, ast.Slice) for p in parts[1:]) or any(
+            isinstance(p, ast.Slice) and p.step is not None for p in parts)
+    return False
 
 
 def _inplace(m: str) -> bool:
@@ -430,7 +514,7 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                         if own is not None]
                 if not kept:
                     continue
-                k = (mod, qual, run["first"])
+                k = (mod, qual, run["first"], run["last"], tuple(run["ops"]))
                 if k not in found:
                     found[k] = FusionSite(qual, mod, rel, run["first"], run["last"], tuple(run["ops"]),
                                           run["launches"], tuple(run["syncs"]), tuple(run["todos"]), {})
@@ -444,9 +528,14 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                     "path": short_path(best.path),
                     "undecided": round(best.undecided + len(own), 2),
                     "tests": [*best.tests, *(f"{t} ({rel}:{run['first']})" for t in own)]}
-    return sorted(found.values(), key=lambda s: (s.reach != "default",
-                                                 not any("decode" in p["phases"] for p in s.presets.values()),
-                                                 -s.score, -len(s.todos), s.path, s.first))
+    order = sorted(found.values(), key=lambda s: (s.reach != "default",
+                                                  not any("decode" in p["phases"] for p in s.presets.values()),
+                                                  -s.score, -len(s.todos), s.path, s.first))
+    # of the runs a stretch makes through its branches, the first in that order stands for them
+    kept: dict[tuple[str, str, int], FusionSite] = {}
+    for site in order:
+        kept.setdefault((site.module, site.function, site.first), site)
+    return list(kept.values())
 
 
 def compiled(program: Program, mod: str, qual: str) -> bool:

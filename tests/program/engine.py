@@ -16,7 +16,8 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "early_exit_kernel", "aiter_kernel", "fused_kernel", "unfused_kernel", "fast_path_kernel",
                "capture_kernel", "ready_kernel", "planned_kernel", "fast_impl_kernel", "slow_impl_kernel",
                "dense_ffn_kernel", "sparse_ffn_kernel", "scaled_finish_kernel", "quant_head_kernel",
-               "deep_head_kernel", "hopper_kernel", "ampere_kernel", "plain_mode_kernel", "quant_cache_kernel")
+               "deep_head_kernel", "hopper_kernel", "ampere_kernel", "plain_mode_kernel", "quant_cache_kernel",
+               "triton_gate_kernel", "aiter_gate_kernel", "empty_batch_kernel", "passed_model_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -108,6 +109,7 @@ from eng.backends import OpType, get_backend
 from eng.kernels.moe import deepep_moe, fused_moe, hip_moe_kernel
 from eng.kernels.op import op_cuda, op_native
 from eng.kernels.rocm_rope import rope
+from eng.platforms import current_platform
 from eng.utils import get_server_args, is_hip
 
 _is_hip = is_hip()
@@ -193,6 +195,8 @@ class PlatformOp:
         self._forward = self.dispatch_forward()
 
     def dispatch_forward(self):
+        if current_platform.is_out_of_tree():  # an out-of-tree platform plugin: not on an sm90 GPU
+            return self.forward_native
         return self.forward_cuda
 
     def enter_compile(self):
@@ -206,6 +210,45 @@ class PlatformOp:
 
     def forward_native(self, x):
         return op_native(x)
+''',
+    "eng/platforms.py": '''"""The platform, made on first access of ``current_platform`` (a lazy module attribute)."""
+import enum
+
+import torch
+
+
+class PlatformEnum(enum.Enum):
+    CUDA = enum.auto()
+    OOT = enum.auto()
+
+
+class Platform:
+    _enum = PlatformEnum.OOT
+
+    def is_out_of_tree(self):
+        return self._enum == PlatformEnum.OOT
+
+
+class CudaPlatform(Platform):
+    _enum = PlatformEnum.CUDA
+
+
+_current = None
+
+
+def _resolve():
+    if torch.cuda.is_available() and torch.version.hip is None:
+        return CudaPlatform()
+    return Platform()
+
+
+def __getattr__(name):
+    global _current
+    if name == "current_platform":
+        if _current is None:
+            _current = _resolve()
+        return _current
+    raise AttributeError(name)
 ''',
     "eng/attention/__init__.py": "",
     "eng/attention/base.py": '''class AttentionBackend:
@@ -468,6 +511,27 @@ class Batch:
         return False
 
 
+class Gate:
+    def __init__(self, backend):
+        self.backend = backend
+
+    def apply(self, x):
+        if self.backend == "aiter":
+            k.aiter_gate(x)
+        else:
+            k.triton_gate(x)
+
+
+class PassedCore(Core):
+    def compute(self, x):
+        k.passed_model(x)
+
+
+def step(model, x):
+    """``model`` is what the caller hands over: ``model.compute`` is followed into its class."""
+    return model.compute(x)
+
+
 class Runner:
     def __init__(self, lora=False):
         self.aiter = None
@@ -476,9 +540,12 @@ class Runner:
         self.mode = "plain"
         if not lora:
             self.mode = "fused"
-        self.core = Core()
+        self.core = PassedCore()
         self.batch = Batch()
         self.impl = FastImpl() if get_bool_env_var("ENG_USE_AITER") else SlowImpl()
+        self.gate = Gate("triton")
+        if get_bool_env_var("ENG_USE_AITER"):  # a second construction, under a test decided against it
+            self.aiter_gate = Gate("aiter")
 
     def run(self, x):
         if self.aiter is not None:
@@ -502,6 +569,10 @@ class Runner:
             k.hopper(x)
         else:
             k.ampere(x)
+        self.gate.apply(x)
+        if x.numel() == 0:  # a step's batch is never empty
+            k.empty_batch(x)
+        step(self.core, x)
 
     def finish(self, x, scale):
         if scale is not None:  # every caller on the path passes None

@@ -57,6 +57,7 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
                "plain_quant_kernel", "router_kernel", "env_default_kernel",  # eng/mla.py's defaults
                "fused_kernel", "ready_kernel", "slow_impl_kernel",  # eng/moe_runner.py's
                "dense_ffn_kernel", "sparse_ffn_kernel",  # per layer, one class or the other
+               "triton_gate_kernel", "passed_model_kernel",
                "deep_head_kernel", "hopper_kernel", "plain_mode_kernel"}
     assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
@@ -154,6 +155,18 @@ def test_config_platform_locals_and_enum_values_decide(engine: str) -> None:
     assert_default(sites, "deep_head_kernel", "hopper_kernel", "plain_mode_kernel")
     assert_never(sites, ("quant_head_kernel", "self.quant is not None"), ("ampere_kernel",
                  "torch.cuda.get_device_capability()[0] >= 9"), ("quant_cache_kernel", "policy != Policy.NONE"))
+
+
+def test_lazy_platform_constructions_passed_objects_and_sizes_decide(engine: str) -> None:
+    """`eng/platforms.py`'s `current_platform` is a lazy module attribute (PEP 562): its `__getattr__` returns the
+    CUDA platform, whose class attribute `_enum = PlatformEnum.CUDA` decides `is_out_of_tree()`, so PlatformOp's
+    native forward is off the path. Of a class's two constructions, the one under a test decided against it does not
+    count (`Gate("aiter")`); a function's parameter is what its callers hand it (`step(self.core, x)`); and a step's
+    tensors are not empty (`x.numel() == 0`)."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "op_cuda_kernel", "triton_gate_kernel", "passed_model_kernel")
+    assert_never(sites, ("aiter_gate_kernel", "self.backend == 'aiter'"), ("empty_batch_kernel", "x.numel() == 0"))
+    assert sites["op_native_kernel"].reach == "never" and not sites["op_native_kernel"].presets
 
 
 def test_an_undecided_test_makes_a_kernel_possible_and_is_listed(engine: str) -> None:

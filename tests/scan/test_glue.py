@@ -102,16 +102,16 @@ class Meta:
 
 def test_what_a_run_is() -> None:
     runs = file_glue(SOURCE)
-    # 2 ops, a Triton launch, 3 ops: only the second part is a candidate
-    assert [r["ops"] for r in runs["launches_break_runs"]] == [["*", ">", "where"]]
+    # 2 ops, a Triton launch, 3 ops: a launch ends a run, and two launches or more are a candidate
+    assert [r["ops"] for r in runs["launches_break_runs"]] == [[".cumsum", "+"], ["*", ">", "where"]]
     # int arithmetic, views, slices and shape reads launch nothing: one op is no run
     assert "ints_and_views_are_free" not in runs
     # an unknown call (it may launch anything) ends a run; a comprehension of tensor ops ends one too
-    assert [r["ops"] for r in runs["an_unknown_call_ends_a_run"]] == [["+", "*", "cat"]]
-    # a loop body is a block of its own; the statements around it are two runs of 2 and 3 launches
-    (run,) = runs["Meta.update"]
+    assert [r["ops"] for r in runs["an_unknown_call_ends_a_run"]] == [["cumsum", "-"], ["+", "*", "cat"]]
+    # a loop body is a block of its own, in a loop; the statements around it are two runs
+    before, inside, run = runs["Meta.update"]
+    assert before["ops"] == ["cumsum", ".copy_"] and inside["ops"] == ["-", "[]="] and inside["in_loop"] is True
     assert run["ops"] == [".fill_", "+=", ".sum"] and run["syncs"] == [".item"] and run["in_loop"] is False
-    assert "cumsum" not in run["ops"]
     assert file_glue(b"def f(:\n")[""][0]["error"]
 
 
@@ -156,3 +156,39 @@ def step(x: torch.Tensor, local: bool):
 '''
     [run] = file_glue(src)["step"]
     assert run["ops"] == ["cumsum", "*", ".sum"] and run["tests"] == [["not local", False]]
+
+
+def test_a_run_goes_on_through_a_branch_of_simple_statements() -> None:
+    """softmax, then top-k in one branch or the other (lmdeploy's default MoE routing): one run per branch, each
+    under its test; a branch that calls out ends the run there, and a branch without launches adds no test."""
+    src = b'''import torch
+
+def route(x: torch.Tensor, groups: int, k: int, renorm: bool):
+    w = torch.softmax(x, -1)
+    if groups > 0:
+        helper(w)
+    else:
+        w, ids = torch.topk(w, k)
+    if not w.is_contiguous():
+        w = w.contiguous()
+    if renorm:
+        w = w / w.sum(-1, keepdim=True)
+    return w, ids
+'''
+    runs = {tuple(map(tuple, r["tests"])): r["ops"] for r in file_glue(src)["route"]}
+    assert runs == {(("groups > 0", False), ("renorm", True)): ["softmax", "topk", ".sum", "/"],
+                    (("groups > 0", False),): ["softmax", "topk"],
+                    (("groups > 0", True), ("renorm", True)): [".sum", "/"]}
+
+
+def test_contiguous_launches_only_on_a_strided_tensor() -> None:
+    src = b'''import torch
+
+def f(x: torch.Tensor, y: torch.Tensor):
+    a = x.contiguous()
+    b = y.contiguous()
+    c = x.transpose(0, 1).contiguous()
+    d = y[:, ::2].contiguous()
+'''
+    [run] = file_glue(src)["f"]
+    assert run["ops"] == [".contiguous", ".contiguous"] and (run["first"], run["last"]) == (6, 7)
