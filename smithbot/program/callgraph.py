@@ -191,6 +191,11 @@ class _Resolver(Decisions, EngineValues):
             self._mro[key] = out
         return self._mro[key]
 
+    def enum(self, mod: str, qual: str) -> bool:
+        """Whether a class is an enum: it or a base derives from the standard library's Enum or Flag."""
+        return any(b.split(".")[-1].endswith(("Enum", "Flag")) for m, q in self.mro(mod, qual)
+                   for b in (self.cls(m, q) or {}).get("bases", []))
+
     def method(self, mod: str, qual: str, name: str) -> list[Value]:
         """``name`` looked up on the class (its bases in order), bound to that class."""
         for m, q in self.mro(mod, qual):
@@ -237,6 +242,9 @@ class _Resolver(Decisions, EngineValues):
                 f = self.p.facts(m)
                 if f is not None and f"{q}.{name}" in f["classes"]:
                     return [("class", m, f"{q}.{name}")]
+            if kind == "class" and self.enum(mod, qual) and any(
+                    name in (self.cls(m, q) or {}).get("assigned", ()) for m, q in self.mro(mod, qual)):
+                return [("inst", mod, qual)]  # an enum member (cls.NONE): an instance of its class
             found = self.method(mod, qual, name)
             if found and kind == "inst":
                 f = self.p.facts(found[0][1])
@@ -289,17 +297,35 @@ class _Resolver(Decisions, EngineValues):
         elif fn is not None and (head in fn["locals"] or head in fn.get("params", ())):
             # a parameter's value from the caller, and whatever the function assigns to the name
             vals = self.param(mod, cls, bound, fn, head, depth) if head in fn.get("params", ()) else []
-            vals += [w for t, tests in fn["locals"].get(head, []) if t != text and not self.cut(mod, tests, fn)
+            vals += [w for t, tests in fn["locals"].get(head, []) if t != text and not self.cut(mod, tests, fn, klass=bound)
                      for w in self.expr(mod, cls, bound, fn, t, depth + 1)]
         else:
             vals = self.symbol(mod, head, depth + 1)
         for args in called:
-            vals = self.call(vals, depth + 1, args)
+            vals = self.call(vals, depth + 1, self._constants(mod, bound or ((mod, cls) if cls else None), fn, vals,
+                                                              args))
         for name, called in parts[1:]:
             vals = [w for v in vals for w in self.attr(v, name, depth + 1)]
             for args in called:
-                vals = self.call(vals, depth + 1, args)
+                vals = self.call(vals, depth + 1, self._constants(mod, bound or ((mod, cls) if cls else None), fn,
+                                                                  vals, args))
         return list(dict.fromkeys(vals))
+
+    def _constants(self, mod: str, owner: tuple[str, str] | None, fn: dict[str, Any] | None, vals: list[Value],
+                   args: str) -> str:
+        """A call's argument texts as the constants they are in the caller (``rope_scaling=rope_scaling``, the
+        caller's own parameter, is the model config's None), for a function the call runs; an argument that cannot
+        be told is ``?`` (its text would mean the callee's own name there)."""
+        if not args or not any(v[0] in ("func", "method") for v in vals):
+            return args
+        out = []
+        for a in _arguments(args):
+            key, eq, value = a.partition("=")
+            named = bool(eq) and key.strip().isidentifier() and not value.startswith("=")
+            src = value.strip() if named else a.strip()
+            const = self._value_there(mod, fn, owner, src) if src else None
+            out.append(f"{key.strip()}={const or '?'}" if named else (const or "?"))
+        return ", ".join(out)
 
     def param(self, mod: str, cls: str | None, bound: tuple[str, str] | None, fn: dict[str, Any], name: str,
               depth: int) -> list[Value]:
@@ -314,30 +340,36 @@ class _Resolver(Decisions, EngineValues):
                 init = f["functions"].get(f"{q}.__init__") if f else None
                 if init and name in init.get("super_kwargs", {}):
                     return self.expr(m, q, bound, init, init["super_kwargs"][name], depth + 1)
+        passed, every = self.passed(fn, name, depth)
         default = fn.get("defaults", {}).get(name)
-        vals = self.expr(mod, cls, bound, None, default, depth + 1) if default else []
-        return vals + self.passed(fn, name, depth)
+        if every or not default:  # every caller passes it: the default never holds
+            return passed
+        return self.expr(mod, cls, bound, None, default, depth + 1) + passed
 
-    def passed(self, fn: dict[str, Any], name: str, depth: int) -> list[Value]:
+    def passed(self, fn: dict[str, Any], name: str, depth: int) -> tuple[list[Value], bool]:
         """What the calls the last round of walks made of ``fn`` hand its parameter ``name``, each argument resolved
-        in its caller (``model_forward(self.patched_model, ...)``: the model, or the graph runner wrapping it)."""
+        in its caller (``model_forward(self.patched_model, ...)``: the model, or the graph runner wrapping it), and
+        whether every one of those calls passes it."""
         key = self.qual_of.get(id(fn))
         callers = (self.callers or {}).get(key) if key else None
         params = fn.get("params", [])
         if not callers or depth > 10 or name not in params:
-            return []
+            return [], False
         method = fn.get("class") and not any(d == "staticmethod" for d, _ in fn["decorators"])
         pos = params.index(name) - (1 if method else 0)
         out: list[Value] = []
+        every = True
         for node, i in sorted(callers, key=str)[:8]:
             cf = (self.p.facts(node[1]) or {}).get("functions", {}).get(node[2])
             call = cf["calls"][i] if cf and i < len(cf["calls"]) else None
-            if call is None or len(call) < 6 or call[4] is None:
-                continue
-            src = call[5].get(name, call[4][pos] if 0 <= pos < len(call[4]) else None)
+            src = None
+            if call is not None and len(call) >= 6 and call[4] is not None:
+                src = call[5].get(name, call[4][pos] if 0 <= pos < len(call[4]) else None)
             if src and src != "?":
                 out += self.expr(node[1], cf["class"], node[3], cf, src, depth + 1)
-        return out
+            else:
+                every = False
+        return out, every and len(callers) <= 8
 
     def call(self, vals: list[Value], depth: int, args: str = "") -> list[Value]:
         """What calling each value (with these constant arguments, if known) returns."""
@@ -372,7 +404,11 @@ class _Resolver(Decisions, EngineValues):
         for text, tests in fn["returns"]:
             if self.cut(t[1], tests, fn, bound):
                 continue
-            out += self.expr(t[1], fn["class"], t[3], fn, forwards.get(text, text), depth + 1)
+            made = fn["locals"].get(text) if text not in fn.get("params", ()) else None
+            # a local it returns: what it is assigned under the tests the call's arguments leave (get_rope's
+            # rotary_emb, a DualChunkRotaryEmbedding only for a dual-chunk config)
+            for src in ([s for s, held in made if not self.cut(t[1], held, fn, bound)] if made else [text]):
+                out += self.expr(t[1], fn["class"], t[3], fn, forwards.get(src, src), depth + 1)
         return out
 
     def targets(self, vals: list[Value]) -> list[Value]:
@@ -497,13 +533,33 @@ def _split(text: str) -> list[tuple[str, list[str]]]:
     return out
 
 
+def _arguments(args: str) -> list[str]:
+    """A call's argument texts, split at the commas outside brackets and strings."""
+    out, depth, buf, quote = [], 0, "", ""
+    for ch in args:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(buf)
+            buf = ""
+            continue
+        buf += ch
+    return [a for a in out + [buf] if a.strip()]
+
+
 def _bind(fn: dict[str, Any], args: str, method: bool) -> dict[str, str]:
     """Parameter -> argument source for a call's constant arguments (``OpType.RMSNorm``)."""
     if not args:
         return {}
     params = fn.get("params", [])[1 if method else 0:]
     out: dict[str, str] = {}
-    for i, a in enumerate(a.strip() for a in args.split(",")):
+    for i, a in enumerate(a.strip() for a in _arguments(args)):
         key, eq, value = a.partition("=")
         if eq and key.isidentifier():
             out[key] = value

@@ -86,8 +86,8 @@ class Decisions:
                 return bound[name]
             if name in local and fn is not None:
                 own = self._local(mod, fn, owner, name)
-                if own:
-                    return own
+                if own and not any(_reads(src, name) for src in own):
+                    return own  # (x = x or default: the x it reads is the parameter)
             if name in flags:
                 return flags[name]
             if "." in name and not (name.startswith("self.") and name.count(".") == 1):
@@ -145,6 +145,14 @@ class Decisions:
         init = self.method(*owner, "__init__")
         f = self.p.facts(init[0][1]) if init else None
         return f is not None and f["functions"].get(init[0][2]) is fn
+
+
+def _reads(src: str, name: str) -> bool:
+    """Whether an expression reads the bare name."""
+    import ast
+
+    tree = _parse(src)
+    return tree is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(tree))
 
 
 def _each(test: str, env: Env, look: Any) -> Any:

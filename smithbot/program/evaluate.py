@@ -198,6 +198,8 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
     if isinstance(node, ast.Name):
         if node.id == GIVEN:
             return _Given()
+        if node.id == OBJECT:
+            return _Object()
         if node.id == CONFIG:
             return ModelConfig(env.settings)
         v = env.lookup(node.id)
@@ -391,6 +393,7 @@ def _assigned(src: str | list[str] | None, name: str, env: Env, assigns: Callabl
 EACH = "each"  # a test's decision where it differs between the instances of one class (per layer): both branches run
 GIVEN = "__given__"  # the source ``assigns`` gives for an entry's parameter that its caller must pass
 CONFIG = "__config__"  # the source ``assigns`` gives for the model's config (the model class's first argument)
+OBJECT = "__object__"  # the source for a class or a function handed on as a value: true, not None, nothing else
 
 
 class ModelConfig:
@@ -417,6 +420,13 @@ def _size(node: ast.expr) -> bool:
         return (node.func.attr == "numel" and not node.args) or (node.func.attr == "size" and len(node.args) == 1)
     return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
         and isinstance(node.slice, ast.Constant)
+
+
+class _Object(_Given):
+    """A class or a function passed as a value (``decoder_layer_type=Qwen3DecoderLayer``): true, and not None."""
+
+    def __bool__(self) -> bool:
+        return True
 
 
 class Member:

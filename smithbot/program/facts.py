@@ -509,7 +509,7 @@ class _Visitor(ast.NodeVisitor):
             # instance's __init__ stores can be traced to them
             args = list(node.args) + [k.value for k in node.keywords]
             self.fn["constructs"].append([name, [ast.unparse(a) for a in node.args],
-                                          {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg},
+                                          {k.arg or "**": ast.unparse(k.value) for k in node.keywords},
                                           {a.id: self.iters[a.id] for a in args
                                            if isinstance(a, ast.Name) and a.id in self.iters},
                                           [list(t) for t in self.tests]])

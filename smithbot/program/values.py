@@ -10,7 +10,7 @@ import ast
 import copy
 from typing import Any, Callable
 
-from smithbot.program.evaluate import CONFIG, EACH, GIVEN, Member, ModelConfig, Unknown, _parse, evaluate, value_of
+from smithbot.program.evaluate import CONFIG, EACH, GIVEN, OBJECT, Member, ModelConfig, Unknown, _parse, evaluate, value_of
 from smithbot.program.modules import Program
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
@@ -95,13 +95,17 @@ class EngineValues:
         passes the field by name: a constant it passes is one more value, anything else leaves it unknown."""
         f = self.p.facts(mod)
         if owner and any(where is None for _, where, _ in entries):
-            for site in list(self.made_in.get(owner) or self._construction_sites(owner)):
+            # where the walk saw it made, else anywhere; and always the class's own alternative constructors
+            sites = set(self.made_in.get(owner) or self._construction_sites(owner))
+            sites |= {s for s in self._construction_sites(owner) if s[3] == owner}
+            for site in sorted(sites, key=str):
                 sf = self.p.facts(site[1])
                 sfn = ((sf or {}).get("functions", {}).get(site[2]) or {})
                 for ctor, _, kwargs, _, tests in sfn.get("constructs", []):
-                    if ctor.split(".")[-1] == owner[1].split(".")[-1] and name in kwargs \
-                            and not self.cut(site[1], tests, sfn, klass=site[3]):
-                        entries = entries + [[kwargs[name] if _literal(kwargs[name]) else "?", None, []]]
+                    made = ctor.split(".")[-1] == owner[1].split(".")[-1] or (ctor == "cls" and site[3] == owner)
+                    if made and (name in kwargs or "**" in kwargs) and not self.cut(site[1], tests, sfn, klass=site[3]):
+                        passed = self._passed_there(site, sfn, kwargs[name]) if name in kwargs else None
+                        entries = entries + [[passed or "?", None, []]]
         made: list[str] = []  # what __init__ leaves, in its order: an assignment that surely runs replaces the last
         later: list[str] = []
         for src, where, tests in entries:
@@ -122,6 +126,31 @@ class EngineValues:
             else:
                 made.append(src)
         return made + later
+
+    def _value_there(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, src: str,
+                     deeper: bool = True) -> str | None:
+        """The constant an expression is in a function's context, as a source: a literal, what the defaults make of
+        it, or OBJECT for a class or a function named as a value; None when it cannot be told. ``deeper``: one more
+        value deep (not when the caller counted it already)."""
+        if _literal(src):
+            return src
+        if self._tracing > _DEPTH:
+            return None
+        self._tracing += deeper
+        try:
+            found = _source(value_of(src, self.env, self.look(mod, fn, owner)))
+            if found is None:
+                vals = self.expr(mod, (fn or {}).get("class"), owner, fn, src)
+                if vals and all(v[0] in ("class", "func", "kernel") for v in vals):
+                    found = OBJECT
+            return found
+        finally:
+            self._tracing -= deeper
+
+    def _passed_there(self, site: Value, fn: dict[str, Any], src: str) -> str | None:
+        """An argument's source as the constant it is at the call site (a classmethod's ``cls(x=x)`` passes what
+        its own callers hand it), or None."""
+        return self._value_there(site[1], fn, site[3], src)
 
     def _constructor_arg(self, owner: tuple[str, str], params: list[str], param: str) -> str | None:
         key = (owner, param)
@@ -147,6 +176,8 @@ class EngineValues:
                     if self.cut(site[1], tests, fn, klass=site[3]):
                         continue  # a construction the defaults rule out (the HIP-only runner)
                     i = params.index(param)
+                    if param not in kwargs and i >= len(args) and "**" in kwargs:
+                        return None  # it may be in the **kwargs handed on
                     src = kwargs.get(param, args[i] if i < len(args) else None)
                     if src in iters and iters[src].startswith("range("):
                         # built in a loop (one layer per index): each index of the range, when it is known
@@ -160,7 +191,7 @@ class EngineValues:
                         src = fn_default(self.p, owner, param)
                     if src is None:
                         return None
-                    found = _source(value_of(src, self.env, self.look(site[1], fn, site[3])))
+                    found = self._value_there(site[1], fn, site[3], src, deeper=False)
                     if found is None:
                         return None
                     values.add(found)
@@ -182,7 +213,8 @@ class EngineValues:
             for qual, fn in f["functions"].items():
                 for c in fn.get("constructs", []):
                     site = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
-                    self._ctor_index.setdefault(c[0].split(".")[-1], set()).add(site)
+                    made = fn["class"] if c[0] == "cls" and fn.get("class") else c[0]  # a classmethod's cls(...)
+                    self._ctor_index.setdefault(made.split(".")[-1], set()).add(site)
         return self._ctor_index.get(owner[1].split(".")[-1], set())
 
     def predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
@@ -341,16 +373,9 @@ class EngineValues:
                         src = cf.get("constants", {}).get(src, None if src in cf.get("defaults", {}) else GIVEN)
                     else:
                         src = self.call_arg(cf, src, depth + 1)
-                elif self._tracing <= _DEPTH:  # an expression of the caller's (server_args.attention_backend)
-                    self._tracing += 1
-                    try:
-                        owner = node[3] or ((node[1], cf["class"]) if cf.get("class") else None)
-                        value = value_of(src, self.env, self.look(node[1], cf, owner))
-                    finally:
-                        self._tracing -= 1
-                    src = _source(value)
-                else:
-                    src = None
+                else:  # an expression of the caller's (server_args.attention_backend)
+                    owner = node[3] or ((node[1], cf["class"]) if cf.get("class") else None)
+                    src = self._value_there(node[1], cf, owner, src)
                 if src is None:
                     return None
             values.add(src)
