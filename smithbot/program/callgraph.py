@@ -87,6 +87,10 @@ class _Resolver(Decisions, EngineValues):
         self.at: Value | None = None  # the function whose calls are being resolved
         # a live class -> the functions seen constructing it (where its __init__ arguments come from)
         self.made_in: dict[tuple[str, str], set[Value]] = {}
+        # what this round of walks constructs (the next round's live classes and made_in): a class only an earlier,
+        # less decided round made (a base model's default layer type) does not stay live
+        self.made_now: set[tuple[str, str]] = set()
+        self.made_in_now: dict[tuple[str, str], set[Value]] = {}
         self._tracing = 0  # depth of constructor-argument tracing under way
         self._filtering = 0  # instance attributes' assignments being filtered by their if-tests (owner_flags)
         self._owner_flags: dict[tuple[str, str] | None, dict[str, list[str]]] = {}  # per round
@@ -419,8 +423,9 @@ class _Resolver(Decisions, EngineValues):
                 out.append(v)
             elif v[0] == "class":
                 self.live.add((v[1], v[2]))
+                self.made_now.add((v[1], v[2]))
                 if self.at is not None:
-                    self.made_in.setdefault((v[1], v[2]), set()).add(self.at)
+                    self.made_in_now.setdefault((v[1], v[2]), set()).add(self.at)
                 out += self.method(v[1], v[2], "__init__")
             elif v[0] == "inst":
                 for c in self.concrete(v[1], v[2]):

@@ -29,6 +29,7 @@ class EngineValues:
     callers: dict[tuple[str, str], set[tuple[Value, int]]] | None
     qual_of: dict[int, tuple[str, str]]
     entries: set[int]
+    configs: dict[int, str]
     _tracing: int
     _filtering: int
     _predicates: dict[tuple, str | None]
@@ -365,11 +366,18 @@ class EngineValues:
             if param not in kwargs and not 0 <= pos < len(args) and "**" in kwargs:
                 return None  # it may be in the caller's **kwargs
             src = kwargs.get(param, args[pos] if 0 <= pos < len(args) else fn.get("constants", {}).get(param))
+            if src is None and param in fn.get("defaults", {}):  # left to a default that is no literal
+                src = self._value_there(key[0], None, None, fn["defaults"][param])
+                if src is not None:
+                    values.add(src)
+                    continue
             if src is None or src == "?":
                 return None
             if not _literal(src):
                 if src in cf.get("params", ()) and src not in cf.get("flags", {}):
-                    if id(cf) in self.entries:  # left to its constant default, or passed (not None)
+                    if self.configs.get(id(cf)) == src:  # the model class's config: the model's config.json
+                        src = CONFIG
+                    elif id(cf) in self.entries:  # left to its constant default, or passed (not None)
                         src = cf.get("constants", {}).get(src, None if src in cf.get("defaults", {}) else GIVEN)
                     else:
                         src = self.call_arg(cf, src, depth + 1)

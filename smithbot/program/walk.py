@@ -51,8 +51,10 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
             r.live.add(v[3])
     best: dict[str, dict[tuple[str, str], Reach]] = {}
     funcs: dict[str, dict[tuple[str, str], Reach]] = {}
-    for _ in range(4):  # until the live classes and the functions visited stop changing
-        before = len(r.live)
+    entry_classes = set(r.live)
+    for _ in range(6):  # until the classes made, the functions visited and their callers stop changing
+        before = set(r.live)
+        r.made_now, r.made_in_now = set(), {}
         r.reset()
         r.visited = set()
         r.env = env.with_phase(phases[0])
@@ -66,9 +68,10 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
             _walk(r, engine, True, best[phase], False, funcs[phase], cuts)
         ran = frozenset(r.visited)
         callers, r.callers_now = r.callers_now, {}
-        if len(r.live) == before and ran == r.ran and callers == r.callers:
+        made = r.made_now | entry_classes
+        if made == before and ran == r.ran and callers == r.callers:
             break
-        r.ran, r.callers = ran, callers
+        r.ran, r.callers, r.live, r.made_in = ran, callers, made, r.made_in_now
     if cuts is not None:
         _behind_cuts(r, cuts)
     for phase in phases:
