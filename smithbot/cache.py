@@ -1,9 +1,14 @@
-"""Content-keyed JSON caches (scan's per-file facts, the call graph's facts and results): best effort both ways, since
-a missing or unwritable cache only costs recomputing."""
+"""Content-keyed caches (scan's per-file facts, the call graph's facts and results): best effort both ways, since a
+missing or unwritable cache only costs recomputing.
+
+A value is kept as JSON would keep it (lists, string keys), in Python's ``marshal`` format, which reads several
+times faster than JSON: a warm scan of sglang reads some 800 of them. A file written by another Python version, or
+not in that format, reads as no cache."""
 
 from __future__ import annotations
 
 import json
+import marshal
 import os
 from pathlib import Path
 from typing import Any
@@ -14,8 +19,8 @@ def load(path: Path | None) -> Any:
     if path is None:
         return None
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return marshal.loads(path.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
         return None
 
 
@@ -26,7 +31,7 @@ def store(path: Path | None, value: Any) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(value))
+        tmp.write_bytes(marshal.dumps(json.loads(json.dumps(value))))
         tmp.replace(path)
-    except OSError:
+    except (OSError, ValueError, TypeError):
         pass
