@@ -81,6 +81,10 @@ class _Resolver(Decisions, EngineValues):
         self._registered: dict[str, list[tuple[tuple[str, ...], Value]]] | None = None
         self._mro: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._memo: dict[tuple, list[Value]] = {}
+        # the expressions being worked out (-> their depth in that stack), and the shallowest of them a cycle
+        # reached: a value found inside a cycle is kept only once its head is done
+        self._active: dict[tuple, int] = {}
+        self._low = 1 << 30
         self._sites: dict[tuple, list[Value]] = {}
         self._concrete: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._decided: dict[tuple[str, int, str, str | None], bool | None] = {}
@@ -237,8 +241,17 @@ class _Resolver(Decisions, EngineValues):
                             if not self.cut(m, tests, where):
                                 made.append((m, q, t, where))
                 if made:
+                    # a field that every construction the walk saw passes holds what they pass, not any instance
+                    # of its declared type (``AttentionBackends(attn_backend=attn_backend)``)
+                    passed = self.field_passed((mod, qual), name, depth) \
+                        if all(fn is None for *_, fn in made) else None
+                    if passed:
+                        return passed
                     return list(dict.fromkeys(w for m, q, t, fn in made
                                               for w in self.expr(m, q, (mod, qual), fn, t, depth + 1)))
+                passed = self.field_passed((mod, qual), name, depth)  # a field of no class type (backend: object)
+                if passed:
+                    return passed
             for m, q in self.mro(mod, qual):
                 c = self.cls(m, q)
                 if c and name in c["registries"]:
@@ -269,6 +282,25 @@ class _Resolver(Decisions, EngineValues):
                     return [("func", m, f"{q}.{name}", v[3])]
         return []
 
+    def field_passed(self, owner: tuple[str, str], name: str, depth: int) -> list[Value] | None:
+        """What the constructions of ``owner`` the last round of walks made pass for its field ``name``, resolved
+        where they are made; None when one of them leaves it out (or may, through ``**kwargs``)."""
+        sites = (self.made_in or {}).get(owner)
+        if not sites or depth > 10:
+            return None
+        out: list[Value] = []
+        for site in sorted(sites, key=str):
+            fn = (self.p.facts(site[1]) or {}).get("functions", {}).get(site[2])
+            calls = [c for c in (fn or {}).get("constructs", [])
+                     if c[0].split(".")[-1] == owner[1].split(".")[-1] or (c[0] == "cls" and site[3] == owner)]
+            if not calls:
+                return None
+            for _, _, kwargs, *_ in calls:
+                if name not in kwargs:
+                    return None
+                out += self.expr(site[1], fn["class"], site[3], fn, kwargs[name], depth + 1)
+        return list(dict.fromkeys(out)) or None
+
     # --- expressions -------------------------------------------------------------------------------------------
     def expr(self, mod: str, cls: str | None, bound: tuple[str, str] | None, fn: dict[str, Any] | None, text: str,
              depth: int = 0) -> list[Value]:
@@ -277,9 +309,21 @@ class _Resolver(Decisions, EngineValues):
         key = (mod, cls, bound, id(fn), text)
         if key in self._memo:
             return self._memo[key]
-        self._memo[key] = []  # guards a cycle
-        out = self._expr(mod, cls, bound, fn, text, depth) if depth <= 14 else []
-        self._memo[key] = out
+        if key in self._active:  # a cycle: nothing more here, and what depends on it is provisional
+            self._low = min(self._low, self._active[key])
+            return []
+        pos = len(self._active)
+        self._active[key] = pos
+        outer, self._low = self._low, 1 << 30
+        try:
+            out = self._expr(mod, cls, bound, fn, text, depth) if depth <= 14 else []
+        finally:
+            del self._active[key]
+        if self._low >= pos:  # no cycle into an expression still being worked out above: final
+            self._memo[key] = out
+            self._low = outer
+        else:
+            self._low = min(outer, self._low)
         return out
 
     def _expr(self, mod: str, cls: str | None, bound: tuple[str, str] | None, fn: dict[str, Any] | None, text: str,

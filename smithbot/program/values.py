@@ -93,20 +93,31 @@ class EngineValues:
         ``if use_aiter``, or a flag only a capture helper sets). In ``__init__`` an assignment that surely runs
         replaces the ones before it (``self.fused_func = None``, then ``= pool.get(...)`` under ``if not lora``).
         A field's default in the class body (``ready: bool = False``) holds unless a construction of the class
-        passes the field by name: a constant it passes is one more value, anything else leaves it unknown."""
+        passes the field by name: what it passes is one more value (its constant where the call site decides it,
+        else unknown), and when every construction passes it the default never holds."""
         f = self.p.facts(mod)
         if owner and any(where is None for _, where, _ in entries):
             # where the walk saw it made, else anywhere; and always the class's own alternative constructors
             sites = set(self.made_in.get(owner) or self._construction_sites(owner))
             sites |= {s for s in self._construction_sites(owner) if s[3] == owner}
+            passed: list[list[Any]] = []
+            every = True  # every construction passes the field: its default never holds
             for site in sorted(sites, key=str):
                 sf = self.p.facts(site[1])
                 sfn = ((sf or {}).get("functions", {}).get(site[2]) or {})
                 for ctor, _, kwargs, _, tests in sfn.get("constructs", []):
                     made = ctor.split(".")[-1] == owner[1].split(".")[-1] or (ctor == "cls" and site[3] == owner)
-                    if made and (name in kwargs or "**" in kwargs) and not self.cut(site[1], tests, sfn, klass=site[3]):
-                        passed = self._passed_there(site, sfn, kwargs[name]) if name in kwargs else None
-                        entries = entries + [[passed or "?", None, []]]
+                    if not made or self.cut(site[1], tests, sfn, klass=site[3]):
+                        continue
+                    if name in kwargs:
+                        passed.append([self._passed_there(site, sfn, kwargs[name]) or "?", None, []])
+                    elif "**" in kwargs:
+                        passed.append(["?", None, []])
+                    else:
+                        every = False
+            if passed and every:
+                entries = [e for e in entries if e[1] is not None]
+            entries = entries + passed
         made: list[str] = []  # what __init__ leaves, in its order: an assignment that surely runs replaces the last
         later: list[str] = []
         for src, where, tests in entries:

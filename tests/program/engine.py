@@ -17,7 +17,8 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "capture_kernel", "ready_kernel", "planned_kernel", "fast_impl_kernel", "slow_impl_kernel",
                "dense_ffn_kernel", "sparse_ffn_kernel", "scaled_finish_kernel", "quant_head_kernel",
                "deep_head_kernel", "hopper_kernel", "ampere_kernel", "plain_mode_kernel", "quant_cache_kernel",
-               "triton_gate_kernel", "aiter_gate_kernel", "empty_batch_kernel", "passed_model_kernel")
+               "triton_gate_kernel", "aiter_gate_kernel", "empty_batch_kernel", "passed_model_kernel",
+               "publish_kernel", "spec_step_kernel", "fast_backend_kernel", "slow_backend_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -250,6 +251,66 @@ def __getattr__(name):
         return _current
     raise AttributeError(name)
 ''',
+    "eng/spec.py": '''"""A speculative-decoding switch as an enum, a plan built by a classmethod, a backend from a factory."""
+from dataclasses import dataclass
+from enum import Enum
+
+from eng.kernels import mla as k
+
+
+class Algo(Enum):
+    NONE = "none"
+    EAGLE = "eagle"
+
+    @classmethod
+    def from_string(cls, name):
+        if name is None:
+            return cls.NONE
+        return cls[name.upper()]
+
+    def is_none(self):
+        return self == Algo.NONE
+
+    def make_map(self):
+        return FutureMap(self)
+
+
+class FutureMap:
+    def __init__(self, algo):
+        self.algo = algo
+
+    def publish(self, x):
+        k.publish(x)
+
+
+class FastBackend:
+    def run(self, x):
+        k.fast_backend(x)
+
+
+class SlowBackend:
+    def run(self, x):
+        k.slow_backend(x)
+
+
+def build_backend(flavour, kind=None):
+    kind = kind or FastBackend
+    if flavour == 0:
+        backend = kind()
+    else:
+        backend = SlowBackend()
+    return backend
+
+
+@dataclass
+class Plan:
+    backend: object = None
+    algo: Algo = None
+
+    @classmethod
+    def make(cls, algo):
+        return cls(backend=build_backend(0), algo=algo)
+''',
     "eng/attention/__init__.py": "",
     "eng/attention/base.py": '''class AttentionBackend:
     def forward(self, x, fb):
@@ -466,6 +527,7 @@ import torch
 
 from eng.environ import get_bool_env_var
 from eng.kernels import mla as k
+from eng.spec import Algo, Plan
 
 _capturing = False
 
@@ -546,6 +608,9 @@ class Runner:
         self.gate = Gate("triton")
         if get_bool_env_var("ENG_USE_AITER"):  # a second construction, under a test decided against it
             self.aiter_gate = Gate("aiter")
+        self.spec = Algo.from_string(None)
+        self.future = self.spec.make_map()
+        self.plan = Plan.make(self.spec)
 
     def run(self, x):
         if self.aiter is not None:
@@ -573,6 +638,10 @@ class Runner:
         if x.numel() == 0:  # a step's batch is never empty
             k.empty_batch(x)
         step(self.core, x)
+        self.future.publish(x)
+        if not self.plan.algo.is_none():
+            k.spec_step(x)
+        self.plan.backend.run(x)
 
     def finish(self, x, scale):
         if scale is not None:  # every caller on the path passes None

@@ -57,7 +57,7 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
                "plain_quant_kernel", "router_kernel", "env_default_kernel",  # eng/mla.py's defaults
                "fused_kernel", "ready_kernel", "slow_impl_kernel",  # eng/moe_runner.py's
                "dense_ffn_kernel", "sparse_ffn_kernel",  # per layer, one class or the other
-               "triton_gate_kernel", "passed_model_kernel",
+               "triton_gate_kernel", "passed_model_kernel", "publish_kernel", "fast_backend_kernel",
                "deep_head_kernel", "hopper_kernel", "plain_mode_kernel"}
     assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
@@ -167,6 +167,18 @@ def test_lazy_platform_constructions_passed_objects_and_sizes_decide(engine: str
     assert_default(sites, "op_cuda_kernel", "triton_gate_kernel", "passed_model_kernel")
     assert_never(sites, ("aiter_gate_kernel", "self.backend == 'aiter'"), ("empty_batch_kernel", "x.numel() == 0"))
     assert sites["op_native_kernel"].reach == "never" and not sites["op_native_kernel"].presets
+
+
+def test_enum_members_classmethod_constructions_and_factory_arguments(engine: str) -> None:
+    """`eng/spec.py`: `Algo.from_string(None)` returns `cls.NONE`, an instance of the enum, whose `make_map()` makes
+    the FutureMap that publishes; `Plan.make` builds its class with `cls(...)`, and every construction passes
+    `algo`, so the field's default (None) never holds and `is_none()` is decided; the plan's `backend` is what that
+    construction passes (`build_backend(0)`), whose returned local keeps the branch its constant argument takes, and
+    `kind = kind or FastBackend` reads the caller's None."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "publish_kernel", "fast_backend_kernel")
+    assert_never(sites, ("spec_step_kernel", "not self.plan.algo.is_none()"))
+    assert not sites["slow_backend_kernel"].presets
 
 
 def test_an_undecided_test_makes_a_kernel_possible_and_is_listed(engine: str) -> None:
