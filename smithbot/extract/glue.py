@@ -217,6 +217,9 @@ def glue_function(tree: ast.Module, qualname: str, first: int, last: int, name: 
         elif isinstance(stmt, ast.Return) and stmt is span[-1] and stmt.value is not None:
             returned_value = Rewrite(called).visit(stmt.value)  # what the engine's function returns: an output
             continue
+        elif isinstance(stmt, ast.If):  # scan carries a run through a branch; a task keeps one straight run
+            raise GlueError(f"line {stmt.lineno}: the run goes on through an if-statement, which a glue task cannot "
+                            f"take yet (only one branch would be fused and the other lost)")
         else:
             raise GlueError(f"line {stmt.lineno}: a {type(stmt).__name__} statement in the run")
         body.append(ast.copy_location(new, stmt))

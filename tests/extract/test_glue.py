@@ -120,6 +120,10 @@ def test_glue_whose_outputs_cannot_be_known_is_refused_with_the_reason() -> None
         build("Backend.init_forward_metadata", "forward_batch.req_pool_indices,", "]")
     with pytest.raises(GlueError, match="no function"):
         glue_function(ast.parse(ENGINE), "Backend.missing", 1, 2, "glue")
+    routed = "import torch\n\ndef route(x, k, groups):\n    w = torch.softmax(x, -1)\n    if groups:\n" \
+             "        w = w * 2\n    else:\n        w = torch.topk(w, k).values\n    return w\n"
+    with pytest.raises(GlueError, match="through an if-statement"):  # scan's run through a branch: not a task yet
+        glue_function(ast.parse(routed), "route", 4, 8, "glue")
 
 
 def test_a_run_that_ends_its_function_returns_what_it_returns_and_a_rebound_input_is_a_local_after() -> None:
