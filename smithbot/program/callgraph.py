@@ -345,7 +345,8 @@ class _Resolver(Decisions, EngineValues):
         elif fn is not None and (head in fn["locals"] or head in fn.get("params", ())):
             # a parameter's value from the caller, and whatever the function assigns to the name
             vals = self.param(mod, cls, bound, fn, head, depth) if head in fn.get("params", ()) else []
-            vals += [w for t, tests in fn["locals"].get(head, []) if t != text and not self.cut(mod, tests, fn, klass=bound)
+            vals += [w for t, tests in fn["locals"].get(head, [])
+                     if t != text and not self.cut(mod, tests, fn, klass=bound)
                      for w in self.expr(mod, cls, bound, fn, t, depth + 1)]
         else:
             vals = self.symbol(mod, head, depth + 1)

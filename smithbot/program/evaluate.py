@@ -16,7 +16,8 @@ target's ``serving`` section (``smithbot.config.Serving``):
   default (``def get_bool_env_var(name, default="false")``, asked of ``assigns("get_bool_env_var(*defaults)")``), else
   ``None`` for ``os.getenv``/``environ.get``; or the registry's declaration (``X = EnvBool(False)``,
   ``Env.declared``). A bool getter reads "true"/"1" as True;
-- tensor sizes: a step's tensors are not empty, so ``x.numel() == 0`` or ``x.shape[0] == 0`` is False;
+- tensors: a step's tensors are not empty, so ``x.numel() == 0`` or ``x.shape[0] == 0`` is False, and they are all on
+  the serving GPU, so ``cos.device != q.device`` is False;
 - ``phases``: forward-mode predicates and the phase in which each is true (``is_decode: decode``), evaluated per phase;
 - module-level assignments of the file (``_is_hip = is_hip()``) are followed, so a module flag means what its helper
   means.
@@ -230,6 +231,9 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
 
 def _compare(node: ast.Compare, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
     op = _OPS[type(node.ops[0])]
+    devices = [isinstance(x, ast.Attribute) and x.attr == "device" for x in (node.left, node.comparators[0])]
+    if all(devices) and op in ("==", "!="):  # a step's tensors are all on the serving GPU
+        return op == "=="
     for a, b, flip in ((node.left, node.comparators[0], False), (node.comparators[0], node.left, True)):
         if _size(a) and isinstance(b, ast.Constant) and b.value == 0 and op in _SIZE_TESTS:
             # a tensor's size against 0: the step's tensors are not empty (``x.numel() == 0`` is False)

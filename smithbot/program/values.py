@@ -10,7 +10,8 @@ import ast
 import copy
 from typing import Any, Callable
 
-from smithbot.program.evaluate import CONFIG, EACH, GIVEN, OBJECT, Member, ModelConfig, Unknown, _parse, evaluate, value_of
+from smithbot.program.evaluate import (CONFIG, EACH, GIVEN, OBJECT, Member, ModelConfig, Unknown, _parse, evaluate,
+                                       value_of)
 from smithbot.program.modules import Program
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)

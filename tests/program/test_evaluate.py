@@ -53,6 +53,12 @@ CASES = [
     ("importlib.util.find_spec('aiter') is not None", None, False),
     ("importlib.util.find_spec('deep_gemm') is not None", None, None),  # not declared: unknown
     ("torch.version.cuda >= '12.3'", None, None),  # a version the platform does not give
+    # a step's tensors are not empty and all on the serving GPU; other sizes and devices stay open
+    ("x.numel() == 0", None, False), ("0 < x.shape[0]", None, True), ("x.size(0) > 0", None, True),
+    ("x.numel() > 4096", None, None), ("cos.device != q.device", None, False), ("a.device == torch.device('cpu')",
+                                                                                None, None),
+    ("None if a == b else a", None, None),  # a conditional expression whose test is unknown
+    ("1 if page_size == 1 else 2", None, True),
 ]
 
 
