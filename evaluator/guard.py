@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from evaluator.handed import deferred_work, smuggled_state
-from evaluator.task import split_evolve
+from evaluator.task import parse, split_evolve
 
 ALLOWED_MODULES = {"__future__", "math", "typing", "functools", "torch", "torch.nn.functional", "triton",
                    "triton.language", "enum", "dataclasses", "collections", "collections.abc", "itertools", "operator",
@@ -446,7 +446,7 @@ def module_state(value: ast.AST, frozen: frozenset[str] = frozenset()) -> str | 
 def forbidden_in(source: str) -> GuardResult | None:
     """The first rule that code breaks on its own (an import, ``getattr``, a private attribute, ``global``...), or
     None: what extraction asks of each helper it copies, so that a task's baseline passes its own guard."""
-    tree = ast.parse(source)
+    tree = parse(source)
     facts = _Facts()
     facts.visit(tree)
     return _forbidden(tree, facts.aliases)
@@ -455,7 +455,7 @@ def forbidden_in(source: str) -> GuardResult | None:
 def check(baseline: str, candidate: str, entry: str) -> GuardResult:
     """Run every static check of a candidate's source against the baseline ``kernel.py``."""
     try:
-        tree = ast.parse(candidate)
+        tree = parse(candidate)
     except SyntaxError as exc:
         return GuardResult(False, "syntax", f"line {exc.lineno}: {exc.msg}")
     base_parts, cand_parts = split_evolve(baseline), split_evolve(candidate)
@@ -467,7 +467,7 @@ def check(baseline: str, candidate: str, entry: str) -> GuardResult:
         if _norm(base_parts[i]) != _norm(cand_parts[i]):
             return GuardResult(False, "outside_block", f"the text {where} the EVOLVE-BLOCK differs from the baseline")
 
-    base_tree = ast.parse(baseline)
+    base_tree = parse(baseline)
 
     def entry_args(t: ast.Module) -> str | None:
         for stmt in t.body:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,16 @@ EVOLVE_END = "# EVOLVE-BLOCK-END"
 KINDS = ("triton", "fusion")
 REGIMES = ("decode", "prefill")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+# CPython 3.11 builds Python AST objects with a per-interpreter recursion counter: two threads parsing at once (a
+# proposer thread and the evaluator's guard) can raise "SystemError: AST constructor recursion depth mismatch"
+# (python/cpython#106905). Every parse that may run beside another thread goes through ``parse``.
+_PARSING = threading.Lock()
+
+
+def parse(source: str | bytes, filename: str = "<unknown>", mode: str = "exec") -> Any:
+    """``ast.parse``, one thread at a time."""
+    with _PARSING:
+        return ast.parse(source, filename=filename, mode=mode)
 
 
 def split_evolve(src: str) -> tuple[str, str, str] | None:
@@ -302,7 +313,7 @@ def check_candidate_files(paths: list[str] | list[Path]) -> None:
         if not path.is_file():
             raise TaskError(f"{p}: candidate file does not exist")
         try:
-            ast.parse(path.read_bytes(), filename=str(p))
+            parse(path.read_bytes(), filename=str(p))
         except (SyntaxError, ValueError) as exc:
             line = getattr(exc, "lineno", None)
             raise TaskError(f"{p}: not a Python file (line {line}: {getattr(exc, 'msg', exc)})") from None

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator.task import split_evolve
+from evaluator.task import parse, split_evolve
 
 _TILE_WORDS = ("BLOCK", "TILE", "CHUNK", "SPLIT")
 
@@ -38,7 +38,7 @@ def features(source: str) -> dict[str, int]:
     parts = split_evolve(source)
     block = parts[1] if parts else source
     try:
-        tree = ast.parse(block)
+        tree = parse(block)
     except SyntaxError:
         return {}
     tiles, warps, stages = [], [], []

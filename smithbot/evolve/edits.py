@@ -22,7 +22,7 @@ import difflib
 import hashlib
 import re
 
-from evaluator.task import EVOLVE_END, EVOLVE_START, split_evolve
+from evaluator.task import EVOLVE_END, EVOLVE_START, parse, split_evolve
 
 FORMATS = ("diff", "full", "crossover")
 _SR = re.compile(r"<{5,9} ?SEARCH\s*?\n(.*?)\n?={5,9}\s*?\n(.*?)\n?>{5,9} ?REPLACE", re.DOTALL)
@@ -36,7 +36,7 @@ class EditError(Exception):
 def source_hash(source: str) -> str:
     """Hash of the normalised source: formatting and comments do not make a new candidate."""
     try:
-        norm = ast.unparse(ast.parse(source))
+        norm = ast.unparse(parse(source))
     except SyntaxError:
         norm = "\n".join(line.rstrip() for line in source.strip().splitlines())
     return hashlib.sha256(norm.encode()).hexdigest()[:16]
@@ -103,7 +103,7 @@ def apply(fmt: str, parent: str, response: str) -> str:
         raise EditError("empty response")
     child = apply_diff(parent, response) if fmt == "diff" else apply_full(parent, response)
     try:
-        ast.parse(child)
+        parse(child)
     except SyntaxError as exc:
         raise EditError(f"the edited program does not parse: line {exc.lineno}: {exc.msg}") from None
     if source_hash(child) == source_hash(parent):

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaluator.task import parse
+
 
 class InductorError(Exception):
     """Inductor could not compile the glue, or its output is not one a candidate can be made from. One line."""
@@ -166,7 +168,7 @@ def _helpers_source() -> dict[str, ast.FunctionDef]:
 
     import torch._inductor.runtime.triton_helpers as helpers
 
-    tree = ast.parse(inspect.getsource(helpers))
+    tree = parse(inspect.getsource(helpers))
     return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
@@ -193,7 +195,7 @@ def _kernel(name: str, text: str, i: int, helper_defs: dict[str, ast.FunctionDef
         _Kernel, list[str]]:
     """One ``async_compile.triton(...)`` module: its kernel, renamed and with a plain ``@triton.jit``, and its own
     local helpers (``_triton_helper_fn_add0``: a scan's combine function), renamed for this kernel."""
-    tree = ast.parse(text)
+    tree = parse(text)
     fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     main = next((f for f in fns if f.name == name), None)
     if main is None:
@@ -213,7 +215,7 @@ def _kernel(name: str, text: str, i: int, helper_defs: dict[str, ast.FunctionDef
     out: list[str] = []
     renames = {**local, name: new}
     for f in fns:
-        f.decorator_list = [ast.parse("triton.jit", mode="eval").body]
+        f.decorator_list = [parse("triton.jit", mode="eval").body]
         f.name = renames.get(f.name, f.name)
 
     class Rename(ast.NodeTransformer):
@@ -299,7 +301,7 @@ def to_candidate(baseline: str, entry: str, compiled: Compiled) -> str:
     glue, their helpers, and ``entry`` (the baseline's signature) launching them as Inductor's ``call`` did."""
     from evaluator.task import EVOLVE_END, EVOLVE_START, split_evolve
 
-    tree = ast.parse(compiled.code)
+    tree = parse(compiled.code)
     sources: dict[str, str] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
@@ -315,7 +317,7 @@ def to_candidate(baseline: str, entry: str, compiled: Compiled) -> str:
     for i, (name, src) in enumerate(sources.items()):
         kernels[name], helpers = _kernel(name, src, i, defs, used)
         local_helpers += helpers
-    base_fn = next((n for n in ast.parse(baseline).body if isinstance(n, ast.FunctionDef) and n.name == entry), None)
+    base_fn = next((n for n in parse(baseline).body if isinstance(n, ast.FunctionDef) and n.name == entry), None)
     if base_fn is None:
         raise InductorError(f"the baseline has no function {entry}")
     body = _launcher_body(call, compiled, kernels)
@@ -377,7 +379,7 @@ def _tidy(lines: list[str]) -> list[str]:
     """Inductor's names made a reader's: a graph input that is a parameter (``arg1_1 = seq_lens``) and a size copied
     to a symbol (``s37 = arg0_1``) go, their uses taking the name they copy; a size keeps a name that says what it
     is (``seq_lens_size_0``); a kernel's element count is ``xnumel_N``; a grid of constants is computed."""
-    tree = ast.parse("\n".join(lines))
+    tree = parse("\n".join(lines))
     names: dict[str, str] = {}
     body: list[ast.stmt] = []
     for stmt in tree.body:
@@ -415,16 +417,16 @@ def _statement(s: ast.stmt, kernels: dict[str, _Kernel], tensors: list[str]) -> 
             self.generic_visit(node)
             func = ast.unparse(node.func)
             if func.startswith("empty_strided_"):
-                return ast.parse(f"torch.empty_strided({ast.unparse(node.args[0])}, {ast.unparse(node.args[1])}, "
+                return parse(f"torch.empty_strided({ast.unparse(node.args[0])}, {ast.unparse(node.args[1])}, "
                                  f"dtype={ast.unparse(node.args[2])}, device={device})", mode="eval").body
             if func == "reinterpret_tensor":
-                return ast.parse(f"torch.as_strided({', '.join(ast.unparse(a) for a in node.args)})",
+                return parse(f"torch.as_strided({', '.join(ast.unparse(a) for a in node.args)})",
                                  mode="eval").body
             if func.startswith("extern_kernels."):
-                node.func = ast.parse("torch." + func.split(".", 1)[1], mode="eval").body
+                node.func = parse("torch." + func.split(".", 1)[1], mode="eval").body
                 return node
             if func.startswith("aten."):
-                node.func = ast.parse("torch.ops." + func, mode="eval").body
+                node.func = parse("torch.ops." + func, mode="eval").body
                 return node
             if func.endswith(".run") and func[:-4] in kernels:
                 return _launch(kernels[func[:-4]], node)
@@ -458,7 +460,7 @@ def _launch(k: _Kernel, node: ast.Call) -> ast.AST:
         grid[axis] = f"triton.cdiv({numel}, {chosen[block]})" if block in chosen else numel
     kwargs = ", ".join(f"{c}={v}" for c, v in chosen.items())
     call = f"{k.name}[({', '.join(grid)},)]({', '.join(ast.unparse(a) for a in args)}, {kwargs}, num_warps=4)"
-    return ast.parse(call, mode="eval").body
+    return parse(call, mode="eval").body
 
 
 class InductorProposer:
