@@ -39,7 +39,7 @@ from typing import Any
 from smithbot.program.decide import Decisions
 from smithbot.program.evaluate import Env
 from smithbot.program.modules import Program
-from smithbot.program.values import EngineValues
+from smithbot.program.values import EngineValues, constructions
 
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
 # an abstract value: ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual)
@@ -291,8 +291,7 @@ class _Resolver(Decisions, EngineValues):
         out: list[Value] = []
         for site in sorted(sites, key=str):
             fn = (self.p.facts(site[1]) or {}).get("functions", {}).get(site[2])
-            calls = [c for c in (fn or {}).get("constructs", [])
-                     if c[0].split(".")[-1] == owner[1].split(".")[-1] or (c[0] == "cls" and site[3] == owner)]
+            calls = constructions(fn, site, owner)
             if not calls:
                 return None
             for _, _, kwargs, *_ in calls:

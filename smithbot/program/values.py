@@ -106,12 +106,11 @@ class EngineValues:
             for site in sorted(sites, key=str):
                 sf = self.p.facts(site[1])
                 sfn = ((sf or {}).get("functions", {}).get(site[2]) or {})
-                for ctor, _, kwargs, _, tests in sfn.get("constructs", []):
-                    made = ctor.split(".")[-1] == owner[1].split(".")[-1] or (ctor == "cls" and site[3] == owner)
-                    if not made or self.cut(site[1], tests, sfn, klass=site[3]):
+                for _, _, kwargs, _, tests in constructions(sfn, site, owner):
+                    if self.cut(site[1], tests, sfn, klass=site[3]):
                         continue
                     if name in kwargs:
-                        passed.append([self._passed_there(site, sfn, kwargs[name]) or "?", None, []])
+                        passed.append([self._value_there(site[1], sfn, site[3], kwargs[name]) or "?", None, []])
                     elif "**" in kwargs:
                         passed.append(["?", None, []])
                     else:
@@ -159,11 +158,6 @@ class EngineValues:
             return found
         finally:
             self._tracing -= deeper
-
-    def _passed_there(self, site: Value, fn: dict[str, Any], src: str) -> str | None:
-        """An argument's source as the constant it is at the call site (a classmethod's ``cls(x=x)`` passes what
-        its own callers hand it), or None."""
-        return self._value_there(site[1], fn, site[3], src)
 
     def _constructor_arg(self, owner: tuple[str, str], params: list[str], param: str) -> str | None:
         key = (owner, param)
@@ -443,6 +437,13 @@ class EngineValues:
             return None
         given = {**target.get("defaults", {}), **target.get("constants", {})}
         return [given.get(p) for p in target.get("params", [])]
+
+
+def constructions(fn: dict[str, Any] | None, site: Value, owner: tuple[str, str]) -> list[list[Any]]:
+    """The constructions of ``owner`` that ``fn`` (the function ``site``) makes, by the class's name or, in one of
+    its classmethods, as ``cls(...)``: its ``constructs`` facts ``[name, args, kwargs, iters, tests]``."""
+    return [c for c in (fn or {}).get("constructs", [])
+            if c[0].split(".")[-1] == owner[1].split(".")[-1] or (c[0] == "cls" and site[3] == owner)]
 
 
 def fn_default(program: Program, owner: tuple[str, str], param: str) -> str | None:

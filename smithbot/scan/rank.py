@@ -25,9 +25,11 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from smithbot import cache
 from smithbot.config import Target
 from smithbot.program.callgraph import Reach
 from smithbot.program.evaluate import Env, evaluate
+from smithbot.repo import home
 from smithbot.scan.index import Indexed, matches
 from smithbot.types import KernelSite, LaunchSite
 
@@ -162,9 +164,6 @@ def link(idx: Indexed, target: Target, measured: dict[str, tuple[float, float]] 
 def _mentions(texts: dict[str, bytes], model_paths: tuple[str, ...], wanted: set[bytes]) -> dict[str, list[str]]:
     """Wrapper name -> the model and layer files that mention it, cached by those files' bytes and the names (a
     warm scan of sglang tokenised its 568 model files for a tenth of a second)."""
-    from smithbot import cache
-    from smithbot.repo import home
-
     files = [p for p in texts if matches(p, model_paths)]
     h = hashlib.sha1(b"\0".join(sorted(wanted)))
     for p in files:
