@@ -1,0 +1,173 @@
+"""What a name means to the call graph: a module's top-level names (definitions, imports followed through
+re-exports and star imports, module-level aliases, a lazy module attribute), classes and their method order, the
+live subclasses an instance may be, the functions a registry's decorators or settings register, and code for other
+hardware. A mixin of the call graph's resolver (``callgraph._Resolver``), which gives ``attr`` and ``returns``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from smithbot.program.evaluate import Env
+from smithbot.program.modules import Program
+
+Value = tuple  # the call graph's abstract value (see callgraph.Value)
+
+
+class Symbols:
+    """The resolver's lookups of names, classes and registries (see the module's docstring)."""
+
+    p: Program
+    env: Env
+    kernels: set[tuple[str, str]]
+    live: set[tuple[str, str]]
+    setting_values: set[str]
+    other_platforms: set[str]
+    _registered: dict[str, list[tuple[tuple[str, ...], Value]]] | None
+    _mro: dict[tuple[str, str], list[tuple[str, str]]]
+    _concrete: dict[tuple[str, str], Any]
+    _foreign: dict[tuple[str, str], bool]
+    attr: Any
+    returns: Any
+
+    # --- symbols -----------------------------------------------------------------------------------------------
+    def symbol(self, module: str, name: str, depth: int = 0) -> list[Value]:
+        """What ``name`` (dotted) means at the top level of ``module``."""
+        if depth > 12:
+            return []
+        f = self.p.facts(module)
+        head, _, rest = name.partition(".")
+        if f is None:
+            sub = f"{module}.{head}"
+            return self._then(self.symbol_abs(sub, depth + 1), rest, depth) if sub in self.p.modules else []
+        vals: list[Value]
+        if head in f["classes"]:
+            vals = [("class", module, head)]
+        elif (module, head) in self.kernels:
+            vals = [("kernel", module, head)]
+        elif head in f["functions"]:
+            vals = [("func", module, head, None)]
+        elif head in f["imports"]:
+            vals = self.symbol_abs(f["imports"][head], depth + 1)
+        elif head in f["assigns"]:
+            src = f["assigns"][head]
+            if src.replace(".", "").replace("_", "").isalnum() and src != head:
+                vals = self.symbol(module, src, depth + 1)  # an alias: X = other_module.Y
+            else:
+                vals = [("registry", head)]  # a module-level table: dispatch goes through its registrations
+        elif f"{module}.{head}" in self.p.modules:
+            vals = [("module", f"{module}.{head}")]
+        else:  # from pkg.common import *
+            vals = next((v for star in f.get("stars", []) if star in self.p.modules
+                         for v in [self.symbol(star, head, depth + 1)] if v), [])
+            if not vals and "__getattr__" in f["functions"]:  # a lazy module attribute (PEP 562)
+                vals = self.returns(("func", module, "__getattr__", None), depth + 1, repr(head))
+        return self._then(vals, rest, depth)
+
+    def symbol_abs(self, dotted: str, depth: int = 0) -> list[Value]:
+        if dotted in self.p.modules:
+            # ``from pkg import name`` reads the package's attribute first: a re-exported function shadows the
+            # submodule of the same name (lmdeploy's kernels.cuda.rms_norm)
+            parent, _, name = dotted.rpartition(".")
+            pf = self.p.facts(parent) if parent in self.p.modules else None
+            if pf is not None and (name in pf["functions"] or name in pf["classes"]
+                                   or pf["imports"].get(name, dotted) != dotted):
+                return self.symbol(parent, name, depth + 1)
+            return [("module", dotted)]
+        found = self.p.split(dotted)
+        if found is None:
+            return []
+        mod, rest = found
+        return self.symbol(mod, rest, depth + 1) if rest else [("module", mod)]
+
+    def _then(self, vals: list[Value], rest: str, depth: int) -> list[Value]:
+        for part in [p for p in rest.split(".") if p]:
+            vals = [w for v in vals for w in self.attr(v, part, depth + 1)]
+        return vals
+
+    # --- classes -----------------------------------------------------------------------------------------------
+    def cls(self, mod: str, qual: str) -> dict[str, Any] | None:
+        f = self.p.facts(mod)
+        return None if f is None else f["classes"].get(qual)
+
+    def mro(self, mod: str, qual: str) -> list[tuple[str, str]]:
+        key = (mod, qual)
+        if key not in self._mro:
+            self._mro[key] = [key]  # guards a cycle
+            out = [key]
+            c = self.cls(mod, qual)
+            for b in (c["bases"] if c else []):
+                for v in self.symbol(mod, b):
+                    if v[0] == "class":
+                        out.extend(x for x in self.mro(v[1], v[2]) if x not in out)
+            self._mro[key] = out
+        return self._mro[key]
+
+    def enum(self, mod: str, qual: str) -> bool:
+        """Whether a class is an enum: it or a base derives from the standard library's Enum or Flag."""
+        return any(b.split(".")[-1].endswith(("Enum", "Flag")) for m, q in self.mro(mod, qual)
+                   for b in (self.cls(m, q) or {}).get("bases", []))
+
+    def method(self, mod: str, qual: str, name: str) -> list[Value]:
+        """``name`` looked up on the class (its bases in order), bound to that class."""
+        for m, q in self.mro(mod, qual):
+            f = self.p.facts(m)
+            if f is not None and f"{q}.{name}" in f["functions"]:
+                return [("func", m, f"{q}.{name}", (mod, qual))]
+        return []
+
+    def concrete(self, mod: str, qual: str) -> list[tuple[str, str]]:
+        """The live classes an instance of this class may be: itself if live, its live subclasses; itself if none."""
+        key = (mod, qual)
+        if key not in self._concrete or len(self.live) != self._concrete[key][0]:
+            out = [c for c in sorted(self.live) if key in self.mro(*c)]
+            self._concrete[key] = (len(self.live), out or [key])  # type: ignore[assignment]
+        return self._concrete[key][1]  # type: ignore[return-value]
+
+    def registered(self, registry: str) -> list[Value]:
+        """Functions registered into a table named ``registry`` by a decorator keyed by declared settings' values:
+        by the value of the setting the table is named after (``ATTENTION_BACKENDS`` and ``attention_backend``),
+        else by any setting's values (``@register_fused_func("none", "triton")``)."""
+        if self._registered is None:
+            key = frozenset(self.setting_values)
+            if key not in self.p.registrations:
+                self._registered = {}
+                # only files with a decorator keyed by a declared value can register a default: find them by bytes
+                keys = [f'("{v}"'.encode() for v in key if isinstance(v, str)] + \
+                    [f"('{v}'".encode() for v in key if isinstance(v, str)]
+                by_path = {rel: mod for mod, rel in self.p.modules.items()}
+                for rel, data in self.p.texts.items():
+                    if b"@" in data and any(k in data for k in keys) and rel in by_path:
+                        self._index_registrations(by_path[rel])
+                self.p.registrations[key] = self._registered
+            self._registered = self.p.registrations[key]
+        norm = registry.replace("_", "").lower()
+        named = {str(v) for k, v in self.env.settings.items() if k in self.env.chosen
+                 and k.replace("_", "").lower() in norm}
+        allowed = named or self.setting_values
+        return [v for args, v in self._registered.get(registry, []) if all(a in allowed for a in args)]
+
+    def _index_registrations(self, mod: str) -> None:
+        f = self.p.facts(mod)
+        if f is None or self._registered is None:
+            return
+        for qual, fn in f["functions"].items():
+            for dec, args in fn["decorators"]:
+                if not args:
+                    continue
+                for d in self.symbol(mod, dec):
+                    if d[0] != "func":
+                        continue
+                    df = self.p.facts(d[1])
+                    for store in (df["functions"][d[2]]["stores"] if df else []):
+                        self._registered.setdefault(store.split(".")[-1], []).append(
+                            (tuple(args), ("func", mod, qual, None)))
+
+    def foreign(self, v: Value) -> bool:
+        """Code for other hardware: a module path or class name with one of the other platforms' words."""
+        key = (v[1], v[3][1] if v[0] == "func" and v[3] else v[2].split(".")[0])
+        if key not in self._foreign:
+            words = set(re.split(r"[._]", key[0].lower())) | set(re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+",
+                                                                           key[1].replace("_", " ")))
+            self._foreign[key] = bool({w.lower() for w in words} & self.other_platforms)
+        return self._foreign[key]
