@@ -157,20 +157,5 @@ def _reads(src: str, name: str) -> bool:
 
 def _each(test: str, env: Env, look: Any) -> Any:
     """``evaluate``, where a name the test reads may be each of a range (``layer_idx`` of layers built in a loop):
-    the test is decided for each value, and is EACH where it differs between them."""
-    import ast
-
-    tree = _parse(test)
-    if tree is None:
-        return None
-    names = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
-    for name in names:
-        src = look(name)
-        if isinstance(src, str) and src.startswith("__each__("):
-            lo, hi = (int(x) for x in src[len("__each__("):-1].split(","))
-            seen = {evaluate(test, env, lambda n, i=i: repr(i) if n == name else look(n))
-                    for i in range(lo, min(hi, lo + 4096))}
-            if None in seen:
-                return None
-            return seen.pop() if len(seen) == 1 else EACH
-    return evaluate(test, env, look)
+    EACH where the test differs between them."""
+    return evaluate(test, env, look, each=True)

@@ -43,6 +43,7 @@ _ORDER = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "in": lambda a, 
 _OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not",
         ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _MISSING = object()
+_DONE = object()  # a comparison a rule decided before its sides were evaluated
 
 
 @functools.lru_cache(maxsize=65536)
@@ -147,17 +148,27 @@ class Env:
         return _MISSING
 
 
-def evaluate(test: str, env: Env, assigns: Callable[[str], Any] = lambda name: None) -> bool | None:
+def evaluate(test: str, env: Env, assigns: Callable[[str], Any] = lambda name: None,
+             each: bool = False) -> Any:
     """Truth of the if-test source ``test``: True, False, or None when the defaults do not decide it.
 
     ``assigns(name)`` gives the source (or the list of sources) of what is assigned to ``name``: a module-level
     assignment, a flag of the function or of the class (``self.x``), a call's constant argument. Asked a call's
-    source (``is_kv_b_lora_active(self)``), it may give the source of what that call returns; asked
-    ``getter(*defaults)``, the getter's parameter defaults in order."""
+    source (``is_kv_b_lora_active(self)``), it may give the source (or the sources) of what that call returns;
+    asked ``getter(*defaults)``, the getter's parameter defaults in order. Several sources that evaluate to
+    different known values make a value that is one of them (``Several``): the test is decided where it is the same
+    for all. With ``each``, a test that differs between the values of a name that is each of a range
+    (``__each__(0, 61)``: the index of layers built in a loop) is ``EACH``: both branches run."""
     node = _parse(test)
     if node is None:
         return None
-    return _truth(_value(node, env, assigns, 0))
+    v = _value(node, env, assigns, 0)
+    if isinstance(v, Several):
+        truths = {_truth(x) for x in v.items}
+        if len(truths) == 1:
+            return truths.pop()
+        return EACH if each and v.each and None not in truths else None
+    return _truth(v)
 
 
 def value_of(src: str, env: Env, assigns: Callable[[str], Any] = lambda name: None) -> Any:
@@ -177,25 +188,20 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         items = [_value(e, env, assigns, depth + 1) for e in node.elts]
         return Unknown if any(i is Unknown or i is _MISSING for i in items) else tuple(items)
     if isinstance(node, ast.BoolOp):
-        vals = [_truth(_value(v, env, assigns, depth + 1)) for v in node.values]
-        if isinstance(node.op, ast.And):
-            return False if False in vals else (True if all(v is True for v in vals) else Unknown)
-        return True if True in vals else (False if all(v is False for v in vals) else Unknown)
+        return _lift(_bool_op(isinstance(node.op, ast.And)),
+                     *(_value(v, env, assigns, depth + 1) for v in node.values))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        v = _truth(_value(node.operand, env, assigns, depth + 1))
-        return Unknown if v is None else not v
+        return _lift(_not, _value(node.operand, env, assigns, depth + 1))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):  # -1
-        v = _value(node.operand, env, assigns, depth + 1)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return -v if isinstance(node.op, ast.USub) else v
-        return Unknown
+        return _lift(_sign(isinstance(node.op, ast.USub)), _value(node.operand, env, assigns, depth + 1))
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS:
         return _compare(node, env, assigns, depth)
     if isinstance(node, ast.IfExp):  # None if a == b else a
-        test = _truth(_value(node.test, env, assigns, depth + 1))
-        if test is None:
+        test = _value(node.test, env, assigns, depth + 1)
+        truths = {_truth(x) for x in test.items} if isinstance(test, Several) else {_truth(test)}
+        if None in truths:
             return Unknown
-        return _value(node.body if test else node.orelse, env, assigns, depth + 1)
+        return _several([_value(node.body if t else node.orelse, env, assigns, depth + 1) for t in truths])
     if isinstance(node, ast.Name):
         if node.id == GIVEN:
             return _Given()
@@ -219,28 +225,66 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         except (IndexError, KeyError, TypeError):
             return Unknown
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:  # layer_id % moe_layer_freq
-        left, right = (_value(x, env, assigns, depth + 1) for x in (node.left, node.right))
+        return _lift(_arith(_ARITH[type(node.op)]), _value(node.left, env, assigns, depth + 1),
+                     _value(node.right, env, assigns, depth + 1))
+    return Unknown
+
+
+def _bool_op(conj: bool) -> Callable[..., Any]:
+    def op(*vals: Any) -> Any:
+        truths = [_truth(v) for v in vals]
+        if conj:
+            return False if False in truths else (True if all(t is True for t in truths) else Unknown)
+        return True if True in truths else (False if all(t is False for t in truths) else Unknown)
+    return op
+
+
+def _not(v: Any) -> Any:
+    t = _truth(v)
+    return Unknown if t is None else not t
+
+
+def _sign(neg: bool) -> Callable[[Any], Any]:
+    def op(v: Any) -> Any:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return -v if neg else v
+        return Unknown
+    return op
+
+
+def _arith(f: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def op(left: Any, right: Any) -> Any:
         if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (left, right)):
             try:
-                return _ARITH[type(node.op)](left, right)
+                return f(left, right)
             except (ZeroDivisionError, OverflowError):
                 return Unknown
-    return Unknown
+        return Unknown
+    return op
 
 
 
 def _compare(node: ast.Compare, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
+    return _lift(functools.partial(_compare_values, _OPS[type(node.ops[0])]), *_compared(node, env, assigns, depth))
+
+
+def _compared(node: ast.Compare, env: Env, assigns: Callable[[str], Any], depth: int) -> tuple[Any, Any]:
+    """The two sides of a comparison, or (a decided truth, _DONE) where a rule about tensors decides it."""
     op = _OPS[type(node.ops[0])]
     devices = [isinstance(x, ast.Attribute) and x.attr == "device" for x in (node.left, node.comparators[0])]
     if all(devices) and op in ("==", "!="):  # a step's tensors are all on the serving GPU
-        return op == "=="
+        return op == "==", _DONE
     for a, b, flip in ((node.left, node.comparators[0], False), (node.comparators[0], node.left, True)):
         if _size(a) and isinstance(b, ast.Constant) and b.value == 0 and op in _SIZE_TESTS:
             # a tensor's size against 0: the step's tensors are not empty (``x.numel() == 0`` is False)
             flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op) if flip else op
-            return _SIZE_TESTS[flipped]
-    left = _value(node.left, env, assigns, depth + 1)
-    right = _value(node.comparators[0], env, assigns, depth + 1)
+            return _SIZE_TESTS[flipped], _DONE
+    return _value(node.left, env, assigns, depth + 1), _value(node.comparators[0], env, assigns, depth + 1)
+
+
+def _compare_values(op: str, left: Any, right: Any) -> Any:
+    if right is _DONE:
+        return left
     if left is Unknown or right is Unknown or left is _MISSING or right is _MISSING:
         return Unknown
     if isinstance(left, _Given) or isinstance(right, _Given):  # an argument the caller passes
@@ -248,7 +292,7 @@ def _compare(node: ast.Compare, env: Env, assigns: Callable[[str], Any], depth: 
             return op in ("is not", "!=")
         return Unknown
     if (isinstance(left, Member) or isinstance(right, Member)) \
-            and not all(isinstance(x, (str, Member)) for x in (left, right)):
+            and not all(isinstance(x, (str, Member, type(None))) for x in (left, right)):
         return Unknown  # an enum member against a number: its value is not known here
     try:
         return _ORDER[op](left, right)
@@ -289,6 +333,12 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
     setting (``is_hip()``, ``get_moe_a2a_backend()``), a predicate named after a setting's value, or what the caller
     says a predicate returns."""
     args = node.args
+    if isinstance(node.func, ast.Name) and node.func.id == EACH_SOURCE and len(args) == 2 \
+            and all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in args):
+        lo, hi = args[0].value, args[1].value  # type: ignore[union-attr]
+        return Several(range(lo, min(hi, lo + 4096)), each=True) if hi > lo else Unknown
+    if isinstance(node.func, ast.Name) and node.func.id == EACH_OF_SOURCE and args:
+        return _several([_value(a, env, assigns, depth + 1) for a in args], each=True)
     if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str) \
             and args[0].value in env.env:
         return env.env[args[0].value]  # get_bool_env_var("SGLANG_X"), os.environ.get("X")
@@ -342,9 +392,9 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
     # a predicate the engine defines (is_kv_b_lora_active(self)): ``assigns`` of the call's source gives the
     # source of what it returns for these arguments, when the caller can say
     src = assigns(ast.unparse(node))
-    if isinstance(src, str):
-        inner = _parse(src)
-        return Unknown if inner is None else _value(inner, env, assigns, depth + 1)
+    if isinstance(src, (str, list)) and src:
+        found = _assigned(src, "", env, assigns, depth)
+        return Unknown if found is _MISSING else found
     return Unknown
 
 
@@ -385,15 +435,13 @@ def _assigned(src: str | list[str] | None, name: str, env: Env, assigns: Callabl
     for one in ([src] if isinstance(src, str) else src):
         inner = _parse(one) if one != name else None
         values.append(Unknown if inner is None else _value(inner, env, assigns, depth + 1))
-    first = values[0] if values else Unknown
-    if first is _MISSING or any(v is Unknown or v is _MISSING for v in values):
+    if not values or any(v is Unknown or v is _MISSING for v in values):
         return Unknown
-    try:
-        return first if all(v == first for v in values) else Unknown
-    except Exception:  # noqa: BLE001 - values that cannot be compared decide nothing
-        return Unknown
+    return _several(values)
 
 
+EACH_SOURCE = "__each__"  # the source ``__each__(lo, hi)``: a name that is each of range(lo, hi) (a layer's index)
+EACH_OF_SOURCE = "__each_of__"  # ``__each_of__(a, b)``: each of these values, in different instances
 EACH = "each"  # a test's decision where it differs between the instances of one class (per layer): both branches run
 GIVEN = "__given__"  # the source ``assigns`` gives for an entry's parameter that its caller must pass
 CONFIG = "__config__"  # the source ``assigns`` gives for the model's config (the model class's first argument)
@@ -450,10 +498,70 @@ class Member:
         return hash(self.name.lower())
 
 
+class Several:
+    """A value that is one of several known values: an attribute a dispatch sets to one of its returns, or (with
+    ``each``) each of them in different instances, as the index of layers built in a loop. An operation on it is
+    taken over every value (over every pair, for two of them; a name read twice counts as two), and is one value
+    again where all the results agree."""
+
+    def __init__(self, items: Any, each: bool = False) -> None:
+        self.items, self.each = items, each
+
+    def __repr__(self) -> str:
+        return f"Several({list(self.items)[:8]}, each={self.each})"
+
+
+_PRODUCT = 4096  # the most combinations an operation on several values is taken over
+
+
+def _several(values: list[Any], each: bool = False) -> Any:
+    """One value when all of ``values`` are equal, else a Several of them (flattened; Unknown in it is Unknown)."""
+    if len(values) == 1 and isinstance(values[0], Several) and (values[0].each or not each):
+        return values[0]  # (a range stays one: it can be handed on as its source)
+    flat: list[Any] = []
+    for v in values:
+        if v is Unknown or v is _MISSING:
+            return Unknown
+        if isinstance(v, Several):
+            each = each or v.each
+            flat.extend(v.items)
+        else:
+            flat.append(v)
+    distinct: list[Any] = []
+    for v in flat:
+        try:
+            if not any(v == d and type(v) is type(d) for d in distinct):
+                distinct.append(v)
+        except Exception:  # noqa: BLE001 - values that cannot be compared decide nothing
+            return Unknown
+    if not distinct:
+        return Unknown
+    return distinct[0] if len(distinct) == 1 else Several(distinct, each)
+
+
+def _lift(f: Callable[..., Any], *vals: Any) -> Any:
+    """``f`` over the values, taken over each of several (``Several``) and joined again."""
+    if not any(isinstance(v, Several) for v in vals):
+        return f(*vals)
+    import itertools
+
+    pools = [list(v.items) if isinstance(v, Several) else [v] for v in vals]
+    size = 1
+    for pool in pools:
+        size *= len(pool)
+    if size > _PRODUCT:
+        return Unknown
+    each = any(isinstance(v, Several) and v.each for v in vals)
+    return _several([f(*combo) for combo in itertools.product(*pools)], each)
+
+
 def _truth(v: Any) -> bool | None:
     """True, False, or None when the value is unknown (or has no truth value)."""
     if v is Unknown or v is _MISSING:
         return None
+    if isinstance(v, Several):
+        truths = {_truth(x) for x in v.items}
+        return truths.pop() if len(truths) == 1 else None
     try:
         return bool(v)
     except Exception:  # noqa: BLE001 - an object whose truth cannot be taken decides nothing

@@ -526,6 +526,11 @@ def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:
     package = relpath.endswith("__init__.py")
     stars = [from_module(n, modname, package) for n in tree.body if isinstance(n, ast.ImportFrom)
              and any(a.name == "*" for a in n.names)]
+    # a module-level call that hands a function over with a key: Registry.register("fa3", handle_fa3)
+    registers = [[callee, keys, names] for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+                 for callee in [_dotted(n.value.func)]
+                 for keys in [[a.value for a in n.value.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]]
+                 for names in [[a.id for a in n.value.args if isinstance(a, ast.Name)]] if callee and keys and names]
     return {"path": relpath, "module": modname, "stars": [m for m in stars if m],
-            "imports": collect_imports(tree, modname, package),
+            "imports": collect_imports(tree, modname, package), "registers": registers,
             "assigns": v.assigns, "rebound": v.rebound, "classes": v.classes, "functions": v.functions}

@@ -125,19 +125,21 @@ class Symbols:
         return self._concrete[key][1]  # type: ignore[return-value]
 
     def registered(self, registry: str) -> list[Value]:
-        """Functions registered into a table named ``registry`` by a decorator keyed by declared settings' values:
+        """Functions registered into a table named ``registry`` (by a decorator, or a module-level call) keyed by
+        declared settings' values:
         by the value of the setting the table is named after (``ATTENTION_BACKENDS`` and ``attention_backend``),
         else by any setting's values (``@register_fused_func("none", "triton")``)."""
         if self._registered is None:
             key = frozenset(self.setting_values)
             if key not in self.p.registrations:
                 self._registered = {}
-                # only files with a decorator keyed by a declared value can register a default: find them by bytes
+                # only files with a decorator or a registering call keyed by a declared value can register a
+                # default: find them by bytes
                 keys = [f'("{v}"'.encode() for v in key if isinstance(v, str)] + \
                     [f"('{v}'".encode() for v in key if isinstance(v, str)]
                 by_path = {rel: mod for mod, rel in self.p.modules.items()}
                 for rel, data in self.p.texts.items():
-                    if b"@" in data and any(k in data for k in keys) and rel in by_path:
+                    if (b"@" in data or b"register" in data) and any(k in data for k in keys) and rel in by_path:
                         self._index_registrations(by_path[rel])
                 self.p.registrations[key] = self._registered
             self._registered = self.p.registrations[key]
@@ -148,9 +150,22 @@ class Symbols:
         return [v for args, v in self._registered.get(registry, []) if all(a in allowed for a in args)]
 
     def _index_registrations(self, mod: str) -> None:
+        """A module's registrations: a function decorated by a registering decorator with its keys, and a
+        module-level call of a registering function (one that stores into a table) that hands a function over
+        with its keys (``AttentionBackendRegistry.register("fa3", handle_attention_fa3)``)."""
         f = self.p.facts(mod)
         if f is None or self._registered is None:
             return
+        for callee, keys, names in f.get("registers", []):
+            funcs = [v for name in names for v in self.symbol(mod, name) if v[0] == "func"]
+            if not funcs:
+                continue
+            for d in self.symbol(mod, callee):
+                for t in ([d] if d[0] == "func" else self.method(d[1], d[2], d[3]) if d[0] == "method" else []):
+                    df = self.p.facts(t[1])
+                    for store in (df["functions"][t[2]]["stores"] if df else []):
+                        self._registered.setdefault(store.split(".")[-1], []).extend(
+                            (tuple(keys), func) for func in funcs)
         for qual, fn in f["functions"].items():
             for dec, args in fn["decorators"]:
                 if not args:

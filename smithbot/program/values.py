@@ -10,8 +10,8 @@ import ast
 import copy
 from typing import Any, Callable
 
-from smithbot.program.evaluate import (CONFIG, EACH, GIVEN, OBJECT, Member, ModelConfig, Unknown, _parse, evaluate,
-                                       value_of)
+from smithbot.program.evaluate import (CONFIG, EACH, EACH_OF_SOURCE, EACH_SOURCE, GIVEN, OBJECT, Member, ModelConfig, Several, Unknown, _parse,
+                                       evaluate, value_of)
 from smithbot.program.modules import Program
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
@@ -163,7 +163,11 @@ class EngineValues:
         key = (owner, param)
         if key not in self._ctor_args:
             self._ctor_args[key] = None  # guards a cycle
-            self._ctor_args[key] = self._trace_arg(owner, params, param)
+            found = self._trace_arg(owner, params, param)
+            if found is None and self._tracing:
+                del self._ctor_args[key]  # (perhaps cut short by the depth limit here: asked again, it may be found)
+                return None
+            self._ctor_args[key] = found
         return self._ctor_args[key]
 
     def _trace_arg(self, owner: tuple[str, str], params: list[str], param: str) -> str | None:
@@ -192,7 +196,7 @@ class EngineValues:
                                           self.env, lambda n: (f or {}).get("assigns", {}).get(n))
                         if not (isinstance(bounds, tuple) and all(isinstance(b, int) for b in bounds)):
                             return None
-                        values.add(f"__each__{bounds[:2]}")
+                        values.add(f"{EACH_SOURCE}{bounds[:2]}")
                         continue
                     if src is None:
                         src = fn_default(self.p, owner, param)
@@ -225,16 +229,19 @@ class EngineValues:
         return self._ctor_index.get(owner[1].split(".")[-1], set())
 
     def predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
-                  depth: int = 0, outer: Callable[[str], Any] | None = None, cached: bool = True) -> str | None:
+                  depth: int = 0, outer: Callable[[str], Any] | None = None, cached: bool = True
+                  ) -> str | list[str] | None:
         """What the call ``call`` (a source, in ``fn`` of ``mod``, ``self`` bound to ``klass``) returns, as a constant's
-        source, when the serving defaults decide it; None when they do not. ``hasattr(obj, "name")`` and
-        ``getattr(obj, "name", default)`` are answered from the classes ``obj`` may hold. Otherwise the one
-        function the call names is evaluated: its parameters bound to the call's arguments (and ``self`` to the
-        receiver, ``forward_batch.needs_init()``), its returns taken in order, each under its if-tests (early
-        returns included): the first whose tests hold gives the value, one whose tests are undecided decides
-        nothing. A name the function's module defines reads that module's assignment, unless a function the walk
-        ran rebinds it (``global``); any other name is the caller's (``outer``, its lookup). Within a depth limit,
-        as the walk itself. Memoised per round in the caller's context (``cached``: ``outer`` is that context's own
+        source, or the sources of the constants it may return; None when that is not known. ``hasattr(obj,
+        "name")`` and ``getattr(obj, "name", default)`` are answered from the classes ``obj`` may hold. Otherwise
+        each function the call may go to (a registry's too: ``AttentionBackendRegistry.get_handler(name)(...)``)
+        is evaluated: its parameters bound to the call's arguments (and ``self`` to the receiver,
+        ``forward_batch.needs_init()``), its returns taken in order, each under its if-tests (early returns
+        included): a return the defaults rule out is skipped, one they leave open is one value it may return, and
+        the first that surely runs is the last; with none that surely runs, it may also run off its end (None). A
+        name the function's module defines reads that module's assignment, unless a function the walk ran rebinds
+        it (``global``); a call is the caller's, else one of the function's module (``_dispatch(attn)``); any
+        other name is the caller's (``outer``, its lookup). Within a depth limit, as the walk itself. Memoised per round in the caller's context (``cached``: ``outer`` is that context's own
         lookup, with no call's arguments bound)."""
         # (a value found while attributes are being filtered may be less decided: kept apart, see owner_flags)
         key = (mod, id(fn), klass, call, self.env.phase, depth, self._filtering > 0)
@@ -246,24 +253,35 @@ class EngineValues:
         return self._predicates[key]
 
     def _predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
-                   depth: int, outer: Callable[[str], Any] | None, cached: bool) -> str | None:
+                   depth: int, outer: Callable[[str], Any] | None, cached: bool) -> str | list[str] | None:
         node = _parse_expr(call)
-        if depth > 3 or not isinstance(node, ast.Call) or node.keywords or \
+        if depth > 3 or not isinstance(node, ast.Call) or any(k.arg is None for k in node.keywords) or \
                 any(isinstance(a, ast.Starred) for a in node.args):
             return None
         cls = (fn or {}).get("class")
         found = self._attribute_test(mod, cls, klass, fn, node)
         if found is not None:
             return found
-        callee = ast.unparse(node.func)
-        vals = self.expr(mod, cls, klass, fn, callee)
-        if any(v[0] not in ("func", "method") for v in vals):
+        vals = self.expr(mod, cls, klass, fn, ast.unparse(node.func))
+        if not vals or any(v[0] not in ("func", "method", "registry") for v in vals):
             return None
         funcs = [v for v in self.targets(vals) if v[0] == "func"]
-        if len(funcs) != 1:
+        if not funcs or len(funcs) > 8:
             return None
-        f = self.p.facts(funcs[0][1])
-        target = (f or {}).get("functions", {}).get(funcs[0][2])
+        out: list[str] = []
+        for target in funcs:
+            got = self._returned(mod, fn, klass, node, target, depth, outer, cached)
+            if got is None:
+                return None
+            out.extend(g for g in got if g not in out)
+        return out[0] if len(out) == 1 else out
+
+    def _returned(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, node: ast.Call,
+                  func: Value, depth: int, outer: Callable[[str], Any] | None, cached: bool) -> list[str] | None:
+        """The constants one function (``func``) may return for the call ``node``, as sources; None when one of
+        them is not known. See ``predicate``."""
+        f = self.p.facts(func[1])
+        target = (f or {}).get("functions", {}).get(func[2])
         if target is None or not target.get("values"):
             return None
         params = target.get("params", [])
@@ -276,14 +294,18 @@ class EngineValues:
                 args[params[0]] = ast.unparse(node.func.value)  # self is the receiver
             params = params[1:]
         args.update(zip(params, (ast.unparse(a) for a in node.args)))
+        args.update({k.arg: ast.unparse(k.value) for k in node.keywords if k.arg in params})
         if any(p not in args and p not in target.get("constants", {}) for p in params):
             return None  # a parameter left to its default, unknown here
         args.update({p: v for p, v in target.get("constants", {}).items() if p not in args})
-        theirs = funcs[0][1]
+        theirs = func[1]
 
         def look(name: str) -> Any:
-            if name.endswith(")"):
-                return self.predicate(mod, fn, klass, name, depth + 1, outer, cached)
+            if name.endswith(")"):  # a call the caller can name, else one of the function's own module
+                got = self.predicate(mod, fn, klass, name, depth + 1, outer, cached)
+                if got is None:
+                    got = self.predicate(theirs, target, func[3], name, depth + 1, look, False)
+                return got
             if name in (self.p.facts(theirs) or {}).get("assigns", {}):
                 return self.module_value(theirs, name)
             return outer(name) if outer else None
@@ -292,21 +314,23 @@ class EngineValues:
             bound = _parse_expr(src)
             return None if bound is None else evaluate(ast.unparse(_substitute(bound, args)), self.env, look)
 
+        out: list[str] = []
         for text, tests in target["values"]:
             held = [decide(t) for t, _ in tests]
             if any(h is not None and h != taken for h, (_, taken) in zip(held, tests)):
                 continue  # a return the defaults rule out
-            if any(h is None for h in held):
-                return None
             ret = _parse_expr(text)
             if ret is None:
                 return None
             bound_ret = _substitute(ret, args)
-            value = self._attribute_test(mod, cls, klass, fn, bound_ret)
-            if value is None:
-                value = _source(value_of(ast.unparse(bound_ret), self.env, look))
-            return value
-        return None
+            value = self._attribute_test(mod, cls_of(fn), klass, fn, bound_ret)
+            got = [value] if value is not None else _sources(value_of(ast.unparse(bound_ret), self.env, look))
+            if got is None:
+                return None
+            out.extend(g for g in got if g not in out)
+            if all(h is not None for h in held):
+                return out  # a return that surely runs: the ones after it never do
+        return out + ["None"] if "None" not in out else out  # (or it runs off its end)
 
     def object_flag(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, dotted: str
                     ) -> list[str] | None:
@@ -474,9 +498,25 @@ def _source(value: Any) -> str | None:
         return CONFIG
     if isinstance(value, Member):
         return f"Enum.{value.name}"
+    if isinstance(value, Several) and value.each and isinstance(value.items, range):
+        return f"{EACH_SOURCE}({value.items.start}, {value.items.stop})"  # each index of a loop, handed on
     if value is not Unknown and isinstance(value, (bool, int, float, str, type(None))):
         return repr(value)
     return None
+
+
+def _sources(value: Any) -> list[str] | None:
+    """The sources of a value that may be one of several (``Several``), each as ``_source`` gives it."""
+    found = [_source(v) for v in (value.items if isinstance(value, Several) else [value])]
+    if any(f is None for f in found):
+        return None
+    if isinstance(value, Several) and value.each:  # each of them, per instance: one source that says so
+        return [_source(value) or f"{EACH_OF_SOURCE}({', '.join(found)})"]  # type: ignore[arg-type]
+    return found  # type: ignore[return-value]
+
+
+def cls_of(fn: dict[str, Any] | None) -> str | None:
+    return (fn or {}).get("class")
 
 
 def _literal(src: str) -> bool:

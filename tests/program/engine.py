@@ -18,7 +18,8 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "dense_ffn_kernel", "sparse_ffn_kernel", "scaled_finish_kernel", "quant_head_kernel",
                "deep_head_kernel", "hopper_kernel", "ampere_kernel", "plain_mode_kernel", "quant_cache_kernel",
                "triton_gate_kernel", "aiter_gate_kernel", "empty_batch_kernel", "passed_model_kernel",
-               "publish_kernel", "spec_step_kernel", "fast_backend_kernel", "slow_backend_kernel")
+               "publish_kernel", "spec_step_kernel", "fast_backend_kernel", "slow_backend_kernel",
+               "mha_prepare_kernel", "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -310,6 +311,93 @@ class Plan:
     @classmethod
     def make(cls, algo):
         return cls(backend=build_backend(0), algo=algo)
+''',
+    "eng/dispatch.py": '''"""An attention layer that picks its forward method through handlers registered by module-level calls, and
+a feed-forward picked by a predicate of the layer's index."""
+from enum import Enum
+
+import torch
+
+from eng.kernels import mla as k
+
+
+class Method(Enum):
+    MHA = 1
+    MLA = 2
+    MLA_CPU = 3
+
+
+class HandlerRegistry:
+    _handlers = {}
+
+    @classmethod
+    def register(cls, name, handler):
+        cls._handlers[name] = handler
+
+    @classmethod
+    def get_handler(cls, name):
+        return cls._handlers.get(name, cls._handlers.get("none"))
+
+
+def _absorbed(attn, fb):
+    if attn.on_cpu:
+        return Method.MLA_CPU
+    return Method.MLA
+
+
+def handle_fa3(attn, fb):
+    if fb.forward_mode.is_decode():
+        return _absorbed(attn, fb)
+    return Method.MHA
+
+
+def handle_plain(attn, fb):
+    return _absorbed(attn, fb)
+
+
+def handle_aiter(attn, fb):
+    return Method.MHA
+
+
+HandlerRegistry.register("fa3", handle_fa3)
+HandlerRegistry.register("none", handle_plain)
+HandlerRegistry.register("aiter", handle_aiter)
+
+
+class MoeLayer(torch.nn.Module):
+    def forward(self, x):
+        return k.moe_layer(x)
+
+
+class DenseLayer(torch.nn.Module):
+    def forward(self, x):
+        return k.dense_layer(x)
+
+
+class DispatchedAttention(torch.nn.Module):
+    def __init__(self, layer_id):
+        super().__init__()
+        self.on_cpu = False
+        self.sparse = self._is_sparse(layer_id, nextn=False)
+        if self.sparse:
+            self.ffn = MoeLayer()
+        else:
+            self.ffn = DenseLayer()
+
+    def _is_sparse(self, layer_id, nextn):
+        return nextn or layer_id % 2 == 1
+
+    def dispatch(self, fb):
+        handler = HandlerRegistry.get_handler(self.backend_name)
+        return handler(self, fb)
+
+    def forward(self, x, fb):
+        method = self.dispatch(fb)
+        if method == Method.MHA:
+            k.mha_prepare(x)
+        elif method == Method.MLA:
+            k.mla_prepare(x)
+        return self.ffn(x)
 ''',
     "eng/attention/__init__.py": "",
     "eng/attention/base.py": '''class AttentionBackend:
@@ -662,6 +750,7 @@ class Runner:
 
 from eng.forward_batch import ForwardBatch
 from eng.kernels.linear import linear
+from eng.dispatch import DispatchedAttention
 from eng.layers import PlatformOp, RMSNorm, RocmRope, get_moe_cls
 from eng.kernels import mla as k
 from eng.mla import MLAAttention
@@ -693,9 +782,11 @@ class DecoderLayer(torch.nn.Module):
         self.mla = MLAAttention()
         # the first two layers dense, the rest sparse: each class runs, in its own layers
         self.ffn = DenseFFN() if i < 2 else SparseFFN()
+        self.dispatched = DispatchedAttention(i)
 
     def forward(self, x, fb):
         x = self.ffn(x)
+        x = self.dispatched(x, fb)
         x = self.mla(x)
         x = self.norm(x)
         x = self.rope.forward(x)

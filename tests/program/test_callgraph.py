@@ -58,7 +58,8 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
                "fused_kernel", "ready_kernel", "slow_impl_kernel",  # eng/moe_runner.py's
                "dense_ffn_kernel", "sparse_ffn_kernel",  # per layer, one class or the other
                "triton_gate_kernel", "passed_model_kernel", "publish_kernel", "fast_backend_kernel",
-               "deep_head_kernel", "hopper_kernel", "plain_mode_kernel"}
+               "deep_head_kernel", "hopper_kernel", "plain_mode_kernel",
+               "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel"}  # eng/dispatch.py's
     assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
     assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
@@ -179,6 +180,20 @@ def test_enum_members_classmethod_constructions_and_factory_arguments(engine: st
     assert_default(sites, "publish_kernel", "fast_backend_kernel")
     assert_never(sites, ("spec_step_kernel", "not self.plan.algo.is_none()"))
     assert not sites["slow_backend_kernel"].presets
+
+
+def test_a_dispatch_that_returns_one_of_several_values_decides_per_phase(engine: str) -> None:
+    """`eng/dispatch.py`: the forward method comes from a handler that a module-level call registered under the
+    backend's name (`HandlerRegistry.register("fa3", handle_fa3)`). The name is not known, so the handlers under
+    declared values (fa3, and none as the fallback; not aiter) may each run: in decode both return MLA, so
+    `method == Method.MHA` is false and MLA's kernel is default; in prefill fa3's returns MHA and the other's MLA, so
+    either may run. `self._is_sparse(layer_id, nextn=False)` is evaluated for each layer's index: odd layers build
+    the MoE block and even ones the dense one, so both run."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel")
+    mha = sites["mla_prepare_kernel"], sites["mha_prepare_kernel"]
+    assert mha[0].phases == ("decode", "prefill") and mha[1].phases == ("prefill",), [m.phases for m in mha]
+    assert mha[1].reach == "possible" and any("method == Method.MHA" in t for t in mha[1].undecided), mha[1].undecided
 
 
 def test_an_undecided_test_makes_a_kernel_possible_and_is_listed(engine: str) -> None:

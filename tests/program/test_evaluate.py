@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from smithbot.program.evaluate import Env, Platform, evaluate
+from smithbot.program.evaluate import EACH, Env, Platform, evaluate
 
 ENV = Env(settings={"attention_backend": "fa3", "moe_a2a_backend": "none", "quantization": None, "page_size": 1,
                     "ep_size": 1, "device_type": "cuda", "mamba_config": None},
@@ -115,3 +115,24 @@ def test_env_declarations_are_read_from_a_registry_class() -> None:
     src = (b"class Envs:\n    SGLANG_A = EnvBool(False)\n    SGLANG_B: EnvInt = EnvInt(default=4)  # chunk\n"
            b"    SGLANG_C = EnvStr(os.environ.get('X'))\n    lower_case = EnvBool(True)\n")
     assert Program({"eng/environ.py": src}, {}, None).env_declarations() == {"SGLANG_A": "False", "SGLANG_B": "4"}
+
+
+@pytest.mark.parametrize("test, truth", [
+    ("method == Method.MHA", False),  # none of the values it may be
+    ("method == Method.MLA", None),  # one of them, not all
+    ("method != Method.MHA and not (method is None)", True),
+    ("(Method.MHA if method == Method.MLA else Method.MLA) == Method.MHA", None),
+])
+def test_a_value_that_is_one_of_several_decides_where_all_agree(test: str, truth: bool | None) -> None:
+    sources = {"method": ["Enum.MLA", "Enum.MLA_CPU"]}
+    assert evaluate(test, ENV, sources.get) is truth
+
+
+def test_a_value_that_is_each_of_a_range_decides_per_instance() -> None:
+    """The index of layers built in a loop: a test that differs between them is EACH (both branches run, in their own
+    layers), one that does not is decided; without ``each`` a differing test is undecided."""
+    sources = {"layer_id": "__each__(0, 61)", "first_dense": "3"}
+    assert evaluate("layer_id >= first_dense", ENV, sources.get, each=True) == EACH
+    assert evaluate("layer_id >= first_dense", ENV, sources.get) is None
+    assert evaluate("layer_id < 100", ENV, sources.get, each=True) is True
+    assert evaluate("__each_of__(False, True)", ENV, sources.get, each=True) == EACH
