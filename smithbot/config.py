@@ -98,19 +98,16 @@ class Serving:
     ``gpu`` is the GPU architecture (``sm90``) and ``packages`` the optional packages installed or not
     (``flashinfer: installed``): what torch and ``find_spec`` answer, over which the engine's own platform helpers
     are evaluated. ``settings`` are server arguments by attribute name, ``env`` environment flags with
-    the engine's own defaults, ``phases`` forward-mode predicates and the phase they are true in (or ``never``). ``entries`` are
-    the per-step engine functions (``module:Class.method``) the call graph starts at, besides the model's
+    the engine's own defaults (the phase of a step is not declared: the call graph evaluates the engine's
+    forward-mode predicates, ``program.values.phase_member``). ``entries`` are the per-step engine functions (``module:Class.method``) the call graph starts at, besides the model's
     ``forward``; ``startup`` the engine functions that run once and build what the steps use (the attention backend),
-    besides the entry classes' constructors; ``model_settings`` overrides settings for one preset; ``phase_settings``
-    holds values true in one phase only (``decode: {attn_forward_method: MLA}``: a name decided by the batch's
-    phase at run time). ``arguments`` names the classes that declare the engine's arguments, whose literal defaults
+    besides the entry classes' constructors; ``model_settings`` overrides settings for one preset. ``arguments`` names the classes that declare the engine's arguments, whose literal defaults
     are settings too. See ``smithbot/program/evaluate.py``."""
 
     gpu: str = ""
     packages: dict[str, bool] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
-    phases: dict[str, str] = field(default_factory=dict)
     entries: tuple[str, ...] = ()
     startup: tuple[str, ...] = ()
     # the classes whose fields are the engine's documented arguments (``module:Class``, sglang's ServerArgs): each
@@ -121,12 +118,10 @@ class Serving:
     other_platforms: tuple[str, ...] = ("rocm", "hip", "aiter", "amd", "npu", "ascend", "xpu", "hpu", "musa", "mlu",
                                         "camb", "maca", "cpu", "mps", "tpu")
     model_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
-    phase_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def environment(self) -> Env:
         """These defaults as the if-test evaluator's environment (``smithbot/program/evaluate.py``)."""
-        return Env(self.settings, self.env, self.phases, phase_settings=self.phase_settings,
-                   platform=Platform(self.gpu, self.packages))
+        return Env(self.settings, self.env, platform=Platform(self.gpu, self.packages))
 
     def for_model(self, preset: ModelPreset) -> Serving:
         """These defaults for one preset: its config.json facts, then the target's ``model_settings`` for it, over
@@ -292,7 +287,7 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
 def load_serving(c: _Checker, raw: Any, presets: tuple[str, ...]) -> Serving:
     raw = c.mapping(raw, "serving", _SERVING)
     out: dict[str, Any] = {}
-    for k in ("packages", "settings", "env", "phases", "model_settings", "phase_settings"):
+    for k in ("packages", "settings", "env", "model_settings"):
         v = raw.get(k) or {}
         if not isinstance(v, dict):
             raise c.fail(f"serving.{k}", "must be a mapping")
@@ -301,12 +296,6 @@ def load_serving(c: _Checker, raw: Any, presets: tuple[str, ...]) -> Serving:
         if v not in ("installed", "missing"):
             raise c.fail(f"serving.packages.{k}", f"must be installed or missing, got {v!r}")
     out["packages"] = {k: v == "installed" for k, v in out["packages"].items()}
-    for k, v in out["phases"].items():
-        if v not in ("decode", "prefill", "never"):
-            raise c.fail(f"serving.phases.{k}", f"must be decode, prefill or never, got {v!r}")
-    for k, v in out["phase_settings"].items():
-        if k not in ("decode", "prefill") or not isinstance(v, dict):
-            raise c.fail(f"serving.phase_settings.{k}", "must be decode or prefill, mapping names to values")
     for k, v in out["model_settings"].items():
         if k not in presets:
             raise c.fail(f"serving.model_settings.{k}", "names no model preset of this target")

@@ -410,7 +410,7 @@ class _Resolver(Symbols, Decisions, EngineValues):
 
 def method_of(program: Program, mod: str, cls: str, name: str) -> Value | None:
     """A class's method, looked up through its bases, bound to the class (an entry of the walk)."""
-    found = _Resolver(program, set(), Env({}, {}, {})).method(mod, cls, name)
+    found = _Resolver(program, set(), Env({}, {})).method(mod, cls, name)
     return found[0] if found else None
 
 

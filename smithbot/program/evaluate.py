@@ -18,7 +18,8 @@ target's ``serving`` section (``smithbot.config.Serving``):
   ``Env.declared``). A bool getter reads "true"/"1" as True;
 - tensors: a step's tensors are not empty, so ``x.numel() == 0`` or ``x.shape[0] == 0`` is False, and they are all on
   the serving GPU, so ``cos.device != q.device`` is False;
-- ``phases``: forward-mode predicates and the phase in which each is true (``is_decode: decode``), evaluated per phase;
+- the phase (decode or prefill): the call graph evaluates the engine's forward-mode predicates
+  (``forward_batch.forward_mode.is_decode()``) with the mode bound to the phase's member (``values.phase_member``);
 - module-level assignments of the file (``_is_hip = is_hip()``) are followed, so a module flag means what its helper
   means.
 """
@@ -102,12 +103,10 @@ class Platform:
 class Env:
     """Values of names under one target's serving defaults, for one phase (``decode``, ``prefill`` or None: both)."""
 
-    def __init__(self, settings: dict[str, Any], env: dict[str, Any], phases: dict[str, str],
-                 phase: str | None = None, phase_settings: dict[str, dict[str, Any]] | None = None,
+    def __init__(self, settings: dict[str, Any], env: dict[str, Any], phase: str | None = None,
                  declared: dict[str, str] | None = None, platform: Platform | None = None) -> None:
-        self.settings, self.env, self.phases, self.phase = settings, env, phases, phase
+        self.settings, self.env, self.phase = settings, env, phase
         self.platform = platform or Platform()
-        self.phase_settings = phase_settings or {}
         self.declared = declared or {}  # env variable -> the source of its default in the engine's registry
         self.chosen = frozenset(settings)  # the settings the target declares (not the argument classes' defaults)
 
@@ -131,20 +130,11 @@ class Env:
         return self._copy(settings={**defaults, **self.settings})
 
     def lookup(self, name: str) -> Any:
-        """The declared value of a bare name, or _MISSING. A value declared for one phase holds in that phase and is
-        unknown where the phase is not fixed (both phases at once)."""
-        if self.phase is None and any(name in vals for vals in self.phase_settings.values()):
-            return Unknown
-        if name in self.phase_settings.get(self.phase or "", {}):
-            return self.phase_settings[self.phase or ""][name]
+        """The declared value of a bare name, or _MISSING."""
         if name in self.settings:
             return self.settings[name]
         if name in self.env:
             return self.env[name]
-        if name in self.phases:
-            if self.phases[name] == "never":
-                return False
-            return Unknown if self.phase is None else self.phases[name] == self.phase
         return _MISSING
 
 
@@ -382,19 +372,20 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
             return v
         if name.startswith("get_") and name[4:] in env.settings:
             return env.settings[name[4:]]  # get_moe_a2a_backend() reads the setting moe_a2a_backend
-        # backend.is_triton(): a predicate named after a setting's value
-        if name.startswith("is_") and isinstance(func, ast.Attribute):
-            owner = _value(func.value, env, assigns, depth + 1)
-            if isinstance(owner, str):
-                return owner.lower() == name[3:]
-            if isinstance(owner, Member):  # SpeculativeAlgorithm.NONE.is_none()
-                return owner.name.lower() == name[3:]
-    # a predicate the engine defines (is_kv_b_lora_active(self)): ``assigns`` of the call's source gives the
-    # source of what it returns for these arguments, when the caller can say
+    # a predicate the engine defines (is_kv_b_lora_active(self), forward_mode.is_decode()): ``assigns`` of the
+    # call's source gives the source of what it returns for these arguments, when the caller can say
     src = assigns(ast.unparse(node))
     if isinstance(src, (str, list)) and src:
         found = _assigned(src, "", env, assigns, depth)
-        return Unknown if found is _MISSING else found
+        if found is not _MISSING and found is not Unknown:
+            return found
+    if isinstance(func, ast.Attribute) and func.attr.startswith("is_"):
+        # backend.is_triton(): a predicate named after a setting's value (when its code does not say)
+        owner = _value(func.value, env, assigns, depth + 1)
+        if isinstance(owner, str):
+            return owner.lower() == func.attr[3:]
+        if isinstance(owner, Member):  # SpeculativeAlgorithm.NONE.is_none()
+            return owner.name.lower() == func.attr[3:]
     return Unknown
 
 

@@ -291,7 +291,9 @@ class EngineValues:
             if "classmethod" in decorators:  # cls is the class (return cls.NONE: a member of it)
                 args[params[0]] = target["class"].split(".")[-1]
             elif isinstance(node.func, ast.Attribute):
-                args[params[0]] = ast.unparse(node.func.value)  # self is the receiver
+                # self is the receiver; a member of the forward-mode enum is the phase's
+                args[params[0]] = self.phase_member([("inst", *func[3])] if func[3] else []) \
+                    or ast.unparse(node.func.value)
             params = params[1:]
         args.update(zip(params, (ast.unparse(a) for a in node.args)))
         args.update({k.arg: ast.unparse(k.value) for k in node.keywords if k.arg in params})
@@ -343,10 +345,27 @@ class EngineValues:
             self._objects[key] = self._object_flag(mod, fn, klass, dotted)
         return self._objects[key]
 
+    def phase_member(self, vals: list[Value]) -> str | None:
+        """The source of the forward-mode member of the phase being walked, when ``vals`` are instances of the
+        engine's forward-mode enum: an enum with a member named for each phase (``DECODE``, and ``EXTEND`` or
+        ``PREFILL``), as sglang's ForwardMode. A step of the decode phase is in mode DECODE; None otherwise."""
+        if self.env.phase not in _PHASE_MEMBERS or not vals or any(v[0] != "inst" for v in vals) \
+                or len({v[1:3] for v in vals}) != 1 or not self.enum(vals[0][1], vals[0][2]):
+            return None
+        members = {n for m, q in self.mro(vals[0][1], vals[0][2]) for n in (self.cls(m, q) or {}).get("assigned", ())}
+        if "DECODE" not in members:
+            return None
+        found = next((n for n in _PHASE_MEMBERS[self.env.phase] if n in members), None)
+        return f"Enum.{found}" if found else None
+
     def _object_flag(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, dotted: str
                      ) -> list[str] | None:
         head, _, attr = dotted.rpartition(".")
         vals = self.expr(mod, (fn or {}).get("class"), klass, fn, head)
+        if vals and all(v[0] == "inst" for v in vals):
+            phase = self.phase_member(self.expr(mod, (fn or {}).get("class"), klass, fn, dotted))
+            if phase is not None:
+                return [phase]  # forward_batch.forward_mode: the phase's mode (not ForwardMode.IDLE, a member)
         if len(vals) == 1 and vals[0][0] == "class":  # a class attribute: an enum member's value (QuantPolicy.NONE)
             found = [e[0] for m, q in self.mro(vals[0][1], vals[0][2])
                      for e in ((self.cls(m, q) or {}).get("flags", {}).get(attr) or [])[:1] if e[1] is None]
@@ -461,6 +480,9 @@ class EngineValues:
             return None
         given = {**target.get("defaults", {}), **target.get("constants", {})}
         return [given.get(p) for p in target.get("params", [])]
+
+
+_PHASE_MEMBERS = {"decode": ("DECODE",), "prefill": ("EXTEND", "PREFILL")}
 
 
 def constructions(fn: dict[str, Any] | None, site: Value, owner: tuple[str, str]) -> list[list[Any]]:

@@ -318,6 +318,7 @@ from enum import Enum
 
 import torch
 
+from eng.forward_batch import ForwardBatch
 from eng.kernels import mla as k
 
 
@@ -387,11 +388,11 @@ class DispatchedAttention(torch.nn.Module):
     def _is_sparse(self, layer_id, nextn):
         return nextn or layer_id % 2 == 1
 
-    def dispatch(self, fb):
+    def dispatch(self, fb: ForwardBatch):
         handler = HandlerRegistry.get_handler(self.backend_name)
         return handler(self, fb)
 
-    def forward(self, x, fb):
+    def forward(self, x, fb: ForwardBatch):
         method = self.dispatch(fb)
         if method == Method.MHA:
             k.mha_prepare(x)
@@ -481,11 +482,28 @@ def make_fa3(runner):
 def make_triton(runner):
     return TritonBackend(runner)
 ''',
-    "eng/forward_batch.py": '''from eng.attention.base import AttentionBackend
+    "eng/forward_batch.py": '''from enum import IntEnum, auto
+
+from eng.attention.base import AttentionBackend
+
+
+class ForwardMode(IntEnum):
+    """The batch's mode: the phase of the step (a decode step is in mode DECODE)."""
+
+    EXTEND = auto()
+    DECODE = auto()
+    IDLE = auto()
+
+    def is_decode(self):
+        return self == ForwardMode.DECODE
+
+    def is_decode_or_idle(self):
+        return self == ForwardMode.DECODE or self == ForwardMode.IDLE
 
 
 class ForwardBatch:
     attn_backend: AttentionBackend
+    forward_mode: ForwardMode
 ''',
     "eng/runner.py": '''from eng.attention.registry import BACKENDS
 from eng.forward_batch import ForwardBatch
@@ -851,7 +869,6 @@ hints:
 serving:
   gpu: sm90
   settings: {{attention_backend: fa3, moe_a2a_backend: none, device_type: cuda}}
-  phases: {{is_decode: decode}}
   entries: ["eng.runner:ModelRunner.forward"]
   arguments: ["eng.args:ServerArgs"]
 models: [llama3-8b, qwen3-8b]

@@ -9,8 +9,6 @@ from smithbot.program.evaluate import EACH, Env, Platform, evaluate
 ENV = Env(settings={"attention_backend": "fa3", "moe_a2a_backend": "none", "quantization": None, "page_size": 1,
                     "ep_size": 1, "device_type": "cuda", "mamba_config": None},
           env={"SGLANG_USE_AITER": False},
-          phases={"is_decode": "decode", "is_extend": "prefill", "is_idle": "never"},
-          phase_settings={"decode": {"attn_forward_method": "MLA"}},
           platform=Platform("sm90", {"flashinfer": True, "aiter": False}))
 # what the engine's helpers return (a caller's answer for a predicate's call), over the platform
 ASSIGNS = {"is_hip()": "torch.version.hip is not None", "current_platform.is_hip()": "torch.version.hip is not None",
@@ -34,17 +32,10 @@ CASES = [
     ("mamba_config(cfg)", None, False), ("MoeRunnerBackend.TRITON == 'triton'", None, True),
     ("OpType.RMSNorm == OpType.RMSNorm", None, True), ("OpType.RMSNorm == OpType.LinearW8A8", None, False),
     ("QuantPolicy.NONE != 0", None, None),  # a member against a number: its value is not known
-    ("forward_mode.is_decode()", "decode", True), ("forward_mode.is_decode()", "prefill", False),
-    ("forward_mode.is_decode()", None, None), ("forward_mode.is_idle()", "decode", False),
-    ("forward_mode.is_extend() or is_hip()", "prefill", True),
+    ("forward_mode.is_decode()", "decode", None),  # a forward-mode predicate is the call graph's to evaluate
     ("self.use_triton and is_hip()", None, False),  # False wins an and with an unknown
     ("self.use_triton or is_hip()", None, None), ("self.gather", None, False), ("self.mixed", None, None),
     ("ALIAS", None, None), ("x[", None, None), ("len(x) > 2", None, None),
-    # a value of one phase: decided there, unknown in the other and where the phase is not fixed
-    ("attn_forward_method == AttnForwardMethod.MHA_CHUNKED_KV", "decode", False),
-    ("attn_forward_method == AttnForwardMethod.MLA", "decode", True),
-    ("attn_forward_method == AttnForwardMethod.MHA_CHUNKED_KV", "prefill", None),
-    ("attn_forward_method == AttnForwardMethod.MHA_CHUNKED_KV", None, None),
     # the platform: torch's answers on an sm90 GPU, and the packages declared installed or missing
     ("hasattr(torch, 'npu') and torch.npu.is_available()", None, False), ("hasattr(torch, 'cuda')", None, True),
     ("torch.cuda.get_device_capability()[0] >= 9", None, True), ("torch.backends.mps.is_available()", None, False),
@@ -68,7 +59,7 @@ def test_decides(test: str, phase: str | None, expected: bool | None) -> None:
 
 
 def _env(env: dict | None = None, declared: dict | None = None) -> Env:
-    return Env({}, env or {}, {}).with_declared(declared or {})
+    return Env({}, env or {}).with_declared(declared or {})
 
 
 @pytest.mark.parametrize("test, env, truth", [
