@@ -97,16 +97,19 @@ class _Resolver(Symbols, Decisions, EngineValues):
         self.made_now: set[tuple[str, str]] = set()
         self.made_in_now: dict[tuple[str, str], set[Value]] = {}
         self._tracing = 0  # depth of constructor-argument tracing under way
+        self._cut_short = 0  # how many times the tracing's depth limit cut a value short (see values._kept)
         self._filtering = 0  # instance attributes' assignments being filtered by their if-tests (owner_flags)
-        self._owner_flags: dict[tuple[str, str] | None, dict[str, list[str]]] = {}  # per round
+        self._owner_flags: dict[tuple[str, str] | None, tuple] = {}  # per round (see values._kept)
         self._flag_home: dict[tuple[tuple[str, str], str], tuple[str, dict[str, Any] | None]] = {}  # per round
         self._predicates: dict[tuple, str | None] = {}  # a predicate call's value in its caller's context, per round
         self._locals: dict[tuple, list[str]] = {}  # a function's local flag -> the sources it may hold, per round
-        self._objects: dict[tuple, list[str] | None] = {}  # another object's attribute -> its sources, per round
-        self._ctor_args: dict[tuple[tuple[str, str], str], str | None] = {}  # per round
+        self._objects: dict[tuple, tuple] = {}  # another object's attribute -> its sources, per round
+        self._ctor_args: dict[tuple[tuple[str, str], str], tuple] = {}  # per round
         self._ctor_index: dict[str, set[Value]] = {}  # class name -> functions constructing one, by module parsed
         self._ctor_indexed: set[str] = set()
         self._ctor_seen = -1  # how many modules had been looked up when the index was last brought up to date
+        self._call_index: dict[str, list[tuple[str, str, int]]] = {}  # a callee's last name -> (module, function, call)
+        self._call_indexed: set[str] = set()
         # the functions the last round of walks visited (None in the first round), and those this round visits: an
         # attribute its class's __init__ sets keeps only the other assignments made in functions a walk reaches
         # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)

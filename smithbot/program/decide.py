@@ -102,7 +102,7 @@ class Decisions:
                 # defaults (the scheduler's forward_batch_generation(batch))
                 return fn.get("constants", {}).get(name, GIVEN)
             if fn is not None and name in fn.get("params", ()):
-                return self.call_arg(fn, name)
+                return self.call_arg(fn, name, mod=mod)
             return self.module_value(mod, name)
 
         return look

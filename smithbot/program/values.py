@@ -10,8 +10,8 @@ import ast
 import copy
 from typing import Any, Callable
 
-from smithbot.program.evaluate import (CONFIG, EACH, EACH_OF_SOURCE, EACH_SOURCE, GIVEN, OBJECT, Member, ModelConfig, Several, Unknown, _parse,
-                                       evaluate, value_of)
+from smithbot.program.evaluate import (CONFIG, EACH, EACH_OF_SOURCE, EACH_SOURCE, GIVEN, OBJECT, Member, ModelConfig,
+                                       Several, Unknown, _parse, _several, evaluate, value_of)
 from smithbot.program.modules import Program
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
@@ -34,47 +34,73 @@ class EngineValues:
     _tracing: int
     _filtering: int
     _predicates: dict[tuple, str | None]
-    _objects: dict[tuple, list[str] | None]
+    _objects: dict[tuple, tuple]
     _flag_home: dict[tuple[tuple[str, str], str], tuple[str, dict[str, Any] | None]]
     look: Any
     ran: frozenset[tuple[str, str]] | None
-    _owner_flags: dict[tuple[str, str] | None, dict[str, list[str]]]
-    _ctor_args: dict[tuple[tuple[str, str], str], str | None]
+    _owner_flags: dict[tuple[str, str] | None, tuple]
+    _ctor_args: dict[tuple[tuple[str, str], str], tuple]
     _ctor_index: dict[str, set[Value]]
     _ctor_indexed: set[str]
     _ctor_seen: int
+    _cut_short: int
 
     def owner_flags(self, owner: tuple[str, str] | None) -> dict[str, list[str]]:
         """``self.x`` -> its sources, for an instance of ``owner``: what its class and bases assign, a subclass's
         assignment over its base's, each traced to the constructor's arguments where it is one."""
-        if owner not in self._owner_flags:
-            classes = [(m, q, (self.cls(m, q) or {}).get("flags", {})) for m, q in
-                       (self.mro(*owner) if owner else [])[::-1]]
-            # while the assignments' own if-tests are evaluated, every assignment counts (a decision made then is
-            # one that all of them agree on, so it holds after; it is not kept, see ``decisions``)
-            self._owner_flags[owner] = {f"self.{k}": [e[0] for e in v] for _, _, flags in classes
-                                        for k, v in flags.items()}
-            self._filtering += 1
-            try:
-                out: dict[str, list[str]] = {}
-                for m, q, flags in classes:
-                    for k, entries in flags.items():
-                        kept = self._made_here(owner, m, entries, k)
-                        if kept:
-                            where = next((e[1] for e in entries if e[0] in kept and e[1]), None)
-                            home = (self.p.facts(m) or {}).get("functions", {}).get(where)
-                            self._flag_home[(owner, k)] = (m, home)
-                            out[f"self.{k}"] = [self._at_home(owner, m, home, src) for src in kept]
-            finally:
-                self._filtering -= 1
-            self._owner_flags[owner] = out
-        return self._owner_flags[owner]
+        classes = [(m, q, (self.cls(m, q) or {}).get("flags", {})) for m, q in
+                   (self.mro(*owner) if owner else [])[::-1]]
+        # while the assignments' own if-tests are evaluated, every assignment counts (a decision made then is one
+        # that all of them agree on, so it holds after; it is not kept, see ``decisions``)
+        raw = {f"self.{k}": [e[0] for e in v] for _, _, flags in classes for k, v in flags.items()}
+        return self._kept(self._owner_flags, owner, raw, lambda: self._owner_flags_of(owner, classes))
+
+    def _owner_flags_of(self, owner: tuple[str, str] | None, classes: list[tuple[str, str, dict[str, Any]]]
+                        ) -> dict[str, list[str]]:
+        self._filtering += 1
+        try:
+            out: dict[str, list[str]] = {}
+            for m, q, flags in classes:
+                # a field declared without a default (spec_algorithm: SpeculativeAlgorithm) holds only what the
+                # constructions pass
+                fields = {k: [] for k, v in ((self.cls(m, q) or {}).get("attrs") or {}).items()
+                          if k not in flags and any(e[1] is None for e in v)}
+                for k, entries in {**fields, **flags}.items():
+                    kept = self._made_here(owner, m, entries, k)
+                    if kept:
+                        where = next((e[1] for e in entries if e[0] in kept and e[1]), None)
+                        home = (self.p.facts(m) or {}).get("functions", {}).get(where)
+                        self._flag_home[(owner, k)] = (m, home)
+                        out[f"self.{k}"] = [self._at_home(owner, m, home, src) for src in kept]
+        finally:
+            self._filtering -= 1
+        return out
+
+    def _kept(self, table: dict[Any, Any], key: Any, guard: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()`` memoised in ``table`` for the round, ``guard`` standing in while it runs (a cycle). A
+        value the depth limit cut short somewhere below is used again only as deep or deeper: asked from less deep,
+        it is computed again (at most once per level)."""
+        got = table.get(key)
+        if got is not None and (not got[1] or self._tracing >= got[2]):
+            return got[0]
+        table[key] = (guard, False, self._tracing)
+        before = self._cut_short
+        value = compute()
+        table[key] = (value, self._cut_short != before, self._tracing)
+        return value
+
+    def _too_deep(self) -> bool:
+        """Whether tracing is past its depth limit (and so cuts a value short)."""
+        if self._tracing > _DEPTH:
+            self._cut_short += 1
+            return True
+        return False
 
     def _at_home(self, owner: tuple[str, str] | None, mod: str, home: dict[str, Any] | None, src: str) -> str:
         """An attribute's source that reads the assigning method's own parameters or locals
         (``self.has_local = model_runner.model_config.is_local``) as the constant it is there, when the defaults
         decide it; else the source as it is."""
-        if home is None or _literal(src) or self._tracing > _DEPTH:
+        if home is None or _literal(src) or self._too_deep():
             return src
         node = _parse_expr(src)
         own = set(home.get("params", [])[1:]) | set(home.get("flags", {}))
@@ -97,7 +123,7 @@ class EngineValues:
         passes the field by name: what it passes is one more value (its constant where the call site decides it,
         else unknown), and when every construction passes it the default never holds."""
         f = self.p.facts(mod)
-        if owner and any(where is None for _, where, _ in entries):
+        if owner and (not entries or any(where is None for _, where, _ in entries)):
             # where the walk saw it made, else anywhere; and always the class's own alternative constructors
             sites = set(self.made_in.get(owner) or self._construction_sites(owner))
             sites |= {s for s in self._construction_sites(owner) if s[3] == owner}
@@ -146,7 +172,7 @@ class EngineValues:
         value deep (not when the caller counted it already)."""
         if _literal(src):
             return src
-        if self._tracing > _DEPTH:
+        if self._too_deep():
             return None
         self._tracing += deeper
         try:
@@ -161,14 +187,7 @@ class EngineValues:
 
     def _constructor_arg(self, owner: tuple[str, str], params: list[str], param: str) -> str | None:
         key = (owner, param)
-        if key not in self._ctor_args:
-            self._ctor_args[key] = None  # guards a cycle
-            found = self._trace_arg(owner, params, param)
-            if found is None and self._tracing:
-                del self._ctor_args[key]  # (perhaps cut short by the depth limit here: asked again, it may be found)
-                return None
-            self._ctor_args[key] = found
-        return self._ctor_args[key]
+        return self._kept(self._ctor_args, key, None, lambda: self._trace_arg(owner, params, param))
 
     def _trace_arg(self, owner: tuple[str, str], params: list[str], param: str) -> str | None:
         values = set()
@@ -293,7 +312,7 @@ class EngineValues:
             elif isinstance(node.func, ast.Attribute):
                 # self is the receiver; a member of the forward-mode enum is the phase's
                 args[params[0]] = self.phase_member([("inst", *func[3])] if func[3] else []) \
-                    or ast.unparse(node.func.value)
+                    or self._receiver(ast.unparse(node.func.value), outer)
             params = params[1:]
         args.update(zip(params, (ast.unparse(a) for a in node.args)))
         args.update({k.arg: ast.unparse(k.value) for k in node.keywords if k.arg in params})
@@ -334,16 +353,24 @@ class EngineValues:
                 return out  # a return that surely runs: the ones after it never do
         return out + ["None"] if "None" not in out else out  # (or it runs off its end)
 
+    def _receiver(self, src: str, outer: Callable[[str], Any] | None) -> str:
+        """The receiver of a method call as ``self`` is bound to it: where it may be None or one other value, that
+        value (a method runs on no None: ``batch.spec_algorithm.is_none()`` of a field left None in an empty batch
+        and set in every batch that runs); else its source."""
+        value = value_of(src, self.env, outer or (lambda name: None))
+        if isinstance(value, Several) and None in value.items:
+            rest = _sources(_several([v for v in value.items if v is not None]))
+            if rest and len(rest) == 1:
+                return rest[0]
+        return src
+
     def object_flag(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, dotted: str
                     ) -> list[str] | None:
         """The constant sources of ``obj.attr`` (``self.batch.warm``, ``self.model_config.is_generation``) when every
         class ``obj`` may hold is known: what their assignments (``owner_flags``) leave, each evaluated where the class
         assigns it when it is no literal. None otherwise."""
         key = (mod, id(fn), klass, dotted, self.env.phase, self._filtering > 0)
-        if key not in self._objects:
-            self._objects[key] = None  # guards a cycle
-            self._objects[key] = self._object_flag(mod, fn, klass, dotted)
-        return self._objects[key]
+        return self._kept(self._objects, key, None, lambda: self._object_flag(mod, fn, klass, dotted))
 
     def phase_member(self, vals: list[Value]) -> str | None:
         """The source of the forward-mode member of the phase being walked, when ``vals`` are instances of the
@@ -370,7 +397,7 @@ class EngineValues:
             found = [e[0] for m, q in self.mro(vals[0][1], vals[0][2])
                      for e in ((self.cls(m, q) or {}).get("flags", {}).get(attr) or [])[:1] if e[1] is None]
             return found[:1] if found and _literal(found[0]) else None
-        if not vals or any(v[0] != "inst" for v in vals) or self._tracing > _DEPTH:
+        if not vals or any(v[0] != "inst" for v in vals) or self._too_deep():
             return None
         out: list[str] = []
         for v in vals:
@@ -394,12 +421,15 @@ class EngineValues:
                 out.append(src)
         return out
 
-    def call_arg(self, fn: dict[str, Any], param: str, depth: int = 0) -> str | None:
+    def call_arg(self, fn: dict[str, Any], param: str, depth: int = 0, mod: str | None = None) -> str | None:
         """A parameter's value from the calls the last round of walks made of the function: the literal every
         caller passes (or leaves to its constant default), traced through the callers' own parameters; an entry's
         parameter is what its caller leaves to the default. None when they differ or cannot be told."""
         key = self.qual_of.get(id(fn))
-        callers = (self.callers or {}).get(key) if key else None
+        if key is None and mod is not None:  # a function no walk ran: called only from code no step runs
+            key = next(((mod, q) for q, g in ((self.p.facts(mod) or {}).get("functions") or {}).items() if g is fn),
+                       None)
+        callers = ((self.callers or {}).get(key) or self._callers_anywhere(key)) if key else None
         if not callers or depth > 4:
             return None
         params = fn.get("params", [])
@@ -429,7 +459,7 @@ class EngineValues:
                     elif id(cf) in self.entries:  # left to its constant default, or passed (not None)
                         src = cf.get("constants", {}).get(src, None if src in cf.get("defaults", {}) else GIVEN)
                     else:
-                        src = self.call_arg(cf, src, depth + 1)
+                        src = self.call_arg(cf, src, depth + 1, node[1])
                 else:  # an expression of the caller's (server_args.attention_backend)
                     owner = node[3] or ((node[1], cf["class"]) if cf.get("class") else None)
                     src = self._value_there(node[1], cf, owner, src)
@@ -437,6 +467,32 @@ class EngineValues:
                     return None
             values.add(src)
         return values.pop() if len(values) == 1 else None
+
+    def _callers_anywhere(self, key: tuple[str, str]) -> list[tuple[Value, int]]:
+        """The calls of a function in the modules parsed so far, as ``callers`` holds them, where the walk made none
+        (``ScheduleBatch.init_new``, called by the scheduler's batch building, which no step runs): a call whose
+        callee resolves to it, in its function bound to the live class that has it (a mixin's method is the
+        scheduler's)."""
+        name = key[1].split(".")[-1]
+        for mod, f in self.p.parsed():
+            if mod in self._call_indexed:
+                continue
+            self._call_indexed.add(mod)
+            for qual, fn in f["functions"].items():
+                for i, c in enumerate(fn["calls"]):
+                    self._call_index.setdefault(c[0].split(".")[-1], []).append((mod, qual, i))
+        out = []
+        for mod, qual, i in self._call_index.get(name, []):
+            cf = (self.p.facts(mod) or {}).get("functions", {}).get(qual)
+            if cf is None:
+                continue
+            owners = self.concrete(mod, cf["class"]) if cf.get("class") else [None]
+            for owner in owners[:1] if len(owners) == 1 else []:
+                node = ("func", mod, qual, owner)
+                vals = self.expr(mod, cf["class"], owner, cf, cf["calls"][i][0])
+                if any(t[1:3] == key for t in self.targets([v for v in vals if v[0] in ("func", "method")])):
+                    out.append((node, i))
+        return out
 
     def module_value(self, mod: str, name: str) -> str | None:
         """The source a module-level name is assigned, unless a function rebinds it (``global``) and the walk may

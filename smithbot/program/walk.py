@@ -49,6 +49,9 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
             r.configs[id(fn)] = fn["params"][1]
         if v[0] == "func" and v[3]:
             r.live.add(v[3])
+    for v in engine:  # an engine entry's method runs on an instance of its class (the scheduler)
+        if v[0] == "func" and v[3]:
+            r.live.add(v[3])
     best: dict[str, dict[tuple[str, str], Reach]] = {}
     funcs: dict[str, dict[tuple[str, str], Reach]] = {}
     entry_classes = set(r.live)
