@@ -98,6 +98,7 @@ class _Resolver(Symbols, Decisions, EngineValues):
         self.made_in_now: dict[tuple[str, str], set[Value]] = {}
         self._tracing = 0  # depth of constructor-argument tracing under way
         self._cut_short = 0  # how many times the tracing's depth limit cut a value short (see values._kept)
+        self._guards_read = 0  # how many times a memo's cycle guard was read in its stead
         self._filtering = 0  # instance attributes' assignments being filtered by their if-tests (owner_flags)
         self._owner_flags: dict[tuple[str, str] | None, tuple] = {}  # per round (see values._kept)
         self._flag_home: dict[tuple[tuple[str, str], str], tuple[str, dict[str, Any] | None]] = {}  # per round
@@ -105,6 +106,7 @@ class _Resolver(Symbols, Decisions, EngineValues):
         self._locals: dict[tuple, list[str]] = {}  # a function's local flag -> the sources it may hold, per round
         self._objects: dict[tuple, tuple] = {}  # another object's attribute -> its sources, per round
         self._ctor_args: dict[tuple[tuple[str, str], str], tuple] = {}  # per round
+        self._anywhere_args: dict[tuple, tuple] = {}  # a parameter from calls no walk made, per round
         self._ctor_index: dict[str, set[Value]] = {}  # class name -> functions constructing one, by module parsed
         self._ctor_indexed: set[str] = set()
         self._ctor_seen = -1  # how many modules had been looked up when the index was last brought up to date
@@ -128,7 +130,7 @@ class _Resolver(Symbols, Decisions, EngineValues):
         """Forget what depends on the live classes (they grew)."""
         self._memo, self._sites, self._concrete, self._decided = {}, {}, {}, {}
         self._owner_flags, self._ctor_args, self._flag_home, self._predicates, self._locals = {}, {}, {}, {}, {}
-        self._objects = {}
+        self._objects, self._anywhere_args = {}, {}
 
     def attr(self, v: Value, name: str, depth: int) -> list[Value]:
         kind = v[0]

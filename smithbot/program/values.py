@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 from typing import Any, Callable
 
 from smithbot.program.evaluate import (CONFIG, EACH, EACH_OF_SOURCE, EACH_SOURCE, GIVEN, OBJECT, Member, ModelConfig,
@@ -44,10 +45,15 @@ class EngineValues:
     _ctor_indexed: set[str]
     _ctor_seen: int
     _cut_short: int
+    _guards_read: int
+    _anywhere_args: dict[tuple, tuple]
 
     def owner_flags(self, owner: tuple[str, str] | None) -> dict[str, list[str]]:
         """``self.x`` -> its sources, for an instance of ``owner``: what its class and bases assign, a subclass's
         assignment over its base's, each traced to the constructor's arguments where it is one."""
+        got = self._owner_flags.get(owner)
+        if got is not None and not got[3] and (not got[1] or self._tracing >= got[2]):
+            return got[0]  # (as _kept would, without making the table of sources first)
         classes = [(m, q, (self.cls(m, q) or {}).get("flags", {})) for m, q in
                    (self.mro(*owner) if owner else [])[::-1]]
         # while the assignments' own if-tests are evaluated, every assignment counts (a decision made then is one
@@ -76,17 +82,25 @@ class EngineValues:
             self._filtering -= 1
         return out
 
-    def _kept(self, table: dict[Any, Any], key: Any, guard: Any, compute: Callable[[], Any]) -> Any:
+    def _kept(self, table: dict[Any, Any], key: Any, guard: Any, compute: Callable[[], Any],
+              only_whole: bool = False) -> Any:
         """``compute()`` memoised in ``table`` for the round, ``guard`` standing in while it runs (a cycle). A
         value the depth limit cut short somewhere below is used again only as deep or deeper: asked from less deep,
-        it is computed again (at most once per level)."""
+        it is computed again (at most once per level). With ``only_whole``, an unknown (None) that was cut short or
+        read a guard standing in for another is not kept at all."""
         got = table.get(key)
         if got is not None and (not got[1] or self._tracing >= got[2]):
+            if got[3]:
+                self._guards_read += 1  # a guard standing in: what reads it may be cut short too
             return got[0]
-        table[key] = (guard, False, self._tracing)
-        before = self._cut_short
+        table[key] = (guard, False, self._tracing, True)
+        before = (self._cut_short, self._guards_read)
         value = compute()
-        table[key] = (value, self._cut_short != before, self._tracing)
+        short = self._cut_short != before[0]
+        if only_whole and value is None and (short or self._guards_read != before[1]):
+            del table[key]
+        else:
+            table[key] = (value, short, self._tracing, False)
         return value
 
     def _too_deep(self) -> bool:
@@ -333,19 +347,19 @@ class EngineValues:
 
         def decide(src: str) -> bool | None:
             bound = _parse_expr(src)
-            return None if bound is None else evaluate(ast.unparse(_substitute(bound, args)), self.env, look)
+            return None if bound is None else evaluate(_bound_source(src, tuple(args.items())), self.env, look)
 
         out: list[str] = []
         for text, tests in target["values"]:
             held = [decide(t) for t, _ in tests]
             if any(h is not None and h != taken for h, (_, taken) in zip(held, tests)):
                 continue  # a return the defaults rule out
-            ret = _parse_expr(text)
-            if ret is None:
+            bound_src = _bound_source(text, tuple(args.items()))
+            bound_ret = _parse_expr(bound_src)
+            if bound_ret is None:
                 return None
-            bound_ret = _substitute(ret, args)
             value = self._attribute_test(mod, cls_of(fn), klass, fn, bound_ret)
-            got = [value] if value is not None else _sources(value_of(ast.unparse(bound_ret), self.env, look))
+            got = [value] if value is not None else _sources(value_of(bound_src, self.env, look))
             if got is None:
                 return None
             out.extend(g for g in got if g not in out)
@@ -429,8 +443,15 @@ class EngineValues:
         if key is None and mod is not None:  # a function no walk ran: called only from code no step runs
             key = next(((mod, q) for q, g in ((self.p.facts(mod) or {}).get("functions") or {}).items() if g is fn),
                        None)
-        callers = ((self.callers or {}).get(key) or self._callers_anywhere(key)) if key else None
-        if not callers or depth > 4:
+        callers = (self.callers or {}).get(key) if key else None
+        if key and not callers and depth <= 4:  # (memoised: finding such callers and evaluating there is costly)
+            return self._kept(self._anywhere_args, (key, param, self.env.phase, self._filtering > 0), None,
+                              lambda: self._from_callers(fn, param, depth, key, self._callers_anywhere(key)), True)
+        return self._from_callers(fn, param, depth, key, callers)
+
+    def _from_callers(self, fn: dict[str, Any], param: str, depth: int, key: tuple[str, str] | None,
+                      callers: Any) -> str | None:
+        if not callers or depth > 4 or key is None:
             return None
         params = fn.get("params", [])
         skip = 1 if fn.get("class") and not any(d == "staticmethod" for d, _ in fn["decorators"]) else 0
@@ -553,6 +574,14 @@ def fn_default(program: Program, owner: tuple[str, str], param: str) -> str | No
     f = program.facts(owner[0])
     init = (f or {}).get("functions", {}).get(f"{owner[1]}.__init__")
     return (init or {}).get("constants", {}).get(param)
+
+
+@functools.lru_cache(maxsize=65536)
+def _bound_source(src: str, args: tuple[tuple[str, str], ...]) -> str:
+    """``src`` with its names replaced by these arguments' sources, as source (cached: the same test is bound to the
+    same arguments many times over)."""
+    node = _parse_expr(src)
+    return src if node is None else ast.unparse(_substitute(node, dict(args)))
 
 
 def _substitute(node: ast.expr, args: dict[str, str]) -> ast.AST:

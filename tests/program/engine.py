@@ -19,7 +19,8 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "deep_head_kernel", "hopper_kernel", "ampere_kernel", "plain_mode_kernel", "quant_cache_kernel",
                "triton_gate_kernel", "aiter_gate_kernel", "empty_batch_kernel", "passed_model_kernel",
                "publish_kernel", "spec_step_kernel", "fast_backend_kernel", "slow_backend_kernel",
-               "mha_prepare_kernel", "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel")
+               "mha_prepare_kernel", "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel",
+               "sched_publish_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -399,6 +400,46 @@ class DispatchedAttention(torch.nn.Module):
         elif method == Method.MLA:
             k.mla_prepare(x)
         return self.ffn(x)
+''',
+    "eng/sched.py": '''"""A scheduler step whose batch's field is set only by batch-building code no step runs: a classmethod
+called from a mixin of the scheduler and from a component that holds the value in a field without a default."""
+from dataclasses import dataclass
+
+from eng.kernels import mla as k
+from eng.spec import Algo
+
+
+@dataclass
+class Batch:
+    algo: Algo = None  # an empty batch leaves it None
+
+    @classmethod
+    def build(cls, algo):
+        return cls(algo=algo)
+
+
+class BuildMixin:
+    def new_batch(self):
+        return Batch.build(self.algo)
+
+
+@dataclass
+class Adapter:
+    algo: Algo
+
+    def idle_batch(self):
+        return Batch.build(self.algo)
+
+
+class Scheduler(BuildMixin):
+    def __init__(self):
+        self.algo = Algo.from_string(None)
+        self.running = Batch()
+        self.adapter = Adapter(algo=self.algo)
+
+    def step(self, batch: Batch, x):
+        if batch.algo.is_none():
+            k.sched_publish(x)
 ''',
     "eng/attention/__init__.py": "",
     "eng/attention/base.py": '''class AttentionBackend:
@@ -869,7 +910,7 @@ hints:
 serving:
   gpu: sm90
   settings: {{attention_backend: fa3, moe_a2a_backend: none, device_type: cuda}}
-  entries: ["eng.runner:ModelRunner.forward"]
+  entries: ["eng.runner:ModelRunner.forward", "eng.sched:Scheduler.step"]
   arguments: ["eng.args:ServerArgs"]
 models: [llama3-8b, qwen3-8b]
 regimes: {{decode_batch: [1], prefill_tokens: [512]}}

@@ -59,7 +59,8 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
                "dense_ffn_kernel", "sparse_ffn_kernel",  # per layer, one class or the other
                "triton_gate_kernel", "passed_model_kernel", "publish_kernel", "fast_backend_kernel",
                "deep_head_kernel", "hopper_kernel", "plain_mode_kernel",
-               "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel"}  # eng/dispatch.py's
+               "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel",  # eng/dispatch.py's
+               "sched_publish_kernel"}  # eng/sched.py's
     assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
     assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
@@ -194,6 +195,16 @@ def test_a_dispatch_that_returns_one_of_several_values_decides_per_phase(engine:
     mha = sites["mla_prepare_kernel"], sites["mha_prepare_kernel"]
     assert mha[0].phases == ("decode", "prefill") and mha[1].phases == ("prefill",), [m.phases for m in mha]
     assert mha[1].reach == "possible" and any("method == Method.MHA" in t for t in mha[1].undecided), mha[1].undecided
+
+
+def test_a_field_set_by_code_no_step_runs_is_traced_to_its_callers(engine: str) -> None:
+    """`eng/sched.py`: the step's `batch.algo` is None in the scheduler's empty batch and, in every batch that runs,
+    what `Batch.build(algo)` is handed. No step calls `build`: its callers are found in the code parsed (a mixin's
+    method, bound to the scheduler that mixes it in, and a component whose field without a default holds what its
+    construction passes), and both hand the scheduler's `Algo.NONE`. A method runs on no None, so
+    `batch.algo.is_none()` is true."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "sched_publish_kernel")
 
 
 def test_an_undecided_test_makes_a_kernel_possible_and_is_listed(engine: str) -> None:
