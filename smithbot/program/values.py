@@ -274,8 +274,9 @@ class EngineValues:
         the first that surely runs is the last; with none that surely runs, it may also run off its end (None). A
         name the function's module defines reads that module's assignment, unless a function the walk ran rebinds
         it (``global``); a call is the caller's, else one of the function's module (``_dispatch(attn)``); any
-        other name is the caller's (``outer``, its lookup). Within a depth limit, as the walk itself. Memoised per round in the caller's context (``cached``: ``outer`` is that context's own
-        lookup, with no call's arguments bound)."""
+        other name is the caller's (``outer``, its lookup). Within a depth limit, as the walk itself. Memoised per
+        round in the caller's context (``cached``: ``outer`` is that context's own lookup, with no call's
+        arguments bound)."""
         # (a value found while attributes are being filtered may be less decided: kept apart, see owner_flags)
         key = (mod, id(fn), klass, call, self.env.phase, depth, self._filtering > 0)
         if not cached:
@@ -346,8 +347,7 @@ class EngineValues:
             return outer(name) if outer else None
 
         def decide(src: str) -> bool | None:
-            bound = _parse_expr(src)
-            return None if bound is None else evaluate(_bound_source(src, tuple(args.items())), self.env, look)
+            return evaluate(_bound_source(src, tuple(args.items())), self.env, look)
 
         out: list[str] = []
         for text, tests in target["values"]:
@@ -358,7 +358,7 @@ class EngineValues:
             bound_ret = _parse_expr(bound_src)
             if bound_ret is None:
                 return None
-            value = self._attribute_test(mod, cls_of(fn), klass, fn, bound_ret)
+            value = self._attribute_test(mod, (fn or {}).get("class"), klass, fn, bound_ret)
             got = [value] if value is not None else _sources(value_of(bound_src, self.env, look))
             if got is None:
                 return None
@@ -451,6 +451,7 @@ class EngineValues:
 
     def _from_callers(self, fn: dict[str, Any], param: str, depth: int, key: tuple[str, str] | None,
                       callers: Any) -> str | None:
+        """The one value these calls (``(caller, call index)``) hand the parameter, see ``call_arg``."""
         if not callers or depth > 4 or key is None:
             return None
         params = fn.get("params", [])
@@ -620,10 +621,6 @@ def _sources(value: Any) -> list[str] | None:
     if isinstance(value, Several) and value.each:  # each of them, per instance: one source that says so
         return [_source(value) or f"{EACH_OF_SOURCE}({', '.join(found)})"]  # type: ignore[arg-type]
     return found  # type: ignore[return-value]
-
-
-def cls_of(fn: dict[str, Any] | None) -> str | None:
-    return (fn or {}).get("class")
 
 
 def _literal(src: str) -> bool:
