@@ -464,6 +464,13 @@ class EngineValues:
                 return None
             args, kwargs = call[4], call[5]
             pos = params.index(param) - skip
+            if pos < 0:  # self: the receiver of the call (self.spec_algorithm.create_future_map(...))
+                receiver = call[0].rpartition(".")[0]
+                head = receiver.partition(".")[0]
+                if "(" in receiver or "[" in receiver or not (head in cf.get("params", ()) or head in cf.get(
+                        "locals", {})):
+                    return None  # (Class.method(obj): an unbound call; a receiver the caller does not hold)
+                args, kwargs, pos = [receiver], {}, 0
             if param not in kwargs and not 0 <= pos < len(args) and "**" in kwargs:
                 return None  # it may be in the caller's **kwargs
             src = kwargs.get(param, args[pos] if 0 <= pos < len(args) else fn.get("constants", {}).get(param))

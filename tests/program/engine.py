@@ -20,7 +20,7 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "triton_gate_kernel", "aiter_gate_kernel", "empty_batch_kernel", "passed_model_kernel",
                "publish_kernel", "spec_step_kernel", "fast_backend_kernel", "slow_backend_kernel",
                "mha_prepare_kernel", "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel",
-               "sched_publish_kernel")
+               "sched_publish_kernel", "plain_stash_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -283,6 +283,8 @@ class FutureMap:
 
     def publish(self, x):
         k.publish(x)
+        if self.algo.is_none():  # the algo is the receiver that made this map
+            k.plain_stash(x)
 
 
 class FastBackend:

@@ -60,7 +60,8 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
                "triton_gate_kernel", "passed_model_kernel", "publish_kernel", "fast_backend_kernel",
                "deep_head_kernel", "hopper_kernel", "plain_mode_kernel",
                "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel",  # eng/dispatch.py's
-               "sched_publish_kernel"}  # eng/sched.py's
+               "sched_publish_kernel",  # eng/sched.py's
+               "plain_stash_kernel"}  # eng/spec.py's
     assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
     assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
@@ -173,12 +174,13 @@ def test_lazy_platform_constructions_passed_objects_and_sizes_decide(engine: str
 
 def test_enum_members_classmethod_constructions_and_factory_arguments(engine: str) -> None:
     """`eng/spec.py`: `Algo.from_string(None)` returns `cls.NONE`, an instance of the enum, whose `make_map()` makes
-    the FutureMap that publishes; `Plan.make` builds its class with `cls(...)`, and every construction passes
+    the FutureMap that publishes, handing it `self`: the receiver of `self.spec.make_map()`, so the map's
+    `self.algo.is_none()` is decided; `Plan.make` builds its class with `cls(...)`, and every construction passes
     `algo`, so the field's default (None) never holds and `is_none()` is decided; the plan's `backend` is what that
     construction passes (`build_backend(0)`), whose returned local keeps the branch its constant argument takes, and
     `kind = kind or FastBackend` reads the caller's None."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
-    assert_default(sites, "publish_kernel", "fast_backend_kernel")
+    assert_default(sites, "publish_kernel", "fast_backend_kernel", "plain_stash_kernel")
     assert_never(sites, ("spec_step_kernel", "not self.plan.algo.is_none()"))
     assert not sites["slow_backend_kernel"].presets
 
