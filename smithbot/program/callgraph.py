@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from smithbot.program.calls import CallValues
 from smithbot.program.decide import Decisions
 from smithbot.program.evaluate import Env
 from smithbot.program.modules import Program
@@ -65,7 +66,7 @@ class Reach:
         return not self.tests
 
 
-class _Resolver(Symbols, Decisions, EngineValues):
+class _Resolver(Symbols, Decisions, EngineValues, CallValues):
     """Abstract values of expressions. A function value carries the concrete class its ``self`` is bound to, so that
     ``self.x`` inside an inherited method reads the subclass's attributes and ``self.m()`` finds its overrides."""
 
@@ -112,6 +113,7 @@ class _Resolver(Symbols, Decisions, EngineValues):
         self._ctor_seen = -1  # how many modules had been looked up when the index was last brought up to date
         self._call_index: dict[str, list[tuple[str, str, int]]] = {}  # a callee's last name -> (module, function, call)
         self._call_indexed: set[str] = set()
+        self._call_seen = -1  # how many modules had been looked up when the call index was brought up to date
         # the functions the last round of walks visited (None in the first round), and those this round visits: an
         # attribute its class's __init__ sets keeps only the other assignments made in functions a walk reaches
         # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)

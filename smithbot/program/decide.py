@@ -57,7 +57,7 @@ class Decisions:
             key = (mod, id(fn), test, self.env.phase, owner)
             if bound or key not in self._decided:
                 look = self.look(mod, fn, owner, bound, test)
-                value = _each(test, self.env, look)
+                value = evaluate(test, self.env, look, each=True)  # EACH where it differs per layer
                 if bound or self._filtering:
                     out.append(value)
                     continue
@@ -153,9 +153,3 @@ def _reads(src: str, name: str) -> bool:
 
     tree = _parse(src)
     return tree is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(tree))
-
-
-def _each(test: str, env: Env, look: Any) -> Any:
-    """``evaluate``, where a name the test reads may be each of a range (``layer_idx`` of layers built in a loop):
-    EACH where the test differs between them."""
-    return evaluate(test, env, look, each=True)

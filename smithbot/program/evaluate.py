@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import itertools
 import re
 from typing import Any, Callable
 
@@ -534,8 +535,6 @@ def _lift(f: Callable[..., Any], *vals: Any) -> Any:
     """``f`` over the values, taken over each of several (``Several``) and joined again."""
     if not any(isinstance(v, Several) for v in vals):
         return f(*vals)
-    import itertools
-
     pools = [list(v.items) if isinstance(v, Several) else [v] for v in vals]
     size = 1
     for pool in pools:
