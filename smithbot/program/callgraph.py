@@ -6,7 +6,8 @@ The graph is built on demand: it starts at the entry functions (the preset's mod
 the first time a call resolves into it (``program.modules``, cached by content hash).
 
 How a call is resolved (an abstract value per expression, see ``_Resolver.expr``; the lookups of names, classes and
-registries are ``symbols.Symbols``, the if-test decisions ``decide.Decisions``, the values ``values.EngineValues``):
+registries are ``symbols.Symbols``, the if-test decisions ``decide.Decisions``, the values ``values.EngineValues``
+and what calls give ``calls.CallValues``):
 - names through the module's definitions, imports (re-exports followed) and module-level aliases;
 - ``self.x`` through the class's attribute assignments in any method (``self.mlp = MoEBlock(...)``), the bases'
   too, and a factory's returns (``get_impl_class(cfg)(...)``, ``backend.get_builder(...).build(...)``);
