@@ -83,7 +83,8 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues):
                                if k in env.chosen and isinstance(v, (str, int, bool))}
         self._registered: dict[str, list[tuple[tuple[str, ...], Value]]] | None = None
         self._mro: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        self._memo: dict[tuple, list[Value]] = {}
+        self._memo: dict[tuple, tuple[list[Value], int | None]] = {}  # value, and the depth it was cut short at
+        self._expr_cuts = 0
         # the expressions being worked out (-> their depth in that stack), and the shallowest of them a cycle
         # reached: a value found inside a cycle is kept only once its head is done
         self._active: dict[tuple, int] = {}
@@ -221,24 +222,34 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues):
         """The abstract values of an expression text (``program.facts.expr_text``) in ``fn`` of class ``cls``
         (defined in ``mod``), whose ``self`` is an instance of ``bound``."""
         key = (mod, cls, bound, id(fn), text)
-        if key in self._memo:
-            return self._memo[key]
+        got = self._memo.get(key)
+        if got is not None and (got[1] is None or depth >= got[1]):
+            return got[0]  # kept whole, or cut short by the depth limit and asked as deep or deeper
         if key in self._active:  # a cycle: nothing more here, and what depends on it is provisional
             self._low = min(self._low, self._active[key])
             return []
         pos = len(self._active)
         self._active[key] = pos
         outer, self._low = self._low, 1 << 30
+        cuts = self._expr_cuts
         try:
-            out = self._expr(mod, cls, bound, fn, text, depth) if depth <= 14 else []
+            out = self._expr(mod, cls, bound, fn, text, depth) if not self._deep(depth, 14) else []
         finally:
             del self._active[key]
         if self._low >= pos:  # no cycle into an expression still being worked out above: final
-            self._memo[key] = out
+            self._memo[key] = (out, depth if self._expr_cuts != cuts else None)
             self._low = outer
         else:
             self._low = min(outer, self._low)
         return out
+
+    def _deep(self, depth: int, limit: int) -> bool:
+        """Whether ``depth`` is past ``limit``: what is worked out above is then cut short, and its memo holds only
+        for askers as deep or deeper."""
+        if depth > limit:
+            self._expr_cuts += 1
+            return True
+        return False
 
     def _expr(self, mod: str, cls: str | None, bound: tuple[str, str] | None, fn: dict[str, Any] | None, text: str,
               depth: int) -> list[Value]:
@@ -316,7 +327,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues):
         key = self.qual_of.get(id(fn))
         callers = (self.callers or {}).get(key) if key else None
         params = fn.get("params", [])
-        if not callers or depth > 10 or name not in params:
+        if not callers or name not in params or self._deep(depth, 10):
             return [], False
         method = fn.get("class") and not any(d == "staticmethod" for d, _ in fn["decorators"])
         pos = params.index(name) - (1 if method else 0)
@@ -351,7 +362,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues):
         return out
 
     def returns(self, t: Value, depth: int, args: str = "") -> list[Value]:
-        if t[0] != "func" or depth > 12:
+        if t[0] != "func" or self._deep(depth, 12):
             return []
         f = self.p.facts(t[1])
         fn = f["functions"].get(t[2]) if f else None
@@ -361,7 +372,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues):
         bound = _bind(fn, args, t[3] is not None and not static)
         # a parameter the factory hands on to another factory carries the caller's constant argument with it
         forwards = {f"{callee}()": f"{callee}({', '.join(bound.get(a, a) for a in fargs)})"
-                    for callee, fargs in fn.get("forwards", []) if all(a in bound or a[:1] in "'\"0123456789"
+                    for callee, fargs in fn.get("forwards", []) if all(bound.get(a, "?") != "?" or a[:1] in "'\"0123456789"
                                                                         or "." in a for a in fargs)} if bound else {}
         out = []
         for text, tests in fn["returns"]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from smithbot.program.evaluate import OBJECT
 from smithbot.scan.parse import _dotted, collect_imports, from_module
 
 
@@ -259,6 +260,7 @@ class _Visitor(ast.NodeVisitor):
         info.pop("_globals", None)
         info.pop("_assigned", None)
         info.pop("_dicts", None)
+        info.pop("_branches", None)
         if self.fn is not None:
             self.fn["stores"].extend(info["stores"])  # a decorator factory registers through its inner function
 
@@ -272,14 +274,23 @@ class _Visitor(ast.NodeVisitor):
     def visit_Import(self, node: ast.Import) -> None:
         if self.fn is not None:
             for a in node.names:
-                self.fn["_imports"][a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                self._imported(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0])
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if self.fn is not None:
             mod = from_module(node, self.modname, self.is_package)
             for a in node.names:
                 if a.name != "*":
-                    self.fn["_imports"][a.asname or a.name] = f"{mod}.{a.name}" if mod else a.name
+                    self._imported(a.asname or a.name, f"{mod}.{a.name}" if mod else a.name)
+
+    def _imported(self, name: str, target: str) -> None:
+        """A name this function imports; the branches that import it, when one branch imports it from one module
+        and another from another (``if not is_npu(): from .a import B`` / ``else: from .npu import X as B``)."""
+        assert self.fn is not None
+        self.fn["_imports"][name] = target
+        into = self.fn.setdefault("_branches", {}).setdefault(name, [])
+        if [target, self.tests] not in into:
+            into.append([target, [list(t) for t in self.tests]])
 
     def _abs(self, text: str | None) -> str | None:
         """An expression text whose head was imported in this function, written ``abs:pkg/mod/Name.rest``."""
@@ -291,6 +302,49 @@ class _Visitor(ast.NodeVisitor):
         if target is None:
             return text
         return f"abs:{target.replace('.', '/')}{paren}{args}{dot}{rest}"
+
+    def _abs_all(self, text: str) -> list[tuple[str, list[list[Any]]]]:
+        """``_abs`` of each module a name imported in several branches may be, with that branch's if-tests."""
+        name = text.partition(".")[0].partition("(")[0]
+        branches = (self.fn or {}).get("_branches", {}).get(name, [])
+        if len({target for target, _ in branches}) < 2:
+            return [(self._abs(text), [])]  # type: ignore[list-item]
+        saved, out = self.fn["_imports"][name], []  # type: ignore[index]
+        for target, tests in branches:
+            self.fn["_imports"][name] = target  # type: ignore[index]
+            out.append((self._abs(text), tests))
+        self.fn["_imports"][name] = saved  # type: ignore[index]
+        return out  # type: ignore[return-value]
+
+    def visit_Try(self, node: ast.Try) -> None:
+        """A module-level optional import (``try: from flashinfer.x import f`` / ``except ImportError: f = None``):
+        a name the handler assigns is what the try body binds where those packages are installed, else the
+        handler's value; ``importlib.util.find_spec`` of each package decides which (``serving.packages``)."""
+        self.generic_visit(node)
+        if self.fn is not None or self.scope:
+            return
+        caught = {_dotted(t) for h in node.handlers if h.type is not None
+                  for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])}
+        packages = sorted({n.split(".")[0] for s in node.body
+                           for n in ([s.module] if isinstance(s, ast.ImportFrom) and s.level == 0 and s.module
+                                     else [a.name for a in s.names] if isinstance(s, ast.Import) else [])})
+        if not packages or not caught & {"ImportError", "ModuleNotFoundError"}:
+            return
+        bound: dict[str, str] = {}
+        for s in node.body:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound[s.name] = OBJECT
+            elif isinstance(s, (ast.Import, ast.ImportFrom)):
+                bound.update({a.asname or a.name.split(".")[0]: OBJECT for a in s.names if a.name != "*"})
+            elif isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+                bound[s.targets[0].id] = ast.unparse(s.value)
+        found = " and ".join(f"importlib.util.find_spec({p!r}) is not None" for p in packages)
+        for h in node.handlers:
+            for s in h.body:
+                if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+                        and s.targets[0].id in bound:
+                    name = s.targets[0].id
+                    self.assigns[name] = f"({bound[name]}) if {found} else ({ast.unparse(s.value)})"
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self.visit(node.body)  # a lambda's calls belong to the function that makes it
@@ -370,10 +424,12 @@ class _Visitor(ast.NodeVisitor):
                 if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) and el.value.id == "self" \
                         and cls is not None:
                     into = cls["attrs"].setdefault(el.attr, [])
-                    into.extend(e for e in ([self._abs(m), where, tests + more] for m, more in made) if e not in into)
+                    into.extend(e for e in ([a, where, tests + more + branch] for m, more in made
+                                            for a, branch in self._abs_all(m)) if e not in into)
                 elif isinstance(el, ast.Name):
                     into = self.fn["locals"].setdefault(el.id, [])
-                    into.extend(e for e in ([self._abs(m), tests + more] for m, more in made) if e not in into)
+                    into.extend(e for e in ([a, tests + more + branch] for m, more in made
+                                            for a, branch in self._abs_all(m)) if e not in into)
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         it = node.iter
@@ -448,9 +504,9 @@ class _Visitor(ast.NodeVisitor):
         branches = [(v.body, [[ast.unparse(v.test), True]]), (v.orelse, [[ast.unparse(v.test), False]])] \
             if isinstance(v, ast.IfExp) else [(v, [])]
         for v, more in branches:
-            text = self._abs(expr_text(v))
-            if text:
-                self.fn["returns"].append([text, [list(t) for t in self.tests] + more])
+            text = expr_text(v)
+            for a, branch in self._abs_all(text) if text else []:
+                self.fn["returns"].append([a, [list(t) for t in self.tests] + more + branch])
         # the whole expression, for a predicate an if-test calls (return getattr(m.kv_b_proj, "set_lora", False))
         self.fn["values"].append([ast.unparse(node.value), [list(t) for t in self.tests]])
         # a factory that hands its own parameter on (return super().get_builder(layer_type)): the call with that

@@ -20,7 +20,8 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "triton_gate_kernel", "aiter_gate_kernel", "empty_batch_kernel", "passed_model_kernel",
                "publish_kernel", "spec_step_kernel", "fast_backend_kernel", "slow_backend_kernel",
                "mha_prepare_kernel", "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel",
-               "sched_publish_kernel", "plain_stash_kernel")
+               "sched_publish_kernel", "plain_stash_kernel", "optional_fast_kernel", "optional_gone_kernel",
+               "impl_cuda_kernel", "impl_rocm_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -408,6 +409,7 @@ called from a mixin of the scheduler and from a component that holds the value i
 from dataclasses import dataclass
 
 from eng.kernels import mla as k
+from eng.optional import make_impl, route
 from eng.spec import Algo
 
 
@@ -442,6 +444,50 @@ class Scheduler(BuildMixin):
     def step(self, batch: Batch, x):
         if batch.algo.is_none():
             k.sched_publish(x)
+        route(x)
+        make_impl().run(x)
+''',
+    "eng/optional.py": '''"""Optional packages' fast paths (module-level imports that may fail), and an implementation class imported in
+one branch or the other of a function."""
+from eng.kernels import mla as k
+from eng.utils import is_hip
+
+try:
+    from fastlib.ops import fast_route
+except ImportError:
+    fast_route = None
+
+try:
+    from gonelib import gone_route
+except ImportError:
+    gone_route = None
+
+
+def route(x):
+    if fast_route is not None:
+        k.optional_fast(x)
+    if gone_route is not None:
+        k.optional_gone(x)
+
+
+class CudaImpl:
+    def run(self, x):
+        k.impl_cuda(x)
+
+
+def make_impl():
+    if not is_hip():
+        from eng.optional import CudaImpl as Impl
+    else:
+        from eng.rocm_impl import RocmImpl as Impl
+    return Impl()
+''',
+    "eng/rocm_impl.py": '''from eng.kernels import mla as k
+
+
+class RocmImpl:
+    def run(self, x):
+        k.impl_rocm(x)
 ''',
     "eng/attention/__init__.py": "",
     "eng/attention/base.py": '''class AttentionBackend:
@@ -911,6 +957,7 @@ hints:
   model_paths: ["eng/models/**"]
 serving:
   gpu: sm90
+  packages: {{fastlib: installed, gonelib: missing}}
   settings: {{attention_backend: fa3, moe_a2a_backend: none, device_type: cuda}}
   entries: ["eng.runner:ModelRunner.forward", "eng.sched:Scheduler.step"]
   arguments: ["eng.args:ServerArgs"]

@@ -227,3 +227,14 @@ def test_a_factory_hands_the_callers_constant_on(engine: str) -> None:
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert sites["softmax_kernel"].reach == "default" and not sites["softmax_kernel"].undecided
     assert sites["linear_kernel"].reach == "never"
+
+
+def test_optional_imports_and_imports_in_branches_follow_the_platform(engine: str) -> None:
+    """`eng/optional.py`: `fast_route` is imported from a package the serving section declares installed, so its
+    `except ImportError` fallback (None) does not hold and the fast kernel is default; the missing package's name is
+    None, and its kernel is off the path. `make_impl` imports `Impl` from one module or another by `is_hip()`: the
+    CUDA one is constructed, the ROCm one never."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "optional_fast_kernel", "impl_cuda_kernel")
+    assert_never(sites, ("optional_gone_kernel", "gone_route is not None"))
+    assert sites["impl_rocm_kernel"].reach in ("never", "unreached"), sites["impl_rocm_kernel"].reasons
