@@ -64,9 +64,12 @@ def _cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+BACKENDS = ("cuda", "interpreter", "auto")
+
+
 def resolve_backend(backend: str) -> str:
-    if backend not in ("auto", "cuda", "interpreter"):
-        raise BackendError(f"unknown backend {backend!r} (choose cuda, interpreter or auto)")
+    if backend not in BACKENDS:
+        raise BackendError(f"unknown backend {backend!r} (choose {', '.join(BACKENDS)})")
     if backend == "auto":
         return "cuda" if _cuda_count() else "interpreter"
     if backend == "cuda" and not _cuda_count():

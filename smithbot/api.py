@@ -178,8 +178,8 @@ def profile(spec: str, model: str | None = None, batch: int = 8, phase: str = "d
     from smithbot.profile import compact, read_trace, run_profile
 
     target = resolve_target(spec)
-    if phase not in ("decode", "prefill"):
-        raise ConfigError(f"--phase {phase!r}: expected decode or prefill")
+    if phase not in PHASES:
+        raise ConfigError(f"--phase {phase!r}: expected {' or '.join(PHASES)}")
     preset = target.preset(model) if model else None
     if trace is None and preset is None:
         raise ConfigError("name a model preset (--model) to run the target's benchmark, or pass --trace FILE")
@@ -301,6 +301,10 @@ def db_path(db: str | Path | None = None) -> Path:
     return Path(db) if db else home() / "runs.db"
 
 
+PROPOSERS = ("tune", "llm", "inductor", "replay")
+PHASES = ("decode", "prefill")
+
+
 def _proposer(name: str, cfg_file: str | None, replay: str | None, start: int) -> Any:
     from smithbot.config import load_evolve_config
     from smithbot.evolve.proposers import LLMProposer, ProposerError, ReplayProposer, TuneProposer
@@ -317,7 +321,7 @@ def _proposer(name: str, cfg_file: str | None, replay: str | None, start: int) -
         from smithbot.evolve.inductor import InductorProposer
 
         return InductorProposer()
-    raise ProposerError(f"unknown proposer {name!r} (choose tune, llm, inductor or replay)")
+    raise ProposerError(f"unknown proposer {name!r} (choose {', '.join(PROPOSERS)})")
 
 
 def evolve(task: str | Path | None = None, proposer: str | None = None, iterations: int | None = None,

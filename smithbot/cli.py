@@ -14,9 +14,10 @@ from rich import box
 from rich.table import Table
 
 from evaluator import BackendError, EvalResult, TaskError
+from evaluator.pool import BACKENDS
 from evaluator.task import check_candidate_files
 from smithbot import __version__, api
-from smithbot.cli_common import _fail, app, err, out
+from smithbot.cli_common import _fail, app, err, out, one_of, out_folder, positive
 from smithbot.config import ConfigError, get_target, target_names
 from smithbot.repo import RepoError
 
@@ -49,11 +50,11 @@ def _case_table(r: EvalResult) -> Table:
 def eval_cmd(
     task: str = typer.Argument(..., help="task directory, or a bundled task name (see `smithbot tasks`)"),
     candidates: List[Path] = typer.Argument(..., help="candidate kernel.py files"),
-    backend: str = typer.Option("auto", help="cuda (time on a GPU), interpreter (CPU; its timings do not predict GPU speed) or auto"),
-    rounds: Optional[int] = typer.Option(None, help="interleaved timing rounds per shape case (default: 30 on cuda, "
+    backend: str = typer.Option("auto", callback=one_of(*BACKENDS), help="cuda (time on a GPU), interpreter (CPU; its timings do not predict GPU speed) or auto"),
+    rounds: Optional[int] = typer.Option(None, min=1, help="interleaved timing rounds per shape case (default: 30 on cuda, "
                                                      "7 on the interpreter)"),
-    timeout: float = typer.Option(300.0, help="seconds per candidate, compile plus run"),
-    min_gain: float = typer.Option(0.02, help="promotion needs the interval's lower bound above 1 + this, and the "
+    timeout: float = typer.Option(300.0, callback=positive, help="seconds per candidate, compile plus run"),
+    min_gain: float = typer.Option(0.02, min=0, help="promotion needs the interval's lower bound above 1 + this, and the "
                                               "candidate faster by more than this in most rounds (sign test)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON results instead of tables"),
 ) -> None:
@@ -123,7 +124,7 @@ def scan_cmd(
     profile: Optional[Path] = typer.Option(None, help="torch-profiler Chrome trace (see `smithbot profile`): rank "
                                                       "by measured share of GPU time"),
     as_json: bool = typer.Option(False, "--json", help="print the ranked kernels as JSON"),
-    limit: int = typer.Option(30, help="rows to show (0: all)"),
+    limit: int = typer.Option(30, min=0, help="rows to show (0: all)"),
     show_all: bool = typer.Option(False, "--all", help="also list helpers and kernels that are never launched"),
 ) -> None:
     """Find a target's Triton kernels, link their launches and wrappers, and rank them: measured share of a step
@@ -188,13 +189,13 @@ def profile_cmd(
     target: str = typer.Argument(..., help="a bundled target, a target YAML, a git URL or a local path"),
     model: Optional[str] = typer.Option(None, help="the model preset to run (its config.json is written from "
                                                    "targets/models.yaml; weights are random)"),
-    batch: int = typer.Option(8, help="requests in the batch"),
-    phase: str = typer.Option("decode", help="decode or prefill"),
+    batch: int = typer.Option(8, min=1, help="requests in the batch"),
+    phase: str = typer.Option("decode", callback=one_of(*api.PHASES), help="decode or prefill"),
     trace: Optional[Path] = typer.Option(None, help="read this torch-profiler Chrome trace instead of running "
                                                     "the target's benchmark"),
     source: Optional[str] = typer.Option(None, help="an existing checkout of the target (with the engine "
                                                     "installed, to run its benchmark)"),
-    limit: int = typer.Option(20, help="rows to show (0: all)"),
+    limit: int = typer.Option(20, min=0, help="rows to show (0: all)"),
 ) -> None:
     """Measure where a step's GPU time goes: run the target's own benchmark on random weights under the torch
     profiler (the `profile:` command in its target YAML; needs the engine and a GPU), or read a trace you have, and
@@ -230,7 +231,7 @@ def profile_cmd(
 def extract_cmd(
     target: str = typer.Argument(..., help="a bundled target, a target YAML, a git URL or a local path"),
     kernel: Optional[str] = typer.Argument(None, help="kernel name, wrapper name, file::qualname, or glue:FUNCTION[:LINE] for torch glue (scan lists it under fusion)"),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="task directory (default: the workspace's tasks/)"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", callback=out_folder, help="task directory (default: the workspace's tasks/)"),
     source: Optional[Path] = typer.Option(None, help="use this existing checkout; no network"),
     rev: Optional[str] = typer.Option(None, help="pin a commit, tag or branch"),
     all_kernels: bool = typer.Option(False, "--all", help="extract every launched kernel and print the coverage"),
@@ -243,7 +244,7 @@ def extract_cmd(
     config: Optional[Path] = typer.Option(None, "--config", help="an evolve config whose llm: section writes the "
                                           "inputs that inference could not (kept only if the baseline then passes "
                                           "its self-check)"),
-    timeout: float = typer.Option(300.0, "--check-timeout", min=1.0, help="seconds one self-check evaluation may "
+    timeout: float = typer.Option(300.0, "--check-timeout", callback=positive, help="seconds one self-check evaluation may "
                                   "take before the task is reported as too slow"),
     as_json: bool = typer.Option(False, "--json", help="with --all or --top: print every row in full, as JSON"),
 ) -> None:
@@ -305,9 +306,26 @@ def version_cmd() -> None:
 
 
 def main() -> None:
+    """Run the CLI. A usage error (an unknown option, a value out of its range) is one line on stderr naming the
+    command and the option as typed, and exit 2, before any work starts."""
+    # typer's own copy of click's exceptions (recent typers vendor click; older ones use click itself)
+    usage, clicks = (next(c for c in typer.BadParameter.__mro__ if c.__name__ == n)
+                     for n in ("UsageError", "ClickException"))
     try:
-        app()
-    except KeyboardInterrupt:
+        code = app(prog_name="smithbot", standalone_mode=False)
+    except usage as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `smithbot`: its help
+            print(e.ctx.get_help())
+            sys.exit(0)
+        where = e.ctx.command_path if e.ctx is not None else "smithbot"
+        err.print(f"error: {where}: {' '.join(e.format_message().split())}", highlight=False, soft_wrap=True,
+                  markup=False)
+        sys.exit(2)
+    except clicks as e:
+        err.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True, markup=False)
+        sys.exit(e.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
         err.print("interrupted")
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import typer
 from rich.console import Console
@@ -11,7 +12,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from smithbot.evolve.search import Status
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="smithbot makes LLM inference engines faster by contributing better Triton kernels upstream.")
 out = Console()
 err = Console(stderr=True)
@@ -20,6 +21,44 @@ err = Console(stderr=True)
 def _fail(msg: str) -> None:
     err.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
+
+
+def positive(value: float | None) -> float | None:
+    """The parse-time check of a time or a budget: more than 0 (typer's ``min`` cannot exclude its bound)."""
+    if value is not None and value <= 0:
+        raise typer.BadParameter(f"{value:g} is not more than 0")
+    return value
+
+
+def one_of(*allowed: str) -> Callable[[str | None], str | None]:
+    """The parse-time check of a choice."""
+    def check(value: str | None) -> str | None:
+        if value is not None and value not in allowed:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(allowed)}")
+        return value
+    return check
+
+
+def out_folder(path: Path | None) -> Path | None:
+    """The parse-time check of an output folder: it is made now, so a path that cannot be is an error before any
+    work starts."""
+    if path is not None:
+        _make(path)
+    return path
+
+
+def out_file(path: Path | None) -> Path | None:
+    """The parse-time check of an output file: its folder is made now."""
+    if path is not None:
+        _make(path.expanduser().absolute().parent)
+    return path
+
+
+def _make(folder: Path) -> None:
+    try:
+        folder.expanduser().mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise typer.BadParameter(f"cannot make the folder {folder}: {e.strerror or e}") from None
 
 
 def _live_table(s: "Status") -> Table:

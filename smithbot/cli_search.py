@@ -12,8 +12,9 @@ from rich import box
 from rich.table import Table
 
 from evaluator import BackendError, TaskError
+from evaluator.pool import BACKENDS
 from smithbot import api, job
-from smithbot.cli_common import _fail, _live_table, app, err, out
+from smithbot.cli_common import _fail, _live_table, app, err, out, out_file, one_of, out_folder, positive
 from smithbot.config import ConfigError
 from smithbot.repo import RepoError
 
@@ -21,28 +22,28 @@ from smithbot.repo import RepoError
 @app.command("evolve")
 def evolve_cmd(
     task: Optional[str] = typer.Argument(None, help="task directory or bundled task name (optional with --resume)"),
-    proposer: Optional[str] = typer.Option(None, help="tune (offline, the default), llm (an OpenAI-compatible "
+    proposer: Optional[str] = typer.Option(None, callback=one_of(*api.PROPOSERS), help="tune (offline, the default), llm (an OpenAI-compatible "
                                                       "endpoint from --config), inductor (a fusion task: "
                                                       "torch.compile's kernels for its glue, then tuned; needs a "
                                                       "GPU) or replay (--replay FILE)"),
-    iterations: Optional[int] = typer.Option(None, help="stop after this many proposals"),
-    time_s: Optional[float] = typer.Option(None, "--time", help="stop after this many seconds, the baseline's "
+    iterations: Optional[int] = typer.Option(None, min=1, help="stop after this many proposals"),
+    time_s: Optional[float] = typer.Option(None, "--time", callback=positive, help="stop after this many seconds, the baseline's "
                                                                  "evaluation included; what is in flight then is "
                                                                  "cancelled"),
-    budget_usd: Optional[float] = typer.Option(None, help="stop when the LLM cost reaches this many dollars"),
-    budget_tokens: Optional[int] = typer.Option(None, help="stop when this many LLM tokens are spent"),
-    islands: Optional[int] = typer.Option(None, help="islands, each with its own MAP-Elites grid (default 4)"),
-    workers: Optional[int] = typer.Option(None, help="evaluation workers per GPU (default: one per two CPU cores a GPU has, 2 to 8; 1 on the interpreter)"),
-    seed: Optional[int] = typer.Option(None, help="random seed (default 0)"),
-    patience: Optional[int] = typer.Option(None, help="stop after this many evaluations without a better best "
+    budget_usd: Optional[float] = typer.Option(None, callback=positive, help="stop when the LLM cost reaches this many dollars"),
+    budget_tokens: Optional[int] = typer.Option(None, min=1, help="stop when this many LLM tokens are spent"),
+    islands: Optional[int] = typer.Option(None, min=1, help="islands, each with its own MAP-Elites grid (default 4)"),
+    workers: Optional[int] = typer.Option(None, min=1, help="evaluation workers per GPU (default: one per two CPU cores a GPU has, 2 to 8; 1 on the interpreter)"),
+    seed: Optional[int] = typer.Option(None, min=0, help="random seed (default 0)"),
+    patience: Optional[int] = typer.Option(None, min=1, help="stop after this many evaluations without a better best "
                                                       "(default 60)"),
-    migrate_every: Optional[int] = typer.Option(None, help="evaluations per island between ring migrations "
+    migrate_every: Optional[int] = typer.Option(None, min=1, help="evaluations per island between ring migrations "
                                                            "(default 6)"),
     resume: Optional[str] = typer.Option(None, help="continue this run (after a crash or kill -9)"),
     config: Optional[Path] = typer.Option(None, help="YAML with `llm:` (base_url, api_key_env, models...) and "
                                                      "`prices:` (USD per million tokens)"),
     replay: Optional[Path] = typer.Option(None, help="JSONL of recorded responses, for --proposer replay"),
-    backend: Optional[str] = typer.Option(None, help="cuda, interpreter or auto (default auto)"),
+    backend: Optional[str] = typer.Option(None, callback=one_of(*BACKENDS), help="cuda, interpreter or auto (default auto)"),
     db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)"),
 ) -> None:
     """Evolve faster variants of a task's kernel: islands of MAP-Elites grids, every candidate through the evaluator,
@@ -113,7 +114,7 @@ def runs_cmd(db: Optional[Path] = typer.Option(None, help="run database (default
 
 @app.command("report")
 def report_cmd(run: str = typer.Argument(..., help="run id (see `smithbot runs`)"),
-               out_dir: Optional[Path] = typer.Option(None, "--out", help="output folder (default: the run's folder)"),
+               out_dir: Optional[Path] = typer.Option(None, "--out", callback=out_folder, help="output folder (default: the run's folder)"),
                db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)")) -> None:
     """Write a self-contained HTML report and a markdown summary of a run: progress per island, correct rate, and
     the lineage of the best candidate with its diffs."""
@@ -136,10 +137,10 @@ def report_cmd(run: str = typer.Argument(..., help="run id (see `smithbot runs`)
 @app.command("export-dataset")
 def export_dataset_cmd(
     runs: List[str] = typer.Argument(..., help="run ids"),
-    out_file: Path = typer.Option(..., "--out", help="the JSONL file to write"),
+    out_file: Path = typer.Option(..., "--out", callback=out_file, help="the JSONL file to write"),
     mode: str = typer.Option("best-steps", help="best-steps (the lineage of each run's best) or improving (every "
                                                 "improving step)"),
-    threshold: float = typer.Option(0.01, help="a step must beat its parent by more than this fraction"),
+    threshold: float = typer.Option(0.01, min=0, help="a step must beat its parent by more than this fraction"),
     db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)"),
 ) -> None:
     """Export Kernel-Smith-style training steps in chat format (one {"messages": [...]} object a line)."""
@@ -160,8 +161,8 @@ def export_dataset_cmd(
 
 @app.command("verify")
 def verify_cmd(run: str = typer.Argument(..., help="run id (see `smithbot runs`)"),
-               top: int = typer.Option(3, help="how many of the run's best candidates to re-measure"),
-               backend: Optional[str] = typer.Option(None, help="cuda, interpreter or auto (default: the run's)"),
+               top: int = typer.Option(3, min=1, help="how many of the run's best candidates to re-measure"),
+               backend: Optional[str] = typer.Option(None, callback=one_of(*BACKENDS), help="cuda, interpreter or auto (default: the run's)"),
                db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)")) -> None:
     """Re-measure a run's best candidates on every case plus extra irregular shapes, with more seeds. A candidate
     slower than the baseline on any case (beyond its interval) is rejected. Writes verification.json."""
@@ -188,7 +189,7 @@ def propose_cmd(runs: Optional[List[str]] = typer.Argument(None, help="run ids (
                 submit: bool = typer.Option(False, help="open or update the PR on GitHub through the bot's fork "
                                                         "(token in $SMITHBOT_GITHUB_TOKEN); default: a local dry run"),
                 source: Optional[Path] = typer.Option(None, help="an existing checkout of the target to branch from"),
-                out_dir: Optional[Path] = typer.Option(None, "--out", help="where pr.md and patch.diff go"),
+                out_dir: Optional[Path] = typer.Option(None, "--out", callback=out_folder, help="where pr.md and patch.diff go"),
                 rebase: bool = typer.Option(False, help="when upstream changed the kernel since the task was extracted, "
                                                         "re-extract it at the new head, carry the change over and "
                                                         "re-verify it (a new run) instead of stopping"),
@@ -214,8 +215,8 @@ def propose_cmd(runs: Optional[List[str]] = typer.Argument(None, help="run ids (
 
 @app.command("demo")
 def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to improve (a wrapper name)"),
-             iterations: int = typer.Option(8, help="search iterations"),
-             backend: str = typer.Option("auto", help="cuda, interpreter or auto"),
+             iterations: int = typer.Option(8, min=1, help="search iterations"),
+             backend: str = typer.Option("auto", callback=one_of(*BACKENDS), help="cuda, interpreter or auto"),
              fusion: bool = typer.Option(False, "--fusion", help="instead, the fusion path: the demo engine's torch "
                                                                  "glue found, made a fusion task, seeded with "
                                                                  "torch.compile's kernels, verified and put back in "
@@ -247,21 +248,21 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
 
 @app.command("run")
 def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot targets`), a git URL or a path"),
-            top: int = typer.Option(1, help="how many of the hottest extractable kernels to work on"),
+            top: int = typer.Option(1, min=1, help="how many of the hottest extractable kernels to work on"),
             kernel: Optional[List[str]] = typer.Option(None, help="work on these kernels instead of the top K"),
-            iterations: int = typer.Option(40, help="search iterations per kernel"),
-            time_s: Optional[float] = typer.Option(None, "--time", help="search seconds per kernel"),
+            iterations: int = typer.Option(40, min=1, help="search iterations per kernel"),
+            time_s: Optional[float] = typer.Option(None, "--time", callback=positive, help="search seconds per kernel"),
             time_total: Optional[float] = typer.Option(
-                None, "--time-total", help="seconds for the whole job, shared among the kernels (extraction, "
+                None, "--time-total", callback=positive, help="seconds for the whole job, shared among the kernels (extraction, "
                                            "search and verification each count); it ends inside them"),
-            budget_usd: Optional[float] = typer.Option(None, help="LLM dollars per kernel"),
-            proposer: Optional[str] = typer.Option(None, help="tune, llm or inductor (default: tune; inductor "
+            budget_usd: Optional[float] = typer.Option(None, callback=positive, help="LLM dollars per kernel"),
+            proposer: Optional[str] = typer.Option(None, callback=one_of(*api.PROPOSERS), help="tune, llm or inductor (default: tune; inductor "
                                                                "with --fusion)"),
             fusion: bool = typer.Option(False, "--fusion", help="work on the torch glue on the default paths "
                                                                 "instead of the Triton kernels: each run of glue "
                                                                 "becomes a fusion task (--kernel glue:FUNCTION)"),
             config: Optional[Path] = typer.Option(None, help="evolve config YAML (for --proposer llm)"),
-            backend: str = typer.Option("auto", help="cuda, interpreter or auto"),
+            backend: str = typer.Option("auto", callback=one_of(*BACKENDS), help="cuda, interpreter or auto"),
             source: Optional[str] = typer.Option(None, help="an existing checkout of the target"),
             model: Optional[str] = typer.Option(None, help="aim at one model preset's default serving path (default: "
                                                            "over all of the target's presets)"),

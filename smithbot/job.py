@@ -99,7 +99,8 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
             continue
         row["task"] = str(cov.out)
         say(f"extract: {cov.kernel} -> {cov.out} (self-check passed)")
-        if proposer == "inductor" and used != "cuda" and _recorded_seed(result.target.name, site.function, cov.out):
+        if fusion and proposer == "inductor" and used != "cuda" \
+                and _recorded_seed(result.target.name, site.function, cov.out):
             say("inductor: no GPU here, so the seed is the Inductor output the target ships for this glue")
         row["stage"] = "evolve"
         search_s = time_s
@@ -113,7 +114,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
                                 on_update=on_update)
         except TaskError as exc:  # the task broke where the self-check did not look (more workers, the search's cases)
             row["why"] = f"the search could not start: {exc}"
-            say(f"evolve: {site.name} stopped: {exc}")
+            say(f"evolve: {name} stopped: {exc}")
             continue
         row.update(run=status.run_id, best=status.best, evaluated=status.evaluated, gpu_busy=status.gpu_busy,
                    capture_failures=status.capture_failures)

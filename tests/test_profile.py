@@ -106,7 +106,7 @@ def test_profile_bad_input(tmp_path: Path) -> None:
     assert_one_line_error(run("scan", "demo", "--set", "attention_backend=triton", home=tmp_path),
                           "--set attention_backend: not a serving default of demo")
     assert_one_line_error(run("profile", "demo", "--phase", "verify", "--trace", str(H200_TRACE), home=tmp_path),
-                          "--phase 'verify'")
+                          "'--phase': 'verify' is not one of decode, prefill")
     no_gpu = run("profile", "demo", "--model", "llama3-8b", home=tmp_path)
     if no_gpu.returncode != 0:  # without a GPU the demo's benchmark says so, and so does the command
         assert_one_line_error(no_gpu, "the profile command failed (exit 2): minengine.bench: needs a CUDA GPU")
