@@ -275,7 +275,7 @@ def extract_cmd(
     if as_json:
         print(json.dumps([{"kernel": r.kernel, "path": r.path, "extracted": r.extracted, "checked": r.checked,
                            "why": r.why, "task": str(r.out) if r.out else None} for r in rows], indent=1))
-    else:  # narrow enough for a CI log or a pipe (80 columns): the full rows are --json's
+    else:  # one line a row in a terminal; in a CI log or a pipe every reason whole, folded over lines
         t = Table(title=f"{target}: extraction coverage", box=box.SIMPLE)
         wide = out.width >= 120  # the file column only where there is room for it
         kernel_w = min(32, max((len(r.kernel) for r in rows), default=6))
@@ -284,7 +284,7 @@ def extract_cmd(
             t.add_column("file", max_width=30, overflow="fold")
         t.add_column("result", no_wrap=True)
         t.add_column("why not", max_width=max(16, out.width - kernel_w - (30 if wide else 0) - 9 - 12),
-                     overflow="ellipsis", no_wrap=True)
+                     overflow="ellipsis" if out.is_terminal else "fold", no_wrap=out.is_terminal)
         for r in rows:
             why = "" if r.checked else r.why.removeprefix(f"{r.kernel}: ")
             result = "passed" if r.checked else ("extracted" if r.extracted else "failed")

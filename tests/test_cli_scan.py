@@ -14,8 +14,8 @@ from tests.conftest import ROOT
 from tests.evaluator.test_cli import assert_one_line_error
 
 
-def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SMITHBOT_HOME": str(home), "COLUMNS": "200"}
+def run(*args: str, home: Path, columns: str = "200") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SMITHBOT_HOME": str(home), "COLUMNS": columns}
     return subprocess.run([sys.executable, "-m", "smithbot", *args], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=300)
 
@@ -64,6 +64,10 @@ def test_extract_cli(tmp_path: Path) -> None:
     assert_one_line_error(run("extract", "demo", "scale_heads", "--no-check", home=tmp_path),
                           "_scale_rows_kernel: external extension einops (rearrange)")
     assert_one_line_error(run("extract", "demo", home=tmp_path), "name a kernel (or pass --all)")
+    # in a pipe (80 columns) the coverage table folds a long reason over lines rather than cutting it
+    table = run("extract", "demo", "--all", "--no-check", "--out", str(tmp_path / "all"), home=tmp_path,
+                columns="80")
+    assert table.returncode == 0 and "(rearrange)" in table.stdout and "…" not in table.stdout, table.stdout
 
 
 def test_extract_top_takes_the_hottest_kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

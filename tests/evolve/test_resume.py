@@ -97,7 +97,7 @@ def test_bad_evolve_inputs_are_one_line(tmp_path: Path) -> None:
     cases = [
         (["evolve", str(tmp_path / "missing")], "no such task directory or bundled task"),
         (["evolve", str(broken)], "broken/kernel.py: missing"),
-        (["evolve", str(task), "--iterations", "0"], "budget iterations must be positive, got 0"),
+        (["evolve", str(task), "--iterations", "0"], "Invalid value for '--iterations'"),
         (["evolve", str(task), "--proposer", "llm"], "needs an `llm:` section"),
         (["evolve", str(task), "--proposer", "replay"], "needs --replay FILE.jsonl"),
     ]
