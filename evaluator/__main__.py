@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=None,
                    help="interleaved timing rounds per case (default: 30 on cuda, 7 on the interpreter)")
     p.add_argument("--min-gain", type=float, default=0.02,
-                   help="promotion needs the interval above 1 + this, and the candidate faster by more than this in "
-                        "significantly more than half the rounds (sign test)")
+                   help="promotion needs the interval above 1 + this, and each case claimed faster by this much to "
+                        "pass its own sign test (corrected for the number of cases)")
     p.add_argument("--workers-per-gpu", type=int, default=None,
                    help="workers sharing each GPU: they compile in parallel and time in turns (default 3)")
     args = p.parse_args(argv)

@@ -26,10 +26,8 @@ from evaluator import guard
 from evaluator.env import cache_dir, scrubbed_environ
 from evaluator.result import EvalResult
 from evaluator.task import Task, TaskError, load_task
+from evaluator.verdict import case_changes, sign_rounds, verdict
 
-MAX_SPEEDUP = 10.0
-ROOFLINE_SLACK = 1.05
-SIGN_ALPHA = 0.01  # a single case needs 7 rounds (p = 1/128) before anything can be promoted
 DEFAULT_ROUNDS = {"cuda": 30, "interpreter": 7}
 # On the GPU, per effort: (rounds, as a multiple of the Evaluator's), seconds of timed samples per case. A screen only
 # ranks a proposal against earlier screens; verification decides what is proposed upstream. The interpreter's wall
@@ -189,27 +187,16 @@ class WorkerProcess:
         os.unlink(self.log.name)
 
 
-def verdict(ans: dict[str, Any], min_gain: float, interpreter: bool = False) -> tuple[str, tuple[str, ...]]:
-    """Promotion needs the geomean interval's lower bound above 1 + min_gain, the candidate faster by more than min_gain
-    in more rounds than a candidate without that gain would be (sign test, p < SIGN_ALPHA), and nothing implausible.
-    Interpreter timings are not GPU timings, so neither the 10x nor the roofline flag applies to them."""
-    summary = ans["summary"]
-    flags = []
-    if interpreter:
-        pass
-    elif summary["geomean"] > MAX_SPEEDUP or any(c["ratio"] > MAX_SPEEDUP for c in ans["cases"]):
-        flags.append(f"implausible speedup (over {MAX_SPEEDUP:.0f}x)")
-    # Beyond the roofline: more bytes per second than the device copies, by the task's byte count. Where the baseline
-    # is beyond it too, the count overstates what the kernels touch (a few rows of a large cache), and says nothing
-    # about the candidate; the 10x flag still applies there.
-    over = [c["name"] for c in ans["cases"] if c["cand_bw_fraction"] > ROOFLINE_SLACK
-            and c["cand_bw_fraction"] * c["base_gbps"] / c["cand_gbps"] <= ROOFLINE_SLACK]
-    if over:
-        flags.append(f"beyond the memory roofline on {', '.join(over)}")
-    if flags:
-        return "flagged", tuple(flags)
-    faster = summary["ci"][0] > 1.0 + min_gain and summary["sign_p"] < SIGN_ALPHA
-    return ("promoted" if faster else "correct"), ()
+def _changes_line(cases: list[dict[str, Any]], min_gain: float) -> str:
+    """Which cases a candidate changes: ``faster by over 2% on 2 of 6 cases (a, b); unchanged on 4``."""
+    changes = case_changes(cases, min_gain)
+    named = {v: [n for n, w in changes.items() if w == v] for v in ("faster", "unchanged", "slower")}
+    faster = named["faster"]
+    parts = [f"faster by over {min_gain:.0%} on {len(faster)} of {len(cases)} cases"
+             + (f" ({', '.join(faster)})" if faster else "")]
+    parts += [f"{v} on {len(named[v])}" + (f" ({', '.join(named[v])})" if v == "slower" else "")
+              for v in ("unchanged", "slower") if named[v]]
+    return "; ".join(parts)
 
 
 class Evaluator:
@@ -420,7 +407,10 @@ class Evaluator:
     def timing_plan(self, effort: str) -> tuple[int, float]:
         """(rounds at most, seconds of timed samples per case) for an evaluation of this ``effort``."""
         share, case_s = EFFORT[effort]
-        return (self.rounds if self.backend == "interpreter" else max(1, round(self.rounds * share))), case_s
+        if self.backend != "interpreter":
+            return max(1, round(self.rounds * share)), case_s
+        # the interpreter takes its rounds as they are, but verification enough for a case's sign test to pass
+        return (max(self.rounds, sign_rounds(len(self.case_names))) if effort == "verify" else self.rounds), case_s
 
     def _run(self, path: Path, cases: list[str] | None, deadline: float | None, effort: str) -> EvalResult:
         def left() -> float:
@@ -466,9 +456,8 @@ class Evaluator:
                                     **common)
             final, flags = verdict(ans, self.min_gain, self.backend == "interpreter")
             s = ans["summary"]
-            wins = (f"faster by over {self.min_gain:.0%} in {s['wins']} of {s['rounds']} rounds "
-                    f"(sign test p = {s['sign_p']:.2g})")
-            return self._result(path, final, "verdict", "", wins, speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
+            return self._result(path, final, "verdict", "", _changes_line(ans["cases"], self.min_gain),
+                                speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
                                 cases=tuple(ans["cases"]), flags=flags, timing_method=",".join(sorted({c["method"] for c in ans["cases"]})),
                                 compiled=ans.get("compiled") or {}, **common)
         finally:

@@ -12,8 +12,9 @@ Method, per shape case:
   case takes as many rounds as fit in its time cap (``case_s``, for both sides together), between ``MIN_ROUNDS`` and
   the rounds asked for: a screen asks few, a full evaluation more, verification most. The per-round ratio
   baseline/candidate gives a median and a bootstrap 95% interval; the geomean over cases has a joint
-  bootstrap interval, and a sign test over every round of every case says how likely that many wins are if the
-  candidate were not faster by the margin (a win is a round whose ratio exceeds 1 + margin).
+  bootstrap interval, and each case's sign test says how likely its wins are if the candidate were not faster there
+  by the margin (a win is a round whose ratio exceeds 1 + margin). A case is timed at least ``sign_rounds(cases)``
+  rounds where that many are asked, so that a gain on it can pass its test at ``SIGN_ALPHA`` / cases.
 - nothing a candidate keeps between calls counts as speed: every timed call (and every call a CUDA graph captures) is
   handed new Python objects over the copies' memory (``fresh_args``), so an attribute set on an input, or an entry
   appended to a list, never reaches the next call; and after every round the last call's output and written
@@ -30,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,6 +39,7 @@ import numpy as np
 import torch
 
 from evaluator.correctness import effects_mismatch, make_args, written_by
+from evaluator.verdict import sign_p, sign_rounds
 from evaluator.runtime import LaunchCounter, clone_args, fresh_args, tensors_of
 from evaluator.task import Case
 
@@ -67,6 +69,8 @@ class CaseTiming:
     cand_gbps: float
     base_gbps: float
     cand_bw_fraction: float
+    wins: int = 0  # rounds the candidate won by more than the margin
+    sign_p: float = 1.0  # the sign test of those wins (``sign_p``)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -227,7 +231,7 @@ def _plan(call_us: float, moved: int, footprint: int, l2_bytes: int, rounds: int
 
 def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, case: Case, seed: int,
               rounds: int, case_s: float, l2_bytes: int, copy_gbps: float,
-              rng: np.random.Generator) -> tuple[CaseTiming, np.ndarray]:
+              rng: np.random.Generator, min_rounds: int = MIN_ROUNDS) -> tuple[CaseTiming, np.ndarray]:
     """Time one case within about ``case_s`` seconds of samples; returns its summary and the per-round ratios
     baseline/candidate."""
     args = make_args(harness, case, seed, "cuda")
@@ -262,7 +266,7 @@ def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness:
         passes[k] = max(s.elapsed_time(e) * 1e3, 1e-3)
     pass_us = passes["base"]
     reps = max(1, math.ceil(MIN_SAMPLE_US / pass_us))
-    rounds = max(min(rounds, MIN_ROUNDS), min(rounds, int(case_s * 1e6 / (2 * reps * pass_us))))
+    rounds = max(min(rounds, min_rounds), min(rounds, int(case_s * 1e6 / (2 * reps * pass_us))))
     samples: dict[str, list[Any]] = {"base": [], "cand": []}
     for r in range(rounds):
         for k in (("base", "cand") if r % 2 == 0 else ("cand", "base")):
@@ -330,13 +334,15 @@ def time_cases(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness
     ``copy_gbps=None`` selects the interpreter's wall-clock timing, which always takes ``rounds``."""
     rng = np.random.default_rng(seed)
     results, ratios = [], []
+    floor = max(MIN_ROUNDS, sign_rounds(len(cases)))
     for i, case in enumerate(cases):
         if copy_gbps is None:
             timing, ratio = time_case_wall(base_fn, cand_fn, harness, case, seed + i, rounds, rng)
         else:
             timing, ratio = time_case(base_fn, cand_fn, harness, case, seed + i, rounds, case_s, l2_bytes, copy_gbps,
-                                      rng)
-        results.append(timing)
+                                      rng, floor)
+        wins = int((np.asarray(ratio) > 1.0 + margin).sum())
+        results.append(replace(timing, wins=wins, sign_p=sign_p(wins, len(ratio))))
         ratios.append(ratio)
     return results, summarize(ratios, margin, rng)
 
@@ -353,14 +359,6 @@ def summarize(ratios: list[np.ndarray], margin: float, rng: np.random.Generator)
     n = sum(len(x) for x in logs)
     return {"geomean": geo, "ci": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
             "rounds": n, "margin": margin, "wins": wins, "sign_p": sign_p(wins, n)}
-
-
-def sign_p(wins: int, n: int) -> float:
-    """One-sided sign test: the chance of ``wins`` or more won rounds out of ``n`` when each round is won with
-    probability 1/2 at most (the candidate's median ratio is not above the margin). Exact for any ``n``, where a
-    bootstrap interval over a handful of rounds is too narrow: a self-comparison's 5 interpreter rounds can put its
-    bootstrap interval above 1."""
-    return float(sum(math.comb(n, k) for k in range(wins, n + 1)) / 2 ** n)
 
 
 def measure_copy_gbps(n_bytes: int = 1 << 30) -> float:

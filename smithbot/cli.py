@@ -54,8 +54,8 @@ def eval_cmd(
     rounds: Optional[int] = typer.Option(None, min=1, help="interleaved timing rounds per shape case (default: 30 on cuda, "
                                                      "7 on the interpreter)"),
     timeout: float = typer.Option(300.0, callback=positive, help="seconds per candidate, compile plus run"),
-    min_gain: float = typer.Option(0.02, min=0, help="promotion needs the interval's lower bound above 1 + this, and the "
-                                              "candidate faster by more than this in most rounds (sign test)"),
+    min_gain: float = typer.Option(0.02, min=0, help="promotion needs the interval's lower bound above 1 + this, and each "
+                                              "case claimed faster by this much to pass its sign test"),
     as_json: bool = typer.Option(False, "--json", help="print JSON results instead of tables"),
 ) -> None:
     """Evaluate candidates against a task's baseline: guard, compile, correctness, timing and a verdict."""

@@ -4,8 +4,10 @@ For the run's top candidates (correct, fastest first, distinct sources):
 - a copy of the task with twice the seeds and extra irregular shapes (odd row counts per regime) is evaluated;
 - each candidate is checked and timed again from scratch on every case, paired and interleaved, with intervals;
 - a candidate is **rejected** when any single case is slower than the baseline beyond its interval (the interval's
-  upper bound below 1, less a 1% noise floor), even if the geomean improved, or when the geomean is not shown
-  faster (``promoted``).
+  upper bound below 1, less a 1% noise floor), even if the geomean improved, or when it is not ``promoted``
+  (``evaluator.verdict``: the geomean's interval clears 1 + min_gain, and each case it claims faster passes its own
+  sign test, corrected for the number of cases); the cases within the noise are *unchanged*, and the verdict says
+  which shapes gain.
 The first accepted candidate is the winner; the ones after it are not measured. ``verification.json`` in the run's
 folder holds the environment fingerprint and every number; the run database gets a ``verified`` event.
 
@@ -28,13 +30,10 @@ from typing import Any
 import yaml
 
 from evaluator import Evaluator, TaskError, load_task
+from evaluator.verdict import NOISE_FLOOR, slower_cases
 from smithbot.evolve.db import Candidate, RunDB
 from smithbot.evolve.search import run_dir
 
-# A case counts as slower only when its whole interval lies below 1 - NOISE_FLOOR. The per-case interval measures the
-# noise within one evaluation; between evaluations a case can drift by about 1% (the A/A benchmark's largest per-case
-# bias was +1.18%, the others within 0.3%), so a smaller "loss" is not evidence of one.
-NOISE_FLOOR = 0.01
 ROW_DIMS = ("tokens", "num_tokens", "batch", "bs", "seq_len", "rows", "m", "M", "T")
 EXTRA_ROWS = {"decode": 5, "prefill": 13}  # decode: a small odd batch; prefill: rows + 13, an odd count
 
@@ -96,24 +95,20 @@ def verification_task(task_dir: Path, dest: Path, seed_factor: int = 2) -> Path:
     return dest
 
 
-def _slower(cases: Any) -> list[dict[str, Any]]:
-    """The cases whose interval lies below 1 beyond the noise floor."""
-    return [c for c in cases if c["ratio_ci"][1] < 1.0 - NOISE_FLOOR]
-
-
 def judge(r: Any) -> tuple[bool, str]:
     if not r.correct:
         return False, r.why
-    slower = _slower(r.cases)
+    slower = slower_cases(r.cases)
     if slower:
         worst = min(slower, key=lambda c: c["ratio"])
-        return False, (f"{len(slower)} case(s) slower than the baseline beyond their interval and the 1% noise floor, worst "
+        return False, (f"{len(slower)} case(s) slower than the baseline beyond their interval and the "
+                       f"{NOISE_FLOOR:.0%} noise floor, worst "
                        f"{worst['name']} at {worst['ratio']:.3f}x [{worst['ratio_ci'][0]:.3f}, {worst['ratio_ci'][1]:.3f}]")
     if r.status != "promoted":
         lo = r.speedup_ci[0] if r.speedup_ci else float("nan")
         why = "; ".join([r.status, *r.flags, *([r.detail] if r.detail else [])])
         return False, f"not shown faster: geomean interval starts at {lo:.3f} ({why})"
-    return True, "faster on the geomean and on no case slower"
+    return True, f"faster on the geomean, and on no case slower: {r.detail}"
 
 
 def judge_preview(r: Any) -> tuple[bool, str]:
@@ -144,7 +139,7 @@ def top_candidates(db: RunDB, run_id: str, k: int, fusion: bool = False) -> list
     seen, out = set(), []
     cands = sorted((c for c in db.candidates(run_id) if c.correct and c.proposer != "baseline"
                     and (c.fitness or untimed(c))),
-                   key=lambda c: (bool(_slower((c.result or {}).get("cases", []))), -(c.fitness or 0.0)))
+                   key=lambda c: (bool(slower_cases((c.result or {}).get("cases", []))), -(c.fitness or 0.0)))
     for c in cands:
         if c.source_hash not in seen and (untimed(c) or (c.fitness or 0.0) > 1.0):
             seen.add(c.source_hash)
@@ -188,6 +183,7 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
     path = out_dir / "verification.json"
     doc = {"run": run_id, "task": run.task_id, "task_dir": run.task_dir, "backend": used, "env": env,
            "seeds": ev.task.seeds, "cases": ev.case_names, "rounds": ev.timing_plan("verify")[0],
+           "min_gain": ev.min_gain,
            "winner": winner, "preview": preview, "candidates": [asdict(v) for v in verdicts],
            "note": "interpreter timings do not predict GPU speed" if used == "interpreter" else ""}
     tmp = path.with_suffix(".tmp")

@@ -22,6 +22,7 @@ from evaluator import Task
 from evaluator.pool import DEFAULT_ROUNDS
 from evaluator.task import Definition
 from evaluator.tolerances import DTYPES, TOLERANCES
+from evaluator.verdict import case_changes
 from smithbot import __version__
 from smithbot.config import Target, templates_dir
 from smithbot.evolve import tune
@@ -114,6 +115,17 @@ def _import_groups(imports: list[str]) -> list[list[str]]:
     groups = [[i for i in unique if top(i) in sys.stdlib_module_names],
               [i for i in unique if top(i) not in sys.stdlib_module_names]]
     return [g for g in groups if g]
+
+
+def _gains(cases: list[dict[str, Any]], min_gain: float) -> str:
+    """Which shapes gain: the cases the verdict shows faster, and those left unchanged (within the noise)."""
+    changes = case_changes(cases, min_gain)
+    faster = [n for n, c in changes.items() if c == "faster"]
+    same = [n for n, c in changes.items() if c == "unchanged"]
+    if not same:
+        return f"Faster by over {min_gain:.0%} on every case, each by its own sign test."
+    return (f"Faster by over {min_gain:.0%} on {len(faster)} of {len(cases)} cases ({', '.join(f'`{n}`' for n in faster)}), "
+            f"each by its own sign test; unchanged within the noise on {', '.join(f'`{n}`' for n in same)}.")
 
 
 def _cases(task: Task) -> str:
@@ -330,11 +342,12 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     meta = {"kernel": f"{kernel_def.path}::{kernel_def.qualname}", "base_commit": base_commit,
             "variant": variant, "smithbot": __version__, "task": task.id}
     rounds = verification.get("rounds", DEFAULT_ROUNDS["interpreter" if interpreter else "cuda"])
+    gains = "" if preview else _gains(verdict["cases"], verification.get("min_gain", 0.02))
     ctx: dict[str, Any] = dict(
         v=v, shown=shown, shown_note=shown_note, e2e="" if preview else end_to_end(task, v["speedup"]),
         interpreter=interpreter, fusion=bool(glue), compiled=compiled, bar=bar, preview=preview,
         run_id=verification.get("run", ""),
-        rounds=rounds, env_line=env_line,
+        rounds=rounds, env_line=env_line, gains=gains,
         commit=base_commit[:12], seeds=verification["seeds"], case_names=", ".join(ratios),
         tolerances=tol,
         test_path=test_path, bench_path=bench_path if with_bench else "", what_changed=what, replaced=replaced,

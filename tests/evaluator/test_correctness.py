@@ -41,40 +41,84 @@ def test_a_bare_assert_is_reported_by_its_line(tmp_path) -> None:
     assert _describe(ValueError("bias must be 1-D")) == "ValueError: bias must be 1-D"
 
 
-def test_promotion_needs_the_interval_and_significantly_many_rounds_won_by_the_margin() -> None:
-    """A bootstrap interval over a handful of rounds can clear 1 + min_gain on a self-comparison; the sign test stops
-    that. A round counts only when won by more than the margin, and 5 rounds of one case can never be significant
-    (p = 1/32 > 0.01): CI saw a self-comparison win all 5 by chance."""
-    from evaluator.pool import verdict
-    from evaluator.timing import sign_p, summarize
+def _measured(rounds: list[list[float]], margin: float = 0.02, seed: int = 0) -> dict:
+    """An evaluation's answer for these per-case round ratios (baseline/candidate), as the timing builds it."""
+    from evaluator.timing import _median_ci, summarize
+    from evaluator.verdict import sign_p
+
+    rng = np.random.default_rng(seed)
+    cases = []
+    for i, r in enumerate(rounds):
+        x = np.asarray(r)
+        wins = int((x > 1 + margin).sum())
+        cases.append({"name": f"c{i}", "ratio": float(np.median(x)), "ratio_ci": list(_median_ci(x, rng)),
+                      "wins": wins, "sign_p": sign_p(wins, len(x)), "cand_bw_fraction": 0.2})
+    return {"summary": summarize([np.asarray(r) for r in rounds], margin, rng), "cases": cases}
+
+
+def test_promotion_needs_the_interval_and_each_claimed_case_significantly_faster() -> None:
+    """A bootstrap interval over a handful of rounds can clear 1 + min_gain on a self-comparison; each case's sign
+    test stops that. A round counts only when won by more than the margin, and 5 rounds of one case can never be
+    significant (p = 1/32 > 0.01): CI saw a self-comparison win all 5 by chance."""
+    from evaluator.verdict import sign_p, sign_rounds, verdict
 
     assert sign_p(5, 5) == 1 / 32 and sign_p(7, 7) == 1 / 128 and sign_p(3, 5) == 0.5 and sign_p(0, 5) == 1.0
-    rng = np.random.default_rng(0)
-    same = summarize(np.array([[1.03, 1.01, 1.025, 1.015, 1.04, 1.01, 1.019]]), 0.02, rng)
-    assert same["wins"] == 3 and same["sign_p"] == sign_p(3, 7)  # faster in all 7, by the margin in only 3
-    faster = summarize(np.array([[1.30, 1.28, 1.31, 1.29, 1.30, 1.27, 1.33]]), 0.02, rng)
-    assert faster["wins"] == 7 and 1.28 < faster["geomean"] < 1.31 and faster["ci"][0] > 1.02
-    case = {"name": "c", "ratio": 1.3, "cand_bw_fraction": 0.2}
-    assert verdict({"summary": faster, "cases": [case]}, 0.02) == ("promoted", ())
-    assert verdict({"summary": same, "cases": [case]}, 0.02) == ("correct", ())
-    five = summarize(np.array([[1.30, 1.28, 1.31, 1.29, 1.30]]), 0.02, rng)
-    assert five["wins"] == 5 and five["ci"][0] > 1.02
-    assert verdict({"summary": five, "cases": [case]}, 0.02) == ("correct", ())  # too few rounds to be significant
-    narrow = {**faster, "ci": [1.01, 1.2]}
-    assert verdict({"summary": narrow, "cases": [case]}, 0.02) == ("correct", ())  # every round won, interval too low
+    assert sign_rounds(1) == 7 and sign_rounds(6) == 10 and 2 ** -sign_rounds(6) < 0.01 / 6 < 2 ** -(sign_rounds(6) - 1)
+    same = _measured([[1.03, 1.01, 1.025, 1.015, 1.04, 1.01, 1.019]])
+    assert same["cases"][0]["wins"] == 3  # faster in all 7, by the margin in only 3
+    assert verdict(same, 0.02) == ("correct", ())
+    faster = _measured([[1.30, 1.28, 1.31, 1.29, 1.30, 1.27, 1.33]])
+    assert 1.28 < faster["summary"]["geomean"] < 1.31 and verdict(faster, 0.02) == ("promoted", ())
+    five = _measured([[1.30, 1.28, 1.31, 1.29, 1.30]])
+    assert five["summary"]["ci"][0] > 1.02 and verdict(five, 0.02) == ("correct", ())  # too few rounds
+    narrow = {**faster, "summary": {**faster["summary"], "ci": [1.01, 1.2]}}
+    assert verdict(narrow, 0.02) == ("correct", ())  # every round won, the geomean's interval too low
+
+
+def test_a_gain_on_some_shapes_with_the_others_unchanged_is_promoted_and_labelled() -> None:
+    """The demo's RMSNorm on the H200: 1.47x on both prefill cases, equal on the four decode cases. A sign test over
+    every round of every case could never promote it; per case, prefill is faster and decode unchanged."""
+    from evaluator.verdict import case_changes, verdict
+
+    rng = np.random.default_rng(1)
+    prefill = [list(1.47 + rng.normal(0, 0.01, 12)) for _ in range(2)]
+    decode = [list(1.0 + rng.normal(0, 0.004, 12)) for _ in range(4)]
+    ans = _measured(decode + prefill)
+    assert verdict(ans, 0.02) == ("promoted", ())
+    assert case_changes(ans["cases"], 0.02) == {"c0": "unchanged", "c1": "unchanged", "c2": "unchanged",
+                                                "c3": "unchanged", "c4": "faster", "c5": "faster"}
+    # a case claimed faster on too few rounds for six cases (7 < sign_rounds(6)) is not shown: nothing is promoted
+    short = _measured(decode + [list(1.47 + rng.normal(0, 0.01, 7)) for _ in range(2)])
+    assert short["summary"]["ci"][0] > 1.02 and verdict(short, 0.02) == ("correct", ())
+    # and one case slower beyond its interval and the noise floor stops it
+    slow = _measured(decode[:3] + [list(0.9 + rng.normal(0, 0.004, 12))] + prefill)
+    assert case_changes(slow["cases"], 0.02)["c3"] == "slower" and verdict(slow, 0.02) == ("correct", ())
+
+
+def test_a_self_comparison_is_never_promoted() -> None:
+    """A/A: ratios around 1 with the noise of a GPU's rounds, over many seeds and case counts: none promoted."""
+    from evaluator.verdict import verdict
+
+    promoted = 0
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        k = 1 + seed % 8
+        ans = _measured([list(1.0 + rng.normal(0, 0.02, 12)) for _ in range(k)], seed=seed)
+        promoted += verdict(ans, 0.02)[0] == "promoted"
+    assert promoted == 0
 
 
 def test_the_roofline_flag_needs_a_baseline_within_it() -> None:
     """A candidate moving more bytes per second than the device copies is flagged, unless the baseline does too under
     the same byte count: then the count overstates what the kernels touch (a few rows of a large cache), as the
     eighth session's GPU self-comparisons showed."""
-    from evaluator.pool import verdict
+    from evaluator.verdict import verdict
 
     summary = {"geomean": 1.0, "ci": [0.99, 1.01], "wins": 0, "sign_p": 1.0}
 
     def case(cand_fraction: float, base_fraction: float) -> dict:
-        return {"name": "c", "ratio": cand_fraction / base_fraction, "cand_bw_fraction": cand_fraction,
-                "cand_gbps": cand_fraction * 4000, "base_gbps": base_fraction * 4000}
+        return {"name": "c", "ratio": cand_fraction / base_fraction, "ratio_ci": [0.99, 1.01],
+                "cand_bw_fraction": cand_fraction, "cand_gbps": cand_fraction * 4000, "base_gbps": base_fraction * 4000}
 
     assert verdict({"summary": summary, "cases": [case(1.6, 1.55)]}, 0.02) == ("correct", ())
     status, flags = verdict({"summary": summary, "cases": [case(1.6, 0.9)]}, 0.02)

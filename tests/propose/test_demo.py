@@ -41,6 +41,8 @@ def test_demo_end_to_end(demo: tuple) -> None:
     body = Path(paths["PR body"]).read_text()
     assert re.search(r"^\| `irregular-decode-bs3` \| [\d.]+ \| [\d.]+ \| [\d.]+× \[[\d.]+, [\d.]+\] \| — \|$", body, re.M)
     assert "They do not predict GPU speed" in body
+    # which shapes gain, each by its own sign test
+    assert re.search(r"Faster by over 2% on (every case|\d+ of \d+ cases)", body), body
     # reproduced from the PR's own files: no path on the bot's disk, no run id
     assert Path(paths["verification"]).parent.name not in body and not re.search(r"(^|\s)/(tmp|home|root)/", body)
     assert "python -m pytest tests/kernels/test_rms_norm.py" in body
