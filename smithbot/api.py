@@ -400,6 +400,7 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
 def runs(db: str | Path | None = None) -> list[dict[str, Any]]:
     """Every run with its task, status, counts and best speedup."""
     from smithbot.evolve.db import RunDB
+    from smithbot.report import preview_launches
 
     path = db_path(db)
     if not path.exists():
@@ -409,11 +410,16 @@ def runs(db: str | Path | None = None) -> list[dict[str, Any]]:
         for r in rdb.runs():
             best = rdb.best(r.id)
             t = rdb.totals(r.id)
-            ci = (best.result or {}).get("speedup_ci") if best else None
+            res = (best.result or {}) if best else {}
+            launches = preview_launches(res)  # a fusion on the interpreter: launches a call, not a speed
+            preview = bool(launches)
             out.append({"id": r.id, "task": r.task_id, "status": r.status, "message": r.message,
                         "proposer": r.config["search"]["proposer"], "candidates": t["candidates"],
-                        "correct": t["correct"], "cost": t["cost"], "best": best.fitness if best else None,
-                        "best_ci": ci, "best_id": best.id if best else None, "created": r.created})
+                        "correct": t["correct"], "cost": t["cost"],
+                        "best": None if preview or not best else res.get("speedup", best.fitness),
+                        "best_ci": None if preview else res.get("speedup_ci"),
+                        "launches": [list(x) for x in launches] if preview else None,
+                        "best_id": best.id if best else None, "created": r.created})
     return out
 
 

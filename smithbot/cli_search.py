@@ -102,8 +102,9 @@ def runs_cmd(db: Optional[Path] = typer.Option(None, help="run database (default
     t.add_column("why stopped", max_width=max(12, out.width - 22 - task_w - 7 - 7 - 16), overflow="ellipsis",
                  no_wrap=True)
     for r in rows:
-        cells = [r["id"], r["task"], f"{r['correct']}/{r['candidates']}",
-                 "-" if r["best"] is None else f"{r['best']:.3f}x"]
+        best = ("-" if r["best"] is None else f"{r['best']:.3f}x") if not r.get("launches") else \
+            ", ".join(f"{a}->{b} launches" for a, b in r["launches"])
+        cells = [r["id"], r["task"], f"{r['correct']}/{r['candidates']}", best]
         if show_cost:
             cells.append(f"${r['cost']:.2f}")
         t.add_row(*cells, r["message"] if r["status"] == "finished" else f"{r['status']}: {r['message']}")

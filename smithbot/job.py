@@ -118,8 +118,10 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
             continue
         row.update(run=status.run_id, best=status.best, evaluated=status.evaluated, gpu_busy=status.gpu_busy,
                    capture_failures=status.capture_failures)
-        say(f"evolve: run {status.run_id}, {status.message}; best {status.best or 0:.3f}x over {status.evaluated} "
-            "evaluated candidates" + (f"; GPU busy {status.gpu_busy:.0%} of the search" if status.gpu_busy else ""))
+        best = ("its speed is not judged on the interpreter (verification counts launches)" if fusion and used != "cuda"
+                else f"the search's best {status.best or 0:.3f}x (verification measures again)")
+        say(f"evolve: run {status.run_id}, {status.message}; {status.evaluated} evaluated candidates, {best}"
+            + (f"; GPU busy {status.gpu_busy:.0%} of the search" if status.gpu_busy else ""))
         if status.host_bound:
             row["why"] = status.host_bound
             continue
@@ -131,7 +133,10 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         row["stage"] = "verify"
         v = api.verify(status.run_id, top=2, backend=used, deadline=deadline)
         for verdict in v.verdicts:
-            say(f"verify: {verdict.candidate} {'accepted' if verdict.accepted else 'rejected'}: {verdict.reason}")
+            measured = (f" at {verdict.speedup:.3f}x [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}]"
+                        if verdict.speedup is not None and verdict.ci and not v.preview else "")
+            say(f"verify: {verdict.candidate} {'accepted' if verdict.accepted else 'rejected'}{measured}: "
+                f"{verdict.reason}")
         row["verification"] = str(v.path)
         if v.winner is None:
             row["why"] = "no candidate passed verification"

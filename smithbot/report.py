@@ -108,6 +108,26 @@ def _data_uri(svg: str) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
 
 
+def preview_launches(result: dict[str, Any] | None) -> list[tuple[int, int]]:
+    """A fusion measured on the interpreter: its kernel launches a call (glue, new) per distinct count, which is what
+    it shows instead of a speed (the interpreter runs the glue's torch ops natively and the Triton in Python); else
+    empty."""
+    res = result or {}
+    if res.get("backend") != "interpreter":
+        return []
+    return sorted({(c["launches"][0], c["launches"][1]) for c in res.get("cases", []) if c.get("launches")})
+
+
+def headline(best: Candidate) -> str:
+    """The best candidate's figure: its measured speedup inside its interval, or a fusion preview's launches."""
+    res = best.result or {}
+    launches = preview_launches(res)
+    if launches:
+        return ", ".join(f"{a} -> {b} kernel launches a call" for a, b in launches) + " (speed not judged)"
+    ci = res.get("speedup_ci")
+    return f"{res.get('speedup', best.fitness):.3f}x" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
 def report(db: RunDB, run_id: str, out_dir: Path) -> Report:
     run: Run = db.run(run_id)
     cands = db.candidates(run_id)
@@ -124,7 +144,8 @@ def report(db: RunDB, run_id: str, out_dir: Path) -> Report:
     base = next((c for c in cands if c.proposer == "baseline"), None)
     env_info: dict[str, Any] = ((best or base).result or {}).get("env", {}) if (best or base) else {}
     totals = db.totals(run_id)
-    ctx = {"run": run, "cands": cands, "best": best, "chain": lineage(db, best), "totals": totals, "env": env_info,
+    ctx = {"run": run, "cands": cands, "best": best, "headline": headline(best) if best else "",
+           "chain": lineage(db, best), "totals": totals, "env": env_info,
            "migrations": db.events(run_id, "migration"),
            "interpreter": ((best or base).result or {}).get("backend") == "interpreter" if (best or base) else False,
            "images": {k: _data_uri(v) for k, v in plots.items()}, "files": {k: f"{k}.svg" for k in plots}}

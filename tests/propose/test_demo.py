@@ -50,6 +50,14 @@ def test_demo_end_to_end(demo: tuple) -> None:
     v = json.loads(Path(paths["verification"]).read_text())
     assert v["winner"] and v["backend"] == "interpreter" and v["seeds"] == 6
     assert any(c.startswith("verify-irregular-decode-") for c in v["cases"])
+    # one set of figures for the winner: the console's verified figure is the PR's and verification.json's; the
+    # search's own figure is labelled as the search's
+    said = " ".join(p.stderr.split())
+    verified = re.search(r"verify: \w+ accepted at ([\d.]+)x \[([\d.]+), ([\d.]+)\]", said)
+    assert verified and "the search's best" in said and "(verification measures again)" in said, said
+    [winner] = [c for c in v["candidates"] if c["candidate"] == v["winner"]]
+    assert verified.group(1) == f"{winner['speedup']:.3f}" and f"**{winner['speedup']:.3f}×**" in body
+    assert float(verified.group(2)) <= winner["speedup"] <= float(verified.group(3))
 
 
 def _pytest(checkout: Path, test: str) -> subprocess.CompletedProcess:

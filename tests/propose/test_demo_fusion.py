@@ -112,3 +112,19 @@ def test_a_preview_run_can_be_verified_on_a_gpu_later(demo: tuple) -> None:
         assert fused and all(c.correct and (c.fitness or 0.0) < 1.0 for c in fused)
         assert fused[0].proposer == "inductor"
         assert top_candidates(db, run_id, 2) == []  # as timed candidates, none was faster
+
+
+def test_a_fusion_preview_shows_launches_everywhere_not_a_speed(demo: tuple, tmp_path: Path) -> None:
+    """The console, `runs` and `report` show the verified figure of a preview, its launches, and no 0.000x headline
+    outside its own interval (the search's fitness counts a speedup below 1 as 0)."""
+    p, paths, home = demo
+    said = " ".join(p.stderr.split())
+    assert "0.000x" not in said and "its speed is not judged on the interpreter" in said
+    runs = json.loads(_smithbot(home, "runs", "--json").stdout)
+    [run] = [r for r in runs if r["task"].startswith("demo-LlamaModel_forward-glue")]
+    assert run["launches"] == [[5, 1]] and run["best"] is None and run["best_ci"] is None
+    assert "5->1 launches" in _smithbot(home, "runs").stdout
+    rep = _smithbot(home, "report", run["id"], "--out", str(tmp_path / "rep"))
+    assert rep.returncode == 0, rep.stderr
+    summary = (tmp_path / "rep" / "summary.md").read_text()
+    assert "5 -> 1 kernel launches a call (speed not judged)" in summary and "0.000x" not in summary
