@@ -108,7 +108,7 @@ def judge(r: Any) -> tuple[bool, str]:
         lo = r.speedup_ci[0] if r.speedup_ci else float("nan")
         why = "; ".join([r.status, *r.flags, *([r.detail] if r.detail else [])])
         return False, f"not shown faster: geomean interval starts at {lo:.3f} ({why})"
-    return True, f"faster on the geomean, and on no case slower: {r.detail}"
+    return True, "faster on the geomean, and on no case slower" + (f": {r.detail}" if r.detail else "")
 
 
 def judge_preview(r: Any) -> tuple[bool, str]:

@@ -200,9 +200,11 @@ def _kernels_phrase(n: int) -> str:
     return "one kernel" if n <= 1 else f"{n} Triton kernels"
 
 
-def title(task: Task, verdict: dict[str, Any], config_only: bool, source: str = "", preview: bool = False) -> str:
+def title(task: Task, verdict: dict[str, Any], config_only: bool, source: str = "", preview: bool = False,
+          interpreter: bool = False) -> str:
     """The PR title: an area tag as engines' maintainers tag kernel PRs, and a config-only change says so; a fusion
-    says how many kernels its candidate (``source``) launches in place of the glue; a preview says it is not timed."""
+    says how many kernels its candidate (``source``) launches in place of the glue; a preview says it is not timed,
+    and a speedup timed on the Triton interpreter says so."""
     glue = task.provenance.glue
     names = " ".join([_entry_def(task).path, *(d.name for d in task.provenance.definitions),
                       glue["function"] if glue else ""]).lower()
@@ -212,7 +214,8 @@ def title(task: Task, verdict: dict[str, Any], config_only: bool, source: str = 
             if glue else f"Faster {task.entry}")
     if preview:
         return f"{tag} {what} (preview: correct on {len(verdict['cases'])} model shapes, not yet timed on a GPU)"
-    return f"{tag} {what}: {verdict['speedup']:.2f}x on {len(verdict['cases'])} model shapes"
+    where = " on the Triton interpreter (CPU)" if interpreter else ""
+    return f"{tag} {what}: {verdict['speedup']:.2f}x{where} on {len(verdict['cases'])} model shapes"
 
 
 def end_to_end(task: Task, speedup: float) -> str:
@@ -282,8 +285,11 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     if cand.proposer == "tune":
         changes = knob_changes(base_src, cand.source)
         what = ("Only the launch configuration changed:\n" + "\n".join(f"- {c}" for c in changes) +
-                "\n\nThe arithmetic and the memory traffic are the same as before; the gain comes from how the work maps "
-                f"onto the GPU (warps per program, pipeline stages, tile sizes) at these shapes: {span}.")
+                "\n\nThe arithmetic and the memory traffic are the same as before; "
+                + (f"the gain was timed on the Triton interpreter (CPU) at these shapes: {span}; how the launch maps "
+                   "onto a GPU is for a GPU run to show." if interpreter else
+                   "the gain comes from how the work maps onto the GPU (warps per program, pipeline stages, tile "
+                   f"sizes) at these shapes: {span}."))
         motivation = (f"`{kernel_def.name}` ({kernel_def.path}) runs faster with a different launch configuration: "
                       f"{(v['speedup'] - 1) * 100:.1f}% on the geomean of the model shapes below ({span}), with the "
                       "same results.")
@@ -317,6 +323,8 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
                              else f"{n} Triton kernels, launched by `{task.entry}` ({kernel_def.path}), replace")
                           + f" those lines: {gain}"
                           + (f" It does what the code's own `{todo.strip()}` asked for." if todo else ""))
+    if interpreter and not preview:
+        motivation = "Timed on the Triton interpreter on a CPU (this does not predict GPU speed): " + motivation
     motivation += _hot_spot(task.hotness)
     e = verification.get("env", {})
     env_line = ", ".join(f"{k} {e[k]}" for k in ("gpu", "driver", "torch", "triton") if e.get(k)) or "CPU (Triton interpreter)"

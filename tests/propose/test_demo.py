@@ -41,6 +41,10 @@ def test_demo_end_to_end(demo: tuple) -> None:
     body = Path(paths["PR body"]).read_text()
     assert re.search(r"^\| `irregular-decode-bs3` \| [\d.]+ \| [\d.]+ \| [\d.]+× \[[\d.]+, [\d.]+\] \| — \|$", body, re.M)
     assert "They do not predict GPU speed" in body
+    # the interpreter is named in the title and the first line, and no claim about the GPU is made from its timings
+    first = next(ln for ln in body.splitlines() if ln.strip() and not ln.startswith("#"))
+    assert "on the Triton interpreter (CPU)" in body.splitlines()[0] and "Triton interpreter" in first, body[:400]
+    assert "the gain comes from how the work maps onto the GPU" not in body
     # which shapes gain, each by its own sign test
     assert re.search(r"Faster by over 2% on (every case|\d+ of \d+ cases)", body), body
     # reproduced from the PR's own files: no path on the bot's disk, no run id

@@ -129,7 +129,7 @@ def test_judge_rejects_any_slower_case_even_with_a_better_geomean() -> None:
     assert not ok and why.startswith("1 case(s) slower than the baseline beyond their interval and the 1% noise floor, "
                                      "worst b at 0.970x")
     fine = EvalResult(status="promoted", cases=(_case("a", 1.9, 1.8, 2.0), _case("b", 0.99, 0.97, 1.01)), **base)
-    assert judge(fine) == (True, "faster on the geomean and on no case slower")
+    assert judge(fine) == (True, "faster on the geomean, and on no case slower")
     within_noise = EvalResult(status="promoted", cases=(_case("a", 1.9, 1.8, 2.0), _case("b", 0.995, 0.993, 0.997)),
                               **base)
     assert judge(within_noise)[0] is True  # 0.3% below 1, inside the between-run noise floor
@@ -201,5 +201,7 @@ def test_the_title_carries_an_area_tag_and_says_config_only() -> None:
     verdict = {"speedup": 1.2345, "cases": [{}, {}]}
     assert title(task, verdict, True) == "[Perf] Retune the launch config of rmsnorm (config only): 1.23x on 2 model shapes"
     assert title(task, verdict, False) == "[Kernel] Faster rmsnorm: 1.23x on 2 model shapes"
+    assert title(task, verdict, False, interpreter=True) == \
+        "[Kernel] Faster rmsnorm: 1.23x on the Triton interpreter (CPU) on 2 model shapes"
     moe = load_task(TASKS / "moe_routing")
     assert title(moe, verdict, True).startswith("[MoE] Retune the launch config of ")
