@@ -12,7 +12,7 @@ from typing import Any, Iterable
 from smithbot import cache
 from smithbot.program.facts import file_facts
 
-FACTS_VERSION = "39"
+FACTS_VERSION = "40"
 # a class-level declaration of an environment variable with its default: `    SGLANG_X = EnvBool(False)`
 _ENV_DECL = re.compile(rb"^[ \t]+([A-Z][A-Z0-9_]+)\s*(?::[^=\n]+)?=\s*(Env\w*\(.*\))[ \t]*(?:#.*)?$", re.M)
 
@@ -79,8 +79,9 @@ class Program:
 
     def field_defaults(self, module: str, cls: str) -> dict[str, Any]:
         """The literal defaults a class declares for its fields (``page_size: int = 1``, ``x: A[bool, "..."] =
-        False``, ``field(default=8)``): an engine's documented arguments. Fields without one, or defaulting to None
-        (resolved later by the engine's own logic), are left out."""
+        False``, ``field(default=8)``): an engine's documented arguments. Fields without one are left out, and so is
+        a None default that the class's own methods assign (resolved later by the engine's logic, as
+        ``attention_backend`` in ``__post_init__``); a None default no method assigns holds (``dllm_algorithm``)."""
         if (module, cls) in self._fields:
             return self._fields[(module, cls)]
         rel = self.modules.get(module)
@@ -98,6 +99,10 @@ class Program:
         for node in (tree.body if tree else []):
             if not (isinstance(node, ast.ClassDef) and node.name == cls):
                 continue
+            assigned = {t.attr for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        for n in ast.walk(f) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
             for stmt in node.body:
                 if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value):
                     continue
@@ -108,7 +113,8 @@ class Program:
                     literal = ast.literal_eval(value)
                 except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                     continue
-                if literal is not None and isinstance(literal, (bool, int, float, str)):
+                if isinstance(literal, (bool, int, float, str)) or (literal is None
+                                                                    and stmt.target.id not in assigned):
                     out[stmt.target.id] = literal
         self._fields[(module, cls)] = out
         cache.store(path, out)

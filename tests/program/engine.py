@@ -21,7 +21,7 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "publish_kernel", "spec_step_kernel", "fast_backend_kernel", "slow_backend_kernel",
                "mha_prepare_kernel", "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel",
                "sched_publish_kernel", "plain_stash_kernel", "optional_fast_kernel", "optional_gone_kernel",
-               "impl_cuda_kernel", "impl_rocm_kernel")
+               "impl_cuda_kernel", "impl_rocm_kernel", "draft_kernel", "layout_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -450,7 +450,7 @@ class Scheduler(BuildMixin):
     "eng/optional.py": '''"""Optional packages' fast paths (module-level imports that may fail), and an implementation class imported in
 one branch or the other of a function."""
 from eng.kernels import mla as k
-from eng.utils import is_hip
+from eng.utils import get_server_args, is_hip
 
 try:
     from fastlib.ops import fast_route
@@ -468,6 +468,10 @@ def route(x):
         k.optional_fast(x)
     if gone_route is not None:
         k.optional_gone(x)
+    if get_server_args().draft_model_path is not None:
+        k.draft(x)
+    if get_server_args().cache_layout is None:
+        k.layout(x)
 
 
 class CudaImpl:
@@ -632,6 +636,12 @@ def get_bool_env_var(name, default="false"):
 class ServerArgs:
     enable_fancy_overlap: bool = False
     chunk_size: int = 4096
+    draft_model_path: str = None  # no method assigns it: None holds
+    cache_layout: str = None  # resolved after construction
+
+    def __post_init__(self):
+        if self.cache_layout is None:
+            self.cache_layout = "paged" if self.chunk_size > 1024 else "flat"
 ''',
     "eng/kernels/mla.py": TRITON + "".join(kernel(k) for k in MLA_KERNELS) + "".join(
         f"\n\ndef {k[:-7]}(x):\n    {k}[(1,)](x)\n" for k in MLA_KERNELS),

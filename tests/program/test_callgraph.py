@@ -238,3 +238,13 @@ def test_optional_imports_and_imports_in_branches_follow_the_platform(engine: st
     assert_default(sites, "optional_fast_kernel", "impl_cuda_kernel")
     assert_never(sites, ("optional_gone_kernel", "gone_route is not None"))
     assert sites["impl_rocm_kernel"].reach in ("never", "unreached"), sites["impl_rocm_kernel"].reasons
+
+
+def test_an_argument_defaulting_to_none_holds_unless_its_class_resolves_it(engine: str) -> None:
+    """`eng/args.py`: `draft_model_path` defaults to None and no method of `ServerArgs` assigns it, so the draft
+    kernel is off the path; `cache_layout` defaults to None too, but `__post_init__` resolves it, so its test stays
+    open."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_never(sites, ("draft_kernel", "get_server_args().draft_model_path is not None"))
+    layout = sites["layout_kernel"]
+    assert layout.reach == "possible" and any("cache_layout is None" in t for t in layout.undecided), layout.reasons
