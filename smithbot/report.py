@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,17 +21,32 @@ from smithbot.evolve.db import Candidate, Run, RunDB
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
 
+def _ticks(lo: float, hi: float, whole: bool = False) -> list[float]:
+    """Round axis ticks (steps of 1, 2 or 5 times a power of ten, whole numbers with ``whole``) that cover
+    [lo, hi], about five of them; an axis of values that are all at least 0 (speedups, fractions) starts at 0 or
+    above, never below."""
+    if hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / 4
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    if whole:
+        step = max(1.0, round(step))
+    first, last = math.floor(lo / step) * step, math.ceil(hi / step) * step
+    if lo >= 0:
+        first = max(first, 0.0)
+    n = int(round((last - first) / step))
+    return [round(first + i * step, 10) for i in range(n + 1)]
+
+
 def svg_lines(series: dict[str, list[tuple[float, float]]], title: str, xlabel: str, ylabel: str,
               width: int = 640, height: int = 300) -> str:
     """A small line chart as standalone SVG text (no plotting dependency)."""
     pts = [p for s in series.values() for p in s]
     left, right, top, bottom = 56, 130, 30, 40
-    x0, x1 = (min(p[0] for p in pts), max(p[0] for p in pts)) if pts else (0.0, 1.0)
-    y0, y1 = (min(p[1] for p in pts), max(p[1] for p in pts)) if pts else (0.0, 1.0)
-    if x1 == x0:
-        x1 = x0 + 1
-    pad = (y1 - y0) * 0.08 or 0.05
-    y0, y1 = y0 - pad, y1 + pad
+    xs = _ticks(*((min(p[0] for p in pts), max(p[0] for p in pts)) if pts else (0.0, 1.0)), whole=True)
+    ys = _ticks(*((min(p[1] for p in pts), max(p[1] for p in pts)) if pts else (0.0, 1.0)))
+    x0, x1, y0, y1 = xs[0], xs[-1], ys[0], ys[-1]
     w, h = width - left - right, height - top - bottom
 
     def sx(x: float) -> float:
@@ -47,12 +63,11 @@ def svg_lines(series: dict[str, list[tuple[float, float]]], title: str, xlabel: 
            f'<text x="{left + w / 2}" y="{height - 6}" text-anchor="middle">{html.escape(xlabel)}</text>',
            f'<text x="12" y="{top + h / 2}" text-anchor="middle" transform="rotate(-90 12 {top + h / 2})">'
            f'{html.escape(ylabel)}</text>']
-    for i in range(5):
-        yv = y0 + (y1 - y0) * i / 4
-        xv = x0 + (x1 - x0) * i / 4
-        out.append(f'<text x="{left - 4}" y="{sy(yv) + 4:.1f}" text-anchor="end">{yv:.3g}</text>')
+    for yv in ys:
+        out.append(f'<text x="{left - 4}" y="{sy(yv) + 4:.1f}" text-anchor="end">{yv:g}</text>')
         out.append(f'<line x1="{left}" y1="{sy(yv):.1f}" x2="{left + w}" y2="{sy(yv):.1f}" stroke="#eee"/>')
-        out.append(f'<text x="{sx(xv):.1f}" y="{top + h + 14}" text-anchor="middle">{xv:.0f}</text>')
+    for xv in xs:
+        out.append(f'<text x="{sx(xv):.1f}" y="{top + h + 14}" text-anchor="middle">{xv:g}</text>')
     for i, (name, s) in enumerate(series.items()):
         colour = _COLOURS[i % len(_COLOURS)]
         if s:
