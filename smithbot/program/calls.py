@@ -13,31 +13,18 @@ import functools
 from typing import Any, Callable
 
 from smithbot.program.evaluate import (CONFIG, EACH_OF_SOURCE, GIVEN, Several, _several, evaluate, value_of)
-from smithbot.program.modules import Program
-from smithbot.program.values import is_literal, parse_expr, source_of
+from smithbot.program.values import ResolverState, is_literal, parse_expr, source_of
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
 
-class CallValues:
+class CallValues(ResolverState):
     """The resolver's methods that evaluate calls (see the module's docstring)."""
 
-    p: Program
-    env: Any
-    callers: dict[tuple[str, str], set[tuple[Value, int]]] | None
-    qual_of: dict[int, tuple[str, str]]
-    entries: set[int]
-    configs: dict[int, str]
-    _filtering: int
-    _predicates: dict[tuple, str | list[str] | None]
-    _anywhere_args: dict[tuple, tuple]
     _call_index: dict[str, list[tuple[str, str, int]]]
     _call_indexed: set[str]
     _call_seen: int
-    expr: Any
-    targets: Any
     concrete: Any
-    look: Any
     cls: Any
     mro: Any
     owner_flags: Any

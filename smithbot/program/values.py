@@ -19,23 +19,31 @@ Value = tuple  # the call graph's abstract value (see callgraph.Value)
 _DEPTH = 8
 
 
-class EngineValues:
-    """The resolver's methods that evaluate values from the engine's code (see the module's docstring)."""
+class ResolverState:
+    """What the resolver's mixins (``EngineValues``, ``calls.CallValues``) read of ``callgraph._Resolver``, declared
+    once for the type checker."""
 
     p: Program
     env: Any
-    made_in: dict[tuple[str, str], set[Value]]
     targets: Any
     callers: dict[tuple[str, str], set[tuple[Value, int]]] | None
     qual_of: dict[int, tuple[str, str]]
     entries: set[int]
     configs: dict[int, str]
-    _tracing: int
     _filtering: int
-    _predicates: dict[tuple, str | None]
+    _predicates: dict[tuple, str | list[str] | None]
+    _anywhere_args: dict[tuple, tuple]
+    expr: Any
+    look: Any
+
+
+class EngineValues(ResolverState):
+    """The resolver's methods that evaluate values from the engine's code (see the module's docstring)."""
+
+    made_in: dict[tuple[str, str], set[Value]]
+    _tracing: int
     _objects: dict[tuple, tuple]
     _flag_home: dict[tuple[tuple[str, str], str], tuple[str, dict[str, Any] | None]]
-    look: Any
     ran: frozenset[tuple[str, str]] | None
     _owner_flags: dict[tuple[str, str] | None, tuple]
     _ctor_args: dict[tuple[tuple[str, str], str], tuple]
@@ -44,7 +52,6 @@ class EngineValues:
     _ctor_seen: int
     _cut_short: int
     _guards_read: int
-    _anywhere_args: dict[tuple, tuple]
 
     def owner_flags(self, owner: tuple[str, str] | None) -> dict[str, list[str]]:
         """``self.x`` -> its sources, for an instance of ``owner``: what its class and bases assign, a subclass's
