@@ -26,7 +26,7 @@ from evaluator import guard
 from evaluator.env import cache_dir, scrubbed_environ
 from evaluator.result import EvalResult
 from evaluator.task import Task, TaskError, load_task
-from evaluator.verdict import case_changes, sign_rounds, verdict
+from evaluator.verdict import changed_cases, sign_rounds, verdict
 
 DEFAULT_ROUNDS = {"cuda": 30, "interpreter": 7}
 # On the GPU, per effort: (rounds, as a multiple of the Evaluator's), seconds of timed samples per case. A screen only
@@ -189,8 +189,7 @@ class WorkerProcess:
 
 def _changes_line(cases: list[dict[str, Any]], min_gain: float) -> str:
     """Which cases a candidate changes: ``faster by over 2% on 2 of 6 cases (a, b); unchanged on 4``."""
-    changes = case_changes(cases, min_gain)
-    named = {v: [n for n, w in changes.items() if w == v] for v in ("faster", "unchanged", "slower")}
+    named = changed_cases(cases, min_gain)
     faster = named["faster"]
     parts = [f"faster by over {min_gain:.0%} on {len(faster)} of {len(cases)} cases"
              + (f" ({', '.join(faster)})" if faster else "")]

@@ -53,6 +53,12 @@ def case_changes(cases: list[dict[str, Any]], min_gain: float) -> dict[str, str]
             for c in cases}
 
 
+def changed_cases(cases: list[dict[str, Any]], min_gain: float) -> dict[str, list[str]]:
+    """The case names under each change, ``faster``, ``unchanged`` and ``slower`` (``case_changes``)."""
+    changes = case_changes(cases, min_gain)
+    return {kind: [n for n, c in changes.items() if c == kind] for kind in ("faster", "unchanged", "slower")}
+
+
 def _claimed(c: dict[str, Any], min_gain: float) -> bool:
     return c["ratio_ci"][0] > 1.0 + min_gain
 

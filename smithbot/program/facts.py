@@ -292,13 +292,14 @@ class _Visitor(ast.NodeVisitor):
         if [target, self.tests] not in into:
             into.append([target, [list(t) for t in self.tests]])
 
-    def _abs(self, text: str | None) -> str | None:
-        """An expression text whose head was imported in this function, written ``abs:pkg/mod/Name.rest``."""
+    def _abs(self, text: str | None, target: str | None = None) -> str | None:
+        """An expression text whose head was imported in this function (from ``target``, where given), written
+        ``abs:pkg/mod/Name.rest``."""
         if text is None or self.fn is None:
             return text
         head, dot, rest = text.partition(".")
         name, paren, args = head.partition("(")
-        target = self.fn["_imports"].get(name)
+        target = target or self.fn["_imports"].get(name)
         if target is None:
             return text
         return f"abs:{target.replace('.', '/')}{paren}{args}{dot}{rest}"
@@ -308,13 +309,8 @@ class _Visitor(ast.NodeVisitor):
         name = text.partition(".")[0].partition("(")[0]
         branches = (self.fn or {}).get("_branches", {}).get(name, [])
         if len({target for target, _ in branches}) < 2:
-            return [(self._abs(text), [])]  # type: ignore[list-item]
-        saved, out = self.fn["_imports"][name], []  # type: ignore[index]
-        for target, tests in branches:
-            self.fn["_imports"][name] = target  # type: ignore[index]
-            out.append((self._abs(text), tests))
-        self.fn["_imports"][name] = saved  # type: ignore[index]
-        return out  # type: ignore[return-value]
+            return [(self._abs(text) or text, [])]
+        return [(self._abs(text, target) or text, tests) for target, tests in branches]
 
     def visit_Try(self, node: ast.Try) -> None:
         """A module-level optional import (``try: from flashinfer.x import f`` / ``except ImportError: f = None``):

@@ -22,7 +22,7 @@ from evaluator import Task
 from evaluator.pool import DEFAULT_ROUNDS
 from evaluator.task import Definition
 from evaluator.tolerances import DTYPES, TOLERANCES
-from evaluator.verdict import case_changes
+from evaluator.verdict import changed_cases
 from smithbot import __version__
 from smithbot.config import Target, templates_dir
 from smithbot.evolve import tune
@@ -119,9 +119,8 @@ def _import_groups(imports: list[str]) -> list[list[str]]:
 
 def _gains(cases: list[dict[str, Any]], min_gain: float) -> str:
     """Which shapes gain: the cases the verdict shows faster, and those left unchanged (within the noise)."""
-    changes = case_changes(cases, min_gain)
-    faster = [n for n, c in changes.items() if c == "faster"]
-    same = [n for n, c in changes.items() if c == "unchanged"]
+    named = changed_cases(cases, min_gain)
+    faster, same = named["faster"], named["unchanged"]
     if not same:
         return f"Faster by over {min_gain:.0%} on every case, each by its own sign test."
     return (f"Faster by over {min_gain:.0%} on {len(faster)} of {len(cases)} cases ({', '.join(f'`{n}`' for n in faster)}), "
