@@ -15,6 +15,10 @@ from smithbot import api
 # never more than half. The job aims to end END_MARGIN_S early: the interpreter's start and the workers' shutdown.
 VERIFY_SHARE, VERIFY_S, END_MARGIN_S = 0.1, 40.0, 5.0
 MIN_SHARE_S = 10.0  # less than this left of --time-total: no kernel can be extracted, searched and verified in it
+# What one kernel needs at least: a self-check in a cold GPU worker (on the H200, 20-40 s to start torch and CUDA and
+# compile the baseline at every case), a search, and VERIFY_S. When the time left would give each kernel still to do
+# less, fewer kernels share it (one at least), rather than every one failing its self-check.
+MIN_KERNEL_S = 90.0
 
 
 def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iterations: int = 8,
@@ -65,6 +69,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     proposer = proposer or ("inductor" if fusion else "tune")
     rows: list[dict[str, Any]] = []
     wanted = len(kernels) if kernels else top
+    said_fit = False
     for site in picks:
         done = len([r for r in rows if r.get("task")])
         if done >= wanted:
@@ -77,7 +82,12 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
             if left < MIN_SHARE_S:
                 say(f"the total time budget ({time_total_s:.0f} s) is spent: {name} and the rest are left")
                 break
-            deadline = time.monotonic() + left / (wanted - done)
+            share, fit = kernel_share(left, wanted - done)
+            if fit < wanted - done and not said_fit:
+                say(f"the time left ({left:.0f} s of --time-total) fits {fit} more kernel{'s' if fit > 1 else ''} "
+                    f"at {MIN_KERNEL_S:.0f} s each, not {wanted - done}")
+                said_fit = True
+            deadline = time.monotonic() + share
         open_tests = "; ".join(site.undecided)
         if fusion:
             say(f"pick: {name} ({site.path}:{site.first}-{site.last}, {site.reach}): {', '.join(site.ops)}; "
@@ -206,6 +216,13 @@ def _none_correct(run_id: str, message: str) -> str:
         return ""
     why = "; ".join(dict.fromkeys(f"{c.status}: {c.reason}"[:300] for c in tried[-3:]))
     return f"no correct candidate in the search ({why or 'nothing was proposed: ' + message})"
+
+
+def kernel_share(left_s: float, to_do: int) -> tuple[float, int]:
+    """The seconds the next kernel gets of ``left_s``, and how many of the ``to_do`` kernels still fit: an equal
+    share, but no kernel's below ``MIN_KERNEL_S`` unless only one is left to try."""
+    fit = min(to_do, max(1, int(left_s // MIN_KERNEL_S)))
+    return left_s / fit, fit
 
 
 def _glue_name(site: Any) -> str:

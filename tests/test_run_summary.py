@@ -23,3 +23,16 @@ def test_the_summary_reports_host_bound_kernels_capture_failures_and_gpu_busy() 
     assert lines[-1] == "- `_router_kernel`, llama3-8b-decode-bs1: kernel.py:57: n = int(lens.max().item()) " \
                         "(RuntimeError: x)"
     assert summary_markdown("sglang", rows[1:]).count("CUDA graph") == 0  # nothing to report without a failure
+
+
+def test_a_short_total_time_goes_to_fewer_kernels_not_to_shares_too_small_to_use() -> None:
+    """`run --top 3` with 100 s left after a cold scan: one kernel gets it all, rather than three 33 s shares, each
+    too short for a cold GPU worker's self-check (on the H200 every pick then failed and nothing was extracted)."""
+    from smithbot.job import MIN_KERNEL_S, kernel_share
+
+    assert kernel_share(100.0, 3) == (100.0, 1)
+    assert kernel_share(3 * MIN_KERNEL_S, 3) == (MIN_KERNEL_S, 3)  # enough for all: equal shares
+    assert kernel_share(1000.0, 3) == (1000.0 / 3, 3)
+    share, fit = kernel_share(2.5 * MIN_KERNEL_S, 3)
+    assert fit == 2 and share == 1.25 * MIN_KERNEL_S
+    assert kernel_share(20.0, 2) == (20.0, 1)  # below MIN_KERNEL_S one kernel still tries what is left
