@@ -269,9 +269,12 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues):
             vals = self.symbol_abs(head[4:].replace("/", "."))
         elif fn is not None and (head in fn["locals"] or head in fn.get("params", ())):
             # a parameter's value from the caller, and whatever the function assigns to the name
-            vals = self.param(mod, cls, bound, fn, head, depth) if head in fn.get("params", ()) else []
+            vals, every = self.param(mod, cls, bound, fn, head, depth) if head in fn.get("params", ()) else ([], False)
+            # a type hint stands for the value only where the callers' arguments do not tell it (a hint's base
+            # class, MoeQuantInfo, does not have the fields of the TritonMoeQuantInfo every caller passes)
+            hint = fn.get("annotated", {}).get(head) if every and vals else None
             vals += [w for t, tests in fn["locals"].get(head, [])
-                     if t != text and not self.cut(mod, tests, fn, klass=bound)
+                     if t != text and t != hint and not self.cut(mod, tests, fn, klass=bound)
                      for w in self.expr(mod, cls, bound, fn, t, depth + 1)]
         else:
             vals = self.symbol(mod, head, depth + 1)
@@ -302,10 +305,10 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues):
         return ", ".join(out)
 
     def param(self, mod: str, cls: str | None, bound: tuple[str, str] | None, fn: dict[str, Any], name: str,
-              depth: int) -> list[Value]:
+              depth: int) -> tuple[list[Value], bool]:
         """A parameter's value: for a constructor, what the bound subclass's constructor hands ``super().__init__``
         for it (Qwen3MoeModel passes decoder_layer_type=Qwen3MoeDecoderLayer to Qwen2MoeModel); else its default,
-        and what the function's callers pass (``passed``)."""
+        and what the function's callers pass (``passed``). With it, whether that is all it can be."""
         if bound and cls and bound != (mod, cls):
             for m, q in self.mro(*bound):
                 if (m, q) == (mod, cls):
@@ -313,12 +316,12 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues):
                 f = self.p.facts(m)
                 init = f["functions"].get(f"{q}.__init__") if f else None
                 if init and name in init.get("super_kwargs", {}):
-                    return self.expr(m, q, bound, init, init["super_kwargs"][name], depth + 1)
+                    return self.expr(m, q, bound, init, init["super_kwargs"][name], depth + 1), True
         passed, every = self.passed(fn, name, depth)
         default = fn.get("defaults", {}).get(name)
         if every or not default:  # every caller passes it: the default never holds
-            return passed
-        return self.expr(mod, cls, bound, None, default, depth + 1) + passed
+            return passed, every
+        return self.expr(mod, cls, bound, None, default, depth + 1) + passed, False
 
     def passed(self, fn: dict[str, Any], name: str, depth: int) -> tuple[list[Value], bool]:
         """What the calls the last round of walks made of ``fn`` hand its parameter ``name``, each argument resolved

@@ -12,7 +12,7 @@ import copy
 import functools
 from typing import Any, Callable
 
-from smithbot.program.evaluate import (CONFIG, EACH_OF_SOURCE, GIVEN, Several, _several, evaluate, value_of)
+from smithbot.program.evaluate import (CONFIG, EACH_OF_SOURCE, GIVEN, OBJECT, Several, _several, evaluate, value_of)
 from smithbot.program.values import ResolverState, is_literal, parse_expr, source_of
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
@@ -132,12 +132,26 @@ class CallValues(ResolverState):
                 return None
             value = self._attribute_test(mod, (fn or {}).get("class"), klass, fn, bound_ret)
             got = [value] if value is not None else _sources(value_of(bound_src, self.env, look))
+            if got is None and self._objects_only(func, target, text):
+                got = [OBJECT]  # a function or class it hands back (a registry's entry): not None
             if got is None:
                 return None
             out.extend(g for g in got if g not in out)
             if all(h is not None for h in held):
                 return out  # a return that surely runs: the ones after it never do
         return out + ["None"] if "None" not in out else out  # (or it runs off its end)
+
+    def _objects_only(self, func: Value, target: dict[str, Any], text: str) -> bool:
+        """Whether a function's returned expression is, in the function, surely a class or a function: one named, or
+        what a registry holds for the serving settings (``cls._fused_funcs.get(key)``, when a function is
+        registered under the settings' values). Only a lookup is asked (``.get(`` or a subscript, in the expression or
+        in a local it names): resolving every return the defaults cannot value would cost the walk."""
+        looked = [text, *(src for src, _ in target.get("locals", {}).get(text, []))]
+        if not any(".get(" in src or "[" in src for src in looked):
+            return False
+        vals = self.expr(func[1], target.get("class"), func[3], target, text)
+        return bool(vals) and all(v[0] in ("class", "func", "kernel") or v[0] == "registry" and self.registered(v[1])
+                                  for v in vals)
 
     def _receiver(self, src: str, outer: Callable[[str], Any] | None) -> str:
         """The receiver of a method call as ``self`` is bound to it: where it may be None or one other value, that

@@ -248,6 +248,7 @@ class _Visitor(ast.NodeVisitor):
                 "flags": {},
                 "defaults": defaults, "constants": constants, "super_kwargs": {},
                 "params": [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs],
+                "annotated": {a: v[0][0] for a, v in params.items()},  # a parameter's type hint, as an instance
                 "_imports": dict(self.fn["_imports"]) if self.fn is not None else {}}
         self.functions[qual] = info
         saved = (self.fn, self.tests, self.loops)

@@ -162,8 +162,7 @@ class Symbols:
                 continue
             for d in self.symbol(mod, callee):
                 for t in ([d] if d[0] == "func" else self.method(d[1], d[2], d[3]) if d[0] == "method" else []):
-                    df = self.p.facts(t[1])
-                    for store in (df["functions"][t[2]]["stores"] if df else []):
+                    for store in self._stores(t):
                         self._registered.setdefault(store.split(".")[-1], []).extend(
                             (tuple(keys), func) for func in funcs)
         for qual, fn in f["functions"].items():
@@ -173,10 +172,26 @@ class Symbols:
                 for d in self.symbol(mod, dec):
                     if d[0] != "func":
                         continue
-                    df = self.p.facts(d[1])
-                    for store in (df["functions"][d[2]]["stores"] if df else []):
+                    for store in self._stores(d):
                         self._registered.setdefault(store.split(".")[-1], []).append(
                             (tuple(args), ("func", mod, qual, None)))
+
+    def _stores(self, t: Value, depth: int = 0) -> list[str]:
+        """The tables a registering function stores into: its own stores, its inner functions' (a decorator
+        factory's ``decorator``), and, one call deep, those of the functions they call (a decorator that hands the
+        function to ``FusedOpPool.register_fused_func``, which stores it)."""
+        f = self.p.facts(t[1])
+        if f is None or t[2] not in f["functions"]:
+            return []
+        out: list[str] = []
+        for q in [t[2], *(q for q in f["functions"] if q.startswith(t[2] + "."))]:
+            fn = f["functions"][q]
+            out += fn["stores"]
+            if depth == 0:
+                for c in fn["calls"]:
+                    vals = self.expr(t[1], fn.get("class"), None, fn, c[0])
+                    out += [s for u in self.targets(vals) if u[0] == "func" for s in self._stores(u, 1)]
+        return list(dict.fromkeys(out))
 
     def foreign(self, v: Value) -> bool:
         """Code for other hardware: a module path or class name with one of the other platforms' words."""

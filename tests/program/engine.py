@@ -21,7 +21,8 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "publish_kernel", "spec_step_kernel", "fast_backend_kernel", "slow_backend_kernel",
                "mha_prepare_kernel", "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel",
                "sched_publish_kernel", "plain_stash_kernel", "optional_fast_kernel", "optional_gone_kernel",
-               "impl_cuda_kernel", "impl_rocm_kernel", "draft_kernel", "layout_kernel")
+               "impl_cuda_kernel", "impl_rocm_kernel", "draft_kernel", "layout_kernel", "pool_fused_kernel",
+               "pool_int4_kernel", "pool_unfused_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -410,6 +411,7 @@ from dataclasses import dataclass
 
 from eng.kernels import mla as k
 from eng.optional import make_impl, route
+from eng.pool import pool_step
 from eng.spec import Algo
 
 
@@ -446,6 +448,7 @@ class Scheduler(BuildMixin):
             k.sched_publish(x)
         route(x)
         make_impl().run(x)
+        pool_step(x)
 ''',
     "eng/optional.py": '''"""Optional packages' fast paths (module-level imports that may fail), and an implementation class imported in
 one branch or the other of a function."""
@@ -485,6 +488,68 @@ def make_impl():
     else:
         from eng.rocm_impl import RocmImpl as Impl
     return Impl()
+''',
+    "eng/pool.py": '''"""A table of fused functions, filled by a decorator factory that hands each function to a classmethod that
+stores it; a runner takes the function its settings look up, when one is registered. The quant info the step builds
+reaches the fused function through parameters annotated with the info's base class."""
+from dataclasses import dataclass
+
+from eng.kernels import mla as k
+
+
+class Pool:
+    _funcs = {}
+
+    @classmethod
+    def add(cls, a2a, runner, func):
+        cls._funcs[(a2a, runner)] = func
+
+    @classmethod
+    def lookup(cls, a2a, runner):
+        found = cls._funcs.get((a2a, runner))
+        return found
+
+
+def register(a2a, runner):
+    def decorator(func):
+        Pool.add(a2a, runner, func)
+        return func
+
+    return decorator
+
+
+class Info:
+    pass
+
+
+@dataclass
+class WideInfo(Info):
+    use_int4: bool = False
+
+
+@register("none", "cutlass")
+def fused_none_cutlass(x, info: Info):
+    if info.use_int4:
+        k.pool_int4(x)
+    else:
+        k.pool_fused(x)
+
+
+class PoolRunner:
+    def __init__(self, a2a, runner, lora=False):
+        self.lora = lora
+        self.fused = None
+        if not lora:
+            self.fused = Pool.lookup(a2a, runner)
+
+    def run(self, x, info: Info):
+        if self.fused is not None and not self.lora:
+            return self.fused(x, info)
+        k.pool_unfused(x)
+
+
+def pool_step(x):
+    PoolRunner("none", "cutlass").run(x, WideInfo())
 ''',
     "eng/rocm_impl.py": '''from eng.kernels import mla as k
 
@@ -968,7 +1033,7 @@ hints:
 serving:
   gpu: sm90
   packages: {{fastlib: installed, gonelib: missing}}
-  settings: {{attention_backend: fa3, moe_a2a_backend: none, device_type: cuda}}
+  settings: {{attention_backend: fa3, moe_a2a_backend: none, moe_runner_backend: cutlass, device_type: cuda}}
   entries: ["eng.runner:ModelRunner.forward", "eng.sched:Scheduler.step"]
   arguments: ["eng.args:ServerArgs"]
 models: [llama3-8b, qwen3-8b]

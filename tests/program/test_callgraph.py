@@ -248,3 +248,15 @@ def test_an_argument_defaulting_to_none_holds_unless_its_class_resolves_it(engin
     assert_never(sites, ("draft_kernel", "get_server_args().draft_model_path is not None"))
     layout = sites["layout_kernel"]
     assert layout.reach == "possible" and any("cache_layout is None" in t for t in layout.undecided), layout.reasons
+
+
+def test_a_registered_function_is_taken_and_a_type_hint_yields_to_what_callers_pass(engine: str) -> None:
+    """`eng/pool.py`: the runner's `fused` is what a table holds for the settings' keys, filled by a decorator that
+    hands the function to a classmethod that stores it. A function is registered under `("none", "cutlass")`, so
+    `self.fused is not None` holds and the fused function's kernel is default. The info reaches it through
+    parameters annotated with the base class `Info`, but the step passes a `WideInfo`, whose `use_int4` is False:
+    the int4 kernel is off the path, and so is the unfused kernel after the fused function's return."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "pool_fused_kernel")
+    assert_never(sites, ("pool_int4_kernel", "info.use_int4"))
+    assert_never(sites, ("pool_unfused_kernel", "self.fused is not None and (not self.lora)"))
