@@ -178,6 +178,29 @@ class CallValues(ResolverState):
                               lambda: self._from_callers(fn, param, depth, key, self._callers_anywhere(key)), True)
         return self._from_callers(fn, param, depth, key, callers)
 
+    def _spread(self, node: Value, cf: dict[str, Any], text: str, param: str) -> dict[str, str] | None:
+        """What a caller's ``**name`` hands ``param``, when ``name`` is a local dict the defaults let be only literal
+        dicts (``kw = {}``, then ``kw = dict(packed_out=p)`` under a test decided against it): ``{param: source}``
+        where one passes it, ``{}`` where none does; None when that cannot be told."""
+        if not text.isidentifier() or text not in cf.get("flags", {}):
+            return None
+        owner = node[3] or ((node[1], cf["class"]) if cf.get("class") else None)
+        found: dict[str, str] = {}
+        for src in self._local(node[1], cf, owner, text):
+            tree = parse_expr(src)
+            if isinstance(tree, ast.Dict) and all(isinstance(k, ast.Constant) for k in tree.keys):
+                pairs = {k.value: ast.unparse(v) for k, v in zip(tree.keys, tree.values)}  # type: ignore[union-attr]
+            elif isinstance(tree, ast.Call) and ast.unparse(tree.func) == "dict" and not tree.args \
+                    and all(k.arg for k in tree.keywords):
+                pairs = {k.arg: ast.unparse(k.value) for k in tree.keywords}
+            else:
+                return None
+            if param in pairs:
+                if found:
+                    return None  # (passed by more than one: not one value)
+                found = {param: pairs[param]}
+        return found
+
     def _from_callers(self, fn: dict[str, Any], param: str, depth: int, key: tuple[str, str] | None,
                       callers: Any) -> str | None:
         """The one value these calls (``(caller, call index)``) hand the parameter, see ``call_arg``."""
@@ -201,7 +224,10 @@ class CallValues(ResolverState):
                     return None  # (Class.method(obj): an unbound call; a receiver the caller does not hold)
                 args, kwargs, pos = [receiver], {}, 0
             if param not in kwargs and not 0 <= pos < len(args) and "**" in kwargs:
-                return None  # it may be in the caller's **kwargs
+                spread = self._spread(node, cf, kwargs["**"], param)
+                if spread is None:
+                    return None  # it may be in the caller's **kwargs
+                kwargs = {**kwargs, **spread}
             src = kwargs.get(param, args[pos] if 0 <= pos < len(args) else fn.get("constants", {}).get(param))
             if src is None and param in fn.get("defaults", {}):  # left to a default that is no literal
                 src = self._value_there(key[0], None, None, fn["defaults"][param])

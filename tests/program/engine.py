@@ -22,7 +22,7 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "mha_prepare_kernel", "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel",
                "sched_publish_kernel", "plain_stash_kernel", "optional_fast_kernel", "optional_gone_kernel",
                "impl_cuda_kernel", "impl_rocm_kernel", "draft_kernel", "layout_kernel", "pool_fused_kernel",
-               "pool_int4_kernel", "pool_unfused_kernel")
+               "pool_int4_kernel", "pool_unfused_kernel", "pool_packed_kernel", "pool_plain_topk_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -491,7 +491,8 @@ def make_impl():
 ''',
     "eng/pool.py": '''"""A table of fused functions, filled by a decorator factory that hands each function to a classmethod that
 stores it; a runner takes the function its settings look up, when one is registered. The quant info the step builds
-reaches the fused function through parameters annotated with the info's base class."""
+reaches the fused function through parameters annotated with the info's base class. A call hands on a dict of
+keyword arguments that the defaults leave empty."""
 from dataclasses import dataclass
 
 from eng.kernels import mla as k
@@ -548,8 +549,24 @@ class PoolRunner:
         k.pool_unfused(x)
 
 
+def route_topk(x, packed=None):
+    if packed is not None:
+        k.pool_packed(x)
+    else:
+        k.pool_plain_topk(x)
+
+
+def select(x):
+    pack = None
+    kw = {}
+    if pack is not None:
+        kw = dict(packed=pack)
+    route_topk(x, **kw)
+
+
 def pool_step(x):
     PoolRunner("none", "cutlass").run(x, WideInfo())
+    select(x)
 ''',
     "eng/rocm_impl.py": '''from eng.kernels import mla as k
 
