@@ -2,7 +2,9 @@
 
 Method, per shape case:
 - every case and side is warmed up first (compiles every constexpr variant, runs autotuning), and one eager call of
-  the baseline is timed: what a case's timing costs follows from it;
+  the baseline is timed: what a case's timing costs follows from it. Autotuned kernels forget what they chose before
+  the case's warm-up, so each side runs the config its autotuner picks for this case, not for the case that came
+  first (``runtime.forget_autotuning``);
 - inputs are built once per side and copied ``n`` times; one timed sample calls the function once on each copy, so
   a sample's footprint is at least twice the L2 when that fits in the memory cap and in the case's time cap
   (``l2_cold``), and short decode calls are long enough to time;
@@ -40,7 +42,7 @@ import torch
 
 from evaluator.correctness import effects_mismatch, make_args, written_by
 from evaluator.verdict import sign_p, sign_rounds
-from evaluator.runtime import LaunchCounter, clone_args, fresh_args, tensors_of
+from evaluator.runtime import LaunchCounter, clone_args, forget_autotuning, fresh_args, tensors_of
 from evaluator.task import Case
 
 BOOTSTRAP = 2000
@@ -242,6 +244,8 @@ def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness:
     moved = int(bytes_fn(**args)) if bytes_fn is not None else default_bytes(args, out)
     written = written_by(probe, args)
     del out, probe
+    for fn in (base_fn, cand_fn):  # each side autotunes on this case, whatever ran before it
+        forget_autotuning(fn)
     warm = {"base": _Side(base_fn, [clone_args(args)]), "cand": _Side(cand_fn, [clone_args(args)])}
     for side in warm.values():
         for _ in range(2):  # warm-up: compiles every variant and runs autotuning before anything is timed

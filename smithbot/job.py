@@ -79,8 +79,9 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         deadline = None
         if time_total_s is not None:
             left = time_total_s - END_MARGIN_S - (time.monotonic() - t_start)
-            if left < MIN_SHARE_S:
-                say(f"the total time budget ({time_total_s:.0f} s) is spent: {name} and the rest are left")
+            if left < MIN_SHARE_S or rows and left < MIN_KERNEL_S:  # (the first pick tries what there is)
+                say(f"the total time budget ({time_total_s:.0f} s) is spent ({max(left, 0):.0f} s left, a kernel "
+                    f"needs {MIN_KERNEL_S:.0f}): {name} and the rest are left")
                 break
             share, fit = kernel_share(left, wanted - done)
             if fit < wanted - done and not said_fit:

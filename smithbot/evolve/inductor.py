@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.task import parse
+from smithbot.evolve.clean import clean_kernel
 
 
 class InductorError(Exception):
@@ -172,12 +173,16 @@ def _helpers_source() -> dict[str, ast.FunctionDef]:
     return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
-def _readable(name: str, i: int) -> str:
-    """``triton_red_fused__to_copy_cumsum_index_sub_0`` -> ``_fused_to_copy_cumsum_index_sub_kernel0``."""
-    ops = re.sub(r"^triton_(poi|red|per|tem|for)_", "", name)
-    ops = re.sub(r"_\d+$", "", ops).replace("fused_", "").strip("_")
-    ops = re.sub(r"_+", "_", ops)
-    return f"_fused_{ops[:60]}_kernel{i}" if ops else f"_fused_kernel{i}"
+def kernel_name(entry: str, i: int, count: int) -> str:
+    """A generated kernel's name, for what the glue computes: the glue's function without its class
+    (``DefaultRouterNoauxTCImpl_renorm_glue`` -> ``_renorm_kernel``; ``build_decode_metadata`` ->
+    ``_build_decode_metadata_kernel``), numbered when the glue needs several."""
+    base = entry.removesuffix("_glue")
+    head, _, rest = base.partition("_")
+    if rest and any(c.isupper() for c in head):
+        base = rest
+    base = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", base).lower().strip("_") or "fused"
+    return f"_{base}_kernel{i}" if count > 1 else f"_{base}_kernel"
 
 
 @dataclass
@@ -191,9 +196,9 @@ class _Kernel:
     grid_type: str
 
 
-def _kernel(name: str, text: str, i: int, helper_defs: dict[str, ast.FunctionDef], used: set[str]) -> tuple[
+def _kernel(name: str, new: str, text: str, helper_defs: dict[str, ast.FunctionDef], used: set[str]) -> tuple[
         _Kernel, list[str]]:
-    """One ``async_compile.triton(...)`` module: its kernel, renamed and with a plain ``@triton.jit``, and its own
+    """One ``async_compile.triton(...)`` module: its kernel, named ``new`` and with a plain ``@triton.jit``, and its own
     local helpers (``_triton_helper_fn_add0``: a scan's combine function), renamed for this kernel."""
     tree = parse(text)
     fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
@@ -210,7 +215,6 @@ def _kernel(name: str, text: str, i: int, helper_defs: dict[str, ast.FunctionDef
     grid_type = grid.group(1) if grid else "Grid1D"
     if grid_type not in ("Grid1D", "Grid2D"):
         raise InductorError(f"{name}: Inductor's {grid_type} launch grid is not supported")
-    new = _readable(name, i)
     local = {f.name: f"{new}_{f.name.removeprefix('_triton_helper_fn_')}" for f in fns if f is not main}
     out: list[str] = []
     renames = {**local, name: new}
@@ -315,15 +319,23 @@ def to_candidate(baseline: str, entry: str, compiled: Compiled) -> str:
     kernels: dict[str, _Kernel] = {}
     local_helpers: list[str] = []
     for i, (name, src) in enumerate(sources.items()):
-        kernels[name], helpers = _kernel(name, src, i, defs, used)
+        kernels[name], helpers = _kernel(name, kernel_name(entry, i, len(sources)), src, defs, used)
         local_helpers += helpers
     base_fn = next((n for n in parse(baseline).body if isinstance(n, ast.FunctionDef) and n.name == entry), None)
     if base_fn is None:
         raise InductorError(f"the baseline has no function {entry}")
     body = _launcher_body(call, compiled, kernels)
+    cleaned = []
+    launches = {ast.unparse(c.func.value): [ast.unparse(a) for a in c.args] for line in body
+                for c in ast.walk(parse(line)) if isinstance(c, ast.Call) and isinstance(c.func, ast.Subscript)}
+    for k in kernels.values():
+        fn = parse(k.source).body[0]
+        assert isinstance(fn, ast.FunctionDef)
+        runtime = [p for p in k.params if p not in k.constexprs]
+        cleaned.append(ast.unparse(clean_kernel(fn, dict(zip(runtime, launches.get(k.name, []))))))
     signature = f"def {entry}({ast.unparse(base_fn.args)}):"
     parts = (["from triton.language.extra import libdevice"] if "libdevice" in used else []) + \
-        _inline_helpers(used, defs) + local_helpers + [k.source for k in kernels.values()] + \
+        _inline_helpers(used, defs) + local_helpers + cleaned + \
         [signature + '\n    """Inductor\'s code for the glue, made standalone by smithbot\'s inductor proposer."""\n'
          + "\n".join("    " + line for line in body)]
     split = split_evolve(baseline)
@@ -499,7 +511,7 @@ class InductorProposer:
                 except InductorError as exc:
                     self.why = f"inductor: {exc}"
                     return Proposal(None, "inductor", error=self.why)
-                kernels = re.findall(r"^def (_fused_\w+_kernel\d+)\(", self.seed, re.M)
+                kernels = re.findall(r"^def (_\w+_kernel\d*)\(", self.seed, re.M)
                 return Proposal(self.seed, "inductor", response=f"Inductor's {len(kernels)} kernels for the glue "
                                                                  f"({where}): {', '.join(kernels)}")
         if self.seed is None:

@@ -149,5 +149,5 @@ def test_a_fusion_tasks_prompt_carries_its_glue_its_heat_and_the_inductor_seed(t
     assert "launches 6 small kernels a serving step" in user and "TODO: fuse these small ops" in user
     assert "lens = lens.clamp(min=1).to(torch.int32)" in user  # the original code
     assert "torch.compile (Inductor) turns it into these Triton kernels" in user
-    assert "def _fused_to_copy_clamp_minimum_sub_kernel0(" in user  # the seed, standalone
+    assert "def _forward_kernel(" in user  # the seed, standalone
     assert prop.error == "" and "_clamp_kernel[(triton.cdiv(n, 256),)]" in prop.source
