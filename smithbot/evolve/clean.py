@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import keyword
 import re
 
@@ -193,8 +194,6 @@ def _rename(fn: ast.FunctionDef, tensors: dict[str, str]) -> None:
 
 def _renamed(value: ast.expr, names: dict[str, str]) -> ast.expr:
     """A copy of ``value`` with the names given so far, to name what it makes."""
-    import copy
-
     out = copy.deepcopy(value)
     for node in ast.walk(out):
         if isinstance(node, ast.Name) and node.id in names:
