@@ -13,7 +13,7 @@ import functools
 from typing import Any, Callable
 
 from smithbot.program.evaluate import (CONFIG, EACH_OF_SOURCE, GIVEN, OBJECT, Several, _several, evaluate, value_of)
-from smithbot.program.values import ResolverState, is_literal, parse_expr, source_of
+from smithbot.program.values import ResolverState, element_of, element_split, is_literal, parse_expr, source_of
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
@@ -61,6 +61,9 @@ class CallValues(ResolverState):
     def _predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
                    depth: int, outer: Callable[[str], Any] | None, cached: bool) -> str | list[str] | None:
         node = parse_expr(call)
+        element = None
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call):  # prepare(...)[1]: one element
+            node, element = node.value, element_split(call)[1]
         if depth > 3 or not isinstance(node, ast.Call) or any(k.arg is None for k in node.keywords) or \
                 any(isinstance(a, ast.Starred) for a in node.args):
             return None
@@ -76,16 +79,17 @@ class CallValues(ResolverState):
             return None
         out: list[str] = []
         for target in funcs:
-            got = self._returned(mod, fn, klass, node, target, depth, outer, cached)
+            got = self._returned(mod, fn, klass, node, target, depth, outer, cached, element)
             if got is None:
                 return None
             out.extend(g for g in got if g not in out)
         return out[0] if len(out) == 1 else out
 
     def _returned(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, node: ast.Call,
-                  func: Value, depth: int, outer: Callable[[str], Any] | None, cached: bool) -> list[str] | None:
-        """The constants one function (``func``) may return for the call ``node``, as sources; None when one of
-        them is not known. See ``predicate``."""
+                  func: Value, depth: int, outer: Callable[[str], Any] | None, cached: bool,
+                  element: int | None = None) -> list[str] | None:
+        """The constants one function (``func``) may return for the call ``node`` (``element``: the item of the
+        tuple it returns), as sources; None when one of them is not known. See ``predicate``."""
         f = self.p.facts(func[1])
         target = (f or {}).get("functions", {}).get(func[2])
         if target is None or not target.get("values"):
@@ -114,32 +118,42 @@ class CallValues(ResolverState):
                 if got is None:
                     got = self.predicate(theirs, target, func[3], name, depth + 1, look, False)
                 return got
+            if element is not None and name in target.get("flags", {}):
+                # a local the returned tuple holds (return None, mode, batch): as the walk's context values it
+                return _sources(value_of(name, self.env, self.look(theirs, target, func[3])))
             if name in (self.p.facts(theirs) or {}).get("assigns", {}):
                 return self.module_value(theirs, name)
             return outer(name) if outer else None
 
+        bound = tuple(args.items())
+
         def decide(src: str) -> bool | None:
-            return evaluate(_bound_source(src, tuple(args.items())), self.env, look)
+            return evaluate(_bound_source(src, bound), self.env, look)
 
         out: list[str] = []
         for text, tests in target["values"]:
             held = [decide(t) for t, _ in tests]
             if any(h is not None and h != taken for h, (_, taken) in zip(held, tests)):
                 continue  # a return the defaults rule out
-            bound_src = _bound_source(text, tuple(args.items()))
+            if element is not None:
+                text = element_of(text, element)
+                if text is None:
+                    return None
+            bound_src = _bound_source(text, bound)
             bound_ret = parse_expr(bound_src)
             if bound_ret is None:
                 return None
             value = self._attribute_test(mod, (fn or {}).get("class"), klass, fn, bound_ret)
             got = [value] if value is not None else _sources(value_of(bound_src, self.env, look))
-            if got is None and self._objects_only(func, target, text):
-                got = [OBJECT]  # a function or class it hands back (a registry's entry): not None
+            if got is None and (isinstance(bound_ret, ast.Tuple) and bound_ret.elts
+                                or self._objects_only(func, target, text)):
+                got = [OBJECT]  # a tuple it builds, a function or class it hands back (a registry's entry): not None
             if got is None:
                 return None
             out.extend(g for g in got if g not in out)
             if all(h is not None for h in held):
                 return out  # a return that surely runs: the ones after it never do
-        return out + ["None"] if "None" not in out else out  # (or it runs off its end)
+        return out + ["None"] if "None" not in out and not target.get("leaves") else out  # (or it runs off its end)
 
     def _objects_only(self, func: Value, target: dict[str, Any], text: str) -> bool:
         """Whether a function's returned expression is, in the function, surely a class or a function: one named, or
@@ -203,9 +217,11 @@ class CallValues(ResolverState):
 
     def _from_callers(self, fn: dict[str, Any], param: str, depth: int, key: tuple[str, str] | None,
                       callers: Any) -> str | None:
-        """The one value these calls (``(caller, call index)``) hand the parameter, see ``call_arg``."""
+        """The one value these calls (``(caller, call index)``) hand the parameter (``param[i]``: that element of
+        it), see ``call_arg``."""
         if not callers or depth > 4 or key is None:
             return None
+        param, element = element_split(param)
         params = fn.get("params", [])
         skip = 1 if fn.get("class") and not any(d == "staticmethod" for d, _ in fn["decorators"]) else 0
         values = set()
@@ -230,14 +246,22 @@ class CallValues(ResolverState):
                 kwargs = {**kwargs, **spread}
             src = kwargs.get(param, args[pos] if 0 <= pos < len(args) else fn.get("constants", {}).get(param))
             if src is None and param in fn.get("defaults", {}):  # left to a default that is no literal
-                src = self._value_there(key[0], None, None, fn["defaults"][param])
+                default = fn["defaults"][param] if element is None else element_of(fn["defaults"][param], element)
+                src = self._value_there(key[0], None, None, default) if default else None
                 if src is not None:
                     values.add(src)
                     continue
             if src is None or src == "?":
                 return None
+            if element is not None:
+                src = element_of(src, element)
+                if src is None:
+                    return None
             if not is_literal(src):
-                if src in cf.get("params", ()) and src not in cf.get("flags", {}):
+                if element is not None and element_split(src)[0] in cf.get("params", ()) \
+                        and element_split(src)[0] not in cf.get("flags", {}) and id(cf) not in self.entries:
+                    src = self.call_arg(cf, src, depth + 1, node[1])  # an element of the caller's own parameter
+                elif src in cf.get("params", ()) and src not in cf.get("flags", {}):
                     if self.configs.get(id(cf)) == src:  # the model class's config: the model's config.json
                         src = CONFIG
                     elif id(cf) in self.entries:  # left to its constant default, or passed (not None)
@@ -246,7 +270,7 @@ class CallValues(ResolverState):
                         src = self.call_arg(cf, src, depth + 1, node[1])
                 else:  # an expression of the caller's (server_args.attention_backend)
                     owner = node[3] or ((node[1], cf["class"]) if cf.get("class") else None)
-                    src = self._value_there(node[1], cf, owner, src)
+                    src = self._value_there(node[1], cf, owner, src, several=element is not None)
                 if src is None:
                     return None
             values.add(src)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from smithbot.program.evaluate import CONFIG, EACH, GIVEN, Env, _parse, evaluate
+from smithbot.program.values import element_of, element_split
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
@@ -82,6 +83,9 @@ class Decisions:
                 return self.param_defaults(mod, fn, name[:-len("(*defaults)")])
             if name.endswith(")"):  # a predicate's call: what it returns here
                 return self.predicate(mod, fn, owner, name, outer=look, cached=not bound)
+            base, i = element_split(name)
+            if i is not None:  # one element of a tuple (state[1], prepare(...)[1])
+                return self._element(mod, fn, owner, name, base, i, look, bound, local)
             if bound and name in bound:
                 return bound[name]
             if name in local and fn is not None:
@@ -106,6 +110,23 @@ class Decisions:
             return self.module_value(mod, name)
 
         return look
+
+    def _element(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, name: str, base: str,
+                 i: int, look: Callable[[str], Any], bound: dict[str, str] | None, local: set[str]) -> Any:
+        """The sources of element ``i`` of ``base`` (``name`` is ``base[i]``): of each tuple a call returns, of each
+        source of a local or a bound argument, of what the callers pass a parameter."""
+        if base.endswith(")"):
+            return self.predicate(mod, fn, owner, name, outer=look, cached=not bound)
+        if bound and base in bound:
+            sources = [bound[base]]
+        elif base in local and fn is not None:
+            sources = self._local(mod, fn, owner, base)
+        elif fn is not None and base in fn.get("params", ()) and id(fn) not in self.entries:
+            return self.call_arg(fn, name, mod=mod)
+        else:
+            return None
+        found = [element_of(src, i) for src in sources]
+        return None if not found or None in found or name in found else found
 
     def _local(self, mod: str, fn: dict[str, Any], owner: tuple[str, str] | None, name: str) -> list[str]:
         """A local's sources that the defaults let happen, in order: none under an if-test decided against it, and

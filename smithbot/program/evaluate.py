@@ -146,7 +146,8 @@ def evaluate(test: str, env: Env, assigns: Callable[[str], Any] = lambda name: N
     ``assigns(name)`` gives the source (or the list of sources) of what is assigned to ``name``: a module-level
     assignment, a flag of the function or of the class (``self.x``), a call's constant argument. Asked a call's
     source (``is_kv_b_lora_active(self)``), it may give the source (or the sources) of what that call returns;
-    asked ``getter(*defaults)``, the getter's parameter defaults in order. Several sources that evaluate to
+    asked ``getter(*defaults)``, the getter's parameter defaults in order; asked an element of a name or a call
+    (``state[1]``), the sources of that element. Several sources that evaluate to
     different known values make a value that is one of them (``Several``): the test is decided where it is the same
     for all. With ``each``, a test that differs between the values of a name that is each of a range
     (``__each__(0, 61)``: the index of layers built in a loop) is ``EACH``: both branches run."""
@@ -211,10 +212,17 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         return _call_value(node, env, assigns, depth)
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):  # get_device_capability()[0]
         v = _value(node.value, env, assigns, depth + 1)
-        try:
-            return v[node.slice.value] if isinstance(v, (tuple, list, dict)) else Unknown
-        except (IndexError, KeyError, TypeError):
-            return Unknown
+        if isinstance(v, (tuple, list, dict)):
+            try:
+                return v[node.slice.value]
+            except (IndexError, KeyError, TypeError):
+                return Unknown
+        if type(node.slice.value) is int and isinstance(node.value, (ast.Name, ast.Call)):
+            # one element of a tuple that is not all constants (mode = state[1], state = prepare(...)): what
+            # ``assigns`` says of that element alone
+            found = _assigned(assigns(ast.unparse(node)), "", env, assigns, depth)
+            return Unknown if found is _MISSING else found
+        return Unknown
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:  # layer_id % moe_layer_freq
         return _lift(_arith(_ARITH[type(node.op)]), _value(node.left, env, assigns, depth + 1),
                      _value(node.right, env, assigns, depth + 1))
@@ -328,8 +336,8 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
             and all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in args):
         lo, hi = args[0].value, args[1].value  # type: ignore[union-attr]
         return Several(range(lo, min(hi, lo + 4096)), each=True) if hi > lo else Unknown
-    if isinstance(node.func, ast.Name) and node.func.id == EACH_OF_SOURCE and args:
-        return _several([_value(a, env, assigns, depth + 1) for a in args], each=True)
+    if isinstance(node.func, ast.Name) and node.func.id in (EACH_OF_SOURCE, ONE_OF_SOURCE) and args:
+        return _several([_value(a, env, assigns, depth + 1) for a in args], each=node.func.id == EACH_OF_SOURCE)
     if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str) \
             and args[0].value in env.env:
         return env.env[args[0].value]  # get_bool_env_var("SGLANG_X"), os.environ.get("X")
@@ -434,6 +442,7 @@ def _assigned(src: str | list[str] | None, name: str, env: Env, assigns: Callabl
 
 EACH_SOURCE = "__each__"  # the source ``__each__(lo, hi)``: a name that is each of range(lo, hi) (a layer's index)
 EACH_OF_SOURCE = "__each_of__"  # ``__each_of__(a, b)``: each of these values, in different instances
+ONE_OF_SOURCE = "__one_of__"  # ``__one_of__(a, b)``: one of these values, not known which
 EACH = "each"  # a test's decision where it differs between the instances of one class (per layer): both branches run
 GIVEN = "__given__"  # the source ``assigns`` gives for an entry's parameter that its caller must pass
 CONFIG = "__config__"  # the source ``assigns`` gives for the model's config (the model class's first argument)

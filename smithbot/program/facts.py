@@ -136,6 +136,14 @@ def _leaves(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
 
 
+def _always_leaves(stmts: list[ast.stmt]) -> bool:
+    """Whether a block leaves its function on every path: a ``return`` or ``raise``, or an if/else whose branches
+    both do, before its end."""
+    return any(isinstance(s, (ast.Return, ast.Raise))
+               or isinstance(s, ast.If) and s.orelse and _always_leaves(s.body) and _always_leaves(s.orelse)
+               for s in stmts)
+
+
 def _literal_strings(call: ast.Call) -> list[str]:
     return [a.value for a in list(call.args) + [k.value for k in call.keywords]
             if isinstance(a, ast.Constant) and isinstance(a.value, str)]
@@ -246,6 +254,7 @@ class _Visitor(ast.NodeVisitor):
                 "decorators": decorators, "calls": [], "returns": [], "values": [], "forwards": [], "constructs": [], "locals": params,
                 "stores": [],
                 "flags": {},
+                "leaves": _always_leaves(node.body),  # it never runs off its end (returning None)
                 "defaults": defaults, "constants": constants, "super_kwargs": {},
                 "params": [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs],
                 "annotated": {a: v[0][0] for a, v in params.items()},  # a parameter's type hint, as an instance
@@ -383,18 +392,20 @@ class _Visitor(ast.NodeVisitor):
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, _FLAG_VALUES):
             # a flag an if-test reads (w8a8 = quant_method == "smooth_quant"), with every value it is given: decided
             # where they all agree
-            name = node.targets[0].id
-            src = ast.unparse(node.value)
-            self.fn["flags"].setdefault(name, [])
-            if src not in self.fn["flags"][name]:
-                self.fn["flags"][name].append(src)
-            # in order, with the if-tests each is assigned under
-            self.fn.setdefault("assigned", {}).setdefault(name, []).append([src, [list(x) for x in self.tests]])
+            self._flag(node.targets[0].id, ast.unparse(node.value))
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple) \
                 and len(node.targets[0].elts) == len(node.value.elts):  # a, b = A(), B(): pair them up
             for t, v in zip(node.targets[0].elts, node.value.elts):
                 self.visit_Assign(ast.Assign(targets=[t], value=v, lineno=node.lineno))
             return
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) \
+                and isinstance(node.value, (ast.Name, ast.Attribute, ast.Call)) \
+                and not any(isinstance(el, ast.Starred) for el in node.targets[0].elts):
+            # a, mode, b = state: each name is one element of what it unpacks (state[1]), which the call graph
+            # follows into the tuple a call returns or a caller passes
+            for i, el in enumerate(node.targets[0].elts):
+                if isinstance(el, ast.Name):
+                    self._flag(el.id, f"{ast.unparse(node.value)}[{i}]")
         cls = self._enclosing_class()
         if cls is not None:  # every attribute the class's methods set on self, whatever the value
             for t in node.targets:
@@ -427,6 +438,15 @@ class _Visitor(ast.NodeVisitor):
                     into = self.fn["locals"].setdefault(el.id, [])
                     into.extend(e for e in ([a, tests + more + branch] for m, more in made
                                             for a, branch in self._abs_all(m)) if e not in into)
+
+    def _flag(self, name: str, src: str) -> None:
+        """A flag an if-test reads, with every value it is given (decided where they all agree), and in order with
+        the if-tests each is assigned under."""
+        assert self.fn is not None
+        self.fn["flags"].setdefault(name, [])
+        if src not in self.fn["flags"][name]:
+            self.fn["flags"][name].append(src)
+        self.fn.setdefault("assigned", {}).setdefault(name, []).append([src, [list(x) for x in self.tests]])
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         it = node.iter

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
-from smithbot.program.evaluate import (CONFIG, EACH, EACH_SOURCE, OBJECT, Member, ModelConfig, Several, Unknown, _parse,
+from smithbot.program.evaluate import (CONFIG, EACH, EACH_SOURCE, OBJECT, ONE_OF_SOURCE, Member, ModelConfig, Several, Unknown, _parse,
                                        value_of)
 from smithbot.program.modules import Program
 
@@ -186,17 +186,22 @@ class EngineValues(ResolverState):
         return made + later
 
     def _value_there(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, src: str,
-                     deeper: bool = True) -> str | None:
+                     deeper: bool = True, several: bool = False) -> str | None:
         """The constant an expression is in a function's context, as a source: a literal, what the defaults make of
-        it, or OBJECT for a class or a function named as a value; None when it cannot be told. ``deeper``: one more
-        value deep (not when the caller counted it already)."""
+        it (``several``: or one of several constants, ``__one_of__(a, b)``), or OBJECT for a class or a function
+        named as a value; None when it cannot be told. ``deeper``: one more value deep (not when the caller counted
+        it already)."""
         if is_literal(src):
             return src
         if self._too_deep():
             return None
         self._tracing += deeper
         try:
-            found = source_of(value_of(src, self.env, self.look(mod, fn, owner)))
+            value = value_of(src, self.env, self.look(mod, fn, owner))
+            found = source_of(value)
+            if found is None and several and isinstance(value, Several):
+                items = [source_of(v) for v in value.items]
+                found = None if None in items else f"{ONE_OF_SOURCE}({', '.join(items)})"  # type: ignore[arg-type]
             if found is None:
                 vals = self.expr(mod, (fn or {}).get("class"), owner, fn, src)
                 if vals and all(v[0] in ("class", "func", "kernel") for v in vals):
@@ -369,6 +374,25 @@ def is_literal(src: str) -> bool:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
     return True
+
+
+def element_of(src: str, i: int) -> str | None:
+    """The source of element ``i`` of what ``src`` is: an item of a tuple it spells out, else ``(src)[i]`` where it
+    is a name or a call (which the call graph follows further); None otherwise."""
+    node = parse_expr(src)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return ast.unparse(node.elts[i]) if -len(node.elts) <= i < len(node.elts) \
+            and not any(isinstance(e, ast.Starred) for e in node.elts) else None
+    return f"{src}[{i}]" if isinstance(node, (ast.Name, ast.Call)) else None
+
+
+def element_split(src: str) -> tuple[str, int | None]:
+    """``state[1]`` -> ("state", 1) for a name or a call indexed by an integer; (src, None) otherwise."""
+    node = parse_expr(src)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, (ast.Name, ast.Call)) \
+            and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
+        return ast.unparse(node.value), node.slice.value
+    return src, None
 
 
 def parse_expr(src: str) -> ast.expr | None:

@@ -22,7 +22,8 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "mha_prepare_kernel", "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel",
                "sched_publish_kernel", "plain_stash_kernel", "optional_fast_kernel", "optional_gone_kernel",
                "impl_cuda_kernel", "impl_rocm_kernel", "draft_kernel", "layout_kernel", "pool_fused_kernel",
-               "pool_int4_kernel", "pool_unfused_kernel", "pool_packed_kernel", "pool_plain_topk_kernel")
+               "pool_int4_kernel", "pool_unfused_kernel", "pool_packed_kernel", "pool_plain_topk_kernel",
+               "mha_core_kernel", "mla_core_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -398,11 +399,25 @@ class DispatchedAttention(torch.nn.Module):
         return handler(self, fb)
 
     def forward(self, x, fb: ForwardBatch):
+        state = self.prepare(x, fb)
+        return self.core(state)
+
+    def prepare(self, x, fb: ForwardBatch):
+        if x.shape[0] == 0:
+            return x, None, fb
         method = self.dispatch(fb)
         if method == Method.MHA:
             k.mha_prepare(x)
         elif method == Method.MLA:
             k.mla_prepare(x)
+        return x, method, fb
+
+    def core(self, state):
+        x, method, fb = state
+        if method == Method.MHA:
+            k.mha_core(x)
+        else:
+            k.mla_core(x)
         return self.ffn(x)
 ''',
     "eng/sched.py": '''"""A scheduler step whose batch's field is set only by batch-building code no step runs: a classmethod

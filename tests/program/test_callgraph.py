@@ -59,7 +59,7 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
                "dense_ffn_kernel", "sparse_ffn_kernel",  # per layer, one class or the other
                "triton_gate_kernel", "passed_model_kernel", "publish_kernel", "fast_backend_kernel",
                "deep_head_kernel", "hopper_kernel", "plain_mode_kernel",
-               "mla_prepare_kernel", "moe_layer_kernel", "dense_layer_kernel",  # eng/dispatch.py's
+               "mla_prepare_kernel", "mla_core_kernel", "moe_layer_kernel", "dense_layer_kernel",  # eng/dispatch.py's
                "sched_publish_kernel",  # eng/sched.py's
                "plain_stash_kernel"}  # eng/spec.py's
     assert set(launched[:len(on_path)]) == on_path, launched
@@ -197,6 +197,16 @@ def test_a_dispatch_that_returns_one_of_several_values_decides_per_phase(engine:
     mha = sites["mla_prepare_kernel"], sites["mha_prepare_kernel"]
     assert mha[0].phases == ("decode", "prefill") and mha[1].phases == ("prefill",), [m.phases for m in mha]
     assert mha[1].reach == "possible" and any("method == Method.MHA" in t for t in mha[1].undecided), mha[1].undecided
+
+
+def test_an_element_of_a_returned_tuple_keeps_its_value(engine: str) -> None:
+    """`DispatchedAttention.forward` splits into `prepare`, which returns `(x, method, fb)`, and `core`, which
+    unpacks it (`x, method, fb = state`). The method travels as that tuple's second element: in decode it is MLA,
+    so the MHA core kernel runs in prefill only, as its prepare kernel does."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "mla_core_kernel")
+    mha = sites["mha_core_kernel"]
+    assert mha.phases == ("prefill",) and mha.reach == "possible", (mha.phases, mha.reasons)
 
 
 def test_a_field_set_by_code_no_step_runs_is_traced_to_its_callers(engine: str) -> None:
