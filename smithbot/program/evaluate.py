@@ -251,6 +251,14 @@ def _sign(neg: bool) -> Callable[[Any], Any]:
     return op
 
 
+def _number(kind: type) -> Callable[[Any], Any]:
+    def op(v: Any) -> Any:  # int(config.n_shared_experts): a number, or a numeral string
+        if isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, str) and v.strip().isdigit():
+            return kind(v)
+        return Unknown
+    return op
+
+
 def _arith(f: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def op(left: Any, right: Any) -> Any:
         if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (left, right)):
@@ -364,6 +372,8 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
     if isinstance(func, ast.Name) and func.id == "bool" and len(args) == 1 and not node.keywords:
         truth = _truth(_value(args[0], env, assigns, depth + 1))
         return Unknown if truth is None else truth
+    if isinstance(func, ast.Name) and func.id in ("int", "float") and len(args) == 1 and not node.keywords:
+        return _lift(_number(int if func.id == "int" else float), _value(args[0], env, assigns, depth + 1))
     if isinstance(func, ast.Attribute) and func.attr in ("get", "value") and isinstance(func.value, ast.Attribute):
         name = func.value.attr
         if name in env.env:

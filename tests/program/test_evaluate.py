@@ -127,3 +127,17 @@ def test_a_value_that_is_each_of_a_range_decides_per_instance() -> None:
     assert evaluate("layer_id >= first_dense", ENV, sources.get) is None
     assert evaluate("layer_id < 100", ENV, sources.get, each=True) is True
     assert evaluate("__each_of__(False, True)", ENV, sources.get, each=True) == EACH
+
+
+@pytest.mark.parametrize("test, truth", [
+    ("int(n_shared) == 0", False),  # int() of a config number
+    ("0 if n_shared is None else int(n_shared)", True),
+    ("int(width) > 4", True),  # of a numeral string
+    ("int(other) == 0", None),  # of something not known
+    ("state[1] == Method.MHA", False),  # one element of a tuple a call returns, as `assigns` gives it
+    ("mode == Method.MLA", None),  # one of several: MLA or the CPU variant
+    ("mode is None", False),
+])
+def test_numbers_and_tuple_elements_are_evaluated(test: str, truth: bool | None) -> None:
+    sources = {"n_shared": "1", "width": "'8'", "state[1]": ["Enum.MLA"], "mode": "__one_of__(Enum.MLA, Enum.MLA_CPU)"}
+    assert evaluate(test, ENV, sources.get) is truth
