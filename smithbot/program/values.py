@@ -52,6 +52,7 @@ class EngineValues(ResolverState):
     _ctor_seen: int
     _cut_short: int
     _guards_read: int
+    _spread: Any  # (calls.CallValues)
 
     def owner_flags(self, owner: tuple[str, str] | None) -> dict[str, list[str]]:
         """``self.x`` -> its sources, for an instance of ``owner``: what its class and bases assign, a subclass's
@@ -232,7 +233,10 @@ class EngineValues(ResolverState):
                         continue  # a construction the defaults rule out (the HIP-only runner)
                     i = params.index(param)
                     if param not in kwargs and i >= len(args) and "**" in kwargs:
-                        return None  # it may be in the **kwargs handed on
+                        spread = self._spread(site, fn, kwargs["**"], param)  # (a local dict of literal keys)
+                        if spread is None:
+                            return None  # it may be in the **kwargs handed on
+                        kwargs = {**kwargs, **spread}
                     src = kwargs.get(param, args[i] if i < len(args) else None)
                     if src in iters and iters[src].startswith("range("):
                         # built in a loop (one layer per index): each index of the range, when it is known

@@ -23,7 +23,7 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "sched_publish_kernel", "plain_stash_kernel", "optional_fast_kernel", "optional_gone_kernel",
                "impl_cuda_kernel", "impl_rocm_kernel", "draft_kernel", "layout_kernel", "pool_fused_kernel",
                "pool_int4_kernel", "pool_unfused_kernel", "pool_packed_kernel", "pool_plain_topk_kernel",
-               "mha_core_kernel", "mla_core_kernel")
+               "mha_core_kernel", "mla_core_kernel", "pool_gate_packed_kernel", "pool_gate_plain_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -507,7 +507,7 @@ def make_impl():
     "eng/pool.py": '''"""A table of fused functions, filled by a decorator factory that hands each function to a classmethod that
 stores it; a runner takes the function its settings look up, when one is registered. The quant info the step builds
 reaches the fused function through parameters annotated with the info's base class. A call hands on a dict of
-keyword arguments that the defaults leave empty."""
+keyword arguments that the defaults leave empty, and a constructor is handed one that lacks a parameter."""
 from dataclasses import dataclass
 
 from eng.kernels import mla as k
@@ -579,9 +579,24 @@ def select(x):
     route_topk(x, **kw)
 
 
+class Gate:
+    def __init__(self, top, packed=None):
+        self.top = top
+        self.packed = packed
+
+    def forward(self, x):
+        if self.packed is not None:
+            k.pool_gate_packed(x)
+        else:
+            k.pool_gate_plain(x)
+
+
 def pool_step(x):
     PoolRunner("none", "cutlass").run(x, WideInfo())
     select(x)
+    gate_kw = dict(top=2)
+    gate = Gate(**gate_kw)
+    gate.forward(x)
 ''',
     "eng/rocm_impl.py": '''from eng.kernels import mla as k
 

@@ -273,8 +273,12 @@ def test_a_registered_function_is_taken_and_a_type_hint_yields_to_what_callers_p
 
 
 def test_a_keyword_dict_the_defaults_leave_empty_passes_nothing(engine: str) -> None:
-    """`eng/pool.py`'s `select` hands `route_topk` a `**kw` that only a test decided against fills: `packed` keeps
+    """`eng/pool.py`'s `select` hands `route_topk` a `**kw` that only a test decided against fills (and `pool_step`
+    hands `Gate` one that never has it): `packed` keeps
     its None default, so the plain top-k kernel is default and the packed one off the path."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "pool_plain_topk_kernel")
     assert_never(sites, ("pool_packed_kernel", "packed is not None"))
+    # the same through a constructor: `Gate(**gate_kw)` with a dict that lacks `packed` keeps its None default
+    assert_default(sites, "pool_gate_plain_kernel")
+    assert_never(sites, ("pool_gate_packed_kernel", "self.packed is not None"))
