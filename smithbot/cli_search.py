@@ -235,16 +235,16 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
     try:
         with Live(Table(), console=err, refresh_per_second=4, transient=True) as live:
             say = lambda m: live.console.print(m, highlight=False)  # noqa: E731
-            paths = job.demo(kernel, iterations, backend, say=say, on_update=lambda s: live.update(_live_table(s)),
+            row = job.demo(kernel, iterations, backend, say=say, on_update=lambda s: live.update(_live_table(s)),
                              fusion=fusion)
     except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError, BackendError, ValueError) as exc:
         _fail(str(exc))
         return
-    if paths.get("preview"):
+    if row.preview:
         out.print("preview: correct on every verification case with fewer kernel launches, not timed (no GPU); "
                   "the PR body says how to time it")
-    out.print(f"patch:   {paths['patch']}\nPR body: {paths['pr']}\ntest:    {paths['test']}\n"
-              f"verification: {paths['verification']}\n{paths['detail']}", soft_wrap=True, highlight=False)
+    out.print(f"patch:   {row.patch}\nPR body: {row.pr}\ntest:    {row.test}\n"
+              f"verification: {row.verification}\n{row.detail}", soft_wrap=True, highlight=False)
 
 
 @app.command("run")

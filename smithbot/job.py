@@ -4,11 +4,14 @@ propose, one kernel after another within the time it is given, over the entry po
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from evaluator import TaskError
 from smithbot import api
+from smithbot.scan.glue import FusionSite
+from smithbot.types import KernelSite
 
 # A kernel's share of --time-total, after its extraction: the search, then verification, which gets a tenth of it and
 # at least VERIFY_S (on the H200 verification took 25-40 s: a fresh evaluator, and more rounds than the search's), but
@@ -21,12 +24,41 @@ MIN_SHARE_S = 10.0  # less than this left of --time-total: no kernel can be extr
 MIN_KERNEL_S = 90.0
 
 
+@dataclass
+class JobRow:
+    """One kernel's (or run of glue's) way through the job: the last stage it reached and why it stopped there, with
+    what each stage left (the task, the search's run, the verification, the proposal's files)."""
+
+    kernel: str
+    presets: list[str]
+    stage: str = "extract"  # extract, evolve, verify, propose, then proposed
+    reach: str = ""
+    undecided: list[str] = field(default_factory=list)
+    default_path: str = ""
+    why: str = ""
+    task: str = ""
+    run: str = ""
+    best: float | None = None
+    evaluated: int = 0
+    gpu_busy: float | None = None
+    capture_failures: list[str] = field(default_factory=list)
+    verification: str = ""
+    speedup: float | None = None
+    preview: bool = False  # correct with fewer launches, not timed (no GPU)
+    action: str = ""
+    where: str = ""
+    detail: str = ""
+    pr: str = ""
+    patch: str = ""
+    test: str = ""
+
+
 def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iterations: int = 8,
                  time_s: float | None = None, budget_usd: float | None = None, proposer: str | None = None,
                  config: str | None = None, backend: str = "auto", source: str | None = None, submit: bool = False,
                  say: Callable[[str], None] = print, on_update: Callable[[Any], None] | None = None,
                  model: str | None = None, time_total_s: float | None = None,
-                 profile: str | None = None, fusion: bool = False) -> list[dict[str, Any]]:
+                 profile: str | None = None, fusion: bool = False) -> list[JobRow]:
     """The whole job: scan -> extract the top-K hot kernels (or the named ones) -> evolve -> verify -> propose.
     One row per kernel says how far it got and why it stopped; a failure of one kernel does not stop the others.
     With ``profile`` (a trace that ``smithbot profile`` kept), the kernels are ranked by their measured share.
@@ -56,7 +88,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     fusion = fusion or bool(kernels) and all(k.startswith("glue:") for k in kernels or ())  # --kernel glue:F
     result = api.scan(spec, source, model=model, profile=profile)
     on = f"{'the ' + model if model else 'a preset'}'s default serving path"
-    picks: list[Any]
+    picks: Sequence[KernelSite | FusionSite]
     if fusion:
         say(f"scan: {len(result.fusion)} runs of torch glue on {on}; most launches a step: "
             + ", ".join(f"{_glue_name(g)} ({g.per_step})" for g in result.fusion[:4]))
@@ -67,15 +99,15 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
             f"on {on}; hottest: " + ", ".join(f"{s.name} ({s.hotness:g})" for s in launched[:4]))
         picks = [api.find_kernel(result, k) for k in kernels] if kernels else launched
     proposer = proposer or ("inductor" if fusion else "tune")
-    rows: list[dict[str, Any]] = []
+    rows: list[JobRow] = []
     wanted = len(kernels) if kernels else top
     said_fit = False
     for site in picks:
-        done = len([r for r in rows if r.get("task")])
+        done = len([r for r in rows if r.task])
         if done >= wanted:
             break
-        name = _glue_name(site) if fusion else site.name
-        row: dict[str, Any] = {"kernel": name, "stage": "extract", "presets": list(site.presets)}
+        name = _glue_name(site) if isinstance(site, FusionSite) else site.name
+        row = JobRow(kernel=name, presets=list(site.presets), reach=site.reach, undecided=list(site.undecided))
         deadline = None
         if time_total_s is not None:
             left = time_total_s - END_MARGIN_S - (time.monotonic() - t_start)
@@ -90,30 +122,29 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
                 said_fit = True
             deadline = time.monotonic() + share
         open_tests = "; ".join(site.undecided)
-        if fusion:
+        if isinstance(site, FusionSite):
             say(f"pick: {name} ({site.path}:{site.first}-{site.last}, {site.reach}): {', '.join(site.ops)}; "
                 f"{site.per_step} launches a step" + (f" ({site.frequency})" if site.frequency else "")
                 + (f"; {site.todos[0]}" if site.todos else "") + (f"; undecided: {open_tests}" if open_tests else ""))
         elif site.default_path:
-            row["default_path"] = site.default_path
+            row.default_path = site.default_path
             say(f"pick: {name} ({site.reach}): {site.default_path}"
                 + (f"; undecided: {open_tests}" if open_tests else ""))
-        row["reach"], row["undecided"] = site.reach, list(site.undecided)
         rows.append(row)
         # the self-check's two steps (prepare, evaluate) fit in the kernel's share
         check_s = 300.0 if deadline is None else max(1.0, min(300.0, (deadline - time.monotonic()) / 4))
-        [cov] = api.extract(spec, name if fusion else f"{site.path}::{site.qualname}", source=source,
-                            timeout_s=check_s)
+        what = name if isinstance(site, FusionSite) else f"{site.path}::{site.qualname}"
+        [cov] = api.extract(spec, what, source=source, timeout_s=check_s)
         if not cov.checked or cov.out is None:
-            row["why"] = cov.why
+            row.why = cov.why
             say(f"extract: {name} skipped: {cov.why}")
             continue
-        row["task"] = str(cov.out)
+        row.task = str(cov.out)
         say(f"extract: {cov.kernel} -> {cov.out} (self-check passed)")
-        if fusion and proposer == "inductor" and used != "cuda" \
+        if isinstance(site, FusionSite) and proposer == "inductor" and used != "cuda" \
                 and _recorded_seed(result.target.name, site.function, cov.out):
             say("inductor: no GPU here, so the seed is the Inductor output the target ships for this glue")
-        row["stage"] = "evolve"
+        row.stage = "evolve"
         search_s = time_s
         if deadline is not None:
             left = deadline - time.monotonic()
@@ -124,66 +155,65 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
                                 budget_usd=budget_usd, islands=2, seed=0, backend=used, config=config,
                                 on_update=on_update)
         except TaskError as exc:  # the task broke where the self-check did not look (more workers, the search's cases)
-            row["why"] = f"the search could not start: {exc}"
+            row.why = f"the search could not start: {exc}"
             say(f"evolve: {name} stopped: {exc}")
             continue
-        row.update(run=status.run_id, best=status.best, evaluated=status.evaluated, gpu_busy=status.gpu_busy,
-                   capture_failures=status.capture_failures)
+        row.run, row.best, row.evaluated = status.run_id, status.best, status.evaluated
+        row.gpu_busy = status.gpu_busy
+        row.capture_failures = list(status.capture_failures or [])
         best = ("its speed is not judged on the interpreter (verification counts launches)" if fusion and used != "cuda"
                 else f"the search's best {status.best or 0:.3f}x (verification measures again)")
         say(f"evolve: run {status.run_id}, {status.message}; {status.evaluated} evaluated candidates, {best}"
             + (f"; GPU busy {status.gpu_busy:.0%} of the search" if status.gpu_busy else ""))
         if status.host_bound:
-            row["why"] = status.host_bound
+            row.why = status.host_bound
             continue
         nothing = _none_correct(status.run_id, status.message)
         if nothing:  # verification would only say "no candidate passed"; the search's own failures say why
-            row["why"] = nothing
+            row.why = nothing
             say(f"evolve: {name}: {nothing}")
             continue
-        row["stage"] = "verify"
+        row.stage = "verify"
         v = api.verify(status.run_id, top=2, backend=used, deadline=deadline)
         for verdict in v.verdicts:
             measured = (f" at {verdict.speedup:.3f}x [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}]"
                         if verdict.speedup is not None and verdict.ci and not v.preview else "")
             say(f"verify: {verdict.candidate} {'accepted' if verdict.accepted else 'rejected'}{measured}: "
                 f"{verdict.reason}")
-        row["verification"] = str(v.path)
+        row.verification = str(v.path)
         if v.winner is None:
-            row["why"] = "no candidate passed verification"
+            row.why = "no candidate passed verification"
             continue
         if v.preview:  # correct with fewer launches, not timed: its speed is the interpreter's, not a GPU's
-            row["preview"] = True
+            row.preview = True
         else:
-            row["speedup"] = next(d.speedup for d in v.verdicts if d.candidate == v.winner)
-        row["stage"] = "propose"
+            row.speedup = next(d.speedup for d in v.verdicts if d.candidate == v.winner)
+        row.stage = "propose"
         try:
             [(_, published)] = api.propose([status.run_id], submit=submit, source=source)
         except (ProposeError, ReinsertError, ForgeError) as exc:
-            row["why"] = str(exc)
+            row.why = str(exc)
             continue
-        out = Path(published.where) if published.action == "written" else None
-        row.update(stage="proposed", action=published.action, where=published.where, detail=published.detail)
-        if out is not None:
-            row.update(pr=str(out / "pr.md"), patch=str(out / "patch.diff"), test=str(next(out.glob("test_*.py"))))
+        row.stage, row.action, row.where, row.detail = "proposed", published.action, published.where, published.detail
+        if published.action == "written":
+            out = Path(published.where)
+            row.pr, row.patch, row.test = str(out / "pr.md"), str(out / "patch.diff"), str(next(out.glob("test_*.py")))
     return rows
 
 
-def summary_markdown(target: str, rows: list[dict[str, Any]], backend_note: str = "") -> str:
+def summary_markdown(target: str, rows: list[JobRow], backend_note: str = "") -> str:
     """The run's markdown summary (also appended to $GITHUB_STEP_SUMMARY by the CLI)."""
     lines = [f"## smithbot run: {target}", ""]
     if backend_note:
         lines += [f"> {backend_note}", ""]
     lines += ["| kernel | reached | best in search | verified | GPU busy | outcome |", "|---|---|---|---|---|---|"]
     for r in rows:
-        best = f"{r['best']:.3f}x" if r.get("best") else "-"
-        ver = f"{r['speedup']:.3f}x" if r.get("speedup") else "preview: correct, fewer launches" if r.get("preview") \
-            else "-"
-        busy = f"{r['gpu_busy']:.0%}" if r.get("gpu_busy") is not None else "-"
-        outcome = r.get("where") or r.get("why", "")
-        lines.append(f"| `{r['kernel']}` | {r['stage']} | {best} | {ver} | {busy} | "
-                     f"{str(outcome).replace('|', '/')[:300]} |")
-    syncs = [(r["kernel"], where) for r in rows for where in r.get("capture_failures") or ()]
+        best = f"{r.best:.3f}x" if r.best else "-"
+        ver = f"{r.speedup:.3f}x" if r.speedup else "preview: correct, fewer launches" if r.preview else "-"
+        busy = f"{r.gpu_busy:.0%}" if r.gpu_busy is not None else "-"
+        outcome = r.where or r.why
+        lines.append(f"| `{r.kernel}` | {r.stage} | {best} | {ver} | {busy} | {outcome.replace('|', '/')[:300]} |")
+    syncs = [(r.kernel, where) for r in rows for where in r.capture_failures]
     if syncs:
         lines += ["", "Calls no CUDA graph captures (a host sync or CPU work on the serving path is a finding in "
                   "itself):", ""]
@@ -193,7 +223,7 @@ def summary_markdown(target: str, rows: list[dict[str, Any]], backend_note: str 
 
 def demo(kernel: str = "rms_norm", iterations: int = 8, backend: str = "auto",
          say: Callable[[str], None] = print, on_update: Callable[[Any], None] | None = None,
-         fusion: bool = False) -> dict[str, Any]:
+         fusion: bool = False) -> JobRow:
     """The whole job on the bundled demo target, offline, through the local forge. Returns the paths it wrote. With
     ``fusion``, the demo engine's torch glue instead of ``kernel``: without a GPU its seed is the Inductor output
     recorded for it on an H200, and the result is a preview (correct, fewer launches, not timed)."""
@@ -201,8 +231,8 @@ def demo(kernel: str = "rms_norm", iterations: int = 8, backend: str = "auto",
 
     [row] = run_pipeline("demo", None if fusion else [kernel], iterations=iterations, backend=backend, say=say,
                          on_update=on_update, fusion=fusion)
-    if row["stage"] != "proposed":
-        raise ProposeError(f"the demo stopped at {row['stage']}: {row.get('why', '')}")
+    if row.stage != "proposed":
+        raise ProposeError(f"the demo stopped at {row.stage}: {row.why}")
     return row
 
 
@@ -226,7 +256,7 @@ def kernel_share(left_s: float, to_do: int) -> tuple[float, int]:
     return left_s / fit, fit
 
 
-def _glue_name(site: Any) -> str:
+def _glue_name(site: FusionSite) -> str:
     """How ``run`` and ``extract`` name a fusion site: ``glue:FUNCTION:FIRST_LINE``."""
     return f"glue:{site.function}:{site.first}"
 
