@@ -92,6 +92,28 @@ class Hints:
 
 
 @dataclass(frozen=True)
+class Engine:
+    """One of a target's engines: ``name`` (``PyTorch engine``), the ``flag`` that selects it (``--backend pytorch``),
+    and the presets whose serve command picks it by default (``default``); the others need the flag to run its code."""
+
+    name: str
+    flag: str
+    default: tuple[str, ...] = ()
+
+    def note(self, presets: list[str] | tuple[str, ...]) -> str:
+        """A sentence for a proposal made for these presets: which run this engine by default, which need the flag."""
+        own = [p for p in presets if p in self.default]
+        other = [p for p in presets if p not in self.default]
+        out = f"This code runs in the {self.name}."
+        if own:
+            out += f" Serving picks it by default for {', '.join(own)}."
+        if other:
+            out += f" {', '.join(other)} {'runs' if len(other) == 1 else 'run'} another engine by default and " \
+                   f"{'reaches' if len(other) == 1 else 'reach'} this code only with `{self.flag}`."
+        return out
+
+
+@dataclass(frozen=True)
 class Serving:
     """How the target serves by default on one GPU architecture: what decides its dispatch branches.
 
@@ -118,6 +140,9 @@ class Serving:
     other_platforms: tuple[str, ...] = ("rocm", "hip", "aiter", "amd", "npu", "ascend", "xpu", "hpu", "musa", "mlu",
                                         "camb", "maca", "cpu", "mps", "tpu")
     model_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the engine whose code the scan walks, where the target has more than one (lmdeploy's PyTorch engine beside
+    # TurboMind): its name, how a user selects it, and the presets whose plain serve command picks it
+    engine: Engine | None = None
 
     def environment(self) -> Env:
         """These defaults as the if-test evaluator's environment (``smithbot/program/evaluate.py``)."""
@@ -309,6 +334,14 @@ def load_serving(c: _Checker, raw: Any, presets: tuple[str, ...]) -> Serving:
         for i, e in enumerate(funcs[key]):
             if ":" not in e:
                 raise c.fail(f"serving.{key}[{i}]", f"{e!r} must be module:Qualified.name")
+    if raw.get("engine") is not None:
+        e = c.mapping(raw["engine"], "serving.engine", {"name": True, "flag": True, "default": False})
+        default = c.str_list(e.get("default", []), "serving.engine.default")
+        for p in default:
+            if p not in presets:
+                raise c.fail("serving.engine.default", f"{p!r} names no model preset of this target")
+        out["engine"] = Engine(c.string(e["name"], "serving.engine.name"), c.string(e["flag"], "serving.engine.flag"),
+                               default)
     return Serving(gpu=c.string(raw.get("gpu", "sm90"), "serving.gpu"), **funcs, **out)
 
 

@@ -50,6 +50,9 @@ def test_bundled_targets_load_with_the_required_presets() -> None:
      "must be installed or missing"),
     (lambda s: s.replace("\nstubs: {", "\nstubs: [{").replace("is_xpu: false}}}", "is_xpu: false}}}]"), "stubs",
      "must map runtime helpers"),
+    (lambda s: s.replace("serving:\n", "serving:\n  engine: {name: X, flag: --x, default: [gpt-9]}\n"),
+     "serving.engine.default", "'gpt-9' names no model preset"),
+    (lambda s: s.replace("serving:\n", "serving:\n  engine: {name: X}\n"), "serving.engine.flag", "missing required key"),
 ])
 def test_bad_target_yaml(tmp_path: Path, edit, key: str, words: str) -> None:
     f = tmp_path / "t.yaml"

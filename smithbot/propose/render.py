@@ -24,7 +24,7 @@ from evaluator.task import Definition
 from evaluator.tolerances import DTYPES, TOLERANCES
 from evaluator.verdict import changed_cases
 from smithbot import __version__
-from smithbot.config import Target, templates_dir
+from smithbot.config import Engine, Target, templates_dir
 from smithbot.evolve import tune
 from smithbot.propose.reinsert import changed_definitions
 from smithbot.propose.testcode import inputs_code, reference_code
@@ -135,9 +135,10 @@ def _cases(task: Task) -> str:
     return f"[\n{text},\n]"
 
 
-def _hot_spot(hotness: dict[str, Any]) -> str:
+def _hot_spot(hotness: dict[str, Any], engine: Engine | None = None) -> str:
     """Where the kernel runs, for the Motivation: the profile's share, else the default serving path, and whether
-    that path is decided (default) or only possible, with the tests smithbot could not decide."""
+    that path is decided (default) or only possible, with the tests smithbot could not decide; where the target has
+    several engines, which of the presets run this one by default and which need its flag."""
     out = ""
     if hotness.get("measured"):
         out += f" It takes {hotness['measured']}."
@@ -148,6 +149,8 @@ def _hot_spot(hotness: dict[str, Any]) -> str:
     if possible and hotness.get("undecided"):
         out += (" smithbot could not decide these tests on the way there, so this path is possible, not certain: "
                 + "; ".join(f"`{t}`" for t in hotness["undecided"]) + ".")
+    if engine is not None and hotness.get("presets"):
+        out += " " + engine.note(list(hotness["presets"]))
     return out
 
 
@@ -324,7 +327,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
                           + (f" It does what the code's own `{todo.strip()}` asked for." if todo else ""))
     if interpreter and not preview:
         motivation = "Timed on the Triton interpreter on a CPU (this does not predict GPU speed): " + motivation
-    motivation += _hot_spot(task.hotness)
+    motivation += _hot_spot(task.hotness, target.serving.engine)
     e = verification.get("env", {})
     env_line = ", ".join(f"{k} {e[k]}" for k in ("gpu", "driver", "torch", "triton") if e.get(k)) or "CPU (Triton interpreter)"
     ref_imports, reference = _split_module(base_src)

@@ -170,6 +170,22 @@ def test_motivation_names_the_hot_spot(parts: tuple) -> None:
     assert "Default serving" not in plain  # no claim where scan made none
 
 
+def test_motivation_says_which_presets_run_the_engine_by_default(parts: tuple) -> None:
+    """lmdeploy serves Qwen3-MoE and Mixtral on TurboMind unless asked for its PyTorch engine, where the Triton code
+    is: a proposal for those presets says so, and one for DeepSeek-V3 says it is the default there."""
+    task, cand, verification, verdict = parts
+    target = get_target("lmdeploy")
+    for presets, said in ((["qwen3-30b-a3b", "mixtral-8x7b"], "qwen3-30b-a3b, mixtral-8x7b run another engine by "
+                           "default and reach this code only with `--backend pytorch`."),
+                          (["deepseek-v3"], "This code runs in the PyTorch engine. Serving picks it by default for "
+                           "deepseek-v3.")):
+        hot = dataclasses.replace(task, hotness={"presets": presets, "default_path": "X.forward → k"})
+        motivation = render(target, hot, verification, verdict, cand, (), (), [], "", "abc").body.split(
+            "## Motivation")[1].split("##")[0]
+        assert said in motivation, motivation
+    assert target.serving.engine is not None and get_target("sglang").serving.engine is None  # one engine: no note
+
+
 def test_the_body_shows_what_this_kernel_uses_and_reproduces_from_the_prs_files(parts: tuple) -> None:
     """Tolerances only for the kernel's dtypes; the table only for the presets that run it, one row a shape; an
     end-to-end estimate labelled as such; reproduction from the PR's own files, never the bot's run or disk."""
