@@ -87,8 +87,8 @@ class CallValues(ResolverState):
 
     def _returned(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, node: ast.Call,
                   func: Value, depth: int, outer: Callable[[str], Any] | None, cached: bool,
-                  element: int | None = None) -> list[str] | None:
-        """The constants one function (``func``) may return for the call ``node`` (``element``: the item of the
+                  element: int | str | None = None) -> list[str] | None:
+        """The constants one function (``func``) may return for the call ``node`` (``element``: the item or key of the
         tuple it returns), as sources; None when one of them is not known. See ``predicate``."""
         f = self.p.facts(func[1])
         target = (f or {}).get("functions", {}).get(func[2])
@@ -118,7 +118,7 @@ class CallValues(ResolverState):
                 if got is None:
                     got = self.predicate(theirs, target, func[3], name, depth + 1, look, False)
                 return got
-            if element is not None and name in target.get("flags", {}):
+            if element is not None and element_split(name)[0] in target.get("flags", {}):
                 # a local the returned tuple holds (return None, mode, batch): as the walk's context values it
                 return _sources(value_of(name, self.env, self.look(theirs, target, func[3])))
             if name in (self.p.facts(theirs) or {}).get("assigns", {}):

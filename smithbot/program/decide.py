@@ -112,7 +112,7 @@ class Decisions:
         return look
 
     def _element(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, name: str, base: str,
-                 i: int, look: Callable[[str], Any], bound: dict[str, str] | None, local: set[str]) -> Any:
+                 i: int | str, look: Callable[[str], Any], bound: dict[str, str] | None, local: set[str]) -> Any:
         """The sources of element ``i`` of ``base`` (``name`` is ``base[i]``): of each tuple a call returns, of each
         source of a local or a bound argument, of what the callers pass a parameter."""
         if base.endswith(")"):

@@ -217,9 +217,9 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
                 return v[node.slice.value]
             except (IndexError, KeyError, TypeError):
                 return Unknown
-        if type(node.slice.value) is int and isinstance(node.value, (ast.Name, ast.Call)):
-            # one element of a tuple that is not all constants (mode = state[1], state = prepare(...)): what
-            # ``assigns`` says of that element alone
+        if type(node.slice.value) in (int, str) and isinstance(node.value, (ast.Name, ast.Call)):
+            # one element of a tuple or a dict that is not all constants (mode = state[1], state = prepare(...);
+            # state['moe_type']): what ``assigns`` says of that element alone
             found = _assigned(assigns(ast.unparse(node)), "", env, assigns, depth)
             return Unknown if found is _MISSING else found
         return Unknown

@@ -121,7 +121,8 @@ def _inline(value: ast.expr, local_flags: dict[str, list[str]]) -> str:
 
 # what a flag an if-test reads may be assigned from: a test, a constant, another name, an attribute, or a call that
 # the serving defaults may answer (an env getter, a settings getter)
-_FLAG_VALUES = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.IfExp)
+_FLAG_VALUES = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.IfExp,
+                ast.Subscript, ast.Dict)
 _EMPTY_DICTS = ("{}", "dict()", "defaultdict(list)", "collections.defaultdict(list)")
 
 
@@ -403,9 +404,18 @@ class _Visitor(ast.NodeVisitor):
                 and not any(isinstance(el, ast.Starred) for el in node.targets[0].elts):
             # a, mode, b = state: each name is one element of what it unpacks (state[1]), which the call graph
             # follows into the tuple a call returns or a caller passes
+            cls = self._enclosing_class()
             for i, el in enumerate(node.targets[0].elts):
+                element = f"{ast.unparse(node.value)}[{i}]"
                 if isinstance(el, ast.Name):
-                    self._flag(el.id, f"{ast.unparse(node.value)}[{i}]")
+                    self._flag(el.id, element)
+                elif cls is not None and isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) \
+                        and el.value.id == "self":  # self.ep_size, rank = get_ep_world_rank()
+                    entry = [_inline(ast.parse(element, mode="eval").body, self.fn["flags"]), self._qual("")[:-1],
+                             [list(x) for x in self.tests]]
+                    into = cls["flags"].setdefault(el.attr, [])
+                    if entry not in into:
+                        into.append(entry)
         cls = self._enclosing_class()
         if cls is not None:  # every attribute the class's methods set on self, whatever the value
             for t in node.targets:

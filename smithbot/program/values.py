@@ -380,21 +380,25 @@ def is_literal(src: str) -> bool:
     return True
 
 
-def element_of(src: str, i: int) -> str | None:
-    """The source of element ``i`` of what ``src`` is: an item of a tuple it spells out, else ``(src)[i]`` where it
-    is a name or a call (which the call graph follows further); None otherwise."""
+def element_of(src: str, i: int | str) -> str | None:
+    """The source of element ``i`` (an index or a key) of what ``src`` is: an item of a tuple or a dict it spells
+    out, else ``src[i]`` where it is a name or a call (which the call graph follows further); None otherwise."""
     node = parse_expr(src)
-    if isinstance(node, (ast.Tuple, ast.List)):
+    if isinstance(node, (ast.Tuple, ast.List)) and isinstance(i, int):
         return ast.unparse(node.elts[i]) if -len(node.elts) <= i < len(node.elts) \
             and not any(isinstance(e, ast.Starred) for e in node.elts) else None
-    return f"{src}[{i}]" if isinstance(node, (ast.Name, ast.Call)) else None
+    if isinstance(node, ast.Dict) and isinstance(i, str) and None not in node.keys:  # (no **other)
+        found = [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == i]
+        return ast.unparse(found[-1]) if found else None
+    return f"{src}[{i!r}]" if isinstance(node, (ast.Name, ast.Call)) else None
 
 
-def element_split(src: str) -> tuple[str, int | None]:
-    """``state[1]`` -> ("state", 1) for a name or a call indexed by an integer; (src, None) otherwise."""
+def element_split(src: str) -> tuple[str, int | str | None]:
+    """``state[1]`` -> ("state", 1), ``state['mode']`` -> ("state", "mode"), for a name or a call indexed by a
+    constant; (src, None) otherwise."""
     node = parse_expr(src)
     if isinstance(node, ast.Subscript) and isinstance(node.value, (ast.Name, ast.Call)) \
-            and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
+            and isinstance(node.slice, ast.Constant) and type(node.slice.value) in (int, str):
         return ast.unparse(node.value), node.slice.value
     return src, None
 

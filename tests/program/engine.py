@@ -23,7 +23,8 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "sched_publish_kernel", "plain_stash_kernel", "optional_fast_kernel", "optional_gone_kernel",
                "impl_cuda_kernel", "impl_rocm_kernel", "draft_kernel", "layout_kernel", "pool_fused_kernel",
                "pool_int4_kernel", "pool_unfused_kernel", "pool_packed_kernel", "pool_plain_topk_kernel",
-               "mha_core_kernel", "mla_core_kernel", "pool_gate_packed_kernel", "pool_gate_plain_kernel")
+               "mha_core_kernel", "mla_core_kernel", "pool_gate_packed_kernel", "pool_gate_plain_kernel",
+               "staged_async_kernel", "staged_plain_kernel", "staged_wide_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -591,12 +592,55 @@ class Gate:
             k.pool_gate_plain(x)
 
 
+class Kind:
+    PLAIN = 0
+    ASYNC = 1
+
+
+WORLD = 1
+
+
+def world_rank():
+    return WORLD, 0
+
+
+class Staged:
+    """Stages that hand each other a dict (lmdeploy's MoE dispatch, gemm and combine), and a world size unpacked
+    from a tuple into an attribute."""
+
+    def __init__(self):
+        self.world, rank = world_rank()
+
+    def dispatch(self, state):
+        kind = state["kind"]
+        if kind == Kind.ASYNC:
+            out = {"x": state["x"], "kind": state["kind"], "event": None}
+        else:
+            out = {"x": state["x"], "kind": kind}
+        return out
+
+    def gemm(self, state):
+        kind = state["kind"]
+        if kind == Kind.ASYNC:
+            k.staged_async(state["x"])
+        else:
+            k.staged_plain(state["x"])
+
+    def forward(self, x):
+        if self.world > 1:
+            k.staged_wide(x)
+        state = {"x": x, "kind": Kind.PLAIN}
+        got = self.dispatch(state)
+        self.gemm(got)
+
+
 def pool_step(x):
     PoolRunner("none", "cutlass").run(x, WideInfo())
     select(x)
     gate_kw = dict(top=2)
     gate = Gate(**gate_kw)
     gate.forward(x)
+    Staged().forward(x)
 ''',
     "eng/rocm_impl.py": '''from eng.kernels import mla as k
 

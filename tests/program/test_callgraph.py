@@ -272,6 +272,16 @@ def test_a_registered_function_is_taken_and_a_type_hint_yields_to_what_callers_p
     assert_never(sites, ("pool_unfused_kernel", "self.fused is not None and (not self.lora)"))
 
 
+def test_a_dict_handed_between_stages_and_a_tuple_unpacked_into_an_attribute_keep_their_values(engine: str) -> None:
+    """`eng/pool.py`'s `Staged`: `forward` builds `{"x": x, "kind": Kind.PLAIN}`, `dispatch` reads `state["kind"]` and
+    returns a new dict that carries it on, and `gemm` reads it from what `dispatch` returned, so the plain kernel is
+    default and the async one off the path; `self.world, rank = world_rank()` is the world size 1, so the wide kernel
+    is off the path too."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "staged_plain_kernel")
+    assert_never(sites, ("staged_async_kernel", "kind == Kind.ASYNC"), ("staged_wide_kernel", "self.world > 1"))
+
+
 def test_a_keyword_dict_the_defaults_leave_empty_passes_nothing(engine: str) -> None:
     """`eng/pool.py`'s `select` hands `route_topk` a `**kw` that only a test decided against fills (and `pool_step`
     hands `Gate` one that never has it): `packed` keeps
