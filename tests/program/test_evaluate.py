@@ -140,5 +140,6 @@ def test_a_value_that_is_each_of_a_range_decides_per_instance() -> None:
     ('state["kind"] == Method.MLA', True),  # one key of a dict
 ])
 def test_numbers_and_tuple_elements_are_evaluated(test: str, truth: bool | None) -> None:
-    sources = {"n_shared": "1", "width": "'8'", "state[1]": ["Enum.MLA"], "state['kind']": "Enum.MLA", "mode": "__one_of__(Enum.MLA, Enum.MLA_CPU)"}
+    sources = {"n_shared": "1", "width": "'8'", "state[1]": ["Enum.MLA"], "state['kind']": "Enum.MLA",
+               "mode": "__one_of__(Enum.MLA, Enum.MLA_CPU)"}
     assert evaluate(test, ENV, sources.get) is truth
