@@ -88,8 +88,8 @@ class CallValues(ResolverState):
     def _returned(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, node: ast.Call,
                   func: Value, depth: int, outer: Callable[[str], Any] | None, cached: bool,
                   element: int | str | None = None) -> list[str] | None:
-        """The constants one function (``func``) may return for the call ``node`` (``element``: the item or key of the
-        tuple it returns), as sources; None when one of them is not known. See ``predicate``."""
+        """The constants one function (``func``) may return for the call ``node`` (``element``: the item of the tuple, or
+        the key of the dict, it returns), as sources; None when one of them is not known. See ``predicate``."""
         f = self.p.facts(func[1])
         target = (f or {}).get("functions", {}).get(func[2])
         if target is None or not target.get("values"):
