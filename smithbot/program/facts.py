@@ -24,130 +24,10 @@ import ast
 from typing import Any
 
 from smithbot.program.evaluate import OBJECT
+from smithbot.program.syntax import (EMPTY_DICTS, FLAG_VALUES, always_leaves, annotation_text, callee_text,
+                                     class_constant, expr_text, inline_flags, is_const, leaves, literal_strings,
+                                     made_values, self_attr)
 from smithbot.scan.parse import _dotted, collect_imports, from_module
-
-
-def _callee(func: ast.expr) -> str | None:
-    if isinstance(func, ast.Call):
-        inner = _callee(func.func)
-        return f"{inner}()" if inner else None
-    if isinstance(func, ast.Subscript):
-        inner = _dotted(func.value)
-        return f"{inner}[]" if inner else None
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
-        inner = _callee(func.value)
-        return f"{inner}.{func.attr}" if inner else None
-    return _dotted(func)
-
-
-def expr_text(node: ast.expr) -> str | None:
-    """An expression as the call graph reads it: dotted parts, ``()`` after a called part, subscripts dropped (an
-    element of a container has the container's element type): ``self.layers[i]`` -> ``self.layers``,
-    ``get_backend().build(x)`` -> ``get_backend().build()``."""
-    if isinstance(node, ast.Call):
-        inner = expr_text(node.func)
-        return f"{inner}({_const_args(node)})" if inner else None
-    if isinstance(node, ast.Subscript):
-        return expr_text(node.value)
-    if isinstance(node, ast.Attribute):
-        inner = expr_text(node.value)
-        return f"{inner}.{node.attr}" if inner else None
-    if isinstance(node, ast.Name):
-        return node.id
-    return None
-
-
-def _const_args(call: ast.Call) -> str:
-    """A call's arguments when all are constants or enum-like members (``OpType.RMSNorm``, ``"fa3"``, ``2``),
-    so a factory's returns can be decided per call; otherwise nothing."""
-    parts = []
-    for a in call.args:
-        if isinstance(a, ast.Starred):
-            return ""
-        parts.append(a)
-    parts += [k.value for k in call.keywords if k.arg]
-    if not parts or not all(_const(p) for p in parts):
-        return ""
-    texts = [ast.unparse(a) for a in call.args] + [f"{k.arg}={ast.unparse(k.value)}" for k in call.keywords]
-    out = ", ".join(texts)
-    return out if "(" not in out and ")" not in out else ""
-
-
-def _const(node: ast.expr) -> bool:
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, (str, int, float, bool)) or node.value is None
-    dotted = _dotted(node)
-    return bool(dotted) and "." in dotted and dotted.split(".")[0][:1].isupper()
-
-
-def annotation_text(node: ast.expr | None) -> str | None:
-    """An instance of the class an annotation names: ``ForwardBatch``, ``Optional["X"]``, ``X | None`` -> ``X()``."""
-    if node is None:
-        return None
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        try:
-            node = ast.parse(node.value, mode="eval").body
-        except SyntaxError:
-            return None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        left, right = node.left, node.right
-        node = right if isinstance(left, ast.Constant) and left.value is None else left
-    if isinstance(node, ast.Subscript) and (_dotted(node.value) or "").split(".")[-1] in ("Optional", "Union"):
-        inner = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) else node.slice
-        return annotation_text(inner)
-    name = _dotted(node)
-    return f"{name}()" if name and name.split(".")[-1][:1].isupper() else None
-
-
-def _inline(value: ast.expr, local_flags: dict[str, list[str]]) -> str:
-    """A flag's source with the assigning function's own flags written in (they mean nothing elsewhere)."""
-
-    if not any(isinstance(n, ast.Name) and local_flags.get(n.id) for n in ast.walk(value)):
-        return ast.unparse(value)  # nothing of the function's own to write in
-
-    class Inline(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.AST:
-            srcs = local_flags.get(node.id) or []
-            if len(srcs) != 1 or srcs[0] == node.id:
-                return node
-            src = srcs[0]
-            try:
-                return ast.parse(src, mode="eval").body
-            except SyntaxError:
-                return node
-
-    return ast.unparse(Inline().visit(ast.parse(ast.unparse(value), mode="eval")).body)
-
-
-# what a flag an if-test reads may be assigned from: a test, a constant, another name, an attribute, or a call that
-# the serving defaults may answer (an env getter, a settings getter)
-_FLAG_VALUES = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.IfExp,
-                ast.Subscript, ast.Dict)
-_EMPTY_DICTS = ("{}", "dict()", "defaultdict(list)", "collections.defaultdict(list)")
-
-
-def _class_constant(value: ast.expr) -> bool:
-    """A class attribute's value that is a constant: a literal, or an enum member (``_enum = PlatformEnum.CUDA``)."""
-    return isinstance(value, ast.Constant) or (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
-                                               and value.value.id[:1].isupper())
-
-
-def _leaves(body: list[ast.stmt]) -> bool:
-    """Whether a block always leaves its function: it ends in ``return`` or ``raise``."""
-    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
-
-
-def _always_leaves(stmts: list[ast.stmt]) -> bool:
-    """Whether a block leaves its function on every path: a ``return`` or ``raise``, or an if/else whose branches
-    both do, before its end."""
-    return any(isinstance(s, (ast.Return, ast.Raise))
-               or isinstance(s, ast.If) and s.orelse and _always_leaves(s.body) and _always_leaves(s.orelse)
-               for s in stmts)
-
-
-def _literal_strings(call: ast.Call) -> list[str]:
-    return [a.value for a in list(call.args) + [k.value for k in call.keywords]
-            if isinstance(a, ast.Constant) and isinstance(a.value, str)]
 
 
 class _Visitor(ast.NodeVisitor):
@@ -195,7 +75,7 @@ class _Visitor(ast.NodeVisitor):
         pushed = 0
         for s in stmts:
             self.visit(s)
-            if isinstance(s, ast.If) and not s.orelse and _leaves(s.body):
+            if isinstance(s, ast.If) and not s.orelse and leaves(s.body):
                 self.tests.append([ast.unparse(s.test), False])
                 pushed += 1
         del self.tests[len(self.tests) - pushed:]
@@ -237,7 +117,7 @@ class _Visitor(ast.NodeVisitor):
         decorators = []
         for d in node.decorator_list:
             func = d.func if isinstance(d, ast.Call) else d
-            decorators.append([_dotted(func) or "", _literal_strings(d) if isinstance(d, ast.Call) else []])
+            decorators.append([_dotted(func) or "", literal_strings(d) if isinstance(d, ast.Call) else []])
         cls = self._enclosing_class() if self.scope and self.scope[-1][0] == "class" else None
         params = {}
         for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
@@ -255,7 +135,7 @@ class _Visitor(ast.NodeVisitor):
                 "decorators": decorators, "calls": [], "returns": [], "values": [], "forwards": [], "constructs": [], "locals": params,
                 "stores": [],
                 "flags": {},
-                "leaves": _always_leaves(node.body),  # it never runs off its end (returning None)
+                "leaves": always_leaves(node.body),  # it never runs off its end (returning None)
                 "defaults": defaults, "constants": constants, "super_kwargs": {},
                 "params": [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs],
                 "annotated": {a: v[0][0] for a, v in params.items()},  # a parameter's type hint, as an instance
@@ -360,37 +240,10 @@ class _Visitor(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
         if self.fn is None:
-            if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                name, src = node.targets[0].id, ast.unparse(node.value)
-                cls = self._enclosing_class()
-                if not self.scope:
-                    self.assigns[name] = src
-                elif cls is not None and src in _EMPTY_DICTS:
-                    cls["registries"].append(name)
-                if cls is not None and self.scope[-1][0] == "class":
-                    if name not in cls["assigned"]:
-                        cls["assigned"].append(name)  # a class attribute: what hasattr and getattr find
-                    if _class_constant(node.value):  # a field's default (ready: bool = False)
-                        cls["flags"].setdefault(name, []).append([src, None, []])
+            self._module_assign(node)
             return
-        for t in node.targets:
-            for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
-                if isinstance(el, ast.Name):
-                    self.fn.setdefault("_assigned", set()).add(el.id)
-            if isinstance(t, ast.Name) and t.id in self.fn.get("_globals", ()):
-                self.rebound.setdefault(t.id, []).append(self._qual("")[:-1])  # global x; x = ...
-            if isinstance(t, ast.Name):  # the keys a local dict literal may hold (kw = {"a": 1} if c else {})
-                branches = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
-                dicts = self.fn.setdefault("_dicts", {})
-                if all(isinstance(b, ast.Dict) and all(isinstance(k, ast.Constant) for k in b.keys) for b in branches) \
-                        and (t.id not in dicts or dicts[t.id] is not None):
-                    dicts[t.id] = sorted({*(dicts.get(t.id) or ()), *(k.value for b in branches for k in b.keys)})
-                else:
-                    dicts[t.id] = None
-        for t in node.targets:
-            if isinstance(t, ast.Subscript) and expr_text(t.value):
-                self.fn["stores"].append(expr_text(t.value))  # REGISTRY[key] = fn: a registration
-        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, _FLAG_VALUES):
+        self._note_targets(node)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, FLAG_VALUES):
             # a flag an if-test reads (w8a8 = quant_method == "smooth_quant"), with every value it is given: decided
             # where they all agree
             self._flag(node.targets[0].id, ast.unparse(node.value))
@@ -399,49 +252,93 @@ class _Visitor(ast.NodeVisitor):
             for t, v in zip(node.targets[0].elts, node.value.elts):
                 self.visit_Assign(ast.Assign(targets=[t], value=v, lineno=node.lineno))
             return
-        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) \
-                and isinstance(node.value, (ast.Name, ast.Attribute, ast.Call)) \
-                and not any(isinstance(el, ast.Starred) for el in node.targets[0].elts):
-            # a, mode, b = state: each name is one element of what it unpacks (state[1]), which the call graph
-            # follows into the tuple a call returns or a caller passes
-            cls = self._enclosing_class()
-            for i, el in enumerate(node.targets[0].elts):
-                element = f"{ast.unparse(node.value)}[{i}]"
-                if isinstance(el, ast.Name):
-                    self._flag(el.id, element)
-                elif cls is not None and isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) \
-                        and el.value.id == "self":  # self.ep_size, rank = get_ep_world_rank()
-                    entry = [_inline(ast.parse(element, mode="eval").body, self.fn["flags"]), self._qual("")[:-1],
-                             [list(x) for x in self.tests]]
-                    into = cls["flags"].setdefault(el.attr, [])
-                    if entry not in into:
-                        into.append(entry)
         cls = self._enclosing_class()
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) \
+                and isinstance(node.value, (ast.Name, ast.Attribute, ast.Call)):
+            self._unpacked(node.targets[0], node.value, cls)
         if cls is not None:  # every attribute the class's methods set on self, whatever the value
             for t in node.targets:
                 for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
-                    if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) and el.value.id == "self" \
-                            and el.attr not in cls["assigned"]:
-                        cls["assigned"].append(el.attr)
-        t0 = node.targets[0] if len(node.targets) == 1 else None
-        if cls is not None and isinstance(t0, ast.Attribute) and isinstance(t0.value, ast.Name) \
-                and t0.value.id == "self" and isinstance(node.value, _FLAG_VALUES):
-            # self.use_x = n_group == 1: a flag if-tests read as self.use_x, with the method that assigns it and the
-            # if-tests it is assigned under (the call graph keeps the assignments its walk can make)
-            entry = [_inline(node.value, self.fn["flags"]), self._qual("")[:-1], [list(x) for x in self.tests]]
-            into = cls["flags"].setdefault(t0.attr, [])
-            if entry not in into:
-                into.append(entry)
-        made = self._made(node.value)
+                    attr = self_attr(el)
+                    if attr and attr not in cls["assigned"]:
+                        cls["assigned"].append(attr)
+            attr = self_attr(node.targets[0]) if len(node.targets) == 1 else None
+            if attr and isinstance(node.value, FLAG_VALUES):
+                self._self_flag(cls, attr, node.value)  # self.use_x = n_group == 1
+        self._made_into(node, cls)
+
+    def _module_assign(self, node: ast.Assign) -> None:
+        """A module-level assignment (what a name of the module is), or a class body's: a registry's empty dict, a
+        class attribute, a field's default (``ready: bool = False``)."""
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            return
+        name, src = node.targets[0].id, ast.unparse(node.value)
+        cls = self._enclosing_class()
+        if not self.scope:
+            self.assigns[name] = src
+        elif cls is not None and src in EMPTY_DICTS:
+            cls["registries"].append(name)
+        if cls is not None and self.scope[-1][0] == "class":
+            if name not in cls["assigned"]:
+                cls["assigned"].append(name)  # a class attribute: what hasattr and getattr find
+            if class_constant(node.value):
+                cls["flags"].setdefault(name, []).append([src, None, []])
+
+    def _note_targets(self, node: ast.Assign) -> None:
+        """What a function's assignment binds: its names (assigned before a later if-test), a ``global`` it rebinds,
+        the keys a local dict literal may hold (``kw = {"a": 1} if c else {}``), a registry it stores into."""
+        assert self.fn is not None
+        for t in node.targets:
+            for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                if isinstance(el, ast.Name):
+                    self.fn.setdefault("_assigned", set()).add(el.id)
+            if isinstance(t, ast.Name) and t.id in self.fn.get("_globals", ()):
+                self.rebound.setdefault(t.id, []).append(self._qual("")[:-1])  # global x; x = ...
+            if isinstance(t, ast.Name):
+                branches = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+                dicts = self.fn.setdefault("_dicts", {})
+                if all(isinstance(b, ast.Dict) and all(isinstance(k, ast.Constant) for k in b.keys) for b in branches) \
+                        and (t.id not in dicts or dicts[t.id] is not None):
+                    dicts[t.id] = sorted({*(dicts.get(t.id) or ()), *(k.value for b in branches for k in b.keys)})
+                else:
+                    dicts[t.id] = None
+            if isinstance(t, ast.Subscript) and expr_text(t.value):
+                self.fn["stores"].append(expr_text(t.value))  # REGISTRY[key] = fn: a registration
+
+    def _unpacked(self, target: ast.Tuple, value: ast.expr, cls: dict[str, Any] | None) -> None:
+        """``a, mode, b = state``: each name (or ``self`` attribute: ``self.ep_size, rank = get_ep_world_rank()``) is
+        a flag whose value is one element of what it unpacks (``state[1]``), which the call graph follows into the
+        tuple a call returns or a caller passes."""
+        if any(isinstance(el, ast.Starred) for el in target.elts):
+            return
+        for i, el in enumerate(target.elts):
+            element = ast.Subscript(value=value, slice=ast.Constant(i), ctx=ast.Load())
+            attr = self_attr(el)
+            if isinstance(el, ast.Name):
+                self._flag(el.id, ast.unparse(element))
+            elif attr and cls is not None:
+                self._self_flag(cls, attr, element)
+
+    def _self_flag(self, cls: dict[str, Any], attr: str, value: ast.expr) -> None:
+        """A flag if-tests read as ``self.attr``, with the method that assigns it and the if-tests it is assigned
+        under (the call graph keeps the assignments its walk can make)."""
+        entry = [inline_flags(value, self.fn["flags"]), self._qual("")[:-1], [list(x) for x in self.tests]]
+        into = cls["flags"].setdefault(attr, [])
+        if entry not in into:
+            into.append(entry)
+
+    def _made_into(self, node: ast.Assign, cls: dict[str, Any] | None) -> None:
+        """The objects an assignment may make (see ``syntax.made_values``), as a local's or a ``self`` attribute's values."""
+        made = made_values(node.value)
         if not made:
             return
         where = self._qual("")[:-1]  # the assigning function, whose locals and parameters the value reads
         for t in node.targets:
             for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
                 tests = [list(x) for x in self.tests]
-                if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) and el.value.id == "self" \
-                        and cls is not None:
-                    into = cls["attrs"].setdefault(el.attr, [])
+                attr = self_attr(el)
+                if attr and cls is not None:
+                    into = cls["attrs"].setdefault(attr, [])
                     into.extend(e for e in ([a, where, tests + more + branch] for m, more in made
                                             for a, branch in self._abs_all(m)) if e not in into)
                 elif isinstance(el, ast.Name):
@@ -491,38 +388,6 @@ class _Visitor(ast.NodeVisitor):
         if node.value is not None:
             self.visit_Assign(ast.Assign(targets=[node.target], value=node.value, lineno=node.lineno))
 
-    @staticmethod
-    def _made(value: ast.expr) -> list[tuple[str, list[list[Any]]]]:
-        """Expressions an assigned value may be (see ``expr_text``), each with the if-tests of a conditional
-        expression it sits under (``A() if t else B()``), and with the layers a list builder makes:
-        ``nn.ModuleList([Layer(i) for i in ...])`` and ``make_layers(n, lambda i: Layer(i))`` also give ``Layer()``."""
-        if isinstance(value, ast.IfExp):
-            test = ast.unparse(value.test)
-            return [(m, [[test, True], *more]) for m, more in _Visitor._made(value.body)] + \
-                [(m, [[test, False], *more]) for m, more in _Visitor._made(value.orelse)]
-        if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or):  # a or b: a where a is true, else b
-            out, before = [], []
-            for v in value.values:
-                out += [(m, [*before, [ast.unparse(v), True], *more]) if v is not value.values[-1] else
-                        (m, [*before, *more]) for m, more in _Visitor._made(v)]
-                before.append([ast.unparse(v), False])
-            return out
-        if isinstance(value, ast.BoolOp):
-            return [m for v in value.values for m in _Visitor._made(v)]
-        text = expr_text(value)
-        out: list[tuple[str, list[list[Any]]]] = [(text, [])] if text else []
-        if isinstance(value, ast.Call):
-            for a in list(value.args) + [k.value for k in value.keywords]:
-                if isinstance(a, ast.Lambda):
-                    inner = a.body
-                elif isinstance(a, (ast.ListComp, ast.GeneratorExp)):
-                    inner = a.elt
-                else:
-                    inner = a.elts[0] if isinstance(a, ast.List) and a.elts else None
-                if isinstance(inner, ast.Call) and expr_text(inner):
-                    out.append((expr_text(inner), []))  # type: ignore[arg-type]
-        return out
-
     def visit_Return(self, node: ast.Return) -> None:
         self.generic_visit(node)
         if self.fn is None or node.value is None:
@@ -540,7 +405,7 @@ class _Visitor(ast.NodeVisitor):
         # parameter named, so a caller's constant argument can be carried through it
         v = node.value
         params = set(self.fn.get("params", []))
-        if isinstance(v, ast.Call) and v.args and all(isinstance(a, ast.Name) and a.id in params or _const(a)
+        if isinstance(v, ast.Call) and v.args and all(isinstance(a, ast.Name) and a.id in params or is_const(a)
                                                       for a in v.args) and not v.keywords \
                 and any(isinstance(a, ast.Name) and a.id in params for a in v.args):
             inner = expr_text(v.func)
@@ -566,7 +431,7 @@ class _Visitor(ast.NodeVisitor):
                 text = expr_text(k.value) if isinstance(k.value, (ast.Name, ast.Attribute)) else None
                 if k.arg and text:
                     self.fn["super_kwargs"][k.arg] = self._abs(text)
-        callee = self._abs(_callee(node.func))
+        callee = self._abs(callee_text(node.func))
         if callee:
             # with its arguments' sources (None when one is starred), so that a callee's parameter can be traced
             # to what the callers on the default path pass

@@ -1,0 +1,172 @@
+"""The syntax the call graph's facts are read with (``smithbot.program.facts``): the dotted text of a callee, an
+expression or a type hint, constants and literal arguments, a flag's source with the assigning function's own flags
+written in, and whether a block always leaves its function."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from smithbot.scan.parse import _dotted
+
+
+def callee_text(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Call):
+        inner = callee_text(func.func)
+        return f"{inner}()" if inner else None
+    if isinstance(func, ast.Subscript):
+        inner = _dotted(func.value)
+        return f"{inner}[]" if inner else None
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
+        inner = callee_text(func.value)
+        return f"{inner}.{func.attr}" if inner else None
+    return _dotted(func)
+
+
+def expr_text(node: ast.expr) -> str | None:
+    """An expression as the call graph reads it: dotted parts, ``()`` after a called part, subscripts dropped (an
+    element of a container has the container's element type): ``self.layers[i]`` -> ``self.layers``,
+    ``get_backend().build(x)`` -> ``get_backend().build()``."""
+    if isinstance(node, ast.Call):
+        inner = expr_text(node.func)
+        return f"{inner}({const_args(node)})" if inner else None
+    if isinstance(node, ast.Subscript):
+        return expr_text(node.value)
+    if isinstance(node, ast.Attribute):
+        inner = expr_text(node.value)
+        return f"{inner}.{node.attr}" if inner else None
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def const_args(call: ast.Call) -> str:
+    """A call's arguments when all are constants or enum-like members (``OpType.RMSNorm``, ``"fa3"``, ``2``),
+    so a factory's returns can be decided per call; otherwise nothing."""
+    parts = []
+    for a in call.args:
+        if isinstance(a, ast.Starred):
+            return ""
+        parts.append(a)
+    parts += [k.value for k in call.keywords if k.arg]
+    if not parts or not all(is_const(p) for p in parts):
+        return ""
+    texts = [ast.unparse(a) for a in call.args] + [f"{k.arg}={ast.unparse(k.value)}" for k in call.keywords]
+    out = ", ".join(texts)
+    return out if "(" not in out and ")" not in out else ""
+
+
+def is_const(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (str, int, float, bool)) or node.value is None
+    dotted = _dotted(node)
+    return bool(dotted) and "." in dotted and dotted.split(".")[0][:1].isupper()
+
+
+def annotation_text(node: ast.expr | None) -> str | None:
+    """An instance of the class an annotation names: ``ForwardBatch``, ``Optional["X"]``, ``X | None`` -> ``X()``."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        left, right = node.left, node.right
+        node = right if isinstance(left, ast.Constant) and left.value is None else left
+    if isinstance(node, ast.Subscript) and (_dotted(node.value) or "").split(".")[-1] in ("Optional", "Union"):
+        inner = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) else node.slice
+        return annotation_text(inner)
+    name = _dotted(node)
+    return f"{name}()" if name and name.split(".")[-1][:1].isupper() else None
+
+
+def inline_flags(value: ast.expr, local_flags: dict[str, list[str]]) -> str:
+    """A flag's source with the assigning function's own flags written in (they mean nothing elsewhere)."""
+
+    if not any(isinstance(n, ast.Name) and local_flags.get(n.id) for n in ast.walk(value)):
+        return ast.unparse(value)  # nothing of the function's own to write in
+
+    class Inline(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            srcs = local_flags.get(node.id) or []
+            if len(srcs) != 1 or srcs[0] == node.id:
+                return node
+            src = srcs[0]
+            try:
+                return ast.parse(src, mode="eval").body
+            except SyntaxError:
+                return node
+
+    return ast.unparse(Inline().visit(ast.parse(ast.unparse(value), mode="eval")).body)
+
+
+# what a flag an if-test reads may be assigned from: a test, a constant, another name, an attribute, or a call that
+# the serving defaults may answer (an env getter, a settings getter)
+FLAG_VALUES = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.IfExp,
+                ast.Subscript, ast.Dict)
+EMPTY_DICTS = ("{}", "dict()", "defaultdict(list)", "collections.defaultdict(list)")
+
+
+def class_constant(value: ast.expr) -> bool:
+    """A class attribute's value that is a constant: a literal, or an enum member (``_enum = PlatformEnum.CUDA``)."""
+    return isinstance(value, ast.Constant) or (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
+                                               and value.value.id[:1].isupper())
+
+
+def leaves(body: list[ast.stmt]) -> bool:
+    """Whether a block always leaves its function: it ends in ``return`` or ``raise``."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
+def always_leaves(stmts: list[ast.stmt]) -> bool:
+    """Whether a block leaves its function on every path: a ``return`` or ``raise``, or an if/else whose branches
+    both do, before its end."""
+    return any(isinstance(s, (ast.Return, ast.Raise))
+               or isinstance(s, ast.If) and s.orelse and always_leaves(s.body) and always_leaves(s.orelse)
+               for s in stmts)
+
+
+def literal_strings(call: ast.Call) -> list[str]:
+    return [a.value for a in list(call.args) + [k.value for k in call.keywords]
+            if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+
+
+def self_attr(node: ast.expr) -> str | None:
+    """The attribute name of ``self.x``, else None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def made_values(value: ast.expr) -> list[tuple[str, list[list[Any]]]]:
+    """Expressions an assigned value may be (see ``expr_text``), each with the if-tests of a conditional
+    expression it sits under (``A() if t else B()``), and with the layers a list builder makes:
+    ``nn.ModuleList([Layer(i) for i in ...])`` and ``make_layers(n, lambda i: Layer(i))`` also give ``Layer()``."""
+    if isinstance(value, ast.IfExp):
+        test = ast.unparse(value.test)
+        return [(m, [[test, True], *more]) for m, more in made_values(value.body)] + \
+            [(m, [[test, False], *more]) for m, more in made_values(value.orelse)]
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or):  # a or b: a where a is true, else b
+        out, before = [], []
+        for v in value.values:
+            out += [(m, [*before, [ast.unparse(v), True], *more]) if v is not value.values[-1] else
+                    (m, [*before, *more]) for m, more in made_values(v)]
+            before.append([ast.unparse(v), False])
+        return out
+    if isinstance(value, ast.BoolOp):
+        return [m for v in value.values for m in made_values(v)]
+    text = expr_text(value)
+    out: list[tuple[str, list[list[Any]]]] = [(text, [])] if text else []
+    if isinstance(value, ast.Call):
+        for a in list(value.args) + [k.value for k in value.keywords]:
+            if isinstance(a, ast.Lambda):
+                inner = a.body
+            elif isinstance(a, (ast.ListComp, ast.GeneratorExp)):
+                inner = a.elt
+            else:
+                inner = a.elts[0] if isinstance(a, ast.List) and a.elts else None
+            if isinstance(inner, ast.Call) and expr_text(inner):
+                out.append((expr_text(inner), []))  # type: ignore[arg-type]
+    return out
