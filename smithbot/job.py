@@ -73,9 +73,6 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     search leaves: ``VERIFY_SHARE`` of the share, at least ``VERIFY_S``, at most half), which is cut at the share's
     end."""
     from evaluator import resolve_backend
-    from smithbot.propose.github import ForgeError
-    from smithbot.propose.pipeline import ProposeError
-    from smithbot.propose.reinsert import ReinsertError
 
     t_start = time.monotonic()
     if time_total_s is not None and time_total_s <= 0:
@@ -98,7 +95,8 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         say(f"scan: {len(launched)} launched kernels in {result.target.name}, {len([s for s in launched if s.presets])} "
             f"on {on}; hottest: " + ", ".join(f"{s.name} ({s.hotness:g})" for s in launched[:4]))
         picks = [api.find_kernel(result, k) for k in kernels] if kernels else launched
-    proposer = proposer or ("inductor" if fusion else "tune")
+    job = _Job(spec, source, proposer or ("inductor" if fusion else "tune"), iterations, time_s, budget_usd, used,
+               config, submit, say, on_update)
     rows: list[JobRow] = []
     wanted = len(kernels) if kernels else top
     said_fit = False
@@ -121,84 +119,118 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
                     f"at {MIN_KERNEL_S:.0f} s each, not {wanted - done}")
                 said_fit = True
             deadline = time.monotonic() + share
-        open_tests = "; ".join(site.undecided)
-        if isinstance(site, FusionSite):
-            say(f"pick: {name} ({site.path}:{site.first}-{site.last}, {site.reach}): {', '.join(site.ops)}; "
-                f"{site.per_step} launches a step" + (f" ({site.frequency})" if site.frequency else "")
-                + (f"; {site.todos[0]}" if site.todos else "") + (f"; undecided: {open_tests}" if open_tests else ""))
-        elif site.default_path:
-            row.default_path = site.default_path
-            say(f"pick: {name} ({site.reach}): {site.default_path}"
-                + (f"; undecided: {open_tests}" if open_tests else ""))
+        _say_pick(site, name, row, say)
         rows.append(row)
-        # the self-check's two steps (prepare, evaluate) fit in the kernel's share
-        check_s = 300.0 if deadline is None else max(1.0, min(300.0, (deadline - time.monotonic()) / 4))
-        what = name if isinstance(site, FusionSite) else f"{site.path}::{site.qualname}"
-        [cov] = api.extract(spec, what, source=source, timeout_s=check_s)
-        if not cov.checked or cov.out is None:
-            row.why = cov.why
-            say(f"extract: {name} skipped: {cov.why}")
-            continue
-        row.task = str(cov.out)
-        say(f"extract: {cov.kernel} -> {cov.out} (self-check passed)")
-        if isinstance(site, FusionSite) and proposer == "inductor" and used != "cuda" \
-                and _recorded_seed(result.target.name, site.function, cov.out):
-            say("inductor: no GPU here, so the seed is the Inductor output the target ships for this glue")
-        row.stage = "evolve"
-        search_s = time_s
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            share = max(1.0, left - min(max(VERIFY_S, VERIFY_SHARE * left), left / 2))
-            search_s = min(search_s, share) if search_s is not None else share
-        try:
-            status = api.evolve(cov.out, proposer=proposer, iterations=iterations, time_s=search_s,
-                                budget_usd=budget_usd, islands=2, seed=0, backend=used, config=config,
-                                on_update=on_update)
-        except TaskError as exc:  # the task broke where the self-check did not look (more workers, the search's cases)
-            row.why = f"the search could not start: {exc}"
-            say(f"evolve: {name} stopped: {exc}")
-            continue
-        row.run, row.best, row.evaluated = status.run_id, status.best, status.evaluated
-        row.gpu_busy = status.gpu_busy
-        row.capture_failures = list(status.capture_failures or [])
-        best = ("its speed is not judged on the interpreter (verification counts launches)" if fusion and used != "cuda"
-                else f"the search's best {status.best or 0:.3f}x (verification measures again)")
-        say(f"evolve: run {status.run_id}, {status.message}; {status.evaluated} evaluated candidates, {best}"
-            + (f"; GPU busy {status.gpu_busy:.0%} of the search" if status.gpu_busy else ""))
-        if status.host_bound:
-            row.why = status.host_bound
-            continue
-        nothing = _none_correct(status.run_id, status.message)
-        if nothing:  # verification would only say "no candidate passed"; the search's own failures say why
-            row.why = nothing
-            say(f"evolve: {name}: {nothing}")
-            continue
-        row.stage = "verify"
-        v = api.verify(status.run_id, top=2, backend=used, deadline=deadline)
-        for verdict in v.verdicts:
-            measured = (f" at {verdict.speedup:.3f}x [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}]"
-                        if verdict.speedup is not None and verdict.ci and not v.preview else "")
-            say(f"verify: {verdict.candidate} {'accepted' if verdict.accepted else 'rejected'}{measured}: "
-                f"{verdict.reason}")
-        row.verification = str(v.path)
-        if v.winner is None:
-            row.why = "no candidate passed verification"
-            continue
-        if v.preview:  # correct with fewer launches, not timed: its speed is the interpreter's, not a GPU's
-            row.preview = True
-        else:
-            row.speedup = next(d.speedup for d in v.verdicts if d.candidate == v.winner)
-        row.stage = "propose"
-        try:
-            [(_, published)] = api.propose([status.run_id], submit=submit, source=source)
-        except (ProposeError, ReinsertError, ForgeError) as exc:
-            row.why = str(exc)
-            continue
-        row.stage, row.action, row.where, row.detail = "proposed", published.action, published.where, published.detail
-        if published.action == "written":
-            out = Path(published.where)
-            row.pr, row.patch, row.test = str(out / "pr.md"), str(out / "patch.diff"), str(next(out.glob("test_*.py")))
+        _work_on(row, site, name, deadline, job, result.target.name)
     return rows
+
+
+
+@dataclass
+class _Job:
+    """The settings every pick of one job is worked on with."""
+
+    spec: str
+    source: str | None
+    proposer: str
+    iterations: int
+    time_s: float | None
+    budget_usd: float | None
+    backend: str  # the resolved one: cuda or interpreter
+    config: str | None
+    submit: bool
+    say: Callable[[str], None]
+    on_update: Callable[[Any], None] | None
+
+
+def _say_pick(site: KernelSite | FusionSite, name: str, row: JobRow, say: Callable[[str], None]) -> None:
+    """The pick's line: where it runs, whether default or only possible, and the tests left open."""
+    open_tests = "; ".join(site.undecided)
+    if isinstance(site, FusionSite):
+        say(f"pick: {name} ({site.path}:{site.first}-{site.last}, {site.reach}): {', '.join(site.ops)}; "
+            f"{site.per_step} launches a step" + (f" ({site.frequency})" if site.frequency else "")
+            + (f"; {site.todos[0]}" if site.todos else "") + (f"; undecided: {open_tests}" if open_tests else ""))
+    elif site.default_path:
+        row.default_path = site.default_path
+        say(f"pick: {name} ({site.reach}): {site.default_path}" + (f"; undecided: {open_tests}" if open_tests else ""))
+
+
+def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: float | None, job: _Job,
+             target: str) -> None:
+    """One pick: extract it (a self-check in a quarter of its share), search, verify and propose, each within the
+    share's ``deadline``; ``row`` records how far it got and why it stopped."""
+    from smithbot.propose.github import ForgeError
+    from smithbot.propose.pipeline import ProposeError
+    from smithbot.propose.reinsert import ReinsertError
+
+    say, fusion = job.say, isinstance(site, FusionSite)
+    check_s = 300.0 if deadline is None else max(1.0, min(300.0, (deadline - time.monotonic()) / 4))
+    what = name if isinstance(site, FusionSite) else f"{site.path}::{site.qualname}"
+    [cov] = api.extract(job.spec, what, source=job.source, timeout_s=check_s)
+    if not cov.checked or cov.out is None:
+        row.why = cov.why
+        say(f"extract: {name} skipped: {cov.why}")
+        return
+    row.task = str(cov.out)
+    say(f"extract: {cov.kernel} -> {cov.out} (self-check passed)")
+    if isinstance(site, FusionSite) and job.proposer == "inductor" and job.backend != "cuda" \
+            and _recorded_seed(target, site.function, cov.out):
+        say("inductor: no GPU here, so the seed is the Inductor output the target ships for this glue")
+    row.stage = "evolve"
+    search_s = job.time_s
+    if deadline is not None:  # the search gets the share but what verification needs
+        left = deadline - time.monotonic()
+        share = max(1.0, left - min(max(VERIFY_S, VERIFY_SHARE * left), left / 2))
+        search_s = min(search_s, share) if search_s is not None else share
+    try:
+        status = api.evolve(cov.out, proposer=job.proposer, iterations=job.iterations, time_s=search_s,
+                            budget_usd=job.budget_usd, islands=2, seed=0, backend=job.backend, config=job.config,
+                            on_update=job.on_update)
+    except TaskError as exc:  # the task broke where the self-check did not look (more workers, the search's cases)
+        row.why = f"the search could not start: {exc}"
+        say(f"evolve: {name} stopped: {exc}")
+        return
+    row.run, row.best, row.evaluated = status.run_id, status.best, status.evaluated
+    row.gpu_busy = status.gpu_busy
+    row.capture_failures = list(status.capture_failures or [])
+    best = f"the search's best {status.best or 0:.3f}x (verification measures again)"
+    if fusion and job.backend != "cuda":
+        best = "its speed is not judged on the interpreter (verification counts launches)"
+    say(f"evolve: run {status.run_id}, {status.message}; {status.evaluated} evaluated candidates, {best}"
+        + (f"; GPU busy {status.gpu_busy:.0%} of the search" if status.gpu_busy else ""))
+    if status.host_bound:
+        row.why = status.host_bound
+        return
+    nothing = _none_correct(status.run_id, status.message)
+    if nothing:  # verification would only say "no candidate passed"; the search's own failures say why
+        row.why = nothing
+        say(f"evolve: {name}: {nothing}")
+        return
+    row.stage = "verify"
+    v = api.verify(status.run_id, top=2, backend=job.backend, deadline=deadline)
+    for verdict in v.verdicts:
+        measured = (f" at {verdict.speedup:.3f}x [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}]"
+                    if verdict.speedup is not None and verdict.ci and not v.preview else "")
+        say(f"verify: {verdict.candidate} {'accepted' if verdict.accepted else 'rejected'}{measured}: "
+            f"{verdict.reason}")
+    row.verification = str(v.path)
+    if v.winner is None:
+        row.why = "no candidate passed verification"
+        return
+    if v.preview:  # correct with fewer launches, not timed: its speed is the interpreter's, not a GPU's
+        row.preview = True
+    else:
+        row.speedup = next(d.speedup for d in v.verdicts if d.candidate == v.winner)
+    row.stage = "propose"
+    try:
+        [(_, published)] = api.propose([status.run_id], submit=job.submit, source=job.source)
+    except (ProposeError, ReinsertError, ForgeError) as exc:
+        row.why = str(exc)
+        return
+    row.stage, row.action, row.where, row.detail = "proposed", published.action, published.where, published.detail
+    if published.action == "written":
+        out = Path(published.where)
+        row.pr, row.patch, row.test = str(out / "pr.md"), str(out / "patch.diff"), str(next(out.glob("test_*.py")))
 
 
 def summary_markdown(target: str, rows: list[JobRow], backend_note: str = "") -> str:
