@@ -258,8 +258,9 @@ class CallValues(ResolverState):
                 if src is None:
                     return None
             if not is_literal(src):
-                if element is not None and element_split(src)[0] in cf.get("params", ()) \
-                        and element_split(src)[0] not in cf.get("flags", {}) and id(cf) not in self.entries:
+                base = element_split(src)[0]  # (src itself where no element is asked for)
+                if element is not None and base in cf.get("params", ()) and base not in cf.get("flags", {}) \
+                        and id(cf) not in self.entries:
                     src = self.call_arg(cf, src, depth + 1, node[1])  # an element of the caller's own parameter
                 elif src in cf.get("params", ()) and src not in cf.get("flags", {}):
                     if self.configs.get(id(cf)) == src:  # the model class's config: the model's config.json
