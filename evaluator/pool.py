@@ -31,8 +31,9 @@ from evaluator.verdict import changed_cases, sign_rounds, verdict
 DEFAULT_ROUNDS = {"cuda": 30, "interpreter": 7}
 # On the GPU, per effort: (rounds, as a multiple of the Evaluator's), seconds of timed samples per case. A screen only
 # ranks a proposal against earlier screens; verification decides what is proposed upstream. The interpreter's wall
-# clock predicts nothing on the GPU, so every effort takes its rounds as they are.
-EFFORT = {"screen": (1 / 3, 0.05), "full": (1.0, 0.2), "verify": (2.0, 1.0)}
+# clock predicts nothing on the GPU, so every effort takes its rounds as they are. A check (a task's self-check) runs
+# the correctness stage only: its answer is ``correct`` with no speedup, since no round is timed.
+EFFORT = {"check": (0.0, 0.0), "screen": (1 / 3, 0.05), "full": (1.0, 0.2), "verify": (2.0, 1.0)}
 # A fusion task's verification on the GPU also times its PyTorch baseline under torch.compile in this mode: the bar a
 # fusion has to clear, since a maintainer's first question is "why not just compile it"
 COMPILE_MODE = "max-autotune-no-cudagraphs"
@@ -406,6 +407,8 @@ class Evaluator:
     def timing_plan(self, effort: str) -> tuple[int, float]:
         """(rounds at most, seconds of timed samples per case) for an evaluation of this ``effort``."""
         share, case_s = EFFORT[effort]
+        if effort == "check":
+            return 0, 0.0
         if self.backend != "interpreter":
             return max(1, round(self.rounds * share)), case_s
         # the interpreter takes its rounds as they are, but verification enough for a case's sign test to pass
@@ -446,6 +449,8 @@ class Evaluator:
                       "elapsed_s": {**ans.get("elapsed_s", {}), "total": time.perf_counter() - t0},
                       "log_tail": ans.get("log", "")[-3000:]}
             status = ans["status"]
+            if status == "checked":  # the correctness stage passed, and nothing was timed
+                return self._result(path, "correct", "correctness", "", "correct on every case; not timed", **common)
             if status in ("timeout", "crash"):
                 return self._result(path, status, ans.get("stage", "compile"), status, ans["detail"], **common)
             if status == "task_error":

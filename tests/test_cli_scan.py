@@ -107,10 +107,10 @@ def test_run_ends_inside_its_total_time(tmp_path: Path) -> None:
     import time
 
     t0 = time.monotonic()
-    r = run("run", "demo", "--kernel", "rms_norm", "--iterations", "1000", "--time-total", "60", "--backend",
+    r = run("run", "demo", "--kernel", "rms_norm", "--iterations", "1000", "--time-total", "90", "--backend",
             "interpreter", home=tmp_path)
     wall = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-2000:]
-    assert wall <= 60, f"the job took {wall:.1f} s of its 60"
+    assert wall <= 90, f"the job took {wall:.1f} s of its 90"
     assert "## smithbot run: demo" in r.stdout and "| kernel |" in r.stdout
     assert "evolve:" in r.stderr  # a kernel got as far as its search

@@ -159,3 +159,20 @@ def test_the_evaluator_rejects_state_appended_to_an_input_list(tmp_path: Path) -
     assert same.status == "correct", same.detail
     assert (smuggler.status, smuggler.reason) == ("incorrect", "state_smuggling"), smuggler.detail
     assert "history" in smuggler.detail and "list len=1" in smuggler.detail
+
+
+def test_a_check_runs_the_correctness_stage_and_times_nothing(tmp_path: Path) -> None:
+    """A task's self-check asks ``effort="check"``: the same correctness stage (state smuggling included), no timed
+    round, and so no speedup to report."""
+    task = tmp_path / "scale"
+    task.mkdir()
+    (task / "kernel.py").write_text(KERNEL)
+    (task / "harness.py").write_text(HARNESS_PY)
+    (task / "task.yaml").write_text(TASK_YAML)
+    cand = tmp_path / "cand.py"
+    cand.write_text(KERNEL.replace("    return out\n", "    history.append(out)\n    return out\n"))
+    with Evaluator(task, backend="interpreter") as ev:
+        same, smuggler = (ev.submit(p, effort="check").result() for p in (task / "kernel.py", cand))
+    assert (same.status, same.stage, same.speedup, same.cases) == ("correct", "correctness", None, ()), same.detail
+    assert "timing" not in same.elapsed_s and "correctness" in same.elapsed_s
+    assert (smuggler.status, smuggler.reason) == ("incorrect", "state_smuggling"), smuggler.detail

@@ -95,19 +95,20 @@ def test_time_budget_and_bad_budgets(tmp_path: Path) -> None:
 
 
 def test_a_time_budget_is_kept_and_what_it_cut_short_is_not_evaluated_again(tmp_path: Path) -> None:
-    """``evolve --time 20`` on a bundled task returns within 22 s of search time, the baseline's evaluation included;
+    """``evolve --time 40`` on a bundled task returns within 42 s of search time, the baseline's evaluation included
+    (about 20 s of it on this machine's interpreter: preparing the task and timing the baseline's autotuned configs);
     evaluations still queued or running at the end come back cancelled, and ``--resume`` does not evaluate them
     again."""
     import time
 
     db_file = tmp_path / "runs.db"
     t0 = time.monotonic()
-    status = api.evolve("silu_and_mul", time_s=20, backend="interpreter", db=db_file, patience=None)
+    status = api.evolve("silu_and_mul", time_s=40, backend="interpreter", db=db_file, patience=None)
     wall = time.monotonic() - t0
     with RunDB(db_file) as db:
         run = db.run(status.run_id)
-        assert run.message == "time budget reached (20 s)", run.message
-        assert run.counters["elapsed_s"] <= 22.0 and wall <= 22.0 + 5.0, (run.counters["elapsed_s"], wall)
+        assert run.message == "time budget reached (40 s)", run.message
+        assert run.counters["elapsed_s"] <= 42.0 and wall <= 42.0 + 5.0, (run.counters["elapsed_s"], wall)
         cut = {c.id: c.evaluated for c in db.candidates(status.run_id, "cancelled")}
         assert cut, "nothing was in flight at the budget's end"  # tune keeps the one worker's queue full
         assert all(c.reason == "time budget" for c in db.candidates(status.run_id, "cancelled"))
