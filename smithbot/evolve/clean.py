@@ -4,11 +4,17 @@ the same computation with Inductor's bookkeeping taken out and its serial names 
 - Hints nobody measured go: ``eviction_policy=`` on loads and stores (the search times the candidate; a hint that
   matters comes back as a tuned knob, not as a default). ``tl.device_assert`` bounds checks go too: they compile to
   nothing outside Triton's debug mode.
-- A copy (``r0_0 = r0_index``, ``tmp13 = ks0``) is replaced by what it copies, and an assignment nothing reads
-  (``rbase = r0_base``, ``rindex = r0_index``) goes, until none is left.
+- A copy (``r0_0 = r0_index``, ``tmp13 = ks0``, ``RBLOCK: tl.constexpr = R0_BLOCK``) is replaced by what it copies
+  (within its block, when a loop assigns it each step), an assignment nothing reads (``rbase = r0_base``,
+  ``rindex = r0_index``) goes, and so does a ``tl.broadcast_to`` to the shape its value already has, until none is
+  left.
 - Names say what a value is: a pointer parameter takes the name of the tensor the launcher hands it
-  (``in_ptr0`` -> ``seq_lens_ptr``), a loaded value that tensor's name (``seq_lens``), a cast ``seq_lens_i32``,
-  and other temporaries the op that makes them (``where``, ``cumsum``...), numbered only where a name repeats.
+  (``in_ptr0`` -> ``seq_lens_ptr``), a size parameter the launcher's name for it (``ks0`` -> ``seq_lens_size_0``),
+  a loaded value that tensor's name (``seq_lens``), a cast ``seq_lens_i32``, a value carried from one loop step to
+  the next ``acc``, and other temporaries the op that makes them (``where``, ``cumsum``...), numbered only where a
+  name repeats. Inductor's index vocabulary becomes rows and columns: a reduction's ``xindex``/``r0_index`` are
+  ``rows``/``cols`` (``xmask`` ``row_mask``, ``r0_numel`` ``n_cols``, ``XBLOCK`` ``BLOCK_ROWS``...), a pointwise
+  kernel's ``xindex`` its ``offsets`` (``xmask`` ``mask``, ``XBLOCK`` ``BLOCK``).
 
 Everything here keeps the computation: the cleaned candidate goes through the evaluator like any other, and the
 tests check it bit for bit against the glue. The pass works on the AST (the kernels are ``ast.unparse`` output, so
@@ -28,24 +34,58 @@ _EFFECTS = ("store", "atomic", "assert", "print", "barrier")
 _CALL_WORDS = {"where": "where", "associative_scan": "scan", "sum": "total", "max": "largest", "min": "smallest",
                "full": "const", "broadcast_to": "wide", "arange": "offsets", "maximum": "largest",
                "minimum": "smallest", "exp": "exp", "log": "log", "sqrt": "root", "rsqrt": "inv_root",
-               "sigmoid": "sig", "abs": "magnitude", "cumsum": "cumsum"}
+               "sigmoid": "sig", "abs": "magnitude", "cumsum": "cumsum", "div_floor_integer": "quot"}
 _OP_WORDS = {ast.Add: "added", ast.Sub: "diff", ast.Mult: "prod", ast.Div: "ratio", ast.FloorDiv: "quot",
              ast.Mod: "rem", ast.BitAnd: "both", ast.BitOr: "either", ast.LShift: "shifted", ast.RShift: "shifted"}
 _CMP_WORDS = {ast.Lt: "below", ast.LtE: "at_most", ast.Gt: "above", ast.GtE: "at_least", ast.Eq: "equal",
               ast.NotEq: "differs"}
 _DTYPES = {"int32": "i32", "int64": "i64", "float32": "f32", "float16": "f16", "bfloat16": "bf16", "int1": "bool",
            "int8": "i8", "uint8": "u8"}
-_TEMP = re.compile(r"tmp\d+")
+_TEMP = re.compile(r"_?tmp\d+|[xyz]\d+|r0_\d+")  # Inductor's temporaries and its split indices (x0 = xindex % ks0)
+# Inductor's index vocabulary: a prefix per dimension (x, y; r0_ or r for the reduced one) and what it names
+_INDEX = re.compile(r"(x|y|r0_|r)(offset|index|mask|base|numel)")
+_BLOCK = re.compile(r"(X|Y|R0_|R)BLOCK")
+_PARTS = {"offset": "{}_start", "index": "{}s", "mask": "{}_mask", "base": "{}_offsets", "numel": "n_{}s",
+          "BLOCK": "BLOCK_{}S"}
+_FLAT = {"offset": "start", "index": "offsets", "mask": "mask", "base": "base", "numel": "n_elements",
+         "BLOCK": "BLOCK"}
 
 
-def clean_kernel(fn: ast.FunctionDef, tensors: dict[str, str]) -> ast.FunctionDef:
-    """``fn`` (one kernel, changed in place and returned) cleaned as the module says; ``tensors`` maps a parameter
-    to the launcher's argument for it (``in_ptr0`` -> ``seq_lens``; Inductor's own ``buf0`` names nothing)."""
+def clean_kernel(fn: ast.FunctionDef, tensors: dict[str, str]) -> dict[str, str]:
+    """Clean ``fn`` (one kernel, changed in place) as the module says; ``tensors`` maps a parameter to the launcher's
+    argument for it (``in_ptr0`` -> ``seq_lens``, ``ks0`` -> ``seq_lens_size_0``). Returns the new names of its
+    constexpr parameters, which the launcher passes by keyword (``XBLOCK`` -> ``BLOCK_ROWS``)."""
+    constexprs = [a.arg for a in fn.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)]
     _drop_hints(fn)
-    while _propagate_copies(fn) or _drop_dead(fn):
+    _simplify(fn)
+    names = _rename(fn, tensors)
+    return {c: names.get(c, c) for c in constexprs}
+
+
+def clean_helper(fn: ast.FunctionDef) -> None:
+    """A kernel's own helper (a scan's combine function, ``tmp0 = arg0_0 + arg1_0; return tmp0``) cleaned the same
+    way, its parameters ``a``, ``b``... and a temporary that is only returned returned as its value."""
+    _simplify(fn)
+    letters = iter("abcdefghijklmnopqrstuvw")
+    params = {a.arg: next(letters) for a in fn.args.args if re.fullmatch(r"arg\d+_\d+", a.arg)}
+    if set(params.values()) & (_stores(fn).keys() | _loads(fn)):
+        params = {}
+    body = fn.body
+    if len(body) >= 2 and isinstance(body[-1], ast.Return) and isinstance(body[-1].value, ast.Name):
+        got = _single(body[-2])
+        if got is not None and got[0] == body[-1].value.id and _stores(fn).get(got[0]) == 1 and sum(
+                isinstance(n, ast.Name) and n.id == got[0] for n in ast.walk(fn)) == 2:
+            body[-2:] = [ast.Return(got[1])]
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and node.id in params:
+            node.id = params[node.id]
+    for a in fn.args.args:
+        a.arg = params.get(a.arg, a.arg)
+
+
+def _simplify(fn: ast.FunctionDef) -> None:
+    while _propagate_copies(fn) or _drop_dead(fn) or _drop_broadcasts(fn):
         pass
-    _rename(fn, tensors)
-    return fn
 
 
 def _drop_hints(fn: ast.FunctionDef) -> None:
@@ -91,21 +131,43 @@ def _single(s: ast.stmt) -> tuple[str, ast.expr] | None:
 
 
 def _propagate_copies(fn: ast.FunctionDef) -> bool:
-    """Replace one copy ``a = b`` (each assigned once, ``a`` not a constexpr) by ``b`` everywhere; whether one was."""
+    """Replace one copy ``a = b`` by ``b``; whether one was. Everywhere, and the copy goes, where each is assigned
+    once, ``b`` is a parameter or assigned before the copy, every read of ``a`` comes after it, and the copy runs
+    whenever its loop step does (a constexpr alias only of a parameter). Else, as in a loop's body that assigns both
+    each step, in the rest of the copy's block, when neither is assigned again there and ``a`` is not read before it
+    in the block (a value carried from the step before); the copy itself goes once nothing reads it."""
     counts = _stores(fn)
+    params = {a.arg for a in fn.args.args}
+    made = {n.id: (n.lineno, n.col_offset) for s in ast.walk(fn) if isinstance(s, (ast.Assign, ast.AnnAssign))
+            for t in ([s.target] if isinstance(s, ast.AnnAssign) else s.targets) for n in ast.walk(t)
+            if isinstance(n, ast.Name)}
+    whole = [fn.body] + [n.body for n in ast.walk(fn) if isinstance(n, ast.For)]
     for block in _blocks(fn):
         for i, s in enumerate(block):
             got = _single(s)
-            if got is None or isinstance(s, ast.AnnAssign) or not isinstance(got[1], ast.Name):
+            if got is None or not isinstance(got[1], ast.Name):
                 continue
             name, source = got[0], got[1].id
-            if counts.get(name) != 1 or counts.get(source) != 1:
+            if isinstance(s, ast.AnnAssign) and source not in params:
                 continue
-            del block[i]
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Name) and node.id == name:
-                    node.id = source
-            return True
+            at = (s.lineno, s.col_offset)
+            reads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+            if counts.get(name) == 1 and counts.get(source) == 1 and any(block is b for b in whole) and (
+                    source in params or made.get(source, at) < at) and all((n.lineno, n.col_offset) > at for n in reads):
+                del block[i]
+                block[:] = block or [ast.Pass()]
+                for n in reads:
+                    n.id = source
+                return True
+            rest = ast.Module(body=block[i + 1:], type_ignores=[])
+            if isinstance(s, ast.AnnAssign) or name in _loads(ast.Module(body=block[:i], type_ignores=[])) or \
+                    {name, source} & _stores(rest).keys():
+                continue
+            uses = [n for n in ast.walk(rest) if isinstance(n, ast.Name) and n.id == name]
+            for node in uses:
+                node.id = source
+            if uses:
+                return True
     return False
 
 
@@ -127,6 +189,112 @@ def _drop_dead(fn: ast.FunctionDef) -> bool:
             keep = [ast.Pass()]
         block[:] = keep
     return changed
+
+
+def _drop_broadcasts(fn: ast.FunctionDef) -> bool:
+    """Replace every ``tl.broadcast_to(v, shape)`` whose ``v`` already has that shape (as far as the kernel's own
+    statements show it) by ``v``; whether one was."""
+    shapes: dict[str, tuple[str, ...] | None] = {a.arg: () for a in fn.args.args}
+    changed = False
+
+    class Drop(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            nonlocal changed
+            self.generic_visit(node)
+            if ast.unparse(node.func) == "tl.broadcast_to" and len(node.args) == 2 and \
+                    isinstance(node.args[1], (ast.List, ast.Tuple)) and _shape(node.args[0], shapes) == tuple(
+                        ast.unparse(e) for e in node.args[1].elts):
+                changed = True
+                return node.args[0]
+            return node
+
+    def visit(block: list[ast.stmt]) -> None:
+        for i, s in enumerate(block):
+            if isinstance(s, ast.For):
+                if isinstance(s.target, ast.Name):
+                    shapes[s.target.id] = ()
+                visit(s.body)
+                continue
+            if isinstance(s, (ast.If, ast.While)):
+                visit(s.body)
+                visit(s.orelse)
+                continue
+            block[i] = Drop().visit(s)
+            got = _single(block[i])
+            if got is not None:
+                known = shapes.get(got[0], "unset")
+                shape = _shape(got[1], shapes)
+                shapes[got[0]] = shape if known in ("unset", shape) else None
+
+    visit(fn.body)
+    return changed
+
+
+def _shape(value: ast.expr, shapes: dict[str, tuple[str, ...] | None]) -> tuple[str, ...] | None:
+    """The shape of a kernel value, each dimension as its source text (``("XBLOCK", "R0_BLOCK")``; ``()`` a scalar),
+    or None where the expression's shape is not one these rules know."""
+    if isinstance(value, ast.Constant):
+        return ()
+    if isinstance(value, ast.Name):
+        return shapes.get(value.id)
+    if isinstance(value, (ast.BinOp, ast.Compare, ast.BoolOp)):
+        parts = [value.left, value.right] if isinstance(value, ast.BinOp) else \
+            [value.left, *value.comparators] if isinstance(value, ast.Compare) else value.values
+        return _broadcast([_shape(p, shapes) for p in parts])
+    if isinstance(value, ast.UnaryOp):
+        return _shape(value.operand, shapes)
+    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice) and value.slice.lower is None \
+            and value.slice.upper is None:  # x[:]
+        return _shape(value.value, shapes)
+    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Tuple):
+        inner = _shape(value.value, shapes)
+        if inner is None:
+            return None
+        dims, it = [], iter(inner)
+        for e in value.slice.elts:
+            if isinstance(e, ast.Constant) and e.value is None:
+                dims.append("1")
+            elif isinstance(e, ast.Slice) and e.lower is None and e.upper is None:
+                dims.append(next(it, "?"))
+            else:
+                return None
+        return tuple(dims) + tuple(it)
+    if isinstance(value, ast.Call):
+        func = ast.unparse(value.func)
+        if func in ("tl.program_id", "tl.num_programs"):
+            return ()
+        if func == "tl.arange" and len(value.args) == 2 and ast.unparse(value.args[0]) == "0":
+            return (ast.unparse(value.args[1]),)
+        if func in ("tl.full", "tl.zeros") and value.args and isinstance(value.args[0], (ast.List, ast.Tuple)):
+            return tuple(ast.unparse(e) for e in value.args[0].elts)
+        if func == "tl.load" and value.args:
+            return _shape(value.args[0], shapes)
+        if func in ("tl.sum", "tl.max", "tl.min") and len(value.args) == 2 and not value.keywords and \
+                isinstance(value.args[1], ast.Constant) and isinstance(value.args[1].value, int):
+            inner = _shape(value.args[0], shapes)
+            axis = value.args[1].value
+            return None if inner is None or not -len(inner) <= axis < len(inner) else \
+                tuple(d for k, d in enumerate(inner) if k != axis % len(inner))
+        if func == "tl.where" and len(value.args) == 3:
+            return _broadcast([_shape(a, shapes) for a in value.args])
+        if isinstance(value.func, ast.Attribute) and value.func.attr == "to":
+            return _shape(value.func.value, shapes)
+    return None
+
+
+def _broadcast(shapes: list[tuple[str, ...] | None]) -> tuple[str, ...] | None:
+    """Numpy's broadcasting of known shapes, dimension by dimension as text; None where one is unknown or two
+    dimensions differ and neither is 1."""
+    if any(s is None for s in shapes):
+        return None
+    rank = max(len(s) for s in shapes)  # type: ignore[arg-type]
+    out = []
+    for k in range(rank):
+        dims = {s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0} - {"1"}  # type: ignore[arg-type]
+        if len(dims) > 1:
+            return None
+        out.append(dims.pop() if dims else "1")
+    return tuple(out)
 
 
 def _word(value: ast.expr, names: dict[str, str]) -> str:
@@ -151,36 +319,54 @@ def _word(value: ast.expr, names: dict[str, str]) -> str:
         return "negated"
     if isinstance(value, ast.Name):
         return names.get(value.id, value.id)
+    if isinstance(value, ast.Subscript):  # tl.sum(acc, 1)[:, None]: what the sum is
+        return _word(value.value, names)
     return "value"
 
 
-def _rename(fn: ast.FunctionDef, tensors: dict[str, str]) -> None:
-    """Pointer parameters named for their tensors, temporaries for what makes them (see the module)."""
+def _rename(fn: ast.FunctionDef, tensors: dict[str, str]) -> dict[str, str]:
+    """Pointer and size parameters named for their tensors and sizes, Inductor's indices for rows and columns, and
+    temporaries for what makes them (see the module); the names given."""
     names: dict[str, str] = {}
     taken = {a.arg for a in fn.args.args} | _stores(fn).keys()
-    for a in fn.args.args:
-        tensor = tensors.get(a.arg, "")
-        if tensor.isidentifier() and not re.fullmatch(r"buf\d+", tensor) and re.fullmatch(r"(in|out|in_out)_ptr\d+", a.arg) and f"{tensor}_ptr" not in taken:
-            names[a.arg] = f"{tensor}_ptr"
-            taken.add(f"{tensor}_ptr")
-    used = set(taken) - {n for n in taken if _TEMP.fullmatch(n)}
+    used = {n for n in taken if not (_TEMP.fullmatch(n) or _INDEX.fullmatch(n) or _BLOCK.fullmatch(n))}
 
     def fresh(word: str) -> str:
         word = re.sub(r"\W+", "_", word).strip("_") or "value"
         if word[0].isdigit():
             word = "v" + word
         out, n = word, 2
-        while out in used or hasattr(builtins, out) or keyword.iskeyword(out):
+        while out in used or out in names.values() or hasattr(builtins, out) or keyword.iskeyword(out):
             out, n = f"{word}_{n}", n + 1
         used.add(out)
         return out
 
+    for a in fn.args.args:
+        given = tensors.get(a.arg, "")
+        if not given.isidentifier() or re.fullmatch(r"buf\d+", given):
+            continue
+        if re.fullmatch(r"(in|out|in_out)_ptr\d+", a.arg):
+            names[a.arg] = fresh(f"{given}_ptr")
+        elif re.fullmatch(r"ks\d+", a.arg):  # a size Inductor made a symbol of, by the launcher's name for it
+            names[a.arg] = fresh(given)
+    reduced = any((m := _INDEX.fullmatch(n)) and m.group(1) in ("r0_", "r") for n in taken)
+    two_d = any((m := _INDEX.fullmatch(n)) and m.group(1) == "y" for n in taken)
+    roles = {"x": "row", "r0_": "col", "r": "col"} if reduced else {"y": "row", "x": "col"} if two_d else {"x": ""}
+    for n in sorted(taken):
+        m = _INDEX.fullmatch(n) or _BLOCK.fullmatch(n)
+        if m is None or n in names:
+            continue
+        prefix, part = (m.group(1), m.group(2)) if m.re is _INDEX else (m.group(1).lower(), "BLOCK")
+        role = roles.get(prefix)
+        if role is not None:
+            word = _FLAT[part] if role == "" else _PARTS[part].format(role.upper() if part == "BLOCK" else role)
+            names[n] = fresh(word)
     counts = _stores(fn)
     for node in ast.walk(fn):  # definitions in source order: a name is given where its value is first made
         got = _single(node) if isinstance(node, ast.stmt) else None
         if got is not None and _TEMP.fullmatch(got[0]) and got[0] not in names:
             # (one assigned again, in a loop, carries a value from step to step)
-            names[got[0]] = fresh("carried" if counts[got[0]] > 1 else _word(_renamed(got[1], names), names))
+            names[got[0]] = fresh("acc" if counts[got[0]] > 1 else _word(_renamed(got[1], names), names))
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple):
             for el in node.targets[0].elts:  # tmp4, = tl.associative_scan(...)
                 if isinstance(el, ast.Name) and _TEMP.fullmatch(el.id) and el.id not in names:
@@ -190,6 +376,7 @@ def _rename(fn: ast.FunctionDef, tensors: dict[str, str]) -> None:
             node.id = names[node.id]
     for a in fn.args.args:
         a.arg = names.get(a.arg, a.arg)
+    return names
 
 
 def _renamed(value: ast.expr, names: dict[str, str]) -> ast.expr:

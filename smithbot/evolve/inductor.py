@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.task import parse
-from smithbot.evolve.clean import clean_kernel
+from smithbot.evolve.clean import clean_helper, clean_kernel
 
 
 class InductorError(Exception):
@@ -34,6 +34,9 @@ class Compiled:
     inputs: tuple[str, ...]
     returns: tuple[str, ...]
     single: bool = False
+    # per returned value, the parameter whose dtype it takes in the glue (a bf16 input, a bf16 result), or "" where
+    # its dtype is its own (a cumsum to int32): the launcher allocates it so, not in the compile case's dtype
+    dtypes: tuple[str, ...] = ()
 
 
 def _plain_case(cases):  # type: ignore[no-untyped-def]
@@ -56,15 +59,37 @@ def read_recording(path: Path) -> Compiled | None:
     """A recorded Inductor output (``compile_glue``'s JSON), or None where there is none or it cannot be read."""
     try:
         d = json.loads(path.read_text())
-        return Compiled(d["code"], tuple(d["inputs"]), tuple(d["returns"]), bool(d.get("single")))
+        return Compiled(d["code"], tuple(d["inputs"]), tuple(d["returns"]), bool(d.get("single")),
+                        tuple(d.get("dtypes") or ()))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def recorded(task_dir: Path) -> Compiled | None:
     """The Inductor output recorded beside a fusion task: by ``compile_glue`` on a GPU, or shipped with it (the
-    bundled decode_metadata; the demo's glue, copied in by ``smithbot demo --fusion``)."""
-    return read_recording(task_dir / RECORDED)
+    bundled decode_metadata; the demo's glue, copied in by ``smithbot demo --fusion``). A recording without the
+    returned values' dtypes gets them from the glue run on the CPU, where it runs there."""
+    found = read_recording(task_dir / RECORDED)
+    if found is None or found.dtypes:
+        return found
+    try:
+        fn, harness, case = _glue(task_dir)
+        from evaluator.correctness import make_args
+
+        return dataclasses.replace(found, dtypes=dtype_follows(fn, make_args(harness, case, 0, "cpu")))
+    except Exception:  # noqa: BLE001 - a glue that needs the GPU: the compile case's dtypes stay
+        return found
+
+
+def _glue(task_dir: Path) -> tuple[Any, Any, Any]:
+    """A fusion task's glue function, its harness module and the case Inductor compiles it on."""
+    from evaluator.runtime import load_module
+    from evaluator.task import load_task
+
+    task = load_task(task_dir)
+    fn = getattr(load_module(task_dir / "kernel.py", f"{task.id}_baseline", False), task.entry)
+    harness = load_module(task_dir / "harness.py", f"{task.id}_harness", False)
+    return fn, harness, _plain_case(task.cases)
 
 
 def seed(task_dir: Path) -> tuple[Compiled, str]:
@@ -81,6 +106,43 @@ def seed(task_dir: Path) -> tuple[Compiled, str]:
     return found, f"recorded in {RECORDED}"
 
 
+# what a tensor input becomes to see whether a result's dtype follows it: a float input in another float width, an
+# integer input in the other index width
+_SWAPS = ({"float32": "float64", "float64": "float32", "float16": "float32", "bfloat16": "float32"},
+          {"int32": "int64", "int64": "int32"})
+
+
+def dtype_follows(fn: Any, args: dict[str, Any]) -> tuple[str, ...]:
+    """For each value ``fn(**args)`` returns, the parameter whose dtype it takes: run again with one tensor input in
+    another width at a time, a result whose dtype moves with it follows it. "" where it keeps its dtype, is no
+    tensor, or the glue does not run on the other widths."""
+    import torch
+
+    from evaluator.runtime import clone_args
+
+    def run(a: dict[str, Any]) -> tuple[Any, ...]:
+        out = fn(**a)
+        return out if isinstance(out, tuple) else (out,)
+
+    base = run(clone_args(args))
+    follows = [""] * len(base)
+    for name, value in args.items():  # one input at a time: several of one dtype would say nothing
+        width = str(value.dtype).removeprefix("torch.") if torch.is_tensor(value) else ""
+        swap = next((s for s in _SWAPS if width in s), None)
+        if swap is None:
+            continue
+        other = getattr(torch, swap[width])
+        try:
+            got = run({**clone_args(args), name: value.to(other)})
+        except Exception:  # noqa: BLE001 - the glue's own refusal of another width: its dtypes are its own
+            continue
+        for i, (b, g) in enumerate(zip(base, got)):
+            if not follows[i] and torch.is_tensor(b) and torch.is_tensor(g) and b.dtype == value.dtype \
+                    and g.dtype == other:
+                follows[i] = name
+    return tuple(follows)
+
+
 def _expression(source: str) -> str:
     """A Dynamo source name (``L['seq_lens'].size()[0]``) as Python over the entry's parameters."""
     return re.sub(r"\bL\['(\w+)'\]", r"\1", source)
@@ -94,15 +156,10 @@ def compile_glue(task_dir: Path) -> Compiled:
     from torch._inductor.utils import run_and_get_code
 
     from evaluator.correctness import make_args
-    from evaluator.runtime import load_module
-    from evaluator.task import load_task
 
     if not torch.cuda.is_available():
         raise InductorError("Inductor writes Triton kernels only for a GPU, and there is none here")
-    task = load_task(task_dir)
-    fn = getattr(load_module(task_dir / "kernel.py", f"{task.id}_baseline", False), task.entry)
-    harness = load_module(task_dir / "harness.py", f"{task.id}_harness", False)
-    case = _plain_case(task.cases)
+    fn, harness, case = _glue(task_dir)
     args = make_args(harness, case, 0, "cuda")
     graphs: list[tuple[str, ...]] = []
     outputs: list[Any] = []
@@ -147,7 +204,7 @@ def compile_glue(task_dir: Path) -> Compiled:
         else:
             raise InductorError(f"the glue returns a {type(item).__name__} that is neither an output of the "
                                 "compiled graph nor an input")
-    compiled = Compiled(kernels[0], graphs[0], tuple(returns), single)
+    compiled = Compiled(kernels[0], graphs[0], tuple(returns), single, dtype_follows(fn, args))
     if (task_dir / RECORDED).exists():  # a recording shipped with the task stays as it is
         return compiled
     import triton
@@ -324,7 +381,7 @@ def to_candidate(baseline: str, entry: str, compiled: Compiled) -> str:
     base_fn = next((n for n in parse(baseline).body if isinstance(n, ast.FunctionDef) and n.name == entry), None)
     if base_fn is None:
         raise InductorError(f"the baseline has no function {entry}")
-    body = _launcher_body(call, compiled, kernels)
+    body = _follow_dtypes(_name_buffers(_launcher_body(call, compiled, kernels), base_fn), compiled.dtypes)
     cleaned = []
     launches = {ast.unparse(c.func.value): [ast.unparse(a) for a in c.args] for line in body
                 for c in ast.walk(parse(line)) if isinstance(c, ast.Call) and isinstance(c.func, ast.Subscript)}
@@ -332,7 +389,10 @@ def to_candidate(baseline: str, entry: str, compiled: Compiled) -> str:
         fn = parse(k.source).body[0]
         assert isinstance(fn, ast.FunctionDef)
         runtime = [p for p in k.params if p not in k.constexprs]
-        cleaned.append(ast.unparse(clean_kernel(fn, dict(zip(runtime, launches.get(k.name, []))))))
+        blocks = clean_kernel(fn, dict(zip(runtime, launches.get(k.name, []))))
+        cleaned.append(ast.unparse(fn))
+        body = [_rename_keywords(line, k.name, blocks) for line in body]
+    local_helpers = [_cleaned_helper(h) for h in local_helpers]
     signature = f"def {entry}({ast.unparse(base_fn.args)}):"
     parts = (["from triton.language.extra import libdevice"] if "libdevice" in used else []) + \
         _inline_helpers(used, defs) + local_helpers + cleaned + \
@@ -343,6 +403,76 @@ def to_candidate(baseline: str, entry: str, compiled: Compiled) -> str:
         raise InductorError("the baseline has no single EVOLVE-BLOCK")
     head, _, tail = split
     return f"{head}{EVOLVE_START}\n\n" + "\n\n\n".join(parts) + f"\n\n\n{EVOLVE_END}{tail}"
+
+
+def _cleaned_helper(source: str) -> str:
+    fn = parse(source).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    clean_helper(fn)
+    return ast.unparse(fn)
+
+
+def _rename_keywords(line: str, kernel: str, names: dict[str, str]) -> str:
+    """``line`` with the block-size keywords of its launch of ``kernel`` renamed as the cleaned kernel's."""
+    tree = parse(line)
+    hit = False
+    for c in ast.walk(tree):
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Subscript) and ast.unparse(c.func.value) == kernel:
+            for kw in c.keywords:
+                if kw.arg in names:
+                    kw.arg, hit = names[kw.arg], True
+    return ast.unparse(tree) if hit else line
+
+
+def _follow_dtypes(lines: list[str], follows: tuple[str, ...]) -> list[str]:
+    """Each returned buffer allocated in the dtype of the parameter it follows (``dtype=topk_weights.dtype``), where
+    ``follows`` names one, instead of the compile case's."""
+    tree = parse("\n".join(lines))
+    last = tree.body[-1] if tree.body else None
+    items = (last.value.elts if isinstance(last.value, ast.Tuple) else [last.value]) \
+        if isinstance(last, ast.Return) and last.value is not None else []
+    alloc = {s.targets[0].id: s.value for s in tree.body if isinstance(s, ast.Assign) and isinstance(
+        s.targets[0], ast.Name) and isinstance(s.value, ast.Call) and ast.unparse(s.value.func) == "torch.empty_strided"}
+    for item, param in zip(items, follows):
+        if param and isinstance(item, ast.Name) and item.id in alloc:
+            for kw in alloc[item.id].keywords:
+                if kw.arg == "dtype":
+                    kw.value = parse(f"{param}.dtype", mode="eval").body
+    return [ast.unparse(s) for s in tree.body]
+
+
+def _name_buffers(lines: list[str], base_fn: ast.FunctionDef) -> list[str]:
+    """Inductor's buffers named for what they hold: a returned one as the baseline's return names it (``return
+    cu_seqlens, page_table``; ``out`` where the baseline returns an expression), one that only passes data from one
+    kernel to the next ``scratch``."""
+    ret = next((n for n in ast.walk(base_fn) if isinstance(n, ast.Return)), None)
+    given = [e.id if isinstance(e, ast.Name) else "" for e in (
+        ret.value.elts if ret is not None and isinstance(ret.value, ast.Tuple) else [ret.value if ret else None])]
+    tree = parse("\n".join(lines))
+    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in base_fn.args.args}
+    last = tree.body[-1] if tree.body else None
+    returned = [e.id if isinstance(e, ast.Name) else "" for e in (
+        last.value.elts if isinstance(last, ast.Return) and isinstance(last.value, ast.Tuple) else
+        [last.value] if isinstance(last, ast.Return) else [])]
+    names: dict[str, str] = {}
+
+    def fresh(word: str) -> str:
+        out, n = word, 2
+        while out in taken:
+            out, n = f"{word}_{n}", n + 1
+        taken.add(out)
+        return out
+
+    for i, buf in enumerate(returned):
+        if re.fullmatch(r"buf\d+", buf) and buf not in names:
+            word = given[i] if len(given) == len(returned) and given[i] else "out"
+            names[buf] = fresh(word if word not in {a.arg for a in base_fn.args.args} else f"new_{word}")
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and re.fullmatch(r"buf\d+", n.id):
+            if n.id not in names:
+                names[n.id] = fresh("scratch")
+            n.id = names[n.id]
+    return [ast.unparse(s) for s in tree.body]
 
 
 def _launcher_body(call: ast.FunctionDef, compiled: Compiled, kernels: dict[str, _Kernel]) -> list[str]:
@@ -390,7 +520,7 @@ def _launcher_body(call: ast.FunctionDef, compiled: Compiled, kernels: dict[str,
 def _tidy(lines: list[str]) -> list[str]:
     """Inductor's names made a reader's: a graph input that is a parameter (``arg1_1 = seq_lens``) and a size copied
     to a symbol (``s37 = arg0_1``) go, their uses taking the name they copy; a size keeps a name that says what it
-    is (``seq_lens_size_0``); a kernel's element count is ``xnumel_N``; a grid of constants is computed."""
+    is (``seq_lens_size_0``); a kernel's element count is ``numel_N``; a grid of constants is computed."""
     tree = parse("\n".join(lines))
     names: dict[str, str] = {}
     body: list[ast.stmt] = []
@@ -407,7 +537,7 @@ def _tidy(lines: list[str]) -> list[str]:
     class Rename(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.AST:
             m = re.fullmatch(r"triton_\w+?_(\d+)_xnumel", node.id)
-            node.id = f"xnumel_{m.group(1)}" if m else names.get(node.id, node.id)
+            node.id = f"numel_{m.group(1)}" if m else names.get(node.id, node.id)
             return node
 
         def visit_Call(self, node: ast.Call) -> ast.AST:

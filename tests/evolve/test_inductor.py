@@ -12,7 +12,7 @@ from evaluator import Evaluator
 from evaluator.guard import check
 from smithbot import api
 from smithbot.config import TARGETS_DIR
-from smithbot.evolve.inductor import Compiled, InductorError, read_recording, to_candidate
+from smithbot.evolve.inductor import Compiled, InductorError, read_recording, recorded, to_candidate
 
 # Inductor's output (compile_glue on an H200), as shipped: for the demo's glue, and beside the bundled decode_metadata
 RECORDINGS = {"demo_glue": TARGETS_DIR / "demo" / "inductor" / "LlamaModel.forward.json",
@@ -56,6 +56,19 @@ def test_inductors_kernels_become_a_candidate_the_evaluator_accepts_and_finds_co
     with Evaluator(glue, backend="interpreter") as ev:
         ev.prepare()
         assert ev.submit(tmp_path / "wrong.py").result().status == "incorrect"
+
+
+def test_a_result_follows_the_dtype_of_the_input_it_is_computed_from() -> None:
+    import torch
+
+    from smithbot.evolve.inductor import dtype_follows
+
+    def glue(w, ids, n: int):
+        return w / w.sum(-1, keepdim=True), torch.cumsum(ids, 0, dtype=torch.int32), ids[:n], n
+
+    args = {"w": torch.rand(3, 8), "ids": torch.arange(5, dtype=torch.int32), "n": 2}
+    assert dtype_follows(glue, args) == ("w", "", "ids", "")
+    assert dtype_follows(lambda w: w.float(), {"w": torch.rand(3, dtype=torch.bfloat16)}) == ("",)
 
 
 def test_output_that_cannot_stand_alone_is_refused_with_the_reason(glue: Path) -> None:
@@ -108,9 +121,23 @@ def test_the_bundled_decode_metadata_seed_reads_its_sizes_from_the_parameters_an
     candidate takes every size from its parameters (the page table is max_seq_len wide, not the pool's width of
     the case it was compiled on) and matches the glue bit for bit on the interpreter's cases."""
     task = Path(api.__file__).resolve().parent / "tasks" / "decode_metadata"
-    cand = to_candidate((task / "kernel.py").read_text(), "build_decode_metadata", _compiled("decode_metadata"))
-    assert "return (buf1, buf2, buf3, buf4)" in cand and "seq_lens_size_0 = seq_lens.size()[0]" in cand
-    assert "arg0_1" not in cand and "triton_poi" not in cand
+    compiled = recorded(task)  # the recording, with the returned values' dtypes from the glue run on the CPU
+    assert compiled is not None and compiled.dtypes == ("", "req_to_token", "", "req_to_token")
+    cand = to_candidate((task / "kernel.py").read_text(), "build_decode_metadata", compiled)
+    # the buffers take the names the glue returns its values under, the one between two kernels is scratch
+    assert "return (cu_seqlens_k, page_table, positions, cache_loc)" in cand
+    assert "seq_lens_size_0 = seq_lens.size()[0]" in cand and "scratch = torch.empty_strided(" in cand
+    block = cand[cand.index("# EVOLVE-BLOCK-START"):]
+    assert not re.search(r"\b(arg\d+_\d+|buf\d+|_?tmp\d+|[xyr]\w*(index|offset|numel|mask)|ks\d+|[XR]\w*BLOCK)\b|"
+                         "triton_poi", block), block
+    assert "def _build_decode_metadata_kernel0_add0(a, b):\n    return a + b" in block
+    assert "BLOCK_ROWS=1, BLOCK_COLS=1024" in block  # the launch passes the block sizes by their new names
+    # each returned buffer in the glue's dtype for it: the gathers take the table's, the cumsum and the cast their own
+    assert "page_table = torch.empty_strided((seq_lens_size_0, max_seq_len), (max(1, max_seq_len), 1), " \
+           "dtype=req_to_token.dtype," in block and "cache_loc = torch.empty_strided((seq_lens_size_0,), (1,), " \
+           "dtype=req_to_token.dtype," in block
+    assert "cu_seqlens_k = torch.empty_strided((1 + seq_lens_size_0,), (1,), dtype=torch.int32," in block
+    assert "positions = torch.empty_strided((seq_lens_size_0,), (1,), dtype=torch.int64," in block
     (tmp_path / "seed.py").write_text(cand)
     with Evaluator(task, backend="interpreter") as ev:
         ev.prepare()
