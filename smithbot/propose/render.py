@@ -27,7 +27,7 @@ from smithbot import __version__
 from smithbot.config import Engine, Target, templates_dir
 from smithbot.evolve import tune
 from smithbot.propose.reinsert import changed_definitions
-from smithbot.propose.testcode import inputs_code, reference_code
+from smithbot.propose.testcode import inputs_code, needed_imports, reference_code
 
 MAX_BODY = 60_000
 STYLES = ("sglang", "lmdeploy", "dlblas", "generic")
@@ -127,9 +127,11 @@ def _gains(cases: list[dict[str, Any]], min_gain: float) -> str:
             f"each by its own sign test; unchanged within the noise on {', '.join(f'`{n}`' for n in same)}.")
 
 
-def _cases(task: Task) -> str:
-    """The cases as a Python list, a row each; ``cpu``: small enough for the Triton interpreter."""
-    rows = [{"name": c.name, "dtype": DTYPES[c.dtype], **c.dims, **c.params, "cpu": c.interpreter} for c in task.cases]
+def _cases(task: Task, with_dtype: bool) -> str:
+    """The cases as a Python list, a row each; ``cpu``: small enough for the Triton interpreter. A case's dtype only
+    ``with_dtype`` (the inputs read it): a label the tensors do not have would mislead."""
+    rows = [{"name": c.name, **({"dtype": DTYPES[c.dtype]} if with_dtype else {}), **c.dims, **c.params,
+             "cpu": c.interpreter} for c in task.cases]
     text = ",\n".join("    " + json.dumps(r).replace("true", "True").replace("false", "False").replace("null", "None")
                       for r in rows)
     return f"[\n{text},\n]"
@@ -163,10 +165,17 @@ def _entry_def(task: Task, added: tuple[str, ...] = ()) -> Any:
     return next((d for d in task.provenance.definitions if d.name == task.entry), task.provenance.definitions[0])
 
 
-def kernel_dtypes(task: Task, code: str) -> list[str]:
-    """The torch dtypes this kernel's task works in: its cases' dtypes and those its ``code`` (the kernel and the
-    harness) names (an fp8 output, fp32 scales), so that the PR lists only their tolerances."""
-    used = {DTYPES[c.dtype] for c in task.cases} | {d for d in TOLERANCES if re.search(rf"\b(torch|tl)\.{d}\b", code)}
+def reads_case_dtype(inputs: str) -> bool:
+    """Whether the test's ``make_inputs`` code makes any tensor in the case's dtype (else every dtype is its own)."""
+    return bool(re.search(r"""case(\[|\.get\()["']dtype["']""", inputs))
+
+
+def kernel_dtypes(task: Task, code: str, case_dtype: bool = True) -> list[str]:
+    """The torch dtypes this kernel's task works in: its cases' dtypes (where its inputs take them) and those its
+    ``code`` (the kernel and the harness) names (an fp8 output, fp32 scales), so that the PR lists only their
+    tolerances."""
+    used = {DTYPES[c.dtype] for c in task.cases if case_dtype} | {
+        d for d in TOLERANCES if re.search(rf"\b(torch|tl)\.{d}\b", code)}
     return [d for d in TOLERANCES if d in used and d != "float64"]
 
 
@@ -333,7 +342,8 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     ref_imports, reference = _split_module(base_src)
     case_keys = {"name", "dtype", *(k for c in task.cases for k in (*c.dims, *c.params))}
     input_imports, inputs = inputs_code(harness_src, {DTYPES[c.dtype] for c in task.cases}, case_keys)
-    dtypes = kernel_dtypes(task, base_src + inputs)
+    case_dtype = reads_case_dtype(inputs)
+    dtypes = kernel_dtypes(task, base_src + inputs, case_dtype)
     tol = "per output dtype: " + ", ".join(f"{d} atol {TOLERANCES[d].atol:g} rtol {TOLERANCES[d].rtol:g} "
                                            f"relative RMS {TOLERANCES[d].rel_rms:g}"
                                            for d in dtypes)
@@ -385,11 +395,13 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     # The extractor keeps annotations as strings (``from __future__ import annotations``) and drops typing imports
     # that only they need, so the generated files keep the future import too.
     future = "from __future__ import annotations" in ref_imports
-    found = [i for i in ref_imports + input_imports if not i.startswith("from __future__")]
+    # the imports the reference and the inputs read (a fusion's torch glue needs no triton), and the template's own
+    found = [i for i in needed_imports(ref_imports + input_imports, reference + "\n" + inputs)
+             if not i.startswith("from __future__")]
     what_ref = (f"the original {', '.join(sorted(changed | {task.entry}))}" if changed
                 else "the original implementation") + f", as extracted at {base_commit[:12] or 'the base commit'}"
     common = dict(header=header, module=module_of(entry_def.path), entry=task.entry, version=__version__,
-                  task_id=task.id, reference=reference, what_ref=what_ref, inputs=inputs, cases=_cases(task),
+                  task_id=task.id, reference=reference, what_ref=what_ref, inputs=inputs, cases=_cases(task, case_dtype), case_dtype=case_dtype,
                   future=future, from_target=from_target)
     test_style = _TEST_STYLE.get(style, "pytest")
     test = env.get_template("tests/kernel_test.py.j2").render(

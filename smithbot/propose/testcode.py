@@ -293,7 +293,25 @@ def _bound(node: ast.stmt) -> list[str]:
 
 
 def _used(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    """The names ``node`` reads, those of its string annotations (``"Optional[torch.Tensor]"``) included."""
+    notes = [a for n in ast.walk(node) for a in (
+        [x.annotation for x in (*n.args.posonlyargs, *n.args.args, *n.args.kwonlyargs)] + [n.returns]
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else
+        [n.annotation] if isinstance(n, ast.AnnAssign) else [])
+        if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    found = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    for a in notes:
+        try:
+            found |= _used(ast.parse(a.value, mode="eval"))
+        except SyntaxError:
+            continue
+    return found
+
+
+def needed_imports(imports: list[str], code: str) -> list[str]:
+    """The ``imports`` that bind a name ``code`` reads (the future import always): a linter flags the others."""
+    used = _used(ast.parse(code))
+    return [i for i in imports if i.startswith("from __future__") or set(_bound(ast.parse(i).body[0])) & used]
 
 
 def reference_code(code: str, imports: list[str], entry: str, changed: set[str],
@@ -325,7 +343,7 @@ def reference_code(code: str, imports: list[str], entry: str, changed: set[str],
         parts.append("\n".join(lines[first - 1:node.end_lineno]))
     kept = "\n\n\n".join(parts) + "\n"
     used = _used(ast.parse(kept))
-    needed = [i for i in imports if i.startswith("from __future__") or set(_bound(ast.parse(i).body[0])) & used]
+    needed = needed_imports(imports, kept)
     # the extractor drops typing imports that only string annotations need; the test names them again for linters
     bound = {n for i in needed for n in _bound(ast.parse(i).body[0])} | set(top) | set(dir(builtins))
     hints = sorted(n for n in used - bound if n in typing.__all__)

@@ -128,3 +128,23 @@ def test_a_fusion_preview_shows_launches_everywhere_not_a_speed(demo: tuple, tmp
     assert rep.returncode == 0, rep.stderr
     summary = (tmp_path / "rep" / "summary.md").read_text()
     assert "5 -> 1 kernel launches a call (speed not judged)" in summary and "0.000x" not in summary
+
+
+def test_the_fused_module_and_its_test_read_as_written_by_hand(demo: tuple) -> None:
+    """No Inductor serial names in the fused module, nothing pyflakes flags in it or in its test, and the test's
+    cases carry no dtype label that its tensors do not have (the glue's inputs are int32 and int64 whatever the
+    case)."""
+    from pyflakes.api import check
+    from pyflakes.reporter import Reporter
+
+    _, paths, _ = demo
+    checkout = Path(paths["checkout"])
+    fused = (checkout / "minengine/kernels/fused_llamamodel_forward_glue.py").read_text()
+    test = Path(paths["test"]).read_text()
+    assert not re.search(r"\b(_?tmp\d+|buf\d+|x(index|offset|mask|numel)|r0_\w+|ks\d+|XBLOCK)\b", fused), fused
+    for name, text in (("fused", fused), ("test", test)):
+        out, err = __import__("io").StringIO(), __import__("io").StringIO()
+        assert check(text, name, Reporter(out, err)) == 0, out.getvalue() + err.getvalue()
+    assert "import triton" not in test  # the reference is torch glue
+    assert '"dtype"' not in test.split("CASES = ")[1].split("]")[0] and "make_inputs(case, gen)" in test
+    assert "TOLERANCES = {}" in test  # integers only: compared exactly
