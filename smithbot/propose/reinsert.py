@@ -278,6 +278,33 @@ def reinsert(task: Task, candidate: str, root: Path) -> Result:
     return Result(tuple(changed), tuple(replaced), tuple(added))
 
 
+def add_import(text: str, module: str, name: str) -> str:
+    """``text`` (a module's source) with ``from MODULE import NAME`` where isort (profile black, the targets' setting)
+    puts it among the top-level imports: in the first-party ``from`` imports (those of the same top-level package),
+    in module order; else as a section of its own, before the relative imports or after the last import."""
+    lines = text.splitlines(keepends=True)
+    at, blank = _import_at(ast.parse(text), module)
+    line = f"from {module} import {name}\n"
+    lines[at:at] = [line, "\n"] if blank == "before" else ["\n", line] if blank == "after" else [line]
+    return "".join(lines)
+
+
+def _import_at(tree: ast.Module, module: str) -> tuple[int, str]:
+    """Where ``add_import`` puts the line (a 0-based line index), and on which side of it a blank line opens its
+    section ("before", "after" or "")."""
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    package = module.split(".")[0]
+    ours = [n for n in imports if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module
+            and n.module.split(".")[0] == package]
+    if ours:
+        later = next((n for n in ours if (n.module or "") > module), None)
+        return ((later.lineno - 1) if later else (ours[-1].end_lineno or ours[-1].lineno)), ""
+    relative = next((n for n in imports if isinstance(n, ast.ImportFrom) and n.level > 0), None)
+    if relative is not None:
+        return relative.lineno - 1, "before"
+    return max((n.end_lineno or n.lineno for n in imports), default=0), "after" if imports else ""
+
+
 def _formatter_cmd(name: str, exe: str, quote_style: str, check: bool) -> list[str]:
     if name == "black":
         return [exe, "-q", *(["--check"] if check else [])]
@@ -373,8 +400,6 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
     above = first - 2  # a TODO right above the glue that asks for this kernel is done now
     if above >= 0 and re.match(r"\s*#\s*(TODO|FIXME)\b.*\b(fus|kernel|triton)", lines[above], re.IGNORECASE):
         del lines[above]
-    at = max((n.end_lineno or n.lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))), default=0)
-    lines.insert(at, f"from {module} import {task.entry}\n")  # after the module's last top-level import
-    path.write_text("".join(lines), encoding="utf-8")
+    path.write_text(add_import("".join(lines), module, task.entry), encoding="utf-8")
     return Result((rel, kernel_rel), (f"{rel}::{glue['function']}",), (f"{kernel_rel}::{task.entry}",),
                   (f"lines {first}-{last} of {rel} became one call of {task.entry}",))

@@ -285,3 +285,25 @@ def test_dlblas_silu_and_mul_retuned_in_its_second_launch(tmp_path: Path) -> Non
     assert r.replaced == ("dlblas/kernels/activation.py::silu_and_mul",)
     assert _changed_lines(before, after) == [("            num_warps=num_warps,", "            num_warps=8,")]
     assert after.index("num_warps=8,") > after.index("_silu_and_mul_no_align_kernel[grid](")
+
+
+@pytest.mark.parametrize("head", [
+    # first-party imports: the new one in module order among them
+    "import os\n\nimport torch\n\nfrom pkg.kernels.activation import act\nfrom pkg.layers.norm import Norm\n",
+    # only a relative import: a first-party section of its own before it
+    "import torch\n\nfrom .utils import helper\n",
+    # neither: after the last import
+    "import math\n\nimport torch\n",
+])
+def test_the_new_import_goes_where_isort_puts_it(head: str) -> None:
+    """The fused kernel's import lands where ``isort --profile black`` (the targets' setting) would put it, so a file
+    that was isort-clean stays clean."""
+    import isort
+
+    from smithbot.propose.reinsert import add_import
+
+    text = head + "\n\ndef f(x):\n    return helper(x)\n"
+    assert isort.check_code(text, profile="black", known_first_party=["pkg"])
+    patched = add_import(text, "pkg.kernels.fused_renorm", "renorm")
+    assert "from pkg.kernels.fused_renorm import renorm\n" in patched
+    assert isort.check_code(patched, profile="black", known_first_party=["pkg"]), patched
