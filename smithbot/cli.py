@@ -171,7 +171,7 @@ def _print_fusion(fusion: list, limit: int) -> None:
     """Torch glue on the default paths (kind: fusion), after the kernels: short, the rest is in scan.json."""
     if not fusion:
         return
-    t = Table(title=f"fusion candidates: {len(fusion)} runs of torch glue on default paths", show_lines=False,
+    t = Table(title=f"fusion candidates: {len(fusion)} run{'' if len(fusion) == 1 else 's'} of torch glue on default paths", show_lines=False,
               caption="default runs first, then by launches per step, halved per undecided test on the path; all in scan.json; "
                       "`smithbot extract TARGET glue:FUNCTION[:LINE]` makes one a fusion task")
     for col in ("#", "glue", "launches/step", "ops"):

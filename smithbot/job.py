@@ -87,7 +87,8 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     on = f"{'the ' + model if model else 'a preset'}'s default serving path"
     picks: Sequence[KernelSite | FusionSite]
     if fusion:
-        say(f"scan: {len(result.fusion)} runs of torch glue on {on}; most launches a step: "
+        n = len(result.fusion)
+        say(f"scan: {n} run{'' if n == 1 else 's'} of torch glue on {on}; most torch ops a step: "
             + ", ".join(f"{_glue_name(g)} ({g.per_step})" for g in result.fusion[:4]))
         picks = [api.find_glue(result, k.removeprefix("glue:")) for k in kernels] if kernels else result.fusion
     else:
@@ -148,7 +149,8 @@ def _say_pick(site: KernelSite | FusionSite, name: str, row: JobRow, say: Callab
     open_tests = "; ".join(site.undecided)
     if isinstance(site, FusionSite):
         say(f"pick: {name} ({site.path}:{site.first}-{site.last}, {site.reach}): {', '.join(site.ops)}; "
-            f"{site.per_step} launches a step" + (f" ({site.frequency})" if site.frequency else "")
+            f"{site.per_step} torch ops a step, by scan's count (the evaluator counts the kernels they launch)"
+            + (f" ({site.frequency})" if site.frequency else "")
             + (f"; {site.todos[0]}" if site.todos else "") + (f"; undecided: {open_tests}" if open_tests else ""))
     elif site.default_path:
         row.default_path = site.default_path

@@ -357,9 +357,11 @@ _BLOCKS = {"pointwise": {"XBLOCK": 1024, "YBLOCK": 16}, "reduction": {"XBLOCK": 
 _BLOCKS_2D = {"XBLOCK": 64, "YBLOCK": 16}
 
 
-def to_candidate(baseline: str, entry: str, compiled: Compiled) -> str:
+def to_candidate(baseline: str, entry: str, compiled: Compiled, clean: bool = True) -> str:
     """The candidate ``kernel.py`` text: ``baseline`` with its EVOLVE-BLOCK replaced by Inductor's kernels for the
-    glue, their helpers, and ``entry`` (the baseline's signature) launching them as Inductor's ``call`` did."""
+    glue, their helpers, and ``entry`` (the baseline's signature) launching them as Inductor's ``call`` did; cleaned
+    (``clean.py``) unless ``clean`` is false, which keeps Inductor's kernels and buffers as they come (what
+    ``benchmarks/inductor_clean.py`` times the cleaned seed against)."""
     from evaluator.task import EVOLVE_END, EVOLVE_START, split_evolve
 
     tree = parse(compiled.code)
@@ -381,18 +383,22 @@ def to_candidate(baseline: str, entry: str, compiled: Compiled) -> str:
     base_fn = next((n for n in parse(baseline).body if isinstance(n, ast.FunctionDef) and n.name == entry), None)
     if base_fn is None:
         raise InductorError(f"the baseline has no function {entry}")
-    body = _follow_dtypes(_name_buffers(_launcher_body(call, compiled, kernels), base_fn), compiled.dtypes)
+    body = _launcher_body(call, compiled, kernels)
+    if clean:
+        body = _follow_dtypes(_name_buffers(body, base_fn), compiled.dtypes)
     cleaned = []
     launches = {ast.unparse(c.func.value): [ast.unparse(a) for a in c.args] for line in body
                 for c in ast.walk(parse(line)) if isinstance(c, ast.Call) and isinstance(c.func, ast.Subscript)}
     for k in kernels.values():
         fn = parse(k.source).body[0]
         assert isinstance(fn, ast.FunctionDef)
-        runtime = [p for p in k.params if p not in k.constexprs]
-        blocks = clean_kernel(fn, dict(zip(runtime, launches.get(k.name, []))))
+        if clean:
+            runtime = [p for p in k.params if p not in k.constexprs]
+            blocks = clean_kernel(fn, dict(zip(runtime, launches.get(k.name, []))))
+            body = [_rename_keywords(line, k.name, blocks) for line in body]
         cleaned.append(ast.unparse(fn))
-        body = [_rename_keywords(line, k.name, blocks) for line in body]
-    local_helpers = [_cleaned_helper(h) for h in local_helpers]
+    if clean:
+        local_helpers = [_cleaned_helper(h) for h in local_helpers]
     signature = f"def {entry}({ast.unparse(base_fn.args)}):"
     parts = (["from triton.language.extra import libdevice"] if "libdevice" in used else []) + \
         _inline_helpers(used, defs) + local_helpers + cleaned + \

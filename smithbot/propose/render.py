@@ -355,7 +355,9 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
                   if len(shown) < len(verdict["cases"]) else "")
     # a benchmark script only where the repository's kernel PRs carry one; otherwise the table above is the evidence
     with_bench = target.conventions.benchmark
-    reproduce = f"python -m pytest {test_path}   # the original kernel against the new one, on these shapes"
+    reproduce = (f"python -m pytest {test_path}   # on a CUDA GPU: the original against the new one, on these shapes\n"
+                 f"TRITON_INTERPRET=1 python -m pytest {test_path}   # on a CPU: the Triton interpreter, small shapes "
+                 "only (without the variable the test skips on a CPU)")
     if with_bench:
         reproduce += f"\npython {bench_path}   # both timed with triton.testing.do_bench_cudagraph"
     variant = cand.source_hash or ""
