@@ -377,21 +377,23 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
                             "outputs differ")
     # the kernel's module: its import name drops the leading directories the glue's module name drops (`python/`)
     drop = len(rel.removesuffix(".py").split("/")) - len(glue["module"].split("."))
-    kernel_rel = f"{kernels_dir.rstrip('/')}/fused_{task.entry.lower()}.py"
+    name = launcher_name(task, root / kernels_dir)
+    kernel_rel = f"{kernels_dir.rstrip('/')}/{name}.py"
     module = ".".join(kernel_rel.removesuffix(".py").split("/")[drop:])
     parts = split_evolve(candidate)
     if parts is None:
         raise ReinsertError("the candidate has no EVOLVE-BLOCK")
     head, block, tail = parts
     imports = [line for line in head.splitlines() if line.startswith(("import ", "from "))]
-    body = (f'"""{task.entry}: one fused kernel in place of the torch glue of {glue["function"]}() ({rel}); '
-            'written by smithbot."""\n\n' + "\n".join(imports) + "\n\n" + (block + tail).strip() + "\n")
+    code = re.sub(rf"\b{re.escape(task.entry)}\b", name, (block + tail).strip())
+    body = (f'"""{name}: one fused kernel in place of the torch glue of {glue["function"]}() ({rel}); '
+            'written by smithbot."""\n\n' + "\n".join(imports) + "\n\n" + code + "\n")
     (root / kernel_rel).parent.mkdir(parents=True, exist_ok=True)
     (root / kernel_rel).write_text(body, encoding="utf-8")
     # the call, where the glue was
     lines = text.splitlines(keepends=True)
     indent = lines[first - 1][:len(lines[first - 1]) - len(lines[first - 1].lstrip())]
-    call = f"{task.entry}({', '.join(now.origins.values())})"
+    call = f"{name}({', '.join(now.origins.values())})"
     outs = list(now.outputs)
     returns = outs[-1:] == ["return"]
     targets = outs[:-1] + ["_returned"] if returns else outs
@@ -400,6 +402,25 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
     above = first - 2  # a TODO right above the glue that asks for this kernel is done now
     if above >= 0 and re.match(r"\s*#\s*(TODO|FIXME)\b.*\b(fus|kernel|triton)", lines[above], re.IGNORECASE):
         del lines[above]
-    path.write_text(add_import("".join(lines), module, task.entry), encoding="utf-8")
-    return Result((rel, kernel_rel), (f"{rel}::{glue['function']}",), (f"{kernel_rel}::{task.entry}",),
-                  (f"lines {first}-{last} of {rel} became one call of {task.entry}",))
+    path.write_text(add_import("".join(lines), module, name), encoding="utf-8")
+    return Result((rel, kernel_rel), (f"{rel}::{glue['function']}",), (f"{kernel_rel}::{name}",),
+                  (f"lines {first}-{last} of {rel} became one call of {name}",))
+
+
+# methods whose name says nothing of what their glue computes: the glue's outputs name the launcher instead
+_GENERIC = {"forward", "call", "run", "apply", "execute", "compute", "process", "step"}
+
+
+def launcher_name(task: Task, kernels: Path) -> str:
+    """The fused launcher's name, and its module's, in snake_case for what it computes: ``fused_`` and the glue's
+    function (``DefaultRouterNoauxTCImpl.renorm`` -> ``fused_renorm``), or its outputs where the function's name is
+    generic (``LlamaModel.forward`` assigning ``lens, positions`` -> ``fused_lens_positions``); ``_glue`` is added
+    while a module of that name is already in ``kernels``."""
+    glue = task.provenance.glue
+    method = glue["function"].rsplit(".", 1)[-1].strip("_")
+    outputs = [o for o in glue.get("outputs", []) if o.isidentifier() and o != "return"]
+    words = method if method and method.lower() not in _GENERIC else "_".join(outputs[:3]) or "glue"
+    name = "fused_" + re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", words).lower().removeprefix("fused_")
+    while (kernels / f"{name}.py").exists():
+        name += "_glue"
+    return name

@@ -160,8 +160,8 @@ def _entry_def(task: Task, added: tuple[str, ...] = ()) -> Any:
     """The task's entry point among its provenance definitions (the first one when none has its name); for a fusion
     task made from torch glue, in the module the proposal adds (``added``: ``path::name``), else the glue's file."""
     if task.provenance.glue:
-        return Definition(task.entry, next((a.partition("::")[0] for a in added), task.provenance.glue["path"]),
-                          task.entry)
+        path, _, name = next(iter(added), f"{task.provenance.glue['path']}::{task.entry}").partition("::")
+        return Definition(name, path, name)
     return next((d for d in task.provenance.definitions if d.name == task.entry), task.provenance.definitions[0])
 
 
@@ -280,7 +280,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     entry_def = _entry_def(task, added)
     kernel_def = entry_def if glue else next((d for d in task.provenance.definitions if d.name != task.entry),
                                              entry_def)
-    op = task.entry
+    op = entry_def.name  # the fused launcher's name, for glue; the task's entry, for a kernel
     area = Path(entry_def.path).parent.name
     test_path = target.conventions.test_layout.format(op=op, area=area)
     bench_path = str(Path(test_path).parent / f"bench_{op}.py")
@@ -330,8 +330,8 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
                     else f"{v['speedup']:.2f}× as fast on the geomean of the model shapes below ({span}), with the "
                          "same results.")
             motivation = (f"The torch glue of `{glue['function']}()` ({glue['path']}:{first}-{last}){launches}. "
-                          + (f"One Triton kernel, launched by `{task.entry}` ({kernel_def.path}), replaces" if n <= 1
-                             else f"{n} Triton kernels, launched by `{task.entry}` ({kernel_def.path}), replace")
+                          + (f"One Triton kernel, launched by `{op}` ({kernel_def.path}), replaces" if n <= 1
+                             else f"{n} Triton kernels, launched by `{op}` ({kernel_def.path}), replace")
                           + f" those lines: {gain}"
                           + (f" It does what the code's own `{todo.strip()}` asked for." if todo else ""))
     if interpreter and not preview:
@@ -402,7 +402,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
              if not i.startswith("from __future__")]
     what_ref = (f"the original {', '.join(sorted(changed | {task.entry}))}" if changed
                 else "the original implementation") + f", as extracted at {base_commit[:12] or 'the base commit'}"
-    common = dict(header=header, module=module_of(entry_def.path), entry=task.entry, version=__version__,
+    common = dict(header=header, module=module_of(entry_def.path), entry=task.entry, launcher=op, version=__version__,
                   task_id=task.id, reference=reference, what_ref=what_ref, inputs=inputs, cases=_cases(task, case_dtype), case_dtype=case_dtype,
                   future=future, from_target=from_target)
     test_style = _TEST_STYLE.get(style, "pytest")

@@ -241,13 +241,13 @@ def test_a_fused_candidate_is_judged_on_the_glue_task_and_put_back_in_place_of_t
     shutil.copytree(ROOT / "targets" / "demo", engine)
     task = load_task(tmp_path / "task")
     done = reinsert_glue(task, fused, engine, "minengine/kernels")
-    assert done.changed_files == ("minengine/models/llama.py", "minengine/kernels/fused_llamamodel_forward_glue.py")
+    assert done.changed_files == ("minengine/models/llama.py", "minengine/kernels/fused_lens_positions.py")
     patched = (engine / "minengine/models/llama.py").read_text()
-    assert "from minengine.kernels.fused_llamamodel_forward_glue import LlamaModel_forward_glue\n" in patched
-    assert "        lens, positions = LlamaModel_forward_glue(lens, positions)\n        x = self.embed(ids)" in patched
+    assert "from minengine.kernels.fused_lens_positions import fused_lens_positions\n" in patched
+    assert "        lens, positions = fused_lens_positions(lens, positions)\n        x = self.embed(ids)" in patched
     assert "TODO: fuse" not in patched  # done by this change
     assert "positions.clamp(min=0)" not in patched and "EVOLVE-BLOCK" not in (
-        engine / "minengine/kernels/fused_llamamodel_forward_glue.py").read_text()
+        engine / "minengine/kernels/fused_lens_positions.py").read_text()
     # the same lines, once replaced, are no longer the glue: a second insertion refuses with the reason
     with pytest.raises(ReinsertError, match="no longer the glue the task was made from"):
         reinsert_glue(task, fused, engine, "minengine/kernels")
@@ -288,7 +288,7 @@ def test_a_fused_candidate_is_judged_on_the_glue_task_and_put_back_in_place_of_t
     gpu = render(target, task, {**verification, "backend": "cuda"}, {**verdict, "compiled": failed}, cand,
                  done.replaced, done.added, [], "", "abc")
     assert "of the original code failed, so the engine cannot compile this path as it stands: Unsupported" in gpu.body
-    assert "from minengine.kernels.fused_llamamodel_forward_glue import LlamaModel_forward_glue" in r.test
+    assert "from minengine.kernels.fused_lens_positions import fused_lens_positions" in r.test
     test_file = engine / r.test_path
     test_file.parent.mkdir(parents=True, exist_ok=True)
     test_file.write_text(r.test)
@@ -296,7 +296,7 @@ def test_a_fused_candidate_is_judged_on_the_glue_task_and_put_back_in_place_of_t
     run_test = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)]
     ok = subprocess.run(run_test, cwd=engine, env=env, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout[-2000:]
-    kernel_file = engine / "minengine/kernels/fused_llamamodel_forward_glue.py"
+    kernel_file = engine / "minengine/kernels/fused_lens_positions.py"
     kernel_file.write_text(kernel_file.read_text().replace("tl.maximum(tl.minimum(pos, (lens - 1).to(tl.int64)), 0)",
                                                            "tl.minimum(pos, lens.to(tl.int64))"))
     bad = subprocess.run(run_test, cwd=engine, env=env, capture_output=True, text=True, timeout=300)

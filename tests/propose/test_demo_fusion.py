@@ -49,15 +49,15 @@ def test_demo_fusion_goes_from_the_glue_to_a_preview_patch(demo: tuple) -> None:
     # the glue's three lines (and the TODO that asked for this) become one call of the new module's launcher
     patch = Path(paths["patch"]).read_text()
     assert re.findall(r"^diff --git a/(\S+) ", patch, flags=re.M) == [
-        "minengine/kernels/fused_llamamodel_forward_glue.py", "minengine/models/llama.py",
-        "tests/kernels/test_LlamaModel_forward_glue.py"]
+        "minengine/kernels/fused_lens_positions.py", "minengine/models/llama.py",
+        "tests/kernels/test_fused_lens_positions.py"]
     model_hunk = patch.split("diff --git a/minengine/models/llama.py")[1].split("diff --git")[0]
     assert re.findall(r"^-(?!--).*$", model_hunk, flags=re.M) == [
         "-        # TODO: fuse these small ops into one kernel: the step's lengths and rotary positions take six launches",
         "-        lens = lens.clamp(min=1).to(torch.int32)",
         "-        positions = torch.minimum(positions, (lens - 1).to(positions.dtype))",
         "-        positions = positions.clamp(min=0)"]
-    assert "+        lens, positions = LlamaModel_forward_glue(lens, positions)" in model_hunk
+    assert "+        lens, positions = fused_lens_positions(lens, positions)" in model_hunk
     body = Path(paths["PR body"]).read_text()
     assert body.startswith("# [Kernel] Fuse the torch glue of LlamaModel.forward into one kernel (preview: correct "
                            "on 2 model shapes, not yet timed on a GPU)")
@@ -76,11 +76,11 @@ def _pytest(checkout: Path, test: str) -> subprocess.CompletedProcess:
 def test_the_generated_test_passes_on_the_fusion_and_catches_a_wrong_one(demo: tuple) -> None:
     _, paths, _ = demo
     checkout = Path(paths["checkout"])
-    test = "tests/kernels/test_LlamaModel_forward_glue.py"
+    test = "tests/kernels/test_fused_lens_positions.py"
     assert (checkout / test).read_text() == Path(paths["test"]).read_text()
     ok = _pytest(checkout, test)
     assert ok.returncode == 0 and re.search(r"^\d+ passed", ok.stdout, re.M), ok.stdout + ok.stderr
-    fused = checkout / "minengine/kernels/fused_llamamodel_forward_glue.py"
+    fused = checkout / "minengine/kernels/fused_lens_positions.py"
     src = fused.read_text()
     assert src.count("tl.store(new_lens_ptr + offsets, largest, mask)") == 1
     fused.write_text(src.replace("tl.store(new_lens_ptr + offsets, largest, mask)",  # lens - 1 stored for lens
@@ -139,7 +139,7 @@ def test_the_fused_module_and_its_test_read_as_written_by_hand(demo: tuple) -> N
 
     _, paths, _ = demo
     checkout = Path(paths["checkout"])
-    fused = (checkout / "minengine/kernels/fused_llamamodel_forward_glue.py").read_text()
+    fused = (checkout / "minengine/kernels/fused_lens_positions.py").read_text()
     test = Path(paths["test"]).read_text()
     assert not re.search(r"\b(_?tmp\d+|buf\d+|x(index|offset|mask|numel)|r0_\w+|ks\d+|XBLOCK)\b", fused), fused
     for name, text in (("fused", fused), ("test", test)):
