@@ -430,13 +430,18 @@ def _rename_keywords(line: str, kernel: str, names: dict[str, str]) -> str:
     return ast.unparse(tree) if hit else line
 
 
+def _returned(stmt: ast.stmt | None) -> list[ast.expr]:
+    """What a ``return`` statement returns, item by item (none for anything else)."""
+    if not isinstance(stmt, ast.Return) or stmt.value is None:
+        return []
+    return list(stmt.value.elts) if isinstance(stmt.value, ast.Tuple) else [stmt.value]
+
+
 def _follow_dtypes(lines: list[str], follows: tuple[str, ...]) -> list[str]:
     """Each returned buffer allocated in the dtype of the parameter it follows (``dtype=topk_weights.dtype``), where
     ``follows`` names one, instead of the compile case's."""
     tree = parse("\n".join(lines))
-    last = tree.body[-1] if tree.body else None
-    items = (last.value.elts if isinstance(last.value, ast.Tuple) else [last.value]) \
-        if isinstance(last, ast.Return) and last.value is not None else []
+    items = _returned(tree.body[-1] if tree.body else None)
     alloc = {s.targets[0].id: s.value for s in tree.body if isinstance(s, ast.Assign) and isinstance(
         s.targets[0], ast.Name) and isinstance(s.value, ast.Call) and ast.unparse(s.value.func) == "torch.empty_strided"}
     for item, param in zip(items, follows):
@@ -451,15 +456,11 @@ def _name_buffers(lines: list[str], base_fn: ast.FunctionDef) -> list[str]:
     """Inductor's buffers named for what they hold: a returned one as the baseline's return names it (``return
     cu_seqlens, page_table``; ``out`` where the baseline returns an expression), one that only passes data from one
     kernel to the next ``scratch``."""
-    ret = next((n for n in ast.walk(base_fn) if isinstance(n, ast.Return)), None)
-    given = [e.id if isinstance(e, ast.Name) else "" for e in (
-        ret.value.elts if ret is not None and isinstance(ret.value, ast.Tuple) else [ret.value if ret else None])]
+    given = [e.id if isinstance(e, ast.Name) else "" for e in _returned(
+        next((n for n in ast.walk(base_fn) if isinstance(n, ast.Return)), None))]
     tree = parse("\n".join(lines))
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in base_fn.args.args}
-    last = tree.body[-1] if tree.body else None
-    returned = [e.id if isinstance(e, ast.Name) else "" for e in (
-        last.value.elts if isinstance(last, ast.Return) and isinstance(last.value, ast.Tuple) else
-        [last.value] if isinstance(last, ast.Return) else [])]
+    returned = [e.id if isinstance(e, ast.Name) else "" for e in _returned(tree.body[-1] if tree.body else None)]
     names: dict[str, str] = {}
 
     def fresh(word: str) -> str:

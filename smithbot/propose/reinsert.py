@@ -21,6 +21,7 @@ import difflib
 import re
 import shutil
 import subprocess
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -385,9 +386,12 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
         raise ReinsertError("the candidate has no EVOLVE-BLOCK")
     head, block, tail = parts
     imports = [line for line in head.splitlines() if line.startswith(("import ", "from "))]
+    future = [i for i in imports if i.startswith("from __future__")]
+    groups = [g for g in (future, [i for i in imports if i not in future]) if g]
     code = re.sub(rf"\b{re.escape(task.entry)}\b", name, (block + tail).strip())
-    body = (f'"""{name}: one fused kernel in place of the torch glue of {glue["function"]}() ({rel}); '
-            'written by smithbot."""\n\n' + "\n".join(imports) + "\n\n" + code + "\n")
+    doc = textwrap.fill(f"{name}: one fused kernel in place of the torch glue of {glue['function']}() ({rel}); "
+                        "written by smithbot.", 100)
+    body = f'"""{doc}\n"""\n\n' + "\n\n".join("\n".join(g) for g in groups) + "\n\n\n" + code + "\n"
     (root / kernel_rel).parent.mkdir(parents=True, exist_ok=True)
     (root / kernel_rel).write_text(body, encoding="utf-8")
     # the call, where the glue was
