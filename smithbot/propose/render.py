@@ -307,6 +307,8 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     else:
         explanation = re.sub(r"```.*?```|<{5,}.*?>{5,} ?REPLACE", "", cand.response or "", flags=re.DOTALL).strip()
         what = sanitize(explanation[:3000]) or "The kernel was rewritten; the diff below shows how."
+        if glue:  # the search's words name the task's entry; the patch names the launcher for what it computes
+            what = re.sub(rf"\b{re.escape(task.entry)}\b", op, what)
         if cand.proposer == "inductor":  # torch.compile's kernels for the glue, made standalone, perhaps retuned
             what = (f"The glue's ops run as {_kernels_phrase(len(launched_kernels(cand.source)))} "
                     f"({', '.join(f'`{k}`' for k in launched_kernels(cand.source))}): the code torch.compile "

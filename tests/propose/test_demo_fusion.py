@@ -62,6 +62,7 @@ def test_demo_fusion_goes_from_the_glue_to_a_preview_patch(demo: tuple) -> None:
     assert body.startswith("# [Kernel] Fuse the torch glue of LlamaModel.forward into one kernel (preview: correct "
                            "on 2 model shapes, not yet timed on a GPU)")
     assert "**Preview, not a pull request.**" in body
+    assert "LlamaModel_forward_glue" not in body  # the task's entry is no name in the patch: fused_lens_positions is
     assert "| `irregular-decode-bs3` | 5 | 1 |" in body
     assert "µs" not in body and not re.search(r"\d× \[", body)  # no interpreter time is shown as a speed
     assert f"smithbot verify {v['run']} --backend cuda" in body
