@@ -165,6 +165,11 @@ class Conventions:
     header: str = ""
     test_register: str = ""  # lines the generated test carries after its imports (sglang registers tests for CI)
     benchmark: bool = False  # whether the repository's kernel PRs carry a benchmark script (else the PR's table is)
+    # how the repository writes kernel tests: parametrised pytest functions, a pytest class, or unittest
+    test_style: str = "pytest"
+
+
+TEST_STYLES = ("pytest", "class", "unittest")
 
 
 @dataclass(frozen=True)
@@ -284,6 +289,8 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
         key = f"conventions.{k}"
         conv[k] = c.str_list(v, key) if k == "formatter" else c.positive_int(v, key) if k == "max_open_prs" \
             else c.boolean(v, key) if k == "benchmark" else c.string(v, key)
+    if conv.get("test_style", "pytest") not in TEST_STYLES:
+        raise c.fail("conventions.test_style", f"must be one of {', '.join(TEST_STYLES)}, not {conv['test_style']!r}")
     preset_names = c.str_list(data["models"], "models")
     for i, n in enumerate(preset_names):
         if n not in models:

@@ -31,7 +31,6 @@ from smithbot.propose.testcode import inputs_code, needed_imports, reference_cod
 
 MAX_BODY = 60_000
 STYLES = ("sglang", "lmdeploy", "dlblas", "generic")
-_TEST_STYLE = {"sglang": "unittest", "lmdeploy": "class"}  # else parametrised pytest functions
 # a generated test stays a test a maintainer reads through: its most lines for a launch-config change, for a new kernel
 MAX_TEST_LINES = {"tune": 150, "kernel": 300}
 # What a preview's body (a fusion verified on the interpreter) says first: it is no pull request to open as it stands
@@ -270,26 +269,12 @@ def compiled_bar(verdict: dict[str, Any], shown: list[dict[str, Any]]) -> tuple[
     return True, said + "."
 
 
-def render(target: Target, task: Task, verification: dict[str, Any], verdict: dict[str, Any], cand: Any,
-           replaced: tuple[str, ...], added: tuple[str, ...], notes: list[str], patch: str,
-           base_commit: str) -> Rendered:
-    style = target.conventions.pr_style if target.conventions.pr_style in STYLES else "generic"
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True)
+def _story(task: Task, cand: Any, v: dict[str, Any], kernel_def: Any, op: str, base_src: str, interpreter: bool,
+           preview: bool) -> tuple[str, str]:
+    """The PR's "What changed" and its Motivation: a launch retune's knobs, a search's explanation, or Inductor's
+    kernels for a glue; the speedup with the span of decode and prefill cases, or for a preview the launches saved."""
     glue = task.provenance.glue
-    entry_def = _entry_def(task, added)
-    kernel_def = entry_def if glue else next((d for d in task.provenance.definitions if d.name != task.entry),
-                                             entry_def)
-    op = entry_def.name  # the fused launcher's name, for glue; the task's entry, for a kernel
-    area = Path(entry_def.path).parent.name
-    test_path = target.conventions.test_layout.format(op=op, area=area)
-    bench_path = str(Path(test_path).parent / f"bench_{op}.py")
-    base_src = task.kernel_path.read_text(encoding="utf-8")
-    harness_src = task.harness_path.read_text(encoding="utf-8")
-    interpreter = verification["backend"] == "interpreter"
-    preview = bool(verification.get("preview"))  # a fusion checked on the interpreter: correct, fewer launches, untimed
-    v = {"speedup": verdict["speedup"], "ci": verdict["ci"], "cases": verdict["cases"]}
-    ratios = {c["name"]: c["ratio"] for c in verdict["cases"]}
+    ratios = {c["name"]: c["ratio"] for c in v["cases"]}
     dec = [r for n, r in ratios.items() if "decode" in n]
     pre = [r for n, r in ratios.items() if "prefill" in n]
     span = "; ".join(f"{label} cases {min(x):.2f}–{max(x):.2f}×" for label, x in (("decode", dec), ("prefill", pre)) if x)
@@ -336,12 +321,35 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
                              else f"{n} Triton kernels, launched by `{op}` ({kernel_def.path}), replace")
                           + f" those lines: {gain}"
                           + (f" It does what the code's own `{todo.strip()}` asked for." if todo else ""))
+    return what, motivation
+
+
+def render(target: Target, task: Task, verification: dict[str, Any], verdict: dict[str, Any], cand: Any,
+           replaced: tuple[str, ...], added: tuple[str, ...], notes: list[str], patch: str,
+           base_commit: str) -> Rendered:
+    style = target.conventions.pr_style if target.conventions.pr_style in STYLES else "generic"
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True)
+    glue = task.provenance.glue
+    entry_def = _entry_def(task, added)
+    kernel_def = entry_def if glue else next((d for d in task.provenance.definitions if d.name != task.entry),
+                                             entry_def)
+    op = entry_def.name  # the fused launcher's name, for glue; the task's entry, for a kernel
+    area = Path(entry_def.path).parent.name
+    test_path = target.conventions.test_layout.format(op=op, area=area)
+    bench_path = str(Path(test_path).parent / f"bench_{op}.py")
+    base_src = task.kernel_path.read_text(encoding="utf-8")
+    harness_src = task.harness_path.read_text(encoding="utf-8")
+    interpreter = verification["backend"] == "interpreter"
+    preview = bool(verification.get("preview"))  # a fusion checked on the interpreter: correct, fewer launches, untimed
+    v = {"speedup": verdict["speedup"], "ci": verdict["ci"], "cases": verdict["cases"]}
+    ratios = {c["name"]: c["ratio"] for c in verdict["cases"]}
+    what, motivation = _story(task, cand, v, kernel_def, op, base_src, interpreter, preview)
     if interpreter and not preview:
         motivation = "Timed on the Triton interpreter on a CPU (this does not predict GPU speed): " + motivation
     motivation += _hot_spot(task.hotness, target.serving.engine)
     e = verification.get("env", {})
     env_line = ", ".join(f"{k} {e[k]}" for k in ("gpu", "driver", "torch", "triton") if e.get(k)) or "CPU (Triton interpreter)"
-    ref_imports, reference = _split_module(base_src)
     case_keys = {"name", "dtype", *(k for c in task.cases for k in (*c.dims, *c.params))}
     input_imports, inputs = inputs_code(harness_src, {DTYPES[c.dtype] for c in task.cases}, case_keys)
     case_dtype = reads_case_dtype(inputs)
@@ -388,6 +396,19 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
         body = banner + template.render(**ctx)
     if len(body) > MAX_BODY:
         raise ValueError(f"the PR body is {len(body)} characters even without the diff (limit {MAX_BODY})")
+    test, bench = _test_files(env, target, task, cand, op, module_of(entry_def.path), base_src, base_commit,
+                              (input_imports, inputs, case_dtype), dtypes, bench_path if with_bench else "")
+    return Rendered(body, test_path, test, bench_path if with_bench else "", bench)
+
+
+def _test_files(env: jinja2.Environment, target: Target, task: Task, cand: Any, op: str, module: str, base_src: str,
+                base_commit: str, made: tuple[list[str], str, bool], dtypes: list[str],
+                bench_path: str) -> tuple[str, str]:
+    """The generated test, and the benchmark script where ``bench_path`` is given: the original code kept as the
+    reference, the inputs of the task's harness (``made``: their imports, their code, whether they read the case's
+    dtype), the new ``op`` imported from ``module``."""
+    input_imports, inputs, case_dtype = made
+    ref_imports, reference = _split_module(base_src)
     header = (target.conventions.header + "\n") if target.conventions.header else ""
     # A launch-config change keeps as the reference only the original versions of what it changed (the launcher);
     # the unchanged kernels are imported from the target. Any other change keeps the whole original code.
@@ -404,22 +425,22 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
              if not i.startswith("from __future__")]
     what_ref = (f"the original {', '.join(sorted(changed | {task.entry}))}" if changed
                 else "the original implementation") + f", as extracted at {base_commit[:12] or 'the base commit'}"
-    common = dict(header=header, module=module_of(entry_def.path), entry=task.entry, launcher=op, version=__version__,
-                  task_id=task.id, reference=reference, what_ref=what_ref, inputs=inputs, cases=_cases(task, case_dtype), case_dtype=case_dtype,
-                  future=future, from_target=from_target)
-    test_style = _TEST_STYLE.get(style, "pytest")
+    common = dict(header=header, module=module, entry=task.entry, launcher=op, version=__version__,
+                  task_id=task.id, reference=reference, what_ref=what_ref, inputs=inputs,
+                  cases=_cases(task, case_dtype), case_dtype=case_dtype, future=future, from_target=from_target)
+    test_style = target.conventions.test_style
     test = env.get_template("tests/kernel_test.py.j2").render(
         **common, imports=_import_groups(found + ["import os", "import torch"] + [
             "import unittest" if test_style == "unittest" else "import pytest"]), style=test_style, seeds=3,
         tolerances="{" + ", ".join(f'"{d}": ({TOLERANCES[d].atol:g}, {TOLERANCES[d].rtol:g}, {TOLERANCES[d].rel_rms:g})'
                                    for d in dtypes) + "}",
         class_name="".join(w.capitalize() for w in op.split("_")), register=target.conventions.test_register)
-    if not with_bench:
-        return Rendered(body, test_path, test, "", "")
+    if not bench_path:
+        return test, ""
     bench = env.get_template("tests/bench.py.j2").render(
         **common, imports=_import_groups(found + ["import torch", "from triton.testing import do_bench_cudagraph"]),
         bench_path=bench_path)
-    return Rendered(body, test_path, test, bench_path, bench)
+    return test, bench
 
 
 def metadata(body: str) -> dict[str, Any] | None:
