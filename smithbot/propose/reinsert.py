@@ -31,6 +31,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from evaluator import Task
 from evaluator.task import Definition, split_evolve
 from smithbot.extract.glue import GlueError, glue_function
+from smithbot.propose.testcode import bound_names
 
 
 class ReinsertError(Exception):
@@ -378,7 +379,8 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
                             "outputs differ")
     # the kernel's module: its import name drops the leading directories the glue's module name drops (`python/`)
     drop = len(rel.removesuffix(".py").split("/")) - len(glue["module"].split("."))
-    name = launcher_name(task, root / kernels_dir)
+    name = launcher_name(glue["function"], glue["outputs"], root / kernels_dir,
+                         {n for node in tree.body for n in bound_names(node)})
     kernel_rel = f"{kernels_dir.rstrip('/')}/{name}.py"
     module = ".".join(kernel_rel.removesuffix(".py").split("/")[drop:])
     parts = split_evolve(candidate)
@@ -415,16 +417,16 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
 _GENERIC = {"forward", "call", "run", "apply", "execute", "compute", "process", "step"}
 
 
-def launcher_name(task: Task, kernels: Path) -> str:
-    """The fused launcher's name, and its module's, in snake_case for what it computes: ``fused_`` and the glue's
-    function (``DefaultRouterNoauxTCImpl.renorm`` -> ``fused_renorm``), or its outputs where the function's name is
+def launcher_name(function: str, outputs: list[str], kernels: Path, taken: set[str]) -> str:
+    """The fused launcher's name, and its module's, in snake_case for what the glue computes: ``fused_`` and the glue's
+    ``function`` (``DefaultRouterNoauxTCImpl.renorm`` -> ``fused_renorm``), or its ``outputs`` where the name is
     generic (``LlamaModel.forward`` assigning ``lens, positions`` -> ``fused_lens_positions``); ``_glue`` is added
-    while a module of that name is already in ``kernels``."""
-    glue = task.provenance.glue
-    method = glue["function"].rsplit(".", 1)[-1].strip("_")
-    outputs = [o for o in glue.get("outputs", []) if o.isidentifier() and o != "return"]
-    words = method if method and method.lower() not in _GENERIC else "_".join(outputs[:3]) or "glue"
+    while a module of that name is already in ``kernels`` or the glue's file binds the name (``taken``: its own
+    ``fused_moe``, which the import would shadow)."""
+    method = function.rsplit(".", 1)[-1].strip("_")
+    named = [o for o in outputs if o.isidentifier() and o != "return"]
+    words = method if method and method.lower() not in _GENERIC else "_".join(named[:3]) or "glue"
     name = "fused_" + re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", words).lower().removeprefix("fused_")
-    while (kernels / f"{name}.py").exists():
+    while (kernels / f"{name}.py").exists() or name in taken:
         name += "_glue"
     return name

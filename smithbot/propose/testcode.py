@@ -278,7 +278,7 @@ def _needed_extra(extra: dict[str, Any], w: _Writer) -> set[str]:
     return needed
 
 
-def _bound(node: ast.stmt) -> list[str]:
+def bound_names(node: ast.stmt) -> list[str]:
     """The names a top-level import or definition binds."""
     if isinstance(node, ast.Import):
         return [(a.asname or a.name).split(".")[0] for a in node.names]
@@ -311,7 +311,7 @@ def _used(node: ast.AST) -> set[str]:
 def needed_imports(imports: list[str], code: str) -> list[str]:
     """The ``imports`` that bind a name ``code`` reads (the future import always): a linter flags the others."""
     used = _used(ast.parse(code))
-    return [i for i in imports if i.startswith("from __future__") or set(_bound(ast.parse(i).body[0])) & used]
+    return [i for i in imports if i.startswith("from __future__") or set(bound_names(ast.parse(i).body[0])) & used]
 
 
 def reference_code(code: str, imports: list[str], entry: str, changed: set[str],
@@ -322,7 +322,7 @@ def reference_code(code: str, imports: list[str], entry: str, changed: set[str],
     its imports; ``upstream``: {provenance definition: its module in the target}."""
     tree = ast.parse(code)
     lines = code.splitlines()
-    top = {name: node for node in tree.body for name in _bound(node)}
+    top = {name: node for node in tree.body for name in bound_names(node)}
     keep: list[ast.stmt] = []
     imported: dict[str, str] = {}
     todo = [entry, *sorted(changed)]
@@ -345,7 +345,7 @@ def reference_code(code: str, imports: list[str], entry: str, changed: set[str],
     used = _used(ast.parse(kept))
     needed = needed_imports(imports, kept)
     # the extractor drops typing imports that only string annotations need; the test names them again for linters
-    bound = {n for i in needed for n in _bound(ast.parse(i).body[0])} | set(top) | set(dir(builtins))
+    bound = {n for i in needed for n in bound_names(ast.parse(i).body[0])} | set(top) | set(dir(builtins))
     hints = sorted(n for n in used - bound if n in typing.__all__)
     if hints:
         needed.append(f"from typing import {', '.join(hints)}")

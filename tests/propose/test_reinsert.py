@@ -307,3 +307,16 @@ def test_the_new_import_goes_where_isort_puts_it(head: str) -> None:
     patched = add_import(text, "pkg.kernels.fused_renorm", "renorm")
     assert "from pkg.kernels.fused_renorm import renorm\n" in patched
     assert isort.check_code(patched, profile="black", known_first_party=["pkg"]), patched
+
+
+def test_the_fused_launcher_is_named_for_what_the_glue_computes(tmp_path: Path) -> None:
+    from smithbot.propose.reinsert import launcher_name
+
+    assert launcher_name("DefaultRouterNoauxTCImpl.renorm", ["topk_weights"], tmp_path, set()) == "fused_renorm"
+    assert launcher_name("_renormalize", ["topk_weights"], tmp_path, set()) == "fused_renormalize"
+    assert launcher_name("LlamaModel.forward", ["lens", "positions"], tmp_path, set()) == "fused_lens_positions"
+    assert launcher_name("MoE.forwardTokens", ["x"], tmp_path, set()) == "fused_forward_tokens"
+    # the glue's own file defines fused_moe: importing a launcher of that name would shadow it; a module clashes too
+    assert launcher_name("fused_moe", ["out"], tmp_path, {"fused_moe", "torch"}) == "fused_moe_glue"
+    (tmp_path / "fused_renorm.py").write_text("")
+    assert launcher_name("Router.renorm", ["w"], tmp_path, set()) == "fused_renorm_glue"
