@@ -7,8 +7,8 @@ parent (``pool.py``) enforces the timeouts, kills it on a hang and replaces it a
 Requests: ``{"op": "prepare", "task": DIR, "host_first": bool, "probe": bool}`` and ``{"op": "eval", "task": DIR,
 "candidate": FILE, "rounds": N, "case_s": S, "margin": M, "cases": [NAME...] or null}`` (null: every case the
 backend runs; at most N timed rounds per case, within about S seconds of samples on the GPU; a round is won above
-1 + M; N = 0 checks correctness only and answers ``checked``). ``host_first`` probes the baseline's host work and stops there; ``probe`` false skips the probe (another
-worker made it). Before an evaluation's answer comes ``{"progress": "compiled"}``, once the candidate has compiled, so
+1 + M; N = 0 checks correctness only and answers ``checked``). ``host_first`` probes the baseline's host work and
+stops there; ``probe`` false skips the probe (another worker made it). Before an evaluation's answer comes ``{"progress": "compiled"}``, once the candidate has compiled, so
 that the parent can hold compiling to a limit of its own.
 """
 

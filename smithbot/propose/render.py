@@ -169,7 +169,7 @@ def reads_case_dtype(inputs: str) -> bool:
     return bool(re.search(r"""case(\[|\.get\()["']dtype["']""", inputs))
 
 
-def kernel_dtypes(task: Task, code: str, case_dtype: bool = True) -> list[str]:
+def kernel_dtypes(task: Task, code: str, case_dtype: bool) -> list[str]:
     """The torch dtypes this kernel's task works in: its cases' dtypes (where its inputs take them) and those its
     ``code`` (the kernel and the harness) names (an fp8 output, fp32 scales), so that the PR lists only their
     tolerances."""
