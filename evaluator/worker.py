@@ -8,8 +8,9 @@ Requests: ``{"op": "prepare", "task": DIR, "host_first": bool, "probe": bool}`` 
 "candidate": FILE, "rounds": N, "case_s": S, "margin": M, "cases": [NAME...] or null}`` (null: every case the
 backend runs; at most N timed rounds per case, within about S seconds of samples on the GPU; a round is won above
 1 + M; N = 0 checks correctness only and answers ``checked``). ``host_first`` probes the baseline's host work and
-stops there; ``probe`` false skips the probe (another worker made it). Before an evaluation's answer comes ``{"progress": "compiled"}``, once the candidate has compiled, so
-that the parent can hold compiling to a limit of its own.
+stops there; ``probe`` false skips the probe (another worker made it). Before an evaluation's answer comes
+``{"progress": "compiled"}``, once the candidate has compiled, so that the parent can hold compiling to a limit of
+its own.
 """
 
 from __future__ import annotations
