@@ -144,8 +144,8 @@ cases:
 '''
 
 
-def test_the_evaluator_rejects_state_appended_to_an_input_list(tmp_path: Path) -> None:
-    """A list the harness hands in is a place to keep results between calls that no static rule sees."""
+def _scale_task(tmp_path: Path) -> tuple[Path, Path]:
+    """The scale task, and a candidate that appends each output to the input list ``history``."""
     task = tmp_path / "scale"
     task.mkdir()
     (task / "kernel.py").write_text(KERNEL)
@@ -154,6 +154,12 @@ def test_the_evaluator_rejects_state_appended_to_an_input_list(tmp_path: Path) -
     cand = tmp_path / "cand.py"
     cand.write_text(KERNEL.replace("    return out\n", "    history.append(out)  # reuse on a repeated step\n"
                                                         "    return out\n"))
+    return task, cand
+
+
+def test_the_evaluator_rejects_state_appended_to_an_input_list(tmp_path: Path) -> None:
+    """A list the harness hands in is a place to keep results between calls that no static rule sees."""
+    task, cand = _scale_task(tmp_path)
     with Evaluator(task, backend="interpreter", rounds=7) as ev:
         same, smuggler = (ev.submit(p).result() for p in (task / "kernel.py", cand))
     assert same.status == "correct", same.detail
@@ -164,13 +170,7 @@ def test_the_evaluator_rejects_state_appended_to_an_input_list(tmp_path: Path) -
 def test_a_check_runs_the_correctness_stage_and_times_nothing(tmp_path: Path) -> None:
     """A task's self-check asks ``effort="check"``: the same correctness stage (state smuggling included), no timed
     round, and so no speedup to report."""
-    task = tmp_path / "scale"
-    task.mkdir()
-    (task / "kernel.py").write_text(KERNEL)
-    (task / "harness.py").write_text(HARNESS_PY)
-    (task / "task.yaml").write_text(TASK_YAML)
-    cand = tmp_path / "cand.py"
-    cand.write_text(KERNEL.replace("    return out\n", "    history.append(out)\n    return out\n"))
+    task, cand = _scale_task(tmp_path)
     with Evaluator(task, backend="interpreter") as ev:
         same, smuggler = (ev.submit(p, effort="check").result() for p in (task / "kernel.py", cand))
     assert (same.status, same.stage, same.speedup, same.cases) == ("correct", "correctness", None, ()), same.detail
