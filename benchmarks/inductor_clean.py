@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evaluator import Evaluator, load_task  # noqa: E402
 from smithbot.api import resolve_task  # noqa: E402
-from smithbot.evolve.inductor import compile_glue, to_candidate  # noqa: E402
+from smithbot.evolve.inductor import compile_glue  # noqa: E402
+from smithbot.evolve.standalone import to_candidate  # noqa: E402
 
 # Inductor's own names: serial temporaries, buffers, index bookkeeping, size symbols
 INDUCTOR_NAMES = re.compile(r"\b(_?tmp\d+|buf\d+|[xyr]0?_?(index|offset|mask|numel|base)|r0_\d+|x\d+|ks\d+|"

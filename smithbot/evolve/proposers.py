@@ -152,7 +152,8 @@ class Prompter:
         if task.kind != "fusion":
             return None
         if task.id not in self._fusion:
-            from smithbot.evolve.inductor import InductorError, recorded, to_candidate
+            from smithbot.evolve.inductor import recorded
+            from smithbot.evolve.standalone import InductorError, to_candidate
 
             base = task.kernel_path.read_text(encoding="utf-8")
             compiled = recorded(task.root)

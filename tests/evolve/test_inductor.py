@@ -12,7 +12,8 @@ from evaluator import Evaluator
 from evaluator.guard import check
 from smithbot import api
 from smithbot.config import TARGETS_DIR
-from smithbot.evolve.inductor import Compiled, InductorError, read_recording, recorded, to_candidate
+from smithbot.evolve.inductor import read_recording, recorded
+from smithbot.evolve.standalone import Compiled, InductorError, to_candidate
 
 # Inductor's output (compile_glue on an H200), as shipped: for the demo's glue, and beside the bundled decode_metadata
 RECORDINGS = {"demo_glue": TARGETS_DIR / "demo" / "inductor" / "LlamaModel.forward.json",

@@ -1,0 +1,433 @@
+"""Inductor's generated module for a fusion task's glue made a standalone candidate (``to_candidate``): its Triton
+kernels with readable names and plain ``@triton.jit``, the Inductor helpers they use inlined, no ``torch._inductor``
+import, and a launcher with the task's entry signature that allocates the buffers and launches the kernels as
+Inductor's ``call()`` did; cleaned (``clean.py``) and its buffers named for what they hold. The compiling itself is
+``inductor.py``'s."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import re
+from dataclasses import dataclass
+
+from evaluator.task import parse
+from smithbot.evolve.clean import clean_helper, clean_kernel
+
+
+class InductorError(Exception):
+    """Inductor could not compile the glue, or its output is not one a candidate can be made from. One line."""
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """Inductor's output module for one graph; each graph input as an expression over the entry's parameters
+    (``seq_lens``, ``seq_lens.size()[0]``, ``max_seq_len``); and what the entry returns, each item an expression over
+    the graph's outputs ``out`` and the parameters (``out[2]``, ``x``, ``128``), with ``single`` when it returns one
+    value, not a tuple."""
+
+    code: str
+    inputs: tuple[str, ...]
+    returns: tuple[str, ...]
+    single: bool = False
+    # per returned value, the parameter whose dtype it takes in the glue (a bf16 input, a bf16 result), or "" where
+    # its dtype is its own (a cumsum to int32): the launcher allocates it so, not in the compile case's dtype
+    dtypes: tuple[str, ...] = ()
+
+
+_KINDS = ("pointwise", "reduction", "persistent_reduction")
+# the module-level names of Inductor's output that the launcher may use, and what each becomes
+_DROPPED_CALLS = ("assert_size_stride", "assert_alignment", "get_raw_stream")
+
+
+def _helpers_source() -> dict[str, ast.FunctionDef]:
+    """The functions of Inductor's Triton helpers module (``triton_helpers``) as installed, by name."""
+    import inspect
+
+    import torch._inductor.runtime.triton_helpers as helpers
+
+    tree = parse(inspect.getsource(helpers))
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def kernel_name(entry: str, i: int, count: int) -> str:
+    """A generated kernel's name, for what the glue computes: the glue's function without its class
+    (``DefaultRouterNoauxTCImpl_renorm_glue`` -> ``_renorm_kernel``; ``build_decode_metadata`` ->
+    ``_build_decode_metadata_kernel``), numbered when the glue needs several."""
+    base = entry.removesuffix("_glue")
+    head, _, rest = base.partition("_")
+    if rest and any(c.isupper() for c in head):
+        base = rest
+    base = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", base).lower().strip("_") or "fused"
+    return f"_{base}_kernel{i}" if count > 1 else f"_{base}_kernel"
+
+
+@dataclass
+class _Kernel:
+    name: str  # in the candidate
+    source: str  # its @triton.jit definition, renamed, with the helpers it calls renamed
+    params: list[str]
+    constexprs: list[str]
+    kind: str
+    axes: dict[str, int]  # prefix (x, y, z) -> grid axis
+    grid_type: str
+
+
+def _kernel(name: str, new: str, text: str, helper_defs: dict[str, ast.FunctionDef], used: set[str]) -> tuple[
+        _Kernel, list[str]]:
+    """One ``async_compile.triton(...)`` module: its kernel, named ``new`` and with a plain ``@triton.jit``, and its own
+    local helpers (``_triton_helper_fn_add0``: a scan's combine function), renamed for this kernel."""
+    tree = parse(text)
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    main = next((f for f in fns if f.name == name), None)
+    if main is None:
+        raise InductorError(f"{name}: no such kernel in its module")
+    deco = next((d for d in main.decorator_list if isinstance(d, ast.Call) and "triton_heuristics" in ast.unparse(
+        d.func)), None)
+    kind = ast.unparse(deco.func).rsplit(".", 1)[-1] if deco is not None else ""
+    if kind not in _KINDS:
+        raise InductorError(f"{name}: an Inductor {kind or 'undecorated'} kernel (only pointwise kernels and "
+                            "reductions are made standalone)")
+    grid = re.search(r"'grid_type':\s*'(\w+)'", ast.unparse(deco))
+    grid_type = grid.group(1) if grid else "Grid1D"
+    if grid_type not in ("Grid1D", "Grid2D"):
+        raise InductorError(f"{name}: Inductor's {grid_type} launch grid is not supported")
+    local = {f.name: f"{new}_{f.name.removeprefix('_triton_helper_fn_')}" for f in fns if f is not main}
+    out: list[str] = []
+    renames = {**local, name: new}
+    for f in fns:
+        f.decorator_list = [parse("triton.jit", mode="eval").body]
+        f.name = renames.get(f.name, f.name)
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in renames:
+                node.id = renames[node.id]
+            return node
+
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            self.generic_visit(node)
+            base = node.value.id if isinstance(node.value, ast.Name) else ""
+            if base == "triton_helpers":
+                if node.attr not in helper_defs:
+                    raise InductorError(f"{name}: Inductor's helper triton_helpers.{node.attr} is not in the "
+                                        "installed torch")
+                used.add(node.attr)
+                return ast.copy_location(ast.Name(f"_inductor_{node.attr}", ast.Load()), node)
+            if base == "tl_math":
+                return ast.copy_location(ast.Attribute(ast.Attribute(ast.Name("tl", ast.Load()), "math",
+                                                                     ast.Load()), node.attr, ast.Load()), node)
+            if base == "libdevice":
+                used.add("libdevice")
+            return node
+
+    for f in fns:
+        f = Rename().visit(f)
+        out.append(ast.unparse(f) if f is not main else "")
+    source = ast.unparse(main)
+    args = main.args.args
+    constexprs = [a.arg for a in args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)]
+    axes: dict[str, int] = {}
+    for node in ast.walk(main):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and re.fullmatch(r"[xyz]offset", node.targets[0].id):
+            pids = [c for c in ast.walk(node.value) if isinstance(c, ast.Call) and ast.unparse(c.func).endswith(
+                "program_id")]
+            if "num_programs" in ast.unparse(node.value) or len(pids) != 1:
+                raise InductorError(f"{name}: its {node.targets[0].id} is not one program id times a block")
+            axes[node.targets[0].id[0]] = int(ast.literal_eval(pids[0].args[0]))
+    helpers = [s for s in out if s]
+    return _Kernel(new, source, [a.arg for a in args], constexprs, kind, axes, grid_type), helpers
+
+
+def _inline_helpers(used: set[str], defs: dict[str, ast.FunctionDef]) -> list[str]:
+    """The sources of Inductor's helpers ``used`` and those they call, each renamed ``_inductor_NAME``."""
+    todo, seen = sorted(used - {"libdevice"}), []
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.append(name)
+        todo += [n.id for n in ast.walk(defs[name]) if isinstance(n, ast.Name) and n.id in defs and n.id not in seen]
+    out = []
+    for name in sorted(seen):
+        node = copy.deepcopy(defs[name])
+        if [ast.unparse(d) for d in node.decorator_list] != ["triton.jit"]:
+            raise InductorError(f"Inductor's helper {name} is not a plain @triton.jit function")
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and n.id in defs:
+                n.id = f"_inductor_{n.id}"
+            elif isinstance(n, ast.Name) and n.id not in ("tl", "triton", "libdevice") and isinstance(n.ctx, ast.Load) \
+                    and n.id not in {a.arg for a in node.args.args} and n.id not in _assigned(node) \
+                    and not hasattr(builtins, n.id):
+                raise InductorError(f"Inductor's helper {name} reads {n.id}, which a candidate cannot have")
+        node.name = f"_inductor_{name}"
+        out.append(ast.unparse(node))
+    return out
+
+
+def _assigned(fn: ast.FunctionDef) -> set[str]:
+    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+# block sizes of the candidate's launches (the tune proposer moves them): a pointwise kernel's elements a program,
+# a reduction's rows a program and its reduced elements a loop step
+_BLOCKS = {"pointwise": {"XBLOCK": 1024, "YBLOCK": 16}, "reduction": {"XBLOCK": 1, "R0_BLOCK": 1024, "RBLOCK": 1024},
+           "persistent_reduction": {"XBLOCK": 1}}
+_BLOCKS_2D = {"XBLOCK": 64, "YBLOCK": 16}
+
+
+def to_candidate(baseline: str, entry: str, compiled: Compiled, clean: bool = True) -> str:
+    """The candidate ``kernel.py`` text: ``baseline`` with its EVOLVE-BLOCK replaced by Inductor's kernels for the
+    glue, their helpers, and ``entry`` (the baseline's signature) launching them as Inductor's ``call`` did; cleaned
+    (``clean.py``) unless ``clean`` is false, which keeps Inductor's kernels and buffers as they come (what
+    ``benchmarks/inductor_clean.py`` times the cleaned seed against)."""
+    from evaluator.task import EVOLVE_END, EVOLVE_START, split_evolve
+
+    tree = parse(compiled.code)
+    sources: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                and ast.unparse(node.value.func) == "async_compile.triton" and len(node.value.args) >= 2:
+            sources[ast.literal_eval(node.value.args[0])] = ast.literal_eval(node.value.args[1])
+    call = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "call"), None)
+    if call is None or not sources:
+        raise InductorError("Inductor's output has no call() or no Triton kernel")
+    defs = _helpers_source()
+    used: set[str] = set()
+    kernels: dict[str, _Kernel] = {}
+    local_helpers: list[str] = []
+    for i, (name, src) in enumerate(sources.items()):
+        kernels[name], helpers = _kernel(name, kernel_name(entry, i, len(sources)), src, defs, used)
+        local_helpers += helpers
+    base_fn = next((n for n in parse(baseline).body if isinstance(n, ast.FunctionDef) and n.name == entry), None)
+    if base_fn is None:
+        raise InductorError(f"the baseline has no function {entry}")
+    body = _launcher_body(call, compiled, kernels)
+    if clean:
+        body = _follow_dtypes(_name_buffers(body, base_fn), compiled.dtypes)
+    cleaned = []
+    launches = {ast.unparse(c.func.value): [ast.unparse(a) for a in c.args] for line in body
+                for c in ast.walk(parse(line)) if isinstance(c, ast.Call) and isinstance(c.func, ast.Subscript)}
+    for k in kernels.values():
+        fn = parse(k.source).body[0]
+        assert isinstance(fn, ast.FunctionDef)
+        if clean:
+            runtime = [p for p in k.params if p not in k.constexprs]
+            blocks = clean_kernel(fn, dict(zip(runtime, launches.get(k.name, []))))
+            body = [_rename_keywords(line, k.name, blocks) for line in body]
+        cleaned.append(ast.unparse(fn))
+    if clean:
+        local_helpers = [_cleaned_helper(h) for h in local_helpers]
+    signature = f"def {entry}({ast.unparse(base_fn.args)}):"
+    parts = (["from triton.language.extra import libdevice"] if "libdevice" in used else []) + \
+        _inline_helpers(used, defs) + local_helpers + cleaned + \
+        [signature + '\n    """Inductor\'s code for the glue, made standalone by smithbot\'s inductor proposer."""\n'
+         + "\n".join("    " + line for line in body)]
+    split = split_evolve(baseline)
+    if split is None:
+        raise InductorError("the baseline has no single EVOLVE-BLOCK")
+    head, _, tail = split
+    return f"{head}{EVOLVE_START}\n\n" + "\n\n\n".join(parts) + f"\n\n\n{EVOLVE_END}{tail}"
+
+
+def _cleaned_helper(source: str) -> str:
+    fn = parse(source).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    clean_helper(fn)
+    return ast.unparse(fn)
+
+
+def _rename_keywords(line: str, kernel: str, names: dict[str, str]) -> str:
+    """``line`` with the block-size keywords of its launch of ``kernel`` renamed as the cleaned kernel's."""
+    tree = parse(line)
+    hit = False
+    for c in ast.walk(tree):
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Subscript) and ast.unparse(c.func.value) == kernel:
+            for kw in c.keywords:
+                if kw.arg in names:
+                    kw.arg, hit = names[kw.arg], True
+    return ast.unparse(tree) if hit else line
+
+
+def _returned(stmt: ast.stmt | None) -> list[ast.expr]:
+    """What a ``return`` statement returns, item by item (none for anything else)."""
+    if not isinstance(stmt, ast.Return) or stmt.value is None:
+        return []
+    return list(stmt.value.elts) if isinstance(stmt.value, ast.Tuple) else [stmt.value]
+
+
+def _follow_dtypes(lines: list[str], follows: tuple[str, ...]) -> list[str]:
+    """Each returned buffer allocated in the dtype of the parameter it follows (``dtype=topk_weights.dtype``), where
+    ``follows`` names one, instead of the compile case's."""
+    tree = parse("\n".join(lines))
+    items = _returned(tree.body[-1] if tree.body else None)
+    alloc = {s.targets[0].id: s.value for s in tree.body if isinstance(s, ast.Assign) and isinstance(
+        s.targets[0], ast.Name) and isinstance(s.value, ast.Call) and ast.unparse(s.value.func) == "torch.empty_strided"}
+    for item, param in zip(items, follows):
+        if param and isinstance(item, ast.Name) and item.id in alloc:
+            for kw in alloc[item.id].keywords:
+                if kw.arg == "dtype":
+                    kw.value = parse(f"{param}.dtype", mode="eval").body
+    return [ast.unparse(s) for s in tree.body]
+
+
+def _name_buffers(lines: list[str], base_fn: ast.FunctionDef) -> list[str]:
+    """Inductor's buffers named for what they hold: a returned one as the baseline's return names it (``return
+    cu_seqlens, page_table``; ``out`` where the baseline returns an expression), one that only passes data from one
+    kernel to the next ``scratch``."""
+    given = [e.id if isinstance(e, ast.Name) else "" for e in _returned(
+        next((n for n in ast.walk(base_fn) if isinstance(n, ast.Return)), None))]
+    tree = parse("\n".join(lines))
+    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {a.arg for a in base_fn.args.args}
+    returned = [e.id if isinstance(e, ast.Name) else "" for e in _returned(tree.body[-1] if tree.body else None)]
+    names: dict[str, str] = {}
+
+    def fresh(word: str) -> str:
+        out, n = word, 2
+        while out in taken:
+            out, n = f"{word}_{n}", n + 1
+        taken.add(out)
+        return out
+
+    for i, buf in enumerate(returned):
+        if re.fullmatch(r"buf\d+", buf) and buf not in names:
+            word = given[i] if len(given) == len(returned) and given[i] else "out"
+            names[buf] = fresh(word if word not in {a.arg for a in base_fn.args.args} else f"new_{word}")
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and re.fullmatch(r"buf\d+", n.id):
+            if n.id not in names:
+                names[n.id] = fresh("scratch")
+            n.id = names[n.id]
+    return [ast.unparse(s) for s in tree.body]
+
+
+def _launcher_body(call: ast.FunctionDef, compiled: Compiled, kernels: dict[str, _Kernel]) -> list[str]:
+    """Inductor's ``call(args)`` as the entry's body: its inputs from the parameters, its buffers on their device,
+    each ``kernel.run(...)`` a launch with a grid and block sizes, and the entry's return."""
+    stmts: list[ast.stmt] = []
+    todo = list(call.body)
+    while todo:  # `with torch.cuda._DeviceGuard(0):` holds the launches: its body, in its place
+        s = todo.pop(0)
+        if isinstance(s, ast.With):
+            todo[:0] = s.body
+        else:
+            stmts.append(s)
+    lines: list[str] = []
+    tensors: list[str] = []
+    names: list[str] = []
+    for s in stmts:
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name) and s.value.id == "args":
+            target = s.targets[0]
+            names = [e.id for e in target.elts] if isinstance(target, ast.Tuple) else [target.id]  # type: ignore
+            if len(names) != len(compiled.inputs):
+                raise InductorError(f"call() takes {len(names)} inputs, the graph had {len(compiled.inputs)}")
+            lines += [f"{n} = {e}" for n, e in zip(names, compiled.inputs)]
+            continue
+        text = ast.unparse(s)
+        if isinstance(s, (ast.Delete, ast.Pass)) or text.startswith(("args.clear", "torch.cuda.set_device")) or (
+                isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                and ast.unparse(s.value.func) in _DROPPED_CALLS) or (
+                isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
+                and ast.unparse(s.value.func) in _DROPPED_CALLS):
+            if text.startswith("assert_size_stride("):
+                tensors.append(ast.unparse(s.value.args[0]))  # type: ignore[attr-defined]
+            continue
+        if isinstance(s, ast.Return):
+            outs = s.value.elts if isinstance(s.value, ast.Tuple) else [s.value] if s.value is not None else []
+            items = [re.sub(r"\bout\[(\d+)\]", lambda m: ast.unparse(outs[int(m.group(1))]), r)
+                     for r in compiled.returns]
+            ret = items[0] if compiled.single else "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+            lines.append(f"return {ret}")
+            continue
+        lines.append(_statement(s, kernels, tensors))
+    return _tidy(lines)
+
+
+def _tidy(lines: list[str]) -> list[str]:
+    """Inductor's names made a reader's: a graph input that is a parameter (``arg1_1 = seq_lens``) and a size copied
+    to a symbol (``s37 = arg0_1``) go, their uses taking the name they copy; a size keeps a name that says what it
+    is (``seq_lens_size_0``); a kernel's element count is ``numel_N``; a grid of constants is computed."""
+    tree = parse("\n".join(lines))
+    names: dict[str, str] = {}
+    body: list[ast.stmt] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and re.fullmatch(r"arg\d+_\d+|s\d+", stmt.targets[0].id):
+            value = stmt.value
+            if isinstance(value, ast.Name):
+                names[stmt.targets[0].id] = names.get(value.id, value.id)
+                continue
+            names[stmt.targets[0].id] = re.sub(r"\W+", "_", ast.unparse(value)).strip("_")
+        body.append(stmt)
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            m = re.fullmatch(r"triton_\w+?_(\d+)_xnumel", node.id)
+            node.id = f"numel_{m.group(1)}" if m else names.get(node.id, node.id)
+            return node
+
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if ast.unparse(node.func) == "triton.cdiv" and all(isinstance(a, ast.Constant) for a in node.args):
+                a, b = (int(x.value) for x in node.args)  # type: ignore[union-attr]
+                return ast.copy_location(ast.Constant(-(-a // b)), node)
+            return node
+
+    return [ast.unparse(Rename().visit(stmt)) for stmt in body]
+
+
+def _statement(s: ast.stmt, kernels: dict[str, _Kernel], tensors: list[str]) -> str:
+    """One statement of ``call()``, in the candidate's terms."""
+    device = f"{tensors[0]}.device" if tensors else "'cuda'"
+
+    class Swap(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            func = ast.unparse(node.func)
+            if func.startswith("empty_strided_"):
+                return parse(f"torch.empty_strided({ast.unparse(node.args[0])}, {ast.unparse(node.args[1])}, "
+                                 f"dtype={ast.unparse(node.args[2])}, device={device})", mode="eval").body
+            if func == "reinterpret_tensor":
+                return parse(f"torch.as_strided({', '.join(ast.unparse(a) for a in node.args)})",
+                                 mode="eval").body
+            if func.startswith("extern_kernels."):
+                node.func = parse("torch." + func.split(".", 1)[1], mode="eval").body
+                return node
+            if func.startswith("aten."):
+                node.func = parse("torch.ops." + func, mode="eval").body
+                return node
+            if func.endswith(".run") and func[:-4] in kernels:
+                return _launch(kernels[func[:-4]], node)
+            return node
+
+    s = Swap().visit(s)
+    text = ast.unparse(s)
+    left = {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and n.id in (
+        "async_compile", "alloc_from_pool", "empty_strided_p2p", "inductor_ops", "_quantized", "get_raw_stream")}
+    if left:
+        raise InductorError(f"call() uses {', '.join(sorted(left))}, which a standalone candidate cannot")
+    return text
+
+
+def _launch(k: _Kernel, node: ast.Call) -> ast.AST:
+    """``kernel.run(args..., stream=s)`` as ``kernel[grid](args..., BLOCK=...)``."""
+    args = [a for a in node.args]
+    runtime = [p for p in k.params if p not in k.constexprs]
+    if len(args) != len(runtime):
+        raise InductorError(f"{k.name}: launched with {len(args)} arguments for {len(runtime)} parameters")
+    value = dict(zip(runtime, (ast.unparse(a) for a in args)))
+    blocks = dict(_BLOCKS_2D if k.grid_type == "Grid2D" else _BLOCKS[k.kind])
+    chosen = {c: blocks[c] for c in k.constexprs if c in blocks}
+    missing = [c for c in k.constexprs if c not in blocks]
+    if missing:
+        raise InductorError(f"{k.name}: no block size for {', '.join(missing)}")
+    grid = ["1"] * (max(k.axes.values(), default=0) + 1)
+    for p, axis in k.axes.items():
+        numel = value.get(f"{p}numel", "1")
+        block = f"{p.upper()}BLOCK"
+        grid[axis] = f"triton.cdiv({numel}, {chosen[block]})" if block in chosen else numel
+    kwargs = ", ".join(f"{c}={v}" for c, v in chosen.items())
+    call = f"{k.name}[({', '.join(grid)},)]({', '.join(ast.unparse(a) for a in args)}, {kwargs}, num_warps=4)"
+    return parse(call, mode="eval").body
