@@ -116,6 +116,9 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues):
         self._call_index: dict[str, list[tuple[str, str, int]]] = {}  # a callee's last name -> (module, function, call)
         self._call_indexed: set[str] = set()
         self._call_seen = -1  # how many modules had been looked up when the call index was brought up to date
+        self._sets_index: dict[str, list[tuple[str, str, list[str]]]] = {}  # an attribute -> who stores it on others
+        self._sets_indexed: set[str] = set()
+        self._sets_seen = -1
         # the functions the last round of walks visited (None in the first round), and those this round visits: an
         # attribute its class's __init__ sets keeps only the other assignments made in functions a walk reaches
         # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)

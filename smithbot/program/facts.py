@@ -297,13 +297,40 @@ class _Visitor(ast.NodeVisitor):
             if isinstance(t, ast.Name):
                 branches = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
                 dicts = self.fn.setdefault("_dicts", {})
-                if all(isinstance(b, ast.Dict) and all(isinstance(k, ast.Constant) for k in b.keys) for b in branches) \
-                        and (t.id not in dicts or dicts[t.id] is not None):
-                    dicts[t.id] = sorted({*(dicts.get(t.id) or ()), *(k.value for b in branches for k in b.keys)})
-                else:
-                    dicts[t.id] = None
+                pairs = [dict_pairs(b) for b in branches]
+                dicts[t.id] = None if None in pairs or (t.id in dicts and dicts[t.id] is None) \
+                    else _merged(dicts.get(t.id) or {}, *pairs)
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                self._dict_store(t.value.id, t.slice, node.value)
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id not in ("self", "cls"):
+                # another object's attribute (forward_batch.mha_one_shot = True): a value its class's field may hold
+                into = self.fn.setdefault("sets", {}).setdefault(t.attr, [])
+                if [t.value.id, ast.unparse(node.value)] not in into:
+                    into.append([t.value.id, ast.unparse(node.value)])
             if isinstance(t, ast.Subscript) and expr_text(t.value):
                 self.fn["stores"].append(expr_text(t.value))  # REGISTRY[key] = fn: a registration
+
+    def _dict_store(self, name: str, key: ast.expr, value: ast.expr | None) -> None:
+        """``d[key] = value`` (``value`` None: ``d.update(...)`` with ``key`` its argument) on a local dict literal:
+        the keys it may now hold. A constant key, or a loop's variable over a literal list of strings (``for k in
+        ["a", "b"]: d[k] = ...``), adds its keys; any other store leaves the keys unknown."""
+        dicts = self.fn.get("_dicts", {}) if self.fn is not None else {}
+        if dicts.get(name) is None:
+            return
+        if value is None:
+            added = dict_pairs(key)
+        elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+            added = {key.value: ast.unparse(value)}
+        elif isinstance(key, ast.Name) and key.id in self.iters:
+            try:
+                keys = ast.literal_eval(self.iters[key.id])
+            except (ValueError, SyntaxError):
+                keys = None
+            ok = isinstance(keys, (list, tuple)) and all(isinstance(k, str) for k in keys)
+            added = {k: "?" for k in keys} if ok else None
+        else:
+            added = None
+        dicts[name] = None if added is None else _merged(dicts[name], added)
 
     def _unpacked(self, target: ast.Tuple, value: ast.expr, cls: dict[str, Any] | None) -> None:
         """``a, mode, b = state``: each name (or ``self`` attribute: ``self.ep_size, rank = get_ep_world_rank()``) is
@@ -412,6 +439,23 @@ class _Visitor(ast.NodeVisitor):
             if inner:
                 self.fn["forwards"].append([self._abs(inner), [ast.unparse(a) for a in v.args]])
 
+    def _keywords(self, node: ast.Call) -> dict[str, str]:
+        """A call's keyword arguments' sources. ``**kw`` of a local dict whose keys are known (see ``_dict_store``)
+        passes those keys, each with its value's source ("?" where it is not one); any other ``**kw`` is kept under
+        the key "**": any parameter not passed by position may be in it."""
+        assert self.fn is not None
+        out: dict[str, str] = {}
+        for k in node.keywords:
+            keys = self.fn.get("_dicts", {}).get(k.value.id) if k.arg is None and isinstance(k.value, ast.Name) \
+                else None
+            if k.arg:
+                out[k.arg] = ast.unparse(k.value)
+            elif keys is not None:
+                out.update(keys)
+            else:
+                out["**"] = ast.unparse(k.value)
+        return out
+
     def visit_Call(self, node: ast.Call) -> None:
         saved = dict(self.iters)
         if node.args and not isinstance(node.args[0], ast.Lambda):
@@ -431,25 +475,17 @@ class _Visitor(ast.NodeVisitor):
                 text = expr_text(k.value) if isinstance(k.value, (ast.Name, ast.Attribute)) else None
                 if k.arg and text:
                     self.fn["super_kwargs"][k.arg] = self._abs(text)
+        if isinstance(f, ast.Attribute) and f.attr == "update" and isinstance(f.value, ast.Name) \
+                and len(node.args) == 1 and not node.keywords:
+            self._dict_store(f.value.id, node.args[0], None)  # d.update(dict(a=1)): more keys
         callee = self._abs(callee_text(node.func))
         if callee:
             # with its arguments' sources (None when one is starred), so that a callee's parameter can be traced
             # to what the callers on the default path pass
-            # (``**kw`` is kept under the key "**": any parameter not passed by position may be in it)
-            # (``**kw`` of a local that is only ever a dict literal passes just that literal's keys)
             starred = any(isinstance(a, ast.Starred) for a in node.args)
-            kwargs: dict[str, str] = {}
-            for k in node.keywords:
-                keys = self.fn.get("_dicts", {}).get(k.value.id) if k.arg is None and isinstance(k.value, ast.Name) \
-                    else None
-                if k.arg:
-                    kwargs[k.arg] = ast.unparse(k.value)
-                elif keys is not None:
-                    kwargs.update({key: "?" for key in keys})
-                else:
-                    kwargs["**"] = ast.unparse(k.value)
             self.fn["calls"].append([callee, [list(t) for t in self.tests], self.loops > 0, node.lineno,
-                                     None if starred else [ast.unparse(a) for a in node.args], kwargs])
+                                     None if starred else [ast.unparse(a) for a in node.args],
+                                     self._keywords(node)])
         name = _dotted(node.func) or ""
         if (name.split(".")[-1][:1].isupper() or name in self.fn["params"]) \
                 and not any(isinstance(a, ast.Starred) for a in node.args):
@@ -457,7 +493,7 @@ class _Visitor(ast.NodeVisitor):
             # instance's __init__ stores can be traced to them
             args = list(node.args) + [k.value for k in node.keywords]
             self.fn["constructs"].append([name, [ast.unparse(a) for a in node.args],
-                                          {k.arg or "**": ast.unparse(k.value) for k in node.keywords},
+                                          self._keywords(node),
                                           {a.id: self.iters[a.id] for a in args
                                            if isinstance(a, ast.Name) and a.id in self.iters},
                                           [list(t) for t in self.tests]])
@@ -482,3 +518,24 @@ def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:
     return {"path": relpath, "module": modname, "stars": [m for m in stars if m],
             "imports": collect_imports(tree, modname, package), "registers": registers,
             "assigns": v.assigns, "rebound": v.rebound, "classes": v.classes, "functions": v.functions}
+
+
+def dict_pairs(node: ast.expr) -> dict[str, str] | None:
+    """The keys of a dict literal (``{"a": x}``, ``dict(a=x)``, ``dict()``) with their values' sources; None for
+    anything else."""
+    if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                          for k in node.keys):
+        return {k.value: ast.unparse(v) for k, v in zip(node.keys, node.values)}  # type: ignore[union-attr]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args \
+            and all(k.arg for k in node.keywords):
+        return {k.arg: ast.unparse(k.value) for k in node.keywords}  # type: ignore[misc]
+    return None
+
+
+def _merged(*dicts: dict[str, str]) -> dict[str, str]:
+    """Keys a dict may hold from any of these: a key given different values is "?"."""
+    out: dict[str, str] = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = v if out.get(k, v) == v else "?"
+    return out

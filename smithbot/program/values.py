@@ -50,6 +50,11 @@ class EngineValues(ResolverState):
     _ctor_index: dict[str, set[Value]]
     _ctor_indexed: set[str]
     _ctor_seen: int
+    _sets_index: dict[str, list[tuple[str, str, list[str]]]]
+    _sets_indexed: set[str]
+    _sets_seen: int
+    bound_of: dict[tuple[str, str], tuple[str, str] | None]
+    mro: Any
     _cut_short: int
     _guards_read: int
     _spread: Any  # (calls.CallValues)
@@ -80,6 +85,7 @@ class EngineValues(ResolverState):
                           if k not in flags and any(e[1] is None for e in v)}
                 for k, entries in {**fields, **flags}.items():
                     kept = self._made_here(owner, m, entries, k)
+                    kept += [src for src in self._set_elsewhere(owner, k) if kept and src not in kept]
                     if kept:
                         where = next((e[1] for e in entries if e[0] in kept and e[1]), None)
                         home = (self.p.facts(m) or {}).get("functions", {}).get(where)
@@ -88,6 +94,33 @@ class EngineValues(ResolverState):
         finally:
             self._filtering -= 1
         return out
+
+    def _set_elsewhere(self, owner: tuple[str, str] | None, attr: str) -> list[str]:
+        """What functions store into ``obj.attr`` where ``obj`` is an instance of ``owner`` (or of a class in its
+        method order) other than ``self`` (``forward_batch.mha_one_shot = True``, ``forward_batch: ForwardBatch``):
+        in the modules parsed so far and, once a walk has run, in the functions it reached. Each is a value the field
+        may hold: its literal, else "?" (unknown). A store on an object of no known type is not counted."""
+        if owner is None:
+            return []
+        if self._sets_seen != self.p.parsed_count():  # (brought up to date when more modules were parsed)
+            self._sets_seen = self.p.parsed_count()
+            for mod, f in self.p.parsed():
+                if mod not in self._sets_indexed:
+                    self._sets_indexed.add(mod)
+                    for qual, fn in f["functions"].items():
+                        for name, stores in (fn.get("sets") or {}).items():
+                            self._sets_index.setdefault(name, []).append((mod, qual, stores))
+        related = set(self.mro(*owner))
+        out: list[str] = []
+        for mod, qual, stores in self._sets_index.get(attr, ()):
+            fn = (self.p.facts(mod) or {}).get("functions", {}).get(qual)
+            if fn is None or self.ran is not None and (mod, qual) not in self.ran:
+                continue
+            for base, src in stores:
+                vals = self.expr(mod, fn.get("class"), self.bound_of.get((mod, qual)), fn, base)
+                if any(v[0] == "inst" and ((v[1], v[2]) in related or owner in self.mro(v[1], v[2])) for v in vals):
+                    out.append(src if is_literal(src) else "?")
+        return list(dict.fromkeys(out))
 
     def _kept(self, table: dict[Any, Any], key: Any, guard: Callable[[], Any], compute: Callable[[], Any],
               only_whole: bool = False) -> Any:

@@ -24,7 +24,8 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "impl_cuda_kernel", "impl_rocm_kernel", "draft_kernel", "layout_kernel", "pool_fused_kernel",
                "pool_int4_kernel", "pool_unfused_kernel", "pool_packed_kernel", "pool_plain_topk_kernel",
                "mha_core_kernel", "mla_core_kernel", "pool_gate_packed_kernel", "pool_gate_plain_kernel",
-               "staged_async_kernel", "staged_plain_kernel", "staged_wide_kernel")
+               "staged_async_kernel", "staged_plain_kernel", "staged_wide_kernel", "plan_run_kernel",
+               "plan_skip_kernel", "one_shot_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -634,7 +635,48 @@ class Staged:
         self.gemm(got)
 
 
+@dataclass
+class Micro:
+    """A batch whose planning flag only a method no step calls sets; the split batch is built from a dict whose keys
+    come from a loop over literal names and an update."""
+
+    ids: object = None
+    ready: bool = False
+    one_shot: object = None  # set from outside the class, by a function a step runs
+
+    def mark_ready(self):
+        self.ready = True
+
+    def needs_plan(self):
+        if not self.ready:
+            return True
+        return False
+
+
+def split_micro(b):
+    out = dict()
+    for key in ["ids"]:
+        out[key] = getattr(b, key)
+    out.update(dict(ready=False))
+    return Micro(**out)
+
+
+def mark_one_shot(b):
+    b.one_shot = True
+
+
+def plan_step(x, b: Micro):
+    mark_one_shot(b)
+    if b.one_shot:
+        k.one_shot(x)
+    if not b.needs_plan():
+        k.plan_skip(x)
+    else:
+        k.plan_run(x)
+
+
 def pool_step(x):
+    plan_step(x, split_micro(Micro(ids=x)))
     PoolRunner("none", "cutlass").run(x, WideInfo())
     select(x)
     gate_kw = dict(top=2)

@@ -272,6 +272,18 @@ def test_a_registered_function_is_taken_and_a_type_hint_yields_to_what_callers_p
     assert_never(sites, ("pool_unfused_kernel", "self.fused is not None and (not self.lora)"))
 
 
+def test_a_keyword_dict_built_by_stores_passes_its_keys_and_a_flag_only_an_unrun_method_sets_keeps_its_default(
+        engine: str) -> None:
+    """`eng/pool.py`'s `split_micro` builds `Micro(**out)` from a dict filled in a loop over literal names and by
+    `out.update(dict(ready=False))`: it passes `ready=False`, not any value. `ready` is otherwise set only by
+    `mark_ready`, which no step calls, so `needs_plan()` is true and the planning kernel is default."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "plan_run_kernel")
+    assert_never(sites, ("plan_skip_kernel", "not b.needs_plan()"))
+    # `one_shot`'s None default does not hold: `mark_one_shot`, which a step runs, sets it on the batch from outside
+    assert sites["one_shot_kernel"].reach == "possible", sites["one_shot_kernel"].reasons
+
+
 def test_a_dict_handed_between_stages_and_a_tuple_unpacked_into_an_attribute_keep_their_values(engine: str) -> None:
     """`eng/pool.py`'s `Staged`: `forward` builds `{"x": x, "kind": Kind.PLAIN}`, `dispatch` reads `state["kind"]` and
     returns a new dict that carries it on, and `gemm` reads it from what `dispatch` returned, so the plain kernel is
