@@ -201,6 +201,25 @@ def profile(spec: str, model: str | None = None, batch: int = 8, phase: str = "d
     return ProfileResult(target, out, read_trace(out), result.sites)
 
 
+def profile_tasks(spec: str, model: str, top: int = 30, source: str | None = None, rev: str | None = None,
+                  timeout_s: float = 300.0, progress: Callable[[str], None] | None = None) -> tuple[Any, Path]:
+    """``smithbot profile --from-tasks``: the preset's ``top`` hottest kernels and glue runs extracted and their
+    baselines timed (``smithbot.measure``), with no engine installed. Returns the table and the compact trace it is
+    kept as (``workspaces/TARGET/profiles/PRESET-tasks-decode-bs64[-interpreter].json``); ``scan --profile`` reads
+    that trace."""
+    from smithbot.measure import DECODE_BATCH, measure
+
+    target = resolve_target(spec)
+    preset = target.preset(model)  # an unknown preset fails here, before the scan
+    result = scan(spec, source, rev, model=model)
+    where = home() / "workspaces" / target.name / "profiles"
+    table = measure(result, preset, top, where / f"{preset.name}-tasks", timeout_s, progress)
+    label = "" if table.backend == "cuda" else f"-{table.backend}"
+    trace = where / f"{preset.name}-tasks-decode-bs{DECODE_BATCH}{label}.json"
+    table.write(trace)
+    return table, trace
+
+
 def find_kernel(result: ScanResult, spec: str) -> KernelSite:
     """A launched kernel by kernel name, wrapper name, or ``file::qualname``. Ambiguity lists the matches."""
     launched = [s for s in result.sites if s.role == "launched"]

@@ -196,11 +196,19 @@ def profile_cmd(
     source: Optional[str] = typer.Option(None, help="an existing checkout of the target (with the engine "
                                                     "installed, to run its benchmark)"),
     limit: int = typer.Option(20, min=0, help="rows to show (0: all)"),
+    from_tasks: bool = typer.Option(False, "--from-tasks", help="no engine needed: extract the preset's hottest "
+                                    "kernels and glue runs, time each baseline at its decode (batch 64) and prefill "
+                                    "cases, and multiply by the launches per step"),
+    top: int = typer.Option(30, min=1, help="with --from-tasks: how many kernels and glue runs to measure"),
 ) -> None:
     """Measure where a step's GPU time goes: run the target's own benchmark on random weights under the torch
     profiler (the `profile:` command in its target YAML; needs the engine and a GPU), or read a trace you have, and
-    rank the target's Triton kernels by their share of it. The trace is kept in the workspace; `smithbot scan
-    --profile TRACE` ranks by it again."""
+    rank the target's Triton kernels by their share of it. With --from-tasks, the step is measured from extracted
+    tasks instead (on the GPU, or under the interpreter on a CPU, labelled so). The trace is kept in the workspace;
+    `smithbot scan --profile TRACE` ranks by it again."""
+    if from_tasks:
+        _profile_tasks(target, model, top, source, limit)
+        return
     try:
         result = api.profile(target, model, batch, phase, str(trace) if trace else None, source)
     except (ConfigError, RepoError) as exc:
@@ -225,6 +233,36 @@ def profile_cmd(
             o.add_row(name[:100], f"{us:.1f}", f"{n:g}")
         out.print(o)
     err.print(f"trace: {result.trace}", highlight=False)
+
+
+def _profile_tasks(target: str, model: str | None, top: int, source: str | None, limit: int) -> None:
+    if not model:
+        _fail("--from-tasks measures one model preset's step: name it with --model")
+    try:
+        with err.status("extracting and timing…") as status:
+            table, trace = api.profile_tasks(target, model, top, source,
+                                             progress=lambda name: status.update(f"timing {name}…"))
+    except (ConfigError, RepoError) as exc:
+        _fail(str(exc))
+        return
+    where = "on the GPU" if table.backend == "cuda" else "under the interpreter (CPU times: they rank nothing)"
+    t = Table(title=f"{table.target}: {table.preset}'s step measured from tasks {where}, "
+                    f"{table.measured_us:.1f} µs/step in the measured part")
+    for col in ("#", "kernel or glue", "reach", "a step", "µs (decode)", "µs/step (share of the measured part)",
+                "µs (prefill)", "of copy bw", "why not measured"):
+        t.add_column(col, overflow="fold")
+    rows = sorted(table.rows, key=lambda r: -(r.us_per_step or -1.0))
+    for i, r in enumerate(rows[:limit] if limit else rows, 1):
+        share = table.share(r)
+        t.add_row(str(i), r.name, r.reach, f"{r.per_step}", _us(r.us),
+                  f"{r.us_per_step:.1f} ({share:.1%})" if r.us_per_step is not None and share is not None else "-",
+                  _us(r.prefill_us), f"{r.bw_fraction:.0%}" if r.bw_fraction else "-", r.why or "")
+    out.print(t)
+    err.print(f"trace: {trace}", highlight=False)
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 @app.command("extract")

@@ -68,7 +68,9 @@ class Profile:
         what = f"{m['phase']} step" if m.get("phase") else "step"
         on = f" on {m['preset']}" if m.get("preset") else ""
         batch = f" (batch {m['batch']})" if m.get("batch") else ""
-        return f"{what}{on}{batch}"
+        source = ", from extracted tasks" if m.get("source") == "tasks" else ""
+        cpu = ", interpreter times" if m.get("backend") == "interpreter" else ""
+        return f"{what}{on}{batch}{source}{cpu}"
 
     def summary(self, names: set[str] | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {**self.meta, "steps": self.steps,

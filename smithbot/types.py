@@ -47,6 +47,7 @@ class KernelSite:
     phases: tuple[str, ...] = ()  # the serving phases (decode, prefill) in which those paths run it
     reach: str = ""  # default | possible | never (no preset's path) | "" (no call graph)
     undecided: tuple[str, ...] = ()  # the if-tests and dispatches its best path leaves open, each with its line
+    per_step: tuple[tuple[str, int], ...] = ()  # (preset, launches a step): its layers where a path runs it per layer
 
     @property
     def wrappers(self) -> tuple[str, ...]:

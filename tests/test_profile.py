@@ -110,3 +110,53 @@ def test_profile_bad_input(tmp_path: Path) -> None:
     no_gpu = run("profile", "demo", "--model", "llama3-8b", home=tmp_path)
     if no_gpu.returncode != 0:  # without a GPU the demo's benchmark says so, and so does the command
         assert_one_line_error(no_gpu, "the profile command failed (exit 2): minengine.bench: needs a CUDA GPU")
+
+
+def test_profile_from_tasks_offline(tmp_path: Path) -> None:
+    """With no engine and no GPU, the step is measured from extracted tasks under the interpreter, labelled so: the
+    preset's first default kernel is extracted and timed, its time multiplied by its launches a step (per layer:
+    llama3-8b's 32), and the table is kept as a trace that `scan --profile` ranks by."""
+    p = run("profile", "demo", "--model", "llama3-8b", "--from-tasks", "--top", "1", home=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "under the interpreter (CPU times: they rank nothing)" in p.stdout
+    profiles = tmp_path / "workspaces" / "demo" / "profiles"
+    kept = profiles / "llama3-8b-tasks-decode-bs64-interpreter.json"
+    table = json.loads((profiles / "llama3-8b-tasks-decode-bs64-interpreter.table.json").read_text())
+    first = next(s for s in api.scan("demo", model="llama3-8b").sites if s.reach == "default")
+    [row] = table["rows"]
+    assert (table["backend"], table["source"], row["name"], row["kind"]) == ("interpreter", "tasks", first.name,
+                                                                             "kernel")
+    assert row["per_step"] == 32 and "per layer" in first.default_path
+    assert row["decode_case"] == "irregular-decode-bs3" and row["us"] > 0  # the interpreter's case
+    assert row["us_per_step"] == pytest.approx(row["us"] * 32) and row["share"] == 1.0 and not row["why"]
+    measured = read_trace(kept)
+    assert measured.meta["source"] == "tasks" and "from extracted tasks, interpreter times" in measured.phase_label()
+    scan = run("scan", "demo", "--profile", str(kept), "--json", home=tmp_path)
+    assert json.loads(scan.stdout)[0]["name"] == first.name
+
+
+def test_profile_from_tasks_picks_default_sites_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels and glue runs of the preset, default ones before possible ones, each in the scan's order, with the
+    launches (a kernel) or runs (glue) a step; no site of another preset."""
+    from smithbot.measure import pick
+
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path))
+    result = api.scan("demo", model="llama3-8b")
+    chosen = pick(result.sites, result.fusion, "llama3-8b", 50)
+    reaches = [reach for _, reach, _ in chosen]
+    assert reaches == sorted(reaches, key=lambda r: r != "default") and "default" in reaches
+    kernels = [s for s, _, _ in chosen if s in result.sites]
+    assert [s.name for s in kernels] == [s.name for s in result.sites if s in kernels]  # the scan's order
+    assert all("llama3-8b" in s.presets for s in kernels)
+    [glue] = [(s, n) for s, _, n in chosen if s not in result.sites]
+    assert glue[0].function == "LlamaModel.forward" and glue[1] == 1  # once per step
+    assert len(pick(result.sites, result.fusion, "llama3-8b", 2)) == 2
+
+
+def test_profile_from_tasks_bad_input(tmp_path: Path) -> None:
+    assert_one_line_error(run("profile", "demo", "--from-tasks", home=tmp_path),
+                          "--from-tasks measures one model preset's step: name it with --model")
+    assert_one_line_error(run("profile", "demo", "--from-tasks", "--model", "llama-99b", home=tmp_path),
+                          "unknown model preset 'llama-99b'")
+    assert_one_line_error(run("profile", "demo", "--from-tasks", "--model", "llama3-8b", "--top", "0",
+                              home=tmp_path), "Invalid value for '--top'")

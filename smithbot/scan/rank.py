@@ -273,7 +273,9 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
                       extraction=extraction, blockers=tuple(blockers), hotness=round(score, 2),
                       reasons=tuple(reasons), measured_us=us, measured_share=share, presets=tuple(sorted(reach or {})),
                       phases=tuple(sorted({r.phase for rs in (reach or {}).values() for r in rs})),
-                      default_path=path, reach=status, undecided=tuple(undecided))
+                      default_path=path, reach=status, undecided=tuple(undecided),
+                      per_step=tuple((p, layers.get(p, 1) if any(r.per_layer for r in rs) else 1)
+                                     for p, rs in sorted((reach or {}).items())))
 
 
 def _one_key(r: Reach) -> tuple[bool, bool, bool, float]:

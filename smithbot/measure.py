@@ -1,0 +1,172 @@
+"""A step's cost measured from extracted tasks (``smithbot profile TARGET --model PRESET --from-tasks``), for a GPU
+that has no engine installed: the preset's hottest kernels and runs of torch glue are extracted, each baseline is
+timed by the evaluator at the preset's decode case (batch 64) and a prefill case, and the time of one launch is
+multiplied by the launches per step the call graph counts. Under the interpreter the times are the CPU's, labelled so.
+
+Each row also gets its headroom: the bytes the call moves per second against the copy bandwidth measured on this
+GPU (a kernel near it has little left to gain). A site that does not extract, or whose baseline fails, is a row with
+its reason. The table is written as a compact trace (``source: tasks``) that ``scan --profile`` reads like one taken
+by ``smithbot profile`` with the engine, and in full as JSON beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from smithbot.config import ConfigError, ModelPreset
+from smithbot.scan.glue import FusionSite
+from smithbot.types import KernelSite
+
+DECODE_BATCH = 64
+
+
+@dataclass(frozen=True)
+class Row:
+    """One kernel's or glue run's measured cost in a step of the preset."""
+
+    name: str  # the kernel's name, or glue:FUNCTION:LINE
+    kind: str  # kernel | glue
+    reach: str  # default | possible, for the preset
+    per_step: int  # launches (a kernel) or runs (a glue run) in a step of the preset
+    task: str = ""  # the task directory, once extracted
+    decode_case: str = ""
+    us: float | None = None  # one launch (or run) at the decode case, µs
+    prefill_case: str = ""
+    prefill_us: float | None = None
+    bw_fraction: float | None = None  # bytes/s at the decode case over the measured copy bandwidth
+    why: str = ""  # why it has no time
+
+    @property
+    def us_per_step(self) -> float | None:
+        return None if self.us is None else self.us * self.per_step
+
+
+@dataclass(frozen=True)
+class Table:
+    target: str
+    preset: str
+    backend: str  # cuda | interpreter: whose times they are
+    rows: tuple[Row, ...]
+
+    @property
+    def measured_us(self) -> float:
+        """The µs per step of the rows that have a time: the measured part of the step."""
+        return sum(r.us_per_step or 0.0 for r in self.rows)
+
+    def share(self, row: Row) -> float | None:
+        return None if row.us_per_step is None or not self.measured_us else row.us_per_step / self.measured_us
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "preset": self.preset, "backend": self.backend, "source": "tasks",
+                "decode_batch": DECODE_BATCH, "measured_us_per_step": round(self.measured_us, 3),
+                "rows": [{**asdict(r), "us_per_step": r.us_per_step, "share": self.share(r)} for r in self.rows]}
+
+    def write(self, trace: Path) -> None:
+        """The compact trace (one step: each timed kernel's µs per step as its GPU time; glue runs as other GPU
+        work) and the full table beside it (``.table.json``)."""
+        meta = {"target": self.target, "preset": self.preset, "phase": "decode", "batch": DECODE_BATCH, "steps": 1,
+                "source": "tasks", "backend": self.backend}
+        events = [{"ph": "X", "cat": "kernel", "name": r.name, "dur": r.us_per_step} for r in self.rows
+                  if r.us_per_step is not None]
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        for path, text in ((trace, json.dumps({"smithbot": meta, "traceEvents": events}, separators=(",", ":"))),
+                           (table_path(trace), json.dumps(self.to_dict(), indent=1))):
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+
+
+def table_path(trace: Path) -> Path:
+    return trace.with_name(trace.name.removesuffix(".json") + ".table.json")
+
+
+def pick(kernels: list[KernelSite], glue: list[FusionSite], preset: str, top: int
+         ) -> list[tuple[KernelSite | FusionSite, str, int]]:
+    """The preset's first ``top`` sites, kernels and glue, default ones before possible ones, each in the scan's
+    order: (site, reach for the preset, launches or runs per step)."""
+    out: list[tuple[int, int, KernelSite | FusionSite, str, int]] = []
+    for i, k in enumerate(kernels):
+        if k.role == "launched" and preset in k.presets and k.reach in ("default", "possible"):
+            out.append((k.reach != "default", i, k, k.reach, dict(k.per_step).get(preset, 1)))
+    for i, g in enumerate(glue):
+        p = g.presets.get(preset)
+        if p is not None:
+            reach = "possible" if p["tests"] else "default"
+            out.append((reach != "default", len(kernels) + i, g, reach, max(1, p["per_step"] // max(g.launches, 1))))
+    return [(site, reach, n) for _, _, site, reach, n in sorted(out, key=lambda r: r[:2])[:top]]
+
+
+def time_baseline(task_dir: Path, preset: ModelPreset, timeout_s: float) -> dict[str, Any]:
+    """The task's baseline timed against itself at the preset's decode case (batch 64, else the nearest) and its
+    first prefill case, on the GPU; under the interpreter, on its interpreter cases. ``{backend, decode_case, us,
+    bw_fraction, prefill_case, prefill_us}``; raises TaskError when the task cannot run."""
+    from evaluator import Evaluator, TaskError
+
+    with Evaluator(task_dir, workers_per_gpu=1, timeout_s=timeout_s, prepare_timeout_s=timeout_s) as ev:
+        names = ev.case_names
+        mine = [n for n in names if n.startswith(f"{preset.name}-")] or names
+        decode = sorted((n for n in mine if "-decode-bs" in n), key=lambda n: abs(_batch(n) - DECODE_BATCH))
+        prefill = [n for n in mine if "-prefill-" in n]
+        cases = (decode[:1] + prefill[:1]) or names[:1]
+        r = ev.submit(ev.task.kernel_path, cases=cases, effort="screen").result()
+        if not r.correct or not r.cases:
+            raise TaskError(r.why)
+        by = {c["name"]: c for c in r.cases}
+        first = by.get(cases[0]) or r.cases[0]
+        second = by.get(prefill[0]) if prefill and cases[-1] == prefill[0] and len(cases) > 1 else None
+        return {"backend": ev.backend, "decode_case": first["name"], "us": first["base_us"],
+                "bw_fraction": first["cand_bw_fraction"] or None, "prefill_case": second["name"] if second else "",
+                "prefill_us": second["base_us"] if second else None}
+
+
+def _batch(case: str) -> int:
+    tail = case.rpartition("-bs")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+def measure(result: Any, preset: ModelPreset, top: int, base: Path, timeout_s: float = 300.0,
+            progress: Callable[[str], None] | None = None) -> Table:
+    """Extract the preset's ``top`` sites under ``base`` (see ``pick``), time each baseline, and return the table.
+    ConfigError when the preset's default paths reach no site at all."""
+    from evaluator import TaskError
+    from smithbot.api import extract_glue_site
+    from smithbot.extract.pipeline import extract_sites
+
+    chosen = pick(result.sites, result.fusion, preset.name, top)
+    if not chosen:
+        raise ConfigError(f"{result.target.name}: no kernel or glue run on {preset.name}'s default paths to measure "
+                          f"(`smithbot scan {result.target.name} --model {preset.name}` shows why)")
+    kernels = [s for s, _, _ in chosen if isinstance(s, KernelSite)]
+    rows_of = {}  # site -> its extraction row
+    if kernels:
+        for site, row in zip(kernels, extract_sites(result, kernels, lambda name: base / name, timeout_s=timeout_s)):
+            rows_of[id(site)] = row
+    out: list[Row] = []
+    backend = ""
+    for site, reach, n in chosen:
+        if isinstance(site, KernelSite):
+            cov, name, kind = rows_of[id(site)], site.name, "kernel"
+        else:
+            cov = extract_glue_site(result, site, None, base, True, timeout_s)
+            name, kind = f"glue:{site.function}:{site.first}", "glue"
+        row = Row(name, kind, reach, n, task=str(cov.out or ""))
+        if progress is not None:
+            progress(name)
+        if not cov.checked or cov.out is None:
+            out.append(Row(**{**asdict(row), "why": cov.why}))
+            continue
+        try:
+            got = time_baseline(Path(cov.out), preset, timeout_s)
+        except TaskError as exc:
+            out.append(Row(**{**asdict(row), "why": f"baseline failed: {exc}"}))
+            continue
+        backend = backend or got.pop("backend")
+        got.pop("backend", None)
+        out.append(Row(**{**asdict(row), **got}))
+    if not any(r.task for r in out):
+        raise ConfigError(f"none of the {len(out)} sites on {preset.name}'s default paths extracted; the first: "
+                          f"{out[0].name}: {out[0].why}")
+    return Table(result.target.name, preset.name, backend or "none", tuple(out))
