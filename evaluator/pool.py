@@ -397,6 +397,26 @@ class Evaluator:
                 return fut
         return self._pool.submit(self._run, path, cases, deadline, effort)
 
+    def time_baseline(self, cases: list[str] | None = None, effort: str = "screen") -> list[dict[str, Any]]:
+        """The baseline alone, timed against itself on ``cases`` (default: all) with the timing of ``effort``: one
+        ``CaseTiming`` dict per case (``base_us``, ``bytes``, ``cand_bw_fraction`` of the copy bandwidth). What a
+        step spends in the task's code before any candidate; a fusion task's torch baseline too. Raises TaskError
+        when it cannot run."""
+        self.prepare()
+        rounds, case_s = self.timing_plan(effort)
+        w = self._idle.get()
+        try:
+            self._prepare(w)
+            ans = w.request({"op": "baseline", "task": str(self.task.root), "cases": cases, "rounds": rounds,
+                             "case_s": case_s}, self.timeout_s)
+            if w.proc is None:
+                self._prepared.discard(id(w))
+        finally:
+            self._idle.put(w)
+        if ans["status"] != "measured":
+            raise TaskError(f"the baseline could not be timed: {ans['status']}: {ans.get('detail', '')}".strip())
+        return list(ans["cases"])
+
     def evaluate(self, candidates: list[str | Path]) -> list[EvalResult]:
         return [f.result() for f in [self.submit(c) for c in candidates]]
 

@@ -301,7 +301,7 @@ def load_task(path: str | Path) -> Task:
                 hotness=dict(c.mapping(data.get("hotness") or {}, "hotness",
                                        {"presets": False, "default_path": False, "measured": False,
                                         "share": False, "launches_per_step": False, "todos": False,
-                                        "reach": False, "undecided": False})),
+                                        "reach": False, "undecided": False, "per_step": False})),
                 skipped=tuple(dict(c.mapping(s, f"skipped[{i}]", {"name": True, "why": True}))
                               for i, s in enumerate(c.items(data.get("skipped") or [], "skipped"))))
 

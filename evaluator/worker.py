@@ -4,7 +4,8 @@ It reads one JSON request per line on stdin and writes one JSON answer per line 
 prints can forge an answer. It keeps torch, triton, the loaded baselines and the task checks between requests. The
 parent (``pool.py``) enforces the timeouts, kills it on a hang and replaces it after a crash.
 
-Requests: ``{"op": "prepare", "task": DIR, "host_first": bool, "probe": bool}`` and ``{"op": "eval", "task": DIR,
+Requests: ``{"op": "prepare", "task": DIR, "host_first": bool, "probe": bool}``, ``{"op": "baseline", "task": DIR,
+"cases": [NAME...] or null, "rounds": N, "case_s": S}`` (the baseline timed against itself) and ``{"op": "eval", "task": DIR,
 "candidate": FILE, "rounds": N, "case_s": S, "margin": M, "cases": [NAME...] or null}`` (null: every case the
 backend runs; at most N timed rounds per case, within about S seconds of samples on the GPU; a round is won above
 1 + M; N = 0 checks correctness only and answers ``checked``). ``host_first`` probes the baseline's host work and
@@ -198,7 +199,31 @@ class Worker:
             return {"status": "ok", "warnings": prep.warnings, "env": self.env, "kernels": prep.kernels,
                     "host": prep.host, "complete": prep.complete, "memory": memory,
                     "elapsed_s": {"start": self.started_s, **prep.elapsed_s}}
+        if req["op"] == "baseline":
+            return self.time_baseline(prep, req)
         return self.evaluate(prep, req)
+
+    def time_baseline(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
+        """The baseline timed against itself on the named cases: what one call costs, and the bytes it moves per
+        second (``cand_bw_fraction``: of the copy bandwidth). What a step spends in it, before anything is searched."""
+        from evaluator.timing import time_cases
+
+        try:
+            cases = prep.select(req.get("cases"))
+            with gpu_lock():
+                if self.copy_gbps is None and not prep.interpreter:
+                    self.copy_gbps = copy_bandwidth_gbps(self.env)
+                timings, _ = time_cases(prep.base, prep.base, prep.harness, cases, int(req.get("rounds", 10)),
+                                        int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps, 0.0,
+                                        float(req.get("case_s", 0.05)))
+        except TaskError as exc:
+            return {"status": "task_error", "detail": str(exc)}
+        except Exception as exc:
+            status, fatal = _classify(exc)
+            return {"status": status, "detail": _describe(exc).strip()[:2000], "fatal": fatal,
+                    "log": traceback.format_exc()[-4000:]}
+        return {"status": "measured", "cases": [t.as_dict() for t in timings], "env": self.env,
+                "copy_gbps": self.copy_gbps}
 
     def evaluate(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
         try:

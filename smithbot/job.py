@@ -22,6 +22,10 @@ MIN_SHARE_S = 10.0  # less than this left of --time-total: no kernel can be extr
 # compile the baseline at every case), a search, and VERIFY_S. When the time left would give each kernel still to do
 # less, fewer kernels share it (one at least), rather than every one failing its self-check.
 MIN_KERNEL_S = 90.0
+# Measured first on a GPU: a pick already moving this share of the copy bandwidth at its decode case has little left
+# to gain, and one under MIN_STEP_US a step of its preset (launch overhead's order) too little to matter; both are
+# skipped, with the number, before any search
+NEAR_ROOFLINE, MIN_STEP_US = 0.9, 1.0
 
 
 @dataclass
@@ -51,6 +55,9 @@ class JobRow:
     pr: str = ""
     patch: str = ""
     test: str = ""
+    us_per_step: float | None = None  # the baseline's µs a step of ``measured_on``, timed before the search (GPU)
+    measured_on: str = ""
+    skipped: bool = False  # measured first and left: near its roofline, or too small to matter
 
 
 def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iterations: int = 8,
@@ -97,12 +104,12 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
             f"on {on}; hottest: " + ", ".join(f"{s.name} ({s.hotness:g})" for s in launched[:4]))
         picks = [api.find_kernel(result, k) for k in kernels] if kernels else launched
     job = _Job(spec, source, proposer or ("inductor" if fusion else "tune"), iterations, time_s, budget_usd, used,
-               config, submit, say, on_update)
+               config, submit, say, on_update, model)
     rows: list[JobRow] = []
     wanted = len(kernels) if kernels else top
     said_fit = False
     for site in picks:
-        done = len([r for r in rows if r.task])
+        done = len([r for r in rows if r.task and not r.skipped])
         if done >= wanted:
             break
         name = _glue_name(site) if isinstance(site, FusionSite) else site.name
@@ -142,6 +149,7 @@ class _Job:
     submit: bool
     say: Callable[[str], None]
     on_update: Callable[[Any], None] | None
+    model: str | None = None
 
 
 def _say_pick(site: KernelSite | FusionSite, name: str, row: JobRow, say: Callable[[str], None]) -> None:
@@ -175,6 +183,8 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
         return
     row.task = str(cov.out)
     say(f"extract: {cov.kernel} -> {cov.out} (self-check passed)")
+    if job.backend == "cuda" and _measured_first(row, site, name, cov.out, job, check_s):
+        return
     if isinstance(site, FusionSite) and job.proposer == "inductor" and job.backend != "cuda" \
             and _recorded_seed(target, site.function, cov.out):
         say("inductor: no GPU here, so the seed is the Inductor output the target ships for this glue")
@@ -235,18 +245,55 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
         row.pr, row.patch, row.test = str(out / "pr.md"), str(out / "patch.diff"), str(next(out.glob("test_*.py")))
 
 
+def _measured_first(row: JobRow, site: KernelSite | FusionSite, name: str, task: Path, job: _Job,
+                    timeout_s: float) -> bool:
+    """Time the pick's baseline at its preset's decode case before any search (``measure.time_baseline``), keep its
+    µs a step on the row, and say whether to skip it: near its roofline (``NEAR_ROOFLINE`` of the copy bandwidth) or
+    under ``MIN_STEP_US`` a step. The preset is ``--model``, else the one whose step launches it most."""
+    from smithbot.measure import time_baseline
+
+    counts = ({p: max(1, v["per_step"] // max(site.launches, 1)) for p, v in site.presets.items()}
+              if isinstance(site, FusionSite) else dict(site.per_step))
+    if not counts:
+        return False
+    preset = job.model if job.model in counts else max(counts, key=lambda p: counts[p])
+    try:
+        got = time_baseline(task, api.resolve_target(job.spec).preset(preset), timeout_s)
+    except TaskError as exc:  # the search will say it again, with its own evaluator
+        job.say(f"measure: {name}: its baseline could not be timed ({exc})")
+        return False
+    n, us, bw = counts[preset], got["us"], got["bw_fraction"]
+    row.us_per_step, row.measured_on = n * us, preset
+    each = f"{n} {'launches' if isinstance(site, KernelSite) else 'runs'} × {us:.2f} µs at {got['decode_case']}"
+    if bw is not None and bw >= NEAR_ROOFLINE:
+        row.why = f"at {bw:.0%} of copy bandwidth ({each}): little left to gain"
+    elif n * us < MIN_STEP_US:
+        row.why = f"{n * us:.2f} µs a step of {preset} ({each}): too small to matter"
+    else:
+        job.say(f"measure: {name}: {n * us:.1f} µs a decode step of {preset} ({each})"
+                + (f", {bw:.0%} of copy bandwidth" if bw is not None else ""))
+        return False
+    row.skipped = True
+    job.say(f"measure: {name} skipped: {row.why}")
+    return True
+
+
 def summary_markdown(target: str, rows: list[JobRow], backend_note: str = "") -> str:
     """The run's markdown summary (also appended to $GITHUB_STEP_SUMMARY by the CLI)."""
     lines = [f"## smithbot run: {target}", ""]
     if backend_note:
         lines += [f"> {backend_note}", ""]
-    lines += ["| kernel | reached | best in search | verified | GPU busy | outcome |", "|---|---|---|---|---|---|"]
+    lines += ["| kernel | reached | µs/step (share of the measured part) | best in search | verified | GPU busy | "
+              "outcome |", "|---|---|---|---|---|---|---|"]
+    measured = sum(r.us_per_step or 0.0 for r in rows)
     for r in rows:
         best = f"{r.best:.3f}x" if r.best else "-"
         ver = f"{r.speedup:.3f}x" if r.speedup else "preview: correct, fewer launches" if r.preview else "-"
         busy = f"{r.gpu_busy:.0%}" if r.gpu_busy is not None else "-"
+        step = f"{r.us_per_step:.1f} ({r.us_per_step / measured:.0%}, {r.measured_on})" if r.us_per_step else "-"
         outcome = r.where or r.why
-        lines.append(f"| `{r.kernel}` | {r.stage} | {best} | {ver} | {busy} | {outcome.replace('|', '/')[:300]} |")
+        lines.append(f"| `{r.kernel}` | {r.stage} | {step} | {best} | {ver} | {busy} | "
+                     f"{outcome.replace('|', '/')[:300]} |")
     syncs = [(r.kernel, where) for r in rows for where in r.capture_failures]
     if syncs:
         lines += ["", "Calls no CUDA graph captures (a host sync or CPU work on the serving path is a finding in "

@@ -103,7 +103,7 @@ def time_baseline(task_dir: Path, preset: ModelPreset, timeout_s: float) -> dict
     """The task's baseline timed against itself at the preset's decode case (batch 64, else the nearest) and its
     first prefill case, on the GPU; under the interpreter, on its interpreter cases. ``{backend, decode_case, us,
     bw_fraction, prefill_case, prefill_us}``; raises TaskError when the task cannot run."""
-    from evaluator import Evaluator, TaskError
+    from evaluator import Evaluator
 
     with Evaluator(task_dir, workers_per_gpu=1, timeout_s=timeout_s, prepare_timeout_s=timeout_s) as ev:
         names = ev.case_names
@@ -111,12 +111,9 @@ def time_baseline(task_dir: Path, preset: ModelPreset, timeout_s: float) -> dict
         decode = sorted((n for n in mine if "-decode-bs" in n), key=lambda n: abs(_batch(n) - DECODE_BATCH))
         prefill = [n for n in mine if "-prefill-" in n]
         cases = (decode[:1] + prefill[:1]) or names[:1]
-        r = ev.submit(ev.task.kernel_path, cases=cases, effort="screen").result()
-        if not r.correct or not r.cases:
-            raise TaskError(r.why)
-        by = {c["name"]: c for c in r.cases}
-        first = by.get(cases[0]) or r.cases[0]
-        second = by.get(prefill[0]) if prefill and cases[-1] == prefill[0] and len(cases) > 1 else None
+        by = {c["name"]: c for c in ev.time_baseline(cases)}
+        first = by[cases[0]]
+        second = by.get(prefill[0]) if prefill else None
         return {"backend": ev.backend, "decode_case": first["name"], "us": first["base_us"],
                 "bw_fraction": first["cand_bw_fraction"] or None, "prefill_case": second["name"] if second else "",
                 "prefill_us": second["base_us"] if second else None}

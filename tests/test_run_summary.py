@@ -10,15 +10,22 @@ def test_the_summary_reports_host_bound_kernels_capture_failures_and_gpu_busy() 
                why="host-bound: kernel 3% of the call (7.1 of 236.0 us on llama3-8b-decode-bs1); no CUDA graph captures "
                    "it: kernel.py:57: n = int(lens.max().item()) (RuntimeError: x)",
                capture_failures=["llama3-8b-decode-bs1: kernel.py:57: n = int(lens.max().item()) (RuntimeError: x)"]),
-        JobRow("act_quant", ["deepseek-v3"], stage="proposed", best=1.25, speedup=1.24, gpu_busy=0.71, where="/tmp/out"),
+        JobRow("act_quant", ["deepseek-v3"], stage="proposed", best=1.25, speedup=1.24, gpu_busy=0.71, where="/tmp/out",
+               us_per_step=30.0, measured_on="deepseek-v3"),
+        JobRow("copy_kernel", ["deepseek-v3"], stage="extract", us_per_step=10.0, measured_on="deepseek-v3",
+               skipped=True, why="at 93% of copy bandwidth (61 launches × 0.16 µs at deepseek-v3-decode-bs64): little "
+                                 "left to gain"),
     ]
     md = summary_markdown("sglang", rows)
     lines = md.splitlines()
-    assert "| kernel | reached | best in search | verified | GPU busy | outcome |" in lines
+    assert ("| kernel | reached | µs/step (share of the measured part) | best in search | verified | GPU busy | "
+            "outcome |") in lines
     router = next(x for x in lines if x.startswith("| `_router_kernel`"))
-    assert "| evolve | - | - | - | host-bound: kernel 3% of the call" in router
+    assert "| evolve | - | - | - | - | host-bound: kernel 3% of the call" in router
     act = next(x for x in lines if x.startswith("| `act_quant`"))
-    assert "| proposed | 1.250x | 1.240x | 71% | /tmp/out |" in act
+    assert "| proposed | 30.0 (75%, deepseek-v3) | 1.250x | 1.240x | 71% | /tmp/out |" in act
+    copy = next(x for x in lines if x.startswith("| `copy_kernel`"))
+    assert "| extract | 10.0 (25%, deepseek-v3) | - | - | - | at 93% of copy bandwidth" in copy
     assert lines[-1] == "- `_router_kernel`, llama3-8b-decode-bs1: kernel.py:57: n = int(lens.max().item()) " \
                         "(RuntimeError: x)"
     assert summary_markdown("sglang", rows[1:]).count("CUDA graph") == 0  # nothing to report without a failure

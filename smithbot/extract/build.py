@@ -336,7 +336,7 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         "tunables": _tunables(fn, kernel_src),
     }
     hotness = {"presets": list(site.presets), "default_path": site.default_path, "reach": site.reach,
-               "undecided": list(site.undecided),
+               "undecided": list(site.undecided), "per_step": dict(site.per_step),
                "measured": (f"{site.measured_share:.1%} of the GPU time of a {site.measured_of}"
                             if site.measured_share else ""), "share": site.measured_share or 0.0}
     if any(hotness.values()):
@@ -459,6 +459,7 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         "cases": case_list,
         **({"skipped": skipped} if skipped else {}),
         "hotness": {"presets": sorted(site.presets), "launches_per_step": site.per_step, "reach": site.reach,
+                    "per_step": {p: max(1, v["per_step"] // max(site.launches, 1)) for p, v in site.presets.items()},
                     **({"undecided": list(site.undecided)} if site.undecided else {}),
                     **({"todos": list(site.todos)} if site.todos else {})},
     }

@@ -33,3 +33,22 @@ def test_cases_with_different_rounds_share_one_summary() -> None:
     assert s["rounds"] == 40 and s["wins"] == 40 and abs(s["geomean"] - 1.10) < 1e-9
     same = summarize([np.full(30, 1.0), np.full(10, 1.0)], 0.02, rng)
     assert same["wins"] == 0 and same["sign_p"] == 1.0
+
+
+def test_a_baseline_is_timed_alone_on_the_cases_asked() -> None:
+    """`Evaluator.time_baseline`: the baseline against itself (what a call costs before any candidate), on the named
+    case only, with the bytes it moves; a case the task lacks is the task's error, in one line."""
+    from pathlib import Path
+
+    import pytest
+
+    from evaluator import Evaluator, TaskError
+
+    task = Path(__file__).resolve().parents[2] / "smithbot" / "tasks" / "silu_and_mul"
+    with Evaluator(task, backend="interpreter") as ev:
+        name = ev.case_names[0]
+        [case] = ev.time_baseline([name])
+        assert case["name"] == name and case["base_us"] > 0 and case["bytes"] > 0
+        assert case["method"] == "interpreter_wall"
+        with pytest.raises(TaskError, match="no-such-case"):
+            ev.time_baseline(["no-such-case"])

@@ -203,11 +203,34 @@ def test_the_body_shows_what_this_kernel_uses_and_reproduces_from_the_prs_files(
     assert [r.split("`")[1] for r in rows] == ["llama3-8b-decode-bs1", "llama3-8b-prefill-4k"]
     assert "(also qwen3-8b-decode-bs1)" in rows[0]  # mixtral does not run it: not shown
     assert "the geomean covers all 4 verified cases" in body
-    assert ("End to end (an estimate, not a measurement): the kernel takes 12.5% of the GPU time of a decode step on "
-            "llama3-8b (batch 8); at 1.200× that step would take 97.92% of its time, 2.08% less (Amdahl's law).") in body
+    assert ("End to end (an estimate from an engine's profile, not a measurement): the kernel takes 12.5% of the GPU "
+            "time of a decode step on llama3-8b (batch 8); at 1.200× that step would take 97.92% of its time, 2.08% "
+            "less (Amdahl's law).") in body
     assert "python -m pytest test/registered/" in body and "smithbot verify" not in body and "/tmp" not in body
     plain = render(get_target("sglang"), task, verification, verdict, cand, (), (), [], "", "abc").body
-    assert "no profile share to estimate it from" in plain and "Shown:" not in plain
+    assert "End to end: not measured (no engine run), and no profile to estimate it from" in plain
+    assert "Shown:" not in plain and "Per step:" not in plain  # no decode case at batch 64: no saving claimed
+
+
+def test_the_body_says_what_the_change_saves_per_step(parts: tuple) -> None:
+    """The verified time saved per launch at the decode case of batch 64, times the launches a step the call graph
+    counts; a share from a table measured from tasks is the share of the measured part, and no end-to-end claim."""
+    task, cand, verification, verdict = parts
+    bs64 = dataclasses.replace(task.cases[0], name="llama3-8b-decode-bs64")
+    hot = dataclasses.replace(task, cases=(*task.cases, bs64), hotness={
+        "presets": ["llama3-8b"], "per_step": {"llama3-8b": 32}, "share": 0.25,
+        "measured": "25.0% of the GPU time of a decode step on llama3-8b (batch 64), from extracted tasks"})
+    cases = [*verdict["cases"], _case("llama3-8b-decode-bs64", 1.5, 1.4, 1.6)]  # 15.0 -> 10.0 µs a launch
+    body = render(get_target("sglang"), hot, verification, {**verdict, "cases": cases}, cand, (), (), [], "",
+                  "abc").body
+    assert ("Per step: saves 160.0 µs per decode step of llama3-8b at batch 64 (32 launches × 5.00 µs, from the "
+            "verified times of `llama3-8b-decode-bs64`: 15.00 → 10.00 µs).") in body
+    assert ("Its share: 25.0% of the GPU time of a decode step on llama3-8b (batch 64), from extracted tasks: the part "
+            "of the step `smithbot profile --from-tasks` timed, not the whole step; end to end is not measured") in body
+    assert "Amdahl" not in body
+    cpu = render(get_target("sglang"), hot, {**verification, "backend": "interpreter"}, {**verdict, "cases": cases},
+                 cand, (), (), [], "", "abc").body
+    assert "Per step:" not in cpu  # interpreter times say nothing of a GPU's step
 
 
 def test_the_title_carries_an_area_tag_and_says_config_only() -> None:
