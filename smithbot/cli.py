@@ -238,6 +238,8 @@ def profile_cmd(
 def _profile_tasks(target: str, model: str | None, top: int, source: str | None, limit: int) -> None:
     if not model:
         _fail("--from-tasks measures one model preset's step: name it with --model")
+    from smithbot.measure import bandwidth
+
     try:
         with err.status("extracting and timing…") as status:
             table, trace = api.profile_tasks(target, model, top, source,
@@ -256,7 +258,7 @@ def _profile_tasks(target: str, model: str | None, top: int, source: str | None,
         share = table.share(r)
         t.add_row(str(i), r.name, r.reach, f"{r.per_step}", _us(r.us),
                   f"{r.us_per_step:.1f} ({share:.1%})" if r.us_per_step is not None and share is not None else "-",
-                  _us(r.prefill_us), f"{r.bw_fraction:.0%}" if r.bw_fraction else "-", r.why or "")
+                  _us(r.prefill_us), bandwidth(r.bw_fraction), r.why or "")
     out.print(t)
     err.print(f"trace: {trace}", highlight=False)
 

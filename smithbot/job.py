@@ -250,7 +250,7 @@ def _measured_first(row: JobRow, site: KernelSite | FusionSite, name: str, task:
     """Time the pick's baseline at its preset's decode case before any search (``measure.time_baseline``), keep its
     µs a step on the row, and say whether to skip it: near its roofline (``NEAR_ROOFLINE`` of the copy bandwidth) or
     under ``MIN_STEP_US`` a step. The preset is ``--model``, else the one whose step launches it most."""
-    from smithbot.measure import time_baseline
+    from smithbot.measure import STREAMS, bandwidth, time_baseline
 
     counts = ({p: max(1, v["per_step"] // max(site.launches, 1)) for p, v in site.presets.items()}
               if isinstance(site, FusionSite) else dict(site.per_step))
@@ -265,13 +265,13 @@ def _measured_first(row: JobRow, site: KernelSite | FusionSite, name: str, task:
     n, us, bw = counts[preset], got["us"], got["bw_fraction"]
     row.us_per_step, row.measured_on = n * us, preset
     each = f"{n} {'launches' if isinstance(site, KernelSite) else 'runs'} × {us:.2f} µs at {got['decode_case']}"
-    if bw is not None and bw >= NEAR_ROOFLINE:
+    if bw is not None and NEAR_ROOFLINE <= bw <= STREAMS:  # (above STREAMS its bytes are not what it moves)
         row.why = f"at {bw:.0%} of copy bandwidth ({each}): little left to gain"
     elif n * us < MIN_STEP_US:
         row.why = f"{n * us:.2f} µs a step of {preset} ({each}): too small to matter"
     else:
-        job.say(f"measure: {name}: {n * us:.1f} µs a decode step of {preset} ({each})"
-                + (f", {bw:.0%} of copy bandwidth" if bw is not None else ""))
+        job.say(f"measure: {name}: {n * us:.1f} µs a decode step of {preset} ({each}); of copy bandwidth: "
+                f"{bandwidth(bw)}")
         return False
     row.skipped = True
     job.say(f"measure: {name} skipped: {row.why}")

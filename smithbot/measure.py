@@ -12,6 +12,7 @@ by ``smithbot profile`` with the engine, and in full as JSON beside it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -21,6 +22,8 @@ from smithbot.scan.glue import FusionSite
 from smithbot.types import KernelSite
 
 DECODE_BATCH = 64
+# a bandwidth fraction above this says the call reads less than the bytes it is given: its roofline is not known
+STREAMS = 1.1
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,9 @@ class Row:
     us: float | None = None  # one launch (or run) at the decode case, µs
     prefill_case: str = ""
     prefill_us: float | None = None
-    bw_fraction: float | None = None  # bytes/s at the decode case over the measured copy bandwidth
+    # the bytes it is given and returns, per second at the decode case, over the measured copy bandwidth: what it
+    # moves when it reads all it is given; above 1 it reads less (a block table, the experts top-k picks)
+    bw_fraction: float | None = None
     why: str = ""  # why it has no time
 
     @property
@@ -77,6 +82,16 @@ class Table:
             tmp = path.with_suffix(".tmp")
             tmp.write_text(text)
             tmp.replace(path)
+
+
+def bandwidth(fraction: float | None) -> str:
+    """A row's share of the copy bandwidth, as the table says it: over 100% the inputs' bytes overstate what it
+    reads, and nothing is claimed."""
+    if fraction is None:
+        return "-"
+    if fraction > STREAMS:
+        return f"reads less than it is given ({fraction:.0%} if all)"
+    return f"{fraction:.1%}" if fraction < 0.1 else f"{fraction:.0%}"
 
 
 def table_path(trace: Path) -> Path:
@@ -120,8 +135,9 @@ def time_baseline(task_dir: Path, preset: ModelPreset, timeout_s: float) -> dict
 
 
 def _batch(case: str) -> int:
-    tail = case.rpartition("-bs")[2]
-    return int(tail) if tail.isdigit() else 0
+    """The batch a case's name gives (``deepseek-v3-decode-bs64-128experts`` -> 64), else 0."""
+    m = re.search(r"-bs(\d+)", case)
+    return int(m.group(1)) if m else 0
 
 
 def measure(result: Any, preset: ModelPreset, top: int, base: Path, timeout_s: float = 300.0,

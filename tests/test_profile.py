@@ -160,3 +160,13 @@ def test_profile_from_tasks_bad_input(tmp_path: Path) -> None:
                           "unknown model preset 'llama-99b'")
     assert_one_line_error(run("profile", "demo", "--from-tasks", "--model", "llama3-8b", "--top", "0",
                               home=tmp_path), "Invalid value for '--top'")
+
+
+def test_a_rows_bandwidth_is_claimed_only_where_its_bytes_can_be_what_it_moves() -> None:
+    """Over the copy bandwidth, the bytes a call is given overstate what it reads (a block table, the experts top-k
+    picks): the table says so and claims nothing; the decode case is the one nearest batch 64, whatever its suffix."""
+    from smithbot.measure import _batch, bandwidth
+
+    assert bandwidth(None) == "-" and bandwidth(0.004) == "0.4%" and bandwidth(0.93) == "93%"
+    assert bandwidth(5.92) == "reads less than it is given (592% if all)"
+    assert _batch("deepseek-v3-decode-bs64-128experts") == 64 and _batch("deepseek-v3-prefill-4k") == 0

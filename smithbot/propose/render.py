@@ -241,11 +241,16 @@ def end_to_end(task: Task, verdict: dict[str, Any], interpreter: bool) -> str:
         if case is None or interpreter or case.get("base_us") is None:
             continue
         each = case["base_us"] - case["cand_us"]
-        calls = "launch" if task.kind == "triton" else "run"
-        saving = (f"Per step: {'saves' if each >= 0 else 'costs'} {abs(n * each):.1f} µs per decode step of {preset} at "
-                  f"batch 64 ({n} {calls}{'es' if calls == 'launch' and n != 1 else 's' if n != 1 else ''} × "
-                  f"{abs(each):.2f} µs, from the verified times of `{case['name']}`: "
-                  f"{case['base_us']:.2f} → {case['cand_us']:.2f} µs). ")
+        calls = ("launch" if task.kind == "triton" else "run") + ("" if n == 1 else "es" if task.kind == "triton"
+                                                                 else "s")
+        times = f"`{case['name']}`: {case['base_us']:.2f} → {case['cand_us']:.2f} µs"
+        lo, hi = case.get("ratio_ci") or (1.0, 1.0)
+        if lo > 1.0 or hi < 1.0:  # the case's interval says which way it went
+            saving = (f"Per step: {'saves' if each >= 0 else 'costs'} {abs(n * each):.1f} µs per decode step of "
+                      f"{preset} at batch 64 ({n} {calls} × {abs(each):.2f} µs, from the verified times of {times}). ")
+        else:
+            saving = (f"Per step: no measurable change per decode step of {preset} at batch 64 ({n} {calls}; "
+                      f"{times}, ratio interval [{lo:.3f}, {hi:.3f}]). ")
         break
     share, measured = task.hotness.get("share"), task.hotness.get("measured") or ""
     if share and "from extracted tasks" in measured:

@@ -228,6 +228,11 @@ def test_the_body_says_what_the_change_saves_per_step(parts: tuple) -> None:
     assert ("Its share: 25.0% of the GPU time of a decode step on llama3-8b (batch 64), from extracted tasks: the part "
             "of the step `smithbot profile --from-tasks` timed, not the whole step; end to end is not measured") in body
     assert "Amdahl" not in body
+    same = [*verdict["cases"], _case("llama3-8b-decode-bs64", 1.002, 0.99, 1.01)]  # within its interval: no claim
+    flat = render(get_target("sglang"), hot, verification, {**verdict, "cases": same}, cand, (), (), [], "",
+                  "abc").body
+    assert ("Per step: no measurable change per decode step of llama3-8b at batch 64 (32 launches; "
+            "`llama3-8b-decode-bs64`: 10.02 → 10.00 µs, ratio interval [0.990, 1.010]).") in flat
     cpu = render(get_target("sglang"), hot, {**verification, "backend": "interpreter"}, {**verdict, "cases": cases},
                  cand, (), (), [], "", "abc").body
     assert "Per step:" not in cpu  # interpreter times say nothing of a GPU's step
