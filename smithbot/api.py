@@ -13,7 +13,7 @@ from evaluator import EvalResult, Evaluator, TaskError
 from smithbot.config import ConfigError, Target, generic_target, get_target, load_target, target_names
 from smithbot.repo import Checkout, checkout, home
 from smithbot.scan.index import index
-from smithbot.scan.rank import link, merged_answers
+from smithbot.scan.rank import REACH_ORDER, link, merged_answers
 from smithbot.types import KernelSite
 
 if TYPE_CHECKING:
@@ -142,6 +142,11 @@ def _scan(spec: str, source: str | None, rev: str | None, profile: str | None,
                  merged_answers(reached))
     if measured is not None:
         sites = [replace(s, measured_of=measured.phase_label()) if s.measured_share else s for s in sites]
+    if measured is not None and measured.from_tasks:  # what a kernel costs if it runs: reach first, then the time a
+        # step would save at the kernel's roofline (its µs a step times its headroom)
+        room = measured.headroom
+        sites.sort(key=lambda s: (REACH_ORDER[s.reach], -(s.measured_share or 0.0) * room.get(s.name, 1.0),
+                                  -s.hotness, s.path, s.line))
     if not sites:
         raise ConfigError(f"no Triton kernels found in {co.root} (include: {', '.join(target.include)})")
     modules = {f["module"]: f["path"] for f in idx.facts}
@@ -218,6 +223,15 @@ def profile_tasks(spec: str, model: str, top: int = 30, source: str | None = Non
     trace = where / f"{preset.name}-tasks-decode-bs{DECODE_BATCH}{label}.json"
     table.write(trace)
     return table, trace
+
+
+def tasks_trace(target: str, model: str, backend: str = "cuda") -> Path | None:
+    """Where ``profile --from-tasks`` keeps a preset's table (``backend``: whose times), if it has made one."""
+    from smithbot.measure import DECODE_BATCH
+
+    label = "" if backend == "cuda" else f"-{backend}"
+    path = home() / "workspaces" / target / "profiles" / f"{model}-tasks-decode-bs{DECODE_BATCH}{label}.json"
+    return path if path.is_file() else None
 
 
 def find_kernel(result: ScanResult, spec: str) -> KernelSite:

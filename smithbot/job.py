@@ -90,6 +90,10 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     if used == "interpreter":
         say("no GPU: every timing below comes from the Triton interpreter on the CPU and does not predict GPU speed")
     fusion = fusion or bool(kernels) and all(k.startswith("glue:") for k in kernels or ())  # --kernel glue:F
+    measured = api.tasks_trace(api.resolve_target(spec).name, model) if model and used == "cuda" else None
+    if profile is None and measured is not None:
+        profile = str(measured)
+        say(f"ranked by {model}'s step as `smithbot profile --from-tasks` measured it on this GPU: {measured}")
     result = api.scan(spec, source, model=model, profile=profile)
     on = f"{'the ' + model if model else 'a preset'}'s default serving path"
     picks: Sequence[KernelSite | FusionSite]

@@ -74,14 +74,20 @@ class Table:
         work) and the full table beside it (``.table.json``)."""
         meta = {"target": self.target, "preset": self.preset, "phase": "decode", "batch": DECODE_BATCH, "steps": 1,
                 "source": "tasks", "backend": self.backend}
-        events = [{"ph": "X", "cat": "kernel", "name": r.name, "dur": r.us_per_step} for r in self.rows
-                  if r.us_per_step is not None]
+        events = [{"ph": "X", "cat": "kernel", "name": r.name, "dur": r.us_per_step,
+                   "args": {"headroom": headroom(r.bw_fraction)}} for r in self.rows if r.us_per_step is not None]
         trace.parent.mkdir(parents=True, exist_ok=True)
         for path, text in ((trace, json.dumps({"smithbot": meta, "traceEvents": events}, separators=(",", ":"))),
                            (table_path(trace), json.dumps(self.to_dict(), indent=1))):
             tmp = path.with_suffix(".tmp")
             tmp.write_text(text)
             tmp.replace(path)
+
+
+def headroom(fraction: float | None) -> float:
+    """The share of a call's time a call at the copy bandwidth would not spend: 1 where its bytes are not known to be
+    what it moves."""
+    return 1.0 if fraction is None or fraction > STREAMS else max(0.0, 1.0 - fraction)
 
 
 def bandwidth(fraction: float | None) -> str:

@@ -39,6 +39,14 @@ class Profile:
     kernels: dict[str, tuple[float, int]]  # trace kernel name -> (total µs, launches)
     steps: int  # profiled steps (ProfilerStep markers), at least 1
     meta: dict[str, Any] = field(default_factory=dict)  # target, preset, phase, batch when smithbot took it
+    # a table measured from tasks: kernel name -> the share of its time a kernel at its roofline would not spend
+    headroom: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def from_tasks(self) -> bool:
+        """Whether the table was measured from extracted tasks (``profile --from-tasks``), not by running the engine:
+        it says what a kernel costs if it runs, not that it runs."""
+        return self.meta.get("source") == "tasks"
 
     @property
     def total_us(self) -> float:
@@ -105,6 +113,7 @@ def read_trace(path: str | Path) -> Profile:
     if not isinstance(events, list):
         raise ConfigError(f"{path}: not a Chrome trace (no traceEvents list)")
     kernels: dict[str, list[float]] = {}
+    headroom: dict[str, float] = {}
     steps = 0
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
@@ -114,6 +123,8 @@ def read_trace(path: str | Path) -> Profile:
             acc = kernels.setdefault(name, [0.0, 0])
             acc[0] += float(ev.get("dur", 0.0))
             acc[1] += 1
+            if isinstance(ev.get("args"), dict) and isinstance(ev["args"].get("headroom"), (int, float)):
+                headroom[name] = float(ev["args"]["headroom"])
         elif _STEP.match(name) and cat in ("user_annotation", "cpu_op", "python_function", ""):
             steps += 1
     if not kernels:
@@ -122,14 +133,14 @@ def read_trace(path: str | Path) -> Profile:
     meta = meta if isinstance(meta, dict) else {}
     if isinstance(meta.get("steps"), int) and meta["steps"] > 0:
         steps = meta["steps"]  # smithbot profile ran this many steps under the profiler
-    return Profile({k: (v[0], int(v[1])) for k, v in kernels.items()}, max(steps, 1), meta)
+    return Profile({k: (v[0], int(v[1])) for k, v in kernels.items()}, max(steps, 1), meta, headroom)
 
 
 def compact(src: Path, dst: Path, meta: dict[str, Any]) -> None:
     """A small copy of a trace: GPU kernel events and step markers only, plus our metadata."""
     data = _load(src)
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
-    keep = [{k: ev[k] for k in ("ph", "cat", "name", "dur") if k in ev} for ev in events
+    keep = [{k: ev[k] for k in ("ph", "cat", "name", "dur", "args") if k in ev} for ev in events
             if isinstance(ev, dict) and ev.get("ph") == "X" and (str(ev.get("cat", "")).lower() == "kernel"
                                                                   or _STEP.match(str(ev.get("name", ""))))]
     tmp = dst.with_suffix(".tmp")

@@ -170,3 +170,26 @@ def test_a_rows_bandwidth_is_claimed_only_where_its_bytes_can_be_what_it_moves()
     assert bandwidth(None) == "-" and bandwidth(0.004) == "0.4%" and bandwidth(0.93) == "93%"
     assert bandwidth(5.92) == "reads less than it is given (592% if all)"
     assert _batch("deepseek-v3-decode-bs64-128experts") == 64 and _batch("deepseek-v3-prefill-4k") == 0
+
+
+def test_a_table_measured_from_tasks_ranks_within_reach_by_what_a_step_could_save(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table from tasks says what a kernel costs if it runs, not that it runs: default kernels still come first,
+    then each by its µs a step times its headroom (a kernel at its roofline has nothing to give)."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps({"smithbot": {"source": "tasks", "preset": "llama3-8b", "phase": "decode", "batch": 64,
+                                             "steps": 1, "backend": "cuda"},
+                                "traceEvents": [
+                                    {**k("_rms_norm_kernel", 100.0), "args": {"headroom": 0.1}},  # saves <= 10
+                                    {**k("_rotary_kernel", 50.0), "args": {"headroom": 1.0}},  # saves <= 50
+                                    {**k("_softplus_kernel", 1000.0), "args": {"headroom": 1.0}},  # never runs
+                                ]}))
+    measured = read_trace(path)
+    assert measured.from_tasks and measured.headroom == {"_rms_norm_kernel": 0.1, "_rotary_kernel": 1.0,
+                                                         "_softplus_kernel": 1.0}
+    sites = [s for s in api.scan("demo", profile=str(path)).sites if s.role == "launched"]
+    names = [s.name for s in sites]
+    assert names[:2] == ["_rotary_kernel", "_rms_norm_kernel"]
+    assert names.index("_softplus_kernel") > max(names.index(s.name) for s in sites if s.reach == "default")
+    assert "from extracted tasks" in sites[0].measured_of
