@@ -247,7 +247,7 @@ def _profile_tasks(target: str, model: str | None, top: int, source: str | None,
     except (ConfigError, RepoError) as exc:
         _fail(str(exc))
         return
-    where = "on the GPU" if table.backend == "cuda" else "under the interpreter (CPU times: they rank nothing)"
+    where = "on the GPU" if table.backend == "cuda" else "under the interpreter (CPU times, not a GPU's)"
     t = Table(title=f"{table.target}: {table.preset}'s step measured from tasks {where}, "
                     f"{table.measured_us:.1f} µs/step in the measured part")
     for col in ("#", "kernel or glue", "reach", "a step", "µs (decode)", "µs/step (share of the measured part)",

@@ -256,8 +256,7 @@ def _measured_first(row: JobRow, site: KernelSite | FusionSite, name: str, task:
     under ``MIN_STEP_US`` a step. The preset is ``--model``, else the one whose step launches it most."""
     from smithbot.measure import STREAMS, bandwidth, time_baseline
 
-    counts = ({p: max(1, v["per_step"] // max(site.launches, 1)) for p, v in site.presets.items()}
-              if isinstance(site, FusionSite) else dict(site.per_step))
+    counts = {p: site.runs(p) for p in site.presets} if isinstance(site, FusionSite) else dict(site.per_step)
     if not counts:
         return False
     preset = job.model if job.model in counts else max(counts, key=lambda p: counts[p])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -116,7 +116,7 @@ def pick(kernels: list[KernelSite], glue: list[FusionSite], preset: str, top: in
         p = g.presets.get(preset)
         if p is not None:
             reach = "possible" if p["tests"] else "default"
-            out.append((reach != "default", len(kernels) + i, g, reach, max(1, p["per_step"] // max(g.launches, 1))))
+            out.append((reach != "default", len(kernels) + i, g, reach, g.runs(preset)))
     return [(site, reach, n) for _, _, site, reach, n in sorted(out, key=lambda r: r[:2])[:top]]
 
 
@@ -159,7 +159,7 @@ def measure(result: Any, preset: ModelPreset, top: int, base: Path, timeout_s: f
         raise ConfigError(f"{result.target.name}: no kernel or glue run on {preset.name}'s default paths to measure "
                           f"(`smithbot scan {result.target.name} --model {preset.name}` shows why)")
     kernels = [s for s, _, _ in chosen if isinstance(s, KernelSite)]
-    rows_of = {}  # site -> its extraction row
+    rows_of: dict[int, Any] = {}  # id of a kernel site -> its extraction row (a Coverage)
     if kernels:
         for site, row in zip(kernels, extract_sites(result, kernels, lambda name: base / name, timeout_s=timeout_s)):
             rows_of[id(site)] = row
@@ -175,16 +175,15 @@ def measure(result: Any, preset: ModelPreset, top: int, base: Path, timeout_s: f
         if progress is not None:
             progress(name)
         if not cov.checked or cov.out is None:
-            out.append(Row(**{**asdict(row), "why": cov.why}))
+            out.append(replace(row, why=cov.why))
             continue
         try:
             got = time_baseline(Path(cov.out), preset, timeout_s)
         except TaskError as exc:
-            out.append(Row(**{**asdict(row), "why": f"baseline failed: {exc}"}))
+            out.append(replace(row, why=f"baseline failed: {exc}"))
             continue
-        backend = backend or got.pop("backend")
-        got.pop("backend", None)
-        out.append(Row(**{**asdict(row), **got}))
+        backend = got.pop("backend")  # (the same for every task: the evaluator's)
+        out.append(replace(row, **got))
     if not any(r.task for r in out):
         raise ConfigError(f"none of the {len(out)} sites on {preset.name}'s default paths extracted; the first: "
                           f"{out[0].name}: {out[0].why}")

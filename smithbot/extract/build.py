@@ -459,7 +459,7 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         "cases": case_list,
         **({"skipped": skipped} if skipped else {}),
         "hotness": {"presets": sorted(site.presets), "launches_per_step": site.per_step, "reach": site.reach,
-                    "per_step": {p: max(1, v["per_step"] // max(site.launches, 1)) for p, v in site.presets.items()},
+                    "per_step": {p: site.runs(p) for p in site.presets},
                     **({"undecided": list(site.undecided)} if site.undecided else {}),
                     **({"todos": list(site.todos)} if site.todos else {})},
     }

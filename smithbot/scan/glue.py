@@ -463,6 +463,10 @@ class FusionSite:
         """The if-tests and dispatches left open on the most certain preset's path."""
         return tuple(min((p["tests"] for p in self.presets.values()), key=len, default=[]))
 
+    def runs(self, preset: str) -> int:
+        """How many times a step of the preset runs this glue (its launches a step over its launches a call)."""
+        return max(1, self.presets[preset]["per_step"] // max(self.launches, 1))
+
     @property
     def per_step(self) -> int:
         """Estimated launches per step, the most over presets (per-layer code times the preset's layers)."""

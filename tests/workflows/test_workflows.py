@@ -43,7 +43,7 @@ def test_scheduled_workflow_rules() -> None:
 def test_the_schedule_covers_every_bundled_target_within_the_jobs_limit() -> None:
     """The matrix holds every bundled target; the pipeline's --time-total is the job's limit less a margin; the llm
     proposer runs when its key is set (with the config kept in the repository), tune otherwise; the profile step
-    runs where the engine is installed and hands its trace on."""
+    runs the engine where it is installed, else measures the step from tasks, and hands its trace on."""
     from smithbot.config import target_names
 
     job = _load("smithbot.yml")["jobs"]["run"]
@@ -61,6 +61,7 @@ def test_the_schedule_covers_every_bundled_target_within_the_jobs_limit() -> Non
     assert llm is not None and llm.api_key_env == "OPENAI_API_KEY" and "OPENAI_API_KEY" in job["env"]
     profile = next(s for s in job["steps"] if s.get("id") == "profile")
     assert "smithbot profile" in profile["run"] and "GITHUB_OUTPUT" in profile["run"]
+    assert '--from-tasks; then' in profile["run"] and "-tasks-decode-bs64.json" in profile["run"]  # no engine here
     assert '--profile "$TRACE"' in run
 
 
