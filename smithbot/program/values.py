@@ -53,7 +53,6 @@ class EngineValues(ResolverState):
     _sets_index: dict[str, list[tuple[str, str, list[str]]]]
     _sets_indexed: set[str]
     _sets_seen: int
-    bound_of: dict[tuple[str, str], tuple[str, str] | None]
     mro: Any
     _cut_short: int
     _guards_read: int
@@ -96,10 +95,11 @@ class EngineValues(ResolverState):
         return out
 
     def _set_elsewhere(self, owner: tuple[str, str] | None, attr: str) -> list[str]:
-        """What functions store into ``obj.attr`` where ``obj`` is an instance of ``owner`` (or of a class in its
-        method order) other than ``self`` (``forward_batch.mha_one_shot = True``, ``forward_batch: ForwardBatch``):
-        in the modules parsed so far and, once a walk has run, in the functions it reached. Each is a value the field
-        may hold: its literal, else "?" (unknown). A store on an object of no known type is not counted."""
+        """What functions store into ``obj.attr`` where ``obj`` is declared or made an instance of ``owner`` (or of a
+        class in its method order) and is not ``self`` (``forward_batch.mha_one_shot = True`` with ``forward_batch:
+        ForwardBatch``): in the modules parsed so far and, once a walk has run, in the functions it reached. Each is a
+        value the field may hold: its literal, else "?" (unknown). A store on an object of no declared type is not
+        counted (its class is not looked up: that evaluation cost a third of a walk)."""
         if owner is None:
             return []
         if self._sets_seen != self.p.parsed_count():  # (brought up to date when more modules were parsed)
@@ -110,15 +110,16 @@ class EngineValues(ResolverState):
                     for qual, fn in f["functions"].items():
                         for name, stores in (fn.get("sets") or {}).items():
                             self._sets_index.setdefault(name, []).append((mod, qual, stores))
-        related = set(self.mro(*owner))
+        related = {q.rpartition(".")[2] for _, q in self.mro(*owner)}
         out: list[str] = []
         for mod, qual, stores in self._sets_index.get(attr, ()):
             fn = (self.p.facts(mod) or {}).get("functions", {}).get(qual)
             if fn is None or self.ran is not None and (mod, qual) not in self.ran:
                 continue
             for base, src in stores:
-                vals = self.expr(mod, fn.get("class"), self.bound_of.get((mod, qual)), fn, base)
-                if any(v[0] == "inst" and ((v[1], v[2]) in related or owner in self.mro(v[1], v[2])) for v in vals):
+                ann = (fn.get("annotated") or {}).get(base)
+                made = [ann] if ann else [m for m, _ in (fn.get("locals") or {}).get(base, [])]
+                if {m.partition("(")[0].replace("/", ".").rpartition(".")[2] for m in made if "(" in m} & related:
                     out.append(src if is_literal(src) else "?")
         return list(dict.fromkeys(out))
 

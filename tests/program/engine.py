@@ -661,7 +661,7 @@ def split_micro(b):
     return Micro(**out)
 
 
-def mark_one_shot(b):
+def mark_one_shot(b: Micro):
     b.one_shot = True
 
 
