@@ -24,14 +24,15 @@ def load(path: Path | None) -> Any:
         return None
 
 
-def store(path: Path | None, value: Any) -> None:
-    """Write ``value`` at ``path`` atomically (a reader never sees half a file); a failure is ignored."""
+def store(path: Path | None, value: Any, as_json: bool = True) -> None:
+    """Write ``value`` at ``path`` atomically (a reader never sees half a file); a failure is ignored. ``as_json``:
+    kept as JSON would keep it (tuples as lists, keys as strings); else as it is (a parsed YAML's integer keys)."""
     if path is None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(marshal.dumps(json.loads(json.dumps(value))))
+        tmp.write_bytes(marshal.dumps(json.loads(json.dumps(value)) if as_json else value))
         tmp.replace(path)
     except (OSError, ValueError, TypeError):
         pass

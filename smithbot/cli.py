@@ -207,6 +207,8 @@ def profile_cmd(
     tasks instead (on the GPU, or under the interpreter on a CPU, labelled so). The trace is kept in the workspace;
     `smithbot scan --profile TRACE` ranks by it again."""
     if from_tasks:
+        if trace is not None:
+            _fail("--from-tasks measures the step from tasks; --trace reads one measured otherwise: pass one of them")
         _profile_tasks(target, model, top, source, limit)
         return
     try:

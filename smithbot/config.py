@@ -4,11 +4,14 @@ error is one line naming the file and the key."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluator.env import cache_dir
 from evaluator.task import YamlChecker, read_yaml
+from smithbot import cache
 from smithbot.program.evaluate import Env, Platform
 
 TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets"
@@ -255,7 +258,7 @@ _SERVING = {k: False for k in Serving.__dataclass_fields__}
 def load_models(file: Path | None = None) -> dict[str, ModelPreset]:
     file = file or TARGETS_DIR / "models.yaml"
     c = _Checker(file)
-    data = read_yaml(file, ConfigError)
+    data = _read_cached(file)
     if not isinstance(data, dict):
         raise c.fail("", "must map model names to their config numbers")
     out = {}
@@ -277,9 +280,24 @@ def load_models(file: Path | None = None) -> dict[str, ModelPreset]:
     return out
 
 
+def _read_cached(file: Path) -> Any:
+    """``read_yaml``, kept by the file's bytes: building sglang's target file took a sixth of a warm scan. An
+    unreadable or malformed file is ``read_yaml``'s error, never cached."""
+    try:
+        key = hashlib.sha1(file.read_bytes()).hexdigest()
+    except OSError:
+        return read_yaml(file, ConfigError)
+    path = cache_dir() / "cache" / "yaml" / f"{key}.bin"
+    data = cache.load(path)
+    if data is None:
+        data = read_yaml(file, ConfigError)
+        cache.store(path, data, as_json=False)
+    return data
+
+
 def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Target:
     c = _Checker(file)
-    data = c.mapping(read_yaml(file, ConfigError), "", _TOP)
+    data = c.mapping(_read_cached(file), "", _TOP)
     models = models if models is not None else load_models()
     hints_raw = c.mapping(data.get("hints") or {}, "hints", _HINTS)
     hints = Hints(**{k: c.str_list(v, f"hints.{k}") for k, v in hints_raw.items()})

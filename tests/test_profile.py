@@ -158,6 +158,8 @@ def test_profile_from_tasks_bad_input(tmp_path: Path) -> None:
                           "--from-tasks measures one model preset's step: name it with --model")
     assert_one_line_error(run("profile", "demo", "--from-tasks", "--model", "llama-99b", home=tmp_path),
                           "unknown model preset 'llama-99b'")
+    assert_one_line_error(run("profile", "demo", "--from-tasks", "--model", "llama3-8b", "--trace", str(H200_TRACE),
+                              home=tmp_path), "pass one of them")
     assert_one_line_error(run("profile", "demo", "--from-tasks", "--model", "llama3-8b", "--top", "0",
                               home=tmp_path), "Invalid value for '--top'")
 
