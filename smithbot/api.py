@@ -212,26 +212,30 @@ def profile_tasks(spec: str, model: str, top: int = 30, source: str | None = Non
     baselines timed (``smithbot.measure``), with no engine installed. Returns the table and the compact trace it is
     kept as (``workspaces/TARGET/profiles/PRESET-tasks-decode-bs64[-interpreter].json``); ``scan --profile`` reads
     that trace."""
-    from smithbot.measure import DECODE_BATCH, measure
+    from smithbot.measure import measure
 
     target = resolve_target(spec)
     preset = target.preset(model)  # an unknown preset fails here, before the scan
     result = scan(spec, source, rev, model=model)
-    where = home() / "workspaces" / target.name / "profiles"
-    table = measure(result, preset, top, where / f"{preset.name}-tasks", timeout_s, progress)
-    label = "" if table.backend == "cuda" else f"-{table.backend}"
-    trace = where / f"{preset.name}-tasks-decode-bs{DECODE_BATCH}{label}.json"
+    table = measure(result, preset, top, home() / "workspaces" / target.name / "profiles" / f"{preset.name}-tasks",
+                    timeout_s, progress)
+    trace = _tasks_trace_path(target.name, preset.name, table.backend)
     table.write(trace)
     return table, trace
 
 
-def tasks_trace(target: str, model: str, backend: str = "cuda") -> Path | None:
-    """Where ``profile --from-tasks`` keeps a preset's table (``backend``: whose times), if it has made one."""
+def tasks_trace(target: str, model: str) -> Path | None:
+    """The GPU table ``profile --from-tasks`` keeps for a preset, if it has made one (an interpreter's ranks nothing
+    by itself)."""
+    path = _tasks_trace_path(target, model, "cuda")
+    return path if path.is_file() else None
+
+
+def _tasks_trace_path(target: str, model: str, backend: str) -> Path:
     from smithbot.measure import DECODE_BATCH
 
     label = "" if backend == "cuda" else f"-{backend}"
-    path = home() / "workspaces" / target / "profiles" / f"{model}-tasks-decode-bs{DECODE_BATCH}{label}.json"
-    return path if path.is_file() else None
+    return home() / "workspaces" / target / "profiles" / f"{model}-tasks-decode-bs{DECODE_BATCH}{label}.json"
 
 
 def find_kernel(result: ScanResult, spec: str) -> KernelSite:
