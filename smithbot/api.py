@@ -274,26 +274,6 @@ def find_glue(result: ScanResult, spec: str) -> Any:
     return found[0]
 
 
-def extract_glue_site(result: ScanResult, site: Any, out: Path | None, base: Path, check: bool,
-                      timeout_s: float) -> Coverage:
-    """The fusion task of one run of torch glue, self-checked: its torch baseline must run on every case."""
-    from smithbot.extract.build import extract_glue, self_check
-    from smithbot.extract.closure import ExtractError
-    from smithbot.extract.pipeline import Coverage
-
-    label = f"glue:{site.function}:{site.first}"
-    dest = out or base / f"{site.function.replace('.', '_').strip('_')}_glue_{site.first}"
-    try:
-        task = extract_glue(result.checkout.root, result.checkout.commit, result.checkout.url, result.target, site,
-                            result.modules, dest)
-    except ExtractError as exc:
-        return Coverage(label, site.path, False, False, str(exc), None)
-    if not check:
-        return Coverage(label, site.path, True, False, "not checked", task)
-    ok, why, _ = self_check(task, timeout_s)
-    return Coverage(label, site.path, True, ok, why, task)
-
-
 def extract(spec: str, kernel: str | None, out: str | Path | None = None, source: str | None = None,
             rev: str | None = None, all_kernels: bool = False, check: bool = True,
             progress: Callable[[int, int], None] | None = None, jobs: int | None = None,
@@ -311,7 +291,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     again to evaluate it. ``finished_row`` is handed each row as its self-check ends, so that a long ``--all`` run
     killed part-way keeps what it had checked."""
     from smithbot.extract.llm_inputs import asker
-    from smithbot.extract.pipeline import extract_sites
+    from smithbot.extract.pipeline import extract_glue_site, extract_sites
 
     llm = asker(config) if config and check else None  # a missing key or a bad config fails here, before any work
     result = scan(spec, source, rev)

@@ -17,7 +17,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from evaluator import Evaluator, TaskError
 from smithbot.config import ConfigError, ModelPreset
+from smithbot.extract.pipeline import extract_glue_site, extract_sites
 from smithbot.scan.glue import FusionSite
 from smithbot.types import KernelSite
 
@@ -124,8 +126,6 @@ def time_baseline(task_dir: Path, preset: ModelPreset, timeout_s: float) -> dict
     """The task's baseline timed against itself at the preset's decode case (batch 64, else the nearest) and its
     first prefill case, on the GPU; under the interpreter, on its interpreter cases. ``{backend, decode_case, us,
     bw_fraction, prefill_case, prefill_us}``; raises TaskError when the task cannot run."""
-    from evaluator import Evaluator
-
     with Evaluator(task_dir, workers_per_gpu=1, timeout_s=timeout_s, prepare_timeout_s=timeout_s) as ev:
         names = ev.case_names
         mine = [n for n in names if n.startswith(f"{preset.name}-")] or names
@@ -150,10 +150,6 @@ def measure(result: Any, preset: ModelPreset, top: int, base: Path, timeout_s: f
             progress: Callable[[str], None] | None = None) -> Table:
     """Extract the preset's ``top`` sites under ``base`` (see ``pick``), time each baseline, and return the table.
     ConfigError when the preset's default paths reach no site at all."""
-    from evaluator import TaskError
-    from smithbot.api import extract_glue_site
-    from smithbot.extract.pipeline import extract_sites
-
     chosen = pick(result.sites, result.fusion, preset.name, top)
     if not chosen:
         raise ConfigError(f"{result.target.name}: no kernel or glue run on {preset.name}'s default paths to measure "

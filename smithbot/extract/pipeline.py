@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from smithbot.config import Target
 from smithbot.extract.build import (DISAGREES, NEVER_LAUNCHED, NeedsInputs, branch_values, extract as build,
-                                    launcher, self_check)
+                                    extract_glue, launcher, self_check)
 from smithbot.extract.closure import ExtractError
 from smithbot.extract.grow import grow
 from smithbot.extract.llm_inputs import write_inputs
@@ -24,6 +24,7 @@ from smithbot.types import KernelSite
 
 if TYPE_CHECKING:
     from smithbot.api import ScanResult
+    from smithbot.scan.glue import FusionSite
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,23 @@ def extract_sites(result: ScanResult, sites: list[KernelSite], task_dir_of: Call
     return rows
 
 
+
+
+def extract_glue_site(result: ScanResult, site: FusionSite, out: Path | None, base: Path, check: bool,
+                      timeout_s: float) -> Coverage:
+    """The fusion task of one run of torch glue (at ``out``, else under ``base``), self-checked: its torch baseline
+    must run on every case."""
+    label = f"glue:{site.function}:{site.first}"
+    dest = out or base / f"{site.function.replace('.', '_').strip('_')}_glue_{site.first}"
+    try:
+        task = extract_glue(result.checkout.root, result.checkout.commit, result.checkout.url, result.target, site,
+                            result.modules, dest)
+    except ExtractError as exc:
+        return Coverage(label, site.path, False, False, str(exc), None)
+    if not check:
+        return Coverage(label, site.path, True, False, "not checked", task)
+    ok, why, _ = self_check(task, timeout_s)
+    return Coverage(label, site.path, True, ok, why, task)
 
 
 def _layout_line(task_dir: Path) -> str:
