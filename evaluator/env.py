@@ -54,16 +54,36 @@ def copy_bandwidth_gbps(env: dict[str, Any]) -> float:
     """The device's measured copy bandwidth, measured once per device and driver and cached on disk."""
     from evaluator.timing import measure_copy_gbps
 
+    return float(_measured_once(env, "copy_bandwidth.json", measure_copy_gbps))
+
+
+def dense_tflops(env: dict[str, Any]) -> dict[int, float]:
+    """The device's measured dense matmul rate by operand bits (``timing.measure_dense_tflops``), measured once per
+    device and driver and cached on disk."""
+    from evaluator.timing import measure_dense_tflops
+
+    return {int(k): float(v) for k, v in _measured_once(env, "dense_tflops.json", measure_dense_tflops).items()}
+
+
+def launch_us(env: dict[str, Any]) -> float:
+    """What an empty kernel's launch costs in a CUDA graph on this device (``timing.measure_launch_us``), measured
+    once per device and driver and cached on disk."""
+    from evaluator.timing import measure_launch_us
+
+    return float(_measured_once(env, "launch_us.json", measure_launch_us))
+
+
+def _measured_once(env: dict[str, Any], file: str, measure: Any) -> Any:
     key = f"{env.get('gpu')}|{env.get('driver')}|{env.get('cuda')}|{env.get('torch')}"
-    path = cache_dir() / "copy_bandwidth.json"
+    path = cache_dir() / file
     try:
         cached = json.loads(path.read_text())
     except (OSError, ValueError):
         cached = {}
     if key in cached:
-        return float(cached[key])
-    gbps = measure_copy_gbps()
-    cached[key] = gbps
+        return cached[key]
+    value = measure()
+    cached[key] = value
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -71,4 +91,4 @@ def copy_bandwidth_gbps(env: dict[str, Any]) -> float:
         tmp.replace(path)
     except OSError:
         pass  # a read-only home only costs a re-measurement next time
-    return gbps
+    return value

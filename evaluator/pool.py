@@ -399,8 +399,9 @@ class Evaluator:
 
     def time_baseline(self, cases: list[str] | None = None, effort: str = "screen") -> list[dict[str, Any]]:
         """The baseline alone, timed against itself on ``cases`` (default: all) with the timing of ``effort``: one
-        ``CaseTiming`` dict per case (``base_us``, ``bytes``, ``cand_bw_fraction`` of the copy bandwidth). What a
-        step spends in the task's code before any candidate; a fusion task's torch baseline too. Raises TaskError
+        ``CaseTiming`` dict per case (``base_us``, ``bytes``, ``cand_bw_fraction`` of the copy bandwidth), with the
+        ``tl.dot`` work (``flops`` by operand bits, ``flop_fraction`` of the measured dense rate) and, on the GPU,
+        ``launch_us``, an empty launch's cost. What a step spends in the task's code before any candidate; a fusion task's torch baseline too. Raises TaskError
         when it cannot run."""
         self.prepare()
         rounds, case_s = self.timing_plan(effort)

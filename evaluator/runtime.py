@@ -80,6 +80,8 @@ class LaunchCounter:
 
     count = 0
     names: set[str] = set()  # the kernels launched, by name
+    # Arguments every launch of a kernel that takes them is given (``flops.count``'s counter)
+    extra: dict[str, Any] | None = None
     inside = 0  # > 0 while a launch runs: the interpreter's torch ops (its argument copies) are part of the launch
     # With a list here, each GPU launch appends its (start, end) CUDA events, recorded behind a spin of the GPU that
     # outlasts the host's launch: the GPU then reaches the kernel with it already queued, and the events bracket the
@@ -106,6 +108,8 @@ class LaunchCounter:
 
             def run(self: Any, *args: Any, _original: Any = original, _host: bool = klass is not jit.JITFunction,
                     **kwargs: Any) -> Any:
+                if LaunchCounter.extra:
+                    kwargs.update({k: v for k, v in LaunchCounter.extra.items() if k in self.arg_names})
                 if not kwargs.get("warmup", False):
                     LaunchCounter.count += 1
                     LaunchCounter.names.add(getattr(getattr(self, "fn", None), "__name__", "?"))

@@ -382,3 +382,69 @@ def measure_copy_gbps(n_bytes: int = 1 << 30) -> float:
     del src, dst
     torch.cuda.empty_cache()
     return float(np.median(samples))
+
+
+def measure_dense_tflops(n: int = 8192) -> dict[int, float]:
+    """The dense matmul rate of the tensor cores in TFLOP/s, by operand bits: fp8 (``torch._scaled_mm``), bf16, and
+    fp32 as tf32 (what ``tl.dot`` makes of fp32 by default); the best of 10 ``n``-cubed products each. A width whose
+    product this torch cannot run is left out."""
+    def best(fn: Callable[[], Any]) -> float:
+        for _ in range(3):
+            fn()
+        samples = []
+        for _ in range(10):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            torch.cuda.synchronize()
+            samples.append(2 * n**3 / (s.elapsed_time(e) * 1e-3) / 1e12)
+        return max(samples)
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    out = {16: best(lambda: a @ b)}
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        af, bf = a.float(), b.float()
+        out[32] = best(lambda: af @ bf)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        a8, b8 = a.to(torch.float8_e4m3fn), b.t().contiguous().to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device="cuda")
+        out[8] = best(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+    except (AttributeError, RuntimeError, TypeError):
+        pass  # no fp8 product in this torch or on this GPU: fp8 dots get no compute roofline
+    return out
+
+
+def measure_launch_us(launches: int = 200) -> float:
+    """What one launch of an empty Triton kernel costs inside a CUDA graph, in µs (median of 20 replays of
+    ``launches``): the floor no kernel goes below, however little it does."""
+    import triton
+
+    @triton.jit
+    def _empty(x_ptr):
+        pass
+
+    x = torch.empty(1, device="cuda")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        _empty[(1,)](x)  # compiled outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for _ in range(launches):
+            _empty[(1,)](x)
+    graph.replay()
+    samples = []
+    for _ in range(20):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        graph.replay()
+        e.record()
+        torch.cuda.synchronize()
+        samples.append(s.elapsed_time(e) * 1e3 / launches)
+    return float(np.median(samples))

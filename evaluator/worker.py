@@ -30,8 +30,8 @@ _T0 = time.perf_counter()  # before torch's import: the worker's own start is pa
 import torch  # noqa: E402
 
 from evaluator import correctness  # noqa: E402
-from evaluator.env import copy_bandwidth_gbps, fingerprint
-from evaluator import bounds, standin  # noqa: E402
+from evaluator.env import copy_bandwidth_gbps, dense_tflops, fingerprint, launch_us
+from evaluator import bounds, flops, standin  # noqa: E402
 from evaluator.runtime import LaunchCounter, clone_args, load_module  # noqa: E402
 from evaluator.task import Case, Task, TaskError, load_task  # noqa: E402
 
@@ -205,7 +205,8 @@ class Worker:
 
     def time_baseline(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
         """The baseline timed against itself on the named cases: what one call costs, and the bytes it moves per
-        second (``cand_bw_fraction``: of the copy bandwidth). What a step spends in it, before anything is searched."""
+        second (``cand_bw_fraction``: of the copy bandwidth), its ``tl.dot`` work (``_dot_work``) and, on the GPU,
+        what an empty launch costs (``launch_us``). What a step spends in it, before anything is searched."""
         from evaluator.timing import time_cases
 
         try:
@@ -216,14 +217,34 @@ class Worker:
                 timings, _ = time_cases(prep.base, prep.base, prep.harness, cases, int(req.get("rounds", 10)),
                                         int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps, 0.0,
                                         float(req.get("case_s", 0.05)))
+                floor = {} if prep.interpreter else {"launch_us": launch_us(self.env)}
+                rows = [{**t.as_dict(), **self._dot_work(prep, i, case, t.base_us), **floor}
+                        for i, (case, t) in enumerate(zip(cases, timings))]
         except TaskError as exc:
             return {"status": "task_error", "detail": str(exc)}
         except Exception as exc:
             status, fatal = _classify(exc)
             return {"status": status, "detail": _describe(exc).strip()[:2000], "fatal": fatal,
                     "log": traceback.format_exc()[-4000:]}
-        return {"status": "measured", "cases": [t.as_dict() for t in timings], "env": self.env,
-                "copy_gbps": self.copy_gbps}
+        return {"status": "measured", "cases": rows, "env": self.env, "copy_gbps": self.copy_gbps}
+
+    def _dot_work(self, prep: _Prepared, i: int, case: Any, us: float) -> dict[str, Any]:
+        """The ``tl.dot`` work of one baseline call on ``case`` (``flops.count``) and, on the GPU, the share of the
+        measured dense rate it reaches in ``us``: ``{flops: {bits: n}, flop_fraction}``, empty where the task's
+        kernels have no ``tl.dot``; ``flops_error`` where the instrumented copy does not run."""
+        try:
+            work = flops.count(prep.task.kernel_path, prep.task.entry, lambda fn: fn(**correctness.make_args(
+                prep.harness, case, correctness.seed_for(i, 0), prep.device)), prep.device, prep.interpreter)
+        except Exception as exc:  # the count is a hint: a kernel the rewrite breaks keeps its time, not its work
+            return {"flops_error": _describe(exc).strip().splitlines()[-1][:300]}
+        if not work:
+            return {}
+        fraction = None
+        if not prep.interpreter:
+            peak = dense_tflops(self.env)
+            if all(bits in peak for bits in work):
+                fraction = sum(n / (peak[bits] * 1e12) for bits, n in work.items()) / (us * 1e-6)
+        return {"flops": work, "flop_fraction": fraction}
 
     def evaluate(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -252,9 +252,10 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
 def _measured_first(row: JobRow, site: KernelSite | FusionSite, name: str, task: Path, job: _Job,
                     timeout_s: float) -> bool:
     """Time the pick's baseline at its preset's decode case before any search (``measure.time_baseline``), keep its
-    µs a step on the row, and say whether to skip it: near its roofline (``NEAR_ROOFLINE`` of the copy bandwidth) or
-    under ``MIN_STEP_US`` a step. The preset is ``--model``, else the one whose step launches it most."""
-    from smithbot.measure import STREAMS, bandwidth, time_baseline
+    µs a step on the row, and say whether to skip it: within ``1 - NEAR_ROOFLINE`` of its nearer roof (copy
+    bandwidth, or the dense matmul rate for ``tl.dot`` work), or with under ``MIN_STEP_US`` a step left to save once
+    an empty launch's cost is counted. The preset is ``--model``, else the one whose step launches it most."""
+    from smithbot.measure import Row, bandwidth, compute, headroom, reached, time_baseline
 
     counts = {p: site.runs(p) for p in site.presets} if isinstance(site, FusionSite) else dict(site.per_step)
     if not counts:
@@ -265,16 +266,26 @@ def _measured_first(row: JobRow, site: KernelSite | FusionSite, name: str, task:
     except TaskError as exc:  # the search will say it again, with its own evaluator
         job.say(f"measure: {name}: its baseline could not be timed ({exc})")
         return False
-    n, us, bw = counts[preset], got["us"], got["bw_fraction"]
-    row.us_per_step, row.measured_on = n * us, preset
-    each = f"{n} {'launches' if isinstance(site, KernelSite) else 'runs'} × {us:.2f} µs at {got['decode_case']}"
-    if bw is not None and NEAR_ROOFLINE <= bw <= STREAMS:  # (above STREAMS its bytes are not what it moves)
-        row.why = f"at {bw:.0%} of copy bandwidth ({each}): little left to gain"
-    elif n * us < MIN_STEP_US:
-        row.why = f"{n * us:.2f} µs a step of {preset} ({each}): too small to matter"
+    n = counts[preset]
+    measured = Row(name, "kernel", "", n, us=got["us"], bw_fraction=got["bw_fraction"],
+                   flop_fraction=got["flop_fraction"], flops=got["flops"])
+    step = measured.us_per_step or 0.0
+    row.us_per_step, row.measured_on = step, preset
+    each = (f"{n} {'launches' if isinstance(site, KernelSite) else 'runs'} × {measured.us:.2f} µs at "
+            f"{got['decode_case']}")
+    roofs = f"of copy bandwidth: {bandwidth(measured.bw_fraction)}" + (
+        f"; of the dense matmul rate: {compute(measured)}" if measured.flops else "")
+    at = reached(measured)
+    left = step * headroom(measured, got["launch_us"])
+    if at is not None and at >= NEAR_ROOFLINE:
+        roof = "the dense matmul rate" if at == measured.flop_fraction else "copy bandwidth"
+        row.why = f"at {at:.0%} of {roof} ({each}): little left to gain"
+    elif left < MIN_STEP_US:
+        floor = f", an empty launch {got['launch_us']:.2f} µs" if got["launch_us"] else ""
+        row.why = f"at most {left:.2f} µs a step of {preset} to save ({each}{floor}): too small to matter"
     else:
-        job.say(f"measure: {name}: {n * us:.1f} µs a decode step of {preset} ({each}); of copy bandwidth: "
-                f"{bandwidth(bw)}")
+        job.say(f"measure: {name}: {step:.1f} µs a decode step of {preset} ({each}), at most {left:.1f} to save; "
+                f"{roofs}")
         return False
     row.skipped = True
     job.say(f"measure: {name} skipped: {row.why}")

@@ -4,7 +4,9 @@ timed by the evaluator at the preset's decode case (batch 64) and a prefill case
 multiplied by the launches per step the call graph counts. Under the interpreter the times are the CPU's, labelled so.
 
 Each row also gets its headroom: the bytes the call moves per second against the copy bandwidth measured on this
-GPU (a kernel near it has little left to gain). A site that does not extract, or whose baseline fails, is a row with
+GPU and, where its kernels call ``tl.dot``, the work they do per second against the dense matmul rate measured on it
+(``evaluator.flops``); the nearer roof is what it reaches. What is left is capped by the cost of an empty launch,
+which no kernel goes below. A site that does not extract, or whose baseline fails, is a row with
 its reason. The table is written as a compact trace (``source: tasks``) that ``scan --profile`` reads like one taken
 by ``smithbot profile`` with the engine, and in full as JSON beside it.
 """
@@ -12,12 +14,15 @@ by ``smithbot profile`` with the engine, and in full as JSON beside it.
 from __future__ import annotations
 
 import json
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from evaluator import Evaluator, TaskError
+from evaluator.pool import resolve_backend
 from smithbot.config import ConfigError, ModelPreset
 from smithbot.extract.pipeline import extract_glue_site, extract_sites
 from smithbot.scan.glue import FusionSite
@@ -44,6 +49,9 @@ class Row:
     # the bytes it is given and returns, per second at the decode case, over the measured copy bandwidth: what it
     # moves when it reads all it is given; above 1 it reads less (a block table, the experts top-k picks)
     bw_fraction: float | None = None
+    # its tl.dot work per second at the decode case over the measured dense matmul rate of its operands' width
+    flop_fraction: float | None = None
+    flops: int | None = None  # that work, multiply-adds × 2 per call
     why: str = ""  # why it has no time
 
     @property
@@ -57,6 +65,7 @@ class Table:
     preset: str
     backend: str  # cuda | interpreter: whose times they are
     rows: tuple[Row, ...]
+    launch_us: float | None = None  # an empty launch in a CUDA graph on this GPU: the least any call costs
 
     @property
     def measured_us(self) -> float:
@@ -69,7 +78,9 @@ class Table:
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "preset": self.preset, "backend": self.backend, "source": "tasks",
                 "decode_batch": DECODE_BATCH, "measured_us_per_step": round(self.measured_us, 3),
-                "rows": [{**asdict(r), "us_per_step": r.us_per_step, "share": self.share(r)} for r in self.rows]}
+                "launch_us": self.launch_us,
+                "rows": [{**asdict(r), "us_per_step": r.us_per_step, "share": self.share(r),
+                          "headroom": headroom(r, self.launch_us)} for r in self.rows]}
 
     def write(self, trace: Path) -> None:
         """The compact trace (one step: each timed kernel's µs per step as its GPU time; glue runs as other GPU
@@ -77,7 +88,7 @@ class Table:
         meta = {"target": self.target, "preset": self.preset, "phase": "decode", "batch": DECODE_BATCH, "steps": 1,
                 "source": "tasks", "backend": self.backend}
         events = [{"ph": "X", "cat": "kernel", "name": r.name, "dur": r.us_per_step,
-                   "args": {"headroom": headroom(r.bw_fraction)}} for r in self.rows if r.us_per_step is not None]
+                   "args": {"headroom": headroom(r, self.launch_us)}} for r in self.rows if r.us_per_step is not None]
         trace.parent.mkdir(parents=True, exist_ok=True)
         for path, text in ((trace, json.dumps({"smithbot": meta, "traceEvents": events}, separators=(",", ":"))),
                            (table_path(trace), json.dumps(self.to_dict(), indent=1))):
@@ -86,10 +97,22 @@ class Table:
             tmp.replace(path)
 
 
-def headroom(fraction: float | None) -> float:
-    """The share of a call's time a call at the copy bandwidth would not spend: 1 where its bytes are not known to be
-    what it moves."""
-    return 1.0 if fraction is None or fraction > STREAMS else max(0.0, 1.0 - fraction)
+def reached(row: Row) -> float | None:
+    """The share of its nearer roof a call reaches: its copy-bandwidth fraction (where its bytes can be what it
+    moves) or its dense-rate fraction, whichever is higher; None where neither is known."""
+    known = [f for f in (None if row.bw_fraction is None or row.bw_fraction > STREAMS else row.bw_fraction,
+                         row.flop_fraction) if f is not None]
+    return max(known) if known else None
+
+
+def headroom(row: Row, launch_us: float | None = None) -> float:
+    """The share of a call's time a call at its roofline would not spend (1 where no roof is known), capped where
+    even an empty launch costs more than that leaves: what a step could save is ``us_per_step × headroom``."""
+    got = reached(row)
+    room = 1.0 if got is None else max(0.0, 1.0 - got)
+    if launch_us and row.us:
+        room = min(room, max(0.0, 1.0 - launch_us / row.us))
+    return room
 
 
 def bandwidth(fraction: float | None) -> str:
@@ -100,6 +123,13 @@ def bandwidth(fraction: float | None) -> str:
     if fraction > STREAMS:
         return f"reads less than it is given ({fraction:.0%} if all)"
     return f"{fraction:.1%}" if fraction < 0.1 else f"{fraction:.0%}"
+
+
+def compute(row: Row) -> str:
+    """A row's share of the dense matmul rate, as the table says it."""
+    if row.flop_fraction is None:
+        return "-" if row.flops is None else "no rate for its width"
+    return f"{row.flop_fraction:.1%}" if row.flop_fraction < 0.1 else f"{row.flop_fraction:.0%}"
 
 
 def table_path(trace: Path) -> Path:
@@ -125,7 +155,8 @@ def pick(kernels: list[KernelSite], glue: list[FusionSite], preset: str, top: in
 def time_baseline(task_dir: Path, preset: ModelPreset, timeout_s: float) -> dict[str, Any]:
     """The task's baseline timed against itself at the preset's decode case (batch 64, else the nearest) and its
     first prefill case, on the GPU; under the interpreter, on its interpreter cases. ``{backend, decode_case, us,
-    bw_fraction, prefill_case, prefill_us}``; raises TaskError when the task cannot run."""
+    bw_fraction, flop_fraction, flops, launch_us, prefill_case, prefill_us}``; raises TaskError when the task cannot
+    run."""
     with Evaluator(task_dir, workers_per_gpu=1, timeout_s=timeout_s, prepare_timeout_s=timeout_s) as ev:
         names = ev.case_names
         mine = [n for n in names if n.startswith(f"{preset.name}-")] or names
@@ -136,7 +167,9 @@ def time_baseline(task_dir: Path, preset: ModelPreset, timeout_s: float) -> dict
         first = by[cases[0]]
         second = by.get(prefill[0]) if prefill else None
         return {"backend": ev.backend, "decode_case": first["name"], "us": first["base_us"],
-                "bw_fraction": first["cand_bw_fraction"] or None, "prefill_case": second["name"] if second else "",
+                "bw_fraction": first["cand_bw_fraction"] or None, "flop_fraction": first.get("flop_fraction"),
+                "flops": sum(first["flops"].values()) if first.get("flops") else None,
+                "launch_us": first.get("launch_us"), "prefill_case": second["name"] if second else "",
                 "prefill_us": second["base_us"] if second else None}
 
 
@@ -159,28 +192,35 @@ def measure(result: Any, preset: ModelPreset, top: int, base: Path, timeout_s: f
     if kernels:
         for site, row in zip(kernels, extract_sites(result, kernels, lambda name: base / name, timeout_s=timeout_s)):
             rows_of[id(site)] = row
-    out: list[Row] = []
-    backend = ""
+    rows: list[Row] = []
     for site, reach, n in chosen:
         if isinstance(site, KernelSite):
             cov, name, kind = rows_of[id(site)], site.name, "kernel"
         else:
             cov = extract_glue_site(result, site, None, base, True, timeout_s)
             name, kind = f"glue:{site.function}:{site.first}", "glue"
-        row = Row(name, kind, reach, n, task=str(cov.out or ""))
+        rows.append(Row(name, kind, reach, n, task=str(cov.out or ""),
+                        why="" if cov.checked and cov.out else cov.why or "not extracted"))
+    got: dict[int, dict[str, Any]] = {}
+
+    def timed(i: int) -> None:
         if progress is not None:
-            progress(name)
-        if not cov.checked or cov.out is None:
-            out.append(replace(row, why=cov.why))
-            continue
+            progress(rows[i].name)
         try:
-            got = time_baseline(Path(cov.out), preset, timeout_s)
+            got[i] = time_baseline(Path(rows[i].task), preset, timeout_s)
         except TaskError as exc:
-            out.append(replace(row, why=f"baseline failed: {exc}"))
-            continue
-        backend = got.pop("backend")  # (the same for every task: the evaluator's)
-        out.append(replace(row, **got))
-    if not any(r.task for r in out):
-        raise ConfigError(f"none of the {len(out)} sites on {preset.name}'s default paths extracted; the first: "
+            rows[i] = replace(rows[i], why=f"baseline failed: {exc}")
+
+    # Each baseline in its own evaluator: on a GPU, one loads and compiles while another times (the GPU's file lock
+    # keeps the timing to one at a time); the interpreter's CPU times want the CPU to themselves.
+    jobs = 1 if resolve_backend("auto") == "interpreter" else max(1, min(4, (os.cpu_count() or 1) // 4))
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(timed, [i for i, r in enumerate(rows) if not r.why]))
+    out = [replace(r, **{k: v for k, v in got[i].items() if k not in ("backend", "launch_us")}) if i in got else r
+           for i, r in enumerate(rows)]
+    first = next(iter(got.values()), {})
+    backend, launch = first.get("backend", ""), first.get("launch_us")  # (the same for every task: the evaluator's)
+    if all(r.us is None for r in out):
+        raise ConfigError(f"none of the {len(out)} sites on {preset.name}'s default paths could be timed; the first: "
                           f"{out[0].name}: {out[0].why}")
-    return Table(result.target.name, preset.name, backend or "none", tuple(out))
+    return Table(result.target.name, preset.name, backend or "none", tuple(out), launch)

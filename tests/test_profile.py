@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,56 @@ def test_a_table_measured_from_tasks_ranks_within_reach_by_what_a_step_could_sav
     assert names[:2] == ["_rotary_kernel", "_rms_norm_kernel"]
     assert names.index("_softplus_kernel") > max(names.index(s.name) for s in sites if s.reach == "default")
     assert "from extracted tasks" in sites[0].measured_of
+
+
+def _broken_engine(tmp_path: Path, broken: tuple[str, ...]) -> str:
+    """The fake engine of ``tests/program/engine.py`` with the named kernels failing to compile."""
+    from tests.conftest import git_repo
+    from tests.program.engine import FILES, TARGET_YAML
+
+    def breaks(text: str) -> str:
+        for name in broken:
+            text = text.replace(f"def {name}(x):\n    pass\n", f"def {name}(x):\n    tl.static_assert(False)\n")
+        return text
+
+    root = git_repo(tmp_path / "eng", {rel: breaks(text) for rel, text in FILES.items()})
+    yaml = tmp_path / "eng.yaml"
+    yaml.write_text(TARGET_YAML.format(root=root))
+    return str(yaml)
+
+
+def test_a_task_that_fails_is_a_row_with_its_reason_and_the_table_is_still_written(tmp_path: Path) -> None:
+    """The first of llama3-8b's two first default kernels does not compile: it is a row with its reason, the second
+    is timed, and the table is written; where no site can be timed at all, one line and exit 2."""
+    yaml = _broken_engine(tmp_path, ("plain_quant_kernel",))
+    p = run("profile", yaml, "--model", "llama3-8b", "--from-tasks", "--top", "2", home=tmp_path / "home")
+    assert p.returncode == 0, p.stderr
+    table = json.loads((tmp_path / "home" / "workspaces" / "eng" / "profiles" /
+                        "llama3-8b-tasks-decode-bs64-interpreter.table.json").read_text())
+    broken, timed = table["rows"]
+    assert broken["name"] == "plain_quant_kernel" and broken["us"] is None
+    assert "preparing the baseline failed" in broken["why"] and broken["share"] is None
+    assert timed["us"] > 0 and timed["share"] == 1.0 and not timed["why"]
+
+    none = _broken_engine(tmp_path / "all", ("plain_quant_kernel", "router_kernel"))
+    assert_one_line_error(run("profile", none, "--model", "llama3-8b", "--from-tasks", "--top", "2",
+                              home=tmp_path / "home2"),
+                          "none of the 2 sites on llama3-8b's default paths could be timed; the first: "
+                          "plain_quant_kernel:")
+
+
+def test_headroom_is_to_the_nearer_roof_and_no_call_saves_below_an_empty_launch() -> None:
+    """A kernel's headroom is 1 minus the higher of its copy-bandwidth and dense-rate fractions (bytes over
+    ``STREAMS`` of the copy bandwidth say nothing); no call can save more than its time less an empty launch."""
+    from smithbot.measure import Row, compute, headroom, reached
+
+    row = Row("k", "kernel", "default", 10, us=20.0)
+    assert reached(row) is None and headroom(row) == 1.0
+    assert reached(replace(row, bw_fraction=0.3, flop_fraction=0.8)) == 0.8
+    assert headroom(replace(row, bw_fraction=0.3, flop_fraction=0.8)) == pytest.approx(0.2)
+    assert headroom(replace(row, bw_fraction=5.0)) == 1.0  # reads less than it is given: no roof known
+    assert headroom(replace(row, bw_fraction=0.95)) == pytest.approx(0.05)
+    assert headroom(row, launch_us=5.0) == pytest.approx(0.75)  # 20 µs of which an empty launch takes 5
+    assert headroom(replace(row, us=2.0), launch_us=3.0) == 0.0
+    assert compute(row) == "-" and compute(replace(row, flops=10**9)) == "no rate for its width"
+    assert compute(replace(row, flops=10**9, flop_fraction=0.42)) == "42%"
