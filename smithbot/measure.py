@@ -160,9 +160,9 @@ def time_baseline(task_dir: Path, preset: ModelPreset, timeout_s: float) -> dict
     with Evaluator(task_dir, workers_per_gpu=1, timeout_s=timeout_s, prepare_timeout_s=timeout_s) as ev:
         names = ev.case_names
         mine = [n for n in names if n.startswith(f"{preset.name}-")] or names
-        decode = sorted((n for n in mine if "-decode-bs" in n), key=lambda n: abs(_batch(n) - DECODE_BATCH))
+        decode = decode_case(mine)
         prefill = [n for n in mine if "-prefill-" in n]
-        cases = (decode[:1] + prefill[:1]) or names[:1]
+        cases = ([decode] if decode else []) + prefill[:1] or names[:1]
         by = {c["name"]: c for c in ev.time_baseline(cases)}
         first = by[cases[0]]
         second = by.get(prefill[0]) if prefill else None
@@ -173,7 +173,13 @@ def time_baseline(task_dir: Path, preset: ModelPreset, timeout_s: float) -> dict
                 "prefill_us": second["base_us"] if second else None}
 
 
-def _batch(case: str) -> int:
+def decode_case(names: list[str], preset: str = "") -> str | None:
+    """Of the cases named (of ``preset``'s, when given), the decode case whose batch is nearest ``DECODE_BATCH``."""
+    mine = [n for n in names if "-decode-bs" in n and n.startswith(f"{preset}-" if preset else "")]
+    return min(mine, key=lambda n: abs(batch_of(n) - DECODE_BATCH)) if mine else None
+
+
+def batch_of(case: str) -> int:
     """The batch a case's name gives (``deepseek-v3-decode-bs64-128experts`` -> 64), else 0."""
     m = re.search(r"-bs(\d+)", case)
     return int(m.group(1)) if m else 0

@@ -168,11 +168,11 @@ def test_profile_from_tasks_bad_input(tmp_path: Path) -> None:
 def test_a_rows_bandwidth_is_claimed_only_where_its_bytes_can_be_what_it_moves() -> None:
     """Over the copy bandwidth, the bytes a call is given overstate what it reads (a block table, the experts top-k
     picks): the table says so and claims nothing; the decode case is the one nearest batch 64, whatever its suffix."""
-    from smithbot.measure import _batch, bandwidth
+    from smithbot.measure import bandwidth, batch_of
 
     assert bandwidth(None) == "-" and bandwidth(0.004) == "0.4%" and bandwidth(0.93) == "93%"
     assert bandwidth(5.92) == "reads less than it is given (592% if all)"
-    assert _batch("deepseek-v3-decode-bs64-128experts") == 64 and _batch("deepseek-v3-prefill-4k") == 0
+    assert batch_of("deepseek-v3-decode-bs64-128experts") == 64 and batch_of("deepseek-v3-prefill-4k") == 0
 
 
 def test_a_table_measured_from_tasks_ranks_within_reach_by_what_a_step_could_save(

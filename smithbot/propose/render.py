@@ -230,16 +230,19 @@ def title(task: Task, verdict: dict[str, Any], config_only: bool, source: str = 
 
 def end_to_end(task: Task, verdict: dict[str, Any], interpreter: bool) -> str:
     """What the change saves per step, in absolute terms: the verified time saved per call at the decode case of
-    batch 64 times the calls per step the call graph counts ("saves 18 µs per decode step of deepseek-v3 at batch 64
+    batch 64 (else the nearest batch) times the calls per step the call graph counts ("saves 18 µs per decode step of deepseek-v3 at batch 64
     (61 launches × 0.30 µs)"), then the share the kernel has of a profile, labelled as the share of the measured part
     when the profile was measured from tasks. No claim about the whole step is made without an engine's profile."""
+    from smithbot.measure import batch_of, decode_case
+
     per_step = task.hotness.get("per_step") or {}
     cases = {c["name"]: c for c in verdict["cases"]}
     saving = ""
     for preset, n in per_step.items():
-        case = cases.get(f"{preset}-decode-bs64")
+        case = cases.get(decode_case(list(cases), preset) or "")
         if case is None or interpreter or case.get("base_us") is None:
             continue
+        batch = batch_of(case["name"])
         each = case["base_us"] - case["cand_us"]
         calls = ("launch" if task.kind == "triton" else "run") + ("" if n == 1 else "es" if task.kind == "triton"
                                                                  else "s")
@@ -247,9 +250,10 @@ def end_to_end(task: Task, verdict: dict[str, Any], interpreter: bool) -> str:
         lo, hi = case.get("ratio_ci") or (1.0, 1.0)
         if lo > 1.0 or hi < 1.0:  # the case's interval says which way it went
             saving = (f"Per step: {'saves' if each >= 0 else 'costs'} {abs(n * each):.1f} µs per decode step of "
-                      f"{preset} at batch 64 ({n} {calls} × {abs(each):.2f} µs, from the verified times of {times}). ")
+                      f"{preset} at batch {batch} ({n} {calls} × {abs(each):.2f} µs, from the verified times of "
+                      f"{times}). ")
         else:
-            saving = (f"Per step: no measurable change per decode step of {preset} at batch 64 ({n} {calls}; "
+            saving = (f"Per step: no measurable change per decode step of {preset} at batch {batch} ({n} {calls}; "
                       f"{times}, ratio interval [{lo:.3f}, {hi:.3f}]). ")
         break
     share, measured = task.hotness.get("share"), task.hotness.get("measured") or ""
