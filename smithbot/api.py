@@ -153,6 +153,12 @@ def _scan(spec: str, source: str | None, rev: str | None, profile: str | None,
     program = program_for(co.root, idx, home() / "cache" / "program")
     fusion = fusion_sites(reached, program, {p.name: env_for(target, p, program) for p in presets},
                           {p.name: p.layers for p in presets}, home() / "cache" / "glue")
+    if measured is not None:  # a table from tasks has rows for glue runs too
+        glue_shares = measured.match({f.name for f in fusion})
+        fusion = [replace(f, measured_share=glue_shares[f.name][1], measured_of=measured.phase_label())
+                  if f.name in glue_shares else f for f in fusion]
+        if measured.from_tasks:
+            fusion.sort(key=lambda f: (REACH_ORDER[f.reach], -(f.measured_share or 0.0) * measured.headroom.get(f.name, 1.0)))
     out = home() / "workspaces" / target.name / "scan.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
@@ -269,7 +275,7 @@ def find_glue(result: ScanResult, spec: str) -> Any:
         raise ConfigError(f"no torch glue of a function {name!r}{' at line ' + line if line else ''} on "
                           f"{result.target.name}'s default paths; `smithbot scan` lists them under fusion")
     if len(found) > 1:
-        listing = ", ".join(f"glue:{f.function}:{f.first}" for f in found)
+        listing = ", ".join(f.name for f in found)
         raise ConfigError(f"{spec!r} is ambiguous: {listing}")
     return found[0]
 

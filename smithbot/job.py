@@ -100,7 +100,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     if fusion:
         n = len(result.fusion)
         say(f"scan: {n} run{'' if n == 1 else 's'} of torch glue on {on}; most torch ops a step: "
-            + ", ".join(f"{_glue_name(g)} ({g.per_step})" for g in result.fusion[:4]))
+            + ", ".join(f"{g.name} ({g.per_step})" for g in result.fusion[:4]))
         picks = [api.find_glue(result, k.removeprefix("glue:")) for k in kernels] if kernels else result.fusion
     else:
         launched = [s for s in result.sites if s.role == "launched"]
@@ -116,7 +116,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         done = len([r for r in rows if r.task and not r.skipped])
         if done >= wanted:
             break
-        name = _glue_name(site) if isinstance(site, FusionSite) else site.name
+        name = site.name
         row = JobRow(kernel=name, presets=list(site.presets), reach=site.reach, undecided=list(site.undecided))
         deadline = None
         if time_total_s is not None:
@@ -254,18 +254,20 @@ def _measured_first(row: JobRow, site: KernelSite | FusionSite, name: str, task:
     """Time the pick's baseline at its preset's decode case before any search (``measure.time_baseline``), keep its
     µs a step on the row, and say whether to skip it: within ``1 - NEAR_ROOFLINE`` of its nearer roof (copy
     bandwidth, or the dense matmul rate for ``tl.dot`` work), or with under ``MIN_STEP_US`` a step left to save once
-    an empty launch's cost is counted. The preset is ``--model``, else the one whose step launches it most."""
+    an empty launch's cost is counted. The preset is ``--model``, else the one whose step launches it most: the first of
+    those the task has cases of."""
     from smithbot.measure import Row, bandwidth, compute, headroom, reached, time_baseline
 
     counts = {p: site.runs(p) for p in site.presets} if isinstance(site, FusionSite) else dict(site.per_step)
     if not counts:
         return False
-    preset = job.model if job.model in counts else max(counts, key=lambda p: counts[p])
+    order = sorted(counts, key=lambda p: (p != job.model, -counts[p]))  # --model's cases, else the busiest preset's
     try:
-        got = time_baseline(task, api.resolve_target(job.spec).preset(preset), timeout_s)
+        got = time_baseline(task, order, timeout_s)
     except TaskError as exc:  # the search will say it again, with its own evaluator
         job.say(f"measure: {name}: its baseline could not be timed ({exc})")
         return False
+    preset = got["preset"]
     n = counts[preset]
     measured = Row(name, "kernel", "", n, us=got["us"], bw_fraction=got["bw_fraction"],
                    flop_fraction=got["flop_fraction"], flops=got["flops"])
@@ -349,11 +351,6 @@ def kernel_share(left_s: float, to_do: int) -> tuple[float, int]:
     share, but no kernel's below ``MIN_KERNEL_S`` unless only one is left to try."""
     fit = min(to_do, max(1, int(left_s // MIN_KERNEL_S)))
     return left_s / fit, fit
-
-
-def _glue_name(site: FusionSite) -> str:
-    """How ``run`` and ``extract`` name a fusion site: ``glue:FUNCTION:FIRST_LINE``."""
-    return f"glue:{site.function}:{site.first}"
 
 
 def _recorded_seed(target: str, function: str, task_dir: Path) -> bool:

@@ -152,21 +152,25 @@ def pick(kernels: list[KernelSite], glue: list[FusionSite], preset: str, top: in
     return [(site, reach, n) for _, _, site, reach, n in sorted(out, key=lambda r: r[:2])[:top]]
 
 
-def time_baseline(task_dir: Path, preset: ModelPreset, timeout_s: float) -> dict[str, Any]:
-    """The task's baseline timed against itself at the preset's decode case (batch 64, else the nearest) and its
-    first prefill case, on the GPU; under the interpreter, on its interpreter cases. ``{backend, decode_case, us,
-    bw_fraction, flop_fraction, flops, launch_us, prefill_case, prefill_us}``; raises TaskError when the task cannot
-    run."""
+def time_baseline(task_dir: Path, presets: list[str], timeout_s: float) -> dict[str, Any]:
+    """The task's baseline timed against itself at the decode case (batch 64, else the nearest) and the first
+    prefill case of the first of ``presets`` it has cases of, on the GPU; under the interpreter, on its interpreter
+    cases. ``{backend, preset, decode_case, us, bw_fraction, flop_fraction, flops, launch_us, prefill_case,
+    prefill_us}`` (``preset`` None under the interpreter); raises TaskError when the task cannot run, or on the GPU
+    has no case of any of ``presets`` (another model's shapes would say nothing of these)."""
     with Evaluator(task_dir, workers_per_gpu=1, timeout_s=timeout_s, prepare_timeout_s=timeout_s) as ev:
         names = ev.case_names
-        mine = [n for n in names if n.startswith(f"{preset.name}-")] or names
+        preset = next((p for p in presets if any(n.startswith(f"{p}-") for n in names)), None)
+        if preset is None and ev.backend == "cuda":
+            raise TaskError(f"its task has no case of {' or '.join(presets)} (its cases: {', '.join(names[:6])})")
+        mine = [n for n in names if n.startswith(f"{preset}-")] or names
         decode = decode_case(mine)
         prefill = [n for n in mine if "-prefill-" in n]
         cases = ([decode] if decode else []) + prefill[:1] or names[:1]
         by = {c["name"]: c for c in ev.time_baseline(cases)}
         first = by[cases[0]]
         second = by.get(prefill[0]) if prefill else None
-        return {"backend": ev.backend, "decode_case": first["name"], "us": first["base_us"],
+        return {"backend": ev.backend, "preset": preset, "decode_case": first["name"], "us": first["base_us"],
                 "bw_fraction": first["cand_bw_fraction"] or None, "flop_fraction": first.get("flop_fraction"),
                 "flops": sum(first["flops"].values()) if first.get("flops") else None,
                 "launch_us": first.get("launch_us"), "prefill_case": second["name"] if second else "",
@@ -204,7 +208,7 @@ def measure(result: Any, preset: ModelPreset, top: int, base: Path, timeout_s: f
             cov, name, kind = rows_of[id(site)], site.name, "kernel"
         else:
             cov = extract_glue_site(result, site, None, base, True, timeout_s)
-            name, kind = f"glue:{site.function}:{site.first}", "glue"
+            name, kind = site.name, "glue"
         rows.append(Row(name, kind, reach, n, task=str(cov.out or ""),
                         why="" if cov.checked and cov.out else cov.why or "not extracted"))
     got: dict[int, dict[str, Any]] = {}
@@ -213,16 +217,21 @@ def measure(result: Any, preset: ModelPreset, top: int, base: Path, timeout_s: f
         if progress is not None:
             progress(rows[i].name)
         try:
-            got[i] = time_baseline(Path(rows[i].task), preset, timeout_s)
+            got[i] = time_baseline(Path(rows[i].task), [preset.name], timeout_s)
         except TaskError as exc:
-            rows[i] = replace(rows[i], why=f"baseline failed: {exc}")
+            rows[i] = replace(rows[i], why=f"not timed: {exc}")
 
     # Each baseline in its own evaluator: on a GPU, one loads and compiles while another times (the GPU's file lock
     # keeps the timing to one at a time); the interpreter's CPU times want the CPU to themselves.
     jobs = 1 if resolve_backend("auto") == "interpreter" else max(1, min(4, (os.cpu_count() or 1) // 4))
+    todo = [i for i, r in enumerate(rows) if not r.why]
     with ThreadPoolExecutor(jobs) as pool:
-        list(pool.map(timed, [i for i, r in enumerate(rows) if not r.why]))
-    out = [replace(r, **{k: v for k, v in got[i].items() if k not in ("backend", "launch_us")}) if i in got else r
+        list(pool.map(timed, todo))
+    for i in todo:  # a baseline that ran out of memory beside the others is timed again, alone
+        if jobs > 1 and "out of memory" in rows[i].why.lower():
+            rows[i] = replace(rows[i], why="")
+            timed(i)
+    out = [replace(r, **{k: v for k, v in got[i].items() if k not in ("backend", "preset", "launch_us")}) if i in got else r
            for i, r in enumerate(rows)]
     first = next(iter(got.values()), {})
     backend, launch = first.get("backend", ""), first.get("launch_us")  # (the same for every task: the evaluator's)

@@ -11,9 +11,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from smithbot import api
 from smithbot.config import ConfigError
+from smithbot.extract.pipeline import extract_glue_site
 from smithbot.profile import fold, read_trace
 from tests.conftest import ROOT
 from tests.test_cli_scan import run
@@ -249,3 +251,27 @@ def test_headroom_is_to_the_nearer_roof_and_no_call_saves_below_an_empty_launch(
     assert headroom(replace(row, us=2.0), launch_us=3.0) == 0.0
     assert compute(row) == "-" and compute(replace(row, flops=10**9)) == "no rate for its width"
     assert compute(replace(row, flops=10**9, flop_fraction=0.42)) == "42%"
+
+
+def test_a_table_from_tasks_gives_glue_runs_their_share_and_ranks_them(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A glue run's row in a table from tasks (``glue:FUNCTION:LINE``) gives the fusion site its share of the measured
+    part, which its task carries to the PR; glue runs are ranked like kernels: reach first, then what a step could
+    save."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    glue = [g for g in api.scan("demo", model="llama3-8b").fusion]
+    assert glue, "the demo has glue on llama3-8b's default path"
+    first = glue[0]
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps({"smithbot": {"source": "tasks", "preset": "llama3-8b", "phase": "decode", "batch": 64,
+                                             "steps": 1, "backend": "cuda"},
+                                "traceEvents": [{**k("_rms_norm_kernel", 300.0), "args": {"headroom": 0.5}},
+                                                {**k(first.name, 100.0), "args": {"headroom": 1.0}}]}))
+    result = api.scan("demo", model="llama3-8b", profile=str(path))
+    [site] = [g for g in result.fusion if g.name == first.name]
+    assert site.measured_share == pytest.approx(0.25) and "from extracted tasks" in site.measured_of
+    assert all(g.measured_share is None for g in result.fusion if g.name != first.name)
+    assert result.fusion[0].name == first.name
+    cov = extract_glue_site(result, site, None, tmp_path / "tasks", False, 120.0)
+    hot = yaml.safe_load((Path(cov.out) / "task.yaml").read_text())["hotness"]
+    assert hot["share"] == pytest.approx(0.25) and "from extracted tasks" in hot["measured"]

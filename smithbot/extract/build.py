@@ -460,6 +460,8 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         **({"skipped": skipped} if skipped else {}),
         "hotness": {"presets": sorted(site.presets), "launches_per_step": site.per_step, "reach": site.reach,
                     "per_step": {p: site.runs(p) for p in site.presets},
+                    **({"share": site.measured_share, "measured": f"{site.measured_share:.1%} of the GPU time of a "
+                                                                  f"{site.measured_of}"} if site.measured_share else {}),
                     **({"undecided": list(site.undecided)} if site.undecided else {}),
                     **({"todos": list(site.todos)} if site.todos else {})},
     }

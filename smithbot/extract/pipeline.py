@@ -231,7 +231,7 @@ def extract_glue_site(result: ScanResult, site: FusionSite, out: Path | None, ba
                       timeout_s: float) -> Coverage:
     """The fusion task of one run of torch glue (at ``out``, else under ``base``), self-checked: its torch baseline
     must run on every case."""
-    label = f"glue:{site.function}:{site.first}"
+    label = site.name
     dest = out or base / f"{site.function.replace('.', '_').strip('_')}_glue_{site.first}"
     try:
         task = extract_glue(result.checkout.root, result.checkout.commit, result.checkout.url, result.target, site,

@@ -452,6 +452,13 @@ class FusionSite:
     todos: tuple[str, ...] = ()
     # preset -> {"phases", "per_layer", "layers", "per_step", "path", "undecided", "tests"}
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    measured_share: float | None = None  # its share of a profile's step (``scan --profile``), where it has a row
+    measured_of: str = ""  # what that profile measured (``Profile.phase_label``)
+
+    @property
+    def name(self) -> str:
+        """How ``run``, ``extract`` and a table from tasks name it: ``glue:FUNCTION:FIRST_LINE``."""
+        return f"glue:{self.function}:{self.first}"
 
     @property
     def reach(self) -> str:
@@ -492,7 +499,9 @@ class FusionSite:
                 "lines": [self.first, self.last], "ops": list(self.ops), "launches_per_call": self.launches,
                 "launches_per_step": self.per_step, "frequency": self.frequency, "score": round(self.score, 2),
                 "reach": self.reach, "undecided": list(self.undecided), "host_syncs": list(self.syncs),
-                "todos": list(self.todos), "presets": self.presets}
+                "todos": list(self.todos), "presets": self.presets,
+                **({"measured_share": self.measured_share, "measured_of": self.measured_of}
+                   if self.measured_share is not None else {})}
 
 
 def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], layers: dict[str, int],
