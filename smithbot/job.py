@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 from evaluator import TaskError
 from smithbot import api
+from smithbot.repo import home
 from smithbot.scan.glue import FusionSite
 from smithbot.types import KernelSite
 
@@ -22,9 +23,10 @@ MIN_SHARE_S = 10.0  # less than this left of --time-total: no kernel can be extr
 # compile the baseline at every case), a search, and VERIFY_S. When the time left would give each kernel still to do
 # less, fewer kernels share it (one at least), rather than every one failing its self-check.
 MIN_KERNEL_S = 90.0
-# Measured first on a GPU: a pick already moving this share of the copy bandwidth at its decode case has little left
-# to gain, and one under MIN_STEP_US a step of its preset (launch overhead's order) too little to matter; both are
-# skipped, with the number, before any search
+# Measured first on a GPU: a pick already at this share of its nearer roof (copy bandwidth, or the dense matmul rate
+# for tl.dot work) at its decode case has little left to gain, and one with under MIN_STEP_US a step of its preset to
+# save, once an empty launch's cost is counted, too little to matter; both are skipped, with the number, before any
+# search
 NEAR_ROOFLINE, MIN_STEP_US = 0.9, 1.0
 
 
@@ -133,7 +135,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
             deadline = time.monotonic() + share
         _say_pick(site, name, row, say)
         rows.append(row)
-        _work_on(row, site, name, deadline, job, result.target.name)
+        _work_on(row, site, name, deadline, job, result)
     return rows
 
 
@@ -170,17 +172,22 @@ def _say_pick(site: KernelSite | FusionSite, name: str, row: JobRow, say: Callab
 
 
 def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: float | None, job: _Job,
-             target: str) -> None:
-    """One pick: extract it (a self-check in a quarter of its share), search, verify and propose, each within the
-    share's ``deadline``; ``row`` records how far it got and why it stopped."""
+             result: api.ScanResult) -> None:
+    """One pick: extract it from the job's own scan (its ``--model`` and profile: the share its task carries to
+    the PR) with a self-check in a quarter of its share, then search, verify and propose, each within the share's
+    ``deadline``; ``row`` records how far it got and why it stopped."""
+    from smithbot.extract.pipeline import extract_glue_site, extract_sites
     from smithbot.propose.github import ForgeError
     from smithbot.propose.pipeline import ProposeError
     from smithbot.propose.reinsert import ReinsertError
 
     say, fusion = job.say, isinstance(site, FusionSite)
     check_s = 300.0 if deadline is None else max(1.0, min(300.0, (deadline - time.monotonic()) / 4))
-    what = name if isinstance(site, FusionSite) else f"{site.path}::{site.qualname}"
-    [cov] = api.extract(job.spec, what, source=job.source, timeout_s=check_s)
+    base = home() / "workspaces" / result.target.name / "tasks"
+    if isinstance(site, FusionSite):
+        cov = extract_glue_site(result, site, None, base, True, check_s)
+    else:
+        [cov] = extract_sites(result, [site], lambda name: base / name, timeout_s=check_s)
     if not cov.checked or cov.out is None:
         row.why = cov.why
         say(f"extract: {name} skipped: {cov.why}")
@@ -190,7 +197,7 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
     if job.backend == "cuda" and _measured_first(row, site, name, cov.out, job, check_s):
         return
     if isinstance(site, FusionSite) and job.proposer == "inductor" and job.backend != "cuda" \
-            and _recorded_seed(target, site.function, cov.out):
+            and _recorded_seed(result.target.name, site.function, cov.out):
         say("inductor: no GPU here, so the seed is the Inductor output the target ships for this glue")
     row.stage = "evolve"
     search_s = job.time_s

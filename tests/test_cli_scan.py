@@ -9,9 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 from tests.evaluator.test_cli import assert_one_line_error
+
+DEMO_TRACE = ROOT / "tests" / "fixtures" / "demo-llama3-8b-decode-bs8.trace.json.gz"
 
 
 def run(*args: str, home: Path, columns: str = "200") -> subprocess.CompletedProcess[str]:
@@ -108,9 +111,12 @@ def test_run_ends_inside_its_total_time(tmp_path: Path) -> None:
 
     t0 = time.monotonic()
     r = run("run", "demo", "--kernel", "rms_norm", "--iterations", "1000", "--time-total", "90", "--backend",
-            "interpreter", home=tmp_path)
+            "interpreter", "--profile", str(DEMO_TRACE), home=tmp_path)
     wall = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-2000:]
     assert wall <= 90, f"the job took {wall:.1f} s of its 90"
     assert "## smithbot run: demo" in r.stdout and "| kernel |" in r.stdout
     assert "evolve:" in r.stderr  # a kernel got as far as its search
+    # the task comes from the job's own scan, ranked by the profile: its share reaches the task (and so the PR)
+    [task] = (tmp_path / "workspaces" / "demo" / "tasks").glob("*/task.yaml")
+    assert yaml.safe_load(task.read_text())["hotness"]["share"] > 0
