@@ -60,6 +60,18 @@ class JobRow:
     us_per_step: float | None = None  # the baseline's µs a step of ``measured_on``, timed before the search (GPU)
     measured_on: str = ""
     skipped: bool = False  # measured first and left: near its roofline, or too small to matter
+    marks: list[tuple[str, float]] = field(default_factory=list)  # (stage begun, time.monotonic()), then ("end", t)
+
+    def mark(self, stage: str) -> None:
+        self.marks.append((stage, time.monotonic()))
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        """Where the pick's time went: seconds per stage (extract, measure, search, verify, propose)."""
+        out: dict[str, float] = {}
+        for (stage, t0), (_, t1) in zip(self.marks, self.marks[1:]):
+            out[stage] = out.get(stage, 0.0) + t1 - t0
+        return out
 
 
 def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iterations: int = 8,
@@ -97,6 +109,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         profile = str(measured)
         say(f"ranked by {model}'s step as `smithbot profile --from-tasks` measured it on this GPU: {measured}")
     result = api.scan(spec, source, model=model, profile=profile)
+    t_scanned = time.monotonic()
     on = f"{'the ' + model if model else 'a preset'}'s default serving path"
     picks: Sequence[KernelSite | FusionSite]
     if fusion:
@@ -135,7 +148,16 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
             deadline = time.monotonic() + share
         _say_pick(site, name, row, say)
         rows.append(row)
-        _work_on(row, site, name, deadline, job, result)
+        row.mark("extract")
+        try:
+            _work_on(row, site, name, deadline, job, result)
+        finally:
+            row.mark("end")
+    spent = time.monotonic() - t_start
+    picks = sum(sum(r.seconds.values()) for r in rows)
+    say(f"time: {spent:.0f} s" + (f" of --time-total {time_total_s:.0f}" if time_total_s is not None else "")
+        + f"; the scan and ranking {t_scanned - t_start:.0f} s, {len(rows)} pick{'' if len(rows) == 1 else 's'} "
+          f"{picks:.0f} s (each pick's stages are in the summary)")
     return rows
 
 
@@ -194,12 +216,14 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
         return
     row.task = str(cov.out)
     say(f"extract: {cov.kernel} -> {cov.out} (self-check passed)")
+    row.mark("measure")
     if job.backend == "cuda" and _measured_first(row, site, name, cov.out, job, check_s):
         return
     if isinstance(site, FusionSite) and job.proposer == "inductor" and job.backend != "cuda" \
             and _recorded_seed(result.target.name, site.function, cov.out):
         say("inductor: no GPU here, so the seed is the Inductor output the target ships for this glue")
     row.stage = "evolve"
+    row.mark("search")
     search_s = job.time_s
     if deadline is not None:  # the search gets the share but what verification needs
         left = deadline - time.monotonic()
@@ -230,6 +254,7 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
         say(f"evolve: {name}: {nothing}")
         return
     row.stage = "verify"
+    row.mark("verify")
     v = api.verify(status.run_id, top=2, backend=job.backend, deadline=deadline)
     for verdict in v.verdicts:
         measured = (f" at {verdict.speedup:.3f}x [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}]"
@@ -245,6 +270,7 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
     else:
         row.speedup = next(d.speedup for d in v.verdicts if d.candidate == v.winner)
     row.stage = "propose"
+    row.mark("propose")
     try:
         [(_, published)] = api.propose([status.run_id], submit=job.submit, source=job.source)
     except (ProposeError, ReinsertError, ForgeError) as exc:
@@ -307,7 +333,7 @@ def summary_markdown(target: str, rows: list[JobRow], backend_note: str = "") ->
     if backend_note:
         lines += [f"> {backend_note}", ""]
     lines += ["| kernel | reached | µs/step (share of the measured part) | best in search | verified | GPU busy | "
-              "outcome |", "|---|---|---|---|---|---|---|"]
+              "seconds | outcome |", "|---|---|---|---|---|---|---|---|"]
     measured = sum(r.us_per_step or 0.0 for r in rows)
     for r in rows:
         best = f"{r.best:.3f}x" if r.best else "-"
@@ -315,7 +341,8 @@ def summary_markdown(target: str, rows: list[JobRow], backend_note: str = "") ->
         busy = f"{r.gpu_busy:.0%}" if r.gpu_busy is not None else "-"
         step = f"{r.us_per_step:.1f} ({r.us_per_step / measured:.0%}, {r.measured_on})" if r.us_per_step else "-"
         outcome = r.where or r.why
-        lines.append(f"| `{r.kernel}` | {r.stage} | {step} | {best} | {ver} | {busy} | "
+        spent = ", ".join(f"{stage} {s:.0f}" for stage, s in r.seconds.items() if s >= 0.5) or "-"
+        lines.append(f"| `{r.kernel}` | {r.stage} | {step} | {best} | {ver} | {busy} | {spent} | "
                      f"{outcome.replace('|', '/')[:300]} |")
     syncs = [(r.kernel, where) for r in rows for where in r.capture_failures]
     if syncs:

@@ -16,16 +16,19 @@ def test_the_summary_reports_host_bound_kernels_capture_failures_and_gpu_busy() 
                skipped=True, why="at 93% of copy bandwidth (61 launches × 0.16 µs at deepseek-v3-decode-bs64): little "
                                  "left to gain"),
     ]
+    rows[1].marks = [("extract", 0.0), ("measure", 30.0), ("search", 38.0), ("verify", 100.0), ("propose", 125.0),
+                     ("end", 126.0)]
     md = summary_markdown("sglang", rows)
     lines = md.splitlines()
     assert ("| kernel | reached | µs/step (share of the measured part) | best in search | verified | GPU busy | "
-            "outcome |") in lines
+            "seconds | outcome |") in lines
     router = next(x for x in lines if x.startswith("| `_router_kernel`"))
-    assert "| evolve | - | - | - | - | host-bound: kernel 3% of the call" in router
+    assert "| evolve | - | - | - | - | - | host-bound: kernel 3% of the call" in router
     act = next(x for x in lines if x.startswith("| `act_quant`"))
-    assert "| proposed | 30.0 (75%, deepseek-v3) | 1.250x | 1.240x | 71% | /tmp/out |" in act
+    assert ("| proposed | 30.0 (75%, deepseek-v3) | 1.250x | 1.240x | 71% | extract 30, measure 8, search 62, verify 25, "
+            "propose 1 | /tmp/out |") in act  # where the pick's time went
     copy = next(x for x in lines if x.startswith("| `copy_kernel`"))
-    assert "| extract | 10.0 (25%, deepseek-v3) | - | - | - | at 93% of copy bandwidth" in copy
+    assert "| extract | 10.0 (25%, deepseek-v3) | - | - | - | - | at 93% of copy bandwidth" in copy
     assert lines[-1] == "- `_router_kernel`, llama3-8b-decode-bs1: kernel.py:57: n = int(lens.max().item()) " \
                         "(RuntimeError: x)"
     assert summary_markdown("sglang", rows[1:]).count("CUDA graph") == 0  # nothing to report without a failure
