@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from evaluator import Evaluator, TaskError, load_task
-from evaluator.verdict import NOISE_FLOOR, slower_cases
+from evaluator.verdict import NOISE_FLOOR, changed_cases, slower_cases
 from smithbot.evolve.db import Candidate, RunDB
 from smithbot.evolve.search import run_dir
 
@@ -95,7 +95,15 @@ def verification_task(task_dir: Path, dest: Path, seed_factor: int = 2) -> Path:
     return dest
 
 
-def judge(r: Any) -> tuple[bool, str]:
+# The names of the shapes no model has: extraction's irregular cases and verification's; they test correctness on ragged
+# sizes, and a gain on them alone is not a gain in serving
+SYNTHETIC = ("irregular-", "verify-irregular-")
+
+
+def judge(r: Any, min_gain: float) -> tuple[bool, str]:
+    """Accepted when the evaluator promotes it (faster on the geomean, no case slower, each claimed case shown) and
+    it is shown faster on at least one model's shape, not only on the synthetic ragged ones (``SYNTHETIC``), where it
+    was measured on any (an extracted task's interpreter case is a ragged one alone)."""
     if not r.correct:
         return False, r.why
     slower = slower_cases(r.cases)
@@ -108,6 +116,11 @@ def judge(r: Any) -> tuple[bool, str]:
         lo = r.speedup_ci[0] if r.speedup_ci else float("nan")
         why = "; ".join([r.status, *r.flags, *([r.detail] if r.detail else [])])
         return False, f"not shown faster: geomean interval starts at {lo:.3f} ({why})"
+    faster = changed_cases(r.cases, min_gain)["faster"]
+    models = [c["name"] for c in r.cases if not c["name"].startswith(SYNTHETIC)]
+    if models and faster and all(name.startswith(SYNTHETIC) for name in faster):
+        return False, (f"faster only on shapes no model has ({', '.join(faster)}); unchanged on every model's shape"
+                       + (f" ({r.detail})" if r.detail else ""))
     return True, "faster on the geomean, and on no case slower" + (f": {r.detail}" if r.detail else "")
 
 
@@ -175,7 +188,7 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
             path.write_text(c.source or "")
             r = ev.submit(path, deadline=deadline, effort="verify").result()
             env = env or r.env
-            ok, why = judge_preview(r) if preview else judge(r)
+            ok, why = judge_preview(r) if preview else judge(r, ev.min_gain)
             verdicts.append(Verdict(c.id, ok, why, r.status, r.speedup, r.speedup_ci, list(r.cases), r.compiled))
             if ok:  # the first accepted is the winner: measuring the ones after it would not change that
                 break

@@ -125,16 +125,31 @@ def test_sanitize_removes_pings_and_references() -> None:
 def test_judge_rejects_any_slower_case_even_with_a_better_geomean() -> None:
     base = dict(candidate="c.py", task="t", backend="cuda", stage="verdict", speedup=1.3, speedup_ci=(1.25, 1.35))
     slower = EvalResult(status="promoted", cases=(_case("a", 1.9, 1.8, 2.0), _case("b", 0.97, 0.96, 0.98)), **base)
-    ok, why = judge(slower)
+    ok, why = judge(slower, 0.02)
     assert not ok and why.startswith("1 case(s) slower than the baseline beyond their interval and the 1% noise floor, "
                                      "worst b at 0.970x")
     fine = EvalResult(status="promoted", cases=(_case("a", 1.9, 1.8, 2.0), _case("b", 0.99, 0.97, 1.01)), **base)
-    assert judge(fine) == (True, "faster on the geomean, and on no case slower")
+    assert judge(fine, 0.02) == (True, "faster on the geomean, and on no case slower")
     within_noise = EvalResult(status="promoted", cases=(_case("a", 1.9, 1.8, 2.0), _case("b", 0.995, 0.993, 0.997)),
                               **base)
-    assert judge(within_noise)[0] is True  # 0.3% below 1, inside the between-run noise floor
+    assert judge(within_noise, 0.02)[0] is True  # 0.3% below 1, inside the between-run noise floor
     flat = EvalResult(status="correct", cases=(_case("a", 1.01, 0.99, 1.03),), **{**base, "speedup_ci": (0.99, 1.03)})
-    assert judge(flat)[0] is False and "not shown faster" in judge(flat)[1]
+    assert judge(flat, 0.02)[0] is False and "not shown faster" in judge(flat, 0.02)[1]
+
+
+def test_judge_rejects_a_gain_on_no_models_shape() -> None:
+    """Faster only on the synthetic ragged shapes, unchanged on every model's: no serving step gains, so nothing is
+    proposed (on the H200, lmdeploy's `_fused_noaux_tc_kernel` once reached 1.039x this way); one model shape gaining
+    is enough."""
+    base = dict(candidate="c.py", task="t", backend="cuda", stage="verdict", speedup=1.04, speedup_ci=(1.027, 1.047))
+    ragged = tuple({**_case(name, 1.2, 1.15, 1.25), "sign_p": 1e-6}  # each won all its rounds
+                   for name in ("irregular-decode-bs3", "verify-irregular-decode-tokens5"))
+    model = _case("deepseek-v3-decode-bs64", 1.0, 0.99, 1.01)
+    ok, why = judge(EvalResult(status="promoted", cases=(*ragged, model), **base), 0.02)
+    assert not ok and why.startswith("faster only on shapes no model has (irregular-decode-bs3, "
+                                     "verify-irregular-decode-tokens5)")
+    gains = {**_case("deepseek-v3-prefill-4k", 1.2, 1.15, 1.25), "sign_p": 1e-6}
+    assert judge(EvalResult(status="promoted", cases=(*ragged, model, gains), **base), 0.02)[0] is True
 
 
 def test_a_fusion_on_the_interpreter_is_judged_on_correctness_and_fewer_launches() -> None:
