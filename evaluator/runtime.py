@@ -83,7 +83,7 @@ class LaunchCounter:
     # Arguments every launch of a kernel that takes them is given (``flops.count``'s counter)
     extra: dict[str, Any] | None = None
     inside = 0  # > 0 while a launch runs: the interpreter's torch ops (its argument copies) are part of the launch
-    # With a list here, each GPU launch appends its (start, end) CUDA events, recorded behind a spin of the GPU that
+    # With a list here, each GPU launch appends its (kernel, start, end) CUDA events, recorded behind a spin of the GPU that
     # outlasts the host's launch: the GPU then reaches the kernel with it already queued, and the events bracket the
     # kernel's own time however long the host took (no profiler start needed).
     timed: list[tuple[Any, Any]] | None = None
@@ -127,7 +127,7 @@ class LaunchCounter:
                 start.record()
                 out = _original(self, *args, **kwargs)
                 end.record()
-                LaunchCounter.timed.append((start, end))
+                LaunchCounter.timed.append((getattr(getattr(self, "fn", None), "__name__", "?"), start, end))
                 return out
 
             klass.run = run  # type: ignore[method-assign]

@@ -191,11 +191,32 @@ def host_probe(fn: Callable[..., Any], harness: Any, case: Case, seed: int) -> d
         for _ in range(PROBE_CALLS):
             fn(**args)
         torch.cuda.synchronize()
-        gpu_us = sum(a.elapsed_time(b) for a, b in LaunchCounter.timed) * 1e3 / PROBE_CALLS
+        gpu_us = sum(a.elapsed_time(b) for _, a, b in LaunchCounter.timed) * 1e3 / PROBE_CALLS
     finally:
         LaunchCounter.timed = None
     return {"case": case.name, "captured": False, "capture_error": error, "call_us": call_us, "gpu_us": gpu_us,
             "share": gpu_us / max(call_us, 1e-3)}
+
+
+def kernel_times(fn: Callable[..., Any], args: dict[str, Any], calls: int = 3) -> dict[str, float]:
+    """Each Triton kernel's own GPU time in one call of ``fn`` (its launches summed), in µs, the median of ``calls``
+    calls: every launch bracketed by CUDA events behind a spin (``LaunchCounter.timed``), so that a call which
+    launches several kernels says what each of them costs."""
+    fn(**args)
+    torch.cuda.synchronize()
+    per_call: list[dict[str, float]] = []
+    try:
+        for _ in range(calls):
+            LaunchCounter.timed = []
+            fn(**args)
+            torch.cuda.synchronize()
+            spent: dict[str, float] = {}
+            for name, a, b in LaunchCounter.timed:
+                spent[name] = spent.get(name, 0.0) + a.elapsed_time(b) * 1e3
+            per_call.append(spent)
+    finally:
+        LaunchCounter.timed = None
+    return {name: float(np.median([c.get(name, 0.0) for c in per_call])) for name in per_call[0]}
 
 
 def host_bound(probes: list[dict[str, Any]]) -> str:

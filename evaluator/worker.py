@@ -206,7 +206,8 @@ class Worker:
     def time_baseline(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
         """The baseline timed against itself on the named cases: what one call costs, and the bytes it moves per
         second (``cand_bw_fraction``: of the copy bandwidth), its ``tl.dot`` work (``_dot_work``) and, on the GPU,
-        what an empty launch costs (``launch_us``). What a step spends in it, before anything is searched."""
+        what an empty launch costs (``launch_us``) and each Triton kernel's own time in the call (``kernel_us``). What
+        a step spends in it, before anything is searched."""
         from evaluator.timing import time_cases
 
         try:
@@ -218,7 +219,8 @@ class Worker:
                                         int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps, 0.0,
                                         float(req.get("case_s", 0.05)))
                 floor = {} if prep.interpreter else {"launch_us": launch_us(self.env)}
-                rows = [{**t.as_dict(), **self._dot_work(prep, i, case, t.base_us), **floor}
+                rows = [{**t.as_dict(), **self._dot_work(prep, i, case, t.base_us), **floor,
+                         **({} if prep.interpreter else self._kernel_times(prep, i, case))}
                         for i, (case, t) in enumerate(zip(cases, timings))]
         except TaskError as exc:
             return {"status": "task_error", "detail": str(exc)}
@@ -227,6 +229,17 @@ class Worker:
             return {"status": status, "detail": _describe(exc).strip()[:2000], "fatal": fatal,
                     "log": traceback.format_exc()[-4000:]}
         return {"status": "measured", "cases": rows, "env": self.env, "copy_gbps": self.copy_gbps}
+
+    def _kernel_times(self, prep: _Prepared, i: int, case: Any) -> dict[str, Any]:
+        """Each Triton kernel's own time in one call on ``case`` (``timing.kernel_times``): ``{kernel_us}``, or
+        ``kernel_us_error`` where it cannot be had (the call's time stands)."""
+        from evaluator.timing import kernel_times
+
+        try:
+            return {"kernel_us": kernel_times(prep.base, correctness.make_args(prep.harness, case,
+                                                                               correctness.seed_for(i, 0), prep.device))}
+        except Exception as exc:  # a breakdown is a hint: the call's own timing above is the measurement
+            return {"kernel_us_error": _describe(exc).strip().splitlines()[-1][:300]}
 
     def _dot_work(self, prep: _Prepared, i: int, case: Any, us: float) -> dict[str, Any]:
         """The ``tl.dot`` work of one baseline call on ``case`` (``flops.count``) and, on the GPU, the share of the

@@ -253,7 +253,7 @@ def _profile_tasks(target: str, model: str | None, top: int, source: str | None,
     t = Table(title=f"{table.target}: {table.preset}'s step measured from tasks {where}, "
                     f"{table.measured_us:.1f} µs/step in the measured part")
     for col in ("#", "kernel or glue", "reach", "a step", "µs (decode)", "µs/step (share of the measured part)",
-                "µs (prefill)", "of copy bw", "of dense matmul rate", "µs/step to save at most", "why not measured"):
+                "µs (prefill)", "of copy bw", "of dense matmul rate", "µs/step to save at most", "note"):
         t.add_column(col, overflow="fold")
     rows = sorted(table.rows, key=lambda r: -(r.us_per_step or -1.0))
     for i, r in enumerate(rows[:limit] if limit else rows, 1):
@@ -262,7 +262,7 @@ def _profile_tasks(target: str, model: str | None, top: int, source: str | None,
         t.add_row(str(i), r.name, r.reach, f"{r.per_step}", _us(r.us),
                   f"{r.us_per_step:.1f} ({share:.1%})" if timed else "-", _us(r.prefill_us),
                   bandwidth(r.bw_fraction), compute(r),
-                  f"{r.us_per_step * headroom(r, table.launch_us):.1f}" if timed else "-", r.why or "")
+                  f"{r.us_per_step * headroom(r, table.launch_us):.1f}" if timed else "-", r.why or r.note)
     if table.launch_us:
         err.print(f"an empty launch costs {table.launch_us:.2f} µs here: no call saves more than its time less that",
                   highlight=False)

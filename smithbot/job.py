@@ -289,7 +289,7 @@ def _measured_first(row: JobRow, site: KernelSite | FusionSite, name: str, task:
     bandwidth, or the dense matmul rate for ``tl.dot`` work), or with under ``MIN_STEP_US`` a step left to save once
     an empty launch's cost is counted. The preset is ``--model``, else the one whose step launches it most: the first of
     those the task has cases of."""
-    from smithbot.measure import Row, bandwidth, compute, headroom, reached, time_baseline
+    from smithbot.measure import Row, bandwidth, compute, headroom, own_time, reached, time_baseline
 
     counts = {p: site.runs(p) for p in site.presets} if isinstance(site, FusionSite) else dict(site.per_step)
     if not counts:
@@ -297,6 +297,8 @@ def _measured_first(row: JobRow, site: KernelSite | FusionSite, name: str, task:
     order = sorted(counts, key=lambda p: (p != job.model, -counts[p]))  # --model's cases, else the busiest preset's
     try:
         got = time_baseline(task, order, timeout_s)
+        if isinstance(site, KernelSite):
+            got = own_time(got, site.name)
     except TaskError as exc:  # the search will say it again, with its own evaluator
         job.say(f"measure: {name}: its baseline could not be timed ({exc})")
         return False
@@ -308,7 +310,7 @@ def _measured_first(row: JobRow, site: KernelSite | FusionSite, name: str, task:
     row.us_per_step, row.measured_on = step, preset
     each = (f"{n} {'launches' if isinstance(site, KernelSite) else 'runs'} × {measured.us:.2f} µs at "
             f"{got['decode_case']}")
-    roofs = f"of copy bandwidth: {bandwidth(measured.bw_fraction)}" + (
+    roofs = got.get("note") or f"of copy bandwidth: {bandwidth(measured.bw_fraction)}" + (
         f"; of the dense matmul rate: {compute(measured)}" if measured.flops else "")
     at = reached(measured)
     left = step * headroom(measured, got["launch_us"])

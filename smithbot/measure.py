@@ -53,6 +53,7 @@ class Row:
     flop_fraction: float | None = None
     flops: int | None = None  # that work, multiply-adds × 2 per call
     why: str = ""  # why it has no time
+    note: str = ""  # what its time is, where its task's call launches other kernels too
 
     @property
     def us_per_step(self) -> float | None:
@@ -174,7 +175,21 @@ def time_baseline(task_dir: Path, presets: list[str], timeout_s: float) -> dict[
                 "bw_fraction": first["cand_bw_fraction"] or None, "flop_fraction": first.get("flop_fraction"),
                 "flops": sum(first["flops"].values()) if first.get("flops") else None,
                 "launch_us": first.get("launch_us"), "prefill_case": second["name"] if second else "",
-                "prefill_us": second["base_us"] if second else None}
+                "prefill_us": second["base_us"] if second else None, "entry": ev.task.entry,
+                "kernel_us": first.get("kernel_us") or {},
+                "prefill_kernel_us": (second.get("kernel_us") or {}) if second else {}}
+
+
+def own_time(got: dict[str, Any], kernel: str) -> dict[str, Any]:
+    """A kernel's measurement from ``time_baseline``'s: where its task's call (an op) launches other Triton kernels
+    too, the time is the kernel's own within the call (``kernel_us``), with no roofline (the call's bytes and work
+    are not its own) and a ``note`` that says so; else the call's, as it is."""
+    others = sorted(set(got["kernel_us"]) - {kernel})
+    if not others or kernel not in got["kernel_us"]:
+        return got
+    return {**got, "us": got["kernel_us"][kernel], "prefill_us": got["prefill_kernel_us"].get(kernel),
+            "bw_fraction": None, "flop_fraction": None, "flops": None,
+            "note": f"its own time in {got['entry']}(), which also launches {', '.join(others)}: no roofline"}
 
 
 def decode_case(names: list[str], preset: str = "") -> str | None:
@@ -218,6 +233,8 @@ def measure(result: Any, preset: ModelPreset, top: int, base: Path, timeout_s: f
             progress(rows[i].name)
         try:
             got[i] = time_baseline(Path(rows[i].task), [preset.name], timeout_s)
+            if rows[i].kind == "kernel":
+                got[i] = own_time(got[i], rows[i].name)
         except TaskError as exc:
             rows[i] = replace(rows[i], why=f"not timed: {exc}")
 
@@ -231,8 +248,8 @@ def measure(result: Any, preset: ModelPreset, top: int, base: Path, timeout_s: f
         if jobs > 1 and "out of memory" in rows[i].why.lower():
             rows[i] = replace(rows[i], why="")
             timed(i)
-    out = [replace(r, **{k: v for k, v in got[i].items() if k not in ("backend", "preset", "launch_us")}) if i in got else r
-           for i, r in enumerate(rows)]
+    fields = set(Row.__dataclass_fields__)
+    out = [replace(r, **{k: v for k, v in got[i].items() if k in fields}) if i in got else r for i, r in enumerate(rows)]
     first = next(iter(got.values()), {})
     backend, launch = first.get("backend", ""), first.get("launch_us")  # (the same for every task: the evaluator's)
     if all(r.us is None for r in out):

@@ -275,3 +275,38 @@ def test_a_table_from_tasks_gives_glue_runs_their_share_and_ranks_them(tmp_path:
     cov = extract_glue_site(result, site, None, tmp_path / "tasks", False, 120.0)
     hot = yaml.safe_load((Path(cov.out) / "task.yaml").read_text())["hotness"]
     assert hot["share"] == pytest.approx(0.25) and "from extracted tasks" in hot["measured"]
+
+
+def test_a_kernel_in_an_op_that_launches_others_gets_its_own_time_and_no_roofline() -> None:
+    """A kernel's task may be the op that launches it among others (a fused MoE's sorting kernels): its row takes the
+    kernel's own time in the call, not the op's (on the H200 three sorting kernels each took the whole MoE's 1.4 ms),
+    and claims no roofline, since the call's bytes and work are not its own."""
+    from smithbot.measure import own_time
+
+    got = {"us": 1428.0, "prefill_us": 5000.0, "bw_fraction": 0.95, "flop_fraction": 0.64, "flops": 10**11,
+           "entry": "fused_moe_blocked_fp8", "kernel_us": {"_fill_block_meta_kernel": 3.5, "fused_moe_kernel": 1400.0},
+           "prefill_kernel_us": {"_fill_block_meta_kernel": 9.0, "fused_moe_kernel": 4900.0}}
+    own = own_time(got, "_fill_block_meta_kernel")
+    assert (own["us"], own["prefill_us"]) == (3.5, 9.0)
+    assert own["bw_fraction"] is own["flop_fraction"] is own["flops"] is None
+    assert own["note"] == ("its own time in fused_moe_blocked_fp8(), which also launches fused_moe_kernel: "
+                           "no roofline")
+    alone = {**got, "kernel_us": {"fused_moe_kernel": 1400.0}}
+    assert own_time(alone, "fused_moe_kernel") is alone  # the call is the kernel's: its time and roofline stand
+
+
+@pytest.mark.gpu
+def test_each_kernel_of_a_call_is_timed_on_its_own() -> None:
+    """The bundled moe_routing call launches two kernels: the baseline's timing gives each one's own time, and they
+    add up to no more than the call's."""
+    import torch
+
+    from evaluator import Evaluator
+
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    with Evaluator(ROOT / "smithbot" / "tasks" / "moe_routing", backend="cuda") as ev:
+        [case] = ev.time_baseline([ev.case_names[0]])
+    assert set(case["kernel_us"]) == {"_expert_count_kernel", "_topk_softmax_kernel"}
+    assert all(us > 0 for us in case["kernel_us"].values())
+    assert sum(case["kernel_us"].values()) <= case["base_us"] * 1.5  # (eager events, against a graph's replay)

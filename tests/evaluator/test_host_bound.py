@@ -119,7 +119,7 @@ def test_the_probe_times_the_kernel_not_the_hosts_launch() -> None:
             time.sleep(0.002)  # host work: the GPU has drained its queue before each launch
             launch()
         torch.cuda.synchronize()
-        each = [a.elapsed_time(b) * 1e3 for a, b in LaunchCounter.timed]
+        each = [a.elapsed_time(b) * 1e3 for _, a, b in LaunchCounter.timed]
     finally:
         LaunchCounter.timed = None
     assert len(each) == 20
