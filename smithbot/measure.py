@@ -157,7 +157,8 @@ def time_baseline(task_dir: Path, presets: list[str], timeout_s: float) -> dict[
     """The task's baseline timed against itself at the decode case (batch 64, else the nearest) and the first
     prefill case of the first of ``presets`` it has cases of, on the GPU; under the interpreter, on its interpreter
     cases. ``{backend, preset, decode_case, us, bw_fraction, flop_fraction, flops, launch_us, prefill_case,
-    prefill_us}`` (``preset`` None under the interpreter); raises TaskError when the task cannot run, or on the GPU
+    prefill_us, entry, kernel_us, prefill_kernel_us}`` (``preset`` None under the interpreter; ``kernel_us``: each
+    Triton kernel's own µs in the call, on the GPU); raises TaskError when the task cannot run, or on the GPU
     has no case of any of ``presets`` (another model's shapes would say nothing of these)."""
     with Evaluator(task_dir, workers_per_gpu=1, timeout_s=timeout_s, prepare_timeout_s=timeout_s) as ev:
         names = ev.case_names
