@@ -310,3 +310,16 @@ def test_each_kernel_of_a_call_is_timed_on_its_own() -> None:
     assert set(case["kernel_us"]) == {"_expert_count_kernel", "_topk_softmax_kernel"}
     assert all(us > 0 for us in case["kernel_us"].values())
     assert sum(case["kernel_us"].values()) <= case["base_us"] * 1.5  # (eager events, against a graph's replay)
+
+
+def test_only_a_gpu_table_ranks_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run --model` ranks by the preset's table from tasks only where the GPU made it: an interpreter's table (CPU
+    times) is kept under its own name and ranks nothing by itself."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path))
+    profiles = tmp_path / "workspaces" / "demo" / "profiles"
+    profiles.mkdir(parents=True)
+    (profiles / "llama3-8b-tasks-decode-bs64-interpreter.json").write_text("{}")
+    assert api.tasks_trace("demo", "llama3-8b") is None
+    gpu = profiles / "llama3-8b-tasks-decode-bs64.json"
+    gpu.write_text("{}")
+    assert api.tasks_trace("demo", "llama3-8b") == gpu
