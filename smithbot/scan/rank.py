@@ -247,7 +247,8 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
     elif not fallback:
         if reach is not None and launches:
             status = "never"
-            reasons.append(f"never: {off}" if off else "never: on no preset's default path")
+            reasons.append(f"never: {off}" if off else "never: the walk from the serving entries reaches no launch of "
+                           "it (no test decided it off: a call the walk cannot follow leaves a kernel here too)")
         elif any(la.cuda_branch for la in launches):
             score += 1.0
             reasons.append("CUDA branch +1")
