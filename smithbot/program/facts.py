@@ -298,6 +298,9 @@ class _Visitor(ast.NodeVisitor):
                 branches = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
                 dicts = self.fn.setdefault("_dicts", {})
                 pairs = [dict_pairs(b) for b in branches]
+                if None not in pairs and len(pairs) == 2:  # d = dict(a=1) if c else {}: a key one branch lacks may
+                    # not be passed at all, so its value is not known ("?"), not the other branch's
+                    pairs = [{k: v if all(k in p for p in pairs) else "?" for k, v in p.items()} for p in pairs]
                 dicts[t.id] = None if None in pairs or (t.id in dicts and dicts[t.id] is None) \
                     else _merged(dicts.get(t.id) or {}, *pairs)
             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):

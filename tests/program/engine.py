@@ -25,7 +25,7 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "pool_int4_kernel", "pool_unfused_kernel", "pool_packed_kernel", "pool_plain_topk_kernel",
                "mha_core_kernel", "mla_core_kernel", "pool_gate_packed_kernel", "pool_gate_plain_kernel",
                "staged_async_kernel", "staged_plain_kernel", "staged_wide_kernel", "plan_run_kernel",
-               "plan_skip_kernel", "one_shot_kernel")
+               "plan_skip_kernel", "one_shot_kernel", "norm_cast_kernel", "norm_plain_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -593,6 +593,17 @@ class Gate:
             k.pool_gate_plain(x)
 
 
+class Norm:
+    def __init__(self, cast=False):
+        self.cast = cast
+
+    def forward(self, x):
+        if self.cast:
+            k.norm_cast(x)
+        else:
+            k.norm_plain(x)
+
+
 class Kind:
     PLAIN = 0
     ASYNC = 1
@@ -682,6 +693,8 @@ def pool_step(x):
     gate_kw = dict(top=2)
     gate = Gate(**gate_kw)
     gate.forward(x)
+    norm_kw = dict(cast=True) if x.rare else {}
+    Norm(**norm_kw).forward(x)
     Staged().forward(x)
 ''',
     "eng/rocm_impl.py": '''from eng.kernels import mla as k

@@ -304,3 +304,7 @@ def test_a_keyword_dict_the_defaults_leave_empty_passes_nothing(engine: str) -> 
     # the same through a constructor: `Gate(**gate_kw)` with a dict that lacks `packed` keeps its None default
     assert_default(sites, "pool_gate_plain_kernel")
     assert_never(sites, ("pool_gate_packed_kernel", "self.packed is not None"))
+    # `Norm(**norm_kw)` with `dict(cast=True) if x.rare else {}`: `cast` may not be passed at all, so neither branch
+    # of `self.cast` is decided (once, the dict's one-branch key counted as always passed: cast_kernel default)
+    assert sites["norm_cast_kernel"].reach == "possible", sites["norm_cast_kernel"].reasons
+    assert sites["norm_plain_kernel"].reach == "possible", sites["norm_plain_kernel"].reasons
