@@ -386,23 +386,26 @@ def summarize(ratios: list[np.ndarray], margin: float, rng: np.random.Generator)
             "rounds": n, "margin": margin, "wins": wins, "sign_p": sign_p(wins, n)}
 
 
+def _sampled_ms(fn: Callable[[], Any], samples: int, warm: int = 3) -> list[float]:
+    """``fn``'s GPU time in ms, one CUDA-event pair per call (``_elapsed_us``), after ``warm`` calls."""
+    for _ in range(warm):
+        fn()
+    out = []
+    for _ in range(samples):
+        s, e = _elapsed_us(fn, 1)
+        torch.cuda.synchronize()
+        out.append(s.elapsed_time(e))
+    return out
+
+
 def measure_copy_gbps(n_bytes: int = 1 << 30) -> float:
     """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written (median of 20)."""
     src = torch.empty(n_bytes // 4, dtype=torch.float32, device="cuda").uniform_()
     dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    samples = []
-    for _ in range(20):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        dst.copy_(src)
-        e.record()
-        torch.cuda.synchronize()
-        samples.append(2 * n_bytes / (s.elapsed_time(e) * 1e-3) / 1e9)
+    ms = _sampled_ms(lambda: dst.copy_(src), 20)
     del src, dst
     torch.cuda.empty_cache()
-    return float(np.median(samples))
+    return float(np.median([2 * n_bytes / (t * 1e-3) / 1e9 for t in ms]))
 
 
 def measure_dense_tflops(n: int = 8192) -> dict[int, float]:
@@ -410,17 +413,7 @@ def measure_dense_tflops(n: int = 8192) -> dict[int, float]:
     fp32 as tf32 (what ``tl.dot`` makes of fp32 by default); the best of 10 ``n``-cubed products each. A width whose
     product this torch cannot run is left out."""
     def best(fn: Callable[[], Any]) -> float:
-        for _ in range(3):
-            fn()
-        samples = []
-        for _ in range(10):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            torch.cuda.synchronize()
-            samples.append(2 * n**3 / (s.elapsed_time(e) * 1e-3) / 1e12)
-        return max(samples)
+        return 2 * n**3 / (min(_sampled_ms(fn, 10)) * 1e-3) / 1e12
 
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -459,13 +452,4 @@ def measure_launch_us(launches: int = 200) -> float:
     with torch.cuda.graph(graph, stream=stream):
         for _ in range(launches):
             _empty[(1,)](x)
-    graph.replay()
-    samples = []
-    for _ in range(20):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        graph.replay()
-        e.record()
-        torch.cuda.synchronize()
-        samples.append(s.elapsed_time(e) * 1e3 / launches)
-    return float(np.median(samples))
+    return float(np.median(_sampled_ms(graph.replay, 20, warm=1))) * 1e3 / launches
