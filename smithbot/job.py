@@ -110,18 +110,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
         say(f"ranked by {model}'s step as `smithbot profile --from-tasks` measured it on this GPU: {measured}")
     result = api.scan(spec, source, model=model, profile=profile)
     t_scanned = time.monotonic()
-    on = f"{'the ' + model if model else 'a preset'}'s default serving path"
-    picks: Sequence[KernelSite | FusionSite]
-    if fusion:
-        n = len(result.fusion)
-        say(f"scan: {n} run{'' if n == 1 else 's'} of torch glue on {on}; most torch ops a step: "
-            + ", ".join(f"{g.name} ({g.per_step})" for g in result.fusion[:4]))
-        picks = [api.find_glue(result, k.removeprefix("glue:")) for k in kernels] if kernels else result.fusion
-    else:
-        launched = [s for s in result.sites if s.role == "launched"]
-        say(f"scan: {len(launched)} launched kernels in {result.target.name}, {len([s for s in launched if s.presets])} "
-            f"on {on}; hottest: " + ", ".join(f"{s.name} ({s.hotness:g})" for s in launched[:4]))
-        picks = [api.find_kernel(result, k) for k in kernels] if kernels else launched
+    picks = _picks(result, fusion, kernels, model, say)
     job = _Job(spec, source, proposer or ("inductor" if fusion else "tune"), iterations, time_s, budget_usd, used,
                config, submit, say, on_update, model)
     rows: list[JobRow] = []
@@ -153,12 +142,33 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
             _work_on(row, site, name, deadline, job, result)
         finally:
             row.mark("end")
-    spent = time.monotonic() - t_start
-    picks = sum(sum(r.seconds.values()) for r in rows)
-    say(f"time: {spent:.0f} s" + (f" of --time-total {time_total_s:.0f}" if time_total_s is not None else "")
-        + f"; the scan and ranking {t_scanned - t_start:.0f} s, {len(rows)} pick{'' if len(rows) == 1 else 's'} "
-          f"{picks:.0f} s (each pick's stages are in the summary)")
+    say(_time_line(rows, time.monotonic() - t_start, t_scanned - t_start, time_total_s))
     return rows
+
+
+def _picks(result: api.ScanResult, fusion: bool, kernels: list[str] | None, model: str | None,
+           say: Callable[[str], None]) -> Sequence[KernelSite | FusionSite]:
+    """The job's candidates in the scan's ranking (the named ones, where ``kernels`` names them): runs of torch glue
+    with ``fusion``, else launched kernels; a line says what the scan found."""
+    on = f"{'the ' + model if model else 'a preset'}'s default serving path"
+    if fusion:
+        n = len(result.fusion)
+        say(f"scan: {n} run{'' if n == 1 else 's'} of torch glue on {on}; most torch ops a step: "
+            + ", ".join(f"{g.name} ({g.per_step})" for g in result.fusion[:4]))
+        return [api.find_glue(result, k.removeprefix("glue:")) for k in kernels] if kernels else result.fusion
+    launched = [s for s in result.sites if s.role == "launched"]
+    say(f"scan: {len(launched)} launched kernels in {result.target.name}, {len([s for s in launched if s.presets])} "
+        f"on {on}; hottest: " + ", ".join(f"{s.name} ({s.hotness:g})" for s in launched[:4]))
+    return [api.find_kernel(result, k) for k in kernels] if kernels else launched
+
+
+def _time_line(rows: list[JobRow], spent: float, scan_s: float, total_s: float | None) -> str:
+    """Where the job's time went, in one line: the scan and ranking, then the picks (their stages are in the
+    summary)."""
+    picks = sum(sum(r.seconds.values()) for r in rows)
+    return (f"time: {spent:.0f} s" + (f" of --time-total {total_s:.0f}" if total_s is not None else "")
+            + f"; the scan and ranking {scan_s:.0f} s, {len(rows)} pick{'' if len(rows) == 1 else 's'} "
+              f"{picks:.0f} s (each pick's stages are in the summary)")
 
 
 
@@ -199,11 +209,8 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
     the PR) with a self-check in a quarter of its share, then search, verify and propose, each within the share's
     ``deadline``; ``row`` records how far it got and why it stopped."""
     from smithbot.extract.pipeline import extract_glue_site, extract_sites
-    from smithbot.propose.github import ForgeError
-    from smithbot.propose.pipeline import ProposeError
-    from smithbot.propose.reinsert import ReinsertError
 
-    say, fusion = job.say, isinstance(site, FusionSite)
+    say = job.say
     check_s = 300.0 if deadline is None else max(1.0, min(300.0, (deadline - time.monotonic()) / 4))
     base = home() / "workspaces" / result.target.name / "tasks"
     if isinstance(site, FusionSite):
@@ -222,6 +229,15 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
     if isinstance(site, FusionSite) and job.proposer == "inductor" and job.backend != "cuda" \
             and _recorded_seed(result.target.name, site.function, cov.out):
         say("inductor: no GPU here, so the seed is the Inductor output the target ships for this glue")
+    run_id = _search(row, cov.out, name, isinstance(site, FusionSite), deadline, job)
+    if run_id:
+        _verify_and_propose(row, run_id, deadline, job)
+
+
+def _search(row: JobRow, task: Path, name: str, fusion: bool, deadline: float | None, job: _Job) -> str:
+    """The pick's search, in what its share leaves after verification's part: the run's id, or "" (with
+    ``row.why``) where nothing is worth verifying."""
+    say = job.say
     row.stage = "evolve"
     row.mark("search")
     search_s = job.time_s
@@ -230,13 +246,13 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
         share = max(1.0, left - min(max(VERIFY_S, VERIFY_SHARE * left), left / 2))
         search_s = min(search_s, share) if search_s is not None else share
     try:
-        status = api.evolve(cov.out, proposer=job.proposer, iterations=job.iterations, time_s=search_s,
+        status = api.evolve(task, proposer=job.proposer, iterations=job.iterations, time_s=search_s,
                             budget_usd=job.budget_usd, islands=2, seed=0, backend=job.backend, config=job.config,
                             on_update=job.on_update)
     except TaskError as exc:  # the task broke where the self-check did not look (more workers, the search's cases)
         row.why = f"the search could not start: {exc}"
         say(f"evolve: {name} stopped: {exc}")
-        return
+        return ""
     row.run, row.best, row.evaluated = status.run_id, status.best, status.evaluated
     row.gpu_busy = status.gpu_busy
     row.capture_failures = list(status.capture_failures or [])
@@ -247,15 +263,25 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
         + (f"; GPU busy {status.gpu_busy:.0%} of the search" if status.gpu_busy else ""))
     if status.host_bound:
         row.why = status.host_bound
-        return
+        return ""
     nothing = _none_correct(status.run_id, status.message)
     if nothing:  # verification would only say "no candidate passed"; the search's own failures say why
         row.why = nothing
         say(f"evolve: {name}: {nothing}")
-        return
+        return ""
+    return status.run_id
+
+
+def _verify_and_propose(row: JobRow, run_id: str, deadline: float | None, job: _Job) -> None:
+    """Verify the search's best candidates within the share and propose the winner, if one is accepted."""
+    from smithbot.propose.github import ForgeError
+    from smithbot.propose.pipeline import ProposeError
+    from smithbot.propose.reinsert import ReinsertError
+
+    say = job.say
     row.stage = "verify"
     row.mark("verify")
-    v = api.verify(status.run_id, top=2, backend=job.backend, deadline=deadline)
+    v = api.verify(run_id, top=2, backend=job.backend, deadline=deadline)
     for verdict in v.verdicts:
         measured = (f" at {verdict.speedup:.3f}x [{verdict.ci[0]:.3f}, {verdict.ci[1]:.3f}]"
                     if verdict.speedup is not None and verdict.ci and not v.preview else "")
@@ -272,7 +298,7 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
     row.stage = "propose"
     row.mark("propose")
     try:
-        [(_, published)] = api.propose([status.run_id], submit=job.submit, source=job.source)
+        [(_, published)] = api.propose([run_id], submit=job.submit, source=job.source)
     except (ProposeError, ReinsertError, ForgeError) as exc:
         row.why = str(exc)
         return
