@@ -71,7 +71,7 @@ class ScanResult:
     parsed: int
     cached: int
     path: Path  # where scan.json was written
-    fusion: list[Any] = field(default_factory=list)  # scan.glue.FusionSite: torch glue on the default paths
+    fusion: list[Any] = field(default_factory=list)  # scan.fusion.FusionSite: torch glue on the default paths
 
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:
@@ -113,7 +113,7 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
 def _scan(spec: str, source: str | None, rev: str | None, profile: str | None,
           progress: Callable[[int, int], None] | None, model: str | None, sets: dict[str, Any] | None) -> ScanResult:
     from smithbot.profile import read_trace
-    from smithbot.scan.glue import fusion_sites
+    from smithbot.scan.fusion import fusion_sites
     from smithbot.scan.reach import env_for, preset_reach, program_for
 
     target = resolve_target(spec)

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 from evaluator import TaskError
 from smithbot import api
 from smithbot.repo import home
-from smithbot.scan.glue import FusionSite
+from smithbot.scan.fusion import FusionSite
 from smithbot.types import KernelSite
 
 # A kernel's share of --time-total, after its extraction: the search, then verification, which gets a tenth of it and

@@ -25,7 +25,7 @@ from evaluator import Evaluator, TaskError
 from evaluator.pool import resolve_backend
 from smithbot.config import ConfigError, ModelPreset
 from smithbot.extract.pipeline import extract_glue_site, extract_sites
-from smithbot.scan.glue import FusionSite
+from smithbot.scan.fusion import FusionSite
 from smithbot.types import KernelSite
 
 DECODE_BATCH = 64

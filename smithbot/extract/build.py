@@ -409,7 +409,7 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tup
 
 def extract_glue(root: Path, commit: str | None, url: str, target: Target, site: Any, modules: dict[str, str],
                  out: Path) -> Path:
-    """Write a ``fusion`` task for torch glue (``site``: a ``scan.glue.FusionSite``) into ``out``: its baseline is the
+    """Write a ``fusion`` task for torch glue (``site``: a ``scan.fusion.FusionSite``) into ``out``: its baseline is the
     glue as a function of its inputs (``extract/glue.py``) with what it needs from its module; the inputs come from
     the target's specs and the name rules and layouts, as a launcher's do; provenance keeps the line span that a
     proposal replaces. Raises ExtractError with the reason when the glue's outputs cannot be known or its inputs

@@ -24,7 +24,7 @@ from smithbot.types import KernelSite
 
 if TYPE_CHECKING:
     from smithbot.api import ScanResult
-    from smithbot.scan.glue import FusionSite
+    from smithbot.scan.fusion import FusionSite
 
 
 @dataclass(frozen=True)

@@ -149,7 +149,7 @@ def questions(program: Program, idx: Indexed, reached: set[tuple[str, str]], cac
               ) -> dict[tuple[str, str], set[str]]:
     """The if-tests the call graph decides after its walk: around every kernel launch (in its wrapper), and around
     every glue run of a function it reached."""
-    from smithbot.scan.glue import runs_of
+    from smithbot.scan.fusion import runs_of
 
     out: dict[tuple[str, str], set[str]] = {}
     for f in idx.facts:

@@ -1,0 +1,190 @@
+"""The runs of torch glue (``scan.glue.file_glue``) on each preset's default path, as fusion sites: where each run
+sits on the path, the if-tests the defaults leave open, how often a step runs it, and whether torch.compile already
+compiles it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from smithbot import cache
+from smithbot.program.evaluate import Env, evaluate
+from smithbot.program.modules import Program
+from smithbot.scan.rank import short_path
+from smithbot.scan.glue import GLUE_VERSION, file_glue
+
+
+@dataclass(frozen=True)
+class FusionSite:
+    """A run of torch glue on a preset's default path: a candidate for one fused kernel."""
+
+    function: str  # qualified name
+    module: str
+    path: str
+    first: int
+    last: int
+    ops: tuple[str, ...]  # the launching ops, in order
+    launches: int  # per call
+    syncs: tuple[str, ...] = ()
+    todos: tuple[str, ...] = ()
+    # preset -> {"phases", "per_layer", "layers", "per_step", "path", "undecided", "tests"}
+    presets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    measured_share: float | None = None  # its share of a profile's step (``scan --profile``), where it has a row
+    measured_of: str = ""  # what that profile measured (``Profile.phase_label``)
+
+    @property
+    def name(self) -> str:
+        """How ``run``, ``extract`` and a table from tasks name it: ``glue:FUNCTION:FIRST_LINE``."""
+        return f"glue:{self.function}:{self.first}"
+
+    @property
+    def reach(self) -> str:
+        """default when some preset's path to it, and its own if-tests, are all decided for it; else possible."""
+        return "default" if any(not p["tests"] for p in self.presets.values()) else "possible"
+
+    @property
+    def undecided(self) -> tuple[str, ...]:
+        """The if-tests and dispatches left open on the most certain preset's path."""
+        return tuple(min((p["tests"] for p in self.presets.values()), key=len, default=[]))
+
+    def runs(self, preset: str) -> int:
+        """How many times a step of the preset runs this glue (its launches a step over its launches a call)."""
+        return max(1, self.presets[preset]["per_step"] // max(self.launches, 1))
+
+    @property
+    def per_step(self) -> int:
+        """Estimated launches per step, the most over presets (per-layer code times the preset's layers)."""
+        return max((p["per_step"] for p in self.presets.values()), default=self.launches)
+
+    @property
+    def score(self) -> float:
+        """What ranks it: launches per step, halved for each if-test or dispatch its path leaves undecided."""
+        return max((p["per_step"] * 0.5 ** len(p["tests"]) for p in self.presets.values()), default=0.0)
+
+    @property
+    def frequency(self) -> str:
+        """How often it runs, said for the preset with the most launches: ``per layer (48 layers)``."""
+        best = max(self.presets.values(), key=lambda p: p["per_step"], default=None)
+        if best is None:
+            return ""
+        if best["per_layer"]:
+            return f"per layer ({best['layers']} layers)" if best["layers"] else "per layer"
+        return "once per step"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "fusion", "function": self.function, "module": self.module, "path": self.path,
+                "lines": [self.first, self.last], "ops": list(self.ops), "launches_per_call": self.launches,
+                "launches_per_step": self.per_step, "frequency": self.frequency, "score": round(self.score, 2),
+                "reach": self.reach, "undecided": list(self.undecided), "host_syncs": list(self.syncs),
+                "todos": list(self.todos), "presets": self.presets,
+                **({"measured_share": self.measured_share, "measured_of": self.measured_of}
+                   if self.measured_share is not None else {})}
+
+
+def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], layers: dict[str, int],
+                 cache_dir: Path | None) -> list[FusionSite]:
+    """The glue runs of every function on a preset's default path (``reached``: ``scan.reach.PresetReach``).
+
+    A run's own if-tests are evaluated under the preset's serving defaults (``envs``) per phase the function runs
+    in: a run in a branch the defaults decide against is left out of that phase, one they leave open adds a bit of
+    uncertainty to its path. Default runs (every test on the path and its own decided) before possible ones, decode
+    before prefill-only, then by launches per step (per-layer code times ``layers``, the preset's layer count), halved
+    for each test or dispatch left open."""
+    found: dict[tuple[str, str, int], FusionSite] = {}
+    for pr in reached:
+        for (mod, qual), rs in pr.functions.items():
+            runs = runs_of(program, mod, cache_dir).get(qual, [])
+            if not runs or compiled(program, mod, qual):
+                continue  # (torch.compile fuses its ops already)
+            rel = program.modules[mod]
+            for run in runs:
+                asked = pr.answers.get((mod, qual), {})
+                kept = [(r, own) for r in rs for own in [_decide(program, mod, qual, run["tests"],
+                                                                  envs[pr.preset].with_phase(r.phase), asked)]
+                        if own is not None]
+                if not kept:
+                    continue
+                k = (mod, qual, run["first"], run["last"], tuple(run["ops"]))
+                if k not in found:
+                    found[k] = FusionSite(qual, mod, rel, run["first"], run["last"], tuple(run["ops"]),
+                                          run["launches"], tuple(run["syncs"]), tuple(run["todos"]), {})
+                per_layer = any(r.per_layer for r, _ in kept)
+                n = layers.get(pr.preset, 0) if per_layer else 1
+                best, own = min(kept, key=lambda rb: (bool(rb[0].tests) or bool(rb[1]), not rb[0].per_layer,
+                                                      rb[0].undecided + len(rb[1])))
+                found[k].presets[pr.preset] = {
+                    "phases": sorted({r.phase for r, _ in kept}, reverse=True), "per_layer": per_layer,
+                    "layers": n if per_layer and n > 1 else None, "per_step": run["launches"] * max(n, 1),
+                    "path": short_path(best.path),
+                    "undecided": round(best.undecided + len(own), 2),
+                    "tests": [*best.tests, *(f"{t} ({rel}:{run['first']})" for t in own)]}
+    order = sorted(found.values(), key=lambda s: (s.reach != "default",
+                                                  not any("decode" in p["phases"] for p in s.presets.values()),
+                                                  -s.score, -len(s.todos), s.path, s.first))
+    # of the runs a stretch makes through its branches, the first in that order stands for them
+    kept: dict[tuple[str, str, int], FusionSite] = {}
+    for site in order:
+        kept.setdefault((site.module, site.function, site.first), site)
+    return list(kept.values())
+
+
+def compiled(program: Program, mod: str, qual: str) -> bool:
+    """Whether the function runs under torch.compile: decorated with ``torch.compile`` or with a decorator of the
+    engine's whose code calls it (``@safe_torch_compile(dynamic=True)``)."""
+    f = program.facts(mod)
+    fn = (f or {}).get("functions", {}).get(qual)
+    for dec, _ in (fn or {}).get("decorators", []):
+        if dec.split(".")[-1] == "compile" and dec.split(".")[0] in ("torch", "compile"):
+            return True
+        head, _, rest = dec.partition(".")
+        where = (mod, dec) if head in (f or {}).get("functions", {}) else None
+        imported = (f or {}).get("imports", {}).get(head)
+        if where is None and imported:
+            where = program.split(f"{imported}.{rest}".rstrip("."))
+        if where is None or where[1] == "":
+            continue
+        df = program.facts(where[0]) or {}
+        if any(q == where[1] or q.startswith(where[1] + ".")
+               for q, g in df.get("functions", {}).items()
+               if any(c[0] in ("torch.compile", "compile") for c in g["calls"])):
+            return True
+    return False
+
+
+def runs_of(program: Program, mod: str, cache_dir: Path | None) -> dict[str, list[dict[str, Any]]]:
+    """The glue runs of a module's functions (``file_glue``), cached by content."""
+    rel = program.modules.get(mod)
+    if rel is None or rel not in program.texts:
+        return {}
+    if rel not in program.glue:
+        data = program.texts[rel]
+        key = hashlib.sha256(f"{GLUE_VERSION}|".encode() + data).hexdigest()
+        path = cache_dir / key[:2] / f"{key}.json" if cache_dir else None
+        got = cache.load(path)
+        if got is None:
+            got = file_glue(data)
+            cache.store(path, got)
+        program.glue[rel] = got
+    return program.glue[rel]
+
+
+def _decide(program: Program, mod: str, qual: str, tests: list[list[Any]], env: Env,
+            asked: dict[str, dict[str, Any]] | None = None) -> list[str] | None:
+    """None when the defaults decide one of a run's if-tests against its branch, else the tests they leave open.
+    A test the call graph answered after its walk (``asked``: test -> phase -> value) takes that answer; another
+    reads the function's own flags, then the module's assignments."""
+    f = program.facts(mod)
+    fn = (f or {}).get("functions", {}).get(qual) or {}
+    assigns, flags = (f or {}).get("assigns", {}), fn.get("flags", {})
+    open_ = []
+    for test, taken in tests:
+        got = (asked or {}).get(test, {})
+        d = got[env.phase] if env.phase in got else evaluate(test, env, lambda name: flags.get(name, assigns.get(name)))
+        if d is None:
+            open_.append(test)
+        elif d != taken:
+            return None
+    return open_
