@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import ast
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 PARAM = "_sb_flops"
 HELPER = "_sb_counted"
@@ -93,29 +94,36 @@ def instrument(source: str) -> str | None:
     return ast.unparse(ast.fix_missing_locations(tree))
 
 
-def count(kernel_path: Path, entry: str, call: Any, device: str, interpreter: bool) -> dict[int, int] | None:
-    """The ``tl.dot`` work (multiply-adds × 2) of one call, by operand width: ``call(fn)`` calls the instrumented
-    entry ``fn`` on a case's inputs. None where the module has no ``tl.dot``. It calls twice (an autotuner settles
-    on the first) and counts the second."""
-    import torch
-
-    from evaluator.runtime import LaunchCounter, load_module
+@contextmanager
+def counting(kernel_path: Path, entry: str, interpreter: bool) -> Iterator[Callable[..., Any] | None]:
+    """The task's entry from an instrumented copy of its kernel module (loaded once, from a temporary file that
+    lives as long as the context), or None where the module has no ``tl.dot``."""
+    from evaluator.runtime import load_module
 
     source = instrument(kernel_path.read_text())
     if source is None:
-        return None
+        yield None
+        return
     with tempfile.TemporaryDirectory(prefix="smithbot-flops-") as tmp:
         path = Path(tmp) / kernel_path.name
         path.write_text(source)
-        fn = getattr(load_module(path, "flops", interpreter), entry)
-        counter = torch.zeros(len(WIDTHS), dtype=torch.int64, device=device)
-        LaunchCounter.install()
-        LaunchCounter.extra = {PARAM: counter}
-        try:
-            call(fn)
-            counter.zero_()
-            call(fn)
-        finally:
-            LaunchCounter.extra = None
-        got = counter.tolist()
-    return {w: int(n) for w, n in zip(WIDTHS, got) if n}
+        yield getattr(load_module(path, "flops", interpreter), entry)
+
+
+def count(fn: Callable[..., Any], args: dict[str, Any], device: str) -> dict[int, int]:
+    """The ``tl.dot`` work (multiply-adds × 2) of one call of the instrumented entry ``fn`` (``counting``) on
+    ``args``, by operand width. It calls twice (an autotuner settles on the first) and counts the second."""
+    import torch
+
+    from evaluator.runtime import LaunchCounter
+
+    counter = torch.zeros(len(WIDTHS), dtype=torch.int64, device=device)
+    LaunchCounter.install()
+    LaunchCounter.extra = {PARAM: counter}
+    try:
+        fn(**args)
+        counter.zero_()
+        fn(**args)
+    finally:
+        LaunchCounter.extra = None
+    return {w: int(n) for w, n in zip(WIDTHS, counter.tolist()) if n}

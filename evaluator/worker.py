@@ -120,6 +120,11 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
+def _last_line(exc: BaseException) -> str:
+    """The last line of an exception's description: why a hint could not be had."""
+    return _describe(exc).strip().splitlines()[-1][:300]
+
+
 def _classify(exc: BaseException) -> tuple[str, bool]:
     """(status, fatal): fatal errors leave the CUDA context unusable, so the worker must be replaced."""
     text = f"{type(exc).__name__}: {exc}"
@@ -205,9 +210,8 @@ class Worker:
 
     def time_baseline(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
         """The baseline timed against itself on the named cases: what one call costs, and the bytes it moves per
-        second (``cand_bw_fraction``: of the copy bandwidth), its ``tl.dot`` work (``_dot_work``) and, on the GPU,
-        what an empty launch costs (``launch_us``) and each Triton kernel's own time in the call (``kernel_us``). What
-        a step spends in it, before anything is searched."""
+        second (``cand_bw_fraction``: of the copy bandwidth), with what ``_looked_into`` adds (the ``tl.dot`` work,
+        an empty launch's cost, each kernel's own time). What a step spends in it, before anything is searched."""
         from evaluator.timing import time_cases
 
         try:
@@ -218,10 +222,7 @@ class Worker:
                 timings, _ = time_cases(prep.base, prep.base, prep.harness, cases, int(req.get("rounds", 10)),
                                         int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps, 0.0,
                                         float(req.get("case_s", 0.05)))
-                floor = {} if prep.interpreter else {"launch_us": launch_us(self.env)}
-                rows = [{**t.as_dict(), **self._dot_work(prep, i, case, t.base_us), **floor,
-                         **({} if prep.interpreter else self._kernel_times(prep, i, case))}
-                        for i, (case, t) in enumerate(zip(cases, timings))]
+                rows = self._looked_into(prep, cases, timings)
         except TaskError as exc:
             return {"status": "task_error", "detail": str(exc)}
         except Exception as exc:
@@ -230,34 +231,49 @@ class Worker:
                     "log": traceback.format_exc()[-4000:]}
         return {"status": "measured", "cases": rows, "env": self.env, "copy_gbps": self.copy_gbps}
 
-    def _kernel_times(self, prep: _Prepared, i: int, case: Any) -> dict[str, Any]:
-        """Each Triton kernel's own time in one call on ``case`` (``timing.kernel_times``): ``{kernel_us}``, or
-        ``kernel_us_error`` where it cannot be had (the call's time stands)."""
+    def _looked_into(self, prep: _Prepared, cases: tuple[Case, ...], timings: list[Any]) -> list[dict[str, Any]]:
+        """Each timed case's row, with its ``tl.dot`` work (``flops``, and on the GPU ``flop_fraction`` of the
+        measured dense rate) and, on the GPU, an empty launch's cost (``launch_us``) and each Triton kernel's own
+        time in the call (``kernel_us``). Both are hints: where one cannot be had, ``flops_error`` or
+        ``kernel_us_error`` says why and the call's own timing stands."""
         from evaluator.timing import kernel_times
 
-        try:
-            return {"kernel_us": kernel_times(prep.base, correctness.make_args(prep.harness, case,
-                                                                               correctness.seed_for(i, 0), prep.device))}
-        except Exception as exc:  # a breakdown is a hint: the call's own timing above is the measurement
-            return {"kernel_us_error": _describe(exc).strip().splitlines()[-1][:300]}
+        floor = {} if prep.interpreter else {"launch_us": launch_us(self.env)}
+        rows = []
+        with contextlib.ExitStack() as stack:
+            try:
+                counted = stack.enter_context(flops.counting(prep.task.kernel_path, prep.task.entry,
+                                                             prep.interpreter))
+                load_error = ""
+            except Exception as exc:  # the rewrite broke the module: times stand, work is not known
+                counted, load_error = None, _last_line(exc)
+            for i, (case, t) in enumerate(zip(cases, timings)):
+                args = correctness.make_args(prep.harness, case, correctness.seed_for(i, 0), prep.device)
+                row = {**t.as_dict(), **floor, **({"flops_error": load_error} if load_error else {})}
+                if counted is not None:
+                    try:
+                        work = flops.count(counted, args, prep.device)
+                        row.update(flops=work, flop_fraction=self._dense_share(work, t.base_us, prep.interpreter))
+                    except Exception as exc:
+                        row["flops_error"] = _last_line(exc)
+                if not prep.interpreter:
+                    try:
+                        row["kernel_us"] = kernel_times(prep.base, args)
+                    except Exception as exc:
+                        row["kernel_us_error"] = _last_line(exc)
+                rows.append(row)
+                del args
+        return rows
 
-    def _dot_work(self, prep: _Prepared, i: int, case: Any, us: float) -> dict[str, Any]:
-        """The ``tl.dot`` work of one baseline call on ``case`` (``flops.count``) and, on the GPU, the share of the
-        measured dense rate it reaches in ``us``: ``{flops: {bits: n}, flop_fraction}``, empty where the task's
-        kernels have no ``tl.dot``; ``flops_error`` where the instrumented copy does not run."""
-        try:
-            work = flops.count(prep.task.kernel_path, prep.task.entry, lambda fn: fn(**correctness.make_args(
-                prep.harness, case, correctness.seed_for(i, 0), prep.device)), prep.device, prep.interpreter)
-        except Exception as exc:  # the count is a hint: a kernel the rewrite breaks keeps its time, not its work
-            return {"flops_error": _describe(exc).strip().splitlines()[-1][:300]}
-        if not work:
-            return {}
-        fraction = None
-        if not prep.interpreter:
-            peak = dense_tflops(self.env)
-            if all(bits in peak for bits in work):
-                fraction = sum(n / (peak[bits] * 1e12) for bits, n in work.items()) / (us * 1e-6)
-        return {"flops": work, "flop_fraction": fraction}
+    def _dense_share(self, work: dict[int, int], us: float, interpreter: bool) -> float | None:
+        """The share of the measured dense matmul rate that ``work`` done in ``us`` reaches (None under the
+        interpreter, or for a width with no measured rate)."""
+        if interpreter or not work:
+            return None
+        peak = dense_tflops(self.env)
+        if not all(bits in peak for bits in work):
+            return None
+        return sum(n / (peak[bits] * 1e12) for bits, n in work.items()) / (us * 1e-6)
 
     def evaluate(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
         try:
