@@ -16,7 +16,8 @@ from smithbot.extract.entry import op_entry
 from smithbot.extract.names import TORCH_DTYPES, setting
 from smithbot.inputs.cases import cases
 from smithbot.extract.harness import harness_source
-from smithbot.extract.inputs import NAME_RULES, InputError, flat_entry, flatten_objects, param_specs
+from smithbot.extract.inputs import (NAME_RULES, InputError, flat_entry, flatten_objects, param_specs,
+                                     traced_specs)
 from smithbot.types import KernelSite
 
 LAUNCH_KWARGS = ("num_warps", "num_stages")
@@ -407,6 +408,16 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tup
     return (interp is None, interp or said, launched)
 
 
+def _traced(site: Any, origins: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The specs the call graph traced for a glue run's inputs (``inputs.traced_specs``), from the first preset, in
+    the site's order, that traced any."""
+    for p in site.presets.values():
+        got = traced_specs(origins, p.get("inputs") or {})
+        if got:
+            return got
+    return {}
+
+
 def extract_glue(root: Path, commit: str | None, url: str, target: Target, site: Any, modules: dict[str, str],
                  out: Path) -> Path:
     """Write a ``fusion`` task for torch glue (``site``: a ``scan.fusion.FusionSite``) into ``out``: its baseline is the
@@ -432,8 +443,9 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         raise ExtractError(f"{site.function}: " + "; ".join(dict.fromkeys(builder.c.blockers)))
     defs = builder.render_definitions()
     functions = tuple(n for d in defs for n in ast.parse(d.source).body if isinstance(n, ast.FunctionDef))
+    traced = _traced(site, glue.origins)
     try:
-        specs, extra, inferred = param_specs(_params(fn), entry, target, fn, functions)
+        specs, extra, inferred = param_specs(_params(fn), entry, target, fn, functions, traced)
         case_list, skipped = cases(specs, extra, target, entry)
     except InputError as exc:
         raise ExtractError(f"{site.function} (lines {site.first}-{site.last}): {exc}") from None
@@ -442,7 +454,9 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
                   f"inputs: extracted by smithbot from {url}{'@' + commit[:12] if commit else ''}.\n\nIts outputs: "
                   f"{outputs}. A fused kernel replaces these lines; the definitions below come from the target.",
                   builder, defs)
-    (out / "harness.py").write_text(harness_source(entry, specs, extra, _how(target, "glue", inferred)))
+    how = _how(target, "glue", inferred) + (f"; dtype and shape as serving has them, traced through {target.name}'s "
+                                            f"code: {', '.join(traced)}" if traced else "")
+    (out / "harness.py").write_text(harness_source(entry, specs, extra, how))
     task = {
         "id": f"{target.name}-{short}-glue-{site.first}",
         "kind": "fusion",
@@ -452,6 +466,7 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         "provenance": {"repo": url, "commit": commit,
                        "glue": {"path": site.path, "module": module, "function": site.function,
                                 "lines": [site.first, site.last], "inputs": glue.origins,
+                                **({"traced": traced} if traced else {}),
                                 "outputs": list(glue.outputs), "inplace": list(glue.inplace)},
                        "definitions": [{"name": d.name, "path": d.path, "qualname": d.qualname} for d in defs
                                        if d.name != entry and not d.source.startswith(f"{d.name} = ")]},

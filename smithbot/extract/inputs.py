@@ -252,10 +252,14 @@ def flat_entry(wrapper: str, params: list[str], objects: dict[str, dict[str, str
 
 
 def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn: ast.FunctionDef,
-                kernels: tuple[ast.FunctionDef, ...] = ()) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+                kernels: tuple[ast.FunctionDef, ...] = (), traced: dict[str, dict[str, Any]] | None = None
+                ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """(spec per parameter, extra dims, the parameters whose spec was inferred from the launcher's code).
     ``params`` holds (name, default or ...) in signature order; ``fn`` is the launcher and ``kernels`` the functions
-    of its closure, for the inference."""
+    of its closure, for the inference. ``traced``: what the engine's code says of a parameter in serving (a glue
+    task's inputs, ``traced_specs``): a spec with its shape comes after the YAML's; a dtype, and the last dims where
+    only they are known, replace those of the spec the other rules give."""
+    traced = traced or {}
     from smithbot.extract.infer import infer
     from smithbot.extract.launcher_facts import required_optionals
 
@@ -282,6 +286,8 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
             specs[name] = layouts[name]
         elif name in given:
             specs[name] = given[name]
+        elif "shape" in traced.get(name, {}):
+            specs[name] = traced[name]
         elif moe and name in MOE_NAME_RULES:
             specs[name] = MOE_NAME_RULES[name]
         elif grouped and name in GROUPED_GEMM_RULES:
@@ -302,12 +308,45 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
             raise InputError(f"cannot infer an input for parameter {name!r} of {wrapper}; describe it under "
                              f"inputs: {wrapper}: {name}: in the target YAML", name)
     specs = copy.deepcopy({name: inferred[name] if name in inferred else specs[name] for name, _ in params})
+    for name, t in traced.items():
+        spec = specs.get(name)
+        if name not in given and isinstance(spec, dict) and "shape" in spec:
+            spec["dtype"] = t["dtype"]
+            if len(t.get("tail", ())) < len(spec["shape"]):
+                spec["shape"] = spec["shape"][:len(spec["shape"]) - len(t.get("tail", ()))] + t.get("tail", [])
     try:
         fill_sizes(specs)
     except ValueError as exc:
         raise InputError(f"{wrapper}: {exc}") from None
     _one_layout(specs, set(inferred), _per_program(fn, kernels), _cumsummed(fn), _differences(fn))
     return specs, extra, list(inferred)
+
+
+# torch's dtype names -> a spec's
+SPEC_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int64": "int64", "int32": "int32",
+               "int8": "int8", "uint8": "uint8", "bool": "bool", "float8_e4m3fn": "fp8_e4m3"}
+
+
+def traced_specs(origins: dict[str, str], traced: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Specs for a glue task's parameters from what the call graph traced of the values they stand for
+    (``origins``: parameter -> the engine's expression; ``traced``: expression -> ``{dtype, shape}``): the dtype, and
+    the shape where every dim is decided, or its last dims (``tail``) where only the leading ones are not (a linear
+    layer's output). The dims are the traced preset's numbers, not named after a model dim: a size that equals one
+    (8 experts, 8 kv heads) is not known to be it."""
+    out: dict[str, dict[str, Any]] = {}
+    for param, origin in origins.items():
+        t = traced.get(origin) or {}
+        dtype = SPEC_DTYPES.get(t.get("dtype") or "")
+        if dtype is None:
+            continue
+        shape = t.get("shape") or []
+        tail = shape[1:] if shape[:1] == ["..."] else None  # the last dims, after leading ones not known
+        out[param] = {"dtype": dtype}
+        if shape and None not in shape and tail is None:
+            out[param]["shape"] = list(shape)
+        elif tail and None not in tail:
+            out[param]["tail"] = list(tail)
+    return out
 
 
 def _divisors(fn: ast.FunctionDef) -> set[str]:

@@ -42,6 +42,7 @@ from smithbot.program.decide import Decisions
 from smithbot.program.evaluate import Env
 from smithbot.program.modules import Program
 from smithbot.program.symbols import Symbols
+from smithbot.program.tensors import TensorTypes
 from smithbot.program.values import EngineValues, constructions
 
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
@@ -67,7 +68,7 @@ class Reach:
         return not self.tests
 
 
-class _Resolver(Symbols, Decisions, EngineValues, CallValues):
+class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
     """Abstract values of expressions. A function value carries the concrete class its ``self`` is bound to, so that
     ``self.x`` inside an inherited method reads the subclass's attributes and ``self.m()`` finds its overrides."""
 

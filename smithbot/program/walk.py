@@ -19,7 +19,9 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
           functions: dict[tuple[str, str], list[Reach]] | None = None,
           cuts: dict[tuple[str, str], str] | None = None,
           questions: Callable[[set[tuple[str, str]]], dict[tuple[str, str], set[str]]] | None = None,
-          answers: dict[tuple[str, str], dict[str, dict[str, Any]]] | None = None
+          answers: dict[tuple[str, str], dict[str, dict[str, Any]]] | None = None,
+          tensor_questions: Callable[[set[tuple[str, str]]], dict[tuple[str, str], set[str]]] | None = None,
+          types: dict[tuple[str, str], dict[str, Any]] | None = None
           ) -> dict[tuple[str, str], list[Reach]]:
     """Every kernel reached from the ``model`` entries (its forward: a loop there runs per layer) and the ``engine``
     entries (per-step code: its loops are not layers), per phase, with the best path: per layer first, then the
@@ -33,7 +35,9 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
     ``questions``, when given, is asked (with every function the walks reached) for more if-tests to decide, by
     function: a launch's enclosing tests, a glue run's. ``answers`` gets, per function and test, its value in each
     phase as the walks left the graph (callers, live classes, attributes), and ``platform``: whether the value is the
-    serving GPU's (it is unknown without it)."""
+    serving GPU's (it is unknown without it). ``tensor_questions`` is asked the same way for tensors and dtypes to
+    trace (``tensors.tensor_question``: the receiver of a cast in a glue run, the run's inputs); ``types`` gets their
+    answers (``TensorTypes.answer``), traced through the callers the walks left."""
     out: dict[tuple[str, str], list[Reach]] = {}
     # one resolver for both phases: what an expression means rarely depends on the phase, and its memo is most of
     # the work; the if-test decisions are kept per phase
@@ -83,6 +87,10 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
         if functions is not None:
             for key, rc in funcs[phase].items():
                 functions.setdefault(key, []).append(rc)
+    if tensor_questions is not None and types is not None:
+        r.env = env.with_phase(phases[0])
+        for (mod, qual), asked in tensor_questions({k for phase in phases for k in funcs[phase]}).items():
+            types[(mod, qual)] = {q: r.answer(mod, qual, q) for q in sorted(asked)}
     if questions is not None and answers is not None:
         _answer(r, env, questions({k for phase in phases for k in funcs[phase]}), phases, answers)
     return out

@@ -14,7 +14,8 @@ from smithbot import cache
 from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.modules import Program
 from smithbot.scan.rank import short_path
-from smithbot.scan.glue import GLUE_VERSION, file_glue
+from smithbot.program.tensors import tensor_question
+from smithbot.scan.glue import GLUE_VERSION, MIN_LAUNCHES, file_glue
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class FusionSite:
     launches: int  # per call
     syncs: tuple[str, ...] = ()
     todos: tuple[str, ...] = ()
+    # casts left out of ``ops``: the engine's code does not decide whether the tensor has that dtype already
+    unsure: tuple[str, ...] = ()
     # preset -> {"phases", "per_layer", "layers", "per_step", "path", "undecided", "tests"}
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)
     measured_share: float | None = None  # its share of a profile's step (``scan --profile``), where it has a row
@@ -79,6 +82,7 @@ class FusionSite:
                 "lines": [self.first, self.last], "ops": list(self.ops), "launches_per_call": self.launches,
                 "launches_per_step": self.per_step, "frequency": self.frequency, "score": round(self.score, 2),
                 "reach": self.reach, "undecided": list(self.undecided), "host_syncs": list(self.syncs),
+                **({"casts_not_counted": list(self.unsure)} if self.unsure else {}),
                 "todos": list(self.todos), "presets": self.presets,
                 **({"measured_share": self.measured_share, "measured_of": self.measured_of}
                    if self.measured_share is not None else {})}
@@ -100,27 +104,37 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
             if not runs or compiled(program, mod, qual):
                 continue  # (torch.compile fuses its ops already)
             rel = program.modules[mod]
+            types = pr.types.get((mod, qual), {})
             for run in runs:
+                launching, unsure = casts(run, types)
+                ops = tuple(run["ops"])
+                for c in reversed(launching):
+                    ops = ops[:c["at"]] + (c["op"],) + ops[c["at"]:]
+                if len(ops) < MIN_LAUNCHES:
+                    continue  # (its casts convert what has that dtype already, or may)
                 asked = pr.answers.get((mod, qual), {})
                 kept = [(r, own) for r in rs for own in [_decide(program, mod, qual, run["tests"],
                                                                   envs[pr.preset].with_phase(r.phase), asked)]
                         if own is not None]
                 if not kept:
                     continue
-                k = (mod, qual, run["first"], run["last"], tuple(run["ops"]))
+                k = (mod, qual, run["first"], run["last"], ops)
                 if k not in found:
-                    found[k] = FusionSite(qual, mod, rel, run["first"], run["last"], tuple(run["ops"]),
-                                          run["launches"], tuple(run["syncs"]), tuple(run["todos"]), {})
+                    found[k] = FusionSite(qual, mod, rel, run["first"], run["last"], ops, len(ops),
+                                          tuple(run["syncs"]), tuple(run["todos"]), tuple(unsure), {})
                 per_layer = any(r.per_layer for r, _ in kept)
                 n = layers.get(pr.preset, 0) if per_layer else 1
                 best, own = min(kept, key=lambda rb: (bool(rb[0].tests) or bool(rb[1]), not rb[0].per_layer,
                                                       rb[0].undecided + len(rb[1])))
                 found[k].presets[pr.preset] = {
                     "phases": sorted({r.phase for r, _ in kept}, reverse=True), "per_layer": per_layer,
-                    "layers": n if per_layer and n > 1 else None, "per_step": run["launches"] * max(n, 1),
+                    "layers": n if per_layer and n > 1 else None, "per_step": len(ops) * max(n, 1),
                     "path": short_path(best.path),
                     "undecided": round(best.undecided + len(own), 2),
-                    "tests": [*best.tests, *(f"{t} ({rel}:{run['first']})" for t in own)]}
+                    "tests": [*best.tests, *(f"{t} ({rel}:{run['first']})" for t in own)],
+                    "inputs": {src: t for src in run["reads"]
+                               for t in [types.get(tensor_question("tensor", run["first"], src))]
+                               if t and (t.get("dtype") or (t.get("shape") and None not in t["shape"]))}}
     order = sorted(found.values(), key=lambda s: (s.reach != "default",
                                                   not any("decode" in p["phases"] for p in s.presets.values()),
                                                   -s.score, -len(s.todos), s.path, s.first))
@@ -129,6 +143,24 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
     for site in order:
         kept.setdefault((site.module, site.function, site.first), site)
     return list(kept.values())
+
+
+def casts(run: dict[str, Any], types: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """A run's casts that launch (the tensor they convert is known to have another dtype) and, said, those not
+    counted because the engine's code does not tell the dtype it has (``types``: the walk's answers)."""
+    launching: list[dict[str, Any]] = []
+    unsure: list[str] = []
+    for c in run["casts"]:
+        got = (types.get(tensor_question("tensor", c["line"], c["of"])) or {}).get("dtype")
+        to = c["to"] or types.get(tensor_question("dtype", c["line"], c["to_src"]))
+        if got and to:
+            if got != to:
+                launching.append(c)
+        else:
+            unsure.append(f"{c['of']}{c['op']}() at line {c['line']}: a launch only if {c['of']} is not "
+                          f"{to or c['to_src']} already, and {'its dtype' if not got else 'the target'} is not "
+                          f"decided")
+    return launching, unsure
 
 
 def compiled(program: Program, mod: str, qual: str) -> bool:

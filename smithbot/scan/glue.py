@@ -21,12 +21,14 @@ annotated ``Tensor``, and what the function uses as one (the first argument of `
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from typing import Any
 
+from smithbot.program.tensors import CASTS, DTYPES, devicey
 from smithbot.scan.parse import _dotted
 
-GLUE_VERSION = "9"
+GLUE_VERSION = "10"
 MIN_LAUNCHES = 2
 
 # torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
@@ -52,11 +54,12 @@ _FREE_M = {"view", "reshape", "unsqueeze", "squeeze", "flatten", "unflatten", "t
            "data_ptr", "element_size", "is_contiguous", "unbind", "movedim", "get_device", "storage_offset"}
 _SYNC_M = {"item", "tolist", "numpy"}
 _LAUNCH_M = {"cumsum", "cumprod", "repeat_interleave", "masked_fill", "masked_select", "index_select", "gather",
-             "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill", "contiguous", "to",
+             "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_fill", "contiguous",
              "cuda", "cpu", "clamp", "clamp_min", "clamp_max", "new_zeros", "new_ones", "new_full", "new_tensor",
-             "type_as", "argmax", "argmin", "topk", "argsort", "softmax", "log_softmax", "sigmoid", "float", "half",
-             "bfloat16", "long", "int", "bool", "nonzero", "bincount", "floor_divide", "remainder", "logical_and",
-             "logical_or", "logical_not", "diff", "rsqrt", "sqrt"}
+             "argmax", "argmin", "topk", "argsort", "softmax", "log_softmax", "sigmoid", "nonzero", "bincount",
+             "floor_divide", "remainder", "logical_and", "logical_or", "logical_not", "diff", "rsqrt", "sqrt"}
+# casts: a launch only where the tensor is not of that dtype already (decided by ``fusion``, through the engine)
+_CAST_M = {**CASTS, "to": None, "type_as": None}
 # names that other objects have too: a launch only on a known tensor
 _AMBIGUOUS_M = {"sum", "max", "min", "mean", "sort", "clone", "repeat", "any", "all", "abs", "exp", "log", "neg",
                 "eq", "ne", "lt", "gt", "le", "ge", "where", "flip", "unique", "add", "sub", "mul", "div", "fill",
@@ -101,8 +104,10 @@ class _Function:
     """One function's glue runs."""
 
     def __init__(self, node: ast.FunctionDef | ast.AsyncFunctionDef, aliases: dict[str, str],
-                 attributes: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+                 attributes: set[str] = frozenset(), module: set[str] = frozenset()  # type: ignore[assignment]
+                 ) -> None:
         self.aliases, self.tensors = aliases, {f"self.{a}" for a in attributes}
+        self.module = module  # the file's module-level names: never a run's input
         for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
             if a.annotation is not None and "Tensor" in ast.unparse(a.annotation):
                 self.tensors.add(a.arg)
@@ -115,7 +120,7 @@ class _Function:
                 for e in (first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first]):
                     if _dotted(e):
                         self.tensors.add(_dotted(e))  # type: ignore[arg-type]
-            elif isinstance(sub.func, ast.Attribute) and (sub.func.attr in _LAUNCH_M | _SYNC_M
+            elif isinstance(sub.func, ast.Attribute) and (sub.func.attr in _LAUNCH_M | _SYNC_M | set(_CAST_M)
                                                           or _inplace(sub.func.attr)):
                 recv = _dotted(sub.func.value)
                 if recv and not self._torch(sub.func.value):
@@ -156,6 +161,8 @@ class _Function:
                 return "free", m  # a view; or contiguous() of what is not known to be strided (a no-op then)
             if m in _SYNC_M:
                 return "sync", f".{m}"
+            if m in _CAST_M:
+                return ("launch" if self._cast(c) is None else "cast"), f".{m}"
             if m in _LAUNCH_M or _inplace(m) or (tensor and m in _AMBIGUOUS_M):
                 return "launch", f".{m}"
             if m in _AMBIGUOUS_M or m in _HARMLESS_M or tensor or _dotted(recv) in _HARMLESS_HEADS \
@@ -167,12 +174,54 @@ class _Function:
             return "other", name
         return "break", name
 
+    def _cast(self, c: ast.Call) -> dict[str, Any] | None:
+        """A cast's record (``{line, op, of, to, to_src}``: the tensor it converts, the dtype it converts to, or the
+        expression that names it), or None for a ``.to()`` that moves the tensor to a device (a copy: a launch)."""
+        assert isinstance(c.func, ast.Attribute)
+        m, kw = c.func.attr, {k.arg: k.value for k in c.keywords if k.arg}
+        if m == "to":
+            target = kw.get("dtype") or (c.args[0] if c.args else None)
+            if target is None or "device" in kw or (target is not kw.get("dtype") and devicey(target)):
+                return None
+            dotted = _dotted(target) or ""
+            to = DTYPES.get(dotted.split(".")[-1]) if dotted.split(".")[0] in self.aliases \
+                and self.aliases[dotted.split(".")[0]] == "torch" and dotted.count(".") == 1 else None
+            return {"line": c.lineno, "op": ".to", "of": ast.unparse(c.func.value), "to": to,
+                    "to_src": None if to else ast.unparse(target)}
+        if m == "type_as":
+            return {"line": c.lineno, "op": ".type_as", "of": ast.unparse(c.func.value), "to": None,
+                    "to_src": f"{ast.unparse(c.args[0])}.dtype" if c.args else "?"}
+        return {"line": c.lineno, "op": f".{m}", "of": ast.unparse(c.func.value), "to": CASTS[m], "to_src": None}
+
+    def reads(self, stmts: list[ast.stmt]) -> list[str]:
+        """What a run reads that it did not make, in order: names bound before it (not the module's) and ``self``'s
+        attributes: the values a glue task takes as its inputs."""
+        bound: set[str] = set()
+        out: list[str] = []
+        for st in stmts:
+            value = [st.value] if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and st.value else [st]
+            for n in (x for v in value for x in ast.walk(v)):
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
+                    src = f"self.{n.attr}"
+                elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound \
+                        and n.id not in self.module and n.id not in self.aliases and n.id != "self" \
+                        and not hasattr(builtins, n.id):
+                    src = n.id
+                else:
+                    continue
+                if src not in out:
+                    out.append(src)
+            if isinstance(st, (ast.Assign, ast.AnnAssign)):
+                for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                    bound.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        return out
+
     def is_tensor(self, e: ast.AST) -> bool:
         if isinstance(e, (ast.Name, ast.Attribute)):
             return _dotted(e) in self.tensors
         if isinstance(e, ast.Call):
             kind, name = self.call(e)
-            return kind == "launch" or (kind == "free" and name not in {"size", "dim", "numel", "stride", "data_ptr",
+            return kind in ("launch", "cast") or (kind == "free" and name not in {"size", "dim", "numel", "stride", "data_ptr",
                                                                          "element_size", "is_contiguous", "device",
                                                                          "Size", "finfo", "iinfo", "get_device"})
         if isinstance(e, ast.Subscript):
@@ -328,9 +377,15 @@ class _Function:
             choices = nxt
         seen = set()
         for stmts, own in ended + choices:
-            counted = [(st, ops) for st, ops in stmts if any(k in ("launch", "sync") for k, _ in ops)]
+            counted = [(st, ops) for st, ops in stmts if any(k in ("launch", "sync", "cast") for k, _ in ops)]
             launches = [n for _, ops in counted for k, n in ops if k == "launch"]
-            if len(launches) < MIN_LAUNCHES:
+            casts = [self._cast(c) for st, _ in counted for c in _calls(st)
+                     if isinstance(c.func, ast.Attribute) and self.call(c)[0] == "cast"]
+            before = [i for i, (k, _) in enumerate(o for _, ops in counted for o in ops if o[0] in ("launch", "cast"))
+                      if k == "cast"]
+            for n, (c, i) in enumerate(zip(casts, before)):
+                c["at"] = i - n  # (where it falls among the launches, should it launch)
+            if len(launches) + len(casts) < MIN_LAUNCHES:
                 continue
             first, last = counted[0][0].lineno, counted[-1][0].end_lineno or counted[-1][0].lineno
             lines = {st.lineno for st, _ in counted}
@@ -347,8 +402,24 @@ class _Function:
                 continue
             seen.add(key)
             self.runs.append({"first": first, "last": last, "ops": launches, "launches": len(launches),
+                              "casts": casts, "reads": self.reads([st for st, _ in stmts]),
                               "syncs": [n for _, ops in counted for k, n in ops if k == "sync"],
                               "tests": [list(t) for t in tests + own], "in_loop": loop})
+
+
+def _calls(s: ast.stmt) -> list[ast.Call]:
+    """The calls of a statement in evaluation order (a call's operands before it), nested definitions left out."""
+    out: list[ast.Call] = []
+
+    def visit(n: ast.AST) -> None:
+        if isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return
+        for child in ast.iter_child_nodes(n):
+            visit(child)
+        if isinstance(n, ast.Call):
+            out.append(n)
+    visit(s)
+    return out
 
 
 def _tensor_attributes(cls: ast.ClassDef, aliases: dict[str, str]) -> set[str]:
@@ -407,13 +478,18 @@ def file_glue(data: bytes) -> dict[str, list[dict[str, Any]]]:
         return {"": [{"error": str(exc)}]}
     lines = data.decode("utf-8", "replace").splitlines()
     aliases = _aliases(tree)
+    module = {n.id for s in tree.body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+              and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} | {
+        (a.asname or a.name).split(".")[0] for s in ast.walk(tree) if isinstance(s, (ast.Import, ast.ImportFrom))
+        for a in s.names} | {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                          ast.ClassDef))}
     out: dict[str, list[dict[str, Any]]] = {}
 
     def visit(node: ast.AST, scope: list[str], attributes: set[str] = frozenset()) -> None:  # type: ignore[assignment]
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 qual = ".".join(scope + [child.name])
-                runs = _Function(child, aliases, attributes).runs
+                runs = _Function(child, aliases, attributes, module).runs
                 for r in runs:
                     near = range(max(child.lineno - 1, r["first"] - 5), min(len(lines), r["last"] + 3))
                     r["todos"] = [f"{i + 1}: {m.group(0).strip()}" for i in near

@@ -26,8 +26,8 @@ _CODE = hashlib.sha1(b"".join(p.read_bytes() for p in sorted(
     (Path(__file__).resolve().parent.parent / "program").glob("*.py")))).digest()
 
 
-_VERSION = "5"  # what a cached result holds (2: the functions reached; 3: the undecided tests; 4: the cuts;
-# 5: the answers)
+_VERSION = "6"  # what a cached result holds (2: the functions reached; 3: the undecided tests; 4: the cuts;
+# 5: the answers; 6: the tensor types)
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,9 @@ class PresetReach:
     # (module, function) -> if-test -> phase -> its value after the walks, and "platform": whether the GPU decides it
     # (the tests around launches and glue runs, see walk.reach's questions)
     answers: dict[tuple[str, str], dict[str, dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    # (module, function) -> a tensor question (``program.tensors.tensor_question``) -> its answer: the tensor a glue
+    # run's cast converts and its inputs, traced through the engine's code
+    types: dict[tuple[str, str], dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def program_for(root: Path, idx: Indexed, cache_dir: Path | None) -> Program:
@@ -95,7 +98,8 @@ def _dump(r: PresetReach) -> dict:
             "kernels": [[m, n, [dataclasses.asdict(x) for x in rs]] for (m, n), rs in r.kernels.items()],
             "functions": [[m, n, [dataclasses.asdict(x) for x in rs]] for (m, n), rs in r.functions.items()],
             "cuts": [[m, n, why] for (m, n), why in r.cuts.items()],
-            "answers": [[m, n, tests] for (m, n), tests in r.answers.items()]}
+            "answers": [[m, n, tests] for (m, n), tests in r.answers.items()],
+            "types": [[m, n, got] for (m, n), got in r.types.items()]}
 
 
 def _load(d: dict) -> PresetReach:
@@ -104,7 +108,8 @@ def _load(d: dict) -> PresetReach:
                          for x in rs]
                 for m, n, rs in rows}
     return PresetReach(d["preset"], d["model_class"], table(d["kernels"]), table(d["functions"]),
-                       {(m, n): why for m, n, why in d["cuts"]}, {(m, n): tests for m, n, tests in d["answers"]})
+                       {(m, n): why for m, n, why in d["cuts"]}, {(m, n): tests for m, n, tests in d["answers"]},
+                       {(m, n): got for m, n, got in d["types"]})
 
 
 def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPreset], cache_dir: Path | None
@@ -135,13 +140,16 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
         functions: dict[tuple[str, str], list[Reach]] = {}
         cuts: dict[tuple[str, str], str] = {}
         answers: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        types: dict[tuple[str, str], dict[str, Any]] = {}
+        glue_dir = cache_dir.parent / "glue" if cache_dir else None
         kernels_reached = reach(program, kernels, env_for(target, p, program), model, engine, init,
                                 target.serving.other_platforms, functions=functions, cuts=cuts,
-                                questions=lambda reached: questions(program, idx, reached,
-                                                                    cache_dir.parent / "glue" if cache_dir else None),
-                                answers=answers)
+                                questions=lambda reached: questions(program, idx, reached, glue_dir),
+                                answers=answers,
+                                tensor_questions=lambda reached: tensor_questions(program, reached, glue_dir),
+                                types=types)
         out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "", kernels_reached, functions, cuts,
-                               answers))
+                               answers, types))
     return out
 
 
@@ -160,4 +168,23 @@ def questions(program: Program, idx: Indexed, reached: set[tuple[str, str]], cac
         for run in runs_of(program, mod, cache_dir).get(qual, []):
             if run["tests"]:
                 out.setdefault((mod, qual), set()).update(t for t, _ in run["tests"])
+    return out
+
+
+def tensor_questions(program: Program, reached: set[tuple[str, str]], cache_dir: Path | None
+                     ) -> dict[tuple[str, str], set[str]]:
+    """The tensors the call graph traces after its walk, for each glue run of a function it reached: what each cast
+    converts (and the dtype it converts to, where an expression names it), and what the run reads at its start."""
+    from smithbot.program.tensors import tensor_question
+    from smithbot.scan.fusion import runs_of
+
+    out: dict[tuple[str, str], set[str]] = {}
+    for mod, qual in reached:
+        for run in runs_of(program, mod, cache_dir).get(qual, []):
+            into = out.setdefault((mod, qual), set())
+            for c in run["casts"]:
+                into.add(tensor_question("tensor", c["line"], c["of"]))
+                if c["to"] is None:
+                    into.add(tensor_question("dtype", c["line"], c["to_src"]))
+            into.update(tensor_question("tensor", run["first"], src) for src in run["reads"])
     return out

@@ -187,6 +187,24 @@ def test_glue_that_cannot_be_a_task_is_reported_with_the_reason(engine: str) -> 
     assert row.extracted and not row.checked and "preparing the baseline failed" in row.why
 
 
+def test_a_glue_tasks_inputs_have_the_dtype_and_shape_traced_through_the_engine(engine: str, tmp_path) -> None:
+    """The gate's bias is an fp32 parameter of 8 experts (``FusedMoE.__init__``), the logits the bf16 output of a
+    linear layer: the task's inputs are those, not what the names or the code's use would suggest."""
+    import yaml
+
+    from smithbot import api
+
+    [row] = api.extract(engine, "glue:noaux_route", out=tmp_path / "task")
+    assert row.extracted and row.checked, row.why
+    task = yaml.safe_load((tmp_path / "task" / "task.yaml").read_text())
+    # the linear layer's output: its rows' count is the weight's, the leading dims are not known
+    assert task["provenance"]["glue"]["traced"] == {"gate_logits": {"dtype": "bf16", "tail": [8]},
+                                                    "bias": {"dtype": "fp32", "shape": [8]}}
+    harness = (tmp_path / "task" / "harness.py").read_text()
+    assert "'bias': {'dtype': 'fp32', 'shape': [8]}" in harness
+    assert "'gate_logits': {'shape': ['tokens', 8], 'dtype': 'bf16'}" in harness
+
+
 # A fused candidate for the demo's glue, written for this test: one Triton kernel instead of six torch launches (the
 # EVOLVE block of the task's kernel.py; what is outside it stays the baseline's)
 FUSED = '''

@@ -143,13 +143,25 @@ class Softmax(torch.nn.Module):
         return self.impl.forward(x)
 
 
+def noaux_route(gate_logits, bias):
+    # casts launch only where the dtype differs: the gate's logits are bf16, its bias fp32 already
+    gate_logits = gate_logits.float()
+    bias = bias.float()
+    scores = gate_logits.sigmoid() + bias
+    return scores
+
+
 class FusedMoE(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.router = Softmax()
+        self.weight = torch.nn.Parameter(torch.empty((8, 16), dtype=torch.bfloat16))
+        self.bias = torch.nn.Parameter(torch.empty((8,), dtype=torch.float32))
 
     def forward(self, x):
         x = self.router(x)
+        logits = torch.nn.functional.linear(x.to(self.weight.dtype), self.weight)
+        noaux_route(logits, self.bias)
         if _is_hip:
             probs = torch.softmax(x, dim=-1)
             ids = probs.argmax(dim=-1)

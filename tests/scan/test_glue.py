@@ -18,31 +18,48 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_glue_on_the_default_path_per_layer_and_per_step(engine: str) -> None:
     result = api.scan(engine)
     got = [(f.function, f.path, f.presets.get("llama3-8b", {}).get("phases")) for f in result.fusion]
-    # ranked by launches per step: the per-layer routing (5 ops x 32 layers), then the decode metadata, and the
-    # prefill-only run last; the routing glue in the ROCm branch is off the default path, and `scaled` (three
-    # launches, per layer) runs under torch.compile through the engine's own decorator
+    # ranked by launches per step: the per-layer routing (4 ops x 32 layers), the per-layer gate's casts and scores
+    # (3 x 32), then the decode metadata, and the prefill-only run last; the routing glue in the ROCm branch is off
+    # the default path, and `scaled` (three launches, per layer) runs under torch.compile through the engine's own
+    # decorator
     assert got == [("FusedMoE.forward", "eng/layers.py", ["prefill", "decode"]),
+                   ("noaux_route", "eng/layers.py", ["prefill", "decode"]),
                    ("FA3Backend.init_metadata", "eng/attention/backends.py", ["decode"]),
                    ("FA3Backend.init_metadata", "eng/attention/backends.py", ["prefill"])]
-    moe, meta, extend = result.fusion
-    assert moe.ops == (".float", "softmax", "topk", ".sum", "/") and moe.launches == 5  # .view and .shape: free
-    assert moe.per_step == 160 and moe.frequency == "per layer (32 layers)"
+    moe, gate, meta, extend = result.fusion
+    # .view and .shape: free; x.float() of what the router returns: its dtype is not decided, so not counted
+    assert moe.ops == ("softmax", "topk", ".sum", "/") and moe.launches == 4
+    assert moe.unsure == ("x.float() at line 58: a launch only if x is not float32 already, and its dtype is not "
+                          "decided",)
+    assert moe.per_step == 128 and moe.frequency == "per layer (32 layers)"
     assert list(moe.presets) == ["llama3-8b"]  # qwen3-8b's model class is not in the checkout
     assert moe.presets["llama3-8b"]["path"] == ("LlamaForCausalLM.forward → BaseModel.forward → "
                                                 "DecoderLayer.forward → FusedMoE.forward")
-    assert meta.ops == (".to", "cumsum", "pad", ".max", "[index]", ".copy_") and meta.syncs == (".item",)
+    assert meta.ops == ("cumsum", "pad", ".max", "[index]", ".copy_") and meta.syncs == (".item",)
+    assert meta.unsure and meta.unsure[0].startswith("fb.seq_lens.to() at line 14")
     assert meta.todos == ("13: TODO: fuse these kernels",)
-    assert (meta.first, meta.last, meta.per_step, meta.frequency) == (14, 18, 6, "once per step")
+    assert (meta.first, meta.last, meta.per_step, meta.frequency) == (14, 18, 5, "once per step")
     assert sorted(meta.presets) == ["llama3-8b", "qwen3-8b"]  # engine code: every preset
     assert extend.ops == ("-", "cumsum", ".sum", "arange")
     saved = json.loads(result.path.read_text())["fusion"]
-    assert [f["kind"] for f in saved] == ["fusion"] * 3
-    assert saved[1]["lines"] == [14, 18] and saved[1]["launches_per_step"] == 6
+    assert [f["kind"] for f in saved] == ["fusion"] * 4
+    assert saved[2]["lines"] == [14, 18] and saved[2]["launches_per_step"] == 5
+
+
+def test_a_cast_launches_only_where_the_engine_makes_another_dtype(engine: str) -> None:
+    """The gate's logits come from F.linear of the activations cast to its bf16 weight: their .float() launches.
+    Its bias is an fp32 parameter: .float() of it launches nothing. Both are traced through the caller's arguments
+    and the class's assignments, and become the glue's inputs with their dtype and shape."""
+    gate = next(f for f in api.scan(engine).fusion if f.function == "noaux_route")
+    assert gate.ops == (".float", ".sigmoid", "+") and gate.launches == 3 and not gate.unsure
+    inputs = gate.presets["llama3-8b"]["inputs"]
+    assert inputs["gate_logits"]["dtype"] == "bfloat16" and inputs["gate_logits"]["shape"] is None
+    assert inputs["bias"] == {"dtype": "float32", "shape": [8], "made": "eng.layers:FusedMoE.__init__"}
 
 
 def test_a_serving_setting_takes_glue_off_the_path(engine: str) -> None:
     fusion = api.scan(engine, sets={"attention_backend": "triton"}).fusion
-    assert [f.function for f in fusion] == ["FusedMoE.forward"]
+    assert [f.function for f in fusion] == ["FusedMoE.forward", "noaux_route"]
 
 
 def test_the_cli_lists_fusion_entries_in_80_columns(engine: str) -> None:
@@ -50,7 +67,7 @@ def test_the_cli_lists_fusion_entries_in_80_columns(engine: str) -> None:
     out = subprocess.run([sys.executable, "-m", "smithbot", "scan", engine], capture_output=True, text=True,
                          env=env, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "fusion candidates: 3 runs of torch glue" in out.stdout and "per layer (32 layers)" in out.stdout
+    assert "fusion candidates: 4 runs of torch glue" in out.stdout and "per layer (32 layers)" in out.stdout
     assert max(len(line.rstrip()) for line in out.stdout.splitlines()) <= 80
     as_json = subprocess.run([sys.executable, "-m", "smithbot", "scan", engine, "--json"], capture_output=True,
                              text=True, env=env, cwd=ROOT, timeout=120)
