@@ -155,11 +155,24 @@ def _picks(result: api.ScanResult, fusion: bool, kernels: list[str] | None, mode
         n = len(result.fusion)
         say(f"scan: {n} run{'' if n == 1 else 's'} of torch glue on {on}; most torch ops a step: "
             + ", ".join(f"{g.name} ({g.per_step})" for g in result.fusion[:4]))
-        return [api.find_glue(result, k.removeprefix("glue:")) for k in kernels] if kernels else result.fusion
+        if kernels:
+            return [api.find_glue(result, k.removeprefix("glue:")) for k in kernels]
+        return _decided(result.fusion, "runs of glue", say)
     launched = [s for s in result.sites if s.role == "launched"]
     say(f"scan: {len(launched)} launched kernels in {result.target.name}, {len([s for s in launched if s.presets])} "
         f"on {on}; hottest: " + ", ".join(f"{s.name} ({s.hotness:g})" for s in launched[:4]))
-    return [api.find_kernel(result, k) for k in kernels] if kernels else launched
+    return [api.find_kernel(result, k) for k in kernels] if kernels else _decided(launched, "kernels", say)
+
+
+def _decided(sites: list[Any], what: str, say: Callable[[str], None]) -> list[Any]:
+    """The sites that default serving runs (every if-test on their path decided for them): a proposal for code that
+    it may not run is one a maintainer closes. The others are named in one line, to be asked for by name."""
+    kept = [s for s in sites if s.reach == "default"]
+    left = [s for s in sites if s.reach != "default" and s.presets]
+    if left:
+        say(f"not picked: {len(left)} {what} that default serving only possibly runs (an if-test on the path is not "
+            f"decided), e.g. {', '.join(s.name for s in left[:3])}; name one with --kernel to work on it")
+    return kept
 
 
 def _time_line(rows: list[JobRow], spent: float, scan_s: float, total_s: float | None) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 from smithbot.program.tensors import CASTS, DTYPES, devicey
 from smithbot.scan.parse import _dotted
 
-GLUE_VERSION = "10"
+GLUE_VERSION = "11"
 MIN_LAUNCHES = 2
 
 # torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
@@ -179,6 +179,9 @@ class _Function:
         expression that names it), or None for a ``.to()`` that moves the tensor to a device (a copy: a launch)."""
         assert isinstance(c.func, ast.Attribute)
         m, kw = c.func.attr, {k.arg: k.value for k in c.keywords if k.arg}
+        of = ast.unparse(c.func.value)
+        if not isinstance(c.func.value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+            of = f"({of})"  # (lens - 1).to(...)
         if m == "to":
             target = kw.get("dtype") or (c.args[0] if c.args else None)
             if target is None or "device" in kw or (target is not kw.get("dtype") and devicey(target)):
@@ -186,12 +189,12 @@ class _Function:
             dotted = _dotted(target) or ""
             to = DTYPES.get(dotted.split(".")[-1]) if dotted.split(".")[0] in self.aliases \
                 and self.aliases[dotted.split(".")[0]] == "torch" and dotted.count(".") == 1 else None
-            return {"line": c.lineno, "op": ".to", "of": ast.unparse(c.func.value), "to": to,
+            return {"line": c.lineno, "op": ".to", "of": of, "to": to,
                     "to_src": None if to else ast.unparse(target)}
         if m == "type_as":
-            return {"line": c.lineno, "op": ".type_as", "of": ast.unparse(c.func.value), "to": None,
+            return {"line": c.lineno, "op": ".type_as", "of": of, "to": None,
                     "to_src": f"{ast.unparse(c.args[0])}.dtype" if c.args else "?"}
-        return {"line": c.lineno, "op": f".{m}", "of": ast.unparse(c.func.value), "to": CASTS[m], "to_src": None}
+        return {"line": c.lineno, "op": f".{m}", "of": of, "to": CASTS[m], "to_src": None}
 
     def reads(self, stmts: list[ast.stmt]) -> list[str]:
         """What a run reads that it did not make, in order: names bound before it (not the module's) and ``self``'s
