@@ -258,7 +258,7 @@ class Worker:
                         row["flops_error"] = _last_line(exc)
                 if not prep.interpreter:
                     try:
-                        row["kernel_us"] = kernel_times(prep.base, args)
+                        row["kernel_us"] = kernel_times(prep.base, args, t.base_us)
                     except Exception as exc:
                         row["kernel_us_error"] = _last_line(exc)
                 rows.append(row)

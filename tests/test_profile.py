@@ -298,7 +298,8 @@ def test_a_kernel_in_an_op_that_launches_others_gets_its_own_time_and_no_rooflin
 @pytest.mark.gpu
 def test_each_kernel_of_a_call_is_timed_on_its_own() -> None:
     """The bundled moe_routing call launches two kernels: the baseline's timing gives each one's own time, and they
-    add up to no more than the call's."""
+    add up to no more than the call's (eager events around a tiny launch hold more than the kernel: the call's graph
+    time is then shared out in their proportions)."""
     import torch
 
     from evaluator import Evaluator
@@ -309,7 +310,7 @@ def test_each_kernel_of_a_call_is_timed_on_its_own() -> None:
         [case] = ev.time_baseline([ev.case_names[0]])
     assert set(case["kernel_us"]) == {"_expert_count_kernel", "_topk_softmax_kernel"}
     assert all(us > 0 for us in case["kernel_us"].values())
-    assert sum(case["kernel_us"].values()) <= case["base_us"] * 1.5  # (eager events, against a graph's replay)
+    assert sum(case["kernel_us"].values()) <= case["base_us"] * 1.0001
 
 
 def test_only_a_gpu_table_ranks_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
