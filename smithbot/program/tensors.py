@@ -46,7 +46,7 @@ _SAME = {"contiguous", "clone", "detach", "sigmoid", "exp", "neg", "abs", "relu"
 _SAME_DTYPE = {"view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "permute", "t",
                "expand", "expand_as", "narrow", "select", "index_select", "gather", "repeat", "repeat_interleave",
                "roll", "flip", "cumsum", "cumprod", "softmax", "log_softmax", "cat", "stack", "concat", "where",
-               "topk_values", "movedim", "split", "chunk", "unbind"}
+               "movedim", "split", "chunk", "unbind"}
 _MATMUL = {"linear", "matmul", "mm", "bmm", "addmm"}
 _TENSOR_ATTR = {"data", "T", "mT"}
 _END = 1 << 30  # a line after every statement
@@ -84,9 +84,11 @@ def merge(types: list[TensorType]) -> TensorType:
 class TensorTypes(ResolverState):
     """The resolver's tensor tracing (see the module's docstring)."""
 
-    _trees: dict[str, dict[str, ast.FunctionDef]]
+    _trees: dict[str, dict[str, ast.FunctionDef]]  # module -> qualname -> its function's syntax, parsed once
     mro: Any
     cls: Any
+    bound_of: dict[tuple[str, str], tuple[str, str] | None]
+    _value_there: Any  # (values.EngineValues)
 
     def tensor(self, mod: str, qual: str, line: int, src: str) -> TensorType:
         """The tensor ``src`` holds at ``line`` of function ``qual`` of ``mod``, as far as the engine's code tells."""
@@ -267,10 +269,10 @@ class TensorTypes(ResolverState):
         for d in dims:
             src = ast.unparse(d)
             try:
-                got = src if is_literal(src) else self._value_there(mod, fn, klass, src)  # type: ignore[attr-defined]
-                out.append(int(got) if got is not None and re.fullmatch(r"-?\d+", str(got)) else None)
-            except Exception:  # noqa: BLE001 - a value the defaults cannot evaluate is an unknown dim
-                out.append(None)
+                got = src if is_literal(src) else self._value_there(mod, fn, klass, src)
+            except (RecursionError, ValueError, TypeError, KeyError):  # a dim the defaults cannot evaluate
+                got = None
+            out.append(int(got) if got is not None and re.fullmatch(r"-?\d+", str(got)) else None)
         return tuple(out)
 
     # --- where a name's value comes from -----------------------------------------------------------------------
@@ -302,15 +304,15 @@ class TensorTypes(ResolverState):
         callers = (self.callers or {}).get((mod, qual))
         f = self.p.facts(mod) or {}
         facts = f.get("functions", {}).get(qual) or {}
-        if not callers or depth > _DEPTH:
-            return None
         params = facts.get("params", [])
+        if not callers or depth > _DEPTH or name not in params:
+            return None
         skip = 1 if facts.get("class") and not any(d == "staticmethod" for d, _ in facts.get("decorators", [])) else 0
         out = []
         for node, i in callers:
             cf = (self.p.facts(node[1]) or {}).get("functions", {}).get(node[2])
             call = cf["calls"][i] if cf and i < len(cf["calls"]) else None
-            if call is None or len(call) < 6 or call[4] is None or name not in params:
+            if call is None or len(call) < 6 or call[4] is None:
                 return None
             pos = params.index(name) - skip
             src = call[5].get(name, call[4][pos] if 0 <= pos < len(call[4]) else None)

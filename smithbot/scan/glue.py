@@ -6,7 +6,9 @@ statements of one block whose calls and operators are torch tensor ops. Each op 
 launch (``torch.cumsum``, ``.copy_``, ``a + b`` on a tensor, ``x[idx]`` with a tensor index, ``x[i] = v``); views,
 reshapes and shape reads are free; ``.item()``/``.tolist()`` are host syncs, listed apart; identity and membership
 tests (``x is not None``) and arithmetic on ints, shapes and config values are host work, never a launch;
-``.contiguous()`` launches only on what is known to be strided (a transpose, a strided slice). A run ends at a loop or
+``.contiguous()`` launches only on what is known to be strided (a transpose, a strided slice). A cast (``.float()``,
+``.to(dtype)``, ``.type_as(t)``) is recorded with the tensor it converts and the dtype it converts to: whether it
+launches depends on that tensor's dtype, which ``scan.fusion`` asks the call graph (``program.tensors``). A run ends at a loop or
 another compound statement (its bodies are runs of their own), at a Triton launch, and after a call that is neither a
 tensor op nor a known-harmless builtin (it may launch anything); it goes on through an ``if`` whose branch is simple
 statements, once per branch, each under its test (the defaults then keep the branch they take). A run of two launches
@@ -224,9 +226,9 @@ class _Function:
             return _dotted(e) in self.tensors
         if isinstance(e, ast.Call):
             kind, name = self.call(e)
-            return kind in ("launch", "cast") or (kind == "free" and name not in {"size", "dim", "numel", "stride", "data_ptr",
-                                                                         "element_size", "is_contiguous", "device",
-                                                                         "Size", "finfo", "iinfo", "get_device"})
+            return kind in ("launch", "cast") or (kind == "free" and name not in {
+                "size", "dim", "numel", "stride", "data_ptr", "element_size", "is_contiguous", "device", "Size",
+                "finfo", "iinfo", "get_device"})
         if isinstance(e, ast.Subscript):
             return self.is_tensor(e.value)
         if isinstance(e, ast.BinOp):
