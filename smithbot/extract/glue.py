@@ -15,7 +15,8 @@ The glue is a run of statements inside an engine's function. As a function:
 Glue whose outputs cannot be determined is refused with the reason (:class:`GlueError`), never turned into a function
 that computes something else: a run that nothing after it reads and that writes nothing, one that stores into
 something other than a name, an attribute or an item, or one with a statement other than an assignment, an
-expression, an ``assert`` or a final ``return``.
+expression, an ``assert``, an ``if`` of those (kept whole: the branch the defaults do not take stays correct) or a
+final ``return``.
 """
 
 from __future__ import annotations
@@ -184,45 +185,57 @@ def glue_function(tree: ast.Module, qualname: str, first: int, last: int, name: 
             return ast.copy_location(ast.Subscript(base, Rewrite(set()).visit(t.slice), ast.Store()), t)
         raise GlueError(f"line {stmt.lineno} stores into {ast.unparse(t)}, whose owner is not known")
 
-    body: list[ast.stmt] = []
     returned_value: ast.expr | None = None
-    for stmt in span:
+
+    def convert(stmt: ast.stmt, last: bool) -> ast.stmt | None:
+        """A statement of the run, rewritten over the parameters; None for what it leaves out (the final ``return``,
+        kept apart, and ``x = x``)."""
+        nonlocal returned_value
         called = {id(n.func) for n in ast.walk(stmt) if isinstance(n, ast.Call)}
         if isinstance(stmt, ast.Assign):
             value = Rewrite(called).visit(stmt.value)
-            new: ast.stmt = ast.Assign([target(t, stmt) for t in stmt.targets], value)
-        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            targets = [target(t, stmt) for t in stmt.targets]
+            if len(targets) == 1 and isinstance(value, ast.Name) and ast.unparse(targets[0]) == value.id:
+                return None  # `x = step.x` became `x = x`: the parameter already is it
+            return ast.Assign(targets, value)
+        if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             value = Rewrite(called).visit(stmt.value)
-            new = ast.Assign([target(stmt.target, stmt)], value)
-        elif isinstance(stmt, ast.AugAssign):
+            return ast.Assign([target(stmt.target, stmt)], value)
+        if isinstance(stmt, ast.AugAssign):
             value = Rewrite(called).visit(stmt.value)
             t = stmt.target
             if isinstance(t, ast.Name) and t.id not in locals_:
                 p = param_for([t.id])
                 if p is not None and p not in inplace:
                     inplace.append(p)  # `x += v` on an input tensor writes it in place
-                new = ast.AugAssign(ast.Name(p or t.id, ast.Store()), stmt.op, value)
-            else:
-                new = ast.AugAssign(target(t, stmt), stmt.op, value)
-        elif isinstance(stmt, ast.Expr):
+                return ast.AugAssign(ast.Name(p or t.id, ast.Store()), stmt.op, value)
+            return ast.AugAssign(target(t, stmt), stmt.op, value)
+        if isinstance(stmt, ast.Expr):
             new = ast.Expr(Rewrite(called).visit(stmt.value))
             call = new.value
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr.endswith("_") \
                     and not call.func.attr.startswith("_") and isinstance(call.func.value, ast.Name) \
                     and call.func.value.id in params and call.func.value.id not in inplace:
                 inplace.append(call.func.value.id)  # `out.copy_(v)`: written in place
-        elif isinstance(stmt, ast.Assert):  # the engine's own checks stay
-            new = ast.Assert(Rewrite(called).visit(stmt.test),
-                             Rewrite(called).visit(stmt.msg) if stmt.msg is not None else None)
-        elif isinstance(stmt, ast.Return) and stmt is span[-1] and stmt.value is not None:
+            return new
+        if isinstance(stmt, ast.Assert):  # the engine's own checks stay
+            return ast.Assert(Rewrite(called).visit(stmt.test),
+                              Rewrite(called).visit(stmt.msg) if stmt.msg is not None else None)
+        if isinstance(stmt, ast.Return) and last and stmt.value is not None:
             returned_value = Rewrite(called).visit(stmt.value)  # what the engine's function returns: an output
-            continue
-        elif isinstance(stmt, ast.If):  # scan carries a run through a branch; a task keeps one straight run
-            raise GlueError(f"line {stmt.lineno}: the run goes on through an if-statement, which a glue task cannot "
-                            f"take yet (only one branch would be fused and the other lost)")
-        else:
-            raise GlueError(f"line {stmt.lineno}: a {type(stmt).__name__} statement in the run")
-        body.append(ast.copy_location(new, stmt))
+            return None
+        if isinstance(stmt, ast.If):  # kept whole, both branches: the test's inputs become parameters
+            test = Rewrite({id(n.func) for n in ast.walk(stmt.test) if isinstance(n, ast.Call)}).visit(stmt.test)
+            body = [c for c in (convert(x, False) for x in stmt.body) if c is not None]
+            orelse = [c for c in (convert(x, False) for x in stmt.orelse) if c is not None]
+            return ast.If(test, body or [ast.Pass()], orelse)
+        raise GlueError(f"line {stmt.lineno}: a {type(stmt).__name__} statement in the run")
+
+    body: list[ast.stmt] = []
+    for stmt in span:
+        new = convert(stmt, stmt is span[-1])
+        if new is not None:
+            body.append(ast.copy_location(new, stmt))
 
     live = [n for n in sorted(locals_ - set(stored.values()), key=lambda n: _first_store(span, n)) if n in after]
     if returned_value is not None:  # the run ends its function: what it returns is all that later code sees

@@ -88,6 +88,8 @@ def make_inputs(case, generator):
             return dtype
         if spec == "device:":
             return dev
+        if spec == "regime:decode":  # a step's is_decoding
+            return case["regime"] == "decode"
         if not isinstance(spec, dict):
             return size_value(spec, dims)
         if "literal" in spec:

@@ -26,7 +26,8 @@ LENS's: a prefix of each sequence, its cached part), or ``chunks:CU:BT`` (the
 weight passed as ``w.t()``). A scalar spec is a number, a bool, or an arithmetic expression over the dims;
 ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of the harness's ``_DTYPES``,
 ``extract/harness.py``) that dtype, and
-``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``default:`` leaves the parameter to the
+``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``regime:decode`` True in the decode
+cases and False in the prefill ones (a step's ``is_decoding``); ``default:`` leaves the parameter to the
 launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a string default such as
 ``activation="swish"``); ``{object: {attr: spec...}}`` an object carrying those attributes (a module's ``self``, read
 for its weights), ``{items: [spec...]}`` a list of them and ``{returns: spec}``, in an object, a method that answers
@@ -102,7 +103,8 @@ class InputError(Exception):
 
 
 def _names_in(expr: Any) -> set[str]:
-    if isinstance(expr, str) and (expr.startswith(("dtype:", "tldtype:")) or expr in ("device:", "default:")):
+    if isinstance(expr, str) and (expr.startswith(("dtype:", "tldtype:"))
+                                  or expr in ("device:", "default:", "regime:decode")):
         return set()
     if isinstance(expr, str):
         try:

@@ -120,10 +120,21 @@ def test_glue_whose_outputs_cannot_be_known_is_refused_with_the_reason() -> None
         build("Backend.init_forward_metadata", "forward_batch.req_pool_indices,", "]")
     with pytest.raises(GlueError, match="no function"):
         glue_function(ast.parse(ENGINE), "Backend.missing", 1, 2, "glue")
+
+
+def test_a_run_through_an_if_keeps_both_branches_and_its_tests_inputs() -> None:
+    """Scan carries a run through an ``if`` once per branch; the task keeps the statement whole, so the branch the
+    defaults do not take is still computed as the engine computes it."""
     routed = "import torch\n\ndef route(x, k, groups):\n    w = torch.softmax(x, -1)\n    if groups:\n" \
              "        w = w * 2\n    else:\n        w = torch.topk(w, k).values\n    return w\n"
-    with pytest.raises(GlueError, match="through an if-statement"):  # scan's run through a branch: not a task yet
-        glue_function(ast.parse(routed), "route", 4, 8, "glue")
+    g = glue_function(ast.parse(routed), "route", 4, 8, "glue")
+    assert g.params == ("x", "groups", "k") and g.outputs == ("w",)
+    engine: dict = {}
+    exec(routed, engine)
+    exec("import torch\n" + g.source, engine)
+    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(3))
+    for groups in (True, False):
+        assert torch.equal(engine["glue"](x, groups, 3), engine["route"](x, 3, groups))
 
 
 def test_a_run_that_ends_its_function_returns_what_it_returns_and_a_rebound_input_is_a_local_after() -> None:
