@@ -25,6 +25,7 @@ from evaluator import Evaluator, TaskError
 from evaluator.pool import resolve_backend
 from smithbot.config import ConfigError, ModelPreset
 from smithbot.extract.pipeline import extract_glue_site, extract_sites
+from smithbot.extract.inputs import DIMS
 from smithbot.scan.fusion import FusionSite
 from smithbot.types import KernelSite
 
@@ -159,13 +160,17 @@ def time_baseline(task_dir: Path, presets: list[str], timeout_s: float) -> dict[
     cases. ``{backend, preset, decode_case, us, bw_fraction, flop_fraction, flops, launch_us, prefill_case,
     prefill_us, entry, kernel_us, prefill_kernel_us}`` (``preset`` None under the interpreter; ``kernel_us``: each
     Triton kernel's own µs in the call, on the GPU); raises TaskError when the task cannot run, or on the GPU
-    has no case of any of ``presets`` (another model's shapes would say nothing of these)."""
+    has no case of any of ``presets`` (another model's shapes would say nothing of these), unless its inputs take no
+    model dim at all: then the cases, named after whichever preset came first, are the same for every preset."""
     with Evaluator(task_dir, workers_per_gpu=1, timeout_s=timeout_s, prepare_timeout_s=timeout_s) as ev:
         names = ev.case_names
         preset = next((p for p in presets if any(n.startswith(f"{p}-") for n in names)), None)
-        if preset is None and ev.backend == "cuda":
-            raise TaskError(f"its task has no case of {' or '.join(presets)} (its cases: {', '.join(names[:6])})")
         mine = [n for n in names if n.startswith(f"{preset}-")] or names
+        if preset is None and ev.backend == "cuda":
+            if any(set(c.dims) & set(DIMS) for c in ev.task.cases):
+                raise TaskError(f"its task has no case of {' or '.join(presets)} (its cases: {', '.join(names[:6])})")
+            # no model dim in its inputs (a step's lengths): its cases, named after one preset, are every preset's
+            preset = presets[0]
         decode = decode_case(mine)
         prefill = [n for n in mine if "-prefill-" in n]
         cases = ([decode] if decode else []) + prefill[:1] or names[:1]
