@@ -360,7 +360,8 @@ def _measured_first(row: JobRow, site: KernelSite | FusionSite, name: str, task:
         floor = f", an empty launch {got['launch_us']:.2f} µs" if got["launch_us"] else ""
         row.why = f"at most {left:.2f} µs a step of {preset} to save ({each}{floor}): too small to matter"
     else:
-        job.say(f"measure: {name}: {step:.1f} µs a decode step of {preset} ({each}), at most {left:.1f} to save; "
+        phase = "prefill" if "-prefill-" in got["decode_case"] else "decode"  # (a prefill-only kernel's case)
+        job.say(f"measure: {name}: {step:.1f} µs a {phase} step of {preset} ({each}), at most {left:.1f} to save; "
                 f"{roofs}")
         return False
     row.skipped = True

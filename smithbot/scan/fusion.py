@@ -107,11 +107,16 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
             types = pr.types.get((mod, qual), {})
             for run in runs:
                 launching, unsure = casts(run, types)
+                # casts not decided count only where the run needs them to be a run at all, and then as open tests
+                # of its path: it is possible, not default
+                counted = launching if len(run["ops"]) + len(launching) >= MIN_LAUNCHES else launching + unsure
                 ops = tuple(run["ops"])
-                for c in reversed(launching):
+                for c in sorted(counted, key=lambda c: -c["at"]):
                     ops = ops[:c["at"]] + (c["op"],) + ops[c["at"]:]
                 if len(ops) < MIN_LAUNCHES:
-                    continue  # (its casts convert what has that dtype already, or may)
+                    continue  # (its casts convert what has that dtype already)
+                open_casts = [f"{c['of']}.dtype != {c['target']} ({rel}:{c['line']})" for c in unsure if c in counted]
+                not_counted = tuple(_cast_said(c) for c in unsure if c not in counted)
                 asked = pr.answers.get((mod, qual), {})
                 kept = [(r, own) for r in rs for own in [_decide(program, mod, qual, run["tests"],
                                                                   envs[pr.preset].with_phase(r.phase), asked)]
@@ -121,7 +126,7 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                 k = (mod, qual, run["first"], run["last"], ops)
                 if k not in found:
                     found[k] = FusionSite(qual, mod, rel, run["first"], run["last"], ops, len(ops),
-                                          tuple(run["syncs"]), tuple(run["todos"]), tuple(unsure), {})
+                                          tuple(run["syncs"]), tuple(run["todos"]), not_counted, {})
                 per_layer = any(r.per_layer for r, _ in kept)
                 n = layers.get(pr.preset, 0) if per_layer else 1
                 best, own = min(kept, key=lambda rb: (bool(rb[0].tests) or bool(rb[1]), not rb[0].per_layer,
@@ -130,8 +135,8 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                     "phases": sorted({r.phase for r, _ in kept}, reverse=True), "per_layer": per_layer,
                     "layers": n if per_layer and n > 1 else None, "per_step": len(ops) * max(n, 1),
                     "path": short_path(best.path),
-                    "undecided": round(best.undecided + len(own), 2),
-                    "tests": [*best.tests, *(f"{t} ({rel}:{run['first']})" for t in own)],
+                    "undecided": round(best.undecided + len(own) + len(open_casts), 2),
+                    "tests": [*best.tests, *(f"{t} ({rel}:{run['first']})" for t in own), *open_casts],
                     "inputs": {src: t for src in run["reads"]
                                for t in [types.get(tensor_question("tensor", run["first"], src))]
                                if t and (t.get("dtype") or (t.get("shape") and None not in t["shape"]))}}
@@ -145,11 +150,12 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
     return list(kept.values())
 
 
-def casts(run: dict[str, Any], types: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """A run's casts that launch (the tensor they convert is known to have another dtype) and, said, those not
-    counted because the engine's code does not tell the dtype it has (``types``: the walk's answers)."""
+def casts(run: dict[str, Any], types: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A run's casts that launch (the tensor they convert is known to have another dtype), and those the engine's code
+    does not decide (the tensor's dtype, or the one named, is not traced; ``types``: the walk's answers). Each with
+    ``target``: the dtype it converts to, or the expression that names it."""
     launching: list[dict[str, Any]] = []
-    unsure: list[str] = []
+    unsure: list[dict[str, Any]] = []
     for c in run["casts"]:
         got = (types.get(tensor_question("tensor", c["line"], c["of"])) or {}).get("dtype")
         to = c["to"] or types.get(tensor_question("dtype", c["line"], c["to_src"]))
@@ -157,10 +163,13 @@ def casts(run: dict[str, Any], types: dict[str, Any]) -> tuple[list[str], list[s
             if got != to:
                 launching.append(c)
         else:
-            unsure.append(f"{c['of']}{c['op']}() at line {c['line']}: a launch only if {c['of']} is not "
-                          f"{to or c['to_src']} already, and {'its dtype' if not got else 'the target'} is not "
-                          f"decided")
+            unsure.append({**c, "target": to or c["to_src"], "known": bool(got)})
     return launching, unsure
+
+
+def _cast_said(c: dict[str, Any]) -> str:
+    return (f"{c['of']}{c['op']}() at line {c['line']}: a launch only if {c['of']} is not {c['target']} already, "
+            f"and {'the target' if c['known'] else 'its dtype'} is not decided")
 
 
 def compiled(program: Program, mod: str, qual: str) -> bool:
