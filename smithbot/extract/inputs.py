@@ -261,10 +261,10 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     of its closure, for the inference. ``traced``: what the engine's code says of a parameter in serving (a glue
     task's inputs, ``traced_specs``): a spec with its shape comes after the YAML's; a dtype, and the last dims where
     only they are known, replace those of the spec the other rules give."""
-    traced = traced or {}
     from smithbot.extract.infer import infer
     from smithbot.extract.launcher_facts import required_optionals
 
+    traced = traced or {}
     given = dict(target.inputs.get(wrapper, {}))
     given.pop("_models", None)
     given.pop("_shrink", None)

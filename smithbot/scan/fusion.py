@@ -33,7 +33,8 @@ class FusionSite:
     todos: tuple[str, ...] = ()
     # casts left out of ``ops``: the engine's code does not decide whether the tensor has that dtype already
     unsure: tuple[str, ...] = ()
-    # preset -> {"phases", "per_layer", "layers", "per_step", "path", "undecided", "tests"}
+    # preset -> {"phases", "per_layer", "layers", "per_step", "path", "undecided", "tests", "inputs": {what the run
+    # reads: its traced dtype and shape}}
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)
     measured_share: float | None = None  # its share of a profile's step (``scan --profile``), where it has a row
     measured_of: str = ""  # what that profile measured (``Profile.phase_label``)
@@ -106,17 +107,9 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
             rel = program.modules[mod]
             types = pr.types.get((mod, qual), {})
             for run in runs:
-                launching, unsure = casts(run, types)
-                # casts not decided count only where the run needs them to be a run at all, and then as open tests
-                # of its path: it is possible, not default
-                counted = launching if len(run["ops"]) + len(launching) >= MIN_LAUNCHES else launching + unsure
-                ops = tuple(run["ops"])
-                for c in sorted(counted, key=lambda c: -c["at"]):
-                    ops = ops[:c["at"]] + (c["op"],) + ops[c["at"]:]
+                ops, open_casts, not_counted = _with_casts(run, types, rel)
                 if len(ops) < MIN_LAUNCHES:
                     continue  # (its casts convert what has that dtype already)
-                open_casts = [f"{c['of']}.dtype != {c['target']} ({rel}:{c['line']})" for c in unsure if c in counted]
-                not_counted = tuple(_cast_said(c) for c in unsure if c not in counted)
                 asked = pr.answers.get((mod, qual), {})
                 kept = [(r, own) for r in rs for own in [_decide(program, mod, qual, run["tests"],
                                                                   envs[pr.preset].with_phase(r.phase), asked)]
@@ -165,6 +158,20 @@ def casts(run: dict[str, Any], types: dict[str, Any]) -> tuple[list[dict[str, An
         else:
             unsure.append({**c, "target": to or c["to_src"], "known": bool(got)})
     return launching, unsure
+
+
+def _with_casts(run: dict[str, Any], types: dict[str, Any], rel: str
+                ) -> tuple[tuple[str, ...], list[str], tuple[str, ...]]:
+    """A run's launching ops with its casts decided (``casts``): those that launch, in their place; those not
+    decided only where the run needs them to be a run at all, and then as open tests of its path (it is possible,
+    not default). (ops, those open tests, the casts not counted, said)."""
+    launching, unsure = casts(run, types)
+    counted = launching if len(run["ops"]) + len(launching) >= MIN_LAUNCHES else launching + unsure
+    ops = tuple(run["ops"])
+    for c in sorted(counted, key=lambda c: -c["at"]):
+        ops = ops[:c["at"]] + (c["op"],) + ops[c["at"]:]
+    open_casts = [f"{c['of']}.dtype != {c['target']} ({rel}:{c['line']})" for c in unsure if c in counted]
+    return ops, open_casts, tuple(_cast_said(c) for c in unsure if c not in counted)
 
 
 def _cast_said(c: dict[str, Any]) -> str:
