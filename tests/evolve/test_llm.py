@@ -146,7 +146,7 @@ def test_a_fusion_tasks_prompt_carries_its_glue_its_heat_and_the_inductor_seed(t
     user = srv.requests[0]["messages"][1]["content"]
     assert "## The glue to fuse" in user
     assert "`LlamaModel.forward()` in `minengine/models/llama.py`, lines 46-48" in user
-    assert "launches 6 small kernels a serving step" in user and "TODO: fuse these small ops" in user
+    assert "launches 4 small kernels a serving step" in user and "TODO: fuse these small ops" in user
     assert "lens = lens.clamp(min=1).to(torch.int32)" in user  # the original code
     assert "torch.compile (Inductor) turns it into these Triton kernels" in user
     assert "def _forward_kernel(" in user  # the seed, standalone
