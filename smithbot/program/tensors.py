@@ -22,11 +22,13 @@ a model's default dtype), or values that differ between callers or branches.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from smithbot.program.values import ResolverState, is_literal
+from smithbot.program.values import ResolverState, is_literal, parse_expr
+from smithbot.scan.parse import _dotted
 
 _DEPTH = 12  # values deep: a router's logits reach their making four calls up, each a caller's local or argument
 
@@ -84,7 +86,6 @@ def merge(types: list[TensorType]) -> TensorType:
 class TensorTypes(ResolverState):
     """The resolver's tensor tracing (see the module's docstring)."""
 
-    _trees: dict[str, dict[str, ast.FunctionDef]]  # module -> qualname -> its function's syntax, parsed once
     mro: Any
     cls: Any
     bound_of: dict[tuple[str, str], tuple[str, str] | None]
@@ -92,7 +93,7 @@ class TensorTypes(ResolverState):
 
     def tensor(self, mod: str, qual: str, line: int, src: str) -> TensorType:
         """The tensor ``src`` holds at ``line`` of function ``qual`` of ``mod``, as far as the engine's code tells."""
-        node = _parse_expr(src)
+        node = parse_expr(src)
         if node is None:
             return _UNKNOWN
         return self._tensor(mod, qual, self.bound_of.get((mod, qual)), line, node, 0)
@@ -108,31 +109,13 @@ class TensorTypes(ResolverState):
 
     def dtype_value(self, mod: str, qual: str, line: int, src: str) -> str | None:
         """The dtype an expression names (``torch.float32``, ``w.dtype``, a parameter every caller passes one)."""
-        node = _parse_expr(src)
+        node = parse_expr(src)
         return None if node is None else self._dtype(mod, qual, self.bound_of.get((mod, qual)), line, node, 0)
 
     # --- the tracing -----------------------------------------------------------------------------------------
     def _fn(self, mod: str, qual: str) -> ast.FunctionDef | None:
-        if not hasattr(self, "_trees"):
-            self._trees = {}
-        if mod not in self._trees:
-            rel = self.p.modules.get(mod)
-            found: dict[str, ast.FunctionDef] = {}
-            try:
-                tree = ast.parse(self.p.texts[rel]) if rel in self.p.texts else None
-            except (SyntaxError, ValueError):
-                tree = None
-
-            def visit(body: list[ast.stmt], scope: str) -> None:
-                for n in body:
-                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        found[scope + n.name] = n  # type: ignore[assignment]
-                        visit(n.body, f"{scope}{n.name}.")
-                    elif isinstance(n, ast.ClassDef):
-                        visit(n.body, f"{scope}{n.name}.")
-            visit(tree.body if tree else [], "")
-            self._trees[mod] = found
-        return self._trees[mod].get(qual)
+        rel = self.p.modules.get(mod)
+        return _functions(self.p.texts[rel]).get(qual) if rel in self.p.texts else None
 
     def _tensor(self, mod: str, qual: str, klass: tuple[str, str] | None, line: int, e: ast.expr,
                 depth: int) -> TensorType:
@@ -323,7 +306,7 @@ class TensorTypes(ResolverState):
                     return None
                 out.append((mod, qual, self.bound_of.get((mod, qual)), fn.lineno, default))
                 continue
-            e = _parse_expr(src)
+            e = parse_expr(src)
             if e is None or src == "?" or "**" in call[5]:
                 return None
             out.append((node[1], node[2], node[3], call[3], e))
@@ -334,7 +317,7 @@ class TensorTypes(ResolverState):
         out = []
         for m, q in self.mro(*klass):
             for src, where, _ in ((self.cls(m, q) or {}).get("flags", {}).get(attr) or []):
-                e = _parse_expr(src)
+                e = parse_expr(src)
                 if e is not None and where:
                     fn = self._fn(m, where)
                     out.append((m, where, (fn.end_lineno or fn.lineno) + 1 if fn else 0, e))
@@ -404,6 +387,26 @@ def _reaching(body: list[ast.stmt], name: str, line: int, now: list[Any]) -> lis
     return now
 
 
+@functools.lru_cache(maxsize=256)
+def _functions(text: bytes) -> dict[str, ast.FunctionDef]:
+    """A file's functions by qualified name (``Class.method``), parsed once for every preset's walk."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return {}
+    found: dict[str, ast.FunctionDef] = {}
+
+    def visit(body: list[ast.stmt], scope: str) -> None:
+        for n in body:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found[scope + n.name] = n  # type: ignore[assignment]
+                visit(n.body, f"{scope}{n.name}.")
+            elif isinstance(n, ast.ClassDef):
+                visit(n.body, f"{scope}{n.name}.")
+    visit(tree.body, "")
+    return found
+
+
 def _union(a: list[Any], b: list[Any]) -> list[Any]:
     return a + [x for x in b if not any(x is y for y in a)]
 
@@ -412,20 +415,3 @@ def devicey(e: ast.expr) -> bool:
     """Whether a ``.to(...)`` argument names a device rather than a dtype (``x.device``, ``"cuda"``, ``device``)."""
     text = ast.unparse(e)
     return isinstance(e, ast.Constant) or any(w in text for w in ("device", "cuda", "cpu"))
-
-
-def _dotted(e: ast.AST) -> str | None:
-    parts = []
-    while isinstance(e, ast.Attribute):
-        parts.append(e.attr)
-        e = e.value
-    if not isinstance(e, ast.Name):
-        return None
-    return ".".join([e.id, *reversed(parts)])
-
-
-def _parse_expr(src: str) -> ast.expr | None:
-    try:
-        return ast.parse(src, mode="eval").body
-    except SyntaxError:
-        return None

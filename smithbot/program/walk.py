@@ -87,12 +87,13 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
         if functions is not None:
             for key, rc in funcs[phase].items():
                 functions.setdefault(key, []).append(rc)
+    reached = {k for phase in phases for k in funcs[phase]}
     if tensor_questions is not None and types is not None:
         r.env = env.with_phase(phases[0])
-        for (mod, qual), asked in tensor_questions({k for phase in phases for k in funcs[phase]}).items():
-            types[(mod, qual)] = {q: r.answer(mod, qual, q) for q in sorted(asked)}
+        types.update({key: {q: r.answer(*key, q) for q in sorted(asked)}
+                      for key, asked in tensor_questions(reached).items()})
     if questions is not None and answers is not None:
-        _answer(r, env, questions({k for phase in phases for k in funcs[phase]}), phases, answers)
+        _answer(r, env, questions(reached), phases, answers)
     return out
 
 
