@@ -121,6 +121,9 @@ class CallValues(ResolverState):
             if element is not None and element_split(name)[0] in target.get("flags", {}):
                 # a local the returned tuple holds (return None, mode, batch): as the walk's context values it
                 return _sources(value_of(name, self.env, self.look(theirs, target, func[3])))
+            if name in target.get("flags", {}) and name not in args:  # its own local (b = get_backend()), with
+                # the call's arguments in its sources
+                return [_bound_source(src, bound) for src in self._local(theirs, target, func[3], name)] or None
             if name in (self.p.facts(theirs) or {}).get("assigns", {}):
                 return self.module_value(theirs, name)
             return outer(name) if outer else None
@@ -192,16 +195,31 @@ class CallValues(ResolverState):
                               lambda: self._from_callers(fn, param, depth, key, self._callers_anywhere(key)), True)
         return self._from_callers(fn, param, depth, key, callers)
 
+    def _known_spread(self, node: Value, cf: dict[str, Any], kwargs: dict[str, str], param: str) -> dict[str, str]:
+        """A call's keywords with ``param`` read from the local dict it spreads, where the facts could not tell its
+        value ("?": one branch of ``kw = dict(p=...) if test else {}`` lacks it) and the defaults decide which
+        branch it holds: its source there, or not passed at all."""
+        if kwargs.get(param) != "?" or "**known" not in kwargs:
+            return kwargs
+        spread = self._spread(node, cf, kwargs["**known"], param)
+        return kwargs if spread is None else {**{k: v for k, v in kwargs.items() if k != param}, **spread}
+
     def _spread(self, node: Value, cf: dict[str, Any], text: str, param: str) -> dict[str, str] | None:
         """What a caller's ``**name`` hands ``param``, when ``name`` is a local dict the defaults let be only literal
-        dicts (``kw = {}``, then ``kw = dict(packed_out=p)`` under a test decided against it): ``{param: source}``
-        where one passes it, ``{}`` where none does; None when that cannot be told."""
+        dicts (``kw = {}``, then ``kw = dict(packed_out=p)`` under a test decided against it, or ``kw = dict(...)
+        if test else {}`` with the test decided): ``{param: source}`` where one passes it, ``{}`` where none does;
+        None when that cannot be told."""
         if not text.isidentifier() or text not in cf.get("flags", {}):
             return None
         owner = node[3] or ((node[1], cf["class"]) if cf.get("class") else None)
         found: dict[str, str] = {}
         for src in self._local(node[1], cf, owner, text):
             tree = parse_expr(src)
+            while isinstance(tree, ast.IfExp):
+                taken = self.decisions(node[1], [[ast.unparse(tree.test), True]], cf, klass=owner)[0]
+                if taken not in (True, False):
+                    return None
+                tree = tree.body if taken else tree.orelse
             if isinstance(tree, ast.Dict) and all(isinstance(k, ast.Constant) for k in tree.keys):
                 pairs = {k.value: ast.unparse(v) for k, v in zip(tree.keys, tree.values)}  # type: ignore[union-attr]
             elif isinstance(tree, ast.Call) and ast.unparse(tree.func) == "dict" and not tree.args \
@@ -239,6 +257,7 @@ class CallValues(ResolverState):
                         "locals", {})):
                     return None  # (Class.method(obj): an unbound call; a receiver the caller does not hold)
                 args, kwargs, pos = [receiver], {}, 0
+            kwargs = self._known_spread(node, cf, kwargs, param)
             if param not in kwargs and not 0 <= pos < len(args) and "**" in kwargs:
                 spread = self._spread(node, cf, kwargs["**"], param)
                 if spread is None:
@@ -318,14 +337,29 @@ class CallValues(ResolverState):
         if not vals or any(v[0] != "inst" for v in vals):
             return None
         name = node.args[1].value
-        has = set()
-        for v in vals:
-            has.add(any(name in c.get("flags", {}) or name in c.get("attrs", {}) or name in c.get("assigned", ())
-                        or f"{q}.{name}" in (self.p.facts(m) or {}).get("functions", {})
-                        for m, q in self.mro(v[1], v[2]) for c in [self.cls(m, q) or {}]))
+        has = {self._has_attribute((v[1], v[2]), name) for v in vals}
         if node.func.id == "hasattr":
             return repr(has.pop()) if len(has) == 1 else None
         return ast.unparse(node.args[2]) if has == {False} else None
+
+    def _has_attribute(self, owner: tuple[str, str], name: str) -> bool:
+        """Whether an instance of ``owner`` has the attribute ``name``: a method or class attribute of its method
+        order, or a field, or an assignment to ``self.name`` that the serving defaults let run (one under an
+        if-test decided against it, or in a method other than a constructor that no walk reached, does not)."""
+        for m, q in self.mro(*owner):
+            c = self.cls(m, q) or {}
+            if f"{q}.{name}" in (self.p.facts(m) or {}).get("functions", {}) \
+                    or any(e[1] is None for e in c.get("attrs", {}).get(name, ())):
+                return True
+            functions = (self.p.facts(m) or {}).get("functions", {})
+            for where, tests in c.get("assigned_at", {}).get(name, ()):
+                if where is None:
+                    return True
+                if self.ran is not None and not where.endswith("__init__") and (m, where) not in self.ran:
+                    continue
+                if not self.cut(m, tests, functions.get(where), klass=owner):
+                    return True
+        return False
 
     def param_defaults(self, mod: str, fn: dict[str, Any] | None, callee: str) -> list[str | None] | None:
         """The default sources of the parameters of the one function ``callee`` names in ``mod``, in order."""

@@ -104,7 +104,8 @@ class _Visitor(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         qual = self._qual(node.name)
         self.classes[qual] = {"line": node.lineno, "bases": [b for b in map(_dotted, node.bases) if b], "attrs": {},
-                              "registries": [], "flags": {}, "assigned": []}
+                              "registries": [], "flags": {}, "assigned": [],
+                              "assigned_at": {}}
         self.scope.append(("class", node.name))
         saved, self.fn = self.fn, None
         for s in node.body:
@@ -262,6 +263,11 @@ class _Visitor(ast.NodeVisitor):
                     attr = self_attr(el)
                     if attr and attr not in cls["assigned"]:
                         cls["assigned"].append(attr)
+                    if attr:  # where, and under which if-tests (hasattr is False when none of them runs)
+                        entry = [self._qual("")[:-1], [list(x) for x in self.tests]]
+                        into = cls["assigned_at"].setdefault(attr, [])
+                        if entry not in into:
+                            into.append(entry)
             attr = self_attr(node.targets[0]) if len(node.targets) == 1 else None
             if attr and isinstance(node.value, FLAG_VALUES):
                 self._self_flag(cls, attr, node.value)  # self.use_x = n_group == 1
@@ -281,6 +287,7 @@ class _Visitor(ast.NodeVisitor):
         if cls is not None and self.scope[-1][0] == "class":
             if name not in cls["assigned"]:
                 cls["assigned"].append(name)  # a class attribute: what hasattr and getattr find
+            cls["assigned_at"].setdefault(name, []).append([None, []])
             if class_constant(node.value):
                 cls["flags"].setdefault(name, []).append([src, None, []])
 
@@ -444,8 +451,9 @@ class _Visitor(ast.NodeVisitor):
 
     def _keywords(self, node: ast.Call) -> dict[str, str]:
         """A call's keyword arguments' sources. ``**kw`` of a local dict whose keys are known (see ``_dict_store``)
-        passes those keys, each with its value's source ("?" where it is not one); any other ``**kw`` is kept under
-        the key "**": any parameter not passed by position may be in it."""
+        passes those keys, each with its value's source ("?" where it is not one, and then the dict's name under
+        "**known"); any other ``**kw`` is kept under the key "**": any parameter not passed by position may be in
+        it."""
         assert self.fn is not None
         out: dict[str, str] = {}
         for k in node.keywords:
@@ -455,6 +463,8 @@ class _Visitor(ast.NodeVisitor):
                 out[k.arg] = ast.unparse(k.value)
             elif keys is not None:
                 out.update(keys)
+                if "?" in keys.values():  # (a key one branch may lack: the call graph reads the dict there)
+                    out["**known"] = k.value.id
             else:
                 out["**"] = ast.unparse(k.value)
         return out

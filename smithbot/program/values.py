@@ -266,6 +266,7 @@ class EngineValues(ResolverState):
                     if self.cut(site[1], tests, fn, klass=site[3]):
                         continue  # a construction the defaults rule out (the HIP-only runner)
                     i = params.index(param)
+                    kwargs = self._known_spread(site, fn, kwargs, param)
                     if param not in kwargs and i >= len(args) and "**" in kwargs:
                         spread = self._spread(site, fn, kwargs["**"], param)  # (a local dict of literal keys)
                         if spread is None:
@@ -367,14 +368,22 @@ class EngineValues(ResolverState):
                 out.append(src)
         return out
 
-    def module_value(self, mod: str, name: str) -> str | None:
+    def module_value(self, mod: str, name: str, hops: int = 0) -> str | None:
         """The source a module-level name is assigned, unless a function rebinds it (``global``) and the walk may
-        run that function (every one, before the first walk has)."""
+        run that function (every one, before the first walk has). A name the module imports is the other module's
+        when that is a literal (``from .utils import BACKENDS``, a list of names): any other source reads names of
+        its own module."""
         f = self.p.facts(mod) or {}
         rebound = f.get("rebound", {}).get(name, [])
         if rebound and (self.ran is None or any((mod, q) in self.ran for q in rebound)):
             return None
-        return f.get("assigns", {}).get(name)
+        own = f.get("assigns", {}).get(name)
+        imported = f.get("imports", {}).get(name)
+        if own is not None or not imported or hops > 3:
+            return own
+        home, _, there = imported.rpartition(".")
+        found = self.module_value(home, there, hops + 1) if home != mod else None
+        return found if found is not None and is_literal(found) else None
 
 _PHASE_MEMBERS = {"decode": ("DECODE",), "prefill": ("EXTEND", "PREFILL")}
 

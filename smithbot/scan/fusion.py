@@ -65,8 +65,9 @@ class FusionSite:
 
     @property
     def score(self) -> float:
-        """What ranks it: launches per step, halved for each if-test or dispatch its path leaves undecided."""
-        return max((p["per_step"] * 0.5 ** len(p["tests"]) for p in self.presets.values()), default=0.0)
+        """What ranks it: launches per step, halved for each bit of uncertainty on its path: each if-test it leaves
+        undecided, log2(n) for each call that may go to n functions (``Reach.undecided``)."""
+        return max((p["per_step"] * 0.5 ** p["undecided"] for p in self.presets.values()), default=0.0)
 
     @property
     def frequency(self) -> str:

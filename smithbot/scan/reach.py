@@ -16,7 +16,7 @@ from smithbot.config import ConfigError, ModelPreset, Target
 from smithbot.program.callgraph import Reach, method_of
 from smithbot.program.walk import reach
 from smithbot.program.modules import FACTS_VERSION, Program
-from smithbot.program.evaluate import Env
+from smithbot.program.evaluate import Env, Platform
 from smithbot.scan.index import Indexed, matches
 from smithbot.scan.parse import module_name
 
@@ -56,8 +56,9 @@ def program_for(root: Path, idx: Indexed, cache_dir: Path | None) -> Program:
 
 def env_for(target: Target, preset: ModelPreset, program: Program | None = None) -> Env:
     """The serving defaults a preset's if-tests are evaluated under; with ``program``, also the defaults its
-    environment-variable registry declares and its argument classes' literal defaults (``serving.arguments``),
-    under the declared settings."""
+    environment-variable registry declares, its argument classes' literal defaults (``serving.arguments``), under
+    the declared settings, and its own top-level packages as installed (``find_spec("sglang")`` where sglang
+    serves)."""
     env = target.serving.for_model(preset).environment()
     if program is None:
         return env
@@ -65,7 +66,9 @@ def env_for(target: Target, preset: ModelPreset, program: Program | None = None)
     for spec in target.serving.arguments:
         mod, _, cls = spec.partition(":")
         defaults.update(program.field_defaults(mod, cls))
-    return env.with_declared(program.env_declarations()).with_defaults(defaults)
+    own = {m.split(".")[0]: True for m in program.modules}
+    platform = Platform(env.platform.gpu, {**own, **env.platform.packages})
+    return env.with_platform(platform).with_declared(program.env_declarations()).with_defaults(defaults)
 
 
 def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPreset], cache_dir: Path | None

@@ -25,11 +25,13 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "pool_int4_kernel", "pool_unfused_kernel", "pool_packed_kernel", "pool_plain_topk_kernel",
                "mha_core_kernel", "mla_core_kernel", "pool_gate_packed_kernel", "pool_gate_plain_kernel",
                "staged_async_kernel", "staged_plain_kernel", "staged_wide_kernel", "plan_run_kernel",
-               "plan_skip_kernel", "one_shot_kernel", "norm_cast_kernel", "norm_plain_kernel")
+               "plan_skip_kernel", "one_shot_kernel", "norm_cast_kernel", "norm_plain_kernel", "aiter_only_kernel",
+               "listed_mode_kernel", "unlisted_mode_kernel", "a2a_deepep_kernel", "quiet_cast_kernel",
+               "quiet_plain_kernel")
 
 FILES = {
     "eng/__init__.py": "",
-    "eng/utils.py": "import torch\n\ndef is_hip():\n    return torch.version.hip is not None\n\n"
+    "eng/utils.py": "import torch\n\nFUSED_MODES = ['fused', 'fused_tma']\n\ndef is_hip():\n    return torch.version.hip is not None\n\n"
                     "def get_server_args():\n    return ARGS\n",
     "eng/kernels/__init__.py": "from .norm import rms_norm\n",
     "eng/kernels/norm.py": TRITON + kernel("rms_kernel") + "\n\ndef rms_norm(x):\n    rms_kernel[(1,)](x)\n",
@@ -531,6 +533,7 @@ reaches the fused function through parameters annotated with the info's base cla
 keyword arguments that the defaults leave empty, and a constructor is handed one that lacks a parameter."""
 from dataclasses import dataclass
 
+from eng.environ import get_bool_env_var
 from eng.kernels import mla as k
 
 
@@ -621,6 +624,17 @@ class Norm:
             k.norm_cast(x)
         else:
             k.norm_plain(x)
+
+
+class QuietNorm:
+    def __init__(self, cast=False):
+        self.cast = cast
+
+    def forward(self, x):
+        if self.cast:
+            k.quiet_cast(x)
+        else:
+            k.quiet_plain(x)
 
 
 class Kind:
@@ -714,6 +728,8 @@ def pool_step(x):
     gate.forward(x)
     norm_kw = dict(cast=True) if x.rare else {}
     Norm(**norm_kw).forward(x)
+    quiet_kw = dict(cast=True) if get_bool_env_var("ENG_USE_AITER") else {}
+    QuietNorm(**quiet_kw).forward(x)
     Staged().forward(x)
 ''',
     "eng/rocm_impl.py": '''from eng.kernels import mla as k
@@ -963,12 +979,22 @@ import torch
 from eng.environ import get_bool_env_var
 from eng.kernels import mla as k
 from eng.spec import Algo, Plan
+from eng.utils import FUSED_MODES, get_server_args
 
 _capturing = False
 
 
 def capturing():
     return _capturing
+
+
+def get_moe_a2a_backend():
+    return get_server_args().moe_a2a_backend
+
+
+def a2a_deepep():
+    b = get_moe_a2a_backend()
+    return b.is_deepep() or b.is_mooncake()
 
 
 def start_capture():
@@ -1056,6 +1082,14 @@ class Runner:
             k.unfused(x)
         if hasattr(self.core, "compute_fast"):
             k.fast_path(x)
+        if hasattr(self, "aiter_gate"):  # assigned only under a test that defaults off
+            k.aiter_only(x)
+        if a2a_deepep():  # a predicate that reads its own local
+            k.a2a_deepep(x)
+        if self.mode in FUSED_MODES:  # a list another module defines
+            k.listed_mode(x)
+        else:
+            k.unlisted_mode(x)
         if capturing():
             k.capture(x)
         if self.batch.needs_init():
