@@ -30,7 +30,7 @@ from typing import Any
 from smithbot.program.tensors import CASTS, DTYPES, devicey
 from smithbot.scan.parse import _dotted
 
-GLUE_VERSION = "11"
+GLUE_VERSION = "12"
 MIN_LAUNCHES = 2
 
 # torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
@@ -357,7 +357,7 @@ class _Function:
 
     def flush(self, run: list[Any], tests: tuple[tuple[str, bool], ...], loop: bool) -> None:
         """The runs of one straight stretch, one per choice of the branches it carries on through (a branch
-        without launches adds no test)."""
+        without launches or casts adds no test)."""
         Choice = tuple[list[tuple[ast.stmt, list[tuple[str, str]]]], tuple[tuple[str, bool], ...]]
         choices: list[Choice] = [([], ())]
         ended: list[Choice] = []  # what ran before a branch that ends the run
@@ -366,8 +366,8 @@ class _Function:
                 choices = [(stmts + [item], own) for stmts, own in choices]
                 continue
             _, test, body, orelse, _, leaves = item
-            launches = [side is not None and any(k == "launch" for _, ops in side for k, _ in ops)
-                        for side in (body, orelse)]
+            launches = [side is not None and any(k in ("launch", "cast") for _, ops in side for k, _ in ops)
+                        for side in (body, orelse)]  # (a cast may launch: its test is kept)
             if body is not None and orelse is not None and not any(launches):
                 choices = [(stmts + body + orelse, own) for stmts, own in choices]
                 continue

@@ -219,3 +219,21 @@ def f(x: torch.Tensor, y: torch.Tensor):
 '''
     [run] = file_glue(src)["f"]
     assert run["ops"] == [".contiguous", ".contiguous"] and (run["first"], run["last"]) == (6, 7)
+
+
+def test_a_branch_of_casts_keeps_its_test() -> None:
+    """Two casts under a setting's test (sglang's Qwen3 attention casts q and k only in RL on-policy mode): the
+    branch may launch, so its run is under the test, and a default that decides it against the branch drops it."""
+    from smithbot.scan.glue import file_glue
+
+    src = b'''import torch
+
+def attend(q: torch.Tensor, k: torch.Tensor):
+    if get_server_args().rl_on_policy_target is not None:
+        q = q.to(torch.bfloat16)
+        k = k.to(torch.bfloat16)
+    return q, k
+'''
+    [run] = file_glue(src)["attend"]
+    assert run["tests"] == [["get_server_args().rl_on_policy_target is not None", True]]
+    assert [c["op"] for c in run["casts"]] == [".to", ".to"]
