@@ -369,6 +369,9 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
             if key in obj.fields:
                 return obj.fields[key]
             return _value(args[2], env, assigns, depth + 1) if len(args) == 3 else Unknown
+    if isinstance(func, ast.Name) and func.id == "isinstance" and len(args) == 2 and isinstance(args[1], ast.Name) \
+            and args[1].id in _BUILTIN_TYPES and isinstance(_value(args[0], env, assigns, depth + 1), ModelConfig):
+        return False  # the model's config is a config object, not a dict (isinstance(config, dict))
     if isinstance(func, ast.Name) and func.id == "bool" and len(args) == 1 and not node.keywords:
         truth = _truth(_value(args[0], env, assigns, depth + 1))
         return Unknown if truth is None else truth
@@ -408,6 +411,7 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
     return Unknown
 
 
+_BUILTIN_TYPES = ("dict", "list", "tuple", "str", "int", "float", "bool")
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*_[A-Z0-9_]+$")
 _TRUE = ("true", "1", "yes", "on")
 

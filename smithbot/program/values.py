@@ -371,8 +371,8 @@ class EngineValues(ResolverState):
     def module_value(self, mod: str, name: str, hops: int = 0) -> str | None:
         """The source a module-level name is assigned, unless a function rebinds it (``global``) and the walk may
         run that function (every one, before the first walk has). A name the module imports is the other module's
-        when that is a literal (``from .utils import BACKENDS``, a list of names): any other source reads names of
-        its own module."""
+        when that is a literal (``from .utils import BACKENDS``, a list of names), else what its source evaluates
+        to in its own module, when that is a constant (``from .utils import _is_hip``, ``_is_hip = is_hip()``)."""
         f = self.p.facts(mod) or {}
         rebound = f.get("rebound", {}).get(name, [])
         if rebound and (self.ran is None or any((mod, q) in self.ran for q in rebound)):
@@ -383,7 +383,9 @@ class EngineValues(ResolverState):
             return own
         home, _, there = imported.rpartition(".")
         found = self.module_value(home, there, hops + 1) if home != mod else None
-        return found if found is not None and is_literal(found) else None
+        if found is None or is_literal(found):
+            return found
+        return source_of(value_of(found, self.env, self.look(home, None, None)))
 
 _PHASE_MEMBERS = {"decode": ("DECODE",), "prefill": ("EXTEND", "PREFILL")}
 

@@ -27,12 +27,12 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "staged_async_kernel", "staged_plain_kernel", "staged_wide_kernel", "plan_run_kernel",
                "plan_skip_kernel", "one_shot_kernel", "norm_cast_kernel", "norm_plain_kernel", "aiter_only_kernel",
                "listed_mode_kernel", "unlisted_mode_kernel", "a2a_deepep_kernel", "quiet_cast_kernel",
-               "quiet_plain_kernel")
+               "quiet_plain_kernel", "sparse_head_kernel", "hip_only_kernel")
 
 FILES = {
     "eng/__init__.py": "",
     "eng/utils.py": "import torch\n\nFUSED_MODES = ['fused', 'fused_tma']\n\ndef is_hip():\n    return torch.version.hip is not None\n\n"
-                    "def get_server_args():\n    return ARGS\n",
+                    "def get_server_args():\n    return ARGS\n\n\n_IS_HIP = is_hip()\n",
     "eng/kernels/__init__.py": "from .norm import rms_norm\n",
     "eng/kernels/norm.py": TRITON + kernel("rms_kernel") + "\n\ndef rms_norm(x):\n    rms_kernel[(1,)](x)\n",
     "eng/kernels/linear.py": TRITON + kernel("linear_kernel") + "\n\ndef linear(x):\n    linear_kernel[(1,)](x)\n",
@@ -979,7 +979,7 @@ import torch
 from eng.environ import get_bool_env_var
 from eng.kernels import mla as k
 from eng.spec import Algo, Plan
-from eng.utils import FUSED_MODES, get_server_args
+from eng.utils import _IS_HIP, FUSED_MODES, get_server_args
 
 _capturing = False
 
@@ -1084,6 +1084,8 @@ class Runner:
             k.fast_path(x)
         if hasattr(self, "aiter_gate"):  # assigned only under a test that defaults off
             k.aiter_only(x)
+        if _IS_HIP:  # another module's platform flag
+            k.hip_only(x)
         if a2a_deepep():  # a predicate that reads its own local
             k.a2a_deepep(x)
         if self.mode in FUSED_MODES:  # a list another module defines
@@ -1196,17 +1198,27 @@ class LlamaModel(BaseModel):
         super().__init__(config, layer_type=DecoderLayer)
 
 
+def config_field(config, name):
+    if isinstance(config, dict):
+        return config.get(name)
+    return getattr(config, name, None)
+
+
 class Head(torch.nn.Module):
-    """What the model's config.json says: no quantization_config in the preset's, 32 layers."""
+    """What the model's config.json says: no quantization_config in the preset's, 32 layers; it is a config object,
+    not a dict, and has no index_topk."""
 
     def __init__(self, config):
         super().__init__()
         self.quant = getattr(config, "quantization_config", None)
         self.deep = getattr(config, "num_hidden_layers", 0) > 16
+        self.sparse = config_field(config, "index_topk") is not None
 
     def forward(self, x):
         if self.quant is not None:
             k.quant_head(x)
+        if self.sparse:
+            k.sparse_head(x)
         if self.deep:
             k.deep_head(x)
         return x

@@ -137,7 +137,8 @@ def test_instance_attributes_and_predicates_are_evaluated(engine: str) -> None:
     """`eng/moe_runner.py`: an attribute assigned under an env test that defaults off keeps its other value; of two
     assignments in `__init__`, the one that surely runs last wins (`lora` defaults False at the construction);
     hasattr reads the class, and is False for an attribute assigned only under a test decided against it; a
-    literal list imported from another module is that module's; a predicate reads its own locals; a module flag that only an unreached function rebinds (`global`) keeps its value; a
+    literal list imported from another module is that module's; a predicate reads its own locals; another module's flag
+    is what its source evaluates to there (`_IS_HIP = is_hip()`); a module flag that only an unreached function rebinds (`global`) keeps its value; a
     predicate of another object takes its early return; a class-body default holds; a conditional expression's
     test picks the class an attribute holds; a parameter is what every caller on the path passes (`finish(x, None)`);
     and where the test differs between layers built in a loop over
@@ -149,18 +150,20 @@ def test_instance_attributes_and_predicates_are_evaluated(engine: str) -> None:
                  ("fast_path_kernel", "hasattr(self.core, 'compute_fast')"), ("capture_kernel", "capturing()"),
                  ("aiter_only_kernel", "hasattr(self, 'aiter_gate')"),
                  ("unlisted_mode_kernel", "self.mode in FUSED_MODES"), ("a2a_deepep_kernel", "a2a_deepep()"),
+                 ("hip_only_kernel", "_IS_HIP"),
                  ("planned_kernel", "self.batch.planned"), ("scaled_finish_kernel", "scale is not None"))
     assert sites["fast_impl_kernel"].reach == "never" and not sites["fast_impl_kernel"].presets
 
 
 def test_config_platform_locals_and_enum_values_decide(engine: str) -> None:
     """The model's config.json is the preset's (`getattr(config, "quantization_config", None)` is None for
-    llama3-8b, `num_hidden_layers` is 32); torch answers for an sm90 GPU (`get_device_capability()[0] >= 9`); a
+    llama3-8b, and it is no dict: a helper that reads a dict's key or an object's field reads the field, `num_hidden_layers` is 32); torch answers for an sm90 GPU (`get_device_capability()[0] >= 9`); a
     local keeps only the assignments its if-tests allow, and a parameter reassigned after a test is the caller's
     there; an enum member's value comes from its class (`Policy.NONE = 0`)."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "deep_head_kernel", "hopper_kernel", "plain_mode_kernel")
-    assert_never(sites, ("quant_head_kernel", "self.quant is not None"), ("ampere_kernel",
+    assert_never(sites, ("quant_head_kernel", "self.quant is not None"), ("sparse_head_kernel", "self.sparse"),
+                 ("ampere_kernel",
                  "torch.cuda.get_device_capability()[0] >= 9"), ("quant_cache_kernel", "policy != Policy.NONE"))
 
 
