@@ -11,6 +11,8 @@ from typing import Any, Callable
 from smithbot.program.evaluate import CONFIG, EACH, GIVEN, Env, _parse, evaluate
 from smithbot.program.values import element_of, element_split
 
+_END = 1 << 30  # a line after every statement of a function
+
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
 
@@ -34,6 +36,8 @@ class Decisions:
     mro: Any
     cls: Any
     p: Any
+    qual_of: Any
+    dtype_value: Any
 
     def undecided(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
                   klass: tuple[str, str] | None = None) -> list[str]:
@@ -94,6 +98,10 @@ class Decisions:
                     return own  # (x = x or default: the x it reads is the parameter)
             if name in flags:
                 return flags[name]
+            if name.endswith(".dtype") and fn is not None:  # a tensor's dtype, traced to where it is made
+                dtype = self._traced_dtype(fn, name)
+                if dtype is not None:
+                    return f"torch.{dtype}"
             if "." in name and not (name.startswith("self.") and name.count(".") == 1):
                 return self.object_flag(mod, fn, owner, name)
             if fn is not None and self.configs.get(id(fn)) == name:
@@ -110,6 +118,12 @@ class Decisions:
             return self.module_value(mod, name)
 
         return look
+
+    def _traced_dtype(self, fn: dict[str, Any], name: str) -> str | None:
+        """The dtype ``name`` (``x.dtype``, ``self.w.dtype``) names in ``fn``, as the tensor tracing finds it over every
+        assignment in the function (an if-test's line is not known here: they must all agree)."""
+        key = self.qual_of.get(id(fn))
+        return self.dtype_value(key[0], key[1], _END, name) if key else None
 
     def _element(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, name: str, base: str,
                  i: int | str, look: Callable[[str], Any], bound: dict[str, str] | None, local: set[str]) -> Any:

@@ -311,10 +311,13 @@ def _attribute(node: ast.Attribute, env: Env, assigns: Callable[[str], Any], dep
     """``a.b``: what torch answers on the platform, a setting of that name, what ``self`` or another object is
     assigned (``self.use_x``, ``self.batch.warm``, through ``assigns``), else an enum member by its name."""
     dotted = ast.unparse(node)
+    if dotted.startswith("torch.") and dotted.count(".") == 1 and node.attr in DTYPES:
+        return DType(DTYPES[node.attr])  # torch.int32
     v = env.platform.attribute(dotted) if dotted.startswith("torch.") else _MISSING
     if v is not _MISSING:
         return v
-    v = env.lookup(node.attr)
+    # (a tensor's ``.dtype`` is no setting of that name: only what its tracing finds, through ``assigns``)
+    v = env.lookup(node.attr) if node.attr != "dtype" else _MISSING
     if v is not _MISSING:
         return v
     if isinstance(node.value, (ast.Name, ast.Attribute)) and "(" not in dotted:
@@ -329,6 +332,11 @@ def _attribute(node: ast.Attribute, env: Env, assigns: Callable[[str], Any], dep
     if isinstance(head, ast.Name) and head.id[:1].isupper():
         return Member(node.attr)
     return _MISSING
+
+DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16", "bfloat16": "bfloat16",
+          "float64": "float64", "double": "float64", "int64": "int64", "long": "int64", "int32": "int32",
+          "int": "int32", "int16": "int16", "short": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
+          "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}  # torch's names, each to its canonical one
 
 _ARITH = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.BitAnd: lambda a, b: a & b,
@@ -511,6 +519,19 @@ class Member:
 
     def __hash__(self) -> int:
         return hash(self.name.lower())
+
+
+class DType:
+    """A torch dtype by its canonical name (``torch.int`` is ``torch.int32``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DType) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("dtype", self.name))
 
 
 class Several:

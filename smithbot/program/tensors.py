@@ -27,15 +27,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from smithbot.program.evaluate import DTYPES
 from smithbot.program.values import ResolverState, is_literal, parse_expr
 from smithbot.scan.parse import _dotted
 
 _DEPTH = 12  # values deep: a router's logits reach their making four calls up, each a caller's local or argument
 
-DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16", "bfloat16": "bfloat16",
-          "float64": "float64", "double": "float64", "int64": "int64", "long": "int64", "int32": "int32",
-          "int": "int32", "int16": "int16", "short": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
-          "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
 CASTS = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double": "float64", "long": "int64",
          "int": "int32", "short": "int16", "bool": "bool"}  # tensor methods that cast to a dtype
 _MAKERS = {"empty", "zeros", "ones", "full", "rand", "randn", "randint", "empty_strided", "arange", "tensor"}
@@ -48,7 +45,7 @@ _SAME = {"contiguous", "clone", "detach", "sigmoid", "exp", "neg", "abs", "relu"
 _SAME_DTYPE = {"view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "permute", "t",
                "expand", "expand_as", "narrow", "select", "index_select", "gather", "repeat", "repeat_interleave",
                "roll", "flip", "cumsum", "cumprod", "softmax", "log_softmax", "cat", "stack", "concat", "where",
-               "movedim", "split", "chunk", "unbind"}
+               "movedim", "split", "chunk", "unbind", "pad"}
 _MATMUL = {"linear", "matmul", "mm", "bmm", "addmm"}
 _TENSOR_ATTR = {"data", "T", "mT"}
 _END = 1 << 30  # a line after every statement

@@ -9,8 +9,8 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
-from smithbot.program.evaluate import (CONFIG, EACH, EACH_SOURCE, OBJECT, ONE_OF_SOURCE, Member, ModelConfig, Several,
-                                       Unknown, _parse, value_of)
+from smithbot.program.evaluate import (CONFIG, EACH, EACH_SOURCE, OBJECT, ONE_OF_SOURCE, DType, Member, ModelConfig,
+                                       Several, Unknown, _parse, value_of)
 from smithbot.program.modules import Program
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
@@ -410,6 +410,8 @@ def source_of(value: Any) -> str | None:
         return CONFIG
     if isinstance(value, Member):
         return f"Enum.{value.name}"
+    if isinstance(value, DType):
+        return f"torch.{value.name}"
     if isinstance(value, Several) and value.each and isinstance(value.items, range):
         return f"{EACH_SOURCE}({value.items.start}, {value.items.stop})"  # each index of a loop, handed on
     if value is not Unknown and isinstance(value, (bool, int, float, str, type(None))):

@@ -27,7 +27,8 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "staged_async_kernel", "staged_plain_kernel", "staged_wide_kernel", "plan_run_kernel",
                "plan_skip_kernel", "one_shot_kernel", "norm_cast_kernel", "norm_plain_kernel", "aiter_only_kernel",
                "listed_mode_kernel", "unlisted_mode_kernel", "a2a_deepep_kernel", "quiet_cast_kernel",
-               "quiet_plain_kernel", "sparse_head_kernel", "hip_only_kernel")
+               "quiet_plain_kernel", "sparse_head_kernel", "hip_only_kernel",
+               "int_ids_kernel", "long_ids_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -988,6 +989,14 @@ def capturing():
     return _capturing
 
 
+def route_ids(x):
+    ids = torch.empty((4, 2), dtype=torch.int32, device=x.device)
+    if ids.dtype == torch.int32:  # a tensor's dtype, where it is made
+        k.int_ids(x)
+    else:
+        k.long_ids(x)
+
+
 def get_moe_a2a_backend():
     return get_server_args().moe_a2a_backend
 
@@ -1084,6 +1093,7 @@ class Runner:
             k.fast_path(x)
         if hasattr(self, "aiter_gate"):  # assigned only under a test that defaults off
             k.aiter_only(x)
+        route_ids(x)
         if _IS_HIP:  # another module's platform flag
             k.hip_only(x)
         if a2a_deepep():  # a predicate that reads its own local

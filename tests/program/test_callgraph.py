@@ -56,6 +56,7 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
     on_path = {"rms_kernel", "moe_gemm_kernel", "decode_meta_kernel", "op_cuda_kernel", "softmax_kernel",
                "plain_quant_kernel", "router_kernel", "env_default_kernel",  # eng/mla.py's defaults
                "fused_kernel", "ready_kernel", "slow_impl_kernel", "listed_mode_kernel",  # eng/moe_runner.py's
+               "int_ids_kernel",
                "dense_ffn_kernel", "sparse_ffn_kernel",  # per layer, one class or the other
                "triton_gate_kernel", "passed_model_kernel", "publish_kernel", "fast_backend_kernel",
                "deep_head_kernel", "hopper_kernel", "plain_mode_kernel",
@@ -137,12 +138,13 @@ def test_instance_attributes_and_predicates_are_evaluated(engine: str) -> None:
     """`eng/moe_runner.py`: an attribute assigned under an env test that defaults off keeps its other value; of two
     assignments in `__init__`, the one that surely runs last wins (`lora` defaults False at the construction);
     hasattr reads the class, and is False for an attribute assigned only under a test decided against it; a
-    literal list imported from another module is that module's; a predicate reads its own locals; another module's flag
-    is what its source evaluates to there (`_IS_HIP = is_hip()`); a module flag that only an unreached function rebinds (`global`) keeps its value; a
-    predicate of another object takes its early return; a class-body default holds; a conditional expression's
-    test picks the class an attribute holds; a parameter is what every caller on the path passes (`finish(x, None)`);
-    and where the test differs between layers built in a loop over
-    `range(config.num_hidden_layers)` (`DenseFFN() if i < 2 else SparseFFN()`), each class is on the path."""
+    literal list imported from another module is that module's; a predicate reads its own locals; another module's
+    flag is what its source evaluates to there (`_IS_HIP = is_hip()`); a tensor's dtype is where it is made; a
+    module flag that only an unreached function rebinds (`global`) keeps its value; a predicate of another object
+    takes its early return; a class-body default holds; a conditional expression's test picks the class an
+    attribute holds; a parameter is what every caller on the path passes (`finish(x, None)`); and where the test
+    differs between layers built in a loop over `range(config.num_hidden_layers)` (`DenseFFN() if i < 2 else
+    SparseFFN()`), each class is on the path."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "fused_kernel", "ready_kernel", "slow_impl_kernel", "dense_ffn_kernel", "sparse_ffn_kernel",
                    "listed_mode_kernel")
@@ -150,7 +152,7 @@ def test_instance_attributes_and_predicates_are_evaluated(engine: str) -> None:
                  ("fast_path_kernel", "hasattr(self.core, 'compute_fast')"), ("capture_kernel", "capturing()"),
                  ("aiter_only_kernel", "hasattr(self, 'aiter_gate')"),
                  ("unlisted_mode_kernel", "self.mode in FUSED_MODES"), ("a2a_deepep_kernel", "a2a_deepep()"),
-                 ("hip_only_kernel", "_IS_HIP"),
+                 ("hip_only_kernel", "_IS_HIP"), ("long_ids_kernel", "ids.dtype == torch.int32"),
                  ("planned_kernel", "self.batch.planned"), ("scaled_finish_kernel", "scale is not None"))
     assert sites["fast_impl_kernel"].reach == "never" and not sites["fast_impl_kernel"].presets
 
