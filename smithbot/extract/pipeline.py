@@ -230,11 +230,14 @@ def extract_sites(result: ScanResult, sites: list[KernelSite], task_dir_of: Call
 def extract_glue_site(result: ScanResult, site: FusionSite, out: Path | None, base: Path, check: bool,
                       timeout_s: float) -> Coverage:
     """The fusion task of one run of torch glue (at ``out``, else under ``base``), self-checked: its torch baseline
-    must run on every case."""
+    must run on every case. Its cases are those of the presets whose default path runs it, in the phases they run it
+    in, as a kernel's are."""
     label = site.name
     dest = out or base / f"{site.function.replace('.', '_').strip('_')}_glue_{site.first}"
+    phases = tuple(sorted({ph for p in site.presets.values() for ph in p["phases"]}, reverse=True))
+    target = replace(result.target, reach_presets=tuple(site.presets), reach_phases=phases)
     try:
-        task = extract_glue(result.checkout.root, result.checkout.commit, result.checkout.url, result.target, site,
+        task = extract_glue(result.checkout.root, result.checkout.commit, result.checkout.url, target, site,
                             result.modules, dest)
     except ExtractError as exc:
         return Coverage(label, site.path, False, False, str(exc), None)

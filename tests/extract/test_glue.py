@@ -330,3 +330,22 @@ def test_a_fused_candidate_is_judged_on_the_glue_task_and_put_back_in_place_of_t
                                                            "tl.minimum(pos, lens.to(tl.int64))"))
     bad = subprocess.run(run_test, cwd=engine, env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0, bad.stdout[-2000:]
+
+
+def test_a_glue_tasks_cases_are_those_of_the_presets_that_run_it(engine: str, tmp_path) -> None:
+    """Aimed at qwen3-8b, the attention metadata's glue carries that preset alone, and its task's GPU cases are
+    qwen3-8b's, not the first preset's (a fusion task of DeepSeek-V3's router once carried Qwen3-MoE's and
+    Mixtral's shapes)."""
+    import yaml
+
+    from smithbot import api
+    from smithbot.extract.pipeline import extract_glue_site
+
+    result = api.scan(engine, model="qwen3-8b")
+    site = next(f for f in result.fusion if f.function == "FA3Backend.init_metadata")
+    assert set(site.presets) == {"qwen3-8b"}
+    row = extract_glue_site(result, site, tmp_path / "task", tmp_path, False, 60.0)
+    assert row.extracted, row.why
+    cases = yaml.safe_load((tmp_path / "task" / "task.yaml").read_text())["cases"]
+    gpu = [c["name"] for c in cases if not c.get("interpreter")]
+    assert gpu and all(name.startswith("qwen3-8b-") for name in gpu), gpu
