@@ -398,6 +398,11 @@ def _statement(s: ast.stmt, kernels: dict[str, _Kernel], tensors: list[str]) -> 
             if func.startswith("aten."):
                 node.func = parse("torch.ops." + func, mode="eval").body
                 return node
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args \
+                    and isinstance(node.func.value, ast.Name):
+                # a float the glue takes, which Dynamo handed Inductor as a 0-d tensor: float() of the number the
+                # task passes, or of a tensor
+                return ast.copy_location(ast.Call(ast.Name("float", ast.Load()), [node.func.value], []), node)
             if func.endswith(".run") and func[:-4] in kernels:
                 return _launch(kernels[func[:-4]], node)
             return node

@@ -144,3 +144,14 @@ def test_the_bundled_decode_metadata_seed_reads_its_sizes_from_the_parameters_an
         ev.prepare()
         result = ev.submit(tmp_path / "seed.py").result()
     assert result.correct, result.why
+
+
+def test_a_float_that_dynamo_wrapped_is_read_as_the_number_the_task_passes() -> None:
+    """Dynamo hands Inductor a Python float (sglang's ``routed_scaling_factor``) as a 0-d tensor, and Inductor's
+    ``call`` reads it with ``.item()``; the task passes the float itself, so the candidate reads ``float(x)``."""
+    import ast
+
+    from smithbot.evolve.standalone import _statement
+
+    stmt = ast.parse("k.run(buf1, arg6_1.item(), arg5_1, n, stream=stream0)").body[0]
+    assert "float(arg6_1)" in _statement(stmt, {}, ["arg5_1"]) and ".item()" not in _statement(stmt, {}, ["arg5_1"])
