@@ -91,7 +91,7 @@ def _kernel(name: str, new: str, text: str, helper_defs: dict[str, ast.FunctionD
                             "reductions are made standalone)")
     grid = re.search(r"'grid_type':\s*'(\w+)'", ast.unparse(deco))
     grid_type = grid.group(1) if grid else "Grid1D"
-    if grid_type not in ("Grid1D", "Grid2D"):
+    if grid_type not in ("Grid1D", "Grid2D", _OVERFLOW):
         raise InductorError(f"{name}: Inductor's {grid_type} launch grid is not supported")
     local = {f.name: f"{new}_{f.name.removeprefix('_triton_helper_fn_')}" for f in fns if f is not main}
     out: list[str] = []
@@ -134,6 +134,10 @@ def _kernel(name: str, new: str, text: str, helper_defs: dict[str, ast.FunctionD
                 and re.fullmatch(r"[xyz]offset", node.targets[0].id):
             pids = [c for c in ast.walk(node.value) if isinstance(c, ast.Call) and ast.unparse(c.func).endswith(
                 "program_id")]
+            if grid_type == _OVERFLOW and node.targets[0].id == "yoffset" and ast.unparse(node.value).replace(
+                    " ", "") == "(tl.program_id(1)+tl.program_id(2)*tl.num_programs(1))*YBLOCK":
+                axes["y"] = 1  # (the y blocks past the grid's y limit go on along z: see _launch)
+                continue
             if "num_programs" in ast.unparse(node.value) or len(pids) != 1:
                 raise InductorError(f"{name}: its {node.targets[0].id} is not one program id times a block")
             axes[node.targets[0].id[0]] = int(ast.literal_eval(pids[0].args[0]))
@@ -176,6 +180,9 @@ def _assigned(fn: ast.FunctionDef) -> set[str]:
 _BLOCKS = {"pointwise": {"XBLOCK": 1024, "YBLOCK": 16}, "reduction": {"XBLOCK": 1, "R0_BLOCK": 1024, "RBLOCK": 1024},
            "persistent_reduction": {"XBLOCK": 1}}
 _BLOCKS_2D = {"XBLOCK": 64, "YBLOCK": 16}
+# Inductor's 2D grid whose y blocks beyond CUDA's limit of a grid's y size (65535) carry on along z
+_OVERFLOW = "Grid2DWithYZOverflow"
+_MAX_Y_GRID = 65535
 
 
 def to_candidate(baseline: str, entry: str, compiled: Compiled, clean: bool = True) -> str:
@@ -423,7 +430,7 @@ def _launch(k: _Kernel, node: ast.Call) -> ast.AST:
     if len(args) != len(runtime):
         raise InductorError(f"{k.name}: launched with {len(args)} arguments for {len(runtime)} parameters")
     value = dict(zip(runtime, (ast.unparse(a) for a in args)))
-    blocks = dict(_BLOCKS_2D if k.grid_type == "Grid2D" else _BLOCKS[k.kind])
+    blocks = dict(_BLOCKS_2D if k.grid_type in ("Grid2D", _OVERFLOW) else _BLOCKS[k.kind])
     chosen = {c: blocks[c] for c in k.constexprs if c in blocks}
     missing = [c for c in k.constexprs if c not in blocks]
     if missing:
@@ -433,6 +440,12 @@ def _launch(k: _Kernel, node: ast.Call) -> ast.AST:
         numel = value.get(f"{p}numel", "1")
         block = f"{p.upper()}BLOCK"
         grid[axis] = f"triton.cdiv({numel}, {chosen[block]})" if block in chosen else numel
+    if k.grid_type == _OVERFLOW and "y" in k.axes:  # as Inductor splits them: y blocks in rows of at most 65535
+        rows = grid[k.axes["y"]]
+        layers = f"max(1, triton.cdiv({rows}, {_MAX_Y_GRID}))"
+        grid[k.axes["y"]] = f"triton.cdiv({rows}, {layers})"
+        grid += ["1"] * (3 - len(grid))
+        grid[2] = layers
     kwargs = ", ".join(f"{c}={v}" for c, v in chosen.items())
     call = f"{k.name}[({', '.join(grid)},)]({', '.join(ast.unparse(a) for a in args)}, {kwargs}, num_warps=4)"
     return parse(call, mode="eval").body

@@ -155,3 +155,39 @@ def test_a_float_that_dynamo_wrapped_is_read_as_the_number_the_task_passes() -> 
 
     stmt = ast.parse("k.run(buf1, arg6_1.item(), arg5_1, n, stream=stream0)").body[0]
     assert "float(arg6_1)" in _statement(stmt, {}, ["arg5_1"]) and ".item()" not in _statement(stmt, {}, ["arg5_1"])
+
+
+OVERFLOW_KERNEL = '''
+import triton
+import triton.language as tl
+from torch._inductor.runtime import triton_heuristics
+
+@triton_heuristics.pointwise(size_hints={'y': 4096, 'x': 16}, triton_meta={}, inductor_meta={'grid_type': 'Grid2DWithYZOverflow'})
+@triton.jit
+def triton_poi_fused_0(in_ptr0, out_ptr0, ynumel, xnumel, YBLOCK : tl.constexpr, XBLOCK : tl.constexpr):
+    yoffset = (tl.program_id(1) + tl.program_id(2) * tl.num_programs(1)) * YBLOCK
+    yindex = yoffset + tl.arange(0, YBLOCK)[:, None]
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[None, :]
+    tmp0 = tl.load(in_ptr0 + (xindex + 16 * yindex), (yindex < ynumel) & (xindex < xnumel))
+    tl.store(out_ptr0 + (xindex + 16 * yindex), tmp0, (yindex < ynumel) & (xindex < xnumel))
+'''
+
+
+@pytest.mark.parametrize("rows", [5, 4096, 16 * 70_000])
+def test_inductors_2d_grid_with_y_overflow_covers_every_row_block(rows: int) -> None:
+    """Inductor launches a 2D kernel whose y blocks pass CUDA's 65535 limit along z too (sglang's shared-expert
+    append at 4k tokens): the candidate's grid does the same, every y block once, none past the limit."""
+    import ast
+
+    import triton
+
+    from smithbot.evolve.standalone import _kernel, _launch
+
+    k, _ = _kernel("triton_poi_fused_0", "_k", OVERFLOW_KERNEL, {}, set())
+    call = ast.parse("triton_poi_fused_0.run(a, b, ynumel, xnumel, stream=stream0)", mode="eval").body
+    launch = ast.unparse(_launch(k, call))
+    grid = eval(launch.split("[", 1)[1].rsplit("](", 1)[0], {"triton": triton, "max": max, "ynumel": rows,
+                                                            "xnumel": 16})  # (the launch's grid, evaluated)
+    blocks = triton.cdiv(rows, 16)
+    assert len(grid) == 3 and grid[1] <= 65535 and grid[1] * grid[2] >= blocks > grid[1] * (grid[2] - 1)
