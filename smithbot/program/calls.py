@@ -348,10 +348,9 @@ class CallValues(ResolverState):
         if-test decided against it, or in a method other than a constructor that no walk reached, does not)."""
         for m, q in self.mro(*owner):
             c = self.cls(m, q) or {}
-            if f"{q}.{name}" in (self.p.facts(m) or {}).get("functions", {}) \
-                    or any(e[1] is None for e in c.get("attrs", {}).get(name, ())):
-                return True
             functions = (self.p.facts(m) or {}).get("functions", {})
+            if f"{q}.{name}" in functions or any(e[1] is None for e in c.get("attrs", {}).get(name, ())):
+                return True
             for where, tests in c.get("assigned_at", {}).get(name, ()):
                 if where is None:
                     return True

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from smithbot.program.evaluate import CONFIG, EACH, GIVEN, Env, _parse, evaluate
+from smithbot.program.tensors import END
 from smithbot.program.values import element_of, element_split
-
-_END = 1 << 30  # a line after every statement of a function
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
@@ -123,7 +122,7 @@ class Decisions:
         """The dtype ``name`` (``x.dtype``, ``self.w.dtype``) names in ``fn``, as the tensor tracing finds it over every
         assignment in the function (an if-test's line is not known here: they must all agree)."""
         key = self.qual_of.get(id(fn))
-        return self.dtype_value(key[0], key[1], _END, name) if key else None
+        return self.dtype_value(key[0], key[1], END, name) if key else None
 
     def _element(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, name: str, base: str,
                  i: int | str, look: Callable[[str], Any], bound: dict[str, str] | None, local: set[str]) -> Any:

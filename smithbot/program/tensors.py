@@ -48,7 +48,7 @@ _SAME_DTYPE = {"view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze"
                "movedim", "split", "chunk", "unbind", "pad"}
 _MATMUL = {"linear", "matmul", "mm", "bmm", "addmm"}
 _TENSOR_ATTR = {"data", "T", "mT"}
-_END = 1 << 30  # a line after every statement
+END = 1 << 30  # a line after every statement of a function
 
 
 @dataclass(frozen=True)
@@ -354,12 +354,12 @@ def _reaching(body: list[ast.stmt], name: str, line: int, now: list[Any]) -> lis
             if inside:
                 branch = s.body if s.body[0].lineno <= line <= (s.body[-1].end_lineno or 0) else s.orelse
                 return _reaching(branch, name, line, now)
-            now = _union(_reaching(s.body, name, _END, now), _reaching(s.orelse, name, _END, now))
+            now = _union(_reaching(s.body, name, END, now), _reaching(s.orelse, name, END, now))
         elif isinstance(s, (ast.For, ast.AsyncFor, ast.While)):
             if isinstance(s, (ast.For, ast.AsyncFor)) and any(isinstance(n, ast.Name) and n.id == name
                                                               for n in ast.walk(s.target)):
                 now = _union(now, ["?"])
-            after = _union(now, _reaching(s.body, name, _END, now))  # after no pass, or some
+            after = _union(now, _reaching(s.body, name, END, now))  # after no pass, or some
             if inside:
                 return _reaching(s.body, name, line, after)
             now = after
@@ -369,7 +369,7 @@ def _reaching(body: list[ast.stmt], name: str, line: int, now: list[Any]) -> lis
             if inside:
                 return _reaching(next((b for b in blocks if b and b[0].lineno <= line <= (b[-1].end_lineno or 0)),
                                       s.body), name, line, now)
-            now = _reaching(s.body, name, _END, now)
+            now = _reaching(s.body, name, END, now)
         elif inside:
             break  # the statement the line is part of has not finished
         elif isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None:
