@@ -230,8 +230,9 @@ def title(task: Task, verdict: dict[str, Any], config_only: bool, source: str = 
 
 def end_to_end(task: Task, verdict: dict[str, Any], interpreter: bool) -> str:
     """What the change saves per step, in absolute terms: the verified time saved per call at the decode case of
-    batch 64 (else the nearest batch) times the calls per step the call graph counts ("saves 18 µs per decode step of deepseek-v3 at batch 64
-    (61 launches × 0.30 µs)"), then the share the kernel has of a profile, labelled as the share of the measured part
+    batch 64 (else the nearest batch) times the calls per step the call graph counts ("saves 18 µs per decode step of
+    deepseek-v3 at batch 64 (61 launches × 0.30 µs)"), and at the preset's other decode batches where the verified
+    interval says it moved; then the share the kernel has of a profile, labelled as the share of the measured part
     when the profile was measured from tasks. No claim about the whole step is made without an engine's profile."""
     from smithbot.measure import batch_of, decode_case
 
@@ -255,6 +256,14 @@ def end_to_end(task: Task, verdict: dict[str, Any], interpreter: bool) -> str:
         else:
             saving = (f"Per step: no measurable change per decode step of {preset} at batch {batch} ({n} {calls}; "
                       f"{times}, ratio interval [{lo:.3f}, {hi:.3f}]). ")
+        for other in sorted((c for name, c in cases.items() if name.startswith(f"{preset}-decode-")
+                             and c is not case and c.get("base_us") is not None and c.get("ratio_ci")
+                             and (c["ratio_ci"][0] > 1.0 or c["ratio_ci"][1] < 1.0)),
+                            key=lambda c: batch_of(c["name"])):  # the preset's other decode batches that moved
+            d = other["base_us"] - other["cand_us"]
+            saving += (f"At batch {batch_of(other['name'])} it {'saves' if d >= 0 else 'costs'} {abs(n * d):.1f} µs "
+                       f"per decode step ({n} {calls} × {abs(d):.2f} µs, `{other['name']}`: {other['base_us']:.2f} → "
+                       f"{other['cand_us']:.2f} µs). ")
         break
     share, measured = task.hotness.get("share"), task.hotness.get("measured") or ""
     if share and "from extracted tasks" in measured:
