@@ -12,7 +12,8 @@ import copy
 import functools
 from typing import Any, Callable
 
-from smithbot.program.evaluate import (CONFIG, EACH_OF_SOURCE, GIVEN, OBJECT, Several, _several, evaluate, value_of)
+from smithbot.program.evaluate import evaluate, value_of
+from smithbot.program.kinds import CONFIG, EACH_OF_SOURCE, GIVEN, OBJECT, Several, several
 from smithbot.program.values import ResolverState, element_of, element_split, is_literal, parse_expr, source_of
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
@@ -176,7 +177,7 @@ class CallValues(ResolverState):
         and set in every batch that runs); else its source."""
         value = value_of(src, self.env, outer or (lambda name: None))
         if isinstance(value, Several) and None in value.items:
-            rest = _sources(_several([v for v in value.items if v is not None]))
+            rest = _sources(several([v for v in value.items if v is not None]))
             if rest and len(rest) == 1:
                 return rest[0]
         return src

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from smithbot.program.evaluate import CONFIG, EACH, GIVEN, Env, _parse, evaluate
+from smithbot.program.evaluate import Env, _parse, evaluate
+from smithbot.program.kinds import CONFIG, EACH, GIVEN
 from smithbot.program.tensors import END
 from smithbot.program.values import element_of, element_split
 

@@ -29,22 +29,18 @@ from __future__ import annotations
 import ast
 import copy
 import functools
-import itertools
 import re
 from typing import Any, Callable
 
-class _UnknownType:
-    def __repr__(self) -> str:
-        return "Unknown"
+from smithbot.program.kinds import (CONFIG, DTYPES, EACH, EACH_OF_SOURCE, EACH_SOURCE, GIVEN, MISSING, OBJECT,
+                                    ONE_OF_SOURCE, DType, Given, Member, ModelConfig, ObjectValue, Several, Unknown,
+                                    lift, several, truth)
 
-
-Unknown: Any = _UnknownType()  # a value the defaults do not decide (None is a value: quantization: null)
 _ORDER = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "in": lambda a, b: a in b,
           "not in": lambda a, b: a not in b, "is": lambda a, b: a is b, "is not": lambda a, b: a is not b,
           "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
 _OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not",
         ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
-_MISSING = object()
 _DONE = object()  # a comparison a rule decided before its sides were evaluated
 
 
@@ -69,36 +65,36 @@ class Platform:
         self.capability = (int(m.group(1)), int(m.group(2))) if m else None
 
     def attribute(self, dotted: str) -> Any:
-        """``torch.version.hip`` and the like, or _MISSING."""
+        """``torch.version.hip`` and the like, or MISSING."""
         if self.capability is None:
-            return _MISSING
+            return MISSING
         if dotted == "torch.version.hip":
             return None
         if dotted == "torch.version.cuda":
-            return _Given()  # some CUDA version: not None
-        return _MISSING
+            return Given()  # some CUDA version: not None
+        return MISSING
 
     def call(self, dotted: str, args: list[ast.expr]) -> Any:
         """``torch.cuda.is_available()``, ``torch.cuda.get_device_capability()``, another accelerator's
-        ``is_available()``, ``importlib.util.find_spec("pkg")``, or _MISSING."""
+        ``is_available()``, ``importlib.util.find_spec("pkg")``, or MISSING."""
         parts = dotted.split(".")
         if parts[-1] == "find_spec" and args and isinstance(args[0], ast.Constant) and args[0].value in self.packages:
-            return _Given() if self.packages[args[0].value] else None
+            return Given() if self.packages[args[0].value] else None
         if self.capability is None or parts[0] != "torch":
-            return _MISSING
+            return MISSING
         if dotted == "torch.cuda.is_available":
             return True
         if dotted == "torch.cuda.get_device_capability":
             return self.capability
         if len(parts) >= 3 and parts[-1] == "is_available" and parts[-2] in self._OTHER:
             return False  # torch.npu.is_available(), torch.backends.mps.is_available()
-        return _MISSING
+        return MISSING
 
     def has(self, module: str, name: str) -> Any:
-        """``hasattr(torch, "npu")``: True for cuda, False for another accelerator, else _MISSING."""
+        """``hasattr(torch, "npu")``: True for cuda, False for another accelerator, else MISSING."""
         if module != "torch" or self.capability is None:
-            return _MISSING
-        return True if name == "cuda" else False if name in self._OTHER else _MISSING
+            return MISSING
+        return True if name == "cuda" else False if name in self._OTHER else MISSING
 
 
 class Env:
@@ -131,12 +127,12 @@ class Env:
         return self._copy(settings={**defaults, **self.settings})
 
     def lookup(self, name: str) -> Any:
-        """The declared value of a bare name, or _MISSING."""
+        """The declared value of a bare name, or MISSING."""
         if name in self.settings:
             return self.settings[name]
         if name in self.env:
             return self.env[name]
-        return _MISSING
+        return MISSING
 
 
 def evaluate(test: str, env: Env, assigns: Callable[[str], Any] = lambda name: None,
@@ -156,56 +152,56 @@ def evaluate(test: str, env: Env, assigns: Callable[[str], Any] = lambda name: N
         return None
     v = _value(node, env, assigns, 0)
     if isinstance(v, Several):
-        truths = {_truth(x) for x in v.items}
+        truths = {truth(x) for x in v.items}
         if len(truths) == 1:
             return truths.pop()
         return EACH if each and v.each and None not in truths else None
-    return _truth(v)
+    return truth(v)
 
 
 def value_of(src: str, env: Env, assigns: Callable[[str], Any] = lambda name: None) -> Any:
     """The value of the expression source ``src`` under the defaults: a Python value, or ``Unknown``."""
     node = _parse(src)
     v = Unknown if node is None else _value(node, env, assigns, 0)
-    return Unknown if v is _MISSING else v
+    return Unknown if v is MISSING else v
 
 
 def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
-    """The value of an expression, Unknown when the defaults do not say, _MISSING for a name they do not know."""
+    """The value of an expression, Unknown when the defaults do not say, MISSING for a name they do not know."""
     if depth > 8:
         return Unknown
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         items = [_value(e, env, assigns, depth + 1) for e in node.elts]
-        return Unknown if any(i is Unknown or i is _MISSING for i in items) else tuple(items)
+        return Unknown if any(i is Unknown or i is MISSING for i in items) else tuple(items)
     if isinstance(node, ast.BoolOp):
-        return _lift(_bool_op(isinstance(node.op, ast.And)),
+        return lift(_bool_op(isinstance(node.op, ast.And)),
                      *(_value(v, env, assigns, depth + 1) for v in node.values))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return _lift(_not, _value(node.operand, env, assigns, depth + 1))
+        return lift(_not, _value(node.operand, env, assigns, depth + 1))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):  # -1
-        return _lift(_sign(isinstance(node.op, ast.USub)), _value(node.operand, env, assigns, depth + 1))
+        return lift(_sign(isinstance(node.op, ast.USub)), _value(node.operand, env, assigns, depth + 1))
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPS:
         return _compare(node, env, assigns, depth)
     if isinstance(node, ast.IfExp):  # None if a == b else a
         test = _value(node.test, env, assigns, depth + 1)
-        truths = {_truth(x) for x in test.items} if isinstance(test, Several) else {_truth(test)}
+        truths = {truth(x) for x in test.items} if isinstance(test, Several) else {truth(test)}
         if None in truths:
             return Unknown
-        return _several([_value(node.body if t else node.orelse, env, assigns, depth + 1) for t in truths])
+        return several([_value(node.body if t else node.orelse, env, assigns, depth + 1) for t in truths])
     if isinstance(node, ast.Name):
         if node.id == GIVEN:
-            return _Given()
+            return Given()
         if node.id == OBJECT:
-            return _Object()
+            return ObjectValue()
         if node.id == CONFIG:
             return ModelConfig(env.settings)
         v = env.lookup(node.id)
-        if v is not _MISSING:
+        if v is not MISSING:
             return v
         found = _assigned(assigns(node.id), node.id, env, assigns, depth)
-        return _MISSING if found is _MISSING else found
+        return MISSING if found is MISSING else found
     if isinstance(node, ast.Attribute):
         return _attribute(node, env, assigns, depth)
     if isinstance(node, ast.Call):
@@ -221,17 +217,17 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
             # one element of a tuple or a dict that is not all constants (mode = state[1], state = prepare(...);
             # state['moe_type']): what ``assigns`` says of that element alone
             found = _assigned(assigns(ast.unparse(node)), "", env, assigns, depth)
-            return Unknown if found is _MISSING else found
+            return Unknown if found is MISSING else found
         return Unknown
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:  # layer_id % moe_layer_freq
-        return _lift(_arith(_ARITH[type(node.op)]), _value(node.left, env, assigns, depth + 1),
+        return lift(_arith(_ARITH[type(node.op)]), _value(node.left, env, assigns, depth + 1),
                      _value(node.right, env, assigns, depth + 1))
     return Unknown
 
 
 def _bool_op(conj: bool) -> Callable[..., Any]:
     def op(*vals: Any) -> Any:
-        truths = [_truth(v) for v in vals]
+        truths = [truth(v) for v in vals]
         if conj:
             return False if False in truths else (True if all(t is True for t in truths) else Unknown)
         return True if True in truths else (False if all(t is False for t in truths) else Unknown)
@@ -239,7 +235,7 @@ def _bool_op(conj: bool) -> Callable[..., Any]:
 
 
 def _not(v: Any) -> Any:
-    t = _truth(v)
+    t = truth(v)
     return Unknown if t is None else not t
 
 
@@ -272,7 +268,7 @@ def _arith(f: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 
 
 def _compare(node: ast.Compare, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
-    return _lift(functools.partial(_compare_values, _OPS[type(node.ops[0])]), *_compared(node, env, assigns, depth))
+    return lift(functools.partial(_compare_values, _OPS[type(node.ops[0])]), *_compared(node, env, assigns, depth))
 
 
 def _compared(node: ast.Compare, env: Env, assigns: Callable[[str], Any], depth: int) -> tuple[Any, Any]:
@@ -292,9 +288,9 @@ def _compared(node: ast.Compare, env: Env, assigns: Callable[[str], Any], depth:
 def _compare_values(op: str, left: Any, right: Any) -> Any:
     if right is _DONE:
         return left
-    if left is Unknown or right is Unknown or left is _MISSING or right is _MISSING:
+    if left is Unknown or right is Unknown or left is MISSING or right is MISSING:
         return Unknown
-    if isinstance(left, _Given) or isinstance(right, _Given):  # an argument the caller passes
+    if isinstance(left, Given) or isinstance(right, Given):  # an argument the caller passes
         if op in ("is", "is not", "==", "!=") and None in (left, right):
             return op in ("is not", "!=")
         return Unknown
@@ -313,16 +309,16 @@ def _attribute(node: ast.Attribute, env: Env, assigns: Callable[[str], Any], dep
     dotted = ast.unparse(node)
     if dotted.startswith("torch.") and dotted.count(".") == 1 and node.attr in DTYPES:
         return DType(DTYPES[node.attr])  # torch.int32
-    v = env.platform.attribute(dotted) if dotted.startswith("torch.") else _MISSING
-    if v is not _MISSING:
+    v = env.platform.attribute(dotted) if dotted.startswith("torch.") else MISSING
+    if v is not MISSING:
         return v
     # (a tensor's ``.dtype`` is no setting of that name: only what its tracing finds, through ``assigns``)
-    v = env.lookup(node.attr) if node.attr != "dtype" else _MISSING
-    if v is not _MISSING:
+    v = env.lookup(node.attr) if node.attr != "dtype" else MISSING
+    if v is not MISSING:
         return v
     if isinstance(node.value, (ast.Name, ast.Attribute)) and "(" not in dotted:
         found = _assigned(assigns(dotted), dotted, env, assigns, depth)
-        if found is not _MISSING:
+        if found is not MISSING:
             return found
     # an enum member (``Backend.TRITON``, ``OpType.RMSNorm``): equal to a member of the same name, or to a string
     # setting of that name in lower case
@@ -331,12 +327,7 @@ def _attribute(node: ast.Attribute, env: Env, assigns: Callable[[str], Any], dep
         head = head.value
     if isinstance(head, ast.Name) and head.id[:1].isupper():
         return Member(node.attr)
-    return _MISSING
-
-DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16", "bfloat16": "bfloat16",
-          "float64": "float64", "double": "float64", "int64": "int64", "long": "int64", "int32": "int32",
-          "int": "int32", "int16": "int16", "short": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
-          "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}  # torch's names, each to its canonical one
+    return MISSING
 
 _ARITH = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.BitAnd: lambda a, b: a & b,
@@ -353,19 +344,19 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
         lo, hi = args[0].value, args[1].value  # type: ignore[union-attr]
         return Several(range(lo, min(hi, lo + 4096)), each=True) if hi > lo else Unknown
     if isinstance(node.func, ast.Name) and node.func.id in (EACH_OF_SOURCE, ONE_OF_SOURCE) and args:
-        return _several([_value(a, env, assigns, depth + 1) for a in args], each=node.func.id == EACH_OF_SOURCE)
+        return several([_value(a, env, assigns, depth + 1) for a in args], each=node.func.id == EACH_OF_SOURCE)
     if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str) \
             and args[0].value in env.env:
         return env.env[args[0].value]  # get_bool_env_var("SGLANG_X"), os.environ.get("X")
     func = node.func
     if isinstance(func, (ast.Name, ast.Attribute)):
         v = env.platform.call(ast.unparse(func), args)
-        if v is not _MISSING:
+        if v is not MISSING:
             return v
     if isinstance(func, ast.Name) and func.id == "hasattr" and len(args) == 2 and isinstance(args[0], ast.Name) \
             and isinstance(args[1], ast.Constant):
         v = env.platform.has(args[0].id, args[1].value)
-        if v is not _MISSING:
+        if v is not MISSING:
             return v
     if isinstance(func, ast.Name) and func.id in ("getattr", "hasattr") and len(args) in (2, 3) \
             and isinstance(args[1], ast.Constant) and isinstance(args[1].value, str):
@@ -381,10 +372,10 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
             and args[1].id in _BUILTIN_TYPES and isinstance(_value(args[0], env, assigns, depth + 1), ModelConfig):
         return False  # the model's config is a config object, not a dict (isinstance(config, dict))
     if isinstance(func, ast.Name) and func.id == "bool" and len(args) == 1 and not node.keywords:
-        truth = _truth(_value(args[0], env, assigns, depth + 1))
-        return Unknown if truth is None else truth
+        held = truth(_value(args[0], env, assigns, depth + 1))
+        return Unknown if held is None else held
     if isinstance(func, ast.Name) and func.id in ("int", "float") and len(args) == 1 and not node.keywords:
-        return _lift(_number(int if func.id == "int" else float), _value(args[0], env, assigns, depth + 1))
+        return lift(_number(int if func.id == "int" else float), _value(args[0], env, assigns, depth + 1))
     if isinstance(func, ast.Attribute) and func.attr in ("get", "value") and isinstance(func.value, ast.Attribute):
         name = func.value.attr
         if name in env.env:
@@ -393,12 +384,12 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
             inner = _parse(env.declared[name])
             return Unknown if inner is None else _value(inner, env, assigns, depth + 1)
     getter = _env_getter(node, env, assigns, depth)
-    if getter is not _MISSING:
+    if getter is not MISSING:
         return getter
     if isinstance(func, (ast.Name, ast.Attribute)):
         name = func.id if isinstance(func, ast.Name) else func.attr
         v = env.lookup(name)
-        if v is not _MISSING:
+        if v is not MISSING:
             return v
         if name.startswith("get_") and name[4:] in env.settings:
             return env.settings[name[4:]]  # get_moe_a2a_backend() reads the setting moe_a2a_backend
@@ -407,7 +398,7 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
     src = assigns(ast.unparse(node))
     if isinstance(src, (str, list)) and src:
         found = _assigned(src, "", env, assigns, depth)
-        if found is not _MISSING and found is not Unknown:
+        if found is not MISSING and found is not Unknown:
             return found
     if isinstance(func, ast.Attribute) and func.attr.startswith("is_"):
         # backend.is_triton(): a predicate named after a setting's value (when its code does not say)
@@ -426,11 +417,11 @@ _TRUE = ("true", "1", "yes", "on")
 
 def _env_getter(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
     """An environment getter's value when the user sets nothing: the default the engine's code gives (see the
-    module's docstring), _MISSING when ``node`` is no such getter, Unknown when no default is found."""
+    module's docstring), MISSING when ``node`` is no such getter, Unknown when no default is found."""
     callee = ast.unparse(node.func) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
     if not (node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
             and _ENV_NAME.match(node.args[0].value) and callee and "env" in callee.lower()):
-        return _MISSING
+        return MISSING
     default: Any = node.args[1] if len(node.args) > 1 else next(
         (k.value for k in node.keywords if k.arg == "default"), None)
     if default is not None:
@@ -452,38 +443,14 @@ def _env_getter(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
 def _assigned(src: str | list[str] | None, name: str, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
     """The value of a name from its assignments' sources: one source, or several that all evaluate alike."""
     if src is None:
-        return _MISSING
+        return MISSING
     values = []
     for one in ([src] if isinstance(src, str) else src):
         inner = _parse(one) if one != name else None
         values.append(Unknown if inner is None else _value(inner, env, assigns, depth + 1))
-    if not values or any(v is Unknown or v is _MISSING for v in values):
+    if not values or any(v is Unknown or v is MISSING for v in values):
         return Unknown
-    return _several(values)
-
-
-EACH_SOURCE = "__each__"  # the source ``__each__(lo, hi)``: a name that is each of range(lo, hi) (a layer's index)
-EACH_OF_SOURCE = "__each_of__"  # ``__each_of__(a, b)``: each of these values, in different instances
-ONE_OF_SOURCE = "__one_of__"  # ``__one_of__(a, b)``: one of these values, not known which
-EACH = "each"  # a test's decision where it differs between the instances of one class (per layer): both branches run
-GIVEN = "__given__"  # the source ``assigns`` gives for an entry's parameter that its caller must pass
-CONFIG = "__config__"  # the source ``assigns`` gives for the model's config (the model class's first argument)
-OBJECT = "__object__"  # the source for a class or a function handed on as a value: true, not None, nothing else
-
-
-class ModelConfig:
-    """The model's config.json as the preset gives it (its numbers and ``config:`` facts, among the settings): what
-    ``getattr(config, "quantization_config", None)`` finds, or the default for a field it lacks."""
-
-    def __init__(self, fields: dict[str, Any]) -> None:
-        self.fields = fields
-
-
-class _Given:
-    """What a caller passes for a parameter without a default: some object, not None; nothing else is known."""
-
-    def __bool__(self) -> bool:
-        raise TypeError("unknown truth")
+    return several(values)
 
 
 _SIZE_TESTS = {"==": False, "!=": True, ">": True, ">=": True, "<": False, "<=": False}
@@ -495,108 +462,3 @@ def _size(node: ast.expr) -> bool:
         return (node.func.attr == "numel" and not node.args) or (node.func.attr == "size" and len(node.args) == 1)
     return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
         and isinstance(node.slice, ast.Constant)
-
-
-class _Object(_Given):
-    """A class or a function passed as a value (``decoder_layer_type=Qwen3DecoderLayer``): true, and not None."""
-
-    def __bool__(self) -> bool:
-        return True
-
-
-class Member:
-    """An enum member seen only by its name: equal to a string setting of the same name in lower case."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, str):
-            return other.lower() == self.name.lower()
-        if isinstance(other, Member):
-            return other.name == self.name
-        return NotImplemented  # type: ignore[no-any-return]
-
-    def __hash__(self) -> int:
-        return hash(self.name.lower())
-
-
-class DType:
-    """A torch dtype by its canonical name (``torch.int`` is ``torch.int32``)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, DType) and other.name == self.name
-
-    def __hash__(self) -> int:
-        return hash(("dtype", self.name))
-
-
-class Several:
-    """A value that is one of several known values: an attribute a dispatch sets to one of its returns, or (with
-    ``each``) each of them in different instances, as the index of layers built in a loop. An operation on it is
-    taken over every value (over every pair, for two of them; a name read twice counts as two), and is one value
-    again where all the results agree."""
-
-    def __init__(self, items: Any, each: bool = False) -> None:
-        self.items, self.each = items, each
-
-    def __repr__(self) -> str:
-        return f"Several({list(self.items)[:8]}, each={self.each})"
-
-
-_PRODUCT = 4096  # the most combinations an operation on several values is taken over
-
-
-def _several(values: list[Any], each: bool = False) -> Any:
-    """One value when all of ``values`` are equal, else a Several of them (flattened; Unknown in it is Unknown)."""
-    if len(values) == 1 and isinstance(values[0], Several) and (values[0].each or not each):
-        return values[0]  # (a range stays one: it can be handed on as its source)
-    flat: list[Any] = []
-    for v in values:
-        if v is Unknown or v is _MISSING:
-            return Unknown
-        if isinstance(v, Several):
-            each = each or v.each
-            flat.extend(v.items)
-        else:
-            flat.append(v)
-    distinct: list[Any] = []
-    for v in flat:
-        try:
-            if not any(v == d and type(v) is type(d) for d in distinct):
-                distinct.append(v)
-        except Exception:  # noqa: BLE001 - values that cannot be compared decide nothing
-            return Unknown
-    if not distinct:
-        return Unknown
-    return distinct[0] if len(distinct) == 1 else Several(distinct, each)
-
-
-def _lift(f: Callable[..., Any], *vals: Any) -> Any:
-    """``f`` over the values, taken over each of several (``Several``) and joined again."""
-    if not any(isinstance(v, Several) for v in vals):
-        return f(*vals)
-    pools = [list(v.items) if isinstance(v, Several) else [v] for v in vals]
-    size = 1
-    for pool in pools:
-        size *= len(pool)
-    if size > _PRODUCT:
-        return Unknown
-    each = any(isinstance(v, Several) and v.each for v in vals)
-    return _several([f(*combo) for combo in itertools.product(*pools)], each)
-
-
-def _truth(v: Any) -> bool | None:
-    """True, False, or None when the value is unknown (or has no truth value)."""
-    if v is Unknown or v is _MISSING:
-        return None
-    if isinstance(v, Several):
-        truths = {_truth(x) for x in v.items}
-        return truths.pop() if len(truths) == 1 else None
-    try:
-        return bool(v)
-    except Exception:  # noqa: BLE001 - an object whose truth cannot be taken decides nothing
-        return None

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from smithbot.program.evaluate import OBJECT
+from smithbot.program.kinds import OBJECT
 from smithbot.program.syntax import (EMPTY_DICTS, FLAG_VALUES, always_leaves, annotation_text, callee_text,
                                      class_constant, expr_text, inline_flags, is_const, leaves, literal_strings,
                                      made_values, self_attr)

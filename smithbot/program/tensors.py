@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from smithbot.program.evaluate import DTYPES
+from smithbot.program.kinds import DTYPES
 from smithbot.program.values import ResolverState, is_literal, parse_expr
 from smithbot.scan.parse import _dotted
 

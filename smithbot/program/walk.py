@@ -9,7 +9,8 @@ import math
 from collections import deque
 from typing import Any, Callable
 from smithbot.program.callgraph import Reach, Value, _qual, _Resolver
-from smithbot.program.evaluate import EACH, Env, Platform
+from smithbot.program.evaluate import Env, Platform
+from smithbot.program.kinds import EACH
 from smithbot.program.modules import Program
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from smithbot.program.evaluate import EACH, Env, Platform, evaluate
+from smithbot.program.evaluate import Env, Platform, evaluate
+from smithbot.program.kinds import EACH
 
 ENV = Env(settings={"attention_backend": "fa3", "moe_a2a_backend": "none", "quantization": None, "page_size": 1,
                     "ep_size": 1, "device_type": "cuda", "mamba_config": None},
