@@ -234,8 +234,7 @@ def extract_glue_site(result: ScanResult, site: FusionSite, out: Path | None, ba
     in, as a kernel's are."""
     label = site.name
     dest = out or base / f"{site.function.replace('.', '_').strip('_')}_glue_{site.first}"
-    phases = tuple(sorted({ph for p in site.presets.values() for ph in p["phases"]}, reverse=True))
-    target = replace(result.target, reach_presets=tuple(site.presets), reach_phases=phases)
+    target = replace(result.target, reach_presets=tuple(site.presets), reach_phases=site.phases)
     try:
         task = extract_glue(result.checkout.root, result.checkout.commit, result.checkout.url, target, site,
                             result.modules, dest)

@@ -180,7 +180,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
                 if f is not None and f"{q}.{name}" in f["classes"]:
                     return [("class", m, f"{q}.{name}")]
             if kind == "class" and self.enum(mod, qual) and any(
-                    name in (self.cls(m, q) or {}).get("assigned", ()) for m, q in self.mro(mod, qual)):
+                    name in (self.cls(m, q) or {}).get("assigned_at", {}) for m, q in self.mro(mod, qual)):
                 return [("inst", mod, qual)]  # an enum member (cls.NONE): an instance of its class
             found = self.method(mod, qual, name)
             if found and kind == "inst":

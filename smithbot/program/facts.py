@@ -104,8 +104,7 @@ class _Visitor(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         qual = self._qual(node.name)
         self.classes[qual] = {"line": node.lineno, "bases": [b for b in map(_dotted, node.bases) if b], "attrs": {},
-                              "registries": [], "flags": {}, "assigned": [],
-                              "assigned_at": {}}
+                              "registries": [], "flags": {}, "assigned_at": {}}
         self.scope.append(("class", node.name))
         saved, self.fn = self.fn, None
         for s in node.body:
@@ -261,8 +260,6 @@ class _Visitor(ast.NodeVisitor):
             for t in node.targets:
                 for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
                     attr = self_attr(el)
-                    if attr and attr not in cls["assigned"]:
-                        cls["assigned"].append(attr)
                     if attr:  # where, and under which if-tests (hasattr is False when none of them runs)
                         entry = [self._qual("")[:-1], [list(x) for x in self.tests]]
                         into = cls["assigned_at"].setdefault(attr, [])
@@ -285,9 +282,7 @@ class _Visitor(ast.NodeVisitor):
         elif cls is not None and src in EMPTY_DICTS:
             cls["registries"].append(name)
         if cls is not None and self.scope[-1][0] == "class":
-            if name not in cls["assigned"]:
-                cls["assigned"].append(name)  # a class attribute: what hasattr and getattr find
-            cls["assigned_at"].setdefault(name, []).append([None, []])
+            cls["assigned_at"].setdefault(name, []).append([None, []])  # a class attribute: what hasattr finds
             if class_constant(node.value):
                 cls["flags"].setdefault(name, []).append([src, None, []])
 

@@ -327,7 +327,7 @@ class EngineValues(ResolverState):
         if self.env.phase not in _PHASE_MEMBERS or not vals or any(v[0] != "inst" for v in vals) \
                 or len({v[1:3] for v in vals}) != 1 or not self.enum(vals[0][1], vals[0][2]):
             return None
-        members = {n for m, q in self.mro(vals[0][1], vals[0][2]) for n in (self.cls(m, q) or {}).get("assigned", ())}
+        members = {n for m, q in self.mro(vals[0][1], vals[0][2]) for n in (self.cls(m, q) or {}).get("assigned_at", {})}
         if "DECODE" not in members:
             return None
         found = next((n for n in _PHASE_MEMBERS[self.env.phase] if n in members), None)

@@ -43,20 +43,7 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
     # one resolver for both phases: what an expression means rarely depends on the phase, and its memo is most of
     # the work; the if-test decisions are kept per phase
     r = _Resolver(program, kernels, env.with_phase(phases[0]), other_platforms)
-    for v in model + engine + startup:
-        entry = (r.p.facts(v[1]) or {}).get("functions", {}).get(v[2])
-        if entry is not None:
-            r.entries.add(id(entry))
-    for v in model:  # the model class's constructor: its first argument is the model's config
-        init = r.method(*v[3], "__init__") if v[0] == "func" and v[3] else []
-        fn = (r.p.facts(init[0][1]) or {}).get("functions", {}).get(init[0][2]) if init else None
-        if fn is not None and len(fn.get("params", [])) > 1:
-            r.configs[id(fn)] = fn["params"][1]
-        if v[0] == "func" and v[3]:
-            r.live.add(v[3])
-    for v in engine:  # an engine entry's method runs on an instance of its class (the scheduler)
-        if v[0] == "func" and v[3]:
-            r.live.add(v[3])
+    _enter(r, model, engine, startup)
     best: dict[str, dict[tuple[str, str], Reach]] = {}
     funcs: dict[str, dict[tuple[str, str], Reach]] = {}
     entry_classes = set(r.live)
@@ -96,6 +83,22 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
     if questions is not None and answers is not None:
         _answer(r, env, questions(reached), phases, answers)
     return out
+
+
+def _enter(r: _Resolver, model: list[Value], engine: list[Value], startup: list[Value]) -> None:
+    """What the entries tell the resolver before any walk: which functions are entries (their parameters are what
+    their callers leave to defaults), that the model class's constructor takes the model's config first, and that
+    the entries' classes are live (the model, and the scheduler an engine entry's method runs on)."""
+    for v in model + engine + startup:
+        entry = (r.p.facts(v[1]) or {}).get("functions", {}).get(v[2])
+        if entry is not None:
+            r.entries.add(id(entry))
+    for v in model:
+        init = r.method(*v[3], "__init__") if v[0] == "func" and v[3] else []
+        fn = (r.p.facts(init[0][1]) or {}).get("functions", {}).get(init[0][2]) if init else None
+        if fn is not None and len(fn.get("params", [])) > 1:
+            r.configs[id(fn)] = fn["params"][1]
+    r.live.update(v[3] for v in model + engine if v[0] == "func" and v[3])
 
 
 def _answer(r: _Resolver, env: Env, asked: dict[tuple[str, str], set[str]], phases: tuple[str, ...],

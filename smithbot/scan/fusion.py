@@ -50,6 +50,11 @@ class FusionSite:
         return "default" if any(not p["tests"] for p in self.presets.values()) else "possible"
 
     @property
+    def phases(self) -> tuple[str, ...]:
+        """The serving phases some preset's path runs it in, decode first (as a kernel site's)."""
+        return tuple(sorted({ph for p in self.presets.values() for ph in p["phases"]}, reverse=True))
+
+    @property
     def undecided(self) -> tuple[str, ...]:
         """The if-tests and dispatches left open on the most certain preset's path."""
         return tuple(min((p["tests"] for p in self.presets.values()), key=len, default=[]))
@@ -135,7 +140,7 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                                for t in [types.get(tensor_question("tensor", run["first"], src))]
                                if t and (t.get("dtype") or (t.get("shape") and None not in t["shape"]))}}
     order = sorted(found.values(), key=lambda s: (s.reach != "default",
-                                                  not any("decode" in p["phases"] for p in s.presets.values()),
+                                                  "decode" not in s.phases,
                                                   -s.score, -len(s.todos), s.path, s.first))
     # of the runs a stretch makes through its branches, the first in that order stands for them
     kept: dict[tuple[str, str, int], FusionSite] = {}
