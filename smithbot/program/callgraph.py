@@ -111,6 +111,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         self._objects: dict[tuple, tuple] = {}  # another object's attribute -> its sources, per round
         self._ctor_args: dict[tuple[tuple[str, str], str], tuple] = {}  # per round
         self._anywhere_args: dict[tuple, tuple] = {}  # a parameter from calls no walk made, per round
+        self._imported: dict[tuple, tuple] = {}  # another module's name, evaluated where it is assigned, per round
         self._ctor_index: dict[str, set[Value]] = {}  # class name -> functions constructing one, by module parsed
         self._ctor_indexed: set[str] = set()
         self._ctor_seen = -1  # how many modules had been looked up when the index was last brought up to date
@@ -138,7 +139,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         """Forget what depends on the live classes (they grew)."""
         self._memo, self._sites, self._concrete, self._decided = {}, {}, {}, {}
         self._owner_flags, self._ctor_args, self._flag_home, self._predicates, self._locals = {}, {}, {}, {}, {}
-        self._objects, self._anywhere_args = {}, {}
+        self._objects, self._anywhere_args, self._imported = {}, {}, {}
 
     def attr(self, v: Value, name: str, depth: int) -> list[Value]:
         kind = v[0]

@@ -44,6 +44,7 @@ class EngineValues(ResolverState):
     made_in: dict[tuple[str, str], set[Value]]
     _tracing: int
     _objects: dict[tuple, tuple]
+    _imported: dict[tuple, tuple]
     _flag_home: dict[tuple[tuple[str, str], str], tuple[str, dict[str, Any] | None]]
     ran: frozenset[tuple[str, str]] | None
     _owner_flags: dict[tuple[str, str] | None, tuple]
@@ -386,7 +387,8 @@ class EngineValues(ResolverState):
         found = self.module_value(home, there, hops + 1) if home != mod else None
         if found is None or is_literal(found):
             return found
-        return source_of(value_of(found, self.env, self.look(home, None, None)))
+        return self._kept(self._imported, (home, there, self.env.phase, self._filtering > 0), lambda: None,
+                          lambda: source_of(value_of(found, self.env, self.look(home, None, None))))
 
 _PHASE_MEMBERS = {"decode": ("DECODE",), "prefill": ("EXTEND", "PREFILL")}
 
