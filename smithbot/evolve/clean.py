@@ -58,8 +58,33 @@ def clean_kernel(fn: ast.FunctionDef, tensors: dict[str, str]) -> dict[str, str]
     constexprs = [a.arg for a in fn.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)]
     _drop_hints(fn)
     _simplify(fn)
+    if _drop_float_casts(fn, {p for p, given in tensors.items() if _FLOAT_ARG.fullmatch(given)}):
+        _simplify(fn)  # (the copy the cast was made into)
     names = _rename(fn, tensors)
     return {c: names.get(c, c) for c in constexprs}
+
+
+_FLOAT_ARG = re.compile(r"float\((\w+)\)")  # a number the glue takes, passed to the kernel as a Python float
+
+
+def _drop_float_casts(fn: ast.FunctionDef, floats: set[str]) -> bool:
+    """``x.to(tl.float32)`` of a parameter passed a Python float is ``x``: Triton types a float argument fp32
+    (Inductor declared it fp64 and cast it), and its interpreter has no ``.to`` on a number."""
+    dropped = []
+
+    class Drop(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr == "to" and isinstance(f.value, ast.Name) \
+                    and f.value.id in floats and len(node.args) == 1 and not node.keywords \
+                    and ast.unparse(node.args[0]) == "tl.float32":
+                dropped.append(node)
+                return f.value
+            return node
+
+    Drop().visit(fn)
+    return bool(dropped)
 
 
 def clean_helper(fn: ast.FunctionDef) -> None:
@@ -343,6 +368,9 @@ def _rename(fn: ast.FunctionDef, tensors: dict[str, str]) -> dict[str, str]:
 
     for a in fn.args.args:
         given = tensors.get(a.arg, "")
+        if (number := _FLOAT_ARG.fullmatch(given)) is not None:
+            names[a.arg] = fresh(number.group(1))
+            continue
         if not given.isidentifier() or re.fullmatch(r"buf\d+", given):
             continue
         if re.fullmatch(r"(in|out|in_out)_ptr\d+", a.arg):

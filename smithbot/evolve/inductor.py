@@ -34,7 +34,7 @@ def read_recording(path: Path) -> Compiled | None:
     try:
         d = json.loads(path.read_text())
         return Compiled(d["code"], tuple(d["inputs"]), tuple(d["returns"]), bool(d.get("single")),
-                        tuple(d.get("dtypes") or ()))
+                        tuple(d.get("dtypes") or ()), dict(d.get("scalars") or {}))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -178,7 +178,8 @@ def compile_glue(task_dir: Path) -> Compiled:
         else:
             raise InductorError(f"the glue returns a {type(item).__name__} that is neither an output of the "
                                 "compiled graph nor an input")
-    compiled = Compiled(kernels[0], graphs[0], tuple(returns), single, dtype_follows(fn, args))
+    scalars = {k: v for k, v in args.items() if type(v) is int}
+    compiled = Compiled(kernels[0], graphs[0], tuple(returns), single, dtype_follows(fn, args), scalars)
     if (task_dir / RECORDED).exists():  # a recording shipped with the task stays as it is
         return compiled
     import triton

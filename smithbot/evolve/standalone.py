@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -34,6 +35,9 @@ class Compiled:
     # per returned value, the parameter whose dtype it takes in the glue (a bf16 input, a bf16 result), or "" where
     # its dtype is its own (a cumsum to int32): the launcher allocates it so, not in the compile case's dtype
     dtypes: tuple[str, ...] = ()
+    # the glue's integer arguments at the compile case: a value Inductor wrote into a kernel as a constant is passed
+    # as that argument again (``other=256`` for ``F.pad(ids, value=num_experts)``), so the seed holds for any value
+    scalars: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 _KINDS = ("pointwise", "reduction", "persistent_reduction")
@@ -212,6 +216,7 @@ def to_candidate(baseline: str, entry: str, compiled: Compiled, clean: bool = Tr
     if base_fn is None:
         raise InductorError(f"the baseline has no function {entry}")
     body = _launcher_body(call, compiled, kernels)
+    body = _unbake(kernels, body, compiled.scalars)
     if clean:
         body = _follow_dtypes(_name_buffers(body, base_fn), compiled.dtypes)
     cleaned = []
@@ -421,6 +426,50 @@ def _statement(s: ast.stmt, kernels: dict[str, _Kernel], tensors: list[str]) -> 
     if left:
         raise InductorError(f"call() uses {', '.join(sorted(left))}, which a standalone candidate cannot")
     return text
+
+
+def _unbake(kernels: dict[str, _Kernel], body: list[str], scalars: dict[str, int]) -> list[str]:
+    """Each integer argument of the glue that no launch passes, whose compile-case value a kernel holds as a constant
+    (a load's ``other=``, a ``tl.full`` value), made that kernel's parameter and passed by its launches: Inductor
+    specialises such a value (the pad value of ``F.pad``), and the seed must hold for the task's other cases. (A
+    constant that only happens to equal such a value makes a wrong seed, which the evaluator rejects.)"""
+    passed = {a for line in body for c in ast.walk(parse(line)) if isinstance(c, ast.Call)
+              and isinstance(c.func, ast.Subscript) for a in map(ast.unparse, c.args)}
+    unpassed = {n: v for n, v in scalars.items() if n not in passed and type(v) is int}
+    for name, value in unpassed.items():
+        if list(unpassed.values()).count(value) > 1:
+            continue  # (two arguments of that value: which one the constant is cannot be told)
+        for key, k in list(kernels.items()):
+            fn = parse(k.source).body[0]
+            assert isinstance(fn, ast.FunctionDef)
+            spots = [n for c in ast.walk(fn) if isinstance(c, ast.Call)
+                     for n in [kw.value for kw in c.keywords if kw.arg == "other"]
+                     + (c.args[1:2] if ast.unparse(c.func) == "tl.full" else [])
+                     if isinstance(n, ast.Constant) and type(n.value) is int and n.value == value]
+            if not spots or name in k.params:
+                continue
+
+            class Swap(ast.NodeTransformer):
+                def visit_Constant(self, node: ast.Constant) -> ast.AST:
+                    return ast.Name(name, ast.Load()) if any(node is s for s in spots) else node
+
+            fn = Swap().visit(fn)
+            at = next((i for i, a in enumerate(fn.args.args) if a.arg in k.constexprs), len(fn.args.args))
+            fn.args.args.insert(at, ast.arg(name))
+            kernels[key] = dataclasses.replace(k, source=ast.unparse(fn), params=[a.arg for a in fn.args.args])
+            body = [_pass_too(line, k.name, name) for line in body]
+    return body
+
+
+def _pass_too(line: str, kernel: str, arg: str) -> str:
+    """A launcher line with ``arg`` added after the positional arguments of each launch of ``kernel``."""
+    tree = parse(line)
+    hit = False
+    for c in ast.walk(tree):
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Subscript) and ast.unparse(c.func.value) == kernel:
+            c.args.append(ast.Name(arg, ast.Load()))
+            hit = True
+    return ast.unparse(tree) if hit else line
 
 
 def _launch(k: _Kernel, node: ast.Call) -> ast.AST:

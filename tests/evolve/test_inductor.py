@@ -3,6 +3,7 @@ standalone candidate that the evaluator judges under the interpreter, and what h
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -191,3 +192,70 @@ def test_inductors_2d_grid_with_y_overflow_covers_every_row_block(rows: int) -> 
                                                             "xnumel": 16})  # (the launch's grid, evaluated)
     blocks = triton.cdiv(rows, 16)
     assert len(grid) == 3 and grid[1] <= 65535 and grid[1] * grid[2] >= blocks > grid[1] * (grid[2] - 1)
+
+
+SCALED_KERNEL = '''
+@triton.jit
+def k(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    tmp0 = tl.load(in_ptr0 + xindex, xmask)
+    tmp1 = in_ptr1
+    tmp2 = tmp1.to(tl.float32)
+    tmp3 = tmp0 / tmp2
+    tl.store(out_ptr0 + xindex, tmp3, xmask)
+'''
+
+
+def test_a_float_the_launcher_passes_is_named_for_the_glue_and_not_cast_again() -> None:
+    """Inductor declares a float the glue takes fp64 and casts it to fp32 in the kernel; the launcher passes a Python
+    float, which Triton types fp32 (and its interpreter cannot ``.to()``): the parameter takes the glue's name and
+    the cast, and the copy it was made into, go."""
+    import ast
+
+    from smithbot.evolve.clean import clean_kernel
+
+    fn = ast.parse(SCALED_KERNEL).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    clean_kernel(fn, {"in_ptr0": "x", "in_ptr1": "float(scale)", "out_ptr0": "out", "xnumel": "n"})
+    text = ast.unparse(fn)
+    assert [a.arg for a in fn.args.args][:3] == ["x_ptr", "scale", "out_ptr"]
+    assert ".to(" not in text and re.search(r"= x / scale\b", text), text
+
+
+BAKED_KERNEL = '''
+@triton.jit
+def _k(in_ptr0, out_ptr0, ks0, xnumel, XBLOCK: tl.constexpr):
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:]
+    tmp0 = tl.load(in_ptr0 + xindex % ks0, xindex % ks0 < 8, other=256)
+    tmp1 = tl.full([XBLOCK], 8, tl.int32)
+    tl.store(out_ptr0 + xindex, tmp0 + tmp1, xindex < xnumel)
+'''
+
+
+def test_an_integer_inductor_wrote_in_as_a_constant_is_passed_again() -> None:
+    """``F.pad(ids, value=num_experts)``: Inductor writes the compile case's 256 into the load's ``other=``. The seed
+    takes it as a parameter, passed from the glue's argument, so it holds for a task's other expert counts; an
+    integer the launch passes already, or whose value the kernel does not hold, is left alone."""
+    import ast
+
+    from smithbot.evolve.standalone import _Kernel, _unbake
+
+    kernels = {"k0": _Kernel("_k", BAKED_KERNEL.strip(), ["in_ptr0", "out_ptr0", "ks0", "xnumel", "XBLOCK"],
+                             ["XBLOCK"], "pointwise", {"x": 0}, "Grid1D")}
+    body = ["_k[triton.cdiv(n, 1024),](ids, out, width, n, XBLOCK=1024, num_warps=4)"]
+    body = _unbake(kernels, body, {"num_experts": 256, "width": 8, "top_k": 8, "other": 3})
+    fn = ast.parse(kernels["k0"].source).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    assert [a.arg for a in fn.args.args] == ["in_ptr0", "out_ptr0", "ks0", "xnumel", "num_experts", "top_k",
+                                             "XBLOCK"]
+    assert kernels["k0"].params == [a.arg for a in fn.args.args]
+    assert "other=num_experts" in kernels["k0"].source and "256" not in kernels["k0"].source
+    # top_k's 8 sits in a tl.full too: it is no argument of this launch, so it is passed as well
+    assert "tl.full([XBLOCK], top_k, tl.int32)" in kernels["k0"].source
+    assert body == ["_k[triton.cdiv(n, 1024),](ids, out, width, n, num_experts, top_k, XBLOCK=1024, num_warps=4)"]
+    # two arguments that both hold 256 at the compile case: the constant stays
+    kernels["k0"] = dataclasses.replace(kernels["k0"], source=BAKED_KERNEL.strip())
+    assert _unbake(kernels, ["_k[g](ids, out, width, n, XBLOCK=1024)"], {"num_experts": 256, "hidden": 256}) \
+        == ["_k[g](ids, out, width, n, XBLOCK=1024)"] and "other=256" in kernels["k0"].source
