@@ -429,13 +429,12 @@ def _statement(s: ast.stmt, kernels: dict[str, _Kernel], tensors: list[str]) -> 
 
 
 def _unbake(kernels: dict[str, _Kernel], body: list[str], scalars: dict[str, int]) -> list[str]:
-    """Each integer argument of the glue that no launch passes, whose compile-case value a kernel holds as a constant
-    (a load's ``other=``, a ``tl.full`` value), made that kernel's parameter and passed by its launches: Inductor
-    specialises such a value (the pad value of ``F.pad``), and the seed must hold for the task's other cases. (A
-    constant that only happens to equal such a value makes a wrong seed, which the evaluator rejects.)"""
-    passed = {a for line in body for c in ast.walk(parse(line)) if isinstance(c, ast.Call)
-              and isinstance(c.func, ast.Subscript) for a in map(ast.unparse, c.args)}
-    unpassed = {n: v for n, v in scalars.items() if n not in passed and type(v) is int}
+    """Each integer argument of the glue that the launcher never reads, whose compile-case value a kernel holds as a
+    constant (a load's ``other=``, a ``tl.full`` value), made that kernel's parameter and passed by its launches:
+    Inductor specialises such a value (the pad value of ``F.pad``), and the seed must hold for the task's other
+    cases. (A constant that only happens to equal such a value makes a wrong seed, which the evaluator rejects.)"""
+    read = {n.id for line in body for n in ast.walk(parse(line)) if isinstance(n, ast.Name)}
+    unpassed = {n: v for n, v in scalars.items() if n not in read and type(v) is int}
     for name, value in unpassed.items():
         if list(unpassed.values()).count(value) > 1:
             continue  # (two arguments of that value: which one the constant is cannot be told)

@@ -237,7 +237,7 @@ def _k(in_ptr0, out_ptr0, ks0, xnumel, XBLOCK: tl.constexpr):
 def test_an_integer_inductor_wrote_in_as_a_constant_is_passed_again() -> None:
     """``F.pad(ids, value=num_experts)``: Inductor writes the compile case's 256 into the load's ``other=``. The seed
     takes it as a parameter, passed from the glue's argument, so it holds for a task's other expert counts; an
-    integer the launch passes already, or whose value the kernel does not hold, is left alone."""
+    integer the launcher reads already, or whose value the kernel does not hold, is left alone."""
     import ast
 
     from smithbot.evolve.standalone import _Kernel, _unbake
@@ -255,6 +255,10 @@ def test_an_integer_inductor_wrote_in_as_a_constant_is_passed_again() -> None:
     # top_k's 8 sits in a tl.full too: it is no argument of this launch, so it is passed as well
     assert "tl.full([XBLOCK], top_k, tl.int32)" in kernels["k0"].source
     assert body == ["_k[triton.cdiv(n, 1024),](ids, out, width, n, num_experts, top_k, XBLOCK=1024, num_warps=4)"]
+    # an argument the launcher reads, even inside a size: not specialised, the constant stays
+    kernels["k0"] = dataclasses.replace(kernels["k0"], source=BAKED_KERNEL.strip())
+    assert _unbake(kernels, ["_k[g](ids, out, num_experts + 1, n, XBLOCK=1024)"], {"num_experts": 256}) \
+        == ["_k[g](ids, out, num_experts + 1, n, XBLOCK=1024)"] and "other=256" in kernels["k0"].source
     # two arguments that both hold 256 at the compile case: the constant stays
     kernels["k0"] = dataclasses.replace(kernels["k0"], source=BAKED_KERNEL.strip())
     assert _unbake(kernels, ["_k[g](ids, out, width, n, XBLOCK=1024)"], {"num_experts": 256, "hidden": 256}) \
