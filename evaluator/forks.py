@@ -32,8 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.standin import _scalar as _int
-from evaluator.standin import _unwrap
+from evaluator.interpreted import scalar, unwrap
 
 DEEPLINK = "triton.language.extra.deeplink"
 
@@ -45,7 +44,7 @@ class DeepLinkStandInError(RuntimeError):
 def _program() -> tuple[int, ...]:
     from triton import language as tl
 
-    return tuple(_int(tl.program_id(axis)) for axis in range(3))
+    return tuple(scalar(tl.program_id(axis)) for axis in range(3))
 
 
 class async_task(contextlib.nullcontext):  # noqa: N801 (the fork's name)
@@ -77,11 +76,11 @@ class _Flags:
 
 
 def set_cross_flag(flag: Any, event_id: Any) -> None:
-    _Flags.here()[(str(flag), _int(event_id))] += 1
+    _Flags.here()[(str(flag), scalar(event_id))] += 1
 
 
 def wait_cross_flag(flag: Any, event_id: Any) -> None:
-    count, key = _Flags.here(), (str(flag), _int(event_id))
+    count, key = _Flags.here(), (str(flag), scalar(event_id))
     if count[key] <= 0:
         raise DeepLinkStandInError(
             f"dl.wait_cross_flag({flag}, {key[1]}) comes before its set_cross_flag in source order: the kernel runs "
@@ -92,7 +91,7 @@ def wait_cross_flag(flag: Any, event_id: Any) -> None:
 def sync_block_all(*args: Any, **kwargs: Any) -> None:
     from triton import language as tl
 
-    programs = int(np.prod([_int(tl.num_programs(axis)) for axis in range(3)]))
+    programs = int(np.prod([scalar(tl.num_programs(axis)) for axis in range(3)]))
     if programs > 1:
         raise DeepLinkStandInError(f"dl.sync_block_all() is a barrier across the grid's {programs} programs, which the "
                                    "interpreter runs one after another")
@@ -103,16 +102,16 @@ def compile_hint(*args: Any, **kwargs: Any) -> None:
 
 
 def parallel(start: Any, stop: Any = None, step: Any = 1, **kwargs: Any) -> range:
-    return range(_int(start), _int(stop), _int(step)) if stop is not None else range(_int(start))
+    return range(scalar(start), scalar(stop), scalar(step)) if stop is not None else range(scalar(start))
 
 
 def extract_slice(x: Any, offsets: Any, sizes: Any, strides: Any) -> Any:
     from triton import language as tl
     from triton.runtime.interpreter import TensorHandle
 
-    index = tuple(slice(_int(o), _int(o) + _int(n) * _int(s), _int(s)) for o, n, s in zip(offsets, sizes, strides))
+    index = tuple(slice(scalar(o), scalar(o) + scalar(n) * scalar(s), scalar(s)) for o, n, s in zip(offsets, sizes, strides))
     data = np.ascontiguousarray(x.handle.data[index])
-    return tl.tensor(TensorHandle(data, x.handle.dtype), tl.block_type(x.dtype, [_int(n) for n in sizes]))
+    return tl.tensor(TensorHandle(data, x.handle.dtype), tl.block_type(x.dtype, [scalar(n) for n in sizes]))
 
 
 def __getattr__(name: str) -> Any:
@@ -127,7 +126,7 @@ def _patch_slices() -> None:
     getitem = core.tensor.__getitem__
 
     def bounded(sl: Any) -> bool:
-        return hasattr(sl, "step") and any(_unwrap(a) is not None for a in (sl.start, sl.stop, sl.step))
+        return hasattr(sl, "step") and any(unwrap(a) is not None for a in (sl.start, sl.stop, sl.step))
 
     def __getitem__(self: Any, slices: Any, _semantic: Any = None) -> Any:
         items = list(getattr(slices, "values", slices)) if isinstance(slices, (tuple, core.tuple)) else [slices]
@@ -135,10 +134,10 @@ def _patch_slices() -> None:
             return getitem(self, slices, _semantic=_semantic)
         index, rest = [], []
         for sl in items:  # the bounded slices here; None (a new axis) and `:` for the interpreter's own indexing
-            if _unwrap(sl) is not None:
-                bounds = (None if _unwrap(a) is None else _int(a) for a in (sl.start, sl.stop, sl.step))
+            if unwrap(sl) is not None:
+                bounds = (None if unwrap(a) is None else scalar(a) for a in (sl.start, sl.stop, sl.step))
                 index.append(slice(*bounds) if bounded(sl) else slice(None))
-            rest.append(None if _unwrap(sl) is None else slice(None))
+            rest.append(None if unwrap(sl) is None else slice(None))
         data = np.ascontiguousarray(self.handle.data[tuple(index)])
         taken = tl.tensor(TensorHandle(data, self.handle.dtype), tl.block_type(self.dtype, list(data.shape)))
         return getitem(taken, tuple(rest), _semantic=_semantic)

@@ -39,6 +39,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from evaluator import forks
+from evaluator.interpreted import scalar, unwrap
+
 # Hopper's figures (compute capability 9.0, 132 SMs on the SXM H200, 227 KiB shared memory per block).
 _H200 = SimpleNamespace(name="NVIDIA H200 (interpreter stand-in)", major=9, minor=0, multi_processor_count=132,
                         total_memory=141 * 10**9, L2_cache_size=50 * 2**20, warp_size=32,
@@ -133,7 +136,7 @@ class _BlockPtr:
         size = max(pointer.element_ty.primitive_bitwidth // 8, 1)
         index = np.zeros(self.block, dtype=np.int64)
         inside = np.ones(self.block, dtype=bool)
-        checked = {int(_scalar(d)) for d in (boundary_check or ())}
+        checked = {int(scalar(d)) for d in (boundary_check or ())}
         for d, (offset, n, stride, extent) in enumerate(zip(self.offsets, self.block, self.strides, self.shape)):
             i = (offset + np.arange(n, dtype=np.int64)).reshape([-1 if k == d else 1 for k in range(len(self.block))])
             index = index + i * stride
@@ -146,14 +149,6 @@ class _BlockPtr:
         return ptrs, mask
 
 
-def _scalar(x: Any) -> int:
-    from triton import language as tl
-
-    if isinstance(x, tl.tensor):
-        return int(np.asarray(x.handle.data).reshape(-1)[0])
-    return int(x.value if isinstance(x, tl.constexpr) else x)
-
-
 def _patch_block_pointers() -> None:
     from triton import language as tl
     from triton.language import core
@@ -164,11 +159,11 @@ def _patch_block_pointers() -> None:
 
     def make_block_ptr(base: Any, shape: Any, strides: Any, offsets: Any, block_shape: Any, order: Any,
                        _semantic: Any = None) -> _BlockPtr:
-        ints = lambda xs: [_scalar(x) for x in xs]  # noqa: E731
+        ints = lambda xs: [scalar(x) for x in xs]  # noqa: E731
         return _BlockPtr(base, ints(shape), ints(strides), ints(offsets), ints(block_shape))
 
     def advance(base: _BlockPtr, offsets: Any, _semantic: Any = None) -> _BlockPtr:
-        moved = [o + _scalar(d) for o, d in zip(base.offsets, offsets)]
+        moved = [o + scalar(d) for o, d in zip(base.offsets, offsets)]
         return _BlockPtr(base.base, base.shape, base.strides, moved, base.block)
 
     def block_load(pointer: Any, mask: Any = None, other: Any = None, boundary_check: Any = (),
@@ -176,7 +171,7 @@ def _patch_block_pointers() -> None:
                    _semantic: Any = None) -> Any:
         if isinstance(pointer, _BlockPtr):
             pointer, mask = pointer.pointers(boundary_check)
-            other = float("nan") if mask is not None and str(_unwrap(padding_option)) == "nan" else None
+            other = float("nan") if mask is not None and str(unwrap(padding_option)) == "nan" else None
         return load(pointer, mask, other, cache_modifier=cache_modifier, eviction_policy=eviction_policy,
                     volatile=volatile, _semantic=_semantic)
 
@@ -192,12 +187,6 @@ def _patch_block_pointers() -> None:
         setattr(fn, core.TRITON_BUILTIN, True)
         setattr(core, name, fn)
         setattr(tl, name, fn)
-
-
-def _unwrap(x: Any) -> Any:
-    from triton import language as tl
-
-    return x.value if isinstance(x, tl.constexpr) else x
 
 
 ACCELERATORS = ("cuda", "npu", "mlu")
@@ -236,8 +225,6 @@ def install() -> None:
     _patch_interpreter_ops()
     _patch_boolean_operators()
     _patch_constexpr_arithmetic()
-    from evaluator import forks  # it reads this module's helpers
-
     forks.install()
 
 
@@ -371,7 +358,7 @@ def _patch_range() -> None:
 
     def indices(arg1: Any, arg2: Any = None, step: Any = None, **options: Any) -> Any:
         start, end = (0, arg1) if arg2 is None else (arg1, arg2)
-        return map(LoopIndex, range(_scalar(start), _scalar(end), 1 if step is None else _scalar(step)))
+        return map(LoopIndex, range(scalar(start), scalar(end), 1 if step is None else scalar(step)))
 
     def patched(fn: Any) -> Any:
         scope = patch_lang(fn)

@@ -5,16 +5,16 @@ from __future__ import annotations
 import gc
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from evaluator import EvalResult, Evaluator, TaskError
 from smithbot.config import ConfigError, Target, generic_target, get_target, load_target, target_names
-from smithbot.repo import Checkout, checkout, home
+from smithbot.repo import checkout, home
 from smithbot.scan.index import index
 from smithbot.scan.rank import REACH_ORDER, link, merged_answers
-from smithbot.types import KernelSite
+from smithbot.types import KernelSite, ScanResult
 
 if TYPE_CHECKING:
     from smithbot.extract.pipeline import Coverage
@@ -58,20 +58,6 @@ def resolve_target(spec: str) -> Target:
     if Path(spec).is_dir():
         return generic_target(str(Path(spec).resolve()))
     raise ConfigError(f"unknown target {spec!r} (known: {', '.join(target_names())}; or pass a git URL or a path)")
-
-
-@dataclass(frozen=True)
-class ScanResult:
-    target: Target
-    checkout: Checkout
-    sites: list[KernelSite]
-    errors: list[tuple[str, str]]
-    modules: dict[str, str]  # module name -> relative path, for every parsed file
-    files: int
-    parsed: int
-    cached: int
-    path: Path  # where scan.json was written
-    fusion: list[Any] = field(default_factory=list)  # scan.fusion.FusionSite: torch glue on the default paths
 
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:
@@ -330,7 +316,7 @@ PHASES = ("decode", "prefill")
 
 def _proposer(name: str, cfg_file: str | None, replay: str | None, start: int) -> Any:
     from smithbot.config import load_evolve_config
-    from smithbot.evolve.proposers import LLMProposer, ProposerError, ReplayProposer, TuneProposer
+    from smithbot.evolve.proposers import InductorProposer, LLMProposer, ProposerError, ReplayProposer, TuneProposer
 
     if name == "tune":
         return TuneProposer()
@@ -341,8 +327,6 @@ def _proposer(name: str, cfg_file: str | None, replay: str | None, start: int) -
             raise ProposerError("--proposer replay needs --replay FILE.jsonl")
         return ReplayProposer(Path(replay), start)
     if name == "inductor":
-        from smithbot.evolve.inductor import InductorProposer
-
         return InductorProposer()
     raise ProposerError(f"unknown proposer {name!r} (choose {', '.join(PROPOSERS)})")
 

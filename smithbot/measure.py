@@ -26,7 +26,7 @@ from evaluator.pool import resolve_backend
 from smithbot.config import ConfigError, ModelPreset
 from smithbot.extract.build import self_check
 from smithbot.extract.pipeline import extract_glue_site, extract_sites
-from smithbot.extract.inputs import DIMS
+from smithbot.inputs.sizes import DIMS
 from smithbot.scan.fusion import FusionSite
 from smithbot.types import KernelSite
 

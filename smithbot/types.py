@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from smithbot.config import Target
+    from smithbot.repo import Checkout
 
 
 @dataclass(frozen=True)
@@ -60,3 +65,20 @@ class KernelSite:
         d["launches"] = tuple({f.name: getattr(launch, f.name) for f in fields(launch)} for launch in self.launches)
         d["wrappers"] = list(self.wrappers)
         return d
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """What a scan hands the stages after it: the target and its checkout, every kernel ranked, the torch glue on the
+    default paths (``scan.fusion.FusionSite``), what could not be parsed, and where ``scan.json`` was written."""
+
+    target: Target
+    checkout: Checkout
+    sites: list[KernelSite]
+    errors: list[tuple[str, str]]
+    modules: dict[str, str]  # module name -> relative path, for every parsed file
+    files: int
+    parsed: int
+    cached: int
+    path: Path  # where scan.json was written
+    fusion: list[Any] = field(default_factory=list)  # scan.fusion.FusionSite: torch glue on the default paths

@@ -1,6 +1,7 @@
-"""The ``inductor`` proposer: torch.compile (Inductor) compiles a fusion task's baseline glue on the GPU, and its
-generated Triton code becomes a standalone candidate (``standalone.to_candidate``). The candidate seeds the search; the
-evaluator judges it like any other."""
+"""Inductor's code for a fusion task's glue: torch.compile (Inductor) compiles the baseline glue on the GPU
+(``compile_glue``), or the output recorded beside the task is read (``recorded``). The ``inductor`` proposer
+(``proposers.InductorProposer``) makes it a standalone candidate (``standalone.to_candidate``) that seeds the search;
+the evaluator judges it like any other."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from smithbot.evolve.standalone import Compiled, InductorError, to_candidate
+from smithbot.evolve.standalone import Compiled, InductorError
 
 
 def _plain_case(cases):  # type: ignore[no-untyped-def]
@@ -188,52 +189,3 @@ def compile_glue(task_dir: Path) -> Compiled:
         {"torch": torch.__version__, "triton": triton.__version__, "case": case.name, **dataclasses.asdict(compiled)},
         indent=1))
     return compiled
-
-
-class InductorProposer:
-    """``--proposer inductor``: first Inductor's code for the fusion task's glue, made a candidate (a compile failure
-    is a failed proposal with Inductor's message); then the ``tune`` proposer, on the best candidate so far, or on the
-    seed while none has knobs to move (the PyTorch baseline has none)."""
-
-    name = "inductor"
-
-    def __init__(self) -> None:
-        import threading
-
-        from smithbot.evolve.proposers import TuneProposer
-
-        self.lock = threading.Lock()
-        self.seeded = False
-        self.seed: str | None = None
-        self.why = ""
-        self.tune = TuneProposer()
-
-    def configure(self, backend: str, regimes: set[str]) -> None:
-        self.tune.configure(backend, regimes)
-
-    def propose(self, ctx):  # type: ignore[no-untyped-def]
-        from smithbot.evolve.proposers import Exhausted, Parent, Proposal, ProposerError
-
-        with self.lock:  # the seed is made once; the other proposer threads wait for it
-            if not self.seeded:
-                self.seeded = True
-                if ctx.task.kind != "fusion":
-                    raise ProposerError(f"{ctx.task.id} is a {ctx.task.kind} task: the inductor proposer compiles a "
-                                        "fusion task's PyTorch glue; use --proposer tune or llm")
-                try:
-                    compiled, where = seed(ctx.task.root)
-                    self.seed = to_candidate(ctx.task.kernel_path.read_text(), ctx.task.entry, compiled)
-                except InductorError as exc:
-                    self.why = f"inductor: {exc}"
-                    return Proposal(None, "inductor", error=self.why)
-                kernels = re.findall(r"^def (_\w+_kernel\d*)\(", self.seed, re.M)
-                return Proposal(self.seed, "inductor", response=f"Inductor's {len(kernels)} kernels for the glue "
-                                                                 f"({where}): {', '.join(kernels)}")
-        if self.seed is None:
-            raise Exhausted(f"no Inductor seed to tune ({self.why})")
-        try:
-            return self.tune.propose(ctx)
-        except Exhausted:
-            if ctx.parent.source == self.seed:
-                raise
-            return self.tune.propose(dataclasses.replace(ctx, parent=Parent(None, self.seed)))

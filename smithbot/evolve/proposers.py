@@ -3,7 +3,9 @@
 - ``tune`` (the offline default) edits launch configs and constexpr tiles with libcst (``tune.py``);
 - ``llm`` asks any OpenAI-compatible endpoint, through the ``openai`` client, for a SEARCH/REPLACE diff, a full-block
   rewrite or a crossover of two parents; prompts are jinja2 files in ``templates/prompts/``;
-- ``replay`` replays recorded responses from a JSONL file, for reproducible runs and tests.
+- ``replay`` replays recorded responses from a JSONL file, for reproducible runs and tests;
+- ``inductor`` (a fusion task) starts from torch.compile's own kernels for the glue (``inductor.py``), made standalone
+  (``standalone.py``), then tunes them.
 
 A proposal that cannot become a candidate (garbage, truncation, refusals, endpoint down) is returned with ``error`` set
 and recorded as a failed proposal; only set-up problems (a missing API-key variable) raise :class:`ProposerError`.
@@ -15,8 +17,9 @@ import dataclasses
 import itertools
 import json
 import math
-import os
 import random
+import re
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +28,10 @@ from typing import Any, Callable
 import jinja2
 
 from evaluator.task import Task
-from smithbot.config import EvolveConfig, LLMConfig, templates_dir
-from smithbot.evolve import edits, tune
+from smithbot.config import ConfigError, EvolveConfig, LLMConfig, templates_dir
+from smithbot.evolve import edits, inductor, tune
+from smithbot.evolve.standalone import InductorError, to_candidate
+from smithbot.llm import LLMClient
 
 
 class ProposerError(Exception):
@@ -152,11 +157,8 @@ class Prompter:
         if task.kind != "fusion":
             return None
         if task.id not in self._fusion:
-            from smithbot.evolve.inductor import recorded
-            from smithbot.evolve.standalone import InductorError, to_candidate
-
             base = task.kernel_path.read_text(encoding="utf-8")
-            compiled = recorded(task.root)
+            compiled = inductor.recorded(task.root)
             try:
                 seed = edits.block_of(to_candidate(base, task.entry, compiled)) if compiled else ""
             except InductorError:
@@ -186,47 +188,16 @@ class LLMProposer:
     name = "llm"
 
     def __init__(self, cfg: EvolveConfig, sleep: Callable[[float], None] = time.sleep) -> None:
-        import openai
-
         if cfg.llm is None:
             raise ProposerError("--proposer llm needs an `llm:` section in the --config file (base_url, api_key_env, "
                                 "models)")
+        try:
+            self.endpoint = LLMClient(cfg.llm, sleep)
+        except ConfigError as exc:
+            raise ProposerError(str(exc)) from None
         self.llm: LLMConfig = cfg.llm
         self.cfg = cfg
-        key = os.environ.get(self.llm.api_key_env)
-        if not key:
-            raise ProposerError(f"the API key variable {self.llm.api_key_env} is not set (named by llm.api_key_env)")
-        self.openai = openai
-        self.client = openai.OpenAI(base_url=self.llm.base_url, api_key=key, timeout=self.llm.timeout_s, max_retries=0)
         self.prompter = Prompter()
-        self.sleep = sleep
-
-    def ask(self, model: str, system: str, user: str) -> tuple[str, str, int, int]:
-        """(text, finish_reason, prompt tokens, completion tokens); raises RuntimeError with a one-line reason."""
-        o = self.openai
-        last = ""
-        for attempt in range(self.llm.retries + 1):
-            try:
-                r = self.client.chat.completions.create(
-                    model=model, temperature=self.llm.temperature, max_tokens=self.llm.max_tokens,
-                    messages=[{"role": "system", "content": system}, {"role": "user", "content": user}])
-            except (o.RateLimitError, o.APITimeoutError, o.APIConnectionError, o.InternalServerError) as exc:
-                last = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-                if attempt < self.llm.retries:
-                    self.sleep(self.llm.backoff_s * 2 ** attempt)
-                continue
-            except o.APIStatusError as exc:
-                raise RuntimeError(f"the endpoint refused the request: HTTP {exc.status_code}: "
-                                   f"{str(exc).splitlines()[0][:200]}") from None
-            except (o.APIError, ValueError, KeyError, TypeError) as exc:
-                raise RuntimeError(f"garbage from the endpoint: {type(exc).__name__}: {str(exc)[:200]}") from None
-            if not getattr(r, "choices", None):
-                raise RuntimeError("garbage from the endpoint: a response without choices")
-            choice = r.choices[0]
-            usage = getattr(r, "usage", None)
-            return (choice.message.content or "", choice.finish_reason or "",
-                    int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
-        raise RuntimeError(f"the endpoint failed {self.llm.retries + 1} times: {last}")
 
     def propose(self, ctx: Context) -> Proposal:
         formats = dict(self.llm.edit_formats)
@@ -236,7 +207,7 @@ class LLMProposer:
         system, user, prompt = self.prompter.recorded(ctx, fmt)
         model = ctx.rng.choices([m.name for m in self.llm.models], weights=[m.weight for m in self.llm.models])[0]
         try:
-            text, finish, t_in, t_out = self.ask(model, system, user)
+            text, finish, t_in, t_out = self.endpoint.ask(model, system, user)
         except RuntimeError as exc:
             return Proposal(None, fmt, prompt, model=model, error=str(exc))
         return _answer(ctx.parent.source, fmt, text, finish, prompt=prompt, model=model, tokens_in=t_in,
@@ -270,3 +241,46 @@ class ReplayProposer:
         return _answer(ctx.parent.source, fmt, text, prompt=self.prompter.recorded(ctx, fmt)[2],
                        model=str(rec.get("model", "replay")), tokens_in=int(rec.get("tokens_in", 0)),
                        tokens_out=int(rec.get("tokens_out", 0)))
+
+
+class InductorProposer:
+    """``--proposer inductor``: first Inductor's code for the fusion task's glue, made a candidate (a compile failure
+    is a failed proposal with Inductor's message); then the ``tune`` proposer, on the best candidate so far, or on the
+    seed while none has knobs to move (the PyTorch baseline has none)."""
+
+    name = "inductor"
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seeded = False
+        self.seed: str | None = None
+        self.why = ""
+        self.tune = TuneProposer()
+
+    def configure(self, backend: str, regimes: set[str]) -> None:
+        self.tune.configure(backend, regimes)
+
+    def propose(self, ctx):  # type: ignore[no-untyped-def]
+        with self.lock:  # the seed is made once; the other proposer threads wait for it
+            if not self.seeded:
+                self.seeded = True
+                if ctx.task.kind != "fusion":
+                    raise ProposerError(f"{ctx.task.id} is a {ctx.task.kind} task: the inductor proposer compiles a "
+                                        "fusion task's PyTorch glue; use --proposer tune or llm")
+                try:
+                    compiled, where = inductor.seed(ctx.task.root)
+                    self.seed = to_candidate(ctx.task.kernel_path.read_text(), ctx.task.entry, compiled)
+                except InductorError as exc:
+                    self.why = f"inductor: {exc}"
+                    return Proposal(None, "inductor", error=self.why)
+                kernels = re.findall(r"^def (_\w+_kernel\d*)\(", self.seed, re.M)
+                return Proposal(self.seed, "inductor", response=f"Inductor's {len(kernels)} kernels for the glue "
+                                                                 f"({where}): {', '.join(kernels)}")
+        if self.seed is None:
+            raise Exhausted(f"no Inductor seed to tune ({self.why})")
+        try:
+            return self.tune.propose(ctx)
+        except Exhausted:
+            if ctx.parent.source == self.seed:
+                raise
+            return self.tune.propose(dataclasses.replace(ctx, parent=Parent(None, self.seed)))

@@ -33,7 +33,7 @@ from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportD
                                       TypeCheckDropper, custom_decorator_stub, env_pinned, for_the_task, is_kernel,
                                       is_logger, only_called, splice, stub_source, without_lazy_globals)
 from smithbot.extract.state import state_as_params
-from smithbot.scan.parse import collect_imports, from_module
+from smithbot.program.syntax import collect_imports, from_module
 
 _BUILTINS = set(dir(builtins))
 HELPER_DEFINITIONS = 150  # more than this in one helper's closure, and the helper becomes a stub

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import yaml
 
-from smithbot.extract.harness import size_value
+from smithbot.inputs.sizes import size_value
 
 _OOB = re.compile(r"kernel (\w+) .*? outside every tensor it was given \(the first: element (-?\d+) of \\?'([^'\\]+)"
                   r"\\?', whose storage holds (\d+); the furthest: element (-?\d+)\)")  # quotes escaped when nested

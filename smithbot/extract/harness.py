@@ -1,43 +1,15 @@
 """The task's harness.py: the input specs (``extract/inputs.py``) and the interpreter of them that every harness
-carries, so that a task directory needs nothing of smithbot to make its inputs. ``size_value`` is that interpreter's
-arithmetic over the case's dims, used by smithbot too (case sizing, grown inputs)."""
+carries, so that a task directory needs nothing of smithbot to make its inputs. Its arithmetic over the case's dims
+is ``smithbot.inputs.sizes.size_value``, whose source every harness embeds."""
 
 from __future__ import annotations
 
-import ast
 import inspect
 from typing import Any
 
 from smithbot.inputs.layouts import builder_source
 from smithbot.inputs.plan import nested
-
-
-def size_value(expr, dims):
-    """A number, or +, -, *, //, /, **, %, min(), max() and pow2() over the case's dims."""
-    if not isinstance(expr, str):
-        return expr
-    def ev(n):
-        if isinstance(n, ast.Expression):
-            return ev(n.body)
-        if isinstance(n, ast.Constant):
-            return n.value
-        if isinstance(n, ast.Name):
-            return dims[n.id]
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
-            return -ev(n.operand)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("min", "max") and n.args:
-            return {"min": min, "max": max}[n.func.id](ev(a) for a in n.args)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "pow2" and len(n.args) == 1:
-            return 1 << max(int(ev(n.args[0])), 1).bit_length() - 1  # the largest power of two not above it
-        if isinstance(n, ast.BinOp):
-            a, b = ev(n.left), ev(n.right)
-            ops = {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}
-            if type(n.op) in ops:
-                return ops[type(n.op)]
-            return {ast.FloorDiv: lambda: a // b, ast.Div: lambda: a / b, ast.Pow: lambda: a ** b,
-                     ast.Mod: lambda: a % b}[type(n.op)]()
-        raise ValueError(f"unsupported expression {expr!r}")
-    return ev(ast.parse(expr, mode="eval"))
+from smithbot.inputs.sizes import size_value
 
 
 # read once, at import: every harness of a run embeds the same function, even if the file changes on disk meanwhile

@@ -52,13 +52,9 @@ from typing import Any
 
 from smithbot.config import Target
 from smithbot.inputs.plan import bind_layouts, fill_sizes
+from smithbot.inputs.sizes import InputError
 
-DIMS = ("hidden", "heads", "kv_heads", "head_dim", "v_head_dim", "intermediate", "moe_intermediate", "experts", "top_k",
-        "vocab")
 _ACT = ["tokens", "hidden"]
-SMALL_CAPS = {"heads": 4, "kv_heads": 2, "experts": 16, "top_k": 4, "vocab": 1000, "hidden": 1536,
-              "intermediate": 1536, "moe_intermediate": 768}
-MOE_INTERPRETER_CAPS = {"hidden": 512, "moe_intermediate": 256}
 NAME_RULES: dict[str, Any] = {
     **{n: {"shape": _ACT} for n in ("x", "hidden_states", "input", "residual", "inp")},
     **{n: {"shape": ["hidden"], "init": "around1"} for n in ("weight", "w", "gamma")},
@@ -94,33 +90,6 @@ GROUPED_GEMM_RULES: dict[str, Any] = {
     "B": {"shape": ["experts", "2 * moe_intermediate", "hidden"]},
     "C": {"shape": ["tokens", "top_k", "2 * moe_intermediate"]},
 }
-
-
-class InputError(Exception):
-    def __init__(self, message: str, name: str | None = None) -> None:
-        super().__init__(message)
-        self.name = name  # the parameter nothing showed an input for
-
-
-def _names_in(expr: Any) -> set[str]:
-    if isinstance(expr, str) and (expr.startswith(("dtype:", "tldtype:"))
-                                  or expr in ("device:", "default:", "regime:decode")):
-        return set()
-    if isinstance(expr, str):
-        try:
-            tree = ast.parse(expr, mode="eval")
-            called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-            return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called}
-        except SyntaxError:
-            raise InputError(f"not an arithmetic expression: {expr!r}") from None
-    if isinstance(expr, dict) and "layout" in expr:
-        return set().union(*map(_names_in, expr.get("sizes", {}).values()))
-    if isinstance(expr, dict) and ("object" in expr or "items" in expr):
-        return set().union(*map(_names_in, expr["object"].values() if "object" in expr else expr["items"]))
-    if isinstance(expr, dict):
-        return set().union(*[_names_in(s) for s in expr.get("shape", [])], *[
-            _names_in(p) for p in str(expr.get("init", "")).split(":")[1:]])
-    return set()
 
 
 def attributes_read(fn: ast.FunctionDef, name: str, helpers: dict[str, ast.FunctionDef] | None = None,

@@ -20,10 +20,9 @@ from smithbot.extract.build import (DISAGREES, NEVER_LAUNCHED, NeedsInputs, bran
 from smithbot.extract.closure import ExtractError
 from smithbot.extract.grow import grow
 from smithbot.extract.llm_inputs import write_inputs
-from smithbot.types import KernelSite
+from smithbot.types import KernelSite, ScanResult
 
 if TYPE_CHECKING:
-    from smithbot.api import ScanResult
     from smithbot.scan.fusion import FusionSite
 
 

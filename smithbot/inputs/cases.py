@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from smithbot.config import ModelPreset, Target
-from smithbot.extract.harness import size_value
-from smithbot.extract.inputs import DIMS, MOE_INTERPRETER_CAPS, SMALL_CAPS, InputError, _names_in
+from smithbot.inputs.sizes import DIMS, MOE_INTERPRETER_CAPS, SMALL_CAPS, InputError, names_in, size_value
 
 
 # Inputs of one GPU case may take at most this many bytes. The evaluator runs 3 workers on each GPU, and each holds
@@ -54,7 +53,7 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
     inputs take more than ``budget`` bytes, or hold a tensor past int32 offsets, is shrunk (a MoE layer's experts
     halved down to its top-k while fewer tokens alone could not fit, a prefill's tokens halved down to 256) or, when
     that is not enough, skipped, and ``skipped`` says why."""
-    used = set(also).union(*[_names_in(s) for s in specs.values()], *[_names_in(v) for v in extra.values()])
+    used = set(also).union(*[names_in(s) for s in specs.values()], *[names_in(v) for v in extra.values()])
     needed = [d for d in DIMS if d in used]
     allowed = target.inputs.get(wrapper, {}).get("_models")
     # the dim a case too large shrinks: a MoE layer's experts, or, where the launcher's path needs the model's

@@ -25,9 +25,8 @@ from typing import Any
 
 from smithbot.program.kinds import OBJECT
 from smithbot.program.syntax import (EMPTY_DICTS, FLAG_VALUES, always_leaves, annotation_text, callee_text,
-                                     class_constant, expr_text, inline_flags, is_const, leaves, literal_strings,
-                                     made_values, self_attr)
-from smithbot.scan.parse import _dotted, collect_imports, from_module
+                                     class_constant, collect_imports, dotted_name, expr_text, from_module,
+                                     inline_flags, is_const, leaves, literal_strings, made_values, self_attr)
 
 
 class _Visitor(ast.NodeVisitor):
@@ -103,7 +102,7 @@ class _Visitor(ast.NodeVisitor):
     # --- definitions -------------------------------------------------------------------------------------------
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         qual = self._qual(node.name)
-        self.classes[qual] = {"line": node.lineno, "bases": [b for b in map(_dotted, node.bases) if b], "attrs": {},
+        self.classes[qual] = {"line": node.lineno, "bases": [b for b in map(dotted_name, node.bases) if b], "attrs": {},
                               "registries": [], "flags": {}, "assigned_at": {}}
         self.scope.append(("class", node.name))
         saved, self.fn = self.fn, None
@@ -117,7 +116,7 @@ class _Visitor(ast.NodeVisitor):
         decorators = []
         for d in node.decorator_list:
             func = d.func if isinstance(d, ast.Call) else d
-            decorators.append([_dotted(func) or "", literal_strings(d) if isinstance(d, ast.Call) else []])
+            decorators.append([dotted_name(func) or "", literal_strings(d) if isinstance(d, ast.Call) else []])
         cls = self._enclosing_class() if self.scope and self.scope[-1][0] == "class" else None
         params = {}
         for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
@@ -210,7 +209,7 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
         if self.fn is not None or self.scope:
             return
-        caught = {_dotted(t) for h in node.handlers if h.type is not None
+        caught = {dotted_name(t) for h in node.handlers if h.type is not None
                   for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])}
         packages = sorted({n.split(".")[0] for s in node.body
                            for n in ([s.module] if isinstance(s, ast.ImportFrom) and s.level == 0 and s.module
@@ -494,7 +493,7 @@ class _Visitor(ast.NodeVisitor):
             self.fn["calls"].append([callee, [list(t) for t in self.tests], self.loops > 0, node.lineno,
                                      None if starred else [ast.unparse(a) for a in node.args],
                                      self._keywords(node)])
-        name = _dotted(node.func) or ""
+        name = dotted_name(node.func) or ""
         if (name.split(".")[-1][:1].isupper() or name in self.fn["params"]) \
                 and not any(isinstance(a, ast.Starred) for a in node.args):
             # a constructor call's arguments (a class by name, or one handed in: layer_type(i)), so that what an
@@ -520,7 +519,7 @@ def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:
              and any(a.name == "*" for a in n.names)]
     # a module-level call that hands a function over with a key: Registry.register("fa3", handle_fa3)
     registers = [[callee, keys, names] for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
-                 for callee in [_dotted(n.value.func)]
+                 for callee in [dotted_name(n.value.func)]
                  for keys in [[a.value for a in n.value.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]]
                  for names in [[a.id for a in n.value.args if isinstance(a, ast.Name)]] if callee and keys and names]
     return {"path": relpath, "module": modname, "stars": [m for m in stars if m],

@@ -1,13 +1,62 @@
-"""The syntax the call graph's facts are read with (``smithbot.program.facts``): the dotted text of a callee, an
-expression or a type hint, constants and literal arguments, a flag's source with the assigning function's own flags
+"""The syntax the call graph's facts are read with (``smithbot.program.facts``), and the scan's index with it
+(``smithbot.scan.parse``): a module's imports, the dotted text of a name, a callee, an expression or a type hint, constants and literal arguments, a flag's source with the assigning function's own flags
 written in, and whether a block always leaves its function."""
 
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, Iterator
 
-from smithbot.scan.parse import _dotted
+
+def dotted_name(node: ast.AST) -> str | None:
+    """``a.b.c`` of a name or an attribute chain; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = dotted_name(node.value)
+        return f"{head}.{node.attr}" if head else None
+    return None
+
+
+def _statements(tree: ast.AST) -> Iterator[ast.stmt]:
+    """Every statement, nested ones included, without descending into expressions (a full ast.walk costs 3x)."""
+    stack = list(reversed(getattr(tree, "body", [])))
+    while stack:  # depth first, in source order, so a later import of a name wins as it does at run time
+        s = stack.pop()
+        yield s
+        children: list[ast.stmt] = []
+        for field in ("body", "orelse", "finalbody"):
+            children.extend(getattr(s, field, []) or [])
+        for h in getattr(s, "handlers", []) or []:
+            children.extend(h.body)
+        for case in getattr(s, "cases", []) or []:
+            children.extend(case.body)
+        stack.extend(reversed(children))
+
+
+def from_module(node: ast.ImportFrom, modname: str, is_package: bool) -> str:
+    """The absolute module a ``from ... import`` in module ``modname`` reads from (relative levels resolved)."""
+    mod = node.module or ""
+    if node.level:
+        base = modname.split(".")
+        keep = len(base) - node.level + (1 if is_package else 0)
+        mod = ".".join(base[:max(keep, 0)] + ([mod] if mod else []))
+    return mod
+
+
+def collect_imports(tree: ast.AST, modname: str, is_package: bool) -> dict[str, str]:
+    """Local name -> dotted target of every import in a module, relative imports resolved against ``modname``."""
+    imports: dict[str, str] = {}
+    for node in _statements(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                imports[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            mod = from_module(node, modname, is_package)
+            for a in node.names:
+                if a.name != "*":
+                    imports[a.asname or a.name] = f"{mod}.{a.name}" if mod else a.name
+    return imports
 
 
 def callee_text(func: ast.expr) -> str | None:
@@ -15,12 +64,12 @@ def callee_text(func: ast.expr) -> str | None:
         inner = callee_text(func.func)
         return f"{inner}()" if inner else None
     if isinstance(func, ast.Subscript):
-        inner = _dotted(func.value)
+        inner = dotted_name(func.value)
         return f"{inner}[]" if inner else None
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
         inner = callee_text(func.value)
         return f"{inner}.{func.attr}" if inner else None
-    return _dotted(func)
+    return dotted_name(func)
 
 
 def expr_text(node: ast.expr) -> str | None:
@@ -59,7 +108,7 @@ def const_args(call: ast.Call) -> str:
 def is_const(node: ast.expr) -> bool:
     if isinstance(node, ast.Constant):
         return isinstance(node.value, (str, int, float, bool)) or node.value is None
-    dotted = _dotted(node)
+    dotted = dotted_name(node)
     return bool(dotted) and "." in dotted and dotted.split(".")[0][:1].isupper()
 
 
@@ -75,10 +124,10 @@ def annotation_text(node: ast.expr | None) -> str | None:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         left, right = node.left, node.right
         node = right if isinstance(left, ast.Constant) and left.value is None else left
-    if isinstance(node, ast.Subscript) and (_dotted(node.value) or "").split(".")[-1] in ("Optional", "Union"):
+    if isinstance(node, ast.Subscript) and (dotted_name(node.value) or "").split(".")[-1] in ("Optional", "Union"):
         inner = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) else node.slice
         return annotation_text(inner)
-    name = _dotted(node)
+    name = dotted_name(node)
     return f"{name}()" if name and name.split(".")[-1][:1].isupper() else None
 
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from smithbot.program.kinds import DTYPES
+from smithbot.program.syntax import dotted_name
 from smithbot.program.values import ResolverState, is_literal, parse_expr
-from smithbot.scan.parse import _dotted
 
 _DEPTH = 12  # values deep: a router's logits reach their making four calls up, each a caller's local or argument
 
@@ -219,7 +219,7 @@ class TensorTypes(ResolverState):
         if isinstance(e, ast.Attribute):
             if e.attr == "dtype":
                 return self._tensor(mod, qual, klass, line, e.value, depth + 1).dtype
-            dotted = _dotted(e)
+            dotted = dotted_name(e)
             if dotted and self._torch_name(mod, dotted.split(".")[0]) == "torch" and dotted.count(".") == 1:
                 return DTYPES.get(e.attr)
             if isinstance(e.value, ast.Name) and e.value.id == "self" and klass is not None:
@@ -324,7 +324,7 @@ class TensorTypes(ResolverState):
 
     def _callee(self, mod: str, call: ast.Call) -> tuple[str | None, ast.expr | None]:
         """(a torch function's full name, None) or (a method's name, its receiver); (None, None) otherwise."""
-        dotted = _dotted(call.func)
+        dotted = dotted_name(call.func)
         if dotted:
             head, _, rest = dotted.partition(".")
             full = self._torch_name(mod, head)

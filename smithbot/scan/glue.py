@@ -27,8 +27,8 @@ import builtins
 import re
 from typing import Any
 
+from smithbot.program.syntax import dotted_name
 from smithbot.program.tensors import CASTS, DTYPES, devicey
-from smithbot.scan.parse import _dotted
 
 GLUE_VERSION = "12"
 MIN_LAUNCHES = 2
@@ -120,11 +120,11 @@ class _Function:
             if full and sub.args and full.split(".")[-1] in _LAUNCH_FN - _CREATE:
                 first = sub.args[0]
                 for e in (first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first]):
-                    if _dotted(e):
-                        self.tensors.add(_dotted(e))  # type: ignore[arg-type]
+                    if dotted_name(e):
+                        self.tensors.add(dotted_name(e))  # type: ignore[arg-type]
             elif isinstance(sub.func, ast.Attribute) and (sub.func.attr in _LAUNCH_M | _SYNC_M | set(_CAST_M)
                                                           or _inplace(sub.func.attr)):
-                recv = _dotted(sub.func.value)
+                recv = dotted_name(sub.func.value)
                 if recv and not self._torch(sub.func.value):
                     self.tensors.add(recv)
         self.runs: list[dict[str, Any]] = []
@@ -132,7 +132,7 @@ class _Function:
 
     def _torch(self, func: ast.AST) -> str | None:
         """The torch dotted name of a callee (``F.pad`` -> ``torch.nn.functional.pad``), or None."""
-        d = _dotted(func)
+        d = dotted_name(func)
         if not d:
             return None
         head, _, rest = d.partition(".")
@@ -167,11 +167,11 @@ class _Function:
                 return ("launch" if self._cast(c) is None else "cast"), f".{m}"
             if m in _LAUNCH_M or _inplace(m) or (tensor and m in _AMBIGUOUS_M):
                 return "launch", f".{m}"
-            if m in _AMBIGUOUS_M or m in _HARMLESS_M or tensor or _dotted(recv) in _HARMLESS_HEADS \
-                    or (_dotted(recv) or "").split(".")[0] in _HARMLESS_HEADS:
+            if m in _AMBIGUOUS_M or m in _HARMLESS_M or tensor or dotted_name(recv) in _HARMLESS_HEADS \
+                    or (dotted_name(recv) or "").split(".")[0] in _HARMLESS_HEADS:
                 return "other", m
             return "break", m
-        name = _dotted(c.func) or ""
+        name = dotted_name(c.func) or ""
         if name in _HARMLESS or name[:1].isupper():  # builtins; a constructor (a dataclass of metadata)
             return "other", name
         return "break", name
@@ -188,7 +188,7 @@ class _Function:
             target = kw.get("dtype") or (c.args[0] if c.args else None)
             if target is None or "device" in kw or (target is not kw.get("dtype") and devicey(target)):
                 return None
-            dotted = _dotted(target) or ""
+            dotted = dotted_name(target) or ""
             to = DTYPES.get(dotted.split(".")[-1]) if dotted.split(".")[0] in self.aliases \
                 and self.aliases[dotted.split(".")[0]] == "torch" and dotted.count(".") == 1 else None
             return {"line": c.lineno, "op": ".to", "of": of, "to": to,
@@ -223,7 +223,7 @@ class _Function:
 
     def is_tensor(self, e: ast.AST) -> bool:
         if isinstance(e, (ast.Name, ast.Attribute)):
-            return _dotted(e) in self.tensors
+            return dotted_name(e) in self.tensors
         if isinstance(e, ast.Call):
             kind, name = self.call(e)
             return kind in ("launch", "cast") or (kind == "free" and name not in {
@@ -271,7 +271,7 @@ class _Function:
         if self.is_tensor(e.value) and any(not isinstance(p, ast.Slice) and self.is_tensor(p) for p in parts):
             return True
         return any(isinstance(p, ast.Slice) for p in parts) and any(
-            _INDEX_NAME.search(_dotted(p) or "") for p in parts)
+            _INDEX_NAME.search(dotted_name(p) or "") for p in parts)
 
     # --- statements ------------------------------------------------------------------------------------------
     _SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.Assert, ast.Pass, ast.Delete,
@@ -295,8 +295,8 @@ class _Function:
         if value is not None and self.is_tensor(value):
             for t in targets:
                 for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
-                    if _dotted(el):
-                        self.tensors.add(_dotted(el))  # type: ignore[arg-type]
+                    if dotted_name(el):
+                        self.tensors.add(dotted_name(el))  # type: ignore[arg-type]
         return ops
 
     def branch(self, stmts: list[ast.stmt]) -> list[tuple[ast.stmt, list[tuple[str, str]]]] | None:
@@ -439,7 +439,7 @@ def _tensor_attributes(cls: ast.ClassDef, aliases: dict[str, str]) -> set[str]:
             elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                 out.add(t.attr)
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            name = _dotted(node.value.func) or ""
+            name = dotted_name(node.value.func) or ""
             full = aliases.get(name.split(".")[0])
             if full == "torch" and name.count(".") == 1 and name.split(".")[1] in _LAUNCH_FN | {"empty", "empty_like"}:
                 out |= {t.attr for t in node.targets if isinstance(t, ast.Attribute)

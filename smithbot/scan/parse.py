@@ -12,7 +12,9 @@ a file (12 s for the 330 candidate files on one core), which is four times the c
 from __future__ import annotations
 
 import ast
-from typing import Any, Iterator
+from typing import Any
+
+from smithbot.program.syntax import collect_imports, dotted_name
 
 JIT_NAMES = {"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"}
 WRAP_NAMES = {"triton.autotune", "triton.heuristics", "triton.runtime.autotuner.autotune",
@@ -32,56 +34,6 @@ def module_name(relpath: str, package_dirs: set[str] | None = None) -> str:
     start = 0 if package_dirs is None else next(
         (i for i in range(len(dirs)) if "/".join(dirs[: i + 1]) in package_dirs), 0)
     return ".".join(p for p in parts[start:] if p)
-
-
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = _dotted(node.value)
-        return f"{head}.{node.attr}" if head else None
-    return None
-
-
-def _statements(tree: ast.AST) -> Iterator[ast.stmt]:
-    """Every statement, nested ones included, without descending into expressions (a full ast.walk costs 3x)."""
-    stack = list(reversed(getattr(tree, "body", [])))
-    while stack:  # depth first, in source order, so a later import of a name wins as it does at run time
-        s = stack.pop()
-        yield s
-        children: list[ast.stmt] = []
-        for field in ("body", "orelse", "finalbody"):
-            children.extend(getattr(s, field, []) or [])
-        for h in getattr(s, "handlers", []) or []:
-            children.extend(h.body)
-        for case in getattr(s, "cases", []) or []:
-            children.extend(case.body)
-        stack.extend(reversed(children))
-
-
-def from_module(node: ast.ImportFrom, modname: str, is_package: bool) -> str:
-    """The absolute module a ``from ... import`` in module ``modname`` reads from (relative levels resolved)."""
-    mod = node.module or ""
-    if node.level:
-        base = modname.split(".")
-        keep = len(base) - node.level + (1 if is_package else 0)
-        mod = ".".join(base[:max(keep, 0)] + ([mod] if mod else []))
-    return mod
-
-
-def collect_imports(tree: ast.AST, modname: str, is_package: bool) -> dict[str, str]:
-    """Local name -> dotted target of every import in a module, relative imports resolved against ``modname``."""
-    imports: dict[str, str] = {}
-    for node in _statements(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                imports[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom):
-            mod = from_module(node, modname, is_package)
-            for a in node.names:
-                if a.name != "*":
-                    imports[a.asname or a.name] = f"{mod}.{a.name}" if mod else a.name
-    return imports
 
 
 class _Visitor(ast.NodeVisitor):
@@ -128,12 +80,12 @@ class _Visitor(ast.NodeVisitor):
 
     # --- definitions -------------------------------------------------------------------------------------------
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.scope.append(("class", node.name, [self.lookup(_dotted(b)) for b in node.bases]))
+        self.scope.append(("class", node.name, [self.lookup(dotted_name(b)) for b in node.bases]))
         self.generic_visit(node)
         self.scope.pop()
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        decorators = [self.lookup(_dotted(d.func if isinstance(d, ast.Call) else d)) for d in node.decorator_list]
+        decorators = [self.lookup(dotted_name(d.func if isinstance(d, ast.Call) else d)) for d in node.decorator_list]
         cls = self.scope[-1] if self.scope and self.scope[-1][0] == "class" else None
         info: dict[str, Any] = {
             "name": node.name, "qualname": ".".join([s[1] for s in self.scope] + [node.name]), "line": node.lineno,
@@ -174,7 +126,7 @@ class _Visitor(ast.NodeVisitor):
         target, value = node.targets[0].id, node.value
         if not self.fn_stack and not self.scope:
             self.assigns[target] = ast.unparse(value)  # _is_hip = is_hip(): what a launch's if-test reads
-        if isinstance(value, ast.Call) and self.lookup(_dotted(value.func)) in JIT_NAMES | WRAP_NAMES:
+        if isinstance(value, ast.Call) and self.lookup(dotted_name(value.func)) in JIT_NAMES | WRAP_NAMES:
             if value.args and isinstance(value.args[0], ast.Name):
                 self.jit_calls.append((target, value.args[0].id, node.lineno))
         elif isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name) and not self.fn_stack:
@@ -182,10 +134,10 @@ class _Visitor(ast.NodeVisitor):
         elif isinstance(value, ast.Lambda) and self.fn_stack:
             self.fn_stack[-1]["lambdas"][target] = ast.unparse(value)
         elif not self.fn_stack:
-            dotted = self.lookup(_dotted(value))
+            dotted = self.lookup(dotted_name(value))
             if dotted.startswith("triton.language."):
                 self.tl_aliases[target] = dotted
-            elif isinstance(value, ast.Call) and self.lookup(_dotted(value.func)) == "triton.language.constexpr":
+            elif isinstance(value, ast.Call) and self.lookup(dotted_name(value.func)) == "triton.language.constexpr":
                 self.constants[target] = ast.unparse(value)
 
     # --- calls and launches ------------------------------------------------------------------------------------
@@ -193,7 +145,7 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
         func = node.func
         if isinstance(func, ast.Subscript):
-            kernel = _dotted(func.value)
+            kernel = dotted_name(func.value)
             if kernel:
                 grid = ast.unparse(func.slice)
                 if self.fn_stack and grid in self.fn_stack[-1]["lambdas"]:
@@ -207,7 +159,7 @@ class _Visitor(ast.NodeVisitor):
                 })
                 return
         if self.fn_stack:
-            dotted = _dotted(func)
+            dotted = dotted_name(func)
             if dotted:
                 self.fn_stack[-1]["calls"].add(dotted)
 
@@ -227,7 +179,7 @@ def _work(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
             dots += node.func.attr == "dot"
         elif isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and any(
                 not isinstance(a, ast.Constant) for a in node.iter.args) \
-                and (_dotted(node.iter.func) or "").split(".")[-1] in ("range", "static_range"):
+                and (dotted_name(node.iter.func) or "").split(".")[-1] in ("range", "static_range"):
             loops += 1
     return {"memory": memory, "dots": dots, "loops": loops}
 

@@ -436,7 +436,8 @@ def test_a_parameter_the_launcher_never_reads_is_none() -> None:
     """A method's ``self`` that its body never uses (KernelBench's ``ModelNew.forward``) needs no input."""
     from smithbot.config import get_target
     from smithbot.extract.build import _params
-    from smithbot.extract.inputs import InputError, param_specs
+    from smithbot.extract.inputs import param_specs
+    from smithbot.inputs.sizes import InputError
 
     fn = _fn("def ModelNew_forward(self, x):\n    return x.contiguous()\n")
     specs, _, _ = param_specs(_params(fn), "ModelNew_forward", get_target("demo"), fn)
@@ -450,11 +451,11 @@ def test_harness_sizes_may_be_expressions_with_min_and_max(tmp_path: Path) -> No
     import torch
 
     from smithbot.extract.harness import harness_source
-    from smithbot.extract.inputs import _names_in
+    from smithbot.inputs.sizes import names_in
 
     specs = {"rows": {"shape": ["max(64, (tokens) // 64 * 64)", "min(hidden, 128)", "pow2(hidden)"]},
              "device": "device:"}
-    assert _names_in(specs["rows"]) == {"tokens", "hidden"}  # max, min and pow2 are not dims
+    assert names_in(specs["rows"]) == {"tokens", "hidden"}  # max, min and pow2 are not dims
     (tmp_path / "harness.py").write_text(harness_source("launch", specs, {}, "inferred"))
     mod = load_module(tmp_path / "harness.py", "harness_under_test")
     gen = torch.Generator().manual_seed(0)
@@ -1110,7 +1111,7 @@ def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) ->
     import torch
 
     from smithbot.extract.harness import harness_source
-    from smithbot.extract.inputs import _names_in
+    from smithbot.inputs.sizes import names_in
 
     specs = {"self": {"object": {"w": {"shape": ["experts", "hidden"]}, "conv": {"object": {"k": {"literal": [4]}}},
                                  "norms": {"items": [{"object": {"eps": 1e-5}}]}}},
@@ -1119,7 +1120,7 @@ def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) ->
              "start": {"shape": ["experts"], "dtype": "int64", "init": "even:tokens * 2"},
              "end": {"shape": ["experts"], "dtype": "int64", "init": "even_end:tokens * 2"},
              "offsets": {"shape": ["experts + 1"], "dtype": "int64", "init": "cuts:tokens * 2"}}
-    assert _names_in(specs["self"]) == {"experts", "hidden"}
+    assert names_in(specs["self"]) == {"experts", "hidden"}
     (tmp_path / "harness.py").write_text(harness_source("mod_forward", specs, {}, "given"))
     mod = load_module(tmp_path / "harness.py", "harness_object")
     args = mod.make_inputs({"dtype": torch.float32, "tokens": 5, "experts": 4, "hidden": 3},

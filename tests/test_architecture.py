@@ -1,0 +1,175 @@
+"""The shape of the code, read from its imports with ``ast``: no import circles in ``smithbot/`` and ``evaluator/``
+(function-local imports count: they run too), no import from a lower layer of smithbot to a higher one, and an
+evaluator that imports nothing of smithbot and no third-party package but torch, triton, numpy and yaml.
+
+The layers, lowest first: the shared values and the program model (``types``, ``program``, with ``config``, ``repo``,
+``cache``, ``llm`` and the package's version), then ``scan``, ``inputs``, ``extract``, ``evolve`` (with ``measure``
+and ``profile``, which time tasks), ``verify``, ``propose`` (with ``report`` and ``dataset``), the job (``api``,
+``job``) and the command line. Imports under ``if TYPE_CHECKING:`` do not run and are left out."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = [
+    ["smithbot", "smithbot.types", "smithbot.program", "smithbot.config", "smithbot.repo", "smithbot.cache",
+     "smithbot.llm"],
+    ["smithbot.scan"],
+    ["smithbot.inputs"],
+    ["smithbot.extract"],
+    ["smithbot.evolve", "smithbot.measure", "smithbot.profile"],
+    ["smithbot.verify"],
+    ["smithbot.propose", "smithbot.report", "smithbot.dataset"],
+    ["smithbot.api", "smithbot.job"],
+    ["smithbot.cli", "smithbot.cli_common", "smithbot.cli_search", "smithbot.__main__"],
+]
+EVALUATOR_MAY_IMPORT = {"torch", "triton", "numpy", "yaml"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package in ("smithbot", "evaluator"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _runtime_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement that runs: module level or inside a function, not under ``if TYPE_CHECKING:``."""
+    out: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.append(node)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return out
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The modules an import names, relative imports resolved; ``from pkg import mod`` names ``pkg.mod``."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        here = module.split(".") if MODULES[module].name == "__init__.py" else module.split(".")[:-1]
+        base = ".".join(here[:len(here) - node.level + 1] + ([base] if base else []))
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+
+
+def _own(name: str) -> str | None:
+    """The module of this code base an imported name is, or is in (None: another package)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        graph[module] = {own for node in _runtime_imports(tree) for t in _targets(module, node)
+                         for own in [_own(t)] if own and own != module}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of the import graph with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(graph)))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                connect(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    return found
+
+
+def _layer(module: str) -> int | None:
+    best = None
+    for i, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and (best is None or len(name) > len(best[1])):
+                best = (i, name)
+    return best[0] if best else None
+
+
+def test_the_checks_read_the_code_base() -> None:
+    graph = _graph()
+    assert len(graph) > 100 and "smithbot.scan.parse" in graph["smithbot.scan.index"]
+    assert "smithbot.program.syntax" in graph["smithbot.program.facts"]
+    # a function-local import counts (the job's proposers are imported where they are chosen)
+    assert "smithbot.evolve.proposers" in graph["smithbot.api"]
+
+
+def test_no_import_circles() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_a_circle_is_found() -> None:
+    """The check itself: a circle of three and one of two, beside a chain."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"e"}, "e": {"d"}, "f": {"a"}}
+    assert sorted(_cycles(graph)) == [["a", "b", "c"], ["d", "e"]]
+
+
+def test_every_smithbot_module_has_a_layer() -> None:
+    assert [m for m in MODULES if m.startswith("smithbot") and _layer(m) is None] == []
+
+
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one() -> None:
+    wrong = [f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)})" for m, targets in _graph().items()
+             if m.startswith("smithbot") for t in sorted(targets)
+             if t.startswith("smithbot") and (_layer(t) or 0) > (_layer(m) or 0)]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("evaluator")))
+def test_the_evaluator_imports_nothing_of_smithbot_and_no_other_package(module: str) -> None:
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    stdlib = sys.stdlib_module_names
+    outside = sorted({t.split(".")[0] for node in _runtime_imports(tree) for t in _targets(module, node)
+                      if t and t.split(".")[0] not in stdlib | EVALUATOR_MAY_IMPORT | {"evaluator", "__future__"}})
+    assert outside == []
