@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from evaluator.handed import deferred_work, smuggled_state
-from evaluator.task import parse, split_evolve
+from evaluator.task import TaskError, parse, split_evolve
 
 ALLOWED_MODULES = {"__future__", "math", "typing", "functools", "torch", "torch.nn.functional", "triton",
                    "triton.language", "enum", "dataclasses", "collections", "collections.abc", "itertools", "operator",
@@ -460,7 +460,7 @@ def check(baseline: str, candidate: str, entry: str) -> GuardResult:
         return GuardResult(False, "syntax", f"line {exc.lineno}: {exc.msg}")
     base_parts, cand_parts = split_evolve(baseline), split_evolve(candidate)
     if base_parts is None:
-        raise ValueError("baseline kernel.py has no single EVOLVE-BLOCK")
+        raise TaskError("baseline kernel.py has no single EVOLVE-BLOCK")
     if cand_parts is None:
         return GuardResult(False, "outside_block", "the EVOLVE-BLOCK markers are missing or duplicated")
     for i, where in ((0, "before"), (2, "after")):

@@ -24,6 +24,7 @@ from typing import Any
 
 from evaluator import guard
 from evaluator.env import cache_dir, scrubbed_environ
+from evaluator.errors import SmithbotError
 from evaluator.result import EvalResult
 from evaluator.task import Task, TaskError, load_task
 from evaluator.verdict import changed_cases, sign_rounds, verdict
@@ -53,7 +54,7 @@ def default_workers_per_gpu(gpus: int) -> int:
     return max(2, min(8, cores // (2 * max(gpus, 1))))
 
 
-class BackendError(Exception):
+class BackendError(SmithbotError):
     """The requested backend cannot run here (e.g. ``cuda`` without a GPU)."""
 
 
@@ -371,7 +372,7 @@ class Evaluator:
         both come back ``cancelled``. The first submit of an Evaluator not yet prepared prepares it first, in the
         caller's thread, since that decides how many workers the GPU's memory holds."""
         if effort not in EFFORT:
-            raise ValueError(f"unknown effort {effort!r} (choose {', '.join(EFFORT)})")
+            raise BackendError(f"unknown effort {effort!r} (choose {', '.join(EFFORT)})")
         path = Path(candidate).resolve()
         try:
             source = path.read_text(encoding="utf-8")

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from evaluator.errors import SmithbotError
 from evaluator.tolerances import DTYPES
 
 EVOLVE_START = "# EVOLVE-BLOCK-START"
@@ -45,7 +46,7 @@ def split_evolve(src: str) -> tuple[str, str, str] | None:
     return head, block, tail
 
 
-class TaskError(Exception):
+class TaskError(SmithbotError):
     """A task directory or its ``task.yaml`` is invalid. The message is one line a user can act on."""
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from evaluator import EvalResult, Evaluator, TaskError
 from smithbot.config import ConfigError, Target, generic_target, get_target, load_target, target_names
+from smithbot.errors import UsageError
 from smithbot.repo import checkout, home
 from smithbot.scan.index import index
 from smithbot.scan.rank import REACH_ORDER, link, merged_answers
@@ -363,11 +364,11 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
                         budget_usd if budget_usd is not None else b.usd)
         budget.check()
         if islands is not None and islands < 1:
-            raise ValueError(f"--islands must be at least 1, got {islands}")
+            raise UsageError(f"--islands must be at least 1, got {islands}")
         if migrate_every is not None and migrate_every < 1:
-            raise ValueError(f"--migrate-every must be at least 1, got {migrate_every}")
+            raise UsageError(f"--migrate-every must be at least 1, got {migrate_every}")
         if resume and islands is not None and islands != search.islands:
-            raise ValueError(f"run {resume} has {search.islands} islands; --islands cannot change on resume")
+            raise UsageError(f"run {resume} has {search.islands} islands; --islands cannot change on resume")
         search = SearchConfig(proposer=proposer or search.proposer, islands=islands or search.islands,
                               migrate_every=migrate_every or search.migrate_every,
                               patience=patience if patience is not None else search.patience,

@@ -13,13 +13,13 @@ import typer
 from rich import box
 from rich.table import Table
 
-from evaluator import BackendError, EvalResult, TaskError
+from evaluator import EvalResult
 from evaluator.pool import BACKENDS
 from evaluator.task import check_candidate_files
 from smithbot import __version__, api
 from smithbot.cli_common import _fail, app, err, out, one_of, out_folder, positive
-from smithbot.config import ConfigError, get_target, target_names
-from smithbot.repo import RepoError
+from smithbot.config import get_target, target_names
+from smithbot.errors import SmithbotError
 
 _STYLE = {"promoted": "bold green", "correct": "green", "flagged": "yellow", "incorrect": "red", "rejected": "red"}
 
@@ -64,7 +64,7 @@ def eval_cmd(
         with err.status("evaluating (the first candidate also prepares the task)..."):
             warnings, results = api.evaluate(task, list(candidates), backend=backend, timeout_s=timeout,
                                              rounds=rounds, min_gain=min_gain)
-    except (TaskError, BackendError) as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     for w in warnings:
@@ -106,7 +106,7 @@ def targets_cmd() -> None:
             tg = get_target(name)
             t.add_row(name, tg.repo if not tg.bundled else f"bundled ({tg.repo}/)", ", ".join(tg.include),
                       ", ".join(m.name for m in tg.models), str(tg.conventions.max_open_prs))
-    except ConfigError as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
     out.print(t)
 
@@ -138,7 +138,7 @@ def scan_cmd(
             result = api.scan(target, str(source) if source else None, rev, str(profile) if profile else None,
                               progress=lambda n, total: bar.update(task_id, completed=n, total=total), model=model,
                               sets=api.parse_sets(list(sets or [])))
-    except (ConfigError, RepoError) as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     _print_sites(result, [s for s in result.sites if show_all or s.role == "launched"], as_json, limit)
@@ -213,7 +213,7 @@ def profile_cmd(
         return
     try:
         result = api.profile(target, model, batch, phase, str(trace) if trace else None, source)
-    except (ConfigError, RepoError) as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     measured = [s for s in result.sites if s.measured_share]
@@ -246,7 +246,7 @@ def _profile_tasks(target: str, model: str | None, top: int, source: str | None,
         with err.status("extracting and timing…") as status:
             table, trace = api.profile_tasks(target, model, top, source,
                                              progress=lambda name: status.update(f"timing {name}…"))
-    except (ConfigError, RepoError) as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     where = "on the GPU" if table.backend == "cuda" else "under the interpreter (CPU times, not a GPU's)"
@@ -298,15 +298,13 @@ def extract_cmd(
     """Turn a kernel and its launcher into a standalone task directory (task.yaml, kernel.py, harness.py)."""
     from rich.progress import Progress
 
-    from smithbot.evolve.proposers import ProposerError
-
     try:
         with Progress(console=err, transient=True) as bar:
             task_id = bar.add_task("extracting, then self-checking", total=None)
             rows = api.extract(target, kernel, out_dir, str(source) if source else None, rev, all_kernels, check,
                                progress=lambda n, total: bar.update(task_id, completed=n, total=total), jobs=jobs,
                                config=config, timeout_s=timeout, top=top)
-    except (ConfigError, RepoError, ProposerError) as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     if not all_kernels and top is None:

@@ -11,12 +11,10 @@ import typer
 from rich import box
 from rich.table import Table
 
-from evaluator import BackendError, TaskError
 from evaluator.pool import BACKENDS
 from smithbot import api, job
 from smithbot.cli_common import _fail, _live_table, app, err, out, out_file, one_of, out_folder, positive
-from smithbot.config import ConfigError
-from smithbot.repo import RepoError
+from smithbot.errors import SmithbotError
 
 
 @app.command("evolve")
@@ -50,15 +48,12 @@ def evolve_cmd(
     every outcome committed to the run database before the next proposal (so --resume loses nothing)."""
     from rich.live import Live
 
-    from smithbot.evolve.db import DBError
-    from smithbot.evolve.proposers import ProposerError
-
     try:
         with Live(Table(), console=err, refresh_per_second=4, transient=False) as live:
             status = api.evolve(task, proposer, iterations, time_s, budget_usd, budget_tokens, islands, workers, seed,
                                 resume, str(config) if config else None, str(replay) if replay else None, backend,
                                 patience, migrate_every, db, on_update=lambda s: live.update(_live_table(s)))
-    except (TaskError, BackendError, ConfigError, DBError, ProposerError, ValueError) as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     if status.best_id:
@@ -79,11 +74,9 @@ def evolve_cmd(
 def runs_cmd(db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)"),
              as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """List evolution runs with their best speedup."""
-    from smithbot.evolve.db import DBError
-
     try:
         rows = api.runs(db)
-    except DBError as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     if as_json:
@@ -119,7 +112,7 @@ def report_cmd(run: str = typer.Argument(..., help="run id (see `smithbot runs`)
                db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)")) -> None:
     """Write a self-contained HTML report and a markdown summary of a run: progress per island, correct rate, and
     the lineage of the best candidate with its diffs."""
-    from smithbot.evolve.db import DBError, RunDB
+    from smithbot.evolve.db import RunDB
     from smithbot.evolve.search import run_dir
     from smithbot.report import report
 
@@ -129,7 +122,7 @@ def report_cmd(run: str = typer.Argument(..., help="run id (see `smithbot runs`)
     try:
         with RunDB(path) as rdb:
             r = report(rdb, run, out_dir or run_dir(rdb, run))
-    except DBError as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     out.print(f"wrote {r.html}\nwrote {r.markdown}")
@@ -146,7 +139,7 @@ def export_dataset_cmd(
 ) -> None:
     """Export Kernel-Smith-style training steps in chat format (one {"messages": [...]} object a line)."""
     from smithbot.dataset import export
-    from smithbot.evolve.db import DBError, RunDB
+    from smithbot.evolve.db import RunDB
 
     path = api.db_path(db)
     if not path.exists():
@@ -154,7 +147,7 @@ def export_dataset_cmd(
     try:
         with RunDB(path) as rdb:
             n = export(rdb, list(runs), out_file, mode, threshold)
-    except (DBError, TaskError, ValueError) as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     out.print(f"wrote {n} steps to {out_file}")
@@ -167,11 +160,9 @@ def verify_cmd(run: str = typer.Argument(..., help="run id (see `smithbot runs`)
                db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)")) -> None:
     """Re-measure a run's best candidates on every case plus extra irregular shapes, with more seeds. A candidate
     slower than the baseline on any case (beyond its interval) is rejected. Writes verification.json."""
-    from smithbot.evolve.db import DBError
-
     try:
         v = api.verify(run, top, backend, db)
-    except (DBError, TaskError, BackendError) as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     for d in v.verdicts:
@@ -198,14 +189,9 @@ def propose_cmd(runs: Optional[List[str]] = typer.Argument(None, help="run ids (
     """Turn verified winners into pull requests: the change re-inserted on a branch `smithbot/<target>/<kernel>`,
     formatted, with a generated test (and benchmark, by the target's conventions), and a PR body in the target's
     template. A dry run by default."""
-    from smithbot.evolve.db import DBError
-    from smithbot.propose.github import ForgeError
-    from smithbot.propose.pipeline import ProposeError
-    from smithbot.propose.reinsert import ReinsertError
-
     try:
         done = api.propose(list(runs or []), submit, str(source) if source else None, out_dir, db, rebase)
-    except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError, ForgeError) as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     for run_id, p in done:
@@ -226,9 +212,6 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
              ) -> None:
     """The whole job, offline, on the bundled demo mini-engine: scan, extract, evolve with the offline tuner,
     verify, and write a patch and a PR body through the local forge. No network, GPU or API key needed."""
-    from smithbot.evolve.db import DBError
-    from smithbot.propose.pipeline import ProposeError
-    from smithbot.propose.reinsert import ReinsertError
 
     from rich.live import Live
 
@@ -237,7 +220,7 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
             say = lambda m: live.console.print(m, highlight=False)  # noqa: E731
             row = job.demo(kernel, iterations, backend, say=say, on_update=lambda s: live.update(_live_table(s)),
                              fusion=fusion)
-    except (DBError, TaskError, ConfigError, RepoError, ProposeError, ReinsertError, BackendError, ValueError) as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     if row.preview:
@@ -274,10 +257,6 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
     to stdout and appends it to $GITHUB_STEP_SUMMARY when that is set."""
     import os
 
-    from smithbot.evolve.db import DBError
-    from smithbot.evolve.proposers import ProposerError
-    from smithbot.propose.pipeline import ProposeError
-
     from rich.live import Live
 
     try:
@@ -288,7 +267,7 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
                                     on_update=lambda s: live.update(_live_table(s)), model=model,
                                     time_total_s=time_total, profile=str(profile) if profile else None,
                                     fusion=fusion)
-    except (DBError, TaskError, ConfigError, RepoError, ProposeError, ProposerError, BackendError, ValueError) as exc:
+    except SmithbotError as exc:
         _fail(str(exc))
         return
     md = job.summary_markdown(target, rows)

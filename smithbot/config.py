@@ -12,6 +12,7 @@ from typing import Any
 from evaluator.env import cache_dir
 from evaluator.task import YamlChecker, read_yaml
 from smithbot import cache
+from smithbot.errors import SmithbotError
 from smithbot.program.evaluate import Env, Platform
 
 TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets"
@@ -26,11 +27,17 @@ def templates_dir() -> Path:
     return top if top.is_dir() else Path(__file__).resolve().parent / "templates"
 
 
+def pr_styles() -> list[str]:
+    """The PR body templates there are (``templates/pr/<style>.md.j2``): a target's ``conventions.pr_style``."""
+    return sorted(p.name.removesuffix(".md.j2") for p in (templates_dir() / "pr").glob("*.md.j2")
+                  if not p.name.startswith("_"))
+
+
 MODEL_KEYS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "moe_intermediate", "experts", "top_k", "vocab",
               "layers", "architecture", "config")
 
 
-class ConfigError(Exception):
+class ConfigError(SmithbotError):
     """A target or model YAML is invalid, or names something that does not exist. One line."""
 
 
@@ -309,6 +316,10 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
             else c.boolean(v, key) if k == "benchmark" else c.string(v, key)
     if conv.get("test_style", "pytest") not in TEST_STYLES:
         raise c.fail("conventions.test_style", f"must be one of {', '.join(TEST_STYLES)}, not {conv['test_style']!r}")
+    styles = pr_styles()
+    if conv.get("pr_style", "generic") not in styles:
+        raise c.fail("conventions.pr_style", f"must name a PR template in templates/pr/ ({', '.join(styles)}), "
+                                             f"not {conv['pr_style']!r}")
     preset_names = c.str_list(data["models"], "models")
     for i, n in enumerate(preset_names):
         if n not in models:

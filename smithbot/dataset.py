@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import load_task
+from smithbot.errors import UsageError
 from smithbot.evolve import edits
 from smithbot.evolve.db import Candidate, RunDB
 from smithbot.evolve.proposers import Context, Parent, Prompter
@@ -59,7 +60,7 @@ def _step(db: RunDB, c: Candidate, prompter: Prompter, task: Any) -> dict[str, A
 def export(db: RunDB, run_ids: list[str], out: Path, mode: str = "best-steps", threshold: float = 0.01) -> int:
     """Write the steps of the runs to ``out`` (JSONL); returns how many rows were written."""
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r} (choose {', '.join(MODES)})")
+        raise UsageError(f"unknown mode {mode!r} (choose {', '.join(MODES)})")
     prompter = Prompter()
     seen: set[str] = set()
     rows = []

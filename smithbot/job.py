@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 from evaluator import TaskError
 from smithbot import api
+from smithbot.errors import UsageError
 from smithbot.repo import home
 from smithbot.scan.fusion import FusionSite
 from smithbot.types import KernelSite
@@ -97,7 +98,7 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
 
     t_start = time.monotonic()
     if time_total_s is not None and time_total_s <= 0:
-        raise ValueError(f"--time-total must be positive, got {time_total_s}")
+        raise UsageError(f"--time-total must be positive, got {time_total_s}")
     if model:
         api.resolve_target(spec).preset(model)  # an unknown preset fails before anything is said or run
     used = resolve_backend(backend)

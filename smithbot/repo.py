@@ -11,9 +11,10 @@ import git
 
 from evaluator.env import cache_dir
 from smithbot.config import TARGETS_DIR, Target
+from smithbot.errors import SmithbotError
 
 
-class RepoError(Exception):
+class RepoError(SmithbotError):
     """A checkout cannot be made or used. One line, with a suggestion where one helps."""
 
 

@@ -3,13 +3,14 @@
 evaluator that imports nothing of smithbot and no third-party package but torch, triton, numpy and yaml.
 
 The layers, lowest first: the shared values and the program model (``types``, ``program``, with ``config``, ``repo``,
-``cache``, ``llm`` and the package's version), then ``scan``, ``inputs``, ``extract``, ``evolve`` (with ``measure``
+``cache``, ``llm``, ``errors`` and the package's version), then ``scan``, ``inputs``, ``extract``, ``evolve`` (with ``measure``
 and ``profile``, which time tasks), ``verify``, ``propose`` (with ``report`` and ``dataset``), the job (``api``,
 ``job``) and the command line. Imports under ``if TYPE_CHECKING:`` do not run and are left out."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 from pathlib import Path
 
@@ -17,8 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
-    ["smithbot", "smithbot.types", "smithbot.program", "smithbot.config", "smithbot.repo", "smithbot.cache",
-     "smithbot.llm"],
+    ["smithbot", "smithbot.errors", "smithbot.types", "smithbot.program", "smithbot.config", "smithbot.repo",
+     "smithbot.cache", "smithbot.llm"],
     ["smithbot.scan"],
     ["smithbot.inputs"],
     ["smithbot.extract"],
@@ -173,3 +174,40 @@ def test_the_evaluator_imports_nothing_of_smithbot_and_no_other_package(module: 
     outside = sorted({t.split(".")[0] for node in _runtime_imports(tree) for t in _targets(module, node)
                       if t and t.split(".")[0] not in stdlib | EVALUATOR_MAY_IMPORT | {"evaluator", "__future__"}})
     assert outside == []
+
+
+# exceptions that never reach the user: signals between two parts of the code, each caught where it is raised for
+INTERNAL = {
+    "smithbot.extract.constants.NotConstant": "an expression the constant folder cannot fold; the closure keeps it",
+    "smithbot.evolve.proposers.Exhausted": "a proposer with nothing left to propose; the search stops that island",
+    "evaluator.timing.TimedOutputMismatch": "a timed run whose output differs; the evaluator records it as incorrect",
+    "evaluator.forks.DeepLinkStandInError": "an Ascend kernel the interpreter cannot run; its task records the reason",
+}
+
+
+def _exception_classes() -> list[str]:
+    """The classes deriving from an exception class by its name (``...Error``, ``...Exception``, a signal's)."""
+    signals = {name.rpartition(".")[2] for name in INTERNAL}
+    out = []
+    for module, path in MODULES.items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith(("Error", "Exception"))
+                                                      or ast.unparse(b) in signals for b in node.bases):
+                out.append(f"{module}.{node.name}")
+    return out
+
+
+def test_every_error_a_user_sees_is_a_smithbot_error() -> None:
+    """One base for the command line to catch: every exception class of the code base derives from SmithbotError,
+    but for the internal signals listed, each with where it is caught."""
+    from smithbot.errors import SmithbotError
+
+    found = _exception_classes()
+    assert len(found) > 15 and "smithbot.config.ConfigError" in found and "evaluator.task.TaskError" in found
+    wrong = []
+    for name in found:
+        module, _, cls = name.rpartition(".")
+        klass = getattr(importlib.import_module(module), cls)
+        if issubclass(klass, SmithbotError) == (name in INTERNAL):
+            wrong.append(name)
+    assert wrong == []

@@ -38,6 +38,9 @@ def test_bundled_targets_load_with_the_required_presets() -> None:
     (lambda s: s.replace("decode_batch: [1,", "decode_batch: [-1,"), "regimes.decode_batch[0]", "positive integer"),
     (lambda s: s.replace("max_open_prs: 2", "max_open_prs: lots"), "conventions.max_open_prs", "positive integer"),
     (lambda s: s.replace("test_style: unittest", "test_style: nose"), "conventions.test_style", "must be one of"),
+    # a PR style is a template in templates/pr/, not a name the code knows
+    (lambda s: s.replace("pr_style: sglang", "pr_style: vllm"), "conventions.pr_style",
+     "must name a PR template in templates/pr/ (dlblas, generic, lmdeploy, sglang), not 'vllm'"),
     (lambda s: s.replace("hints:\n", "hints:\n  hot_pathz: []\n"), "hints.hot_pathz", "unknown key"),
     (lambda s: s.replace("serving:\n", "serving:\n  defaults: {}\n"), "serving.defaults", "unknown key"),
     # the phase is evaluated from the engine's forward-mode enum, never declared by predicate name

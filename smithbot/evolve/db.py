@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from smithbot.errors import SmithbotError
+
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -77,7 +79,7 @@ CREATE TABLE events (
 """
 
 
-class DBError(Exception):
+class DBError(SmithbotError):
     """The run database cannot be used (incompatible version, unknown run, unreadable file)."""
 
 

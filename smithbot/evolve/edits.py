@@ -23,13 +23,14 @@ import hashlib
 import re
 
 from evaluator.task import EVOLVE_END, EVOLVE_START, parse, split_evolve
+from smithbot.errors import SmithbotError
 
 FORMATS = ("diff", "full", "crossover")
 _SR = re.compile(r"<{5,9} ?SEARCH\s*?\n(.*?)\n?={5,9}\s*?\n(.*?)\n?>{5,9} ?REPLACE", re.DOTALL)
 _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
-class EditError(Exception):
+class EditError(SmithbotError):
     """A response that cannot be turned into a candidate (empty, off-format, truncated, not matching)."""
 
 

@@ -29,12 +29,13 @@ import jinja2
 
 from evaluator.task import Task
 from smithbot.config import ConfigError, EvolveConfig, LLMConfig, templates_dir
+from smithbot.errors import SmithbotError
 from smithbot.evolve import edits, inductor, tune
 from smithbot.evolve.standalone import InductorError, to_candidate
 from smithbot.llm import LLMClient
 
 
-class ProposerError(Exception):
+class ProposerError(SmithbotError):
     """The proposer cannot start (missing API key variable, unreadable replay file). One line."""
 
 

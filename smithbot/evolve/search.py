@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 from evaluator import EvalResult, Evaluator
 from evaluator.task import Task, TaskError
+from smithbot.errors import UsageError
 from smithbot.evolve import archive as arc
 from smithbot.evolve import edits
 from smithbot.evolve.db import Candidate, Run, RunDB
@@ -56,7 +57,7 @@ class Budget:
     def check(self) -> None:
         for name, v in asdict(self).items():
             if v is not None and v <= 0:
-                raise ValueError(f"budget {name} must be positive, got {v}")
+                raise UsageError(f"budget {name} must be positive, got {v}")
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,11 @@ import re
 from dataclasses import dataclass
 
 from evaluator.task import parse
+from smithbot.errors import SmithbotError
 from smithbot.evolve.clean import clean_helper, clean_kernel
 
 
-class InductorError(Exception):
+class InductorError(SmithbotError):
     """Inductor could not compile the glue, or its output is not one a candidate can be made from. One line."""
 
 

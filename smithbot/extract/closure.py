@@ -25,6 +25,7 @@ import libcst as cst
 import libcst.helpers
 
 from evaluator.guard import forbidden_in, frozen_classes, module_state, read_only_table
+from smithbot.errors import SmithbotError
 from smithbot.extract.constants import Constants, NotConstant, fold_settings, inline_kwargs
 from smithbot.extract.fold import fold_assignment
 from smithbot.extract.imports import import_line, in_triton, tl_builtin, tl_has
@@ -40,7 +41,7 @@ HELPER_DEFINITIONS = 150  # more than this in one helper's closure, and the help
 TOO_MANY = f"it needs more than {HELPER_DEFINITIONS} definitions"
 
 
-class ExtractError(Exception):
+class ExtractError(SmithbotError):
     """A kernel cannot be extracted; the message names what blocks it."""
 
 

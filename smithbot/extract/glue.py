@@ -26,12 +26,14 @@ import builtins
 import copy
 from dataclasses import dataclass
 
+from smithbot.errors import SmithbotError
+
 # attributes of a tensor itself: a chain that reaches one is the tensor before it
 TENSOR_ATTRS = {"shape", "device", "dtype", "ndim", "is_cuda", "T", "mT", "data", "grad", "layout", "itemsize",
                 "nbytes"}
 
 
-class GlueError(Exception):
+class GlueError(SmithbotError):
     """The glue cannot become a function whose outputs are known; the message says why."""
 
 

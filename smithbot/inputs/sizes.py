@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from smithbot.errors import SmithbotError
+
 DIMS = ("hidden", "heads", "kv_heads", "head_dim", "v_head_dim", "intermediate", "moe_intermediate", "experts", "top_k",
         "vocab")
 SMALL_CAPS = {"heads": 4, "kv_heads": 2, "experts": 16, "top_k": 4, "vocab": 1000, "hidden": 1536,
@@ -42,7 +44,7 @@ def size_value(expr, dims):
     return ev(ast.parse(expr, mode="eval"))
 
 
-class InputError(Exception):
+class InputError(SmithbotError):
     """An input nothing describes or infers, or a spec that cannot be read."""
 
     def __init__(self, message: str, name: str | None = None) -> None:

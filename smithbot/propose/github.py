@@ -36,6 +36,7 @@ import git
 import yaml
 from github import Auth, Github, GithubException, RateLimitExceededException
 
+from smithbot.errors import SmithbotError
 from smithbot.propose.forge import PreparedPR, Published
 from smithbot.propose.render import metadata
 
@@ -43,7 +44,7 @@ BOT_EMAIL = "smithbot@users.noreply.github.com"
 CACHE_TTL_S = 600.0
 
 
-class ForgeError(Exception):
+class ForgeError(SmithbotError):
     """A forge operation failed in a way the user must act on. One line, never containing the token."""
 
 

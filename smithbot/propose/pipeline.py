@@ -17,6 +17,7 @@ import git
 
 from evaluator import Task, load_task
 from smithbot.config import ConfigError, Target, TARGETS_DIR, generic_target, get_target, target_names
+from smithbot.errors import SmithbotError
 from smithbot.evolve.db import Candidate, RunDB
 from smithbot.propose.forge import PreparedPR
 from smithbot.propose.reinsert import (changed_definitions, definition_lines, reinsert, reinsert_glue,
@@ -27,7 +28,7 @@ from smithbot.repo import Checkout, checkout, home
 BOT = git.Actor("smithbot", "smithbot@users.noreply.github.com")
 
 
-class ProposeError(Exception):
+class ProposeError(SmithbotError):
     """A run cannot be proposed (not verified, no winner, the target moved). One line."""
 
 

@@ -30,11 +30,12 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from evaluator import Task
 from evaluator.task import Definition, split_evolve
+from smithbot.errors import SmithbotError
 from smithbot.extract.glue import GlueError, glue_function
 from smithbot.propose.testcode import bound_names
 
 
-class ReinsertError(Exception):
+class ReinsertError(SmithbotError):
     """The candidate cannot be put back as it is (a definition moved upstream, a hunk does not apply). One line."""
 
 

@@ -25,12 +25,14 @@ from evaluator.tolerances import DTYPES, TOLERANCES
 from evaluator.verdict import changed_cases
 from smithbot import __version__
 from smithbot.config import Engine, Target, templates_dir
+from smithbot.errors import SmithbotError
 from smithbot.evolve import tune
 from smithbot.propose.reinsert import changed_definitions
 from smithbot.propose.testcode import inputs_code, needed_imports, reference_code
 
 MAX_BODY = 60_000
-STYLES = ("sglang", "lmdeploy", "dlblas", "generic")
+class RenderError(SmithbotError):
+    """A proposal that cannot be written within the forge's limits."""
 # a generated test stays a test a maintainer reads through: its most lines for a launch-config change, for a new kernel
 MAX_TEST_LINES = {"tune": 150, "kernel": 300}
 # What a preview's body (a fusion verified on the interpreter) says first: it is no pull request to open as it stands
@@ -365,7 +367,7 @@ def _story(task: Task, cand: Any, v: dict[str, Any], kernel_def: Any, op: str, b
 def render(target: Target, task: Task, verification: dict[str, Any], verdict: dict[str, Any], cand: Any,
            replaced: tuple[str, ...], added: tuple[str, ...], notes: list[str], patch: str,
            base_commit: str) -> Rendered:
-    style = target.conventions.pr_style if target.conventions.pr_style in STYLES else "generic"
+    style = target.conventions.pr_style  # (a template of that name exists: the target YAML is checked on load)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
     glue = task.provenance.glue
@@ -433,7 +435,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
         ctx["patch"] = patch[:keep] + "\n... (truncated: the full diff is in the branch)"
         body = banner + template.render(**ctx)
     if len(body) > MAX_BODY:
-        raise ValueError(f"the PR body is {len(body)} characters even without the diff (limit {MAX_BODY})")
+        raise RenderError(f"the PR body is {len(body)} characters even without the diff (limit {MAX_BODY})")
     test, bench = _test_files(env, target, task, cand, op, module_of(entry_def.path), base_src, base_commit,
                               (input_imports, inputs, case_dtype), dtypes, bench_path if with_bench else "")
     return Rendered(body, test_path, test, bench_path if with_bench else "", bench)

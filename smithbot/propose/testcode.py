@@ -19,10 +19,11 @@ import typing
 from typing import Any
 
 from evaluator.tolerances import DTYPES
+from smithbot.errors import SmithbotError
 from smithbot.inputs.layouts import builder_source
 
 
-class InputsError(ValueError):
+class InputsError(SmithbotError, ValueError):
     """An input spec the generated test cannot write out as plain code."""
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from smithbot import api
+from smithbot.errors import UsageError
 from smithbot.evolve.db import RunDB
 from smithbot.evolve.proposers import ProposerError
 from tests.evolve.helpers import TASKS, planted_silu
@@ -90,7 +91,7 @@ def test_time_budget_and_bad_budgets(tmp_path: Path) -> None:
         [base] = db.candidates(status.run_id)
         assert base.proposer == "baseline" and base.status == "cancelled" and base.reason == "time budget"
     for kw in ({"iterations": 0}, {"budget_usd": 0.0}, {"time_s": -1.0}):
-        with pytest.raises(ValueError, match="must be positive"):
+        with pytest.raises(UsageError, match="must be positive"):
             api.evolve(str(task), backend="interpreter", db=tmp_path / "runs.db", **kw)
 
 
