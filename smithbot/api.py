@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from evaluator import EvalResult, Evaluator, TaskError
 from smithbot.config import ConfigError, Target, generic_target, get_target, load_target, target_names
 from smithbot.errors import UsageError
+from smithbot.evolve import proposers
 from smithbot.repo import checkout, home
 from smithbot.scan.index import index
 from smithbot.scan.rank import REACH_ORDER, link, merged_answers
@@ -311,25 +312,8 @@ def db_path(db: str | Path | None = None) -> Path:
     return Path(db) if db else home() / "runs.db"
 
 
-PROPOSERS = ("tune", "llm", "inductor", "replay")
+PROPOSERS = tuple(proposers.PROPOSERS)
 PHASES = ("decode", "prefill")
-
-
-def _proposer(name: str, cfg_file: str | None, replay: str | None, start: int) -> Any:
-    from smithbot.config import load_evolve_config
-    from smithbot.evolve.proposers import InductorProposer, LLMProposer, ProposerError, ReplayProposer, TuneProposer
-
-    if name == "tune":
-        return TuneProposer()
-    if name == "llm":
-        return LLMProposer(load_evolve_config(Path(cfg_file) if cfg_file else None))
-    if name == "replay":
-        if not replay:
-            raise ProposerError("--proposer replay needs --replay FILE.jsonl")
-        return ReplayProposer(Path(replay), start)
-    if name == "inductor":
-        return InductorProposer()
-    raise ProposerError(f"unknown proposer {name!r} (choose {', '.join(PROPOSERS)})")
 
 
 def evolve(task: str | Path | None = None, proposer: str | None = None, iterations: int | None = None,
@@ -342,7 +326,6 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
 
     On resume, the run's stored settings apply; options given here override them (e.g. a larger budget)."""
     from smithbot.evolve.db import RunDB
-    from smithbot.evolve.proposers import ProposerError
     from smithbot.evolve.search import Budget, Search, SearchConfig
 
     with RunDB(db_path(db)) as rdb:
@@ -380,13 +363,14 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
         replayed = 0
         if resume:
             replayed = sum(1 for c in rdb.candidates(resume) if c.proposer == "replay")
-        prop = _proposer(search.proposer, settings["config"], settings["replay"], replayed)
+        prop = proposers.make_proposer(search.proposer, proposers.ProposerOptions(settings["config"], settings["replay"],
+                                                                                  replayed))
         ev_kw = {"workers_per_gpu": settings["workers"]} if settings["workers"] else {}
         started = time.monotonic()  # the time budget counts the task's preparation: the baseline's evaluation
         with Evaluator(task_dir, backend=settings["backend"], **ev_kw) as ev:
             if search.proposer == "tune" and ev.task.kind == "fusion" and not (
                     resume and any(c.correct and c.proposer != "baseline" for c in rdb.candidates(resume))):
-                raise ProposerError(f"{ev.task.id} is a fusion task (a PyTorch baseline): tune needs a Triton "
+                raise proposers.ProposerError(f"{ev.task.id} is a fusion task (a PyTorch baseline): tune needs a Triton "
                                     "candidate first; use --proposer llm")
             # broken tasks fail here, before a run is recorded; on the GPU a host-bound verdict comes first, and every
             # worker is prepared at once, within the time budget (past it, the search records the budget's stop)

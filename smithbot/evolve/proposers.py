@@ -23,12 +23,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import jinja2
 
 from evaluator.task import Task
-from smithbot.config import ConfigError, EvolveConfig, LLMConfig, templates_dir
+from smithbot.config import ConfigError, EvolveConfig, LLMConfig, load_evolve_config, templates_dir
 from smithbot.errors import SmithbotError
 from smithbot.evolve import edits, inductor, tune
 from smithbot.evolve.standalone import InductorError, to_candidate
@@ -74,6 +74,18 @@ class Proposal:
     cost: float = 0.0
     error: str = ""
     screen: bool = False  # successive halving: screen on a subset of the cases first
+
+
+class Proposer(Protocol):
+    """What the search asks of a proposer (``PROPOSERS`` names each, with how it is made)."""
+
+    name: str
+
+    def configure(self, backend: str, regimes: set[str]) -> None:
+        """Told, once the baseline is measured, the backend the candidates run on and the regimes of the cases."""
+
+    def propose(self, ctx: Context) -> Proposal:
+        """A new candidate from ``ctx.parent``; a failed one as ``Proposal(None, ..., error=...)``."""
 
 
 class TuneProposer:
@@ -200,6 +212,9 @@ class LLMProposer:
         self.cfg = cfg
         self.prompter = Prompter()
 
+    def configure(self, backend: str, regimes: set[str]) -> None:
+        """Nothing to set: the model writes whatever the task needs."""
+
     def propose(self, ctx: Context) -> Proposal:
         formats = dict(self.llm.edit_formats)
         if ctx.second is None:
@@ -227,6 +242,9 @@ class ReplayProposer:
             raise ProposerError(f"{path}: cannot read the replay file ({exc})") from None
         self.path, self.pos = path, start
         self.prompter = Prompter()
+
+    def configure(self, backend: str, regimes: set[str]) -> None:
+        """Nothing to set: the responses are recorded already."""
 
     def propose(self, ctx: Context) -> Proposal:
         if self.pos >= len(self.lines):
@@ -285,3 +303,35 @@ class InductorProposer:
             if ctx.parent.source == self.seed:
                 raise
             return self.tune.propose(dataclasses.replace(ctx, parent=Parent(None, self.seed)))
+
+
+@dataclass(frozen=True)
+class ProposerOptions:
+    """What making a proposer may need: an evolve config file (the ``llm`` proposer's endpoint), and the ``replay``
+    proposer's JSONL file and the line it starts at (a resumed run's proposals so far)."""
+
+    config: str | None = None
+    replay: str | None = None
+    start: int = 0
+
+
+def _replay(o: ProposerOptions) -> Proposer:
+    if not o.replay:
+        raise ProposerError("--proposer replay needs --replay FILE.jsonl")
+    return ReplayProposer(Path(o.replay), o.start)
+
+
+# every proposer by the name ``--proposer`` takes, and how it is made
+PROPOSERS: dict[str, Callable[[ProposerOptions], Proposer]] = {
+    "tune": lambda o: TuneProposer(),
+    "llm": lambda o: LLMProposer(load_evolve_config(Path(o.config) if o.config else None)),
+    "inductor": lambda o: InductorProposer(),
+    "replay": _replay,
+}
+
+
+def make_proposer(name: str, options: ProposerOptions) -> Proposer:
+    """The proposer ``name`` names, made with ``options``; an unknown name is a ProposerError."""
+    if name not in PROPOSERS:
+        raise ProposerError(f"unknown proposer {name!r} (choose {', '.join(PROPOSERS)})")
+    return PROPOSERS[name](options)

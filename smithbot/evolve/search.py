@@ -41,7 +41,7 @@ from smithbot.errors import UsageError
 from smithbot.evolve import archive as arc
 from smithbot.evolve import edits
 from smithbot.evolve.db import Candidate, Run, RunDB
-from smithbot.evolve.proposers import Context, Exhausted, Parent, Proposal
+from smithbot.evolve.proposers import Context, Exhausted, Parent, Proposal, Proposer
 
 ROOFLINE_SKIP = 0.90  # tune leaves cases whose baseline already reaches this fraction of the copy bandwidth
 MAX_FAILED_IN_A_ROW = 10
@@ -107,7 +107,7 @@ def run_dir(db: RunDB, run_id: str) -> Path:
 
 
 class Search:
-    def __init__(self, db: RunDB, run: Run, task: Task, evaluator: Evaluator, proposer: Any,
+    def __init__(self, db: RunDB, run: Run, task: Task, evaluator: Evaluator, proposer: Proposer,
                  on_update: Callable[[Status], None] | None = None, started: float | None = None) -> None:
         """``started``: the ``time.monotonic()`` instant the run's clock starts (default: now); the caller's own
         preparation of the task before this counts against the time budget from there."""
@@ -363,9 +363,8 @@ class Search:
         if "cases" not in self.counters:  # the baseline's evaluation was cut short by the time budget
             return self._stop(f"time budget reached ({self.cfg.budget.time_s:.0f} s) before the baseline was "
                               "measured")
-        if hasattr(self.proposer, "configure"):
-            names = set(self.counters["cases"])
-            self.proposer.configure(self.ev.backend, {c.regime for c in self.task.cases if c.name in names})
+        names = set(self.counters["cases"])
+        self.proposer.configure(self.ev.backend, {c.regime for c in self.task.cases if c.name in names})
         self._refresh("baseline measured")
         cap = self.ev.capacity
         evals: dict[Future[EvalResult], tuple[str, bool]] = {}
