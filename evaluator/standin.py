@@ -30,7 +30,9 @@ only, so a task runs there as it runs on an H200:
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import ctypes
 import importlib
 import math
 from types import SimpleNamespace
@@ -232,8 +234,6 @@ def _half_atomics(native: Callable[..., Any]) -> Callable[..., Any]:
     """``tl.atomic_add`` / ``max`` / ``min`` / ``xchg`` on fp16 and bf16, which the interpreter's native helper
     rejects ("Unsupported data type"): done element by element, in order, through fp32, rounded back to the
     tensor's type (the interpreter runs one program at a time, so each read-modify-write is whole)."""
-    import ctypes
-
     from triton import language as tl
     from triton._C.libtriton import ir
     from triton.runtime import interpreter
@@ -275,8 +275,6 @@ def _patch_boolean_operators() -> None:
     constexpr, a Python value) short-circuits as in Python, and the tensors left are combined elementwise with
     ``logical_and`` / ``logical_or``. The interpreter runs the kernel as Python, where ``mask_a and mask_b`` asks
     ``bool(mask_a)`` and yields one of the two masks whole, so a load it guards reads out of bounds."""
-    import ast
-
     from triton import language as tl
     from triton.runtime import interpreter
 

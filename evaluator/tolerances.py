@@ -13,6 +13,7 @@ differ in the last bit on a few elements passes.
 from __future__ import annotations
 
 import dataclasses
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,8 +161,6 @@ def compare(out: Any, ref: Any, path: str = "out", exact: bool = False) -> Misma
 def fields_of(value: Any) -> dict[str, Any] | None:
     """The fields of a result record, by name: a dataclass's, a ``msgspec.Struct``'s (``__struct_fields__``), or a
     plain object's attributes; None for anything else (numbers, strings, tensors, types, functions, modules)."""
-    import types
-
     import torch
 
     if isinstance(value, (torch.Tensor, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,

@@ -4,22 +4,36 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from evaluator import EvalResult, Evaluator, TaskError
+import yaml
+
+from evaluator import EvalResult, Evaluator, TaskError, load_task
 from smithbot.config import ConfigError, Target, generic_target, get_target, load_target, target_names
 from smithbot.errors import UsageError
 from smithbot.evolve import proposers
+from smithbot.evolve.db import RunDB
+from smithbot.evolve.search import Budget, Search, SearchConfig
+from smithbot.extract.llm_inputs import asker
+from smithbot.extract.pipeline import Coverage, extract_glue_site, extract_sites
+from smithbot.measure import DECODE_BATCH, measure
+from smithbot.profile import compact, read_trace, run_profile
+from smithbot.propose.forge import LocalForge
+from smithbot.propose.pipeline import ProposeError, UpstreamMoved, prepare, target_for, winner
+from smithbot.propose.reinsert import ReinsertError, port
 from smithbot.repo import checkout, home
+from smithbot.report import preview_launches
+from smithbot.scan.fusion import fusion_sites
 from smithbot.scan.index import index
 from smithbot.scan.rank import REACH_ORDER, link, merged_answers
+from smithbot.scan.reach import env_for, preset_reach, program_for
 from smithbot.types import KernelSite, ScanResult
-
-if TYPE_CHECKING:
-    from smithbot.extract.pipeline import Coverage
+from smithbot.verify import verify as _verify
 
 BUNDLED_TASKS = Path(__file__).resolve().parent / "tasks"
 
@@ -64,8 +78,6 @@ def resolve_target(spec: str) -> Target:
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` pairs (``--set attention_backend=triton``), each value read as YAML (``false``, ``null``, 8)."""
-    import yaml
-
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -100,10 +112,6 @@ def scan(spec: str, source: str | None = None, rev: str | None = None, profile: 
 
 def _scan(spec: str, source: str | None, rev: str | None, profile: str | None,
           progress: Callable[[int, int], None] | None, model: str | None, sets: dict[str, Any] | None) -> ScanResult:
-    from smithbot.profile import read_trace
-    from smithbot.scan.fusion import fusion_sites
-    from smithbot.scan.reach import env_for, preset_reach, program_for
-
     target = resolve_target(spec)
     presets = [target.preset(model)] if model else list(target.models)
     if sets:
@@ -174,8 +182,6 @@ def profile(spec: str, model: str | None = None, batch: int = 8, phase: str = "d
     """Measure where a step's GPU time goes: run the target's own benchmark for a preset on random weights under
     the torch profiler (``trace=None``: needs the engine installed and a GPU), or read a trace a user has. The trace
     is kept as ``workspaces/TARGET/profiles/PRESET-PHASE-bsN.json`` and the scan ranked by it."""
-    from smithbot.profile import compact, read_trace, run_profile
-
     target = resolve_target(spec)
     if phase not in PHASES:
         raise ConfigError(f"--phase {phase!r}: expected {' or '.join(PHASES)}")
@@ -206,8 +212,6 @@ def profile_tasks(spec: str, model: str, top: int = 30, source: str | None = Non
     baselines timed (``smithbot.measure``), with no engine installed. Returns the table and the compact trace it is
     kept as (``workspaces/TARGET/profiles/PRESET-tasks-decode-bs64[-interpreter].json``); ``scan --profile`` reads
     that trace."""
-    from smithbot.measure import measure
-
     target = resolve_target(spec)
     preset = target.preset(model)  # an unknown preset fails here, before the scan
     result = scan(spec, source, rev, model=model)
@@ -226,8 +230,6 @@ def tasks_trace(target: str, model: str) -> Path | None:
 
 
 def _tasks_trace_path(target: str, model: str, backend: str) -> Path:
-    from smithbot.measure import DECODE_BATCH
-
     label = "" if backend == "cuda" else f"-{backend}"
     return home() / "workspaces" / target / "profiles" / f"{model}-tasks-decode-bs{DECODE_BATCH}{label}.json"
 
@@ -284,9 +286,6 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     passes. A self-check gets ``timeout_s`` seconds to prepare the baseline (its warm-up on every case) and as many
     again to evaluate it. ``finished_row`` is handed each row as its self-check ends, so that a long ``--all`` run
     killed part-way keeps what it had checked."""
-    from smithbot.extract.llm_inputs import asker
-    from smithbot.extract.pipeline import extract_glue_site, extract_sites
-
     llm = asker(config) if config and check else None  # a missing key or a bad config fails here, before any work
     result = scan(spec, source, rev)
     base = Path(out) if out else home() / "workspaces" / result.target.name / "tasks"
@@ -325,9 +324,6 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
     """Start (or, with ``resume``, continue) an evolutionary search on a task. Returns the final Status.
 
     On resume, the run's stored settings apply; options given here override them (e.g. a larger budget)."""
-    from smithbot.evolve.db import RunDB
-    from smithbot.evolve.search import Budget, Search, SearchConfig
-
     with RunDB(db_path(db)) as rdb:
         if resume:
             run = rdb.run(resume)
@@ -391,9 +387,6 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
 
 def runs(db: str | Path | None = None) -> list[dict[str, Any]]:
     """Every run with its task, status, counts and best speedup."""
-    from smithbot.evolve.db import RunDB
-    from smithbot.report import preview_launches
-
     path = db_path(db)
     if not path.exists():
         return []
@@ -419,9 +412,6 @@ def verify(run_id: str, top: int = 3, backend: str | None = None, db: str | Path
            deadline: float | None = None) -> Any:
     """Re-measure a run's best candidates on every case plus extra irregular shapes; writes verification.json. With
     ``deadline`` (a ``time.monotonic()`` instant), what is not measured by then is rejected as cancelled."""
-    from smithbot.evolve.db import RunDB
-    from smithbot.verify import verify as _verify
-
     with RunDB(db_path(db)) as rdb:
         return _verify(rdb, run_id, top, backend, deadline=deadline)
 
@@ -429,11 +419,6 @@ def verify(run_id: str, top: int = 3, backend: str | None = None, db: str | Path
 def rebase(run_id: str, head: str, source: str | None = None, db: str | Path | None = None) -> str:
     """Carry a verified winner over to the target's new head: re-extract the kernel there, port the change, evaluate
     and verify it in a new run. Returns that run's id; raises ProposeError when any step fails."""
-    from evaluator import load_task
-    from smithbot.evolve.db import RunDB
-    from smithbot.propose.pipeline import ProposeError, target_for, winner
-    from smithbot.propose.reinsert import ReinsertError, port
-
     with RunDB(db_path(db)) as rdb:
         run = rdb.run(run_id)
         _, _, cand = winner(rdb, run_id)
@@ -474,14 +459,6 @@ def propose(run_ids: list[str] | None = None, submit: bool = False, source: str 
     $SMITHBOT_GITHUB_API, default api.github.com). When upstream changed a definition the winner touches, it stops;
     ``rebase_moved`` re-extracts and re-verifies the change on the new head instead (a new run) and proposes that.
     """
-    import os
-    import re
-
-    from smithbot.evolve.db import RunDB
-    from smithbot.propose.forge import LocalForge
-    from smithbot.propose.github import GitHubConfig, GitHubForge
-    from smithbot.propose.pipeline import ProposeError, UpstreamMoved, prepare
-
     done = []
     with RunDB(db_path(db)) as rdb:
         ids = run_ids or [r.id for r in rdb.runs() if rdb.events(r.id, "verified")
@@ -502,6 +479,8 @@ def propose(run_ids: list[str] | None = None, submit: bool = False, source: str 
                 m = re.fullmatch(r"(?:https://github\.com/|git@github\.com:)([^/]+/[^/]+?)(?:\.git)?/?", target.repo)
                 if m is None:
                     raise ProposeError(f"--submit needs a GitHub repository; {target.name}'s repo is {target.repo}")
+                from smithbot.propose.github import GitHubConfig, GitHubForge  # (PyGithub, only to submit)
+
                 forge: Any = GitHubForge(GitHubConfig(
                     upstream=m.group(1), base_url=os.environ.get("SMITHBOT_GITHUB_API", "https://api.github.com"),
                     max_open_prs=target.conventions.max_open_prs, cache=home() / "cache" / "github.json"))

@@ -11,15 +11,17 @@ from typing import List, Optional
 
 import typer
 from rich import box
+from rich.progress import Progress
 from rich.table import Table
 
-from evaluator import EvalResult
+from evaluator import EvalResult, load_task
 from evaluator.pool import BACKENDS
 from evaluator.task import check_candidate_files
 from smithbot import __version__, api
-from smithbot.cli_common import _fail, app, err, out, one_of, out_folder, positive
+from smithbot.cli_common import _fail, app, err, one_of, out, out_folder, positive
 from smithbot.config import get_target, target_names
 from smithbot.errors import SmithbotError
+from smithbot.measure import bandwidth, compute, headroom
 
 _STYLE = {"promoted": "bold green", "correct": "green", "flagged": "yellow", "incorrect": "red", "rejected": "red"}
 
@@ -84,8 +86,6 @@ def eval_cmd(
 @app.command("tasks")
 def tasks_cmd() -> None:
     """List the bundled example tasks."""
-    from evaluator import load_task
-
     t = Table(title="bundled tasks")
     for col in ("name", "kind", "entry", "cases"):
         t.add_column(col)
@@ -130,8 +130,6 @@ def scan_cmd(
     """Find a target's Triton kernels, link their launches and wrappers, and rank them: measured share of a step
     when a profile is given, else the kernels the presets' default serving path reaches first (the call graph under
     the target's declared serving defaults), with the path in `why`."""
-    from rich.progress import Progress
-
     try:
         with Progress(console=err, transient=True) as bar:
             task_id = bar.add_task("parsing", total=None)
@@ -240,7 +238,6 @@ def profile_cmd(
 def _profile_tasks(target: str, model: str | None, top: int, source: str | None, limit: int) -> None:
     if not model:
         _fail("--from-tasks measures one model preset's step: name it with --model")
-    from smithbot.measure import bandwidth, compute, headroom
 
     try:
         with err.status("extracting and timing…") as status:
@@ -296,8 +293,6 @@ def extract_cmd(
     as_json: bool = typer.Option(False, "--json", help="with --all or --top: print every row in full, as JSON"),
 ) -> None:
     """Turn a kernel and its launcher into a standalone task directory (task.yaml, kernel.py, harness.py)."""
-    from rich.progress import Progress
-
     try:
         with Progress(console=err, transient=True) as bar:
             task_id = bar.add_task("extracting, then self-checking", total=None)

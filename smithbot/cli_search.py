@@ -4,17 +4,23 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 from rich import box
+from rich.live import Live
 from rich.table import Table
 
 from evaluator.pool import BACKENDS
 from smithbot import api, job
-from smithbot.cli_common import _fail, _live_table, app, err, out, out_file, one_of, out_folder, positive
+from smithbot.cli_common import _fail, _live_table, app, err, one_of, out, out_file, out_folder, positive
+from smithbot.dataset import export
 from smithbot.errors import SmithbotError
+from smithbot.evolve.db import RunDB
+from smithbot.evolve.search import run_dir
+from smithbot.report import report
 
 
 @app.command("evolve")
@@ -46,8 +52,6 @@ def evolve_cmd(
 ) -> None:
     """Evolve faster variants of a task's kernel: islands of MAP-Elites grids, every candidate through the evaluator,
     every outcome committed to the run database before the next proposal (so --resume loses nothing)."""
-    from rich.live import Live
-
     try:
         with Live(Table(), console=err, refresh_per_second=4, transient=False) as live:
             status = api.evolve(task, proposer, iterations, time_s, budget_usd, budget_tokens, islands, workers, seed,
@@ -112,10 +116,6 @@ def report_cmd(run: str = typer.Argument(..., help="run id (see `smithbot runs`)
                db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)")) -> None:
     """Write a self-contained HTML report and a markdown summary of a run: progress per island, correct rate, and
     the lineage of the best candidate with its diffs."""
-    from smithbot.evolve.db import RunDB
-    from smithbot.evolve.search import run_dir
-    from smithbot.report import report
-
     path = api.db_path(db)
     if not path.exists():
         _fail(f"no run database at {path}; `smithbot evolve TASK` starts a run")
@@ -138,9 +138,6 @@ def export_dataset_cmd(
     db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)"),
 ) -> None:
     """Export Kernel-Smith-style training steps in chat format (one {"messages": [...]} object a line)."""
-    from smithbot.dataset import export
-    from smithbot.evolve.db import RunDB
-
     path = api.db_path(db)
     if not path.exists():
         _fail(f"no run database at {path}")
@@ -213,8 +210,6 @@ def demo_cmd(kernel: str = typer.Option("rms_norm", help="the demo kernel to imp
     """The whole job, offline, on the bundled demo mini-engine: scan, extract, evolve with the offline tuner,
     verify, and write a patch and a PR body through the local forge. No network, GPU or API key needed."""
 
-    from rich.live import Live
-
     try:
         with Live(Table(), console=err, refresh_per_second=4, transient=True) as live:
             say = lambda m: live.console.print(m, highlight=False)  # noqa: E731
@@ -255,10 +250,6 @@ def run_cmd(target: str = typer.Argument(..., help="a target name (see `smithbot
             submit: bool = typer.Option(False, help="open or update PRs on GitHub (default: a local dry run)")) -> None:
     """The scheduled job: scan, extract the top-K hot kernels, evolve, verify and propose. Writes a markdown summary
     to stdout and appends it to $GITHUB_STEP_SUMMARY when that is set."""
-    import os
-
-    from rich.live import Live
-
     try:
         with Live(Table(), console=err, refresh_per_second=4, transient=True) as live:
             rows = job.run_pipeline(target, list(kernel or []) or None, top, iterations, time_s, budget_usd, proposer,

@@ -3,14 +3,23 @@ propose, one kernel after another within the time it is given, over the entry po
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from evaluator import TaskError
+from evaluator import TaskError, resolve_backend
 from smithbot import api
+from smithbot.config import TARGETS_DIR
 from smithbot.errors import UsageError
+from smithbot.evolve.db import RunDB
+from smithbot.evolve.inductor import RECORDED
+from smithbot.extract.pipeline import extract_glue_site, extract_sites
+from smithbot.measure import Row, bandwidth, compute, headroom, own_time, reached, time_baseline
+from smithbot.propose.forge import ForgeError
+from smithbot.propose.pipeline import ProposeError
+from smithbot.propose.reinsert import ReinsertError
 from smithbot.repo import home
 from smithbot.scan.fusion import FusionSite
 from smithbot.types import KernelSite
@@ -94,8 +103,6 @@ def run_pipeline(spec: str, kernels: list[str] | None = None, top: int = 1, iter
     a kernel's share pays for its extraction, then its search (at most ``time_s``), then its verification (what the
     search leaves: ``VERIFY_SHARE`` of the share, at least ``VERIFY_S``, at most half), which is cut at the share's
     end."""
-    from evaluator import resolve_backend
-
     t_start = time.monotonic()
     if time_total_s is not None and time_total_s <= 0:
         raise UsageError(f"--time-total must be positive, got {time_total_s}")
@@ -222,8 +229,6 @@ def _work_on(row: JobRow, site: KernelSite | FusionSite, name: str, deadline: fl
     """One pick: extract it from the job's own scan (its ``--model`` and profile: the share its task carries to
     the PR) with a self-check in a quarter of its share, then search, verify and propose, each within the share's
     ``deadline``; ``row`` records how far it got and why it stopped."""
-    from smithbot.extract.pipeline import extract_glue_site, extract_sites
-
     say = job.say
     check_s = 300.0 if deadline is None else max(1.0, min(300.0, (deadline - time.monotonic()) / 4))
     base = home() / "workspaces" / result.target.name / "tasks"
@@ -288,10 +293,6 @@ def _search(row: JobRow, task: Path, name: str, fusion: bool, deadline: float | 
 
 def _verify_and_propose(row: JobRow, run_id: str, deadline: float | None, job: _Job) -> None:
     """Verify the search's best candidates within the share and propose the winner, if one is accepted."""
-    from smithbot.propose.github import ForgeError
-    from smithbot.propose.pipeline import ProposeError
-    from smithbot.propose.reinsert import ReinsertError
-
     say = job.say
     row.stage = "verify"
     row.mark("verify")
@@ -329,8 +330,6 @@ def _measured_first(row: JobRow, site: KernelSite | FusionSite, name: str, task:
     bandwidth, or the dense matmul rate for ``tl.dot`` work), or with under ``MIN_STEP_US`` a step left to save once
     an empty launch's cost is counted. The preset is ``--model``, else the one whose step launches it most: the first of
     those the task has cases of."""
-    from smithbot.measure import Row, bandwidth, compute, headroom, own_time, reached, time_baseline
-
     counts = {p: site.runs(p) for p in site.presets} if isinstance(site, FusionSite) else dict(site.per_step)
     if not counts:
         return False
@@ -401,8 +400,6 @@ def demo(kernel: str = "rms_norm", iterations: int = 8, backend: str = "auto",
     """The whole job on the bundled demo target, offline, through the local forge. Returns the paths it wrote. With
     ``fusion``, the demo engine's torch glue instead of ``kernel``: without a GPU its seed is the Inductor output
     recorded for it on an H200, and the result is a preview (correct, fewer launches, not timed)."""
-    from smithbot.propose.pipeline import ProposeError
-
     [row] = run_pipeline("demo", None if fusion else [kernel], iterations=iterations, backend=backend, say=say,
                          on_update=on_update, fusion=fusion)
     if row.stage != "proposed":
@@ -413,8 +410,6 @@ def demo(kernel: str = "rms_norm", iterations: int = 8, backend: str = "auto",
 def _none_correct(run_id: str, message: str) -> str:
     """Why a run has no correct candidate but the baseline (its last distinct failures, or why the search stopped
     when it proposed nothing), or "" when it has one."""
-    from smithbot.evolve.db import RunDB
-
     with RunDB(api.db_path()) as db:
         tried = [c for c in db.candidates(run_id) if c.proposer != "baseline"]
     if any(c.correct for c in tried):
@@ -433,11 +428,6 @@ def kernel_share(left_s: float, to_do: int) -> tuple[float, int]:
 def _recorded_seed(target: str, function: str, task_dir: Path) -> bool:
     """Put the Inductor output a target ships for a glue function (``targets/TARGET/inductor/FUNCTION.json``,
     recorded on a GPU) beside its task, where the ``inductor`` proposer reads it without a GPU. Whether there was one."""
-    import shutil
-
-    from smithbot.config import TARGETS_DIR
-    from smithbot.evolve.inductor import RECORDED
-
     shipped = TARGETS_DIR / target / "inductor" / f"{function}.json"
     if not shipped.exists():
         return False

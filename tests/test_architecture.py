@@ -1,6 +1,8 @@
 """The shape of the code, read from its imports with ``ast``: no import circles in ``smithbot/`` and ``evaluator/``
 (function-local imports count: they run too), no import from a lower layer of smithbot to a higher one, and an
-evaluator that imports nothing of smithbot and no third-party package but torch, triton, numpy and yaml.
+evaluator that imports nothing of smithbot and no third-party package but torch, triton, numpy and yaml. An import
+inside a function is only for an optional heavy dependency, loaded where it is needed: torch and triton (and the
+evaluator's modules that import them, which the parent process does not load), the ``openai`` client and PyGithub.
 
 The layers, lowest first: the shared values and the program model (``types``, ``program``, with ``config``, ``repo``,
 ``cache``, ``llm``, ``errors`` and the package's version), then ``scan``, ``inputs``, ``extract``, ``evolve`` (with ``measure``
@@ -30,6 +32,9 @@ LAYERS = [
     ["smithbot.cli", "smithbot.cli_common", "smithbot.cli_search", "smithbot.__main__"],
 ]
 EVALUATOR_MAY_IMPORT = {"torch", "triton", "numpy", "yaml"}
+# what a function may import where it runs, not at the top of its module
+HEAVY = {"torch", "triton", "openai", "evaluator.correctness", "evaluator.runtime", "evaluator.timing",
+         "smithbot.propose.github"}
 
 
 def _modules() -> dict[str, Path]:
@@ -210,4 +215,33 @@ def test_every_error_a_user_sees_is_a_smithbot_error() -> None:
         klass = getattr(importlib.import_module(module), cls)
         if issubclass(klass, SmithbotError) == (name in INTERNAL):
             wrong.append(name)
+    assert wrong == []
+
+
+def _local_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """The imports inside functions (not under ``if TYPE_CHECKING:``)."""
+    out: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST, inside: bool) -> None:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            return
+        if inside and isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.append(node)
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(tree, False)
+    return out
+
+
+def test_a_function_imports_only_heavy_optional_dependencies() -> None:
+    """torch and its kin where they run, the endpoint client and PyGithub where they are asked for; everything else
+    at the top of the module, where the import graph above sees it."""
+    wrong = []
+    for module, path in MODULES.items():
+        for node in _local_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in names:
+                if not any(name == h or name.startswith(h + ".") for h in HEAVY):
+                    wrong.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
     assert wrong == []

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from evaluator.task import load_task
 from smithbot.evolve.standalone import Compiled, InductorError
 
 
@@ -59,7 +60,6 @@ def recorded(task_dir: Path) -> Compiled | None:
 def _glue(task_dir: Path) -> tuple[Any, Any, Any]:
     """A fusion task's glue function, its harness module and the case Inductor compiles it on."""
     from evaluator.runtime import load_module
-    from evaluator.task import load_task
 
     task = load_task(task_dir)
     fn = getattr(load_module(task_dir / "kernel.py", f"{task.id}_baseline", False), task.entry)

@@ -10,10 +10,11 @@ import ast
 import builtins
 import copy
 import dataclasses
+import inspect
 import re
 from dataclasses import dataclass
 
-from evaluator.task import parse
+from evaluator.task import EVOLVE_END, EVOLVE_START, parse, split_evolve
 from smithbot.errors import SmithbotError
 from smithbot.evolve.clean import clean_helper, clean_kernel
 
@@ -48,8 +49,6 @@ _DROPPED_CALLS = ("assert_size_stride", "assert_alignment", "get_raw_stream")
 
 def _helpers_source() -> dict[str, ast.FunctionDef]:
     """The functions of Inductor's Triton helpers module (``triton_helpers``) as installed, by name."""
-    import inspect
-
     import torch._inductor.runtime.triton_helpers as helpers
 
     tree = parse(inspect.getsource(helpers))
@@ -195,8 +194,6 @@ def to_candidate(baseline: str, entry: str, compiled: Compiled, clean: bool = Tr
     glue, their helpers, and ``entry`` (the baseline's signature) launching them as Inductor's ``call`` did; cleaned
     (``clean.py``) unless ``clean`` is false, which keeps Inductor's kernels and buffers as they come (what
     ``benchmarks/inductor_clean.py`` times the cleaned seed against)."""
-    from evaluator.task import EVOLVE_END, EVOLVE_START, split_evolve
-
     tree = parse(compiled.code)
     sources: dict[str, str] = {}
     for node in tree.body:

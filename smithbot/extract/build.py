@@ -10,14 +10,15 @@ from typing import Any, Callable
 
 import yaml
 
+from evaluator import Evaluator, TaskError
 from smithbot.config import Target
 from smithbot.extract.closure import ClosureBuilder, ExtractError
 from smithbot.extract.entry import op_entry
+from smithbot.extract.glue import GlueError, glue_function
+from smithbot.extract.harness import harness_source
+from smithbot.extract.inputs import NAME_RULES, InputError, flat_entry, flatten_objects, param_specs, traced_specs
 from smithbot.extract.names import TORCH_DTYPES, setting
 from smithbot.inputs.cases import cases
-from smithbot.extract.harness import harness_source
-from smithbot.extract.inputs import (NAME_RULES, InputError, flat_entry, flatten_objects, param_specs,
-                                     traced_specs)
 from smithbot.types import KernelSite
 
 LAUNCH_KWARGS = ("num_warps", "num_stages")
@@ -384,8 +385,6 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tup
     there: a launcher's other kernels are not checked. On the GPU, a host-bound baseline passes and says so."""
     import torch
 
-    from evaluator import Evaluator, TaskError
-
     def run(backend: str) -> tuple[str | None, tuple[str, ...], str]:
         """(what failed or None, the kernels launched, what it did: with its host-bound verdict on the GPU)."""
         try:
@@ -425,8 +424,6 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
     the target's specs and the name rules and layouts, as a launcher's do; provenance keeps the line span that a
     proposal replaces. Raises ExtractError with the reason when the glue's outputs cannot be known or its inputs
     cannot be inferred."""
-    from smithbot.extract.glue import GlueError, glue_function
-
     module = site.module
     modules = {**modules, module: site.path}  # scan's map holds the modules with kernel facts; the glue's may have none
     short = site.function.replace(".", "_").strip("_")

@@ -51,6 +51,9 @@ import re
 from typing import Any
 
 from smithbot.config import Target
+from smithbot.extract.infer import infer
+from smithbot.extract.kernel_use import program_rows
+from smithbot.extract.launcher_facts import required_optionals
 from smithbot.inputs.plan import bind_layouts, fill_sizes
 from smithbot.inputs.sizes import InputError
 
@@ -230,9 +233,6 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     of its closure, for the inference. ``traced``: what the engine's code says of a parameter in serving (a glue
     task's inputs, ``traced_specs``): a spec with its shape comes after the YAML's; a dtype, and the last dims where
     only they are known, replace those of the spec the other rules give."""
-    from smithbot.extract.infer import infer
-    from smithbot.extract.launcher_facts import required_optionals
-
     traced = traced or {}
     given = dict(target.inputs.get(wrapper, {}))
     given.pop("_models", None)
@@ -347,8 +347,6 @@ def _stem(name: str) -> str:
 def _per_program(fn: ast.FunctionDef, kernels: tuple[ast.FunctionDef, ...]) -> list[set[str]]:
     """Launcher parameters that a kernel it launches reads one element of per program along the same grid axis
     (``kernel_use.program_rows``): each set's tables are as long as one another."""
-    from smithbot.extract.kernel_use import program_rows
-
     by_name = {k.name: k for k in kernels}
     groups: list[set[str]] = []
     for call in ast.walk(fn):

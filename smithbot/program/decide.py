@@ -6,6 +6,7 @@ over the values of ``values.EngineValues``."""
 
 from __future__ import annotations
 
+import ast
 from typing import Any, Callable
 
 from smithbot.program.evaluate import Env, _parse, evaluate
@@ -184,7 +185,5 @@ class Decisions:
 
 def _reads(src: str, name: str) -> bool:
     """Whether an expression reads the bare name."""
-    import ast
-
     tree = _parse(src)
     return tree is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(tree))

@@ -10,6 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from smithbot.errors import SmithbotError
+
+
+class ForgeError(SmithbotError):
+    """A forge operation failed in a way the user must act on. One line, never containing the token."""
+
 
 @dataclass(frozen=True)
 class PreparedPR:

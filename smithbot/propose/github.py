@@ -36,16 +36,11 @@ import git
 import yaml
 from github import Auth, Github, GithubException, RateLimitExceededException
 
-from smithbot.errors import SmithbotError
-from smithbot.propose.forge import PreparedPR, Published
+from smithbot.propose.forge import ForgeError, PreparedPR, Published
 from smithbot.propose.render import metadata
 
 BOT_EMAIL = "smithbot@users.noreply.github.com"
 CACHE_TTL_S = 600.0
-
-
-class ForgeError(SmithbotError):
-    """A forge operation failed in a way the user must act on. One line, never containing the token."""
 
 
 def normalised_hash(body: str) -> str:

@@ -27,6 +27,7 @@ from smithbot import __version__
 from smithbot.config import Engine, Target, templates_dir
 from smithbot.errors import SmithbotError
 from smithbot.evolve import tune
+from smithbot.measure import batch_of, decode_case
 from smithbot.propose.reinsert import changed_definitions
 from smithbot.propose.testcode import inputs_code, needed_imports, reference_code
 
@@ -236,8 +237,6 @@ def end_to_end(task: Task, verdict: dict[str, Any], interpreter: bool) -> str:
     deepseek-v3 at batch 64 (61 launches × 0.30 µs)"), and at the preset's other decode batches where the verified
     interval says it moved; then the share the kernel has of a profile, labelled as the share of the measured part
     when the profile was measured from tasks. No claim about the whole step is made without an engine's profile."""
-    from smithbot.measure import batch_of, decode_case
-
     per_step = task.hotness.get("per_step") or {}
     cases = {c["name"]: c for c in verdict["cases"]}
     saving = ""

@@ -14,12 +14,13 @@ from typing import Any
 from smithbot import cache
 from smithbot.config import ConfigError, ModelPreset, Target
 from smithbot.program.callgraph import Reach, method_of
-from smithbot.program.walk import reach
-from smithbot.program.modules import FACTS_VERSION, Program
 from smithbot.program.evaluate import Env, Platform
+from smithbot.program.modules import FACTS_VERSION, Program
+from smithbot.program.tensors import tensor_question
+from smithbot.program.walk import reach
+from smithbot.scan.fusion import runs_of
 from smithbot.scan.index import Indexed, matches
 from smithbot.scan.parse import module_name
-
 
 # the graph's own code is part of the cache key: a changed rule invalidates what it computed
 _CODE = hashlib.sha1(b"".join(p.read_bytes() for p in sorted(
@@ -160,8 +161,6 @@ def questions(program: Program, idx: Indexed, reached: set[tuple[str, str]], cac
               ) -> dict[tuple[str, str], set[str]]:
     """The if-tests the call graph decides after its walk: around every kernel launch (in its wrapper), and around
     every glue run of a function it reached."""
-    from smithbot.scan.fusion import runs_of
-
     out: dict[tuple[str, str], set[str]] = {}
     for f in idx.facts:
         for la in f["launches"]:
@@ -178,9 +177,6 @@ def tensor_questions(program: Program, reached: set[tuple[str, str]], cache_dir:
                      ) -> dict[tuple[str, str], set[str]]:
     """The tensors the call graph traces after its walk, for each glue run of a function it reached: what each cast
     converts (and the dtype it converts to, where an expression names it), and what the run reads at its start."""
-    from smithbot.program.tensors import tensor_question
-    from smithbot.scan.fusion import runs_of
-
     out: dict[tuple[str, str], set[str]] = {}
     for mod, qual in reached:
         for run in runs_of(program, mod, cache_dir).get(qual, []):
