@@ -113,147 +113,161 @@ def glue_function(tree: ast.Module, qualname: str, first: int, last: int, name: 
     original = _function(tree, qualname)
     after = {n.id for n in ast.walk(original) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
              and n.lineno > last}  # names the function reads after the run
-    fn = copy.deepcopy(original)  # the rewrite below edits the run's statements
-    span = _span(fn, first, last)
-    module = _module_names(tree)
-    locals_: set[str] = set()  # names the run has bound so far
-    stored: dict[str, str] = {}  # dotted chain stored by the run -> the local that holds it
-    params: dict[str, str] = {}  # parameter -> dotted origin
-    by_origin: dict[str, str] = {}
-    inplace: list[str] = []
-    outputs: list[str] = []  # dotted chains stored, in order; live-out names are added after
-
-    def param_for(parts: list[str]) -> str | None:
-        """The parameter (made on first sight) for a value read by the run, or None for a module name or a local."""
-        dotted = ".".join(parts)
-        if dotted in stored:
-            return stored[dotted]
-        if parts[0] in locals_ or parts[0] in module:
-            return None
-        if dotted not in by_origin:
-            want = parts[-1]
-            p = want if want not in params and want not in locals_ else "_".join(parts)
-            while p in params or p in module:
-                p += "_"
-            params[p], by_origin[dotted] = dotted, p
-        return by_origin[dotted]
-
-    class Rewrite(ast.NodeTransformer):
-        """Reads of parameters' chains become the parameter's name."""
-
-        def __init__(self, called: set[int]) -> None:
-            self.called = called
-
-        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-            parts = _chain(node)
-            if parts is None or not isinstance(node.ctx, ast.Load):
-                return self.generic_visit(node)
-            value = _value_chain(parts, id(node) in self.called)
-            p = param_for(value) if len(value) > 1 else None
-            if p is None:
-                return self.generic_visit(node)
-            out: ast.expr = ast.Name(p, ast.Load())
-            for attr in parts[len(value):]:
-                out = ast.Attribute(out, attr, ast.Load())
-            return ast.copy_location(out, node)
-
-        def visit_Name(self, node: ast.Name) -> ast.AST:
-            if isinstance(node.ctx, ast.Load) and node.id not in locals_ and node.id not in module:
-                param_for([node.id])
-            return node
-
-    def target(t: ast.expr, stmt: ast.stmt) -> ast.expr:
-        """A store's target, rewritten; records locals, stored attributes and in-place writes."""
-        if isinstance(t, ast.Name):  # an input rebound (`x = x.view(...)`) is a local from here on, as in Python
-            locals_.add(t.id)
-            return t
-        if isinstance(t, (ast.Tuple, ast.List)):
-            return type(t)([target(e, stmt) for e in t.elts], ast.Store())
-        if isinstance(t, ast.Starred):
-            return ast.Starred(target(t.value, stmt), ast.Store())
-        parts = _chain(t) if isinstance(t, ast.Attribute) else None
-        if parts is not None and parts[0] not in module:
-            dotted = ".".join(parts)
-            if dotted not in stored:
-                local = parts[-1] if parts[-1] not in params and parts[-1] not in locals_ else "_".join(parts)
-                stored[dotted] = local
-                outputs.append(dotted)
-                locals_.add(local)
-            return ast.copy_location(ast.Name(stored[dotted], ast.Store()), t)
-        if isinstance(t, ast.Subscript):
-            base = Rewrite(set()).visit(t.value)
-            if isinstance(base, ast.Name) and base.id in params and base.id not in inplace:
-                inplace.append(base.id)
-            return ast.copy_location(ast.Subscript(base, Rewrite(set()).visit(t.slice), ast.Store()), t)
-        raise GlueError(f"line {stmt.lineno} stores into {ast.unparse(t)}, whose owner is not known")
-
-    returned_value: ast.expr | None = None
-
-    def convert(stmt: ast.stmt, last: bool) -> ast.stmt | None:
-        """A statement of the run, rewritten over the parameters; None for what it leaves out (the final ``return``,
-        kept apart, and ``x = x``)."""
-        nonlocal returned_value
-        called = {id(n.func) for n in ast.walk(stmt) if isinstance(n, ast.Call)}
-        if isinstance(stmt, ast.Assign):
-            value = Rewrite(called).visit(stmt.value)
-            targets = [target(t, stmt) for t in stmt.targets]
-            if len(targets) == 1 and isinstance(value, ast.Name) and ast.unparse(targets[0]) == value.id:
-                return None  # `x = step.x` became `x = x`: the parameter already is it
-            return ast.Assign(targets, value)
-        if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            value = Rewrite(called).visit(stmt.value)
-            return ast.Assign([target(stmt.target, stmt)], value)
-        if isinstance(stmt, ast.AugAssign):
-            value = Rewrite(called).visit(stmt.value)
-            t = stmt.target
-            if isinstance(t, ast.Name) and t.id not in locals_:
-                p = param_for([t.id])
-                if p is not None and p not in inplace:
-                    inplace.append(p)  # `x += v` on an input tensor writes it in place
-                return ast.AugAssign(ast.Name(p or t.id, ast.Store()), stmt.op, value)
-            return ast.AugAssign(target(t, stmt), stmt.op, value)
-        if isinstance(stmt, ast.Expr):
-            new = ast.Expr(Rewrite(called).visit(stmt.value))
-            call = new.value
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr.endswith("_") \
-                    and not call.func.attr.startswith("_") and isinstance(call.func.value, ast.Name) \
-                    and call.func.value.id in params and call.func.value.id not in inplace:
-                inplace.append(call.func.value.id)  # `out.copy_(v)`: written in place
-            return new
-        if isinstance(stmt, ast.Assert):  # the engine's own checks stay
-            return ast.Assert(Rewrite(called).visit(stmt.test),
-                              Rewrite(called).visit(stmt.msg) if stmt.msg is not None else None)
-        if isinstance(stmt, ast.Return) and last and stmt.value is not None:
-            returned_value = Rewrite(called).visit(stmt.value)  # what the engine's function returns: an output
-            return None
-        if isinstance(stmt, ast.If):  # kept whole, both branches: the test's inputs become parameters
-            test = Rewrite({id(n.func) for n in ast.walk(stmt.test) if isinstance(n, ast.Call)}).visit(stmt.test)
-            body = [c for c in (convert(x, False) for x in stmt.body) if c is not None]
-            orelse = [c for c in (convert(x, False) for x in stmt.orelse) if c is not None]
-            return ast.If(test, body or [ast.Pass()], orelse)
-        raise GlueError(f"line {stmt.lineno}: a {type(stmt).__name__} statement in the run")
-
-    body: list[ast.stmt] = []
-    for stmt in span:
-        new = convert(stmt, stmt is span[-1])
-        if new is not None:
-            body.append(ast.copy_location(new, stmt))
-
-    live = [n for n in sorted(locals_ - set(stored.values()), key=lambda n: _first_store(span, n)) if n in after]
-    if returned_value is not None:  # the run ends its function: what it returns is all that later code sees
+    span = _span(copy.deepcopy(original), first, last)  # (the rewrite edits the run's statements)
+    run = _RunRewrite(_module_names(tree))
+    body = [ast.copy_location(new, stmt) for stmt in span
+            for new in [run.statement(stmt, stmt is span[-1])] if new is not None]
+    live = [n for n in sorted(run.locals - set(run.stored.values()), key=lambda n: _first_store(span, n)) if n in after]
+    if run.returned_value is not None:  # the run ends its function: what it returns is all that later code sees
         live = ["return"]
-    returned: list[ast.expr] = [ast.Name(stored[d], ast.Load()) for d in outputs] + [
-        returned_value if n == "return" and returned_value is not None else ast.Name(n, ast.Load()) for n in live]
-    if not returned and not inplace:
+    returned: list[ast.expr] = [ast.Name(run.stored[d], ast.Load()) for d in run.outputs] + [
+        run.returned_value if n == "return" and run.returned_value is not None else ast.Name(n, ast.Load())
+        for n in live]
+    if not returned and not run.inplace:
         raise GlueError("nothing after the run reads what it computes, and it writes no input: its outputs are unknown")
     if returned:
         body.append(ast.Return(returned[0] if len(returned) == 1 else ast.Tuple(returned, ast.Load())))
-    args = ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in params], kwonlyargs=[], kw_defaults=[],
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(p) for p in run.params], kwonlyargs=[], kw_defaults=[],
                          defaults=[])
     definition = ast.FunctionDef(name=name, args=args, body=body, decorator_list=[], returns=None)
     definition.type_params = []  # Python 3.12's field: unparse reads it
     source = ast.unparse(ast.fix_missing_locations(ast.Module([definition], []))) + "\n"
-    return GlueFunction(name, source, tuple(params), dict(params), tuple(outputs) + tuple(live), tuple(inplace))
+    return GlueFunction(name, source, tuple(run.params), dict(run.params), tuple(run.outputs) + tuple(live),
+                        tuple(run.inplace))
+
+
+class _RunRewrite:
+    """The statements of a run of glue rewritten over parameters, one at a time, and what the rewrite has learnt:
+    the names the run has bound (``locals``), the dotted chains it stores and the locals that hold them
+    (``stored``, ``outputs`` in order), each parameter and the chain it stands for (``params``), the inputs it
+    writes in place (``inplace``), and what the engine's function returns when the run ends it."""
+
+    def __init__(self, module: set[str]) -> None:
+        self.module = module  # the module's own names: no parameters
+        self.locals: set[str] = set()
+        self.stored: dict[str, str] = {}
+        self.params: dict[str, str] = {}  # parameter -> dotted origin
+        self.by_origin: dict[str, str] = {}
+        self.inplace: list[str] = []
+        self.outputs: list[str] = []  # dotted chains stored, in order; live-out names are added after
+        self.returned_value: ast.expr | None = None
+
+    def param_for(self, parts: list[str]) -> str | None:
+        """The parameter (made on first sight) for a value read by the run, or None for a module name or a local."""
+        dotted = ".".join(parts)
+        if dotted in self.stored:
+            return self.stored[dotted]
+        if parts[0] in self.locals or parts[0] in self.module:
+            return None
+        if dotted not in self.by_origin:
+            want = parts[-1]
+            p = want if want not in self.params and want not in self.locals else "_".join(parts)
+            while p in self.params or p in self.module:
+                p += "_"
+            self.params[p], self.by_origin[dotted] = dotted, p
+        return self.by_origin[dotted]
+
+    def reads(self, node: ast.expr, within: ast.AST | None = None) -> ast.expr:
+        """``node`` with the reads of parameters' chains as the parameter's name (the calls of ``within``, the
+        statement it is part of, tell a method's receiver from a value)."""
+        called = {id(n.func) for n in ast.walk(within or node) if isinstance(n, ast.Call)}
+        return _Reads(self, called).visit(node)
+
+    def target(self, t: ast.expr, stmt: ast.stmt) -> ast.expr:
+        """A store's target, rewritten; records locals, stored attributes and in-place writes."""
+        if isinstance(t, ast.Name):  # an input rebound (`x = x.view(...)`) is a local from here on, as in Python
+            self.locals.add(t.id)
+            return t
+        if isinstance(t, (ast.Tuple, ast.List)):
+            return type(t)([self.target(e, stmt) for e in t.elts], ast.Store())
+        if isinstance(t, ast.Starred):
+            return ast.Starred(self.target(t.value, stmt), ast.Store())
+        parts = _chain(t) if isinstance(t, ast.Attribute) else None
+        if parts is not None and parts[0] not in self.module:
+            dotted = ".".join(parts)
+            if dotted not in self.stored:
+                local = parts[-1] if parts[-1] not in self.params and parts[-1] not in self.locals else "_".join(parts)
+                self.stored[dotted] = local
+                self.outputs.append(dotted)
+                self.locals.add(local)
+            return ast.copy_location(ast.Name(self.stored[dotted], ast.Store()), t)
+        if isinstance(t, ast.Subscript):
+            base = _Reads(self, set()).visit(t.value)
+            if isinstance(base, ast.Name) and base.id in self.params and base.id not in self.inplace:
+                self.inplace.append(base.id)
+            return ast.copy_location(ast.Subscript(base, _Reads(self, set()).visit(t.slice), ast.Store()), t)
+        raise GlueError(f"line {stmt.lineno} stores into {ast.unparse(t)}, whose owner is not known")
+
+    def statement(self, stmt: ast.stmt, last: bool) -> ast.stmt | None:
+        """A statement of the run, rewritten over the parameters; None for what it leaves out (the final ``return``,
+        kept apart, and ``x = x``)."""
+        if isinstance(stmt, ast.Assign):
+            value = self.reads(stmt.value, stmt)
+            targets = [self.target(t, stmt) for t in stmt.targets]
+            if len(targets) == 1 and isinstance(value, ast.Name) and ast.unparse(targets[0]) == value.id:
+                return None  # `x = step.x` became `x = x`: the parameter already is it
+            return ast.Assign(targets, value)
+        if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            value = self.reads(stmt.value, stmt)
+            return ast.Assign([self.target(stmt.target, stmt)], value)
+        if isinstance(stmt, ast.AugAssign):
+            return self._augmented(stmt)
+        if isinstance(stmt, ast.Expr):
+            new = ast.Expr(self.reads(stmt.value, stmt))
+            call = new.value
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr.endswith("_") \
+                    and not call.func.attr.startswith("_") and isinstance(call.func.value, ast.Name) \
+                    and call.func.value.id in self.params and call.func.value.id not in self.inplace:
+                self.inplace.append(call.func.value.id)  # `out.copy_(v)`: written in place
+            return new
+        if isinstance(stmt, ast.Assert):  # the engine's own checks stay
+            return ast.Assert(self.reads(stmt.test, stmt),
+                              self.reads(stmt.msg, stmt) if stmt.msg is not None else None)
+        if isinstance(stmt, ast.Return) and last and stmt.value is not None:
+            self.returned_value = self.reads(stmt.value, stmt)  # what the engine's function returns: an output
+            return None
+        if isinstance(stmt, ast.If):  # kept whole, both branches: the test's inputs become parameters
+            test = self.reads(stmt.test)
+            body = [c for c in (self.statement(x, False) for x in stmt.body) if c is not None]
+            orelse = [c for c in (self.statement(x, False) for x in stmt.orelse) if c is not None]
+            return ast.If(test, body or [ast.Pass()], orelse)
+        raise GlueError(f"line {stmt.lineno}: a {type(stmt).__name__} statement in the run")
+
+    def _augmented(self, stmt: ast.AugAssign) -> ast.stmt:
+        value = self.reads(stmt.value, stmt)
+        t = stmt.target
+        if isinstance(t, ast.Name) and t.id not in self.locals:
+            p = self.param_for([t.id])
+            if p is not None and p not in self.inplace:
+                self.inplace.append(p)  # `x += v` on an input tensor writes it in place
+            return ast.AugAssign(ast.Name(p or t.id, ast.Store()), stmt.op, value)
+        return ast.AugAssign(self.target(t, stmt), stmt.op, value)
+
+
+class _Reads(ast.NodeTransformer):
+    """Reads of parameters' chains become the parameter's name (``step.seq_lens`` -> ``seq_lens``)."""
+
+    def __init__(self, run: _RunRewrite, called: set[int]) -> None:
+        self.run = run
+        self.called = called
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        parts = _chain(node)
+        if parts is None or not isinstance(node.ctx, ast.Load):
+            return self.generic_visit(node)
+        value = _value_chain(parts, id(node) in self.called)
+        p = self.run.param_for(value) if len(value) > 1 else None
+        if p is None:
+            return self.generic_visit(node)
+        out: ast.expr = ast.Name(p, ast.Load())
+        for attr in parts[len(value):]:
+            out = ast.Attribute(out, attr, ast.Load())
+        return ast.copy_location(out, node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and node.id not in self.run.locals and node.id not in self.run.module:
+            self.run.param_for([node.id])
+        return node
 
 
 def _first_store(span: list[ast.stmt], name: str) -> int:
