@@ -386,11 +386,7 @@ class Search:
         pool = ThreadPoolExecutor(max_workers=prop_threads, thread_name_prefix="proposer")
         try:
             while True:
-                if not stop:
-                    stop = self._budget_reason(len(props) + len(evals))
-                if not stop and self.failed_in_a_row >= MAX_FAILED_IN_A_ROW:
-                    last = next((c.reason for c in reversed(list(self.cands.values())) if c.status == "failed_proposal"), "")
-                    stop = f"{MAX_FAILED_IN_A_ROW} proposals failed in a row; the last: {last}"
+                stop = stop or self._stop_reason(len(props) + len(evals))
                 while not stop and len(props) < prop_threads and len(props) + len(evals) < cap + prop_threads \
                         and not self._budget_reason(len(props) + len(evals)):
                     ctx = self._context(island)
@@ -418,25 +414,38 @@ class Search:
                             submit_eval(*todo)
                     else:
                         cand_id, screen = evals.pop(f)  # type: ignore[arg-type]
-                        res = f.result()
-                        self._count_gpu(res)
-                        if res.status == "cancelled":
-                            self._cancelled(cand_id, res)
-                        elif screen:
-                            ok, why = self._screen_passes(res)
-                            if ok:
-                                self.db.record(cand_id, self.run_id, "pending", self.archive.to_dict(), self.counters,
-                                               screen_result=res.to_dict())
-                                self.cands[cand_id] = self.db.candidate(cand_id)
-                                submit_eval(cand_id, False)
-                            else:
-                                self._screened_out(cand_id, res, why)
-                        else:
-                            self._on_result(cand_id, res)
+                        if self._evaluated(cand_id, screen, f.result()):
+                            submit_eval(cand_id, False)
                     self._refresh()
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
         return self._stop(stop or "finished")
+
+    def _stop_reason(self, in_flight: int) -> str:
+        """Why the search takes no more proposals: a budget spent, or too many proposals failed in a row; or ""."""
+        reason = self._budget_reason(in_flight)
+        if not reason and self.failed_in_a_row >= MAX_FAILED_IN_A_ROW:
+            last = next((c.reason for c in reversed(list(self.cands.values())) if c.status == "failed_proposal"), "")
+            reason = f"{MAX_FAILED_IN_A_ROW} proposals failed in a row; the last: {last}"
+        return reason
+
+    def _evaluated(self, cand_id: str, screen: bool, res: EvalResult) -> bool:
+        """One evaluation's outcome recorded; True when it was a screen the candidate passed, so that its full
+        evaluation comes next."""
+        self._count_gpu(res)
+        if res.status == "cancelled":
+            self._cancelled(cand_id, res)
+        elif screen:
+            ok, why = self._screen_passes(res)
+            if ok:
+                self.db.record(cand_id, self.run_id, "pending", self.archive.to_dict(), self.counters,
+                               screen_result=res.to_dict())
+                self.cands[cand_id] = self.db.candidate(cand_id)
+                return True
+            self._screened_out(cand_id, res, why)
+        else:
+            self._on_result(cand_id, res)
+        return False
 
     def _stop(self, reason: str) -> Status:
         self.counters["elapsed_s"] = self._elapsed()
