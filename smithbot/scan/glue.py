@@ -30,7 +30,7 @@ from typing import Any
 from smithbot.program.syntax import dotted_name
 from smithbot.program.tensors import CASTS, DTYPES, devicey
 
-GLUE_VERSION = "12"
+GLUE_VERSION = "14"
 MIN_LAUNCHES = 2
 
 # torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
@@ -106,10 +106,11 @@ class _Function:
     """One function's glue runs."""
 
     def __init__(self, node: ast.FunctionDef | ast.AsyncFunctionDef, aliases: dict[str, str],
-                 attributes: set[str] = frozenset(), module: set[str] = frozenset()  # type: ignore[assignment]
-                 ) -> None:
+                 attributes: set[str] = frozenset(), module: set[str] = frozenset(),  # type: ignore[assignment]
+                 helpers: dict[str, tuple[str, ...]] | None = None) -> None:
         self.aliases, self.tensors = aliases, {f"self.{a}" for a in attributes}
         self.module = module  # the file's module-level names: never a run's input
+        self.helpers = helpers or {}  # the file's own glue helpers (``_helpers``): their ops count in a caller's run
         for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
             if a.annotation is not None and "Tensor" in ast.unparse(a.annotation):
                 self.tensors.add(a.arg)
@@ -172,6 +173,8 @@ class _Function:
                 return "other", m
             return "break", m
         name = dotted_name(c.func) or ""
+        if name in self.helpers:
+            return "helper", name
         if name in _HARMLESS or name[:1].isupper():  # builtins; a constructor (a dataclass of metadata)
             return "other", name
         return "break", name
@@ -226,7 +229,7 @@ class _Function:
             return dotted_name(e) in self.tensors
         if isinstance(e, ast.Call):
             kind, name = self.call(e)
-            return kind in ("launch", "cast") or (kind == "free" and name not in {
+            return kind in ("launch", "cast", "helper") or (kind == "free" and name not in {
                 "size", "dim", "numel", "stride", "data_ptr", "element_size", "is_contiguous", "device", "Size",
                 "finfo", "iinfo", "get_device"})
         if isinstance(e, ast.Subscript):
@@ -251,7 +254,11 @@ class _Function:
         for child in ast.iter_child_nodes(e):
             self.ops(child, out)
         if isinstance(e, ast.Call):
-            out.append(self.call(e))
+            kind, name = self.call(e)
+            if kind == "helper":  # the helper's own ops, in its order
+                out.extend(("launch", f"{name}:{op}") for op in self.helpers[name])
+            else:
+                out.append((kind, name))
         elif isinstance(e, ast.BinOp) and (self.is_tensor(e.left) or self.is_tensor(e.right)):
             out.append(("launch", _OPS.get(type(e.op), "op")))
         elif isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.Invert)) and self.is_tensor(e.operand):
@@ -489,12 +496,13 @@ def file_glue(data: bytes) -> dict[str, list[dict[str, Any]]]:
         for a in s.names} | {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                           ast.ClassDef))}
     out: dict[str, list[dict[str, Any]]] = {}
+    helpers = _helpers(tree, aliases, module)
 
     def visit(node: ast.AST, scope: list[str], attributes: set[str] = frozenset()) -> None:  # type: ignore[assignment]
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 qual = ".".join(scope + [child.name])
-                runs = _Function(child, aliases, attributes, module).runs
+                runs = _Function(child, aliases, attributes, module, helpers).runs
                 for r in runs:
                     near = range(max(child.lineno - 1, r["first"] - 5), min(len(lines), r["last"] + 3))
                     r["todos"] = [f"{i + 1}: {m.group(0).strip()}" for i in near
@@ -508,4 +516,24 @@ def file_glue(data: bytes) -> dict[str, list[dict[str, Any]]]:
                 visit(child, scope)
 
     visit(tree, [])
+    return out
+
+
+def _helpers(tree: ast.Module, aliases: dict[str, str], module: set[str]) -> dict[str, tuple[str, ...]]:
+    """The file's undecorated module-level functions that are glue and nothing else, with their ops in order: a body
+    of simple statements (no branch, no loop) whose calls all launch tensor ops or are harmless, at least one of
+    which launches (``_process_temperature_``: ``scores.div_(temperature[:, None])``). A caller's run counts a call
+    of one as those ops (an engine's sampling chain spreads an op or two a helper). A helper's casts are not counted
+    (its tensors' dtypes are not traced there); a decorated function is none (``@torch.compile`` fuses its ops)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or node.decorator_list:  # (``@torch.compile`` fuses its ops)
+            continue
+        body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+        fn = _Function(node, aliases, set(), module)
+        if not body or not all(isinstance(st, _Function._SIMPLE) for st in body):
+            continue
+        ops = [o for st in body for o in fn.simple(st)]
+        if ops and all(k in ("launch", "cast", "free", "other") for k, _ in ops) and any(k == "launch" for k, _ in ops):
+            out[node.name] = tuple(n for k, n in ops if k == "launch")
     return out

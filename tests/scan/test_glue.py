@@ -208,6 +208,49 @@ def route(x: torch.Tensor, groups: int, k: int, renorm: bool):
                     (("groups > 0", True), ("renorm", True)): [".sum", "/"]}
 
 
+def test_a_helper_of_the_file_counts_as_its_ops_in_the_callers_run() -> None:
+    """An engine's sampling chain spreads an op or two a helper (lmdeploy's ``_process_temperature_``): a call of an
+    undecorated function of the same file whose body is glue and nothing else counts as its ops, its casts left
+    out. A compiled helper, one with a branch, and one that calls out are calls like any other (the run ends)."""
+    src = b'''import torch
+
+def _temperature_(scores: torch.Tensor, t: torch.Tensor):
+    """Divide by the temperature."""
+    t = t.to(scores.dtype)
+    scores.div_(t[:, None])
+    return scores
+
+def _top_p(scores: torch.Tensor, p: torch.Tensor):
+    probs = scores.softmax(1)
+    return scores.masked_fill(probs.cumsum(1) > p[:, None], -1.0)
+
+@torch.compile
+def _compiled(x: torch.Tensor):
+    return x.sigmoid() * 2
+
+def _branchy(x: torch.Tensor, on: bool):
+    if on:
+        x = x.exp()
+    return x * 2
+
+def sample(scores: torch.Tensor, t: torch.Tensor, p: torch.Tensor, on: bool):
+    scores = _temperature_(scores, t)
+    scores = _top_p(scores, p)
+    return scores.argmax(-1)
+
+def other(x: torch.Tensor, on: bool):
+    x = x * 3
+    x = _compiled(x)
+    y = x + 1
+    y = _branchy(y, on)
+    return y - 1
+'''
+    glue = file_glue(src)
+    assert [r["ops"] for r in glue["sample"]] == [["_temperature_:.div_", "_top_p:.softmax", "_top_p:.cumsum",
+                                                    "_top_p:>", "_top_p:.masked_fill", ".argmax"]]
+    assert "other" not in glue  # each stretch between the calls out holds one op: no run
+
+
 def test_contiguous_launches_only_on_a_strided_tensor() -> None:
     src = b'''import torch
 
