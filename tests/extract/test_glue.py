@@ -185,9 +185,10 @@ def test_glue_that_cannot_be_a_task_is_reported_with_the_reason(engine: str) -> 
     from smithbot import api
     from smithbot.config import ConfigError
 
-    # the fake engine's routing glue computes weights that nothing reads: its outputs are unknown
+    # the fake engine's routing glue runs through its helper `publish`, whose store into `lens_buf` (indexed by x)
+    # is the run's output: it becomes a task, and the self-check says why its inputs, inferred by name, fail
     [row] = api.extract(engine, "glue:FusedMoE.forward")
-    assert not row.extracted and "outputs are unknown" in row.why
+    assert row.extracted and not row.checked and "tensors used as indices must be long" in row.why
     with pytest.raises(ConfigError, match="ambiguous: glue:FA3Backend.init_metadata:14, "
                                           "glue:FA3Backend.init_metadata:21"):
         api.extract(engine, "glue:FA3Backend.init_metadata")
@@ -349,3 +350,17 @@ def test_a_glue_tasks_cases_are_those_of_the_presets_that_run_it(engine: str, tm
     cases = yaml.safe_load((tmp_path / "task" / "task.yaml").read_text())["cases"]
     gpu = [c["name"] for c in cases if not c.get("interpreter")]
     assert gpu and all(name.startswith("qwen3-8b-") for name in gpu), gpu
+
+
+def test_a_run_whose_results_nothing_reads_is_no_task() -> None:
+    """Weights computed and dropped, no input written: what the run's outputs are cannot be told."""
+    src = """import torch
+
+def route(x):
+    probs = torch.softmax(x, dim=-1)
+    w, ids = torch.topk(probs, 2)
+    w = w / w.sum(dim=-1, keepdim=True)
+    return x
+"""
+    with pytest.raises(GlueError, match="nothing after the run reads what it computes, and it writes no input"):
+        glue_function(ast.parse(src), "route", 4, 6, "route_glue")

@@ -18,21 +18,24 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_glue_on_the_default_path_per_layer_and_per_step(engine: str) -> None:
     result = api.scan(engine)
     got = [(f.function, f.path, f.presets.get("llama3-8b", {}).get("phases")) for f in result.fusion]
-    # ranked by launches per step: the per-layer routing (4 ops x 32 layers), the per-layer gate's casts and scores
-    # (3 x 32), then the decode metadata, and the prefill-only run last; the routing glue in the ROCm branch is off
-    # the default path, and `scaled` (three launches, per layer) runs under torch.compile through the engine's own
-    # decorator
+    # ranked by launches per step: the per-layer routing with the helpers it calls (7 ops x 32 layers), the per-layer
+    # gate's casts and scores (3 x 32), then the decode metadata, and the prefill-only run last; the routing glue in
+    # the ROCm branch is off the default path, and `scaled` (three launches, per layer) runs under torch.compile
+    # through the engine's own decorator
     assert got == [("FusedMoE.forward", "eng/layers.py", ["prefill", "decode"]),
                    ("noaux_route", "eng/layers.py", ["prefill", "decode"]),
                    ("FA3Backend.init_metadata", "eng/attention/backends.py", ["decode"]),
                    ("FA3Backend.init_metadata", "eng/attention/backends.py", ["prefill"]),
                    ("publish", "eng/layers.py", ["prefill", "decode"])]  # possible: see the next test
     moe, gate, meta, extend, _ = result.fusion
-    # .view and .shape: free; x.float() of what the router returns: its dtype is not decided, so not counted
-    assert moe.ops == ("softmax", "topk", ".sum", "/") and moe.launches == 4
+    # the file's helpers count as their ops (noaux_route's sigmoid and add, its casts left out; publish's store),
+    # then the routing; .view and .shape: free; x.float() of what the router returns: its dtype is not decided, so
+    # not counted
+    assert moe.ops == ("noaux_route:.sigmoid", "noaux_route:+", "publish:[]=", "softmax", "topk", ".sum", "/")
+    assert moe.launches == 7
     assert moe.unsure == ("x.float() at line 65: a launch only if x is not float32 already, and its dtype is not "
                           "decided",)
-    assert moe.per_step == 128 and moe.frequency == "per layer (32 layers)"
+    assert moe.per_step == 224 and moe.frequency == "per layer (32 layers)"
     assert list(moe.presets) == ["llama3-8b"]  # qwen3-8b's model class is not in the checkout
     assert moe.presets["llama3-8b"]["path"] == ("LlamaForCausalLM.forward → BaseModel.forward → "
                                                 "DecoderLayer.forward → FusedMoE.forward")
