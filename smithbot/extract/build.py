@@ -6,6 +6,7 @@ import ast
 import re
 import shutil
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import yaml
@@ -286,8 +287,74 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     written = next((f for f in functions if f.name == wrapper), fn)
     if [a.arg for a in written.args.args] != [a.arg for a in fn.args.args]:
         fn = written  # the engine state it reads became parameters
-    missing = ""
-    # a parameter read only for its attributes (`plan.seq_lens`, a method's `self.weight`) becomes one per attribute
+    got = _inputs(fn, functions, wrapper, target, site.name, without_inputs)
+    objects, entry = got.objects, got.entry
+    kernel_src = _write_kernel(
+        out, f"{site.name}, launched by {wrapper}(): extracted by smithbot from {url}"
+        f"{'@' + commit[:12] if commit else ''} {path}.\n\nEvery definition below comes from the target; task.yaml "
+        "says where. Stubs replace runtime helpers with the target's values.", builder, defs,
+        flat_entry(wrapper, [n for n, _ in _params(fn)], objects) if objects else "")
+    if not got.missing:
+        (out / "harness.py").write_text(harness_source(entry, got.specs, got.extra,
+                                                       _how(target, "launcher", got.inferred)))
+    task = {
+        "id": f"{target.name}-{name or site.name.strip('_')}",
+        "kind": "triton",
+        "entry": entry,
+        "description": f"{site.name} ({site.family}) from {path}:{site.line}, launched by {wrapper}()." if
+        not in_op else f"{site.name} ({site.family}) from {site.path}:{site.line}, in the op {wrapper}() "
+        f"({path}), which launches it through {own_launcher}(): the op's inputs are model tensors, where the "
+        f"launcher's are tables the op builds.",
+        "provenance": {"repo": url, "commit": commit,
+                       "definitions": [{"name": d.name, "path": d.path, "qualname": d.qualname} for d in defs
+                                       if not d.source.startswith(f"{d.name} = ")] },
+        "seeds": 3,
+        # atomics sum in whatever order the programs run: a second call's floats may differ in the last bits
+        "deterministic": not _ATOMIC.search(kernel_src),
+        "cases": got.cases,
+        **({"skipped": got.skipped} if got.skipped else {}),
+        "tunables": _tunables(fn, kernel_src),
+    }
+    hotness = _hotness(site)
+    if hotness:
+        task["hotness"] = hotness
+    (out / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False, width=120))
+    if got.missing:
+        raise NeedsInputs(f"{site.name}: {got.missing}", out)
+    return out
+
+
+def _hotness(site: KernelSite) -> dict[str, Any]:
+    """What the scan knew of how hot the kernel is, for task.yaml (what it did not know left out)."""
+    hotness = {"presets": list(site.presets), "default_path": site.default_path, "reach": site.reach,
+               "undecided": list(site.undecided), "per_step": dict(site.per_step),
+               "measured": (f"{site.measured_share:.1%} of the GPU time of a {site.measured_of}"
+                            if site.measured_share else ""), "share": site.measured_share or 0.0}
+    return {k: v for k, v in hotness.items() if v}
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """A launcher's inputs: the task's entry (the launcher, or its flat form where a parameter is read only for its
+    attributes, ``objects``), each input's spec, the inferred names, the shape cases, and, where none could be
+    worked out (``without_inputs``), why."""
+
+    entry: str
+    objects: dict[str, dict[str, str]]
+    specs: dict[str, Any]
+    extra: dict[str, Any]
+    inferred: list[str]
+    cases: list[dict[str, Any]]
+    skipped: list[Any]
+    missing: str = ""
+
+
+def _inputs(fn: ast.FunctionDef, functions: tuple[ast.FunctionDef, ...], wrapper: str, target: Target,
+            kernel: str, without_inputs: bool) -> _Inputs:
+    """The inputs of launcher ``fn`` (``functions``: the closure's), as ``_Inputs``. A parameter read only for its
+    attributes (``plan.seq_lens``, a method's ``self.weight``) becomes one per attribute; where an attribute has
+    nothing to go on, the object is asked for whole. Without ``without_inputs``, inputs that cannot be worked out
+    are an ExtractError."""
     bare = [n for n, d in _params(fn) if d is ... and n not in target.inputs.get(wrapper, {}) and n not in NAME_RULES]
     flat_fn, objects = flatten_objects(fn, bare, {f.name: f for f in functions})
     entry = f"{wrapper}_flat" if objects else wrapper
@@ -309,44 +376,10 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         case_list, skipped = cases(specs, extra, target, wrapper)
     except InputError as exc:
         if not without_inputs:
-            raise ExtractError(f"{site.name}: {exc}") from None
-        missing, specs, extra, inferred = str(exc), {}, {}, []
+            raise ExtractError(f"{kernel}: {exc}") from None
         case_list, skipped = cases({}, {}, target, wrapper, also=DENSE_DIMS)
-    kernel_src = _write_kernel(
-        out, f"{site.name}, launched by {wrapper}(): extracted by smithbot from {url}"
-        f"{'@' + commit[:12] if commit else ''} {path}.\n\nEvery definition below comes from the target; task.yaml "
-        "says where. Stubs replace runtime helpers with the target's values.", builder, defs,
-        flat_entry(wrapper, [n for n, _ in _params(fn)], objects) if objects else "")
-    if not missing:
-        (out / "harness.py").write_text(harness_source(entry, specs, extra, _how(target, "launcher", inferred)))
-    task = {
-        "id": f"{target.name}-{name or site.name.strip('_')}",
-        "kind": "triton",
-        "entry": entry,
-        "description": f"{site.name} ({site.family}) from {path}:{site.line}, launched by {wrapper}()." if
-        not in_op else f"{site.name} ({site.family}) from {site.path}:{site.line}, in the op {wrapper}() "
-        f"({path}), which launches it through {own_launcher}(): the op's inputs are model tensors, where the "
-        f"launcher's are tables the op builds.",
-        "provenance": {"repo": url, "commit": commit,
-                       "definitions": [{"name": d.name, "path": d.path, "qualname": d.qualname} for d in defs
-                                       if not d.source.startswith(f"{d.name} = ")] },
-        "seeds": 3,
-        # atomics sum in whatever order the programs run: a second call's floats may differ in the last bits
-        "deterministic": not _ATOMIC.search(kernel_src),
-        "cases": case_list,
-        **({"skipped": skipped} if skipped else {}),
-        "tunables": _tunables(fn, kernel_src),
-    }
-    hotness = {"presets": list(site.presets), "default_path": site.default_path, "reach": site.reach,
-               "undecided": list(site.undecided), "per_step": dict(site.per_step),
-               "measured": (f"{site.measured_share:.1%} of the GPU time of a {site.measured_of}"
-                            if site.measured_share else ""), "share": site.measured_share or 0.0}
-    if any(hotness.values()):
-        task["hotness"] = {k: v for k, v in hotness.items() if v}
-    (out / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False, width=120))
-    if missing:
-        raise NeedsInputs(f"{site.name}: {missing}", out)
-    return out
+        return _Inputs(entry, objects, {}, {}, [], case_list, skipped, str(exc))
+    return _Inputs(entry, objects, specs, extra, inferred, case_list, skipped)
 
 
 _ATOMIC = re.compile(r"\btl\.atomic_(add|max|min|xchg|cas|and|or|xor)\b")
