@@ -193,6 +193,14 @@ class ClosureBuilder:
             return
         if state and self._depth:  # `_CACHE = OrderedDict()`: a helper that keeps it is stubbed, if one can be
             self.c.blockers.append(f"{name} is module-level state ({state})")
+        self._take_or_stand_in(mod, module, name, as_name, source, node)
+
+    def _take_or_stand_in(self, mod: Module, module: str, name: str, as_name: str, source: str, node: ast.stmt
+                          ) -> None:
+        """Take a definition into the task with what it needs; or, for a helper that needs what a task cannot have,
+        put in a stand-in that raises and names that need. A rebinding after a ``def`` (``f = triton.jit(f)``)
+        follows it."""
+        key = (module, name)
         helper = self._depth > 0 and (isinstance(node, ast.ClassDef) or isinstance(node, ast.FunctionDef)
                                       and not is_kernel(node))
         need = self._needs.get(key) if helper else None
