@@ -319,6 +319,25 @@ class ClosureBuilder:
             # a helper whose closure runs into the serving stack (configs, schedulers, loggers): not kernel code
             self.c.blockers.append(TOO_MANY)
             return node
+        source, node = self._rewritten(mod, source, node)
+        source, node, dropped = self._local_imports(mod, source, node)
+        if isinstance(node, ast.FunctionDef) and self._depth > 1 and not is_kernel(node):
+            bad = forbidden_in(source)  # a helper the evaluator's guard would reject: stubbed if off the path
+            if bad is not None:
+                self.c.blockers.append(f"it does what a task may not ({bad.detail.split(': ', 1)[-1]})")
+                return node
+        for free in free_names(node):
+            if free not in dropped:
+                self._resolve(mod, free)
+        self.c.definitions.append(Definition(name, qualname, mod.path, source))
+        return node
+
+    def _rewritten(self, mod: Module, source: str, node: ast.stmt) -> tuple[str, ast.stmt]:
+        """A definition's source with the target's quirks rewritten for a task, each where its sign is in the
+        source: branches the stubs decide pruned, env reads pinned, ``**kwargs`` of an autotune inlined, declared
+        settings folded, profiler labels stood in for, record options dropped, triton spellings of the installed
+        version, ROCm's version string gone, caching, custom-op and tracing decorators dropped, lazy globals made
+        plain."""
         if isinstance(node, ast.FunctionDef) and any(name in source for name in self.stubs_values):
             # (only a definition that names a stub can have a branch the stub decides: the others skip the libcst pass)
             source = cst.parse_module(source).visit(Pruner(self.stubs_values)).code
@@ -370,8 +389,12 @@ class ClosureBuilder:
         if isinstance(node, ast.FunctionDef) and any(isinstance(n, ast.Global) for n in ast.walk(node)):
             source = splice(source, without_lazy_globals(node))
             node = ast.parse(source).body[0]
-        # Imports inside a function that the task may not make (the target's own helpers, relative imports) become
-        # `pass`, and what they bound is resolved like a module-level import: inlined, stubbed or reported.
+        return source, node
+
+    def _local_imports(self, mod: Module, source: str, node: ast.stmt) -> tuple[str, ast.stmt, dict[str, str]]:
+        """Imports inside a function that the task may not make (the target's own helpers, relative imports) become
+        ``pass``, and what they bound is resolved like a module-level import: inlined, stubbed or reported. Returns
+        the source, its node and those names with their targets."""
         local: dict[str, str] = {}
         for n in ast.walk(node):
             if isinstance(n, (ast.Import, ast.ImportFrom)):
@@ -395,16 +418,7 @@ class ClosureBuilder:
             node = ast.parse(source).body[0]
             for local_name, target in dropped.items():
                 self._resolve(mod, local_name, target)
-        if isinstance(node, ast.FunctionDef) and self._depth > 1 and not is_kernel(node):
-            bad = forbidden_in(source)  # a helper the evaluator's guard would reject: stubbed if off the path
-            if bad is not None:
-                self.c.blockers.append(f"it does what a task may not ({bad.detail.split(': ', 1)[-1]})")
-                return node
-        for free in free_names(node):
-            if free not in dropped:
-                self._resolve(mod, free)
-        self.c.definitions.append(Definition(name, qualname, mod.path, source))
-        return node
+        return source, node, dropped
 
     def add_method(self, module: str, cls: str, method: str, as_name: str) -> ast.FunctionDef:
         """Add ``cls.method`` as the module-level function ``as_name``, and everything it needs; return its def. A
