@@ -42,75 +42,102 @@ def extract_sites(result: ScanResult, sites: list[KernelSite], task_dir_of: Call
                   finished_row: Callable[[Coverage], None] | None = None) -> list[Coverage]:
     """A row per kernel of ``sites`` (of the scan ``result``), its task written to ``task_dir_of(name)``; see
     ``api.extract``."""
-    # a task directory per kernel, named after it; kernels of one name in several files also after their file
-    named = collections.Counter(s.name.strip("_") for s in sites)
-    names = [s.name.strip("_") if named[s.name.strip("_")] == 1 else
-             f"{s.name.strip('_')}-{s.path.removesuffix('.py').replace('/', '.')}" for s in sites]
-    # (path, wrapper) each task is built from: the launcher, or the op around it (extract/entry.py)
-    launchers = [launcher(result.checkout.root, s, result.modules, result.target.inputs) for s in sites]
-    rows: list[Coverage] = []
-    no_inputs: set[int] = set()  # rows whose task has no harness yet, for the LLM to write
-    by_wrapper: dict[tuple[str, str], int] = {}  # kernels launched by one launcher share its task
-    owner: list[int] = []  # per kernel: the row of the first kernel of its launcher
-    for site, name, via in zip(sites, names, launchers):
-        out = task_dir_of(name)
-        owner.append(by_wrapper.setdefault(via or (site.path, site.name), len(rows)))
-        if owner[-1] != len(rows):
-            rows.append(Coverage(site.name, site.path, False, False, "", None))  # filled in from its owner below
-            continue
-        try:
-            done = build(result.checkout.root, result.checkout.commit, result.checkout.url,
-                         replace(result.target, reach_presets=site.presets, reach_phases=site.phases), site,
-                         result.modules, out, without_inputs=llm is not None, name=name)
-        except NeedsInputs as exc:
-            rows.append(Coverage(site.name, site.path, True, False, str(exc), exc.out))
-            no_inputs.add(len(rows) - 1)
-        except ExtractError as exc:
-            rows.append(Coverage(site.name, site.path, False, False, str(exc), None))
-        except Exception as exc:  # noqa: BLE001 - a construct the extractor does not handle yet (a parse error, a
-            # recursion too deep...): reported per kernel with its type, and the batch goes on
-            rows.append(Coverage(site.name, site.path, False, False, f"{site.name}: extractor error: "
-                                 f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", None))
-        else:
-            rows.append(Coverage(site.name, site.path, True, False, "not checked", done))
-    todo = [i for i, r in enumerate(rows) if r.out is not None and check]
-    finished = 0
+    run = _Extraction(result, sites, task_dir_of, check, progress, llm, timeout_s, finished_row)
+    run.build_all()
+    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+        list(pool.map(run.checked, run.todo))
+        run.share_outcomes()
+        list(pool.map(run.branch, run.branches))
+    return run.rows
 
-    launched: dict[Path, tuple[str, ...]] = {}  # task -> the kernels its baseline launched in its self-check
 
-    def check_one(task_dir: Path) -> tuple[bool, str]:
-        ok, why, launched[task_dir] = self_check(task_dir, timeout_s)
+# a kernel's own task with its launcher's flags set down its branch: (row, its target, flags, own inputs, whether
+# around an op)
+Branch = tuple[int, Target, dict[str, Any], dict[str, Any], bool]
+
+
+class _Extraction:
+    """One ``extract_sites`` run: its rows, and the self-checks, rebuilds and branch tasks that fill them in (the
+    self-checks run on a thread pool, a row each)."""
+
+    def __init__(self, result: ScanResult, sites: list[KernelSite], task_dir_of: Callable[[str], Path], check: bool,
+                 progress: Callable[[int, int], None] | None, llm: Any, timeout_s: float,
+                 finished_row: Callable[[Coverage], None] | None) -> None:
+        self.result, self.sites, self.task_dir_of, self.check = result, sites, task_dir_of, check
+        self.progress, self.llm, self.timeout_s, self.finished_row = progress, llm, timeout_s, finished_row
+        # a task directory per kernel, named after it; kernels of one name in several files also after their file
+        named = collections.Counter(s.name.strip("_") for s in sites)
+        self.names = [s.name.strip("_") if named[s.name.strip("_")] == 1 else
+                      f"{s.name.strip('_')}-{s.path.removesuffix('.py').replace('/', '.')}" for s in sites]
+        # (path, wrapper) each task is built from: the launcher, or the op around it (extract/entry.py)
+        self.launchers = [launcher(result.checkout.root, s, result.modules, result.target.inputs) for s in sites]
+        self.rows: list[Coverage] = []
+        self.no_inputs: set[int] = set()  # rows whose task has no harness yet, for the LLM to write
+        self.owner: list[int] = []  # per kernel: the row of the first kernel of its launcher
+        self.todo: list[int] = []
+        self.finished = 0
+        self.launched: dict[Path, tuple[str, ...]] = {}  # task -> the kernels its baseline launched in its self-check
+        self.branches: list[Branch] = []
+
+    def build_all(self) -> None:
+        """Each launcher's task written once (kernels launched by one launcher share its task)."""
+        result = self.result
+        by_wrapper: dict[tuple[str, str], int] = {}
+        for site, name, via in zip(self.sites, self.names, self.launchers):
+            out = self.task_dir_of(name)
+            self.owner.append(by_wrapper.setdefault(via or (site.path, site.name), len(self.rows)))
+            if self.owner[-1] != len(self.rows):
+                self.rows.append(Coverage(site.name, site.path, False, False, "", None))  # filled in from its owner
+                continue
+            try:
+                done = build(result.checkout.root, result.checkout.commit, result.checkout.url,
+                             replace(result.target, reach_presets=site.presets, reach_phases=site.phases), site,
+                             result.modules, out, without_inputs=self.llm is not None, name=name)
+            except NeedsInputs as exc:
+                self.rows.append(Coverage(site.name, site.path, True, False, str(exc), exc.out))
+                self.no_inputs.add(len(self.rows) - 1)
+            except ExtractError as exc:
+                self.rows.append(Coverage(site.name, site.path, False, False, str(exc), None))
+            except Exception as exc:  # noqa: BLE001 - a construct the extractor does not handle yet (a parse error,
+                # a recursion too deep...): reported per kernel with its type, and the batch goes on
+                self.rows.append(Coverage(site.name, site.path, False, False, f"{site.name}: extractor error: "
+                                          f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", None))
+            else:
+                self.rows.append(Coverage(site.name, site.path, True, False, "not checked", done))
+        self.todo = [i for i, r in enumerate(self.rows) if r.out is not None and self.check]
+
+    def check_one(self, task_dir: Path) -> tuple[bool, str]:
+        ok, why, self.launched[task_dir] = self_check(task_dir, self.timeout_s)
         return ok, why
 
-    def verified(task_dir: Path) -> tuple[bool, str]:
+    def verified(self, task_dir: Path) -> tuple[bool, str]:
         """The self-check, and, when the kernel reads past an inferred input, the inputs grown to what it reads."""
-        ok, why = check_one(task_dir)
-        return (True, why) if ok else grow(task_dir, why, check_one, result.target.inputs)
+        ok, why = self.check_one(task_dir)
+        return (True, why) if ok else grow(task_dir, why, self.check_one, self.result.target.inputs)
 
-    def ended(row: Coverage) -> None:
+    def ended(self, row: Coverage) -> None:
         """One more self-check done: its row handed on, the progress moved."""
-        nonlocal finished
-        finished += 1
-        if finished_row is not None:
-            finished_row(row)
-        if progress is not None:
-            progress(finished, len(todo) + len(branches))
+        self.finished += 1
+        if self.finished_row is not None:
+            self.finished_row(row)
+        if self.progress is not None:
+            self.progress(self.finished, len(self.todo) + len(self.branches))
 
-    def rebuilt(i: int, task_dir: Path, why: str, how: str, op: bool | str = True,
+    def rebuilt(self, i: int, task_dir: Path, why: str, how: str, op: bool | str = True,
                 by_themselves: bool = True) -> tuple[bool, str]:
         """The failed task of row ``i`` built another way (around its launcher instead of its op: ``op=False``; around
         the op that calls it: ``op="caller"``; without the layouts that bound by themselves) and checked; kept in its
         place if that passes."""
-        site = sites[i]
+        site, result = self.sites[i], self.result
         dest = task_dir.with_name(task_dir.name + ".retry")
         try:
             build(result.checkout.root, result.checkout.commit, result.checkout.url,
                   replace(result.target, reach_presets=site.presets, reach_phases=site.phases,
-                          layouts_by_themselves=by_themselves), site, result.modules, dest, name=names[i], op=op)
+                          layouts_by_themselves=by_themselves), site, result.modules, dest, name=self.names[i], op=op)
             if not by_themselves and _layout_line(dest) == _layout_line(task_dir):  # the specs named them all
                 shutil.rmtree(dest, ignore_errors=True)
                 return False, why
-            ok, again = verified(dest)
+            ok, again = self.verified(dest)
         except Exception as exc:  # noqa: BLE001 - the first outcome stands, with this one's reason beside it
             ok, again = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
         if not ok:
@@ -118,112 +145,118 @@ def extract_sites(result: ScanResult, sites: list[KernelSite], task_dir_of: Call
             return False, f"{why}; {how}: {again}"
         shutil.rmtree(task_dir, ignore_errors=True)
         dest.rename(task_dir)
-        launched[task_dir] = launched.pop(dest, ())
+        self.launched[task_dir] = self.launched.pop(dest, ())
         return True, f"{again} ({how}; as first built: {why[:200]})"
 
-    def retried(i: int, task_dir: Path, why: str) -> tuple[bool, str]:
+    def retried(self, i: int, task_dir: Path, why: str) -> tuple[bool, str]:
         """A task that failed its self-check, built again without what extraction chose by itself: the layouts
         that bound to a launcher nobody wrote specs for (the plain inference may serve it where a layout's sizes
         do not), then the op it was built around (its inputs may need what inference cannot tell, a quantized
         op's scales). A launcher whose outputs differ between two runs (a routing whose order follows its atomics,
         which the op's result does not) is built again around the op that calls it."""
-        ok = False
+        result, ok = self.result, False
         disagrees = any(d in why for d in DISAGREES)
         if _layout_line(task_dir) != "LAYOUT_BUILDERS = {}":  # no layout bound: nothing to build again without
-            ok, why = rebuilt(i, task_dir, why, "without the layouts that bound by themselves", by_themselves=False)
-        plain = launcher(result.checkout.root, sites[i])
-        if not ok and plain is not None and plain != launchers[i]:
-            ok, why = rebuilt(i, task_dir, why, f"at its launcher {plain[1]}() (not the op {launchers[i][1]}())",
-                              op=False)
+            ok, why = self.rebuilt(i, task_dir, why, "without the layouts that bound by themselves",
+                                   by_themselves=False)
+        plain = launcher(result.checkout.root, self.sites[i])
+        if not ok and plain is not None and plain != self.launchers[i]:
+            ok, why = self.rebuilt(i, task_dir, why, f"at its launcher {plain[1]}() (not the op "
+                                   f"{self.launchers[i][1]}())", op=False)
         elif not ok and disagrees:
-            op = launcher(result.checkout.root, sites[i], result.modules, result.target.inputs, caller=True)
-            if op is not None and op != launchers[i]:
-                ok, why = rebuilt(i, task_dir, why, f"around the op {op[1]}() that calls it (its launcher's own "
-                                  "outputs differ between runs)", op="caller")
+            op = launcher(result.checkout.root, self.sites[i], result.modules, result.target.inputs, caller=True)
+            if op is not None and op != self.launchers[i]:
+                ok, why = self.rebuilt(i, task_dir, why, f"around the op {op[1]}() that calls it (its launcher's own "
+                                       "outputs differ between runs)", op="caller")
         return ok, why
 
-    def checked(i: int) -> None:
+    def checked(self, i: int) -> None:
+        """Row ``i``'s task self-checked; built again, or its inputs asked of the LLM, where that fails."""
+        rows = self.rows
         task_dir: Path = rows[i].out  # type: ignore[assignment]
-        ok, why = (False, rows[i].why) if i in no_inputs else verified(task_dir)
-        if not ok and i not in no_inputs:
-            ok, why = retried(i, task_dir, why)
-        if not ok and llm is not None:
-            ok, why = write_inputs(task_dir, why, llm[0], llm[1], check_one)
-        if i in no_inputs and not ok:  # no inputs, none written: the task is not kept
+        ok, why = (False, rows[i].why) if i in self.no_inputs else self.verified(task_dir)
+        if not ok and i not in self.no_inputs:
+            ok, why = self.retried(i, task_dir, why)
+        if not ok and self.llm is not None:
+            ok, why = write_inputs(task_dir, why, self.llm[0], self.llm[1], self.check_one)
+        if i in self.no_inputs and not ok:  # no inputs, none written: the task is not kept
             shutil.rmtree(task_dir, ignore_errors=True)
             rows[i] = Coverage(rows[i].kernel, rows[i].path, False, False, f"{rows[i].why}; {why}", None)
         else:
             rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, task_dir)
-        ended(rows[i])
+        self.ended(rows[i])
 
-    # (row, its target, flags, own inputs, whether around an op)
-    branches: list[tuple[int, Target, dict[str, Any], dict[str, Any], bool]] = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
-        list(pool.map(checked, todo))
-        firsts = {o: rows[o] for o in set(owner)}
-        for i, site in enumerate(sites):  # kernels that share a launcher share its task, and its outcome if it ran
-            first = firsts[owner[i]]
-            ran = launched.get(first.out) if first.out is not None else None
+    def share_outcomes(self) -> None:
+        """Kernels that share a launcher share its task, and its outcome if it ran; a kernel its launcher's task did
+        not launch gets a task of its own down its branch (``branches``)."""
+        rows = self.rows
+        firsts = {o: rows[o] for o in set(self.owner)}
+        for i, site in enumerate(self.sites):
+            first = firsts[self.owner[i]]
+            ran = self.launched.get(first.out) if first.out is not None else None
             if first.checked and ran is not None and site.name not in ran:
                 rows[i] = Coverage(site.name, site.path, True, False, f"{NEVER_LAUNCHED} (they launch "
                                    f"{', '.join(ran) or 'no Triton kernel'})", first.out)
-            elif owner[i] != i:
+            elif self.owner[i] != i:
                 rows[i] = Coverage(site.name, site.path, first.extracted, first.checked, first.why, first.out)
-            if check and (owner[i] != i or rows[i].why.startswith(NEVER_LAUNCHED)) and rows[i].extracted \
+            if self.check and (self.owner[i] != i or rows[i].why.startswith(NEVER_LAUNCHED)) and rows[i].extracted \
                     and not rows[i].checked and site.name not in (ran or ()):
-                wrapper, values, settings = branch_values(result.checkout.root, site, result.modules,
-                                                           result.target.inputs)
-                wrapper = wrapper.replace(".", "_")  # a method launcher's inputs are those of Cls_method
-                target = replace(result.target.for_launcher((launchers[i] or ("", ""))[0], wrapper),
-                                 reach_presets=site.presets, reach_phases=site.phases)
-                kernels = target.inputs.get(wrapper, {}).get("_kernels", {})
-                own = kernels.get(site.name, {})
-                # the shared task took another kernel's own specs: this kernel's are the launcher's plain ones
-                plain = sites[owner[i]].name in kernels
-                at = launcher(result.checkout.root, site)
-                if values or own or settings or plain:
-                    target = target.with_stubs(settings)
-                    branches.append((i, target.with_inputs(wrapper, {**values, **own}), {**values, **settings}, own,
-                                     True))
-                elif at is not None and at != launchers[i]:
-                    # an op that takes this kernel's path only where this check does not run (lmdeploy's compact
-                    # MoE GEMM, on an SM90 GPU alone): the task of its own launcher
-                    branches.append((i, replace(result.target.for_launcher(at[0], at[1].replace(".", "_")),
-                                                reach_presets=site.presets, reach_phases=site.phases), {}, {}, False))
+                branch = self._branch_for(i, site)
+                if branch is not None:
+                    self.branches.append(branch)
 
-        def branch(item: tuple[int, Target, dict[str, Any], dict[str, Any], bool]) -> None:
-            """Its own task, with the launcher's flags (parameters, or its module's settings, as stubs) set to take
-            the branch that launches this kernel; without ``op``, built around its launcher, not the op."""
-            i, target, values, own, op = item
-            site = sites[i]
-            said = ", ".join([f"{k}={v!r}" for k, v in values.items() if k not in own] + ["its own inputs"] * bool(own)
-                             ) or ("the launcher's plain inputs" if op else  # not another kernel's specs
-                                   f"its launcher's task, not the op {(launchers[i] or ('', ''))[1]}()'s")
-            final = task_dir_of(names[i])
-            if any(r.out == final and r.checked for r in rows):  # another kernel's passing task: keep it
-                final = final.with_name(final.name + "-branch")
-            dest = final.with_name(final.name + ".tmp")
+    def _branch_for(self, i: int, site: KernelSite) -> Branch | None:
+        """The task that takes kernel ``i``'s branch of its launcher: the launcher's flags set down it (parameters,
+        or its module's settings, as stubs), with the kernel's own specs; or its own launcher's task, where an op
+        takes its path only where this check does not run."""
+        result = self.result
+        wrapper, values, settings = branch_values(result.checkout.root, site, result.modules, result.target.inputs)
+        wrapper = wrapper.replace(".", "_")  # a method launcher's inputs are those of Cls_method
+        target = replace(result.target.for_launcher((self.launchers[i] or ("", ""))[0], wrapper),
+                         reach_presets=site.presets, reach_phases=site.phases)
+        kernels = target.inputs.get(wrapper, {}).get("_kernels", {})
+        own = kernels.get(site.name, {})
+        # the shared task took another kernel's own specs: this kernel's are the launcher's plain ones
+        plain = self.sites[self.owner[i]].name in kernels
+        at = launcher(result.checkout.root, site)
+        if values or own or settings or plain:
+            target = target.with_stubs(settings)
+            return i, target.with_inputs(wrapper, {**values, **own}), {**values, **settings}, own, True
+        if at is not None and at != self.launchers[i]:
+            # an op that takes this kernel's path only where this check does not run (lmdeploy's compact MoE GEMM,
+            # on an SM90 GPU alone): the task of its own launcher
+            return (i, replace(result.target.for_launcher(at[0], at[1].replace(".", "_")),
+                               reach_presets=site.presets, reach_phases=site.phases), {}, {}, False)
+        return None
+
+    def branch(self, item: Branch) -> None:
+        """Its own task, with the launcher's flags (parameters, or its module's settings, as stubs) set to take the
+        branch that launches this kernel; without ``op``, built around its launcher, not the op."""
+        i, target, values, own, op = item
+        site, rows, result = self.sites[i], self.rows, self.result
+        said = ", ".join([f"{k}={v!r}" for k, v in values.items() if k not in own] + ["its own inputs"] * bool(own)
+                         ) or ("the launcher's plain inputs" if op else  # not another kernel's specs
+                               f"its launcher's task, not the op {(self.launchers[i] or ('', ''))[1]}()'s")
+        final = self.task_dir_of(self.names[i])
+        if any(r.out == final and r.checked for r in rows):  # another kernel's passing task: keep it
+            final = final.with_name(final.name + "-branch")
+        dest = final.with_name(final.name + ".tmp")
+        shutil.rmtree(dest, ignore_errors=True)
+        try:
+            done = build(result.checkout.root, result.checkout.commit, result.checkout.url, target, site,
+                         result.modules, dest, name=self.names[i], op=op)
+            ok, why = self.verified(done)
+        except Exception as exc:  # noqa: BLE001 - reported in the row, as in the first pass
+            ok, why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        if ok and site.name in self.launched.get(dest, ()):
+            shutil.rmtree(final, ignore_errors=True)
+            dest.rename(final)
+            rows[i] = Coverage(site.name, site.path, True, True, f"{why} (with {said})", final)
+        else:
             shutil.rmtree(dest, ignore_errors=True)
-            try:
-                done = build(result.checkout.root, result.checkout.commit, result.checkout.url, target, site,
-                             result.modules, dest, name=names[i], op=op)
-                ok, why = verified(done)
-            except Exception as exc:  # noqa: BLE001 - reported in the row, as in the first pass
-                ok, why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-            if ok and site.name in launched.get(dest, ()):
-                shutil.rmtree(final, ignore_errors=True)
-                dest.rename(final)
-                rows[i] = Coverage(site.name, site.path, True, True, f"{why} (with {said})", final)
-            else:
-                shutil.rmtree(dest, ignore_errors=True)
-                rows[i] = Coverage(site.name, site.path, rows[i].extracted, False, f"{rows[i].why}; with {said}: "
-                                   f"{why if not ok else 'still not launched'}", rows[i].out)
-            ended(rows[i])
-
-        list(pool.map(branch, branches))
-    return rows
-
-
+            rows[i] = Coverage(site.name, site.path, rows[i].extracted, False, f"{rows[i].why}; with {said}: "
+                               f"{why if not ok else 'still not launched'}", rows[i].out)
+        self.ended(rows[i])
 
 
 def extract_glue_site(result: ScanResult, site: FusionSite, out: Path | None, base: Path, check: bool,
