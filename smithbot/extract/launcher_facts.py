@@ -202,6 +202,22 @@ ALLOCATORS = {"empty", "zeros", "ones", "full", "randn", "rand", "new_empty", "n
 
 
 def collect(fn: ast.FunctionDef, facts: Facts) -> None:
+    """What launcher ``fn`` says of its parameters, into ``facts``: other names for a parameter and its shape,
+    what each use of a parameter tells (a tensor's axes, a dict's keys, what a launch hands a kernel), what its
+    assignments bind (``n, h = x.shape``), and what its asserts insist on."""
+    _shape_names(fn, facts)
+    assigned = [t.id for a in ast.walk(fn) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                for t in (a.targets if isinstance(a, ast.Assign) else [a.target]) if isinstance(t, ast.Name)]
+    for node in ast.walk(fn):
+        _read(node, facts)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            _assignment(node, facts, assigned)
+    _insisted_facts(fn, facts)
+
+
+def _shape_names(fn: ast.FunctionDef, facts: Facts) -> None:
+    """Other names for a parameter, its shape or its rows (``out = torch.empty_like(x)``, ``rows = plan_rows``),
+    and the axes ``x.numel() // x.size(-1)`` implies."""
     for node in ast.walk(fn):  # x.numel() // x.size(-1): the rows of x, which has more than one axis then
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and isinstance(node.left, ast.Call) \
                 and ast.unparse(node.left.func).endswith(".numel") and isinstance(node.left.func, ast.Attribute):
@@ -224,88 +240,98 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
             src = _rows_source(node.value)
             if src in facts.params and node.targets[0].id not in facts.params:
                 facts.same_rows[node.targets[0].id] = src
-    assigned = [t.id for a in ast.walk(fn) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-                for t in (a.targets if isinstance(a, ast.Assign) else [a.target]) if isinstance(t, ast.Name)]
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in facts.params \
-                and node.attr in TENSOR_ATTRS:
-            facts.tensor.add(node.value.id)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "stride" \
-                and isinstance(node.func.value, ast.Name) and node.args and facts._int(node.args[0]) is not None:
-            facts._ax(node.func.value.id, facts._int(node.args[0]))  # type: ignore[arg-type]
-        if isinstance(node, (ast.Subscript, ast.Call)):
-            facts.axis(node)  # records p.shape[i] / p.size(i): p is a tensor of rank > i
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in facts.params \
-                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-            facts.keys.setdefault(node.value.id, set()).add(node.slice.value)
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.view_as_real" and node.args \
-                and isinstance(node.args[0], ast.Name) and node.args[0].id in facts.params:
-            facts.tensor.add(node.args[0].id)
-            facts.dtype[node.args[0].id] = "complex64"  # freqs_cis: complex rotations, read as (re, im) pairs
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("pop", "get") \
-                and isinstance(node.func.value, ast.Name) and node.func.value.id in facts.params \
-                and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str):
-            # config.pop("BLOCK_SIZE_K"); with a default (config.get("SPLIT_K", 1)) the key may be absent
-            facts.keys.setdefault(node.func.value.id, set()).add(node.args[0].value)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
-            facts.launched.update(a.id for a in [*node.args, *(k.value for k in node.keywords)]
-                                  if isinstance(a, ast.Name) and a.id in facts.params)
-            if getattr(node.func.value, "id", None) in facts.kernels:
-                _launch(facts, node, *facts.kernels[node.func.value.id])  # type: ignore[attr-defined]
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            tgt, val = node.targets[0], node.value
-            starred = [e for e in val.elts if isinstance(e, ast.Starred)] if isinstance(val, ast.Tuple) else []
-            if isinstance(val, ast.Tuple) and not starred and isinstance(tgt, ast.Tuple) \
-                    and len(tgt.elts) == len(val.elts):  # n, h = x.shape[0], x.shape[1]
-                for e, v in zip(tgt.elts, val.elts):
-                    ax = facts.axis(v)
-                    if isinstance(e, ast.Name) and ax is not None and ax[0] in ("ax", "neg"):
-                        facts.union(("name", e.id), ax)
-                continue
-            if len(starred) == 1 and facts.shape_of(starred[0].value) and isinstance(tgt, (ast.Tuple, ast.List)):
-                # B, T, H, K, V = *k.shape, v.shape[-1]
-                p, at = facts.shape_of(starred[0].value), val.elts.index(starred[0])
-                r = len(tgt.elts) - len(val.elts) + 1
-                if r >= 1 and p:
-                    facts.rank[p] = r
-                    facts.exact.add(p)
-                    for i, e in enumerate(tgt.elts):
-                        src = ("ax", p, i - at) if at <= i < at + r else \
-                            facts.axis(val.elts[i if i < at else i - r + 1])
-                        if isinstance(e, ast.Name) and e.id != "_":
-                            facts.union(("name", e.id), src)
-                continue
-            if isinstance(val, ast.Call) and isinstance(val.func, ast.Name) and val.func.id == "map" \
-                    and len(val.args) == 2 and not val.keywords:  # s0, s1 = map(int, x.stride()): x's own
-                val = val.args[1]
-            p = facts.shape_of(val)
-            strides = isinstance(val, ast.Call) and isinstance(val.func, ast.Attribute) and val.func.attr == "stride" \
-                and not val.args and isinstance(val.func.value, ast.Name) and val.func.value.id in facts.params
-            if (p or strides) and isinstance(tgt, (ast.Tuple, ast.List)) and not any(
-                    isinstance(e, ast.Starred) for e in tgt.elts):
-                if strides:  # s0, s1, _ = p.stride(): p has as many axes, whose sizes this does not say
-                    p = val.func.value.id  # type: ignore[attr-defined]
-                    facts.tensor.add(p)
-                facts.rank[p] = len(tgt.elts)
-                facts.exact.add(p)
-                for i, e in enumerate(tgt.elts):
-                    if isinstance(e, ast.Name) and e.id != "_" and not strides:
-                        facts.union(("name", e.id), ("ax", p, i))
-            elif isinstance(tgt, ast.Name):
-                ax = facts.axis(val)
-                if ax is not None and (ax[0] in ("ax", "neg") or ax[0] == "lit" and ax[1] > 0
-                                       and assigned.count(tgt.id) == 1):  # BLOCK_E = 128, bound once
-                    facts.union(("name", tgt.id), ax)
-                elif ax is None and assigned.count(tgt.id) == 1 and arithmetic(val):  # n = h // 2, bound once
-                    facts.equal(("name", tgt.id), val)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args \
-                and isinstance(node.args[0], ast.Name):
-            facts.floaty.add(node.args[0].id)
-        if isinstance(node, ast.Call) and (ast.unparse(node.func).split(".")[-1] in ALLOCATORS or
-                                           isinstance(node.func, ast.Name) and node.func.id == "range"):
-            args = node.args[0].elts if node.args and isinstance(node.args[0], (ast.Tuple, ast.List)) else node.args
-            facts.sizes.update(a.id for a in args if isinstance(a, ast.Name))
+
+
+def _read(node: ast.AST, facts: Facts) -> None:
+    """What one node of the launcher says of the parameters it reads."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in facts.params \
+            and node.attr in TENSOR_ATTRS:
+        facts.tensor.add(node.value.id)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "stride" \
+            and isinstance(node.func.value, ast.Name) and node.args and facts._int(node.args[0]) is not None:
+        facts._ax(node.func.value.id, facts._int(node.args[0]))  # type: ignore[arg-type]
+    if isinstance(node, (ast.Subscript, ast.Call)):
+        facts.axis(node)  # records p.shape[i] / p.size(i): p is a tensor of rank > i
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in facts.params \
+            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        facts.keys.setdefault(node.value.id, set()).add(node.slice.value)
+    if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.view_as_real" and node.args \
+            and isinstance(node.args[0], ast.Name) and node.args[0].id in facts.params:
+        facts.tensor.add(node.args[0].id)
+        facts.dtype[node.args[0].id] = "complex64"  # freqs_cis: complex rotations, read as (re, im) pairs
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("pop", "get") \
+            and isinstance(node.func.value, ast.Name) and node.func.value.id in facts.params \
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str):
+        # config.pop("BLOCK_SIZE_K"); with a default (config.get("SPLIT_K", 1)) the key may be absent
+        facts.keys.setdefault(node.func.value.id, set()).add(node.args[0].value)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+        facts.launched.update(a.id for a in [*node.args, *(k.value for k in node.keywords)]
+                              if isinstance(a, ast.Name) and a.id in facts.params)
+        if getattr(node.func.value, "id", None) in facts.kernels:
+            _launch(facts, node, *facts.kernels[node.func.value.id])  # type: ignore[attr-defined]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and node.args \
+            and isinstance(node.args[0], ast.Name):
+        facts.floaty.add(node.args[0].id)
+    if isinstance(node, ast.Call) and (ast.unparse(node.func).split(".")[-1] in ALLOCATORS or
+                                       isinstance(node.func, ast.Name) and node.func.id == "range"):
+        args = node.args[0].elts if node.args and isinstance(node.args[0], (ast.Tuple, ast.List)) else node.args
+        facts.sizes.update(a.id for a in args if isinstance(a, ast.Name))
+
+
+def _assignment(node: ast.Assign, facts: Facts, assigned: list[str]) -> None:
+    """What one assignment binds: names for a parameter's axes (``n, h = x.shape[0], x.shape[1]``,
+    ``B, T, H = *k.shape``, ``s0, s1 = x.stride()``), or a name bound once to an axis or to arithmetic of them."""
+    tgt, val = node.targets[0], node.value
+    starred = [e for e in val.elts if isinstance(e, ast.Starred)] if isinstance(val, ast.Tuple) else []
+    if isinstance(val, ast.Tuple) and not starred and isinstance(tgt, ast.Tuple) \
+            and len(tgt.elts) == len(val.elts):  # n, h = x.shape[0], x.shape[1]
+        for e, v in zip(tgt.elts, val.elts):
+            ax = facts.axis(v)
+            if isinstance(e, ast.Name) and ax is not None and ax[0] in ("ax", "neg"):
+                facts.union(("name", e.id), ax)
+        return
+    if len(starred) == 1 and facts.shape_of(starred[0].value) and isinstance(tgt, (ast.Tuple, ast.List)):
+        # B, T, H, K, V = *k.shape, v.shape[-1]
+        p, at = facts.shape_of(starred[0].value), val.elts.index(starred[0])
+        r = len(tgt.elts) - len(val.elts) + 1
+        if r >= 1 and p:
+            facts.rank[p] = r
+            facts.exact.add(p)
+            for i, e in enumerate(tgt.elts):
+                src = ("ax", p, i - at) if at <= i < at + r else \
+                    facts.axis(val.elts[i if i < at else i - r + 1])
+                if isinstance(e, ast.Name) and e.id != "_":
+                    facts.union(("name", e.id), src)
+        return
+    if isinstance(val, ast.Call) and isinstance(val.func, ast.Name) and val.func.id == "map" \
+            and len(val.args) == 2 and not val.keywords:  # s0, s1 = map(int, x.stride()): x's own
+        val = val.args[1]
+    p = facts.shape_of(val)
+    strides = isinstance(val, ast.Call) and isinstance(val.func, ast.Attribute) and val.func.attr == "stride" \
+        and not val.args and isinstance(val.func.value, ast.Name) and val.func.value.id in facts.params
+    if (p or strides) and isinstance(tgt, (ast.Tuple, ast.List)) and not any(
+            isinstance(e, ast.Starred) for e in tgt.elts):
+        if strides:  # s0, s1, _ = p.stride(): p has as many axes, whose sizes this does not say
+            p = val.func.value.id  # type: ignore[attr-defined]
+            facts.tensor.add(p)
+        facts.rank[p] = len(tgt.elts)
+        facts.exact.add(p)
+        for i, e in enumerate(tgt.elts):
+            if isinstance(e, ast.Name) and e.id != "_" and not strides:
+                facts.union(("name", e.id), ("ax", p, i))
+    elif isinstance(tgt, ast.Name):
+        ax = facts.axis(val)
+        if ax is not None and (ax[0] in ("ax", "neg") or ax[0] == "lit" and ax[1] > 0
+                               and assigned.count(tgt.id) == 1):  # BLOCK_E = 128, bound once
+            facts.union(("name", tgt.id), ax)
+        elif ax is None and assigned.count(tgt.id) == 1 and arithmetic(val):  # n = h // 2, bound once
+            facts.equal(("name", tgt.id), val)
+
+
+def _insisted_facts(fn: ast.FunctionDef, facts: Facts) -> None:
+    """What the launcher's asserts (and the tests it raises on) insist on: a truthy flag, a dtype, a unit stride,
+    a power of two, a multiple, an upper or lower bound, one of a set of values."""
     insisted = _insisted(fn, facts.values)
     for test in insisted:
         for part in test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]:
