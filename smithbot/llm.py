@@ -13,11 +13,13 @@ from smithbot.config import ConfigError, LLMConfig
 
 class LLMClient:
     """The endpoint an ``llm:`` config section names, with the key read from the variable it names (never stored in
-    a file). A missing key variable is a ``ConfigError``."""
+    a file). No section, or a missing key variable, is a ``ConfigError``."""
 
-    def __init__(self, llm: LLMConfig, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, llm: LLMConfig | None, sleep: Callable[[float], None] = time.sleep) -> None:
         import openai  # (an optional dependency: only a run that asks an endpoint needs it)
 
+        if llm is None:
+            raise ConfigError("an LLM needs an `llm:` section in the --config file (base_url, api_key_env, models)")
         key = os.environ.get(llm.api_key_env)
         if not key:
             raise ConfigError(f"the API key variable {llm.api_key_env} is not set (named by llm.api_key_env)")

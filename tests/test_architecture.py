@@ -49,21 +49,22 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _runtime_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement that runs: module level or inside a function, not under ``if TYPE_CHECKING:``."""
-    out: list[ast.Import | ast.ImportFrom] = []
+def _imports(tree: ast.Module) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import statement that runs, and whether it sits inside a function: module level or inside a function,
+    not under ``if TYPE_CHECKING:``."""
+    out: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
 
-    def visit(node: ast.AST) -> None:
+    def visit(node: ast.AST, inside: bool) -> None:
         if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
             for child in node.orelse:
-                visit(child)
+                visit(child, inside)
             return
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            out.append(node)
+            out.append((node, inside))
         for child in ast.iter_child_nodes(node):
-            visit(child)
+            visit(child, inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
 
-    visit(tree)
+    visit(tree, False)
     return out
 
 
@@ -89,7 +90,7 @@ def _graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for module, path in MODULES.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        graph[module] = {own for node in _runtime_imports(tree) for t in _targets(module, node)
+        graph[module] = {own for node, _ in _imports(tree) for t in _targets(module, node)
                          for own in [_own(t)] if own and own != module}
     return graph
 
@@ -176,7 +177,7 @@ def test_no_import_runs_from_a_lower_layer_to_a_higher_one() -> None:
 def test_the_evaluator_imports_nothing_of_smithbot_and_no_other_package(module: str) -> None:
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
     stdlib = sys.stdlib_module_names
-    outside = sorted({t.split(".")[0] for node in _runtime_imports(tree) for t in _targets(module, node)
+    outside = sorted({t.split(".")[0] for node, _ in _imports(tree) for t in _targets(module, node)
                       if t and t.split(".")[0] not in stdlib | EVALUATOR_MAY_IMPORT | {"evaluator", "__future__"}})
     assert outside == []
 
@@ -218,28 +219,12 @@ def test_every_error_a_user_sees_is_a_smithbot_error() -> None:
     assert wrong == []
 
 
-def _local_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
-    """The imports inside functions (not under ``if TYPE_CHECKING:``)."""
-    out: list[ast.Import | ast.ImportFrom] = []
-
-    def visit(node: ast.AST, inside: bool) -> None:
-        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-            return
-        if inside and isinstance(node, (ast.Import, ast.ImportFrom)):
-            out.append(node)
-        for child in ast.iter_child_nodes(node):
-            visit(child, inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
-
-    visit(tree, False)
-    return out
-
-
 def test_a_function_imports_only_heavy_optional_dependencies() -> None:
     """torch and its kin where they run, the endpoint client and PyGithub where they are asked for; everything else
     at the top of the module, where the import graph above sees it."""
     wrong = []
     for module, path in MODULES.items():
-        for node in _local_imports(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in (n for n, inside in _imports(ast.parse(path.read_text(encoding="utf-8"))) if inside):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for name in names:
                 if not any(name == h or name.startswith(h + ".") for h in HEAVY):

@@ -201,14 +201,11 @@ class LLMProposer:
     name = "llm"
 
     def __init__(self, cfg: EvolveConfig, sleep: Callable[[float], None] = time.sleep) -> None:
-        if cfg.llm is None:
-            raise ProposerError("--proposer llm needs an `llm:` section in the --config file (base_url, api_key_env, "
-                                "models)")
         try:
             self.endpoint = LLMClient(cfg.llm, sleep)
         except ConfigError as exc:
-            raise ProposerError(str(exc)) from None
-        self.llm: LLMConfig = cfg.llm
+            raise ProposerError(f"--proposer llm: {exc}") from None
+        self.llm: LLMConfig = self.endpoint.llm
         self.cfg = cfg
         self.prompter = Prompter()
 

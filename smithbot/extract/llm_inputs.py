@@ -17,7 +17,7 @@ from typing import Callable
 import jinja2
 import yaml
 
-from smithbot.config import ConfigError, load_evolve_config, templates_dir
+from smithbot.config import load_evolve_config, templates_dir
 from smithbot.llm import LLMClient
 
 SYSTEM = ("You write input generators for benchmarking Triton kernels: PyTorch code that builds valid, realistic "
@@ -87,12 +87,8 @@ def write_inputs(task_dir: Path, why: str, ask: Callable[[str, str], str], model
 
 def asker(config_file: str | Path) -> tuple[Callable[[str, str], str], str]:
     """(ask(system, user) -> reply text, model name) from an evolve config's ``llm:`` section."""
-    cfg = load_evolve_config(Path(config_file))
-    if cfg.llm is None:
-        raise ConfigError(f"{config_file}: inputs asked of an LLM need an `llm:` section (base_url, api_key_env, "
-                          "models)")
-    client = LLMClient(cfg.llm)
-    model = cfg.llm.models[0].name
+    client = LLMClient(load_evolve_config(Path(config_file)).llm)
+    model = client.llm.models[0].name
 
     def ask(system: str, user: str) -> str:
         text, *_ = client.ask(model, system, user)

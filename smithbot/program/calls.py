@@ -14,7 +14,8 @@ from typing import Any, Callable
 
 from smithbot.program.evaluate import evaluate, value_of
 from smithbot.program.kinds import CONFIG, EACH_OF_SOURCE, GIVEN, OBJECT, Several, several
-from smithbot.program.values import ResolverState, element_of, element_split, is_literal, parse_expr, source_of
+from smithbot.program.syntax import parse_expr
+from smithbot.program.values import ResolverState, element_of, element_split, is_literal, source_of
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
-from smithbot.program.evaluate import Env, _parse, evaluate
+from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.kinds import CONFIG, EACH, GIVEN
+from smithbot.program.syntax import parse_expr
 from smithbot.program.tensors import END
 from smithbot.program.values import element_of, element_split
 
@@ -185,5 +186,5 @@ class Decisions:
 
 def _reads(src: str, name: str) -> bool:
     """Whether an expression reads the bare name."""
-    tree = _parse(src)
+    tree = parse_expr(src)
     return tree is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(tree))

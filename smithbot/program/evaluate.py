@@ -35,6 +35,7 @@ from typing import Any, Callable
 from smithbot.program.kinds import (CONFIG, DTYPES, EACH, EACH_OF_SOURCE, EACH_SOURCE, GIVEN, MISSING, OBJECT,
                                     ONE_OF_SOURCE, DType, Given, Member, ModelConfig, ObjectValue, Several, Unknown,
                                     lift, several, truth)
+from smithbot.program.syntax import parse_expr
 
 _ORDER = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "in": lambda a, b: a in b,
           "not in": lambda a, b: a not in b, "is": lambda a, b: a is b, "is not": lambda a, b: a is not b,
@@ -42,14 +43,6 @@ _ORDER = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "in": lambda a, 
 _OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not",
         ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _DONE = object()  # a comparison a rule decided before its sides were evaluated
-
-
-@functools.lru_cache(maxsize=65536)
-def _parse(src: str) -> ast.expr | None:
-    try:
-        return ast.parse(src, mode="eval").body
-    except SyntaxError:
-        return None
 
 
 class Platform:
@@ -147,7 +140,7 @@ def evaluate(test: str, env: Env, assigns: Callable[[str], Any] = lambda name: N
     different known values make a value that is one of them (``Several``): the test is decided where it is the same
     for all. With ``each``, a test that differs between the values of a name that is each of a range
     (``__each__(0, 61)``: the index of layers built in a loop) is ``EACH``: both branches run."""
-    node = _parse(test)
+    node = parse_expr(test)
     if node is None:
         return None
     v = _value(node, env, assigns, 0)
@@ -161,7 +154,7 @@ def evaluate(test: str, env: Env, assigns: Callable[[str], Any] = lambda name: N
 
 def value_of(src: str, env: Env, assigns: Callable[[str], Any] = lambda name: None) -> Any:
     """The value of the expression source ``src`` under the defaults: a Python value, or ``Unknown``."""
-    node = _parse(src)
+    node = parse_expr(src)
     v = Unknown if node is None else _value(node, env, assigns, 0)
     return Unknown if v is MISSING else v
 
@@ -381,7 +374,7 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
         if name in env.env:
             return env.env[name]  # envs.SGLANG_X.get()
         if name in env.declared:
-            inner = _parse(env.declared[name])
+            inner = parse_expr(env.declared[name])
             return Unknown if inner is None else _value(inner, env, assigns, depth + 1)
     getter = _env_getter(node, env, assigns, depth)
     if getter is not MISSING:
@@ -431,7 +424,7 @@ def _env_getter(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
     else:
         params = assigns(f"{callee}(*defaults)")  # the getter's own parameter defaults, in order
         src = params[1] if isinstance(params, list) and len(params) > 1 else None
-        inner = _parse(src) if src else None
+        inner = parse_expr(src) if src else None
         value = Unknown if inner is None else _value(inner, env, assigns, depth + 1)
     if isinstance(value, str) and "bool" in callee.lower():
         return value.strip().lower() in _TRUE
@@ -446,7 +439,7 @@ def _assigned(src: str | list[str] | None, name: str, env: Env, assigns: Callabl
         return MISSING
     values = []
     for one in ([src] if isinstance(src, str) else src):
-        inner = _parse(one) if one != name else None
+        inner = parse_expr(one) if one != name else None
         values.append(Unknown if inner is None else _value(inner, env, assigns, depth + 1))
     if not values or any(v is Unknown or v is MISSING for v in values):
         return Unknown

@@ -5,7 +5,18 @@ written in, and whether a block always leaves its function."""
 from __future__ import annotations
 
 import ast
+import functools
 from typing import Any, Iterator
+
+
+@functools.lru_cache(maxsize=65536)
+def parse_expr(src: str) -> ast.expr | None:
+    """An expression's tree (None where it is no expression), a cached parse shared by every caller: never to be
+    changed in place."""
+    try:
+        return ast.parse(src, mode="eval").body
+    except SyntaxError:
+        return None
 
 
 def dotted_name(node: ast.AST) -> str | None:

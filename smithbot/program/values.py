@@ -9,10 +9,11 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
-from smithbot.program.evaluate import _parse, value_of
+from smithbot.program.evaluate import value_of
 from smithbot.program.kinds import (CONFIG, EACH, EACH_SOURCE, OBJECT, ONE_OF_SOURCE, DType, Member, ModelConfig,
                                     Several, Unknown)
 from smithbot.program.modules import Program
+from smithbot.program.syntax import parse_expr
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 # how many values deep a value may be traced (a constructor's argument through its constructions, a caller's
@@ -451,8 +452,3 @@ def element_split(src: str) -> tuple[str, int | str | None]:
             and isinstance(node.slice, ast.Constant) and type(node.slice.value) in (int, str):
         return ast.unparse(node.value), node.slice.value
     return src, None
-
-
-def parse_expr(src: str) -> ast.expr | None:
-    """The expression's tree, a cached parse shared by every caller: never to be changed in place."""
-    return _parse(src)

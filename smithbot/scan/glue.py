@@ -128,8 +128,13 @@ class _Function:
                 recv = dotted_name(sub.func.value)
                 if recv and not self._torch(sub.func.value):
                     self.tensors.add(recv)
+        self.node = node
         self.runs: list[dict[str, Any]] = []
-        self.block(node.body)
+
+    def analysed(self) -> list[dict[str, Any]]:
+        """The function's glue runs (worked out here: a helper's ops alone need no runs)."""
+        self.block(self.node.body)
+        return self.runs
 
     def _torch(self, func: ast.AST) -> str | None:
         """The torch dotted name of a callee (``F.pad`` -> ``torch.nn.functional.pad``), or None."""
@@ -502,7 +507,7 @@ def file_glue(data: bytes) -> dict[str, list[dict[str, Any]]]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 qual = ".".join(scope + [child.name])
-                runs = _Function(child, aliases, attributes, module, helpers).runs
+                runs = _Function(child, aliases, attributes, module, helpers).analysed()
                 for r in runs:
                     near = range(max(child.lineno - 1, r["first"] - 5), min(len(lines), r["last"] + 3))
                     r["todos"] = [f"{i + 1}: {m.group(0).strip()}" for i in near
