@@ -98,7 +98,8 @@ class Hints:
     hot_paths: tuple[str, ...] = ()
     model_paths: tuple[str, ...] = ()
     custom_jit_decorators: tuple[str, ...] = ()
-    external_modules: tuple[str, ...] = ("sgl_kernel", "deep_gemm", "flashinfer", "aiter", "einops", "fla", "vllm")
+    # the compiled or third-party packages whose calls an extracted task keeps as imports (each target lists its own)
+    external_modules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,12 +167,23 @@ class Serving:
 
 
 @dataclass(frozen=True)
+class Formatter:
+    """A formatter the repository's CI runs: its command line with the repository's arguments (``run``), and the
+    arguments that make it only check (``check``)."""
+    run: tuple[str, ...]
+    check: tuple[str, ...] = ("--check",)
+
+    @property
+    def name(self) -> str:
+        return self.run[0]
+
+
+@dataclass(frozen=True)
 class Conventions:
-    formatter: tuple[str, ...] = ()
+    formatter: tuple[Formatter, ...] = ()
     test_layout: str = "tests/test_{op}.py"
     pr_style: str = "generic"
     max_open_prs: int = 1
-    quote_style: str = "double"
     header: str = ""
     test_register: str = ""  # lines the generated test carries after its imports (sglang registers tests for CI)
     benchmark: bool = False  # whether the repository's kernel PRs carry a benchmark script (else the PR's table is)
@@ -209,6 +221,8 @@ class Target:
     profile: str = ""
     # wrapper (or FILE::wrapper, for one file's launcher of a common name such as `call`) -> parameter -> input spec
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # parameter name -> input spec, for every launcher of this target (over extraction's generic name rules)
+    names: dict[str, Any] = field(default_factory=dict)
     # runtime helpers a kernel's launcher calls and what they stand for in its standalone task (``is_hip: false``,
     # a tuned-config lookup's untuned default): extraction only; the call graph evaluates the engine's own code
     stubs: dict[str, Any] = field(default_factory=dict)
@@ -254,7 +268,7 @@ class Target:
 
 _TOP = {"name": True, "repo": True, "branch": False, "sparse_paths": False, "include": False, "exclude": False,
         "hints": False, "serving": False, "models": True, "regimes": True, "conventions": False, "inputs": False, "profile": False,
-        "stubs": False}
+        "stubs": False, "names": False}
 _HINTS = {k: False for k in Hints.__dataclass_fields__}
 _CONV = {k: False for k in Conventions.__dataclass_fields__}
 _REGIMES = {"decode_batch": True, "prefill_tokens": True}
@@ -302,6 +316,21 @@ def _read_cached(file: Path) -> Any:
     return data
 
 
+def _formatters(c: _Checker, value: Any, key: str) -> tuple[Formatter, ...]:
+    """``conventions.formatter``: a list of ``{run: [command, args...], check: [args...]}`` (check defaults to
+    ``--check``)."""
+    if not isinstance(value, list):
+        raise c.fail(key, "must be a list of {run: [command, args...], check: [args...]} mappings")
+    out = []
+    for i, item in enumerate(value):
+        raw = c.mapping(item, f"{key}[{i}]", {"run": True, "check": False})
+        run = c.str_list(raw["run"], f"{key}[{i}].run")
+        if not run:
+            raise c.fail(f"{key}[{i}].run", "must name the formatter's command")
+        out.append(Formatter(run, c.str_list(raw["check"], f"{key}[{i}].check") if "check" in raw else ("--check",)))
+    return tuple(out)
+
+
 def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Target:
     c = _Checker(file)
     data = c.mapping(_read_cached(file), "", _TOP)
@@ -312,7 +341,7 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
     conv: dict[str, Any] = {}
     for k, v in conv_raw.items():
         key = f"conventions.{k}"
-        conv[k] = c.str_list(v, key) if k == "formatter" else c.positive_int(v, key) if k == "max_open_prs" \
+        conv[k] = _formatters(c, v, key) if k == "formatter" else c.positive_int(v, key) if k == "max_open_prs" \
             else c.boolean(v, key) if k == "benchmark" else c.string(v, key)
     if conv.get("test_style", "pytest") not in TEST_STYLES:
         raise c.fail("conventions.test_style", f"must be one of {', '.join(TEST_STYLES)}, not {conv['test_style']!r}")
@@ -328,6 +357,9 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
     inputs = data.get("inputs") or {}
     if not isinstance(inputs, dict) or not all(isinstance(v, dict) for v in inputs.values()):
         raise c.fail("inputs", "must map wrapper names to {parameter: spec} mappings")
+    names = data.get("names") or {}
+    if not isinstance(names, dict):
+        raise c.fail("names", "must map parameter names to input specs")
     serving = load_serving(c, data.get("serving") or {}, preset_names)
     stubs = data.get("stubs") or {}
     if not isinstance(stubs, dict):
@@ -341,7 +373,7 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
         hints=hints, serving=serving, models=tuple(models[n] for n in preset_names),
         decode_batch=c.int_list(regimes["decode_batch"], "regimes.decode_batch"),
         prefill_tokens=c.int_list(regimes["prefill_tokens"], "regimes.prefill_tokens"),
-        conventions=Conventions(**conv), file=file, inputs=inputs, stubs=dict(stubs),
+        conventions=Conventions(**conv), file=file, inputs=inputs, names=dict(names), stubs=dict(stubs),
         profile=c.string(data["profile"], "profile") if data.get("profile") else "")
 
 

@@ -18,6 +18,8 @@ def test_bundled_targets_load_with_the_required_presets() -> None:
         assert min(t.decode_batch) == 1 and max(t.decode_batch) == 256
         assert min(t.prefill_tokens) == 512 and max(t.prefill_tokens) == 16384
         assert t.conventions.max_open_prs >= 1 and t.conventions.formatter
+    isort = get_target("sglang").conventions.formatter[1]
+    assert (isort.run, isort.check) == (("isort", "-q", "--profile", "black"), ("--check-only",))
     assert "DLBlas" in (TARGETS_DIR / "engram.yaml").read_text()
     m = load_models()["deepseek-v3"]
     assert (m.hidden, m.experts, m.top_k, m.vocab) == (7168, 256, 8, 129280)
@@ -41,6 +43,11 @@ def test_bundled_targets_load_with_the_required_presets() -> None:
     # a PR style is a template in templates/pr/, not a name the code knows
     (lambda s: s.replace("pr_style: sglang", "pr_style: vllm"), "conventions.pr_style",
      "must name a PR template in templates/pr/ (dlblas, generic, lmdeploy, sglang), not 'vllm'"),
+    # a formatter is the repository's command line, not a name the code knows the arguments of
+    (lambda s: s.replace("formatter: [{run: [black, -q]}", "formatter: [black"), "conventions.formatter[0]",
+     "must be a mapping"),
+    (lambda s: s.replace("formatter: [{run: [black, -q]}", "formatter: [{run: []}"), "conventions.formatter[0].run",
+     "must name the formatter's command"),
     (lambda s: s.replace("hints:\n", "hints:\n  hot_pathz: []\n"), "hints.hot_pathz", "unknown key"),
     (lambda s: s.replace("serving:\n", "serving:\n  defaults: {}\n"), "serving.defaults", "unknown key"),
     # the phase is evaluated from the engine's forward-mode enum, never declared by predicate name

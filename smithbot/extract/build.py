@@ -355,7 +355,8 @@ def _inputs(fn: ast.FunctionDef, functions: tuple[ast.FunctionDef, ...], wrapper
     attributes (``plan.seq_lens``, a method's ``self.weight``) becomes one per attribute; where an attribute has
     nothing to go on, the object is asked for whole. Without ``without_inputs``, inputs that cannot be worked out
     are an ExtractError."""
-    bare = [n for n, d in _params(fn) if d is ... and n not in target.inputs.get(wrapper, {}) and n not in NAME_RULES]
+    bare = [n for n, d in _params(fn) if d is ... and n not in target.inputs.get(wrapper, {})
+            and n not in NAME_RULES and n not in target.names]
     flat_fn, objects = flatten_objects(fn, bare, {f.name: f for f in functions})
     entry = f"{wrapper}_flat" if objects else wrapper
     try:

@@ -165,8 +165,7 @@ def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[Prepared
         raise
     at_base = set(wrepo.git.ls_tree("--name-only", commit, "--", *result.changed_files).splitlines())
     originals = {rel: wrepo.git.show(f"{commit}:{rel}") + "\n" for rel in result.changed_files if rel in at_base}
-    notes = run_formatters(wt, result.changed_files, target.conventions.formatter, target.conventions.quote_style,
-                           originals)
+    notes = run_formatters(wt, result.changed_files, target.conventions.formatter, originals)
     patch_kernel = wrepo.git.diff(commit, "--", *result.changed_files) if result.changed_files else ""
     args = (target, task, verification, verdict, cand, result.replaced, result.added)
     rendered = render(*args, notes, patch_kernel, commit)
@@ -177,7 +176,7 @@ def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[Prepared
         dest = wt / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(text, encoding="utf-8")
-    more = [n for n in run_formatters(wt, tuple(files), target.conventions.formatter, target.conventions.quote_style)
+    more = [n for n in run_formatters(wt, tuple(files), target.conventions.formatter)
             if n not in notes]
     files = {rel: (wt / rel).read_text(encoding="utf-8") for rel in files}  # as formatted: what is committed
     body = render(*args, notes + more, patch_kernel, commit).body if more else rendered.body

@@ -30,6 +30,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from evaluator import Task
 from evaluator.task import Definition, split_evolve
+from smithbot.config import Formatter
 from smithbot.errors import SmithbotError
 from smithbot.extract.glue import GlueError, glue_function
 from smithbot.propose.testcode import bound_names
@@ -308,27 +309,16 @@ def _import_at(tree: ast.Module, module: str) -> tuple[int, str]:
     return max((n.end_lineno or n.lineno for n in imports), default=0), "after" if imports else ""
 
 
-def _formatter_cmd(name: str, exe: str, quote_style: str, check: bool) -> list[str]:
-    if name == "black":
-        return [exe, "-q", *(["--check"] if check else [])]
-    if name == "isort":
-        return [exe, "-q", "--profile", "black", *(["--check-only"] if check else [])]
-    if name == "ruff":
-        quotes = ["--config", "format.quote-style='single'"] if quote_style == "single" else []
-        return [exe, "format", "-q", "--line-length", "120", *quotes, *(["--check"] if check else [])]
-    return [exe]
-
-
-def run_formatters(root: Path, files: tuple[str, ...], formatters: tuple[str, ...], quote_style: str = "double",
+def run_formatters(root: Path, files: tuple[str, ...], formatters: tuple[Formatter, ...],
                    originals: dict[str, str] | None = None) -> list[str]:
-    """Run the target's formatters on the changed files only. A file that was not already clean for a formatter
+    """Run the target's formatters (their command lines from its YAML) on the changed files only. A file that was not already clean for a formatter
     before the change (``originals``: its text at the base commit) is left alone, since formatting it would rewrite
     lines the change did not touch. Returns notes for the PR (a formatter not installed, a file left alone)."""
     notes: list[str] = []
     if not files:
         return notes
-    for f in formatters:
-        exe = shutil.which(f)
+    for fmt in formatters:
+        f, exe = fmt.name, shutil.which(fmt.name)
         if exe is None:
             notes.append(f"`{f}` is not installed here, so the changed files were not formatted with it")
             continue
@@ -339,7 +329,7 @@ def run_formatters(root: Path, files: tuple[str, ...], formatters: tuple[str, ..
                 probe = root / Path(rel).with_name(f".smithbot-base-{Path(rel).name}")
                 probe.write_text(before, encoding="utf-8")
                 try:
-                    clean = subprocess.run([*_formatter_cmd(f, exe, quote_style, True), str(probe.relative_to(root))],
+                    clean = subprocess.run([exe, *fmt.run[1:], *fmt.check, str(probe.relative_to(root))],
                                            cwd=root, capture_output=True, text=True, timeout=300).returncode == 0
                 finally:
                     probe.unlink()
@@ -350,7 +340,7 @@ def run_formatters(root: Path, files: tuple[str, ...], formatters: tuple[str, ..
             todo.append(rel)
         if not todo:
             continue
-        proc = subprocess.run([*_formatter_cmd(f, exe, quote_style, False), *todo], cwd=root, capture_output=True,
+        proc = subprocess.run([exe, *fmt.run[1:], *todo], cwd=root, capture_output=True,
                               text=True, timeout=300)
         if proc.returncode != 0:
             notes.append(f"`{f}` failed on the changed files: {(proc.stderr or proc.stdout).strip()[:300]}")

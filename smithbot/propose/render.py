@@ -424,7 +424,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
         test_path=test_path, bench_path=bench_path if with_bench else "", what_changed=what, replaced=replaced,
         added=added, notes=notes,
         version=__version__, proposer=cand.proposer, reproduce=reproduce, kernel=kernel_def.name,
-        kernel_path=kernel_def.path, motivation=motivation, formatter=", ".join(target.conventions.formatter) or "none",
+        kernel_path=kernel_def.path, motivation=motivation, formatter=", ".join(f.name for f in target.conventions.formatter) or "none",
         metadata=f"<!-- smithbot-metadata: {json.dumps(meta, sort_keys=True)} -->", patch=patch)
     template = env.get_template(f"pr/{style}.md.j2")
     banner = PREVIEW_BANNER if preview else ""

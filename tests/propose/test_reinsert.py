@@ -249,18 +249,19 @@ def test_splice_re_emits_only_what_a_rewrite_changed() -> None:
 
 
 def test_formatter_runs_only_on_files_that_were_clean(tmp_path: Path) -> None:
+    from smithbot.config import Formatter
     from smithbot.propose.reinsert import run_formatters
 
     clean = "def f(x):\n    return g(x, BLOCK=32)\n"
     messy = "def f( x ):\n    return g(x,BLOCK=32)\n"
     (tmp_path / "a.py").write_text(clean.replace("BLOCK=32", "BLOCK=64 ,  num_warps=8"))  # the change, unformatted
     (tmp_path / "b.py").write_text(messy.replace("BLOCK=32", "BLOCK=64"))
-    notes = run_formatters(tmp_path, ("a.py", "b.py"), ("black",), originals={"a.py": clean, "b.py": messy})
+    notes = run_formatters(tmp_path, ("a.py", "b.py"), (Formatter(("black", "-q")),), originals={"a.py": clean, "b.py": messy})
     assert (tmp_path / "a.py").read_text() == "def f(x):\n    return g(x, BLOCK=64, num_warps=8)\n"
     assert (tmp_path / "b.py").read_text() == messy.replace("BLOCK=32", "BLOCK=64")  # left alone
     assert notes == ["`b.py` was not `black`-clean before this change; it was left unformatted so that the diff holds "
                      "only the change"]
-    assert run_formatters(tmp_path, ("a.py",), ("no-such-formatter",)) == [
+    assert run_formatters(tmp_path, ("a.py",), (Formatter(("no-such-formatter",)),)) == [
         "`no-such-formatter` is not installed here, so the changed files were not formatted with it"]
 
 
