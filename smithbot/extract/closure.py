@@ -26,13 +26,14 @@ import libcst.helpers
 
 from evaluator.guard import forbidden_in, frozen_classes, module_state, read_only_table
 from smithbot.errors import SmithbotError
-from smithbot.extract.constants import Constants, NotConstant, fold_settings, inline_kwargs
+from smithbot.extract.constants import Constants, NotConstant
 from smithbot.extract.fold import fold_assignment
-from smithbot.extract.imports import import_line, in_triton, tl_builtin, tl_has
+from smithbot.extract.imports import import_line, in_triton, tl_builtin
 from smithbot.extract.modules import Module, applied_factory, free_names, top_bindings
-from smithbot.extract.rewrite import (LOGGER, STAND_INS, EnvPinner, LocalImportDropper, Pruner, Renamer,
-                                      TypeCheckDropper, custom_decorator_stub, env_pinned, for_the_task, is_kernel,
-                                      is_logger, only_called, splice, stub_source, without_lazy_globals)
+from smithbot.extract.rewrite import (LOGGER, STAND_INS, LocalImportDropper, Renamer, TypeCheckDropper,
+                                      custom_decorator_stub, env_pinned, is_kernel, is_logger, only_called, splice,
+                                      stub_source)
+from smithbot.extract.rules import Context, rewritten
 from smithbot.extract.state import state_as_params
 from smithbot.program.syntax import collect_imports, from_module
 
@@ -333,63 +334,8 @@ class ClosureBuilder:
         return node
 
     def _rewritten(self, mod: Module, source: str, node: ast.stmt) -> tuple[str, ast.stmt]:
-        """A definition's source with the target's quirks rewritten for a task, each where its sign is in the
-        source: branches the stubs decide pruned, env reads pinned, ``**kwargs`` of an autotune inlined, declared
-        settings folded, profiler labels stood in for, record options dropped, triton spellings of the installed
-        version, ROCm's version string gone, caching, custom-op and tracing decorators dropped, lazy globals made
-        plain."""
-        if isinstance(node, ast.FunctionDef) and any(name in source for name in self.stubs_values):
-            # (only a definition that names a stub can have a branch the stub decides: the others skip the libcst pass)
-            source = cst.parse_module(source).visit(Pruner(self.stubs_values)).code
-            node = ast.parse(source).body[0]
-        if "os." in source:
-            source = cst.parse_module(source).visit(EnvPinner()).code
-            node = ast.parse(source).body[0]
-        if isinstance(node, ast.FunctionDef) and "**" in source:  # `@triton.autotune(..., **cache_kwargs)`
-            inlined = inline_kwargs(node, Constants(self, mod))
-            if inlined is not None:
-                source = splice(source, inlined)
-                node = ast.parse(source).body[0]
-        if isinstance(node, ast.FunctionDef) and ".get()" in source:  # `envs.SGLANG_X.get()`: its declared default
-            folded = fold_settings(node, Constants(self, mod))
-            if folded is not None:
-                source = splice(source, folded)
-                node = ast.parse(source).body[0]
-        if "torch.profiler.record_function" in source:  # `with torch.profiler.record_function(...)`: a label
-            source = source.replace("torch.profiler.record_function", "record_function")
-            node = ast.parse(source).body[0]
-            self.c.stubs.setdefault("record_function", STAND_INS["torch.profiler.record_function"].format(
-                name="record_function"))
-        if isinstance(node, ast.ClassDef) and node.keywords and any(
-                mod.imports.get(ast.unparse(b).rpartition(".")[0] or ast.unparse(b), "").startswith("msgspec")
-                for b in node.bases):  # `class Plan(msgspec.Struct, frozen=True)`: the record's options go
-            node.keywords = []
-            source = splice(source, node)
-            node = ast.parse(source).body[0]
-        if "tl.math." in source or "device.type" in source or "autotune" in source:
-            spelled = for_the_task(node, tl_has)
-            if spelled is not None:
-                source = splice(source, spelled)
-                node = ast.parse(source).body[0]
-        if "torch.version" in source:  # the task targets CUDA: ROCm's version string is absent
-            source = re.sub(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b", "None", source)
-            node = ast.parse(source).body[0]
-        cached = [d for d in getattr(node, "decorator_list", []) if re.fullmatch(
-            r"([\w.]*\.)?(\w*cache[d]?|(register_)?custom_op|(debug|nvtx|trace)_\w+)(\(.*\))?"
-            r"|torch\.(jit\.script|compile)(\(.*\))?",
-            ast.unparse(d), re.S)]
-        if isinstance(node, ast.FunctionDef) and cached:
-            # memoisation (lru_cache, the target's tensor_cache) only saves time, and the evaluator wants no state;
-            # registering the function as a torch custom op (torch.library.custom_op) only routes calls to it;
-            # debugging and tracing wrappers (sglang's debug_kernel_api, nvtx ranges) only watch the call; TorchScript
-            # and torch.compile only compile the same function
-            node.decorator_list = [d for d in node.decorator_list if d not in cached]
-            source = splice(source, node)
-            node = ast.parse(source).body[0]
-        if isinstance(node, ast.FunctionDef) and any(isinstance(n, ast.Global) for n in ast.walk(node)):
-            source = splice(source, without_lazy_globals(node))
-            node = ast.parse(source).body[0]
-        return source, node
+        """A definition's source with the target's quirks rewritten for a task (``extract.rules``)."""
+        return rewritten(Context(self.stubs_values, Constants(self, mod), mod.imports, self.c.stubs), source, node)
 
     def _local_imports(self, mod: Module, source: str, node: ast.stmt) -> tuple[str, ast.stmt, dict[str, str]]:
         """Imports inside a function that the task may not make (the target's own helpers, relative imports) become
