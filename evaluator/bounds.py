@@ -23,6 +23,9 @@ import numpy as np
 import torch
 
 OUT_OF_BOUNDS = "outside every tensor it was given"  # in each message, which the worker reports as a crash
+# what the last access past the end found (OutOfBounds.found), kept for the worker, which reports it with its answer
+# however the interpreter wrapped the exception; the worker clears it before each request
+last: dict[str, Any] | None = None
 # (sorted storage starts, ends, argument names, kernel name) of the launch in progress; None outside launches.
 _bounds: tuple[np.ndarray, np.ndarray, list[str], str] | None = None
 _installed = False
@@ -94,9 +97,22 @@ def _check(ptrs: Any, mask: Any, what: str) -> None:
         start, end = int(starts[j]), int(ends[j])
         beyond = bad[bad >= np.uint64(start)]
         furthest = int(beyond.max()) if beyond.size else int(bad.max())
-    raise IndexError(f"kernel {kernel} {what} {len(bad)} element(s) {OUT_OF_BOUNDS} "
-                     f"(the first: element {(int(bad[0]) - start) // unit} of '{names[j]}', whose storage holds "
-                     f"{(end - start) // unit}; the furthest: element {(furthest - start) // unit})")
+    raise OutOfBounds({"kernel": kernel, "access": what, "count": len(bad), "tensor": names[j],
+                       "first": (int(bad[0]) - start) // unit, "holds": (end - start) // unit,
+                       "furthest": (furthest - start) // unit})
+
+
+class OutOfBounds(IndexError):
+    """A kernel's access past every tensor it was given. ``found``: the kernel, the access (``loads``...), how many
+    elements, the tensor its address lies nearest to (``/``-joined names where several share a storage), the first
+    element's index in it, how many elements its storage holds, and the furthest index."""
+
+    def __init__(self, found: dict[str, Any]) -> None:
+        global last
+        self.found = last = found
+        super().__init__(f"kernel {found['kernel']} {found['access']} {found['count']} element(s) {OUT_OF_BOUNDS} "
+                         f"(the first: element {found['first']} of '{found['tensor']}', whose storage holds "
+                         f"{found['holds']}; the furthest: element {found['furthest']})")
 
 
 def install() -> None:

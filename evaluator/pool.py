@@ -335,7 +335,8 @@ class Evaluator:
         ans = w.request({"op": "prepare", "task": str(self.task.root), "host_first": host_first,
                          "probe": not self.host}, min(self.prepare_timeout_s, limit))
         if ans["status"] != "ok":
-            raise TaskError(ans.get("detail", "preparing the task failed").splitlines()[0])
+            raise TaskError(ans.get("detail", "preparing the task failed").splitlines()[0], ans.get("cause", ""),
+                            ans.get("out_of_bounds"))
         if ans.get("complete", True):
             self._prepared.add(id(w))
         self.kernels = tuple(ans.get("kernels", ()))  # the Triton kernels the baseline launched on the cases
@@ -469,14 +470,14 @@ class Evaluator:
             common = {"task_warnings": tuple(ans.get("warnings", warnings)), "env": ans.get("env", {}),
                       "baseline_kernels": tuple(ans.get("kernels", ())),
                       "elapsed_s": {**ans.get("elapsed_s", {}), "total": time.perf_counter() - t0},
-                      "log_tail": ans.get("log", "")[-3000:]}
+                      "log_tail": ans.get("log", "")[-3000:], "out_of_bounds": ans.get("out_of_bounds") or {}}
             status = ans["status"]
             if status == "checked":  # the correctness stage passed, and nothing was timed
                 return self._result(path, "correct", "correctness", "", "correct on every case; not timed", **common)
             if status in ("timeout", "crash"):
                 return self._result(path, status, ans.get("stage", "compile"), status, ans["detail"], **common)
             if status == "task_error":
-                raise TaskError(ans["detail"])
+                raise TaskError(ans["detail"], ans.get("cause", ""), ans.get("out_of_bounds"))
             if status != "measured":
                 return self._result(path, status, ans.get("stage", ""), ans.get("reason", ""), ans.get("detail", ""),
                                     **common)

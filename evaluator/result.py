@@ -47,6 +47,8 @@ class EvalResult:
     elapsed_s: dict[str, float] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     log_tail: str = ""
+    # what a kernel read or wrote past every tensor it was given (``bounds.OutOfBounds.found``), where one did
+    out_of_bounds: dict[str, Any] = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:

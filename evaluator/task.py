@@ -47,7 +47,13 @@ def split_evolve(src: str) -> tuple[str, str, str] | None:
 
 
 class TaskError(SmithbotError):
-    """A task directory or its ``task.yaml`` is invalid. The message is one line a user can act on."""
+    """A task directory or its ``task.yaml`` is invalid. The message is one line a user can act on. Where the
+    baseline failed on its own inputs, ``cause`` is the worker's status for the failure (``oom``, ``crash``...) and
+    ``out_of_bounds`` what a kernel read past (``bounds.OutOfBounds.found``)."""
+
+    def __init__(self, message: str, cause: str = "", out_of_bounds: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.cause, self.out_of_bounds = cause, out_of_bounds
 
 
 @dataclass(frozen=True)

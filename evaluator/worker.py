@@ -182,6 +182,14 @@ class Worker:
         return prep
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        """One request's answer; a failed one carries what a kernel read past, where one did (``out_of_bounds``)."""
+        bounds.last = None
+        ans = self._handle(req)
+        if bounds.last is not None and ans.get("status") not in ("ok", "checked", "measured"):
+            ans["out_of_bounds"] = dict(bounds.last)
+        return ans
+
+    def _handle(self, req: dict[str, Any]) -> dict[str, Any]:
         try:
             first = req["op"] == "prepare"
             prep = self.prepare(req["task"], first and bool(req.get("host_first")), not first or req.get("probe", True))
@@ -192,7 +200,8 @@ class Worker:
             detail = f"task {req['task']}: preparing the baseline failed: {_describe(exc)}"
             if status == "oom":
                 detail = f"task {req['task']}: a shape case's inputs do not fit in memory: {exc}".splitlines()[0]
-            return {"status": "task_error", "detail": detail, "fatal": fatal, "log": traceback.format_exc()}
+            return {"status": "task_error", "detail": detail, "cause": status, "fatal": fatal,
+                    "log": traceback.format_exc()}
         if prep.errors:
             return {"status": "task_error", "detail": prep.errors[0], "warnings": prep.warnings}
         if req["op"] == "prepare":

@@ -221,8 +221,6 @@ class Target:
     profile: str = ""
     # wrapper (or FILE::wrapper, for one file's launcher of a common name such as `call`) -> parameter -> input spec
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # parameter name -> input spec, for every launcher of this target (over extraction's generic name rules)
-    names: dict[str, Any] = field(default_factory=dict)
     # runtime helpers a kernel's launcher calls and what they stand for in its standalone task (``is_hip: false``,
     # a tuned-config lookup's untuned default): extraction only; the call graph evaluates the engine's own code
     stubs: dict[str, Any] = field(default_factory=dict)
@@ -268,7 +266,7 @@ class Target:
 
 _TOP = {"name": True, "repo": True, "branch": False, "sparse_paths": False, "include": False, "exclude": False,
         "hints": False, "serving": False, "models": True, "regimes": True, "conventions": False, "inputs": False, "profile": False,
-        "stubs": False, "names": False}
+        "stubs": False}
 _HINTS = {k: False for k in Hints.__dataclass_fields__}
 _CONV = {k: False for k in Conventions.__dataclass_fields__}
 _REGIMES = {"decode_batch": True, "prefill_tokens": True}
@@ -357,9 +355,6 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
     inputs = data.get("inputs") or {}
     if not isinstance(inputs, dict) or not all(isinstance(v, dict) for v in inputs.values()):
         raise c.fail("inputs", "must map wrapper names to {parameter: spec} mappings")
-    names = data.get("names") or {}
-    if not isinstance(names, dict):
-        raise c.fail("names", "must map parameter names to input specs")
     serving = load_serving(c, data.get("serving") or {}, preset_names)
     stubs = data.get("stubs") or {}
     if not isinstance(stubs, dict):
@@ -373,7 +368,7 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
         hints=hints, serving=serving, models=tuple(models[n] for n in preset_names),
         decode_batch=c.int_list(regimes["decode_batch"], "regimes.decode_batch"),
         prefill_tokens=c.int_list(regimes["prefill_tokens"], "regimes.prefill_tokens"),
-        conventions=Conventions(**conv), file=file, inputs=inputs, names=dict(names), stubs=dict(stubs),
+        conventions=Conventions(**conv), file=file, inputs=inputs, stubs=dict(stubs),
         profile=c.string(data["profile"], "profile") if data.get("profile") else "")
 
 

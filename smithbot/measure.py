@@ -24,6 +24,7 @@ from typing import Any, Callable
 from evaluator import Evaluator, TaskError
 from evaluator.pool import resolve_backend
 from smithbot.config import ConfigError, ModelPreset
+from smithbot.extract.attempts import Failure
 from smithbot.extract.build import self_check
 from smithbot.extract.pipeline import extract_glue_site, extract_sites
 from smithbot.inputs.sizes import DIMS
@@ -232,9 +233,9 @@ def measure(result: Any, preset: ModelPreset, top: int, base: Path, timeout_s: f
             cov = extract_glue_site(result, site, None, base, True, timeout_s)
             name, kind = site.name, "glue"
         why = "" if cov.checked and cov.out else cov.why or "not extracted"
-        if "out of memory" in why.lower() and cov.out:  # its self-check ran beside the others': again, alone
-            ok, said, _ = self_check(Path(cov.out), timeout_s)
-            why = "" if ok else said
+        if cov.failure is Failure.OUT_OF_MEMORY and cov.out:  # its self-check ran beside the others': again, alone
+            got = self_check(Path(cov.out), timeout_s)
+            why = "" if got.ok else got.why
         rows.append(Row(name, kind, reach, n, task=str(cov.out or ""), why=why))
     got: dict[int, dict[str, Any]] = {}
 

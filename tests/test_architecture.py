@@ -188,6 +188,8 @@ INTERNAL = {
     "smithbot.evolve.proposers.Exhausted": "a proposer with nothing left to propose; the search stops that island",
     "evaluator.timing.TimedOutputMismatch": "a timed run whose output differs; the evaluator records it as incorrect",
     "evaluator.forks.DeepLinkStandInError": "an Ascend kernel the interpreter cannot run; its task records the reason",
+    "evaluator.bounds.OutOfBounds": "a kernel's access past its tensors under the interpreter; the worker reports it "
+                                    "as a crash with what was read past",
 }
 
 

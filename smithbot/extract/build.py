@@ -13,6 +13,7 @@ import yaml
 
 from evaluator import Evaluator, TaskError
 from smithbot.config import Target
+from smithbot.extract.attempts import Check, failure_of
 from smithbot.extract.closure import ClosureBuilder, ExtractError
 from smithbot.extract.entry import op_entry
 from smithbot.extract.glue import GlueError, glue_function
@@ -142,8 +143,6 @@ def _tunables(fn: ast.FunctionDef, source: str) -> dict[str, Any]:
 
 
 NEVER_LAUNCHED = "its task's inputs never launch it"
-# a self-check's failure where the baseline's outputs differ between two runs on the same inputs
-DISAGREES = ("incorrect: mismatch", "incorrect: nondeterministic")
 
 
 def branch_values(root: Path, site: KernelSite, modules: dict[str, str],
@@ -355,8 +354,7 @@ def _inputs(fn: ast.FunctionDef, functions: tuple[ast.FunctionDef, ...], wrapper
     attributes (``plan.seq_lens``, a method's ``self.weight``) becomes one per attribute; where an attribute has
     nothing to go on, the object is asked for whole. Without ``without_inputs``, inputs that cannot be worked out
     are an ExtractError."""
-    bare = [n for n, d in _params(fn) if d is ... and n not in target.inputs.get(wrapper, {})
-            and n not in NAME_RULES and n not in target.names]
+    bare = [n for n, d in _params(fn) if d is ... and n not in target.inputs.get(wrapper, {}) and n not in NAME_RULES]
     flat_fn, objects = flatten_objects(fn, bare, {f.name: f for f in functions})
     entry = f"{wrapper}_flat" if objects else wrapper
     try:
@@ -411,34 +409,36 @@ def _how(target: Target, source: str, inferred: list[str]) -> str:
                                                   f"{', '.join(inferred)}" if inferred else "")
 
 
-def self_check(task_dir: Path, timeout_s: float = 300.0) -> tuple[bool, str, tuple[str, ...]]:
+def self_check(task_dir: Path, timeout_s: float = 300.0) -> Check:
     """The baseline must run on its inputs and agree with itself over two runs: on the GPU's named cases when there
     is a GPU, else under the interpreter. The GPU's larger cases catch inputs that only look valid when small (an
     index past the end of a bigger table) and races the interpreter cannot show; with a GPU, the GPU decides, and the
-    interpreter (slow on a MoE layer's cases) is not run. Also returns the Triton kernels the baseline launched
-    there: a launcher's other kernels are not checked. On the GPU, a host-bound baseline passes and says so."""
+    interpreter (slow on a MoE layer's cases) is not run. The check also says which Triton kernels the baseline
+    launched there (a launcher's other kernels are not checked) and, on failure, its kind. On the GPU, a host-bound
+    baseline passes and says so."""
     import torch
 
-    def run(backend: str) -> tuple[str | None, tuple[str, ...], str]:
-        """(what failed or None, the kernels launched, what it did: with its host-bound verdict on the GPU)."""
+    def run(backend: str) -> Check:
+        where = "on the GPU" if backend == "cuda" else "under the interpreter"
         try:
             with Evaluator(task_dir, backend=backend, timeout_s=timeout_s, prepare_timeout_s=timeout_s,
                            workers_per_gpu=1) as ev:
                 ev.prepare()  # runs the baseline on every case, and checks that zeros fail
-                where = "on the GPU" if backend == "cuda" else "under the interpreter"
                 host = f"; {ev.host_bound}" if ev.host_bound else ""
                 if ev.task.kind == "fusion":  # a torch baseline: no Triton candidate to compare with it
-                    return None, (), f"baseline runs {where} and runs on every case{host}"
+                    return Check(True, f"baseline runs {where} and runs on every case{host}")
                 r = ev.submit(task_dir / "kernel.py", effort="check").result()  # correctness only: nothing timed
         except TaskError as exc:
-            return str(exc), (), ""
-        return (None if r.correct else r.why), r.baseline_kernels, f"baseline runs {where} and agrees with itself{host}"
+            return Check(False, str(exc), (), failure_of(exc.cause, "", exc.out_of_bounds), exc.out_of_bounds)
+        if not r.correct:
+            return Check(False, r.why, r.baseline_kernels, failure_of(r.status, r.reason, r.out_of_bounds),
+                         r.out_of_bounds or None)
+        return Check(True, f"baseline runs {where} and agrees with itself{host}", r.baseline_kernels)
 
     if torch.cuda.is_available():
-        gpu, kernels, said = run("cuda")
-        return (False, f"on the GPU: {gpu}", kernels) if gpu is not None else (True, said, kernels)
-    interp, launched, said = run("interpreter")
-    return (interp is None, interp or said, launched)
+        got = run("cuda")
+        return got if got.ok else got.said(f"on the GPU: {got.why}")
+    return run("interpreter")
 
 
 def _traced(site: Any, origins: dict[str, str]) -> dict[str, dict[str, Any]]:

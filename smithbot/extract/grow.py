@@ -22,10 +22,9 @@ from typing import Any, Callable
 
 import yaml
 
+from smithbot.extract.attempts import Check
 from smithbot.inputs.sizes import size_value
 
-_OOB = re.compile(r"kernel (\w+) .*? outside every tensor it was given \(the first: element (-?\d+) of \\?'([^'\\]+)"
-                  r"\\?', whose storage holds (\d+); the furthest: element (-?\d+)\)")  # quotes escaped when nested
 _SPEC = re.compile(r"^SPEC = (.*)$", re.M)
 _METHODS = {"view", "reshape", "contiguous", "flatten", "to", "float", "half", "bfloat16", "int", "long",
             "unsqueeze", "squeeze", "view_as", "narrow", "expand", "transpose", "permute", "t", "clone"}
@@ -101,22 +100,23 @@ def _candidates(shape: list[Any], dims: dict[str, int], need: int, again: bool) 
     return [s for _, _, s in sorted(fits, key=lambda x: (x[0], x[1]))]
 
 
-def grow(task_dir: Path, why: str, check: Callable[[Path], tuple[bool, str]], yaml_inputs: dict[str, Any],
-         rounds: int = 6) -> tuple[bool, str]:
-    """Grow the input that ``why`` (a failed self-check) says a kernel read past, check again, and repeat while the
-    failures are reads past inferred inputs, at most ``rounds`` times. ``yaml_inputs``: the target YAML's input specs
-    by launcher; those it gives are never grown. Returns (passed, why); on failure the harness is as it was."""
+def grow(task_dir: Path, failed: Check, check: Callable[[Path], Check], yaml_inputs: dict[str, Any],
+         rounds: int = 6) -> Check:
+    """Grow the input that a failed self-check says a kernel read past (``Check.read_past``), check again, and
+    repeat while the failures are reads past inferred inputs, at most ``rounds`` times. ``yaml_inputs``: the target
+    YAML's input specs by launcher; those it gives are never grown. Returns the check that passed, its line saying
+    what grew, or ``failed``, with the harness as it was."""
     harness = task_dir / "harness.py"
-    if not harness.is_file() or _OOB.search(why) is None:
-        return False, why
+    if not harness.is_file() or failed.read_past is None:
+        return failed
     entry = str(yaml.safe_load((task_dir / "task.yaml").read_text()).get("entry", ""))
     wrapper = entry.removesuffix("_flat")  # the YAML's specs of it, or of any file's launcher of its name
     person = set().union(*(spec for key, spec in yaml_inputs.items() if key.rpartition("::")[2] == wrapper))
     before = harness.read_text()
     grown: dict[str, tuple[Any, Any]] = {}
-    result, checks = why, 0
-    while checks < rounds:
-        step = _options(task_dir, result, person, grown)
+    result, checks = failed, 0
+    while checks < rounds and result.read_past is not None:
+        step = _options(task_dir, result.read_past, person, grown)
         if step is None:
             break
         name, original, options = step
@@ -124,19 +124,17 @@ def grow(task_dir: Path, why: str, check: Callable[[Path], tuple[bool, str]], ya
             _set_shape(task_dir, name, shape)
             grown[name] = (original, shape)
             checks += 1
-            ok, result = check(task_dir)
-            if ok:
+            result = check(task_dir)
+            if result.ok:
                 what = "; ".join(f"{k} {old} -> {new}" for k, (old, new) in grown.items())
                 text = harness.read_text()
                 harness.write_text(text.replace(" written by smithbot extract (", " written by smithbot extract "
                                                 f"(grown to what the kernel reads: {what}; ", 1))
-                return True, f"{result} (inputs grown to what the kernel reads: {what})"
-            if _OOB.search(result) or checks >= rounds:
+                return result.said(f"{result.why} (inputs grown to what the kernel reads: {what})")
+            if result.read_past is not None or checks >= rounds:
                 break
-        if not _OOB.search(result):
-            break
     harness.write_text(before)
-    return False, why
+    return failed
 
 
 def _set_shape(task_dir: Path, name: str, shape: list[Any]) -> None:
@@ -148,13 +146,12 @@ def _set_shape(task_dir: Path, name: str, shape: list[Any]) -> None:
     harness.write_text(text[:found.start(1)] + repr(spec) + text[found.end(1):])  # type: ignore[union-attr]
 
 
-def _options(task_dir: Path, why: str, person: set[str],
+def _options(task_dir: Path, read_past: dict[str, Any], person: set[str],
              grown: dict[str, tuple[Any, Any]]) -> tuple[str, list[Any], list[list[Any]]] | None:
-    """(the input ``why`` says was read past, its inferred shape, the shapes that hold what was read), or None."""
-    m = _OOB.search(why)
-    if m is None:
-        return None
-    kernel, first, names, holds, furthest = m.group(1), int(m.group(2)), m.group(3), int(m.group(4)), int(m.group(5))
+    """(the input a kernel read past, its inferred shape, the shapes that hold what was read), or None. ``read_past``:
+    what the bounds check found (``evaluator.bounds.OutOfBounds.found``)."""
+    kernel, first, names = read_past["kernel"], int(read_past["first"]), str(read_past["tensor"])
+    holds, furthest = int(read_past["holds"]), int(read_past["furthest"])
     if first < holds:
         return None  # read before the start: no size fixes that
     harness = task_dir / "harness.py"

@@ -63,6 +63,9 @@ NAME_RULES: dict[str, Any] = {
     **{n: {"shape": ["hidden"], "init": "around1"} for n in ("weight", "w", "gamma")},
     **{n: 1e-6 for n in ("eps", "epsilon", "variance_epsilon")},
     "device": "device:",  # the case's device
+    # a paged KV cache's request-to-slot table (the paged_kv layout's field of that name): a row per request, a slot
+    # per position; the plain inference's guess where the layout does not bind
+    "req_to_token": {"shape": ["tokens", 1024], "dtype": "int32", "init": "randint:0:tokens"},
     "src2dst": {"shape": ["tokens * top_k"], "dtype": "int32", "init": "perm:tokens * top_k"},
     **{n: {"shape": ["tokens"], "dtype": "fp32", "init": "around1"} for n in ("temperatures", "temperature")},
     **{n: {"shape": ["tokens", "heads", "head_dim"]} for n in ("q", "query")},
@@ -248,7 +251,6 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     except ValueError as exc:
         raise InputError(f"{wrapper}: {exc}") from None
     divisors = _divisors(fn)
-    rules = {**NAME_RULES, **target.names}
     moe = any(n in _TOPK_IDS for n, _ in params)
     grouped = any(s["layout"] == "moe_align" for s in layouts.values())
     for name, default in params:
@@ -262,8 +264,8 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
             specs[name] = MOE_NAME_RULES[name]
         elif grouped and name in GROUPED_GEMM_RULES:
             specs[name] = GROUPED_GEMM_RULES[name]
-        elif name in rules:
-            specs[name] = rules[name]
+        elif name in NAME_RULES:
+            specs[name] = NAME_RULES[name]
         elif default is not ... and not (default is None and name in required) \
                 and not (default == 0 and type(default) is int and name in divisors):
             specs[name] = {"literal": default} if isinstance(default, (tuple, list)) or isinstance(default, str) \
@@ -272,7 +274,7 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
             specs[name] = None  # never read (a method's unused `self`): any value will do
         else:
             unknown.append(name)
-    inferred = infer(fn, unknown, specs, tuple(n for n in specs if n in rules and n not in given), kernels)
+    inferred = infer(fn, unknown, specs, tuple(n for n in specs if n in NAME_RULES and n not in given), kernels)
     for name in unknown:
         if name not in inferred:
             raise InputError(f"cannot infer an input for parameter {name!r} of {wrapper}; describe it under "

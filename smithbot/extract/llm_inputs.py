@@ -18,6 +18,7 @@ import jinja2
 import yaml
 
 from smithbot.config import load_evolve_config, templates_dir
+from smithbot.extract.attempts import Check
 from smithbot.llm import LLMClient
 
 SYSTEM = ("You write input generators for benchmarking Triton kernels: PyTorch code that builds valid, realistic "
@@ -60,7 +61,7 @@ def prompt(task_dir: Path, why: str, last: str = "") -> str:
 
 
 def write_inputs(task_dir: Path, why: str, ask: Callable[[str, str], str], model: str,
-                 check: Callable[[Path], tuple[bool, str]], attempts: int = 2) -> tuple[bool, str]:
+                 check: Callable[[Path], Check], attempts: int = 2) -> tuple[bool, str]:
     """Ask for a harness up to ``attempts`` times, each time with the last failure; keep the first one on which
     ``check`` (the self-check) passes. Returns (accepted, why)."""
     harness = task_dir / "harness.py"
@@ -74,10 +75,10 @@ def write_inputs(task_dir: Path, why: str, ask: Callable[[str, str], str], model
             continue
         harness.write_text(f'"""Inputs written by an LLM ({model}) and accepted because the baseline passed its '
                            f'self-check on them: review before trusting."""\n\n' + code)
-        ok, result = check(task_dir)
-        if ok:
-            return True, f"{result} (inputs written by the LLM {model})"
-        tried.append(f"the baseline fails on them: {result}")
+        got = check(task_dir)
+        if got.ok:
+            return True, f"{got.why} (inputs written by the LLM {model})"
+        tried.append(f"the baseline fails on them: {got.why}")
         if before is not None:
             harness.write_text(before)
         else:

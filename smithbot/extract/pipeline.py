@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from smithbot.config import Target
-from smithbot.extract.build import (DISAGREES, NEVER_LAUNCHED, NeedsInputs, branch_values, extract as build,
-                                    extract_glue, launcher, self_check)
+from smithbot.extract.attempts import Attempt, Check, Failure, plan_attempts
+from smithbot.extract.build import (NEVER_LAUNCHED, NeedsInputs, branch_values, extract as build, extract_glue,
+                                    launcher, self_check)
 from smithbot.extract.closure import ExtractError
 from smithbot.extract.grow import grow
 from smithbot.extract.llm_inputs import write_inputs
@@ -34,6 +35,7 @@ class Coverage:
     checked: bool
     why: str
     out: Path | None
+    failure: Failure | None = None  # how its task's first self-check failed, where it did
 
 
 def extract_sites(result: ScanResult, sites: list[KernelSite], task_dir_of: Callable[[str], Path], check: bool = True,
@@ -106,14 +108,15 @@ class _Extraction:
                 self.rows.append(Coverage(site.name, site.path, True, False, "not checked", done))
         self.todo = [i for i, r in enumerate(self.rows) if r.out is not None and self.check]
 
-    def check_one(self, task_dir: Path) -> tuple[bool, str]:
-        ok, why, self.launched[task_dir] = self_check(task_dir, self.timeout_s)
-        return ok, why
+    def check_one(self, task_dir: Path) -> Check:
+        got = self_check(task_dir, self.timeout_s)
+        self.launched[task_dir] = got.launched
+        return got
 
-    def verified(self, task_dir: Path) -> tuple[bool, str]:
+    def verified(self, task_dir: Path) -> Check:
         """The self-check, and, when the kernel reads past an inferred input, the inputs grown to what it reads."""
-        ok, why = self.check_one(task_dir)
-        return (True, why) if ok else grow(task_dir, why, self.check_one, self.result.target.inputs)
+        got = self.check_one(task_dir)
+        return got if got.ok else grow(task_dir, got, self.check_one, self.result.target.inputs)
 
     def ended(self, row: Coverage) -> None:
         """One more self-check done: its row handed on, the progress moved."""
@@ -123,67 +126,65 @@ class _Extraction:
         if self.progress is not None:
             self.progress(self.finished, len(self.todo) + len(self.branches))
 
-    def rebuilt(self, i: int, task_dir: Path, why: str, how: str, op: bool | str = True,
-                by_themselves: bool = True) -> tuple[bool, str]:
-        """The failed task of row ``i`` built another way (around its launcher instead of its op: ``op=False``; around
-        the op that calls it: ``op="caller"``; without the layouts that bound by themselves) and checked; kept in its
-        place if that passes."""
+    def rebuilt(self, i: int, task_dir: Path, why: str, attempt: Attempt) -> tuple[bool, str]:
+        """The failed task of row ``i`` built another way (``attempt``) and checked; kept in its place if that
+        passes."""
         site, result = self.sites[i], self.result
         dest = task_dir.with_name(task_dir.name + ".retry")
         try:
             build(result.checkout.root, result.checkout.commit, result.checkout.url,
                   replace(result.target, reach_presets=site.presets, reach_phases=site.phases,
-                          layouts_by_themselves=by_themselves), site, result.modules, dest, name=self.names[i], op=op)
-            if not by_themselves and _layout_line(dest) == _layout_line(task_dir):  # the specs named them all
+                          layouts_by_themselves=attempt.by_themselves), site, result.modules, dest,
+                  name=self.names[i], op=attempt.op)
+            if not attempt.by_themselves and _layout_line(dest) == _layout_line(task_dir):  # the specs named them all
                 shutil.rmtree(dest, ignore_errors=True)
                 return False, why
-            ok, again = self.verified(dest)
+            got = self.verified(dest)
+            ok, again = got.ok, got.why
         except Exception as exc:  # noqa: BLE001 - the first outcome stands, with this one's reason beside it
             ok, again = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
         if not ok:
             shutil.rmtree(dest, ignore_errors=True)
-            return False, f"{why}; {how}: {again}"
+            return False, f"{why}; {attempt.how}: {again}"
         shutil.rmtree(task_dir, ignore_errors=True)
         dest.rename(task_dir)
         self.launched[task_dir] = self.launched.pop(dest, ())
-        return True, f"{again} ({how}; as first built: {why[:200]})"
+        return True, f"{again} ({attempt.how}; as first built: {why[:200]})"
 
-    def retried(self, i: int, task_dir: Path, why: str) -> tuple[bool, str]:
-        """A task that failed its self-check, built again without what extraction chose by itself: the layouts
-        that bound to a launcher nobody wrote specs for (the plain inference may serve it where a layout's sizes
-        do not), then the op it was built around (its inputs may need what inference cannot tell, a quantized
-        op's scales). A launcher whose outputs differ between two runs (a routing whose order follows its atomics,
-        which the op's result does not) is built again around the op that calls it."""
-        result, ok = self.result, False
-        disagrees = any(d in why for d in DISAGREES)
-        if _layout_line(task_dir) != "LAYOUT_BUILDERS = {}":  # no layout bound: nothing to build again without
-            ok, why = self.rebuilt(i, task_dir, why, "without the layouts that bound by themselves",
-                                   by_themselves=False)
+    def retried(self, i: int, task_dir: Path, failed: Check) -> tuple[bool, str]:
+        """A task that failed its self-check, built again the ways ``plan_attempts`` lists for its failure, until one
+        passes."""
+        result = self.result
         plain = launcher(result.checkout.root, self.sites[i])
-        if not ok and plain is not None and plain != self.launchers[i]:
-            ok, why = self.rebuilt(i, task_dir, why, f"at its launcher {plain[1]}() (not the op "
-                                   f"{self.launchers[i][1]}())", op=False)
-        elif not ok and disagrees:
-            op = launcher(result.checkout.root, self.sites[i], result.modules, result.target.inputs, caller=True)
-            if op is not None and op != self.launchers[i]:
-                ok, why = self.rebuilt(i, task_dir, why, f"around the op {op[1]}() that calls it (its launcher's own "
-                                       "outputs differ between runs)", op="caller")
+        caller = launcher(result.checkout.root, self.sites[i], result.modules, result.target.inputs, caller=True) \
+            if failed.failure is Failure.DISAGREES else None
+        ok, why = False, failed.why
+        for attempt in plan_attempts(failed.failure or Failure.BROKEN,
+                                     _layout_line(task_dir) != "LAYOUT_BUILDERS = {}",  # a layout bound by itself
+                                     self.launchers[i], plain, caller):
+            ok, why = self.rebuilt(i, task_dir, why, attempt)
+            if ok:
+                break
         return ok, why
 
     def checked(self, i: int) -> None:
         """Row ``i``'s task self-checked; built again, or its inputs asked of the LLM, where that fails."""
         rows = self.rows
         task_dir: Path = rows[i].out  # type: ignore[assignment]
-        ok, why = (False, rows[i].why) if i in self.no_inputs else self.verified(task_dir)
-        if not ok and i not in self.no_inputs:
-            ok, why = self.retried(i, task_dir, why)
+        failure = None
+        if i in self.no_inputs:
+            ok, why = False, rows[i].why
+        else:
+            got = self.verified(task_dir)
+            ok, why = self.retried(i, task_dir, got) if not got.ok else (True, got.why)
+            failure = got.failure
         if not ok and self.llm is not None:
             ok, why = write_inputs(task_dir, why, self.llm[0], self.llm[1], self.check_one)
         if i in self.no_inputs and not ok:  # no inputs, none written: the task is not kept
             shutil.rmtree(task_dir, ignore_errors=True)
             rows[i] = Coverage(rows[i].kernel, rows[i].path, False, False, f"{rows[i].why}; {why}", None)
         else:
-            rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, task_dir)
+            rows[i] = Coverage(rows[i].kernel, rows[i].path, True, ok, why, task_dir, None if ok else failure)
         self.ended(rows[i])
 
     def share_outcomes(self) -> None:
@@ -198,7 +199,7 @@ class _Extraction:
                 rows[i] = Coverage(site.name, site.path, True, False, f"{NEVER_LAUNCHED} (they launch "
                                    f"{', '.join(ran) or 'no Triton kernel'})", first.out)
             elif self.owner[i] != i:
-                rows[i] = Coverage(site.name, site.path, first.extracted, first.checked, first.why, first.out)
+                rows[i] = replace(first, kernel=site.name, path=site.path)
             if self.check and (self.owner[i] != i or rows[i].why.startswith(NEVER_LAUNCHED)) and rows[i].extracted \
                     and not rows[i].checked and site.name not in (ran or ()):
                 branch = self._branch_for(i, site)
@@ -245,7 +246,8 @@ class _Extraction:
         try:
             done = build(result.checkout.root, result.checkout.commit, result.checkout.url, target, site,
                          result.modules, dest, name=self.names[i], op=op)
-            ok, why = self.verified(done)
+            got = self.verified(done)
+            ok, why = got.ok, got.why
         except Exception as exc:  # noqa: BLE001 - reported in the row, as in the first pass
             ok, why = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
         if ok and site.name in self.launched.get(dest, ()):
@@ -274,8 +276,8 @@ def extract_glue_site(result: ScanResult, site: FusionSite, out: Path | None, ba
         return Coverage(label, site.path, False, False, str(exc), None)
     if not check:
         return Coverage(label, site.path, True, False, "not checked", task)
-    ok, why, _ = self_check(task, timeout_s)
-    return Coverage(label, site.path, True, ok, why, task)
+    got = self_check(task, timeout_s)
+    return Coverage(label, site.path, True, got.ok, got.why, task, got.failure)
 
 
 def _layout_line(task_dir: Path) -> str:

@@ -179,10 +179,12 @@ both = torch.randn(13)
 copies = clone_args({"x": both[:5], "y": both[5:]})
 assert torch.equal(copies["x"], both[:5]) and copies["x"].stride() == (1,)
 _shift[(1,)](both[:5], both[5:], 5, BLOCK=8)  # unchecked: x's storage runs on into y
+bounds.last = None
 try:
     _shift[(1,)](copies["x"], copies["y"], 5, BLOCK=8)
 except Exception as exc:
     print("apart:", exc)
+print("found:", sorted(bounds.last.items()))  # what the worker reports with its answer, however the exception is wrapped
 '''
 
 
@@ -199,7 +201,9 @@ def test_the_interpreter_stands_in_for_the_gpu_and_checks_bounds(tmp_path) -> No
     assert out.returncode == 0, out.stderr[-2000:]
     assert ("kernel _shift loads 3 element(s) outside every tensor it was given (the first: element 5 of 'X', whose "
             "storage holds 5; the furthest: element 7)") in out.stdout, out.stdout
-    assert 'apart: IndexError("kernel _shift loads 3 element(s) outside every tensor' in out.stdout, out.stdout
+    assert 'apart: OutOfBounds("kernel _shift loads 3 element(s) outside every tensor' in out.stdout, out.stdout
+    assert ("found: [('access', 'loads'), ('count', 3), ('first', 5), ('furthest', 7), ('holds', 5), ('kernel', "
+            "'_shift'), ('tensor', 'X')]") in out.stdout, out.stdout
 
 
 CONSTEXPR_GLOBAL = '''

@@ -90,13 +90,25 @@ def test_the_shapes_an_input_may_grow_to() -> None:
     assert ["tokens", "hidden"] in _candidates(["hidden"], dims, 20, again=True)  # read per token: a leading axis
 
 
-def test_a_read_past_the_end_is_read_from_the_check_even_when_reported_nested() -> None:
-    """A kernel launched inside another interpreter launch reports its error in the outer one's repr, quotes
-    escaped: the argument and the elements are read all the same."""
-    from smithbot.extract.grow import _OOB
+def test_a_failed_self_check_is_a_typed_failure_and_its_attempts_follow_from_it() -> None:
+    """The failure comes from the evaluator's status and reason, and from what a kernel read past (never from the
+    message): a read past an input, outputs that differ between runs, memory, or a baseline that does not run. The
+    plan of rebuilds follows from it alone."""
+    from smithbot.extract.attempts import Failure, failure_of, plan_attempts
 
-    inner = ("kernel _fwd_kernel loads 29 element(s) outside every tensor it was given (the first: element 3 of "
-             "'Block_offsets', whose storage holds 3; the furthest: element 31)")
-    nested = RuntimeError(repr(IndexError(inner)))  # as InterpreterError wraps the repr of what the kernel raised
-    for why in (repr(IndexError(inner)), f"InterpreterError: {nested!r}"):
-        assert _OOB.search(why).groups() == ("_fwd_kernel", "3", "Block_offsets", "3", "31"), why
+    past = {"kernel": "_k", "access": "loads", "count": 3, "tensor": "X", "first": 5, "holds": 5, "furthest": 7}
+    assert failure_of("crash", "crash", past) is Failure.READ_PAST
+    assert failure_of("task_error", "", past) is Failure.READ_PAST  # while the task was prepared
+    assert failure_of("incorrect", "nondeterministic") is Failure.DISAGREES
+    assert failure_of("incorrect", "mismatch") is Failure.DISAGREES
+    assert failure_of("incorrect", "modified_input") is Failure.BROKEN
+    assert failure_of("oom") is Failure.OUT_OF_MEMORY and failure_of("runtime_error", "KeyError") is Failure.BROKEN
+
+    op, plain, caller = ("a.py", "op"), ("a.py", "launch"), ("b.py", "layer")
+    hows = [a.how for a in plan_attempts(Failure.BROKEN, True, op, plain, caller)]
+    assert hows == ["without the layouts that bound by themselves", "at its launcher launch() (not the op op())"]
+    # built at its launcher already: outputs that differ between runs go up to the op that calls it, nothing else does
+    assert plan_attempts(Failure.BROKEN, False, plain, plain, caller) == []
+    [up] = plan_attempts(Failure.DISAGREES, False, plain, plain, caller)
+    assert (up.op, up.by_themselves) == ("caller", True) and up.how.startswith("around the op layer() that calls it")
+    assert plan_attempts(Failure.DISAGREES, False, plain, plain, plain) == []
