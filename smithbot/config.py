@@ -314,6 +314,68 @@ def _read_cached(file: Path) -> Any:
     return data
 
 
+# The input-spec language of a target YAML's ``inputs:`` (docs/extract.md): the keys a spec may hold, the dtypes
+# and value kinds it may name (the harness's own tables; tests/test_config.py holds them equal), and the keys of a
+# launcher's entry that are not its parameters.
+SPEC_KEYS = ("shape", "dtype", "init", "transposed", "literal", "object", "items", "layout", "field", "returns")
+SPEC_DTYPES = ("act", "fp32", "fp16", "bf16", "int32", "fp8_e4m3", "int8", "uint8", "int64", "bool", "complex64",
+               "fp4x2", "e8m0")
+INIT_KINDS = ("randn", "randint", "perm", "arange", "even", "even_end", "split", "cuts", "starts", "upto", "chunks",
+              "onehot", "rand", "around1")
+LAUNCHER_KEYS = ("_models", "_shrink", "_interpreter_dims", "_dims", "_kernels", "_stubs", "_layouts")
+
+
+def _check_launcher_specs(c: _Checker, specs: Any, key: str, presets: set[str], kernel: bool = False) -> None:
+    """A launcher's entry under ``inputs:``: its parameters' specs and its reserved keys (a kernel's own entry under
+    ``_kernels`` takes the same, but another ``_kernels``)."""
+    if not isinstance(specs, dict):
+        raise c.fail(key, "must map parameter names to input specs")
+    for name, spec in specs.items():
+        at = f"{key}.{name}"
+        if name in ("_dims", "_interpreter_dims", "_stubs", "_layouts"):
+            c.mapping(spec, at, {k: False for k in spec} if isinstance(spec, dict) else {})
+        elif name == "_models":
+            for i, m in enumerate(c.str_list(spec, at)):
+                if m not in presets:
+                    raise c.fail(f"{at}[{i}]", f"unknown model preset {m!r} (known: {', '.join(sorted(presets))})")
+        elif name == "_shrink":
+            c.string(spec, at)
+        elif name == "_kernels" and not kernel:
+            c.mapping(spec, at, {k: False for k in spec} if isinstance(spec, dict) else {})
+            for k, own in spec.items():
+                _check_launcher_specs(c, own, f"{at}.{k}", presets, kernel=True)
+        elif name == "_kernels":
+            raise c.fail(at, "a kernel's own entry holds no _kernels of its own")
+        else:
+            _check_spec(c, spec, at)
+
+
+def _check_spec(c: _Checker, spec: Any, key: str) -> None:
+    """One input spec: a plain value (a number, a flag, a size expression, ``dtype:...``), None, or a mapping of
+    ``SPEC_KEYS`` whose dtype and value kind are ones the harness makes."""
+    if not isinstance(spec, dict):
+        return
+    c.mapping(spec, key, {k: False for k in SPEC_KEYS})
+    if "literal" in spec:
+        return
+    if "shape" in spec and not isinstance(spec["shape"], list):
+        raise c.fail(f"{key}.shape", "must be a list of sizes")
+    if "dtype" in spec and spec["dtype"] not in SPEC_DTYPES:
+        raise c.fail(f"{key}.dtype", f"unknown dtype {spec['dtype']!r} (known: {', '.join(SPEC_DTYPES)})")
+    if "init" in spec and str(spec["init"]).split(":")[0] not in INIT_KINDS:
+        raise c.fail(f"{key}.init", f"unknown kind {str(spec['init']).split(':')[0]!r} (known: "
+                                    f"{', '.join(INIT_KINDS)})")
+    if isinstance(spec.get("object"), dict):
+        for k, v in spec["object"].items():
+            _check_spec(c, v, f"{key}.object.{k}")
+    for i, v in enumerate(spec.get("items") or []):
+        _check_spec(c, v, f"{key}.items[{i}]")
+    if "returns" in spec:
+        _check_spec(c, spec["returns"], f"{key}.returns")
+    if not any(k in spec for k in ("shape", "object", "items", "layout", "returns")):
+        raise c.fail(key, "a mapping spec needs one of shape, object, items, layout, returns or literal")
+
+
 def _formatters(c: _Checker, value: Any, key: str) -> tuple[Formatter, ...]:
     """``conventions.formatter``: a list of ``{run: [command, args...], check: [args...]}`` (check defaults to
     ``--check``)."""
@@ -353,8 +415,10 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
             raise c.fail(f"models[{i}]", f"unknown model preset {n!r} (known: {', '.join(models)})")
     regimes = c.mapping(data["regimes"], "regimes", _REGIMES)
     inputs = data.get("inputs") or {}
-    if not isinstance(inputs, dict) or not all(isinstance(v, dict) for v in inputs.values()):
+    if not isinstance(inputs, dict):
         raise c.fail("inputs", "must map wrapper names to {parameter: spec} mappings")
+    for wrapper, specs in inputs.items():
+        _check_launcher_specs(c, specs, f"inputs.{wrapper}", set(models))
     serving = load_serving(c, data.get("serving") or {}, preset_names)
     stubs = data.get("stubs") or {}
     if not isinstance(stubs, dict):

@@ -49,6 +49,18 @@ def test_bundled_targets_load_with_the_required_presets() -> None:
     (lambda s: s.replace("formatter: [{run: [black, -q]}", "formatter: [{run: []}"), "conventions.formatter[0].run",
      "must name the formatter's command"),
     (lambda s: s.replace("hints:\n", "hints:\n  hot_pathz: []\n"), "hints.hot_pathz", "unknown key"),
+    # input specs are checked when the YAML loads: a misspelt key, dtype or value kind is an error, not a guess
+    (lambda s: s.replace("q_extend: {shape: [tokens, heads,", "q_extend: {shapes: [tokens, heads,"),
+     "inputs.extend_attention_fwd.q_extend.shapes", "unknown key"),
+    (lambda s: s.replace('init: "arange:tokens // seqs"', 'init: "arrange:tokens // seqs"'),
+     "inputs.extend_attention_fwd.qo_indptr.init", "unknown kind 'arrange'"),
+    (lambda s: s.replace("qo_indptr: {shape: [seqs + 1], dtype: int32", "qo_indptr: {shape: [seqs + 1], dtype: i32"),
+     "inputs.extend_attention_fwd.qo_indptr.dtype", "unknown dtype 'i32'"),
+    (lambda s: s.replace("_models: [qwen3-30b-a3b, deepseek-v3, mixtral-8x7b]",
+                         "_models: [qwen3-30b-a3b, deepseek-v4, mixtral-8x7b]", 1),
+     "inputs.ep_scatter._models[1]", "unknown model preset 'deepseek-v4'"),
+    (lambda s: s.replace("q_extend: {shape: [tokens, heads, head_dim]}", "q_extend: {dtype: bf16}"),
+     "inputs.extend_attention_fwd.q_extend", "needs one of shape"),
     (lambda s: s.replace("serving:\n", "serving:\n  defaults: {}\n"), "serving.defaults", "unknown key"),
     # the phase is evaluated from the engine's forward-mode enum, never declared by predicate name
     (lambda s: s.replace("serving:\n", "serving:\n  phases: {is_decode: decode}\n"), "serving.phases", "unknown key"),
@@ -71,6 +83,20 @@ def test_bad_target_yaml(tmp_path: Path, edit, key: str, words: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_target(f)
     assert str(info.value).startswith(f"{f}: {key}: ") and words in str(info.value)
+
+
+def test_the_spec_language_is_the_harness_s() -> None:
+    """The dtypes and value kinds a YAML spec may name are exactly those the generated harness makes."""
+    import re
+
+    from smithbot.config import INIT_KINDS, SPEC_DTYPES
+    from smithbot.extract.harness import HARNESS
+
+    made = set(re.findall(r'"(\w+)": torch\.\w+', HARNESS)) | {"fp4x2", "e8m0", "act"}
+    assert set(SPEC_DTYPES) == made
+    kinds = set(re.findall(r'init\[0\] == "(\w+)"', HARNESS))
+    kinds |= set(re.findall(r'"(\w+)"', re.findall(r"init\[0\] in \(([^)]*)\)", HARNESS)[0]))
+    assert set(INIT_KINDS) == kinds | {"randn"}  # randn: the default, where no init is named
 
 
 def test_malformed_yaml_and_unknown_target(tmp_path: Path) -> None:
