@@ -189,6 +189,7 @@ class Conventions:
     benchmark: bool = False  # whether the repository's kernel PRs carry a benchmark script (else the PR's table is)
     # how the repository writes kernel tests: parametrised pytest functions, a pytest class, or unittest
     test_style: str = "pytest"
+    signoff: bool = False  # whether each commit carries a DCO `Signed-off-by:` line of its author
 
 
 TEST_STYLES = ("pytest", "class", "unittest")
@@ -402,7 +403,7 @@ def load_target(file: Path, models: dict[str, ModelPreset] | None = None) -> Tar
     for k, v in conv_raw.items():
         key = f"conventions.{k}"
         conv[k] = _formatters(c, v, key) if k == "formatter" else c.positive_int(v, key) if k == "max_open_prs" \
-            else c.boolean(v, key) if k == "benchmark" else c.string(v, key)
+            else c.boolean(v, key) if k in ("benchmark", "signoff") else c.string(v, key)
     if conv.get("test_style", "pytest") not in TEST_STYLES:
         raise c.fail("conventions.test_style", f"must be one of {', '.join(TEST_STYLES)}, not {conv['test_style']!r}")
     styles = pr_styles()

@@ -44,7 +44,7 @@ def test_scan_demo_offline(tmp_path: Path) -> None:
 
 
 def test_scan_bad_inputs(tmp_path: Path) -> None:
-    assert_one_line_error(run("scan", "vllm", home=tmp_path), "unknown target 'vllm'")
+    assert_one_line_error(run("scan", "tgi", home=tmp_path), "unknown target 'tgi'")
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "a.py").write_text("x = 1\n")

@@ -10,7 +10,7 @@ from smithbot.config import TARGETS_DIR, ConfigError, get_target, load_models, l
 
 
 def test_bundled_targets_load_with_the_required_presets() -> None:
-    assert target_names() == ["demo", "engram", "lmdeploy", "sglang"]
+    assert target_names() == ["demo", "engram", "lmdeploy", "sglang", "vllm"]
     required = {"llama3-8b", "qwen3-8b", "qwen3-30b-a3b", "deepseek-v3", "mixtral-8x7b"}
     for name in target_names():
         t = get_target(name)
@@ -29,7 +29,7 @@ def test_bundled_targets_load_with_the_required_presets() -> None:
     for name in target_names():
         t = get_target(name)
         assert t.stubs.get("is_hip") is False and t.serving.gpu == "sm90"
-    for name in ("sglang", "lmdeploy"):
+    for name in ("sglang", "lmdeploy", "vllm"):
         assert get_target(name).serving.entries and get_target(name).serving.gpu == "sm90"
 
 
@@ -41,8 +41,8 @@ def test_bundled_targets_load_with_the_required_presets() -> None:
     (lambda s: s.replace("max_open_prs: 2", "max_open_prs: lots"), "conventions.max_open_prs", "positive integer"),
     (lambda s: s.replace("test_style: unittest", "test_style: nose"), "conventions.test_style", "must be one of"),
     # a PR style is a template in templates/pr/, not a name the code knows
-    (lambda s: s.replace("pr_style: sglang", "pr_style: vllm"), "conventions.pr_style",
-     "must name a PR template in templates/pr/ (dlblas, generic, lmdeploy, sglang), not 'vllm'"),
+    (lambda s: s.replace("pr_style: sglang", "pr_style: tgi"), "conventions.pr_style",
+     "must name a PR template in templates/pr/ (dlblas, generic, lmdeploy, sglang, vllm), not 'tgi'"),
     # a formatter is the repository's command line, not a name the code knows the arguments of
     (lambda s: s.replace("formatter: [{run: [black, -q]}", "formatter: [black"), "conventions.formatter[0]",
      "must be a mapping"),
@@ -109,5 +109,5 @@ def test_malformed_yaml_and_unknown_target(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"t.yaml: line 5: malformed YAML: duplicate key 'rmsnorm' "
                                           r"\(first on line 3\)"):
         load_target(f)
-    with pytest.raises(ConfigError, match="unknown target 'vllm' .*known: demo, engram, lmdeploy, sglang"):
-        get_target("vllm")
+    with pytest.raises(ConfigError, match="unknown target 'tgi' .*known: demo, engram, lmdeploy, sglang, vllm"):
+        get_target("tgi")

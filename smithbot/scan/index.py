@@ -95,8 +95,27 @@ def prefilter(data: bytes, custom_jit: tuple[str, ...]) -> bool:
     return b"triton" in data and (b"jit" in data or b"autotune" in data or any(c.encode() in data for c in custom_jit))
 
 
-def _work(job: tuple[str, bytes, tuple[str, ...], str]) -> dict[str, Any]:
+def _work(job: tuple[str, bytes, tuple[str, ...], str, dict[str, str]]) -> dict[str, Any]:
     return analyze(*job)
+
+
+_IMPORT_TRITON = re.compile(rb"^[ \t]*import (triton(?:\.\w+)*)(?: as (\w+))?[ \t]*(?:#.*)?$", re.M)
+
+
+def triton_reexports(texts: dict[str, bytes], packages: set[str]) -> dict[str, str]:
+    """Triton's modules as the target's own modules hand them on: ``vllm.triton_utils.tl`` -> ``triton.language``,
+    where ``vllm/triton_utils/__init__.py`` says ``import triton.language as tl`` (behind ``if HAS_TRITON:`` as it
+    may be), so that ``from vllm.triton_utils import tl, triton`` reads as Triton's own names everywhere."""
+    out: dict[str, str] = {}
+    for rel, data in texts.items():
+        if b"import triton" not in data:
+            continue
+        mod = module_name(rel, packages)
+        for m in _IMPORT_TRITON.finditer(data):
+            name, alias = m.group(1).decode(), m.group(2)
+            local = alias.decode() if alias else name.split(".")[0]
+            out[f"{mod}.{local}"] = name if alias else name.split(".")[0]
+    return out
 
 
 def index(root: Path, include: tuple[str, ...], exclude: tuple[str, ...], custom_jit: tuple[str, ...],
@@ -105,7 +124,8 @@ def index(root: Path, include: tuple[str, ...], exclude: tuple[str, ...], custom
     texts = {rel: (root / rel).read_bytes() for rel in list_files(root, include, exclude)}
     ancestors = {"/".join(rel.split("/")[:n]) for rel in texts for n in range(1, rel.count("/") + 1)}
     packages = {d for d in ancestors if (root / d / "__init__.py").is_file()}
-    salt = f"{PARSER_VERSION}|{','.join(custom_jit)}|".encode()
+    reexports = triton_reexports(texts, packages)
+    salt = f"{PARSER_VERSION}|{','.join(custom_jit)}|{sorted(reexports.items())}|".encode()
     facts: list[dict[str, Any]] = []
     misses: list[tuple[str, str, str]] = []  # (path, cache key, module name)
     for rel, data in texts.items():
@@ -120,7 +140,7 @@ def index(root: Path, include: tuple[str, ...], exclude: tuple[str, ...], custom
             cached["path"] = rel  # the same content may live at another path
             facts.append(cached)
     cached_n = len(facts)
-    jobs = [(rel, texts[rel], custom_jit, modname) for rel, _, modname in misses]
+    jobs = [(rel, texts[rel], custom_jit, modname, reexports) for rel, _, modname in misses]
     n_workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
     if len(jobs) >= POOL_MIN_FILES and n_workers > 1:
         with ProcessPoolExecutor(max_workers=n_workers) as pool:

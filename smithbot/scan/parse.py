@@ -184,9 +184,10 @@ def _work(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
     return {"memory": memory, "dots": dots, "loops": loops}
 
 
-def analyze(relpath: str, data: bytes, custom_jit: tuple[str, ...] = (), modname: str | None = None
-            ) -> dict[str, Any]:
-    """Facts about one file, or ``{"path", "error"}`` when it does not parse."""
+def analyze(relpath: str, data: bytes, custom_jit: tuple[str, ...] = (), modname: str | None = None,
+            reexports: dict[str, str] | None = None) -> dict[str, Any]:
+    """Facts about one file, or ``{"path", "error"}`` when it does not parse. ``reexports``: Triton's modules as
+    other modules of the target hand them on (``index.triton_reexports``), read as Triton's own."""
     try:
         tree = ast.parse(data, filename=relpath)
     except (SyntaxError, ValueError) as exc:
@@ -194,7 +195,7 @@ def analyze(relpath: str, data: bytes, custom_jit: tuple[str, ...] = (), modname
         return {"path": relpath, "error": f"{where}{getattr(exc, 'msg', None) or exc}"}
     v = _Visitor(modname if modname is not None else module_name(relpath), relpath.endswith("__init__.py"),
                  set(custom_jit))
-    v.imports = collect_imports(tree, v.modname, v.is_package)
+    v.imports = {k: (reexports or {}).get(t, t) for k, t in collect_imports(tree, v.modname, v.is_package).items()}
     v.visit(tree)
     by_name = {f["name"]: f for f in v.functions if not f["nested"]}
     for target, fn, line in v.jit_calls:

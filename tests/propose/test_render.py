@@ -23,6 +23,8 @@ HEADINGS = {
     "engram": ["Summary", "What changed", "Benchmark (Shape / Base / Opt / Speedup / GB/s)", "Correctness",
                "How this was made"],
     "demo": ["Summary", "What changed", "Benchmark", "Correctness", "How this was made"],
+    # vLLM's .github/PULL_REQUEST_TEMPLATE.md sections
+    "vllm": ["Purpose", "Test Plan", "Test Result"],
 }
 
 
@@ -115,6 +117,15 @@ def test_size_limit_truncates_the_details_first(parts: tuple) -> None:
     r = render(get_target("sglang"), task, verification, verdict, cand, (), (), [], patch, "abc")
     assert len(r.body) <= MAX_BODY and "truncated: the full diff is in the branch" in r.body
     assert "## Speed Tests and Profiling" in r.body
+
+
+def test_a_commit_carries_a_dco_sign_off_where_the_target_asks_for_one() -> None:
+    from smithbot.propose.pipeline import commit_message
+
+    signed = commit_message("[Kernel] Faster rms_norm", get_target("vllm"))
+    assert signed.splitlines()[0] == "[Kernel] Faster rms_norm"
+    assert signed.endswith("\n\nSigned-off-by: smithbot <smithbot@users.noreply.github.com>")
+    assert "Signed-off-by" not in commit_message("[Kernel] Faster rms_norm", get_target("sglang"))
 
 
 def test_sanitize_removes_pings_and_references() -> None:

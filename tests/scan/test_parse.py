@@ -49,3 +49,24 @@ def test_bom_and_unparsable_files() -> None:
     assert [k["name"] for k in facts("eng/bom.py")["kernels"]] == ["bom_kernel"]
     broken = facts("eng/broken.py")
     assert "error" in broken and broken["error"].startswith("line ")
+
+
+def test_triton_as_the_engine_hands_it_on() -> None:
+    """vLLM's kernels say ``from vllm.triton_utils import tl, triton``: the package imports Triton behind a check
+    that it is installed and hands its modules on. Read through that, ``@triton.jit`` is Triton's decorator, and the
+    kernel is found; without it, none is."""
+    from smithbot.scan.index import triton_reexports
+
+    utils = (b"from typing import TYPE_CHECKING\nHAS_TRITON = True\nif TYPE_CHECKING or HAS_TRITON:\n"
+             b"    import triton\n    import triton.language as tl\n    import triton.language.extra.libdevice as tldevice"
+             b"  # its math\nelse:\n    triton = None\n")
+    kernel = (b"from eng.triton_utils import tl, triton\n\n\n@triton.jit\ndef _k(X, BLOCK: tl.constexpr):\n"
+              b"    tl.store(X + tl.arange(0, BLOCK), 1.0)\n\n\ndef launch(x):\n    _k[(1,)](x, BLOCK=8)\n")
+    texts = {"eng/__init__.py": b"", "eng/triton_utils/__init__.py": utils, "eng/ops.py": kernel}
+    found = triton_reexports(texts, {"eng", "eng/triton_utils"})
+    assert found == {"eng.triton_utils.triton": "triton", "eng.triton_utils.tl": "triton.language",
+                     "eng.triton_utils.tldevice": "triton.language.extra.libdevice"}
+    f = analyze("eng/ops.py", kernel, (), "eng.ops", found)
+    assert [k["name"] for k in f["kernels"]] == ["_k"] and f["launches"][0]["wrapper"] == "launch"
+    assert f["imports"]["tl"] == "triton.language"
+    assert analyze("eng/ops.py", kernel, (), "eng.ops")["kernels"] == []
