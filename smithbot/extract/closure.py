@@ -428,6 +428,18 @@ class ClosureBuilder:
         return [from_module(node, mod.name, mod.path.endswith("__init__.py")) for node in mod.tree.body
                 if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)]
 
+    def _handed_on(self, target: str) -> str:
+        """``target`` (an import's dotted name), or, where it is a name that a module of the target imports from a
+        module a task may import and hands on, that module: ``vllm.triton_utils.tl`` is ``triton.language`` where
+        ``vllm/triton_utils`` says ``import triton.language as tl`` (behind ``if HAS_TRITON:``, with a placeholder
+        otherwise: the task has Triton)."""
+        tmod, _, attr = target.rpartition(".")
+        held = self.module(tmod) if tmod.split(".")[0] == self.package else None
+        real = held.imports.get(attr) if held is not None else None
+        if real is None or real.split(".")[0] == self.package or import_line(attr, real) is None:
+            return target
+        return real
+
     def _resolve(self, mod: Module, name: str, imported: str | None = None) -> None:
         """Bind ``name`` as module ``mod`` sees it (or, with ``imported``, as that function-local import binds it)."""
         if name in self.c.imports or name in self.c.stubs or name in self.c.aliases:
@@ -441,7 +453,7 @@ class ClosureBuilder:
             self.c.stubs[name] = stub_source(name, self.stubs_values[name], called)
             return
         if imported is not None or name in mod.imports:
-            target = imported or mod.imports[name]
+            target = self._handed_on(imported or mod.imports[name])
             root = target.split(".")[0]
             line = import_line(name, target)
             if line is not None and tl_builtin(target):  # `from triton.language.math import rsqrt`: calls become

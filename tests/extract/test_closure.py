@@ -846,3 +846,22 @@ def test_a_constexpr_a_plain_expression_gives_and_an_allocator_object_off_the_pa
     b = ClosureBuilder(tmp_path, {"pkg.ops": "pkg/ops.py", "pkg.manager": "pkg/manager.py"}, "pkg", {}, ())
     b.add("pkg.ops", "launch")
     assert b.c.blockers == ["g_manager is module-level state (the result of Manager())"]
+
+
+def test_a_module_that_hands_triton_on_is_read_as_triton(tmp_path: Path) -> None:
+    """``from pkg.triton_utils import tl, triton``, where the package imports Triton behind a check that it is
+    installed and binds placeholders otherwise (vLLM's ``triton_utils``): the task imports Triton itself, not the
+    placeholder, and its kernel runs."""
+    (tmp_path / "pkg" / "triton_utils").mkdir(parents=True)
+    (tmp_path / "pkg" / "triton_utils" / "__init__.py").write_text(
+        "from typing import TYPE_CHECKING\n\nHAS_TRITON = True\nif TYPE_CHECKING or HAS_TRITON:\n    import triton\n"
+        "    import triton.language as tl\nelse:\n    triton = object()\n    tl = object()\n")
+    (tmp_path / "pkg" / "op.py").write_text(
+        "import torch\nfrom pkg.triton_utils import tl, triton\n\n\n@triton.jit\ndef _k(X, BLOCK: tl.constexpr):\n"
+        "    tl.store(X + tl.arange(0, BLOCK), 1.0)\n\n\ndef launch(x):\n    _k[(1,)](x, BLOCK=8)\n    return x\n")
+    b = ClosureBuilder(tmp_path, {"pkg.op": "pkg/op.py", "pkg.triton_utils": "pkg/triton_utils/__init__.py"}, "pkg",
+                       {}, ())
+    b.add("pkg.op", "launch")
+    assert b.c.blockers == []
+    assert b.c.imports["triton"] == "import triton" and b.c.imports["tl"] == "import triton.language as tl"
+    assert "object()" not in _source(b)
