@@ -1,13 +1,15 @@
 """Aim against a ground truth read from the engines' code: precision of scan's top kernels and top glue runs.
 
     python benchmarks/aim_truth.py sglang=/path/to/sglang lmdeploy=/path/to/lmdeploy [--top 10] [--glue-top 5]
+    python benchmarks/aim_truth.py vllm=/path/to/vllm --per-preset
 
 The ground truth is ``tests/fixtures/default_path/TARGET.yaml``, written by reading each engine's serving code
 before the ranking was changed: the Triton kernels a default step launches (``kernels``), those it does not
 (``not_default``), and the runs of torch glue a default decode step executes (``glue``), each with its decisive line.
 It is a check of method, not a list to fit: nothing in smithbot reads it. For each target this prints scan's top
 kernels over all presets and its top glue runs, each marked default / not default / not in the truth, and the
-precision (a row not in the truth counts as a miss).
+precision (a row not in the truth counts as a miss). With ``--per-preset``, it measures instead the set each preset's
+scan decides is default against the truth's kernels for that preset: precision and recall.
 """
 
 from __future__ import annotations
@@ -43,15 +45,34 @@ def glue_verdict(site: dict, truth: dict) -> str:
     return "unknown"
 
 
+def per_preset(name: str, path: str, truth: dict) -> None:
+    """For each preset the truth names: the kernels its scan decides are default, against the truth's."""
+    presets = sorted({p for k in truth.get("kernels") or [] for p in k["presets"]})
+    print(f"\n## {name}: the decided-default set per preset\n")
+    print("| preset | decided default | truth | both | precision | recall |\n|---|---|---|---|---|---|")
+    for preset in presets:
+        want = {k["name"] for k in truth["kernels"] if preset in k["presets"]}
+        got = {s.name for s in api.scan(name, source=path, model=preset).sites
+               if s.role == "launched" and s.reach == "default"}
+        both = want & got
+        precision = f"{len(both)}/{len(got)}" if got else "- (none decided)"
+        print(f"| {preset} | {', '.join(sorted(got)) or '-'} | {', '.join(sorted(want))} | {len(both)} | {precision} | "
+              f"{len(both)}/{len(want)} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("targets", nargs="+", help="NAME=CHECKOUT")
     p.add_argument("--top", type=int, default=10)
     p.add_argument("--glue-top", type=int, default=5)
+    p.add_argument("--per-preset", action="store_true", help="the decided-default set per preset: precision, recall")
     args = p.parse_args()
     for spec in args.targets:
         name, _, path = spec.partition("=")
         truth = yaml.safe_load((TRUTH / f"{name}.yaml").read_text())
+        if args.per_preset:
+            per_preset(name, path, truth)
+            continue
         default = {k["name"] for k in truth.get("kernels") or []}
         never = {k["name"] for k in truth.get("not_default") or []}
         result = api.scan(name, source=path)

@@ -86,7 +86,7 @@ def callee_text(func: ast.expr) -> str | None:
 def expr_text(node: ast.expr) -> str | None:
     """An expression as the call graph reads it: dotted parts, ``()`` after a called part, subscripts dropped (an
     element of a container has the container's element type): ``self.layers[i]`` -> ``self.layers``,
-    ``get_backend().build(x)`` -> ``get_backend().build()``."""
+    ``get_backend().build(x)`` -> ``get_backend().build()``, ``[Table(n) for n in sizes]`` -> ``Table()``."""
     if isinstance(node, ast.Call):
         inner = expr_text(node.func)
         return f"{inner}({const_args(node)})" if inner else None
@@ -97,6 +97,11 @@ def expr_text(node: ast.expr) -> str | None:
         return f"{inner}.{node.attr}" if inner else None
     if isinstance(node, ast.Name):
         return node.id
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):  # its elements' type, as a subscript's
+        # (`[BlockTable(size) for size in sizes]`), unless they are made of the comprehension's own names
+        own = {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        inner = expr_text(node.elt)
+        return inner if inner and inner.split(".")[0].split("(")[0] not in own else None
     return None
 
 

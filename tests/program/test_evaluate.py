@@ -144,3 +144,20 @@ def test_numbers_and_tuple_elements_are_evaluated(test: str, truth: bool | None)
     sources = {"n_shared": "1", "width": "'8'", "state[1]": ["Enum.MLA"], "state['kind']": "Enum.MLA",
                "mode": "__one_of__(Enum.MLA, Enum.MLA_CPU)"}
     assert evaluate(test, ENV, sources.get) is truth
+
+
+def test_a_comprehension_reads_as_its_elements_type() -> None:
+    """``self.tables = [BlockTable(size) for size in sizes]`` (vLLM's per-group block tables): the attribute holds
+    BlockTables, as ``self.tables[i]`` would, so ``for t in self.tables: t.compute(...)`` reaches BlockTable's method.
+    An element made of the comprehension's own names says nothing of them."""
+    import ast
+
+    from smithbot.program.syntax import expr_text
+
+    def text(src: str) -> str | None:
+        return expr_text(ast.parse(src, mode="eval").body)
+
+    assert text("[BlockTable(size, 4) for size in sizes]") == "BlockTable()"
+    assert text("(mod.Table(n) for n in range(3))") == "mod.Table()"
+    assert text("{self.make(k) for k in keys}") == "self.make()"
+    assert text("[t.table for t in tables]") is None and text("[f(x) for f in fns]") is None

@@ -1,5 +1,5 @@
-"""Opt-in: scan and extract real checkouts named by SMITHBOT_TEST_SGLANG, SMITHBOT_TEST_LMDEPLOY and
-SMITHBOT_TEST_DLBLAS (fetch the public repositories yourself; they are never committed)."""
+"""Opt-in: scan and extract real checkouts named by SMITHBOT_TEST_SGLANG, SMITHBOT_TEST_LMDEPLOY,
+SMITHBOT_TEST_DLBLAS and SMITHBOT_TEST_VLLM (fetch the public repositories yourself; they are never committed)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from smithbot.config import get_target
 from smithbot.scan.index import list_files
 
 CHECKOUTS = [("sglang", "SMITHBOT_TEST_SGLANG"), ("lmdeploy", "SMITHBOT_TEST_LMDEPLOY"),
-             ("engram", "SMITHBOT_TEST_DLBLAS")]
+             ("engram", "SMITHBOT_TEST_DLBLAS"), ("vllm", "SMITHBOT_TEST_VLLM")]
 JIT = re.compile(r"(?:^|\n) *@ (triton \. )?jit\b|= triton \. jit \(")
 
 
@@ -28,7 +28,10 @@ def grep_code(data: bytes) -> int:
             lines.append("\n")
         elif t.type not in (tokenize.STRING, tokenize.COMMENT, tokenize.ENCODING, tokenize.INDENT, tokenize.DEDENT):
             lines.append(t.string + " ")
-    return len(JIT.findall("".join(lines)))
+    found = JIT.findall("".join(lines))
+    if re.search(rb"^from numba import .*\bjit\b", data, re.M):  # a bare `@jit` there is numba's (vLLM's n-gram
+        found = [f for f in found if f]  # proposer), no Triton kernel
+    return len(found)
 
 
 def _checkout(var: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
@@ -54,7 +57,8 @@ def test_scan_finds_every_grepped_kernel(target: str, var: str, tmp_path: Path, 
 # Regression floors for the extracted share of launched kernels, a little under what benchmarks/RESULTS.md records for
 # the checkouts named there (sglang 96%, lmdeploy 99%, DLBlas 97%); the self-checks' ≥ 90% is measured there, by
 # benchmarks/extract_coverage.py, since it takes most of an hour on two cores.
-EXTRACTED_FLOOR = {"sglang": 0.93, "lmdeploy": 0.95, "engram": 0.93}
+# vLLM's, with no input specs at all, 133 of 189 (70%) at local-inference-lab/vllm 28be48fa9
+EXTRACTED_FLOOR = {"sglang": 0.93, "lmdeploy": 0.95, "engram": 0.93, "vllm": 0.68}
 
 
 @pytest.mark.parametrize("target, var", CHECKOUTS)
