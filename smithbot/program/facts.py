@@ -103,7 +103,9 @@ class _Visitor(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         qual = self._qual(node.name)
         self.classes[qual] = {"line": node.lineno, "bases": [b for b in map(dotted_name, node.bases) if b], "attrs": {},
-                              "registries": [], "flags": {}, "assigned_at": {}}
+                              "registries": [], "flags": {}, "assigned_at": {},
+                              "decorators": [d for d in (dotted_name(x.func if isinstance(x, ast.Call) else x)
+                                                         for x in node.decorator_list) if d]}
         self.scope.append(("class", node.name))
         saved, self.fn = self.fn, None
         for s in node.body:

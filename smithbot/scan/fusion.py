@@ -97,7 +97,9 @@ class FusionSite:
 
 def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], layers: dict[str, int],
                  cache_dir: Path | None) -> list[FusionSite]:
-    """The glue runs of every function on a preset's default path (``reached``: ``scan.reach.PresetReach``).
+    """The glue runs of every function on a preset's default path (``reached``: ``scan.reach.PresetReach``), but
+    those under torch.compile (``compiled``: the function itself, or its path goes through the forward of a model class
+    the engine compiles, a ``region``), which Inductor fuses already.
 
     A run's own if-tests are evaluated under the preset's serving defaults (``envs``) per phase the function runs
     in: a run in a branch the defaults decide against is left out of that phase, one they leave open adds a bit of
@@ -106,10 +108,11 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
     for each test or dispatch left open."""
     found: dict[tuple[str, str, int], FusionSite] = {}
     for pr in reached:
+        regions = {q for m, q in pr.functions if region(program, m, q)}  # (their ``Reach.path`` names)
         for (mod, qual), rs in pr.functions.items():
             runs = runs_of(program, mod, cache_dir).get(qual, [])
-            if not runs or compiled(program, mod, qual):
-                continue  # (torch.compile fuses its ops already)
+            if not runs or compiled(program, mod, qual) or all(any(s in regions for s in r.path[:-1]) for r in rs):
+                continue  # torch.compile fuses its ops already: it runs compiled, or below a compiled forward
             rel = program.modules[mod]
             types = pr.types.get((mod, qual), {})
             for run in runs:
@@ -187,23 +190,55 @@ def _cast_said(c: dict[str, Any]) -> str:
 
 def compiled(program: Program, mod: str, qual: str) -> bool:
     """Whether the function runs under torch.compile: decorated with ``torch.compile`` or with a decorator of the
-    engine's whose code calls it (``@safe_torch_compile(dynamic=True)``)."""
-    f = program.facts(mod)
-    fn = (f or {}).get("functions", {}).get(qual)
-    for dec, _ in (fn or {}).get("decorators", []):
+    engine's whose code leads to it (``@safe_torch_compile(dynamic=True)``), or a compiled ``region``."""
+    fn = ((program.facts(mod) or {}).get("functions", {})).get(qual) or {}
+    return _compiling(program, mod, [d for d, _ in fn.get("decorators", [])]) or region(program, mod, qual)
+
+
+def region(program: Program, mod: str, qual: str) -> bool:
+    """Whether the function is the ``forward`` of a class that a decorator of the engine's compiles (vLLM's
+    ``@support_torch_compile`` on a model class): what it calls runs compiled too."""
+    f = program.facts(mod) or {}
+    fn = f.get("functions", {}).get(qual) or {}
+    owner = f.get("classes", {}).get(fn.get("class") or "") if qual.endswith(".forward") else None
+    return _compiling(program, mod, (owner or {}).get("decorators", []))
+
+
+def _compiling(program: Program, mod: str, decorators: list[str]) -> bool:
+    for dec in decorators:
         if dec.split(".")[-1] == "compile" and dec.split(".")[0] in ("torch", "compile"):
             return True
-        head, _, rest = dec.partition(".")
-        where = (mod, dec) if head in (f or {}).get("functions", {}) else None
-        imported = (f or {}).get("imports", {}).get(head)
-        if where is None and imported:
-            where = program.split(f"{imported}.{rest}".rstrip("."))
-        if where is None or where[1] == "":
-            continue
-        df = program.facts(where[0]) or {}
-        if any(q == where[1] or q.startswith(where[1] + ".")
-               for q, g in df.get("functions", {}).items()
-               if any(c[0] in ("torch.compile", "compile") for c in g["calls"])):
+        where = _defined(program, mod, dec)
+        if where is not None and _compiles(program, *where):
+            return True
+    return False
+
+
+def _defined(program: Program, mod: str, name: str) -> tuple[str, str] | None:
+    """(module, qualname) of the function or class ``name`` (dotted, as module ``mod`` spells it) where the engine
+    defines it."""
+    f = program.facts(mod) or {}
+    head, _, rest = name.partition(".")
+    if head in f.get("functions", {}) or head in f.get("classes", {}):
+        return mod, name
+    imported = f.get("imports", {}).get(head)
+    where = program.split(f"{imported}.{rest}".rstrip(".")) if imported else None
+    return where if where is not None and where[1] else None
+
+
+def _compiles(program: Program, mod: str, qual: str, depth: int = 3) -> bool:
+    """Whether function (or class) ``qual`` of ``mod`` calls torch.compile, in its own body, in the functions nested
+    in it, or through the engine's functions and methods it calls, ``depth`` calls down."""
+    functions = (program.facts(mod) or {}).get("functions", {})
+    own = [g for q, g in functions.items() if q == qual or q.startswith(qual + ".")]
+    calls = [c[0] for g in own for c in g["calls"]]
+    if any(c in ("torch.compile", "compile") for c in calls):
+        return True
+    if depth == 0:
+        return False
+    for callee in dict.fromkeys(c.removesuffix("()") for c in calls if "(" not in c.removesuffix("()")):
+        where = _defined(program, mod, callee)
+        if where is not None and where != (mod, qual) and _compiles(program, *where, depth=depth - 1):
             return True
     return False
 

@@ -283,3 +283,28 @@ def attend(q: torch.Tensor, k: torch.Tensor):
     [run] = file_glue(src)["attend"]
     assert run["tests"] == [["get_server_args().rl_on_policy_target is not None", True]]
     assert [c["op"] for c in run["casts"]] == [".to", ".to"]
+
+
+def test_a_model_class_the_engine_compiles_holds_no_glue() -> None:
+    """vLLM's ``@support_torch_compile`` on a model class: the decorator hands the class to a helper whose nested
+    ``__init__`` calls a wrapper class's ``__init__``, which calls torch.compile (two modules, three calls down). The
+    class's ``forward`` runs compiled, so what it calls is no fusion site; a class without it, and a decorator that
+    never reaches torch.compile, are eager."""
+    from smithbot.program.modules import Program
+    from smithbot.scan.fusion import compiled
+
+    texts = {
+        "eng/wrapper.py": b"import torch\n\n\nclass Wrapper:\n    def __init__(self):\n"
+                          b"        self._compiled = torch.compile(self.forward)\n",
+        "eng/decorators.py": b"from eng.wrapper import Wrapper\n\n\ndef support_compile(cls):\n"
+                             b"    return _support(cls)\n\n\ndef _support(cls):\n    def __init__(self, *a):\n"
+                             b"        Wrapper.__init__(self)\n\n    cls.__init__ = __init__\n    return cls\n\n\n"
+                             b"def log_calls(cls):\n    return cls\n",
+        "eng/model.py": b"from eng.decorators import log_calls, support_compile\n\n\n@support_compile\nclass Model:\n"
+                        b"    def forward(self, x):\n        return x\n\n\n@log_calls\nclass Eager:\n"
+                        b"    def forward(self, x):\n        return x\n",
+    }
+    program = Program(texts, {"eng.wrapper": "eng/wrapper.py", "eng.decorators": "eng/decorators.py",
+                              "eng.model": "eng/model.py"}, None)
+    assert compiled(program, "eng.model", "Model.forward")
+    assert not compiled(program, "eng.model", "Eager.forward")
