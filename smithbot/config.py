@@ -318,7 +318,8 @@ def _read_cached(file: Path) -> Any:
 # The input-spec language of a target YAML's ``inputs:`` (docs/extract.md): the keys a spec may hold, the dtypes
 # and value kinds it may name (the harness's own tables; tests/test_config.py holds them equal), and the keys of a
 # launcher's entry that are not its parameters.
-SPEC_KEYS = ("shape", "dtype", "init", "transposed", "literal", "object", "items", "layout", "field", "returns")
+SPEC_KEYS = ("shape", "dtype", "init", "transposed", "literal", "object", "items", "layout", "field", "sizes",
+             "returns")
 SPEC_DTYPES = ("act", "fp32", "fp16", "bf16", "int32", "fp8_e4m3", "int8", "uint8", "int64", "bool", "complex64",
                "fp4x2", "e8m0")
 INIT_KINDS = ("randn", "randint", "perm", "arange", "even", "even_end", "split", "cuts", "starts", "upto", "chunks",
@@ -368,6 +369,8 @@ def _check_spec(c: _Checker, spec: Any, key: str) -> None:
                                     f"{', '.join(INIT_KINDS)})")
     if isinstance(spec.get("object"), dict):
         for k, v in spec["object"].items():
+            if "layout" in spec["object"] and k in ("layout", "sizes"):  # an object holding a layout's fields
+                continue
             _check_spec(c, v, f"{key}.object.{k}")
     for i, v in enumerate(spec.get("items") or []):
         _check_spec(c, v, f"{key}.items[{i}]")
