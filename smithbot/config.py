@@ -315,16 +315,14 @@ def _read_cached(file: Path) -> Any:
     return data
 
 
-# The input-spec language of a target YAML's ``inputs:`` (docs/extract.md): the keys a spec may hold, the dtypes
-# and value kinds it may name (the harness's own tables; tests/test_config.py holds them equal), and the keys of a
-# launcher's entry that are not its parameters.
+# The input-spec language of a target YAML's ``inputs:`` (docs/extract.md): the keys a spec may hold, and the dtypes
+# and value kinds it may name (the harness's own tables; tests/test_config.py holds them equal).
 SPEC_KEYS = ("shape", "dtype", "init", "transposed", "literal", "object", "items", "layout", "field", "sizes",
              "returns")
 SPEC_DTYPES = ("act", "fp32", "fp16", "bf16", "int32", "fp8_e4m3", "int8", "uint8", "int64", "bool", "complex64",
                "fp4x2", "e8m0")
 INIT_KINDS = ("randn", "randint", "perm", "arange", "even", "even_end", "split", "cuts", "starts", "upto", "chunks",
               "onehot", "rand", "around1")
-LAUNCHER_KEYS = ("_models", "_shrink", "_interpreter_dims", "_dims", "_kernels", "_stubs", "_layouts")
 
 
 def _check_launcher_specs(c: _Checker, specs: Any, key: str, presets: set[str], kernel: bool = False) -> None:
