@@ -99,22 +99,26 @@ def _work(job: tuple[str, bytes, tuple[str, ...], str, dict[str, str]]) -> dict[
     return analyze(*job)
 
 
-_IMPORT_TRITON = re.compile(rb"^[ \t]*import (triton(?:\.\w+)*)(?: as (\w+))?[ \t]*(?:#.*)?$", re.M)
+_IMPORT_TRITON = re.compile(rb"import (triton(?:\.\w+)*)(?: as (\w+))?[ \t]*(?:#.*)?$", re.M)
 
 
 def triton_reexports(texts: dict[str, bytes], packages: set[str]) -> dict[str, str]:
     """Triton's modules as the target's own modules hand them on: ``vllm.triton_utils.tl`` -> ``triton.language``,
     where ``vllm/triton_utils/__init__.py`` says ``import triton.language as tl`` (behind ``if HAS_TRITON:`` as it
-    may be), so that ``from vllm.triton_utils import tl, triton`` reads as Triton's own names everywhere."""
+    may be), so that ``from vllm.triton_utils import tl, triton`` reads as Triton's own names everywhere. Read at each
+    ``import triton`` that starts a line, not by a pattern over the whole file: every warm scan pays for this."""
     out: dict[str, str] = {}
     for rel, data in texts.items():
-        if b"import triton" not in data:
-            continue
-        mod = module_name(rel, packages)
-        for m in _IMPORT_TRITON.finditer(data):
-            name, alias = m.group(1).decode(), m.group(2)
-            local = alias.decode() if alias else name.split(".")[0]
-            out[f"{mod}.{local}"] = name if alias else name.split(".")[0]
+        at = data.find(b"import triton")
+        mod = None
+        while at >= 0:
+            start = data.rfind(b"\n", 0, at) + 1
+            m = _IMPORT_TRITON.match(data, at) if not data[start:at].strip() else None
+            if m is not None:
+                mod = mod or module_name(rel, packages)
+                name, alias = m.group(1).decode(), m.group(2)
+                out[f"{mod}.{alias.decode() if alias else name.split('.')[0]}"] = name if alias else name.split(".")[0]
+            at = data.find(b"import triton", at + 13)
     return out
 
 
