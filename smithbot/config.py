@@ -49,6 +49,12 @@ class _Checker(YamlChecker):
             raise self.fail(key, "must be a list of strings")
         return tuple(value)
 
+    def any_mapping(self, value: Any, key: str) -> dict[str, Any]:
+        """A mapping whose keys are the writer's own (parameter or kernel names, dims)."""
+        if not isinstance(value, dict):
+            raise self.fail(key, f"must be a mapping, got {type(value).__name__}")
+        return value
+
     def int_list(self, value: Any, key: str) -> tuple[int, ...]:
         if not isinstance(value, list) or not value:
             raise self.fail(key, "must be a non-empty list of positive integers")
@@ -328,12 +334,10 @@ INIT_KINDS = ("randn", "randint", "perm", "arange", "even", "even_end", "split",
 def _check_launcher_specs(c: _Checker, specs: Any, key: str, presets: set[str], kernel: bool = False) -> None:
     """A launcher's entry under ``inputs:``: its parameters' specs and its reserved keys (a kernel's own entry under
     ``_kernels`` takes the same, but another ``_kernels``)."""
-    if not isinstance(specs, dict):
-        raise c.fail(key, "must map parameter names to input specs")
-    for name, spec in specs.items():
+    for name, spec in c.any_mapping(specs, key).items():
         at = f"{key}.{name}"
         if name in ("_dims", "_interpreter_dims", "_stubs", "_layouts"):
-            c.mapping(spec, at, {k: False for k in spec} if isinstance(spec, dict) else {})
+            c.any_mapping(spec, at)
         elif name == "_models":
             for i, m in enumerate(c.str_list(spec, at)):
                 if m not in presets:
@@ -341,8 +345,7 @@ def _check_launcher_specs(c: _Checker, specs: Any, key: str, presets: set[str], 
         elif name == "_shrink":
             c.string(spec, at)
         elif name == "_kernels" and not kernel:
-            c.mapping(spec, at, {k: False for k in spec} if isinstance(spec, dict) else {})
-            for k, own in spec.items():
+            for k, own in c.any_mapping(spec, at).items():
                 _check_launcher_specs(c, own, f"{at}.{k}", presets, kernel=True)
         elif name == "_kernels":
             raise c.fail(at, "a kernel's own entry holds no _kernels of its own")

@@ -48,9 +48,6 @@ class Check:
     failure: Failure | None = None
     read_past: dict[str, Any] | None = None
 
-    def said(self, why: str) -> Check:
-        return Check(self.ok, why, self.launched, self.failure, self.read_past)
-
 
 @dataclass(frozen=True)
 class Attempt:

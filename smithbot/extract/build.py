@@ -6,7 +6,7 @@ import ast
 import re
 import shutil
 from pathlib import Path
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import yaml
@@ -437,7 +437,7 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> Check:
 
     if torch.cuda.is_available():
         got = run("cuda")
-        return got if got.ok else got.said(f"on the GPU: {got.why}")
+        return got if got.ok else replace(got, why=f"on the GPU: {got.why}")
     return run("interpreter")
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -130,7 +131,7 @@ def grow(task_dir: Path, failed: Check, check: Callable[[Path], Check], yaml_inp
                 text = harness.read_text()
                 harness.write_text(text.replace(" written by smithbot extract (", " written by smithbot extract "
                                                 f"(grown to what the kernel reads: {what}; ", 1))
-                return result.said(f"{result.why} (inputs grown to what the kernel reads: {what})")
+                return replace(result, why=f"{result.why} (inputs grown to what the kernel reads: {what})")
             if result.read_past is not None or checks >= rounds:
                 break
     harness.write_text(before)

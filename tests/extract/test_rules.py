@@ -9,6 +9,7 @@ import pytest
 
 from smithbot.extract import rules
 from smithbot.extract.closure import ClosureBuilder
+from tests.extract.test_closure import _source
 
 # rule name -> (pkg/op.py's source, the target's stubs, text the closure has with the rule, text it has without)
 FIXTURES = {
@@ -62,8 +63,7 @@ def _closure_text(tmp_path: Path, source: str, stubs: dict) -> str:
     modules = {f"pkg.{m}": f"pkg/{m}.py" for m in ("op", "platform", "environ")}
     b = ClosureBuilder(tmp_path, modules, "pkg", stubs, ())
     b.add("pkg.op", "launch")
-    return "\n".join(sorted(b.c.imports.values())) + "".join(b.c.stubs.values()) + "\n\n".join(
-        d.source for d in b.render_definitions())
+    return _source(b)
 
 
 def test_every_rule_has_a_fixture_and_a_reason() -> None:
