@@ -28,6 +28,8 @@ class Program:
         self._env: dict[str, str] | None = None
         self._fields: dict[tuple[str, str], dict[str, Any]] = {}
         self.glue: dict[str, dict[str, list[dict[str, Any]]]] = {}  # path -> function -> glue runs (scan.glue)
+        # (module, decorator) -> whether it leads to torch.compile (scan.fusion), asked for every function reached
+        self.compiling: dict[tuple[str, str], bool] = {}
 
     def facts(self, module: str) -> dict[str, Any] | None:
         if module in self._facts:

@@ -108,10 +108,15 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
     for each test or dispatch left open."""
     found: dict[tuple[str, str, int], FusionSite] = {}
     for pr in reached:
-        regions = {q for m, q in pr.functions if region(program, m, q)}  # (their ``Reach.path`` names)
+        forwards: dict[str, list[str]] = {}  # a ``Reach.path`` step (a qualname) -> the modules it may be in
+        for m, q in pr.functions:
+            if q.endswith(".forward"):
+                forwards.setdefault(q, []).append(m)
+        regions: dict[str, bool] = {}  # a step -> whether it is a compiled forward, asked as paths need it
         for (mod, qual), rs in pr.functions.items():
             runs = runs_of(program, mod, cache_dir).get(qual, [])
-            if not runs or compiled(program, mod, qual) or all(any(s in regions for s in r.path[:-1]) for r in rs):
+            if not runs or compiled(program, mod, qual) or all(_below_region(program, r.path, forwards, regions)
+                                                                for r in rs):
                 continue  # torch.compile fuses its ops already: it runs compiled, or below a compiled forward
             rel = program.modules[mod]
             types = pr.types.get((mod, qual), {})
@@ -150,6 +155,18 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
     for site in order:
         kept.setdefault((site.module, site.function, site.first), site)
     return list(kept.values())
+
+
+def _below_region(program: Program, path: tuple[str, ...], forwards: dict[str, list[str]],
+                  regions: dict[str, bool]) -> bool:
+    """Whether a step before the end of ``path`` is a compiled ``region`` (``forwards``: the modules each forward's
+    qualname may be in; ``regions``: the answers so far)."""
+    for step in path[:-1]:
+        if step not in regions:
+            regions[step] = any(region(program, m, step) for m in forwards.get(step, ()))
+        if regions[step]:
+            return True
+    return False
 
 
 def casts(run: dict[str, Any], types: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -206,10 +223,11 @@ def region(program: Program, mod: str, qual: str) -> bool:
 
 def _compiling(program: Program, mod: str, decorators: list[str]) -> bool:
     for dec in decorators:
-        if dec.split(".")[-1] == "compile" and dec.split(".")[0] in ("torch", "compile"):
-            return True
-        where = _defined(program, mod, dec)
-        if where is not None and _compiles(program, *where):
+        if (mod, dec) not in program.compiling:
+            where = _defined(program, mod, dec)
+            program.compiling[(mod, dec)] = dec.split(".")[-1] == "compile" and dec.split(".")[0] in (
+                "torch", "compile") or where is not None and _compiles(program, *where)
+        if program.compiling[(mod, dec)]:
             return True
     return False
 
