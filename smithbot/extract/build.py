@@ -18,7 +18,8 @@ from smithbot.extract.closure import ClosureBuilder, ExtractError
 from smithbot.extract.entry import op_entry
 from smithbot.extract.glue import GlueError, glue_function
 from smithbot.extract.harness import harness_source
-from smithbot.extract.inputs import NAME_RULES, InputError, flat_entry, flatten_objects, param_specs, traced_specs
+from smithbot.extract.inputs import (NAME_RULES, InputError, Objects, flat_entry, flatten_objects, object_leaves,
+                                    param_specs, traced_specs)
 from smithbot.extract.names import TORCH_DTYPES, setting
 from smithbot.inputs.cases import cases
 from smithbot.types import KernelSite
@@ -339,7 +340,7 @@ class _Inputs:
     worked out (``without_inputs``), why."""
 
     entry: str
-    objects: dict[str, dict[str, str]]
+    objects: Objects
     specs: dict[str, Any]
     extra: dict[str, Any]
     inferred: list[str]
@@ -364,8 +365,7 @@ def _inputs(fn: ast.FunctionDef, functions: tuple[ast.FunctionDef, ...], wrapper
         except InputError as flat_exc:
             if not objects:
                 raise
-            attr = next((f"{p}.{a}" for p, attrs in objects.items() for a, n in attrs.items() if n == flat_exc.name),
-                        None)
+            attr = next((path for path, n in object_leaves(objects) if n == flat_exc.name), None)
             flat_fn, objects, entry = fn, {}, wrapper  # an attribute has nothing to go on: ask for the object
             try:
                 specs, extra, inferred = param_specs(_params(fn) + _kwargs_settings(fn), wrapper, target, fn,

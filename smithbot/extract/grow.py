@@ -31,9 +31,9 @@ _METHODS = {"view", "reshape", "contiguous", "flatten", "to", "float", "half", "
             "unsqueeze", "squeeze", "view_as", "narrow", "expand", "transpose", "permute", "t", "clone"}
 
 
-def _base(expr: ast.expr, assigned: dict[str, ast.expr], seen: set[str]) -> str | None:
+def _base(expr: ast.expr, assigned: dict[str, ast.expr], seen: set[str], leaves: dict[str, str]) -> str | None:
     """The launcher name an argument is made from: ``x.view(-1, d)[0]``, ``x_flat`` after ``x_flat = x.flatten()``
-    -> ``x``."""
+    -> ``x``; an object's attribute (``self.slot_mapping.gpu``) -> the flat entry's parameter for it (``leaves``)."""
     while True:
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _METHODS:
             expr = expr.func.value
@@ -42,8 +42,31 @@ def _base(expr: ast.expr, assigned: dict[str, ast.expr], seen: set[str]) -> str 
         elif isinstance(expr, ast.Name) and expr.id in assigned and expr.id not in seen:
             seen.add(expr.id)
             expr = assigned[expr.id]
+        elif isinstance(expr, ast.Attribute) and ast.unparse(expr) in leaves:
+            return leaves[ast.unparse(expr)]
         else:
             return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _leaves(tree: ast.Module) -> dict[str, str]:
+    """{an object's attribute path, ``self.slot_mapping.gpu``: the flat entry's parameter that stands for it}, from
+    the stand-in objects the flat entry (``extract.inputs.flat_entry``) hands the launcher."""
+    out: dict[str, str] = {}
+
+    def walk(path: str, value: ast.expr) -> None:
+        if isinstance(value, ast.Name):
+            out[path] = value.id
+        elif isinstance(value, ast.Call):
+            for k in value.keywords:
+                walk(f"{path}.{k.arg}", k.value)
+
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.endswith("_flat")):
+        ret = fn.body[-1]
+        if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Call):
+            for k in ret.value.keywords:
+                if isinstance(k.value, ast.Call):
+                    walk(str(k.arg), k.value)
+    return out
 
 
 def harness_inputs(kernel_py: str, kernel: str, params: list[str]) -> dict[str, str]:
@@ -53,6 +76,7 @@ def harness_inputs(kernel_py: str, kernel: str, params: list[str]) -> dict[str, 
     if jit is None:
         return {}
     order = [a.arg for a in jit.args.posonlyargs + jit.args.args]
+    leaves = _leaves(tree)
     out: dict[str, str] = {}
     for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
         assigned = {t.id: n.value for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets
@@ -65,7 +89,7 @@ def harness_inputs(kernel_py: str, kernel: str, params: list[str]) -> dict[str, 
                 continue  # *x.stride() splats: positions after them are not known here
             passed = list(zip(order, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]
             for name, arg in passed:
-                base = _base(arg, assigned, set())
+                base = _base(arg, assigned, set(), leaves)
                 if name in params and base is not None:
                     out.setdefault(name, base)
     return out

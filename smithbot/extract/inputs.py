@@ -73,6 +73,8 @@ NAME_RULES: dict[str, Any] = {
     **{n: {"shape": ["tokens"], "dtype": "int64", "init": "randint:0:4096"} for n in ("positions", "position_ids")},
     **{n: {"shape": ["tokens", "experts"], "dtype": "fp32"} for n in ("router_logits", "gating_output", "logits")},
     **{n: "top_k" for n in ("top_k", "topk")},
+    # the bound a step's token buffers are sized to: the case's tokens fill them
+    **{n: "tokens" for n in ("max_num_tokens", "max_num_batched_tokens")},
     **{n: {"shape": ["tokens", "top_k"], "dtype": "int32", "init": "randint:0:experts"}
        for n in ("topk_ids", "topk_idx", "topk_indices", "topk_index")},
     **{n: {"shape": ["tokens", "top_k"], "dtype": "fp32", "init": "around1"} for n in ("topk_weights", "topk_weight")},
@@ -135,12 +137,24 @@ def _handed(fn: ast.FunctionDef, names: set[str], helpers: dict[str, ast.Functio
     return out
 
 
-def flatten_objects(fn: ast.FunctionDef, names: list[str], helpers: dict[str, ast.FunctionDef] | None = None
-                    ) -> tuple[ast.FunctionDef, dict[str, dict[str, str]]]:
+# an object's attributes: {attribute: the parameter that stands for it, or the attributes of an attribute that is
+# itself only read for its attributes}
+Objects = dict[str, "dict[str, str | Objects]"]
+
+
+# what a tensor is read for: a name read for these is a tensor, whatever else it is read for
+_TENSOR_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "is_cuda", "T", "mT", "data", "layout", "itemsize",
+                      "stride", "size", "numel", "dim", "view", "reshape", "to", "contiguous", "data_ptr"}
+
+
+def flatten_objects(fn: ast.FunctionDef, names: list[str], helpers: dict[str, ast.FunctionDef] | None = None,
+                    holders: bool = False) -> tuple[ast.FunctionDef, Objects]:
     """``fn`` with each positional parameter of ``names`` that is only read for its attributes (here or in
     ``helpers`` it is handed to) replaced by one per attribute (``plan.seq_lens`` -> ``seq_lens``; ``plan_seq_lens``
     when that name is taken), and, per replaced parameter, {attribute: the parameter that stands for it}. The inputs
-    are then inferred for those parameters."""
+    are then inferred for those parameters. An attribute that is in turn only read for its attributes
+    (``self.block_table.gpu``) is replaced the same way, one level further down; there an object read for one
+    attribute only (``holders``: a buffer that holds a tensor) lends the parameter its own name (``block_table``)."""
     taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
         a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     bindings: dict[str, list[ast.expr]] = {}
@@ -161,7 +175,9 @@ def flatten_objects(fn: ast.FunctionDef, names: list[str], helpers: dict[str, as
         if attrs:
             objects[name] = {}
             for attr in attrs:
-                if (name, attr) in copies and attr not in given:
+                if holders and len(attrs) == 1:
+                    flat = name
+                elif (name, attr) in copies and attr not in given:
                     flat = attr  # the copy becomes `num_segments = num_segments`
                 else:
                     flat = attr if attr not in taken else f"{name}_{attr}"
@@ -187,7 +203,25 @@ def flatten_objects(fn: ast.FunctionDef, names: list[str], helpers: dict[str, as
     for a in flat.args.args:
         args += [ast.arg(n) for n in objects[a.arg].values()] if a.arg in objects else [a]
     flat.args.args = args  # the objects had no defaults, so the defaults still belong to the last parameters
-    return flat, objects
+    if holders:
+        return flat, objects
+    tensors = {n.value.id for n in ast.walk(flat)  # `plan_q.shape`: a tensor, not an object that holds one
+               if isinstance(n, ast.Attribute) and n.attr in _TENSOR_ATTRIBUTES and isinstance(n.value, ast.Name)}
+    flat, inner = flatten_objects(flat, [n for attrs in objects.values() for n in attrs.values() if n not in tensors],
+                                  helpers, True)
+    nested: Objects = {p: {a: inner.get(n, n) for a, n in attrs.items()} for p, attrs in objects.items()}
+    return flat, nested
+
+
+def object_leaves(objects: Objects, prefix: str = "") -> list[tuple[str, str]]:
+    """(the attribute's path, ``self.block_table.gpu``, the parameter that stands for it) for each leaf of
+    ``objects``."""
+    out = []
+    for name, attrs in objects.items():
+        for attr, leaf in attrs.items():
+            path = f"{prefix}{name}.{attr}"
+            out += object_leaves({path: leaf}) if isinstance(leaf, dict) else [(path, leaf)]
+    return out
 
 
 def _helper_reads(fn: ast.FunctionDef, objects: set[str], helpers: dict[str, ast.FunctionDef],
@@ -211,19 +245,25 @@ def _helper_reads(fn: ast.FunctionDef, objects: set[str], helpers: dict[str, ast
     return out
 
 
-def flat_entry(wrapper: str, params: list[str], objects: dict[str, dict[str, str]]) -> str:
+def flat_entry(wrapper: str, params: list[str], objects: Objects) -> str:
     """Source of ``{wrapper}_flat``: the task's entry when the launcher reads attributes of objects. It takes one
     parameter per attribute and hands the launcher stand-in objects that carry them."""
-    out = []
-    for p, attrs in objects.items():
+    classes: list[str] = []
+
+    def build(cls: str, label: str, attrs: dict[str, Any]) -> str:
         sets = "".join(f"        self.{a} = {a}\n" for a in attrs)
-        out.append(f"\n\nclass _{wrapper}_{p}:\n"
-                   f"    \"\"\"Stands in for the object {wrapper} reads as {p} (smithbot).\"\"\"\n\n"
-                   f"    def __init__(self, {', '.join(attrs)}):\n{sets}")
-    flat = [n for p in params for n in (objects[p].values() if p in objects else [p])]
-    call = ", ".join(f"{p}=_{wrapper}_{p}({', '.join(f'{a}={n}' for a, n in objects[p].items())})" if p in objects
-                     else f"{p}={p}" for p in params)
-    return "".join(out) + f"\n\ndef {wrapper}_flat({', '.join(flat)}):\n    return {wrapper}({call})\n"
+        classes.append(f"\n\nclass {cls}:\n"
+                       f"    \"\"\"Stands in for the object {wrapper} reads as {label} (smithbot).\"\"\"\n\n"
+                       f"    def __init__(self, {', '.join(attrs)}):\n{sets}")
+        args = [f"{a}={build(f'{cls}_{a}', f'{label}.{a}', n) if isinstance(n, dict) else n}"
+                for a, n in attrs.items()]
+        return f"{cls}({', '.join(args)})"
+
+    call = ", ".join(f"{p}={build(f'_{wrapper}_{p}', p, objects[p])}" if p in objects else f"{p}={p}"
+                     for p in params)
+    flat = [n for p in params for n in ([leaf for _, leaf in object_leaves({p: objects[p]})] if p in objects
+                                        else [p])]
+    return "".join(classes) + f"\n\ndef {wrapper}_flat({', '.join(flat)}):\n    return {wrapper}({call})\n"
 
 
 def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn: ast.FunctionDef,
@@ -251,7 +291,8 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     except ValueError as exc:
         raise InputError(f"{wrapper}: {exc}") from None
     divisors = _divisors(fn)
-    moe = any(n in _TOPK_IDS for n, _ in params)
+    names = {n for n, _ in params}
+    moe = any(n in _TOPK_IDS for n in names)
     grouped = any(s["layout"] == "moe_align" for s in layouts.values())
     for name, default in params:
         if name in layouts:
@@ -266,6 +307,8 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
             specs[name] = GROUPED_GEMM_RULES[name]
         elif name in NAME_RULES:
             specs[name] = NAME_RULES[name]
+        elif name.endswith("world_size") or name.endswith("rank") and f"{name[:-4]}world_size" in names:
+            specs[name] = int(name.endswith("world_size"))  # a task runs on one GPU: a group of 1, and its rank 0
         elif default is not ... and not (default is None and name in required) \
                 and not (default == 0 and type(default) is int and name in divisors):
             specs[name] = {"literal": default} if isinstance(default, (tuple, list)) or isinstance(default, str) \

@@ -335,7 +335,7 @@ def launch_cfg(x, cfg):
 def test_an_object_whose_attributes_say_nothing_is_asked_for_whole(engine: Path, tmp_path: Path) -> None:
     [row] = api.extract(str(engine), "launch_cfg", out=tmp_path / "task", source=str(engine), check=False)
     assert not row.extracted and "cannot infer an input for parameter 'cfg' of launch_cfg" in row.why
-    assert "(nothing shows what cfg.layout is)" in row.why, row.why  # the attribute that stopped it
+    assert "(nothing shows what cfg.layout.n is)" in row.why, row.why  # the attribute that stopped it, through helpers and nested objects
 
 
 def test_inferred_inputs_extract_run_and_match_a_reference(engine: Path, tmp_path: Path) -> None:
@@ -1475,3 +1475,36 @@ def positions(n_tokens: int, ready_lens, seq_lens):
     args = made.make_inputs({"dtype": torch.float32, "tokens": 64}, torch.Generator().manual_seed(0))
     assert (args["ready_lens"] <= args["seq_lens"]).all() and (args["ready_lens"] >= 0).all()
     assert args["seq_lens"].sum() <= 64
+
+
+def test_an_attribute_that_holds_a_tensor_is_flattened_a_level_further() -> None:
+    from smithbot.extract.inputs import flat_entry, flatten_objects, object_leaves
+    from smithbot.extract.inputs import param_specs
+
+    fn = _fn('''
+def compute(self, num_reqs, query_start_loc, positions):
+    world = self.pcp_world_size * self.dcp_world_size
+    rank = self.pcp_rank * self.dcp_world_size + self.dcp_rank
+    _kernel[(num_reqs + 1,)](positions.shape[0], self.max_num_batched_tokens, query_start_loc, positions,
+                             self.block_table.gpu, self.block_table.gpu.stride(0), self.block_size,
+                             self.slot_mapping.gpu, WORLD=world, RANK=rank, q_dtype=self.q.dtype)
+''')
+    flat, objects = flatten_objects(fn, ["self"])
+    leaves = dict(object_leaves(objects))
+    # a buffer read for its one tensor takes the buffer's name; a tensor read for its dtype stays a tensor
+    assert leaves["self.block_table.gpu"] == "block_table" and leaves["self.slot_mapping.gpu"] == "slot_mapping"
+    assert leaves["self.q"] == "q"
+    assert "block_table.stride(0)" in ast.unparse(flat)
+    ns: dict = {}
+    exec(flat_entry("compute", ["self", "num_reqs"], objects)
+         + "\ndef compute(self, num_reqs):\n    return self.block_table.gpu, self.slot_mapping.gpu, self.dcp_rank\n", ns)
+    args = {n: n for n in [a.arg for a in flat.args.args] if n not in ("query_start_loc", "positions")}
+    assert ns["compute_flat"](**args) == ("block_table", "slot_mapping", "dcp_rank")
+    # on one GPU a parallel group has one member, whose rank is 0; the step's token bound is the case's tokens
+    specs, _, _ = param_specs([(a.arg, ...) for a in flat.args.args], "compute", api.resolve_target("vllm"), flat)
+    assert (specs["pcp_world_size"], specs["dcp_world_size"], specs["pcp_rank"], specs["dcp_rank"]) == (1, 1, 0, 0)
+    assert specs["max_num_batched_tokens"] == "tokens"
+    # the step's query and its page table come from one paged batch
+    assert {p: specs[p]["field"] for p in ("query_start_loc", "positions", "block_table", "num_reqs")} == {
+        "query_start_loc": "query_start_loc", "positions": "positions", "block_table": "page_table",
+        "num_reqs": "batch_size"}

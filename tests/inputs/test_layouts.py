@@ -69,6 +69,10 @@ def test_paged_kv_tables_agree_with_the_request_pool(batch: int, context: int, p
     assert torch.equal(f["kv_indices"], torch.cat([r2t[r, :n] for r, n in zip(rows.tolist(), lens.tolist())]))
     assert f["max_seq_pages"] == context // page and f["max_seqlen_k"] == int(lens.max())
     assert f["strided_indices"].tolist() == list(range(0, context, page))
+    # a decode step's query: a token per request, at its last position, which its page table holds
+    assert f["query_start_loc"].tolist() == list(range(batch + 1)) and f["query_start_loc"].dtype == torch.int32
+    pos = f["positions"]
+    assert torch.equal(pos, lens - 1) and bool((pos // page < context // page).all())
 
 
 def test_a_launcher_gets_a_layout_by_its_parameters_names_and_the_yaml_can_name_one() -> None:

@@ -2,7 +2,8 @@
 (sglang's ``req_to_token``), pages of ``page`` slots laid out whole (a page's slots are consecutive), and what a batch
 of requests derives from it: their lengths, their rows of the pool, page tables (``page_table`` = the page of every
 ``page``-th position; lmdeploy's ``block_offsets``), the ragged ``kv_indptr`` / ``kv_indices`` (FlashInfer's) and the
-offsets ``cu_seqlens_k``; and the chunks a chunked-prefix prefill reads the cached prefixes in (sglang's MLA
+offsets ``cu_seqlens_k``; the decode step's query (vLLM's ``query_start_loc``, a token per request, and
+that token's ``positions``, each request's last); and the chunks a chunked-prefix prefill reads the cached prefixes in (sglang's MLA
 ``prefix_chunk_*``: each request's ``seq_lens`` positions taken ``chunk_capacity // batch`` at a time).
 
 Sizes: ``batch`` requests, each with at most ``context`` positions (a multiple of ``page``). The pool holds twice
@@ -13,7 +14,8 @@ the batch, so the batch's rows are a scattered subset, and every slot belongs to
 NAME = "paged_kv"
 FIELDS = ("seq_lens", "cache_seqlens", "req_pool_indices", "req_to_token", "page_table", "kv_indptr", "kv_indices",
           "cu_seqlens_k", "max_seq_pages", "strided_indices", "max_seqlen_k", "batch_size", "num_prefix_chunks",
-          "prefix_chunk_starts", "prefix_chunk_seq_lens", "prefix_chunk_cu_seq_lens", "prefix_chunk_num_tokens")
+          "prefix_chunk_starts", "prefix_chunk_seq_lens", "prefix_chunk_cu_seq_lens", "prefix_chunk_num_tokens",
+          "query_start_loc", "positions")
 SIZES = ("batch", "context", "page", "chunk_capacity")
 NAMES = {
     "seq_lens": ("seq_lens", "paged_kernel_lens", "kv_seqlens", "kv_lens"),
@@ -27,11 +29,14 @@ NAMES = {
     "max_seq_pages": ("max_seq_pages", "max_num_pages"),
     "strided_indices": ("strided_indices",),
     "max_seqlen_k": ("max_seqlen_k", "max_seq_len_k"),
-    **{f: (f,) for f in ("batch_size", "num_prefix_chunks", "prefix_chunk_starts", "prefix_chunk_seq_lens",
+    "batch_size": ("batch_size", "num_reqs"),
+    "query_start_loc": ("query_start_loc", "cu_seqlens_q"),
+    "positions": ("positions",),
+    **{f: (f,) for f in ("num_prefix_chunks", "prefix_chunk_starts", "prefix_chunk_seq_lens",
                          "prefix_chunk_cu_seq_lens", "prefix_chunk_num_tokens")},
 }
 DERIVED = ("req_to_token", "req_pool_indices", "kv_indices", "strided_indices", "prefix_chunk_starts",
-           "prefix_chunk_seq_lens", "prefix_chunk_cu_seq_lens")
+           "prefix_chunk_seq_lens", "prefix_chunk_cu_seq_lens", "query_start_loc")
 
 
 def build_paged_kv(sizes, generator, device):
@@ -65,4 +70,6 @@ def build_paged_kv(sizes, generator, device):
             "strided_indices": torch.arange(0, context, page, device=device),
             "max_seqlen_k": int(seq_lens.max()), "batch_size": batch, "num_prefix_chunks": chunks,
             "prefix_chunk_starts": starts.contiguous(), "prefix_chunk_seq_lens": chunk_lens,
-            "prefix_chunk_cu_seq_lens": chunk_cu, "prefix_chunk_num_tokens": chunk_lens.sum(1).tolist()}
+            "prefix_chunk_cu_seq_lens": chunk_cu, "prefix_chunk_num_tokens": chunk_lens.sum(1).tolist(),
+            "query_start_loc": torch.arange(batch + 1, dtype=torch.int32, device=device),
+            "positions": seq_lens - 1}
