@@ -191,9 +191,14 @@ def time_baseline(task_dir: Path, presets: list[str], timeout_s: float) -> dict[
 def own_time(got: dict[str, Any], kernel: str) -> dict[str, Any]:
     """A kernel's measurement from ``time_baseline``'s: where its task's call (an op) launches other Triton kernels
     too, the time is the kernel's own within the call (``kernel_us``), with no roofline (the call's bytes and work
-    are not its own) and a ``note`` that says so; else the call's, as it is."""
+    are not its own) and a ``note`` that says so; else the call's, as it is. A call that launches other kernels but
+    not this one at the timed case (the op takes another path at that size) is a TaskError: the call's time is not
+    the kernel's."""
     others = sorted(set(got["kernel_us"]) - {kernel})
-    if not others or kernel not in got["kernel_us"]:
+    if others and kernel not in got["kernel_us"]:
+        raise TaskError(f"{got['entry']}() does not launch it at {got.get('decode_case') or 'the timed case'}; it "
+                        f"launches {', '.join(others)} there")
+    if not others:
         return got
     return {**got, "us": got["kernel_us"][kernel], "prefill_us": got["prefill_kernel_us"].get(kernel),
             "bw_fraction": None, "flop_fraction": None, "flops": None,

@@ -281,6 +281,7 @@ def test_a_kernel_in_an_op_that_launches_others_gets_its_own_time_and_no_rooflin
     """A kernel's task may be the op that launches it among others (a fused MoE's sorting kernels): its row takes the
     kernel's own time in the call, not the op's (on the H200 three sorting kernels each took the whole MoE's 1.4 ms),
     and claims no roofline, since the call's bytes and work are not its own."""
+    from evaluator import TaskError
     from smithbot.measure import own_time
 
     got = {"us": 1428.0, "prefill_us": 5000.0, "bw_fraction": 0.95, "flop_fraction": 0.64, "flops": 10**11,
@@ -293,6 +294,10 @@ def test_a_kernel_in_an_op_that_launches_others_gets_its_own_time_and_no_rooflin
                            "no roofline")
     alone = {**got, "kernel_us": {"fused_moe_kernel": 1400.0}}
     assert own_time(alone, "fused_moe_kernel") is alone  # the call is the kernel's: its time and roofline stand
+    # at the timed case the op takes a path without this kernel (on the H200 it then took the MoE's whole 1.4 ms)
+    with pytest.raises(TaskError, match=r"fused_moe_blocked_fp8\(\) does not launch it at deepseek-v3-decode-bs64; "
+                                        r"it launches fused_moe_kernel there"):
+        own_time({**alone, "decode_case": "deepseek-v3-decode-bs64"}, "_fill_block_meta_kernel")
 
 
 @pytest.mark.gpu
