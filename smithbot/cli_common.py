@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -14,8 +15,11 @@ if TYPE_CHECKING:
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="smithbot makes LLM inference engines faster by contributing better Triton kernels upstream.")
-out = Console()
-err = Console(stderr=True)
+# in a log or a pipe, rich would fold every table to 80 columns (a profile's eleven, one letter wide): there, lines
+# are as wide as their content needs, up to LOG_WIDTH
+LOG_WIDTH = 200
+out = Console(width=None if sys.stdout.isatty() else LOG_WIDTH)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else LOG_WIDTH)
 
 
 def _fail(msg: str) -> None:
