@@ -159,18 +159,27 @@ def calls_stub(expr: ast.expr, stubs: dict[str, Any]) -> bool:
 
 
 def _stub_call(n: ast.AST, stubs: dict[str, Any]) -> bool:
-    """A call of a stubbed helper with literal arguments only (``get_bool_env_var("X")``, or a ``torch.cuda`` query
-    the target stubs: ``torch.cuda.get_device_capability()``): its value is the stub's."""
-    return isinstance(n, ast.Call) and _stub_name(n.func) in stubs and all(
+    """A call of a stubbed helper with literal arguments only (``get_bool_env_var("X")``, a ``torch.cuda`` query
+    the target stubs: ``torch.cuda.get_device_capability()``, or a method of a stubbed object:
+    ``current_platform.is_rocm()``): its value is the stub's."""
+    return isinstance(n, ast.Call) and _stubbed(n.func, stubs) is not _NO_STUB and all(
         isinstance(a, ast.Constant) for a in [*n.args, *(k.value for k in n.keywords)])
 
 
-def _stub_name(func: ast.expr) -> str | None:
+_NO_STUB = object()
+
+
+def _stubbed(func: ast.expr, stubs: dict[str, Any]) -> Any:
+    """The stub's value for a call of ``func``, or ``_NO_STUB``."""
     if isinstance(func, ast.Name):
-        return func.id
+        return stubs.get(func.id, _NO_STUB)
     if isinstance(func, ast.Attribute) and ast.unparse(func.value) == "torch.cuda":
-        return func.attr
-    return None
+        return stubs.get(func.attr, _NO_STUB)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        obj = stubs.get(func.value.id)
+        if isinstance(obj, dict) and set(obj) == {"methods"}:
+            return obj["methods"].get(func.attr, _NO_STUB)
+    return _NO_STUB
 
 
 def fold_stubs(expr: ast.expr, stubs: dict[str, Any]) -> ast.expr:
@@ -180,7 +189,7 @@ def fold_stubs(expr: ast.expr, stubs: dict[str, Any]) -> ast.expr:
     class Fold(ast.NodeTransformer):
         def visit_Call(self, node: ast.Call) -> ast.AST:
             if _stub_call(node, stubs):
-                value = stubs[_stub_name(node.func)]  # type: ignore[index]
+                value = _stubbed(node.func, stubs)
                 if isinstance(value, dict) and set(value) == {"source"}:
                     return ast.parse(stub_value(value), mode="eval").body
                 return ast.Constant(tuple(value) if isinstance(value, list) else value)

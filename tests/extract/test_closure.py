@@ -865,3 +865,32 @@ def test_a_module_that_hands_triton_on_is_read_as_triton(tmp_path: Path) -> None
     assert b.c.blockers == []
     assert b.c.imports["triton"] == "import triton" and b.c.imports["tl"] == "import triton.language as tl"
     assert "object()" not in _source(b)
+
+
+def test_module_state_a_platform_method_or_the_task_s_own_packages_decide_is_a_constant(tmp_path: Path) -> None:
+    """vLLM computes kernel constants at import: ``is_hip_ = current_platform.is_rocm()``, ``HAS_TRITON =
+    find_spec("triton") is not None``, ``_TINY = float.fromhex(...)``. The platform stub, the packages every task
+    has (torch and triton) and a pure float parse decide them at extraction, so they are literals, not state."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "platforms.py").write_text("def __getattr__(name):\n    raise AttributeError(name)\n")
+    b = _closure(tmp_path, "mod", "from importlib.util import find_spec\n\nimport torch\n"
+                 "from pkg.platforms import current_platform\n\n"
+                 "is_hip_ = current_platform.is_rocm()\n"
+                 "HAS_TRITON = find_spec('triton') is not None or find_spec('other-triton') is not None\n"
+                 "HAS_OTHER = find_spec('some_plugin') is not None\n"
+                 "_TINY = float.fromhex('0x1p-126')\n\n\n"
+                 "def launch(x):\n    return x * 2 if is_hip_ or not HAS_TRITON else x + _TINY\n\n\n"
+                 "def other():\n    return HAS_OTHER\n",
+                 stubs={"current_platform": {"methods": {"is_rocm": False}}})
+    assert b.c.blockers == [], b.c.blockers
+    src = _source(b)
+    assert "is_hip_ = False" in src and "HAS_TRITON = True" in src and f"_TINY = {2.0 ** -126!r}" in src
+    ns: dict = {}
+    exec(compile(src, "task", "exec"), ns)
+    import torch
+
+    assert torch.equal(ns["launch"](torch.zeros(2)), torch.full((2,), 2.0 ** -126))
+    # a package a task need not have stays undecided: its module-level test is state, which blocks
+    b = _closure(tmp_path, "mod", "from importlib.util import find_spec\n\n"
+                 "HAS_OTHER = find_spec('some_plugin') is not None\n\n\ndef launch(x):\n    return HAS_OTHER\n")
+    assert any("HAS_OTHER is module-level state" in x for x in b.c.blockers), b.c.blockers
