@@ -327,6 +327,7 @@ def _launcher_body(call: ast.FunctionDef, compiled: Compiled, kernels: dict[str,
     lines: list[str] = []
     tensors: list[str] = []
     names: list[str] = []
+    written = _written(stmts, kernels)
     for s in stmts:
         if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name) and s.value.id == "args":
             target = s.targets[0]
@@ -343,6 +344,7 @@ def _launcher_body(call: ast.FunctionDef, compiled: Compiled, kernels: dict[str,
                 and ast.unparse(s.value.func) in _DROPPED_CALLS):
             if text.startswith("assert_size_stride("):
                 tensors.append(ast.unparse(s.value.args[0]))  # type: ignore[attr-defined]
+                lines = _strided(lines, s.value, written)  # type: ignore[arg-type]
             continue
         if isinstance(s, ast.Return):
             outs = s.value.elts if isinstance(s.value, ast.Tuple) else [s.value] if s.value is not None else []
@@ -355,6 +357,55 @@ def _launcher_body(call: ast.FunctionDef, compiled: Compiled, kernels: dict[str,
     return _tidy(lines)
 
 
+def _written(stmts: list[ast.stmt], kernels: dict[str, _Kernel]) -> set[str]:
+    """The names ``call()`` hands a kernel as an output (``out_ptrN``, ``in_out_ptrN``)."""
+    out = set()
+    for call in (n for s in stmts for n in ast.walk(s) if isinstance(n, ast.Call)):
+        func = ast.unparse(call.func)
+        if func.endswith(".run") and func[:-4] in kernels:
+            k = kernels[func[:-4]]
+            runtime = [p for p in k.params if p not in k.constexprs]
+            out |= {a.id for p, a in zip(runtime, call.args) if p.startswith(("out_ptr", "in_out_ptr"))
+                    and isinstance(a, ast.Name)}
+    return out
+
+
+def _strided(lines: list[str], check: ast.Call, written: set[str]) -> list[str]:
+    """Inductor compiled ``call()`` for the strides its guard asserts (``assert_size_stride(arg1_1, (s0, s1), (s1,
+    1))``), and its kernels index by them; the engine's code it replaces took any strides. An input it only reads is
+    made contiguous where the guard asked for that (``.contiguous()`` returns the tensor itself when it already is);
+    one it writes, or other strides, keep the guard as an assert, so that a stride the kernels do not expect fails
+    rather than reads the wrong elements."""
+    name, sizes, strides = (ast.unparse(a) for a in check.args[:3])
+    bound = next((i for i, line in enumerate(lines) if line.startswith(f"{name} = ")), None)
+    if bound is not None and name not in written and _contiguous(check.args[1], check.args[2]):
+        return lines[:bound + 1] + [f"{name} = {name}.contiguous()"] + lines[bound + 1:]
+    return lines + [f"assert {name}.stride() == {strides}, 'compiled for the strides {strides} of sizes {sizes}'"]
+
+
+def _contiguous(sizes: ast.expr, strides: ast.expr) -> bool:
+    """Whether ``strides`` are a row-major layout of ``sizes`` (two tuples of expressions over Inductor's symbols),
+    checked at three sets of values for the symbols."""
+    if not (isinstance(sizes, ast.Tuple) and isinstance(strides, ast.Tuple) and len(sizes.elts) == len(strides.elts)):
+        return False
+    symbols = sorted({n.id for n in ast.walk(sizes) if isinstance(n, ast.Name)}
+                     | {n.id for n in ast.walk(strides) if isinstance(n, ast.Name)})
+    for seed in (3, 7, 11):
+        env = {"__builtins__": {}, "max": max, "min": min, **{s: seed + 2 * i for i, s in enumerate(symbols)}}
+        try:
+            got = [eval(compile(ast.Expression(e), "<stride>", "eval"), env) for e in (sizes, strides)]
+        except Exception:
+            return False
+        dims, steps = got
+        want, step = [], 1
+        for d in reversed(dims):
+            want.insert(0, step)
+            step *= d
+        if [st for d, st in zip(dims, steps) if d != 1] != [w for d, w in zip(dims, want) if d != 1]:
+            return False
+    return True
+
+
 def _tidy(lines: list[str]) -> list[str]:
     """Inductor's names made a reader's: a graph input that is a parameter (``arg1_1 = seq_lens``) and a size copied
     to a symbol (``s37 = arg0_1``) go, their uses taking the name they copy; a size keeps a name that says what it
@@ -363,8 +414,10 @@ def _tidy(lines: list[str]) -> list[str]:
     names: dict[str, str] = {}
     body: list[ast.stmt] = []
     for stmt in tree.body:
+        rebinds = isinstance(stmt, ast.Assign) and any(  # `arg1_1 = arg1_1.contiguous()`: the same input, still
+            isinstance(n, ast.Name) and n.id == ast.unparse(stmt.targets[0]) for n in ast.walk(stmt.value))
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                and re.fullmatch(r"arg\d+_\d+|s\d+", stmt.targets[0].id):
+                and re.fullmatch(r"arg\d+_\d+|s\d+", stmt.targets[0].id) and not rebinds:
             value = stmt.value
             if isinstance(value, ast.Name):
                 names[stmt.targets[0].id] = names.get(value.id, value.id)

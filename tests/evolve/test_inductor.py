@@ -44,6 +44,8 @@ def test_inductors_kernels_become_a_candidate_the_evaluator_accepts_and_finds_co
     assert "def _forward_kernel(lens_ptr, positions_ptr, " in block and "def _inductor_maximum(" in block
     assert not re.search(r"\btmp\d+\b|eviction_policy|device_assert", block)  # Inductor's bookkeeping cleaned
     assert "def LlamaModel_forward_glue(lens, positions):" in block  # the task's entry signature
+    # Inductor compiled for contiguous inputs; the glue took any strides, so the inputs it only reads are made so
+    assert "    lens = lens.contiguous()\n    positions = positions.contiguous()\n" in block
     assert cand.split("# EVOLVE-BLOCK-START")[0] == baseline.split("# EVOLVE-BLOCK-START")[0]
     assert check(baseline, cand, "LlamaModel_forward_glue").ok  # the guard takes it as any candidate
     (tmp_path / "seed.py").write_text(cand)
@@ -263,3 +265,25 @@ def test_an_integer_inductor_wrote_in_as_a_constant_is_passed_again() -> None:
     kernels["k0"] = dataclasses.replace(kernels["k0"], source=BAKED_KERNEL.strip())
     assert _unbake(kernels, ["_k[g](ids, out, width, n, XBLOCK=1024)"], {"num_experts": 256, "hidden": 256}) \
         == ["_k[g](ids, out, width, n, XBLOCK=1024)"] and "other=256" in kernels["k0"].source
+
+
+def test_the_strides_inductor_compiled_for_are_made_or_checked() -> None:
+    """``assert_size_stride`` guards the strides Inductor's kernels index by. A read-only input is made contiguous
+    where the guard asks for row-major strides; a written one, or other strides, keep the guard as an assert (on the
+    H200 a standalone renormalize indexed rows by the column count whatever the input's strides)."""
+    import ast
+
+    from smithbot.evolve.standalone import _contiguous, _strided
+
+    def guard(text: str) -> ast.Call:
+        return ast.parse(text, mode="eval").body  # type: ignore[return-value]
+
+    for sizes, strides, row_major in [("(s0, s1)", "(s1, 1)", True), ("(s0, s1, s2)", "(s1*s2, s2, 1)", True),
+                                      ("(s0, 1, s2)", "(s2, 7, 1)", True), ("(s0, s1)", "(1, s0)", False),
+                                      ("(s0,)", "(2,)", False), ("(s0, s1)", "(2*s1, 1)", False)]:
+        assert _contiguous(guard(sizes), guard(strides)) is row_major, (sizes, strides)
+    lines = ["arg0_1 = w", "arg1_1 = out", "s0 = arg0_1.size()[0]"]
+    got = _strided(lines, guard("assert_size_stride(arg0_1, (s0, s1), (s1, 1))"), written={"arg1_1"})
+    assert got == ["arg0_1 = w", "arg0_1 = arg0_1.contiguous()", "arg1_1 = out", "s0 = arg0_1.size()[0]"]
+    got = _strided(lines, guard("assert_size_stride(arg1_1, (s0, s1), (s1, 1))"), written={"arg1_1"})
+    assert got == lines + ["assert arg1_1.stride() == (s1, 1), 'compiled for the strides (s1, 1) of sizes (s0, s1)'"]
