@@ -9,11 +9,11 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
-from smithbot.program.evaluate import Env, evaluate
+from smithbot.program.evaluate import Env, evaluate, value_of
 from smithbot.program.kinds import CONFIG, EACH, GIVEN
 from smithbot.program.syntax import parse_expr
 from smithbot.program.tensors import END
-from smithbot.program.values import element_of, element_split
+from smithbot.program.values import element_of, element_split, source_of
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
@@ -105,7 +105,14 @@ class Decisions:
                 if dtype is not None:
                     return f"torch.{dtype}"
             if "." in name and not (name.startswith("self.") and name.count(".") == 1):
-                return self.object_flag(mod, fn, owner, name)
+                got = self.env_getter(mod, name)
+                if got is None:
+                    got = self.object_flag(mod, fn, owner, name)
+                prop = self._property(mod, fn, owner, name) if got is None else None
+                if prop is not None:  # what the property returns, the object bound to its self
+                    found = self._returned(mod, fn, owner, parse_expr(f"{name}()"), prop, 0, look, not bound)
+                    got = found[0] if found and len(found) == 1 else found or None
+                return got
             if fn is not None and self.configs.get(id(fn)) == name:
                 return CONFIG  # the model's config.json
             if fn is not None and owner and name in fn.get("params", ())[1:] and self._is_init(owner, fn):
@@ -120,6 +127,31 @@ class Decisions:
             return self.module_value(mod, name)
 
         return look
+
+    def _property(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, name: str
+                  ) -> tuple | None:
+        """The property ``name`` reads (``vllm_config.use_v2_model_runner``, of the one class its object is an
+        instance of), as the function value ``predicate`` evaluates; else None."""
+        head, _, attr = name.rpartition(".")
+        vals = self.expr(mod, (fn or {}).get("class"), owner, fn, head)
+        if len(vals) != 1 or vals[0][0] != "inst":
+            return None
+        found = self.method(vals[0][1], vals[0][2], attr)
+        f = self.p.facts(found[0][1]) if found else None
+        decorators = {d.split(".")[-1] for d, _ in f["functions"][found[0][2]]["decorators"]} if f else set()
+        return found[0] if decorators & {"property", "cached_property"} else None
+
+    def env_getter(self, mod: str, name: str) -> str | None:
+        """The source of ``envs.VLLM_X``, where ``envs`` is a module that declares ``VLLM_X`` in a dict of getters
+        (``Program.env_getters``): the value the user sets, else what the getter's body gives in its module when
+        the variable is unset. None where ``name`` is no such read or the value is not known."""
+        head, _, var = name.rpartition(".")
+        getter = self.p.env_getters().get(var)
+        if getter is None or (self.p.facts(mod) or {}).get("imports", {}).get(head, head) != getter[0]:
+            return None
+        if var in self.env.env:
+            return repr(self.env.env[var])
+        return source_of(value_of(getter[1], self.env, self.look(getter[0], None, None)))
 
     def _traced_dtype(self, fn: dict[str, Any], name: str) -> str | None:
         """The dtype ``name`` (``x.dtype``, ``self.w.dtype``) names in ``fn``, as the tensor tracing finds it over every

@@ -14,6 +14,8 @@ from smithbot.program.facts import file_facts
 
 FACTS_VERSION = "52"
 # a class-level declaration of an environment variable with its default: `    SGLANG_X = EnvBool(False)`
+# a getter in a module-level dict of environment variables: `    "VLLM_X": lambda: bool(int(os.getenv(...)))`
+_ENV_LAMBDA = re.compile(rb'^[ \t]+"[A-Z][A-Z0-9_]*_[A-Z0-9_]+":\s*lambda\s*:', re.M)
 _ENV_DECL = re.compile(rb"^[ \t]+([A-Z][A-Z0-9_]+)\s*(?::[^=\n]+)?=\s*(Env\w*\(.*\))[ \t]*(?:#.*)?$", re.M)
 
 
@@ -26,6 +28,7 @@ class Program:
         # setting values -> table name -> (decorator keys, function) registered into it (see _Resolver.registered)
         self.registrations: dict[frozenset[str], dict[str, list[tuple[tuple[str, ...], tuple]]]] = {}
         self._env: dict[str, str] | None = None
+        self._getters: dict[str, tuple[str, str]] | None = None
         self._fields: dict[tuple[str, str], dict[str, Any]] = {}
         self.glue: dict[str, dict[str, list[dict[str, Any]]]] = {}  # path -> function -> glue runs (scan.glue)
         # (module, decorator) -> whether it leads to torch.compile (scan.fusion), asked for every function reached
@@ -78,6 +81,28 @@ class Program:
                     if isinstance(arg, ast.Constant):
                         self._env.setdefault(m.group(1).decode(), ast.unparse(arg))
         return self._env
+
+    def env_getters(self) -> dict[str, tuple[str, str]]:
+        """The environment variables an engine declares as a module-level dict of getters (vLLM's ``envs.py``:
+        ``"VLLM_X": lambda: bool(int(os.getenv("VLLM_X", "0")))``, which the module's ``__getattr__`` calls for
+        ``envs.VLLM_X``), each with its module and the getter's body, to be evaluated there."""
+        if self._getters is None:
+            self._getters = {}
+            module_of = {path: m for m, path in self.modules.items()}
+            for rel, data in self.texts.items():
+                if rel not in module_of or b"lambda" not in data or not _ENV_LAMBDA.search(data):
+                    continue
+                try:
+                    tree = ast.parse(data)
+                except (SyntaxError, ValueError):
+                    continue
+                for node in tree.body:
+                    table = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+                    for k, v in zip(*((table.keys, table.values) if isinstance(table, ast.Dict) else ((), ()))):
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Lambda) \
+                                and not v.args.args:
+                            self._getters.setdefault(k.value, (module_of[rel], ast.unparse(v.body)))
+        return self._getters
 
     def field_defaults(self, module: str, cls: str) -> dict[str, Any]:
         """The literal defaults a class declares for its fields (``page_size: int = 1``, ``x: A[bool, "..."] =

@@ -97,6 +97,21 @@ class EngineValues(ResolverState):
             self._filtering -= 1
         return out
 
+    @staticmethod
+    def _copied(fn: dict[str, Any], owner: tuple[str, str], name: str, src: str) -> bool:
+        """Whether a construction passes field ``name`` the same field of another instance of the class (``src`` is
+        ``vllm_config.model_config``, or a local of ``fn`` assigned only that, ``vllm_config`` annotated as the
+        class, or ``self`` in one of its methods): a copy, which adds no value the other constructions do not give.
+        (By the annotation: the object's value is not traced, which, while the class's fields are being worked out,
+        would ask for them again.)"""
+        sources = fn.get("flags", {}).get(src) if src.isidentifier() else None
+        if sources and len(sources) == 1:
+            src = sources[0]
+        head, _, attr = src.rpartition(".")
+        cls = owner[1].split(".")[-1]
+        hinted = str(fn.get("annotated", {}).get(head, "")).split("(")[0].split(".")[-1]
+        return attr == name and (hinted == cls or head == "self" and (fn.get("class") or "").split(".")[-1] == cls)
+
     def _set_elsewhere(self, owner: tuple[str, str] | None, attr: str) -> list[str]:
         """What functions store into ``obj.attr`` where ``obj`` is declared or made an instance of ``owner`` (or of a
         class in its method order) and is not ``self`` (``forward_batch.mha_one_shot = True`` with ``forward_batch:
@@ -179,7 +194,8 @@ class EngineValues(ResolverState):
         replaces the ones before it (``self.fused_func = None``, then ``= pool.get(...)`` under ``if not lora``).
         A field's default in the class body (``ready: bool = False``) holds unless a construction of the class
         passes the field by name: what it passes is one more value (its constant where the call site decides it,
-        else unknown), and when every construction passes it the default never holds."""
+        else unknown), and when every construction passes it (each that the defaults leave; one at least, passing it) the
+        default never holds."""
         f = self.p.facts(mod)
         if owner and (not entries or any(where is None for _, where, _ in entries)):
             # where the walk saw it made, else anywhere; and always the class's own alternative constructors
@@ -187,19 +203,23 @@ class EngineValues(ResolverState):
             sites |= {s for s in self._construction_sites(owner) if s[3] == owner}
             passed: list[list[Any]] = []
             every = True  # every construction passes the field: its default never holds
+            named = False  # a construction passes it, one the defaults rule out too
             for site in sorted(sites, key=str):
                 sf = self.p.facts(site[1])
                 sfn = ((sf or {}).get("functions", {}).get(site[2]) or {})
                 for _, _, kwargs, _, tests in constructions(sfn, site, owner):
+                    named = named or name in kwargs
                     if self.cut(site[1], tests, sfn, klass=site[3]):
                         continue
+                    if name in kwargs and self._copied(sfn, owner, name, kwargs[name]):
+                        continue  # `VllmConfig(model_config=vllm_config.model_config)`: another instance's value
                     if name in kwargs:
                         passed.append([self._value_there(site[1], sfn, site[3], kwargs[name]) or "?", None, []])
                     elif "**" in kwargs:
                         passed.append(["?", None, []])
                     else:
                         every = False
-            if passed and every:
+            if named and every:
                 entries = [e for e in entries if e[1] is not None]
             entries = entries + passed
         made: list[str] = []  # what __init__ leaves, in its order: an assignment that surely runs replaces the last

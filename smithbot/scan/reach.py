@@ -67,6 +67,7 @@ def env_for(target: Target, preset: ModelPreset, program: Program | None = None)
     for spec in target.serving.arguments:
         mod, _, cls = spec.partition(":")
         defaults.update(program.field_defaults(mod, cls))
+        program.facts(mod)  # parsed before the walk: the engine builds its config objects there (VllmConfig(...))
     own = {m.split(".")[0]: True for m in program.modules}
     platform = Platform(env.platform.gpu, {**own, **env.platform.packages})
     return env.with_platform(platform).with_declared(program.env_declarations()).with_defaults(defaults)

@@ -28,7 +28,7 @@ MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel
                "plan_skip_kernel", "one_shot_kernel", "norm_cast_kernel", "norm_plain_kernel", "aiter_only_kernel",
                "listed_mode_kernel", "unlisted_mode_kernel", "a2a_deepep_kernel", "quiet_cast_kernel",
                "quiet_plain_kernel", "sparse_head_kernel", "hip_only_kernel",
-               "int_ids_kernel", "long_ids_kernel")
+               "int_ids_kernel", "long_ids_kernel", "runner_v1_kernel", "runner_v2_kernel", "unset_config_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -876,7 +876,68 @@ envs = Envs()
 def get_bool_env_var(name, default="false"):
     return default == "true"
 ''',
+    "eng/envtable.py": '''"""Environment variables as a table of getters, which the module's __getattr__ calls (as vLLM's envs.py)."""
+import os
+
+
+def maybe_bool(value):
+    if value is None:
+        return None
+    return bool(int(value))
+
+
+environment_variables = {
+    "ENG_USE_V2_RUNNER": lambda: maybe_bool(os.getenv("ENG_USE_V2_RUNNER", None)),
+    "ENG_FAST_STEPS": lambda: bool(int(os.getenv("ENG_FAST_STEPS", "1"))),
+}
+
+
+def __getattr__(name):
+    return environment_variables[name]()
+''',
+    "eng/runconfig.py": '''"""A worker that no code of the engine constructs (it is made by name, as vLLM's): its config comes by its type
+hint, a property of that config decides the runner through an environment table, and a field whose default is None
+is set by every construction of the config (the engine's arguments build it; a draft copies it)."""
+from dataclasses import dataclass
+
+from eng import envtable as envs
+from eng.kernels import mla as k
+
+
+@dataclass
+class RunConfig:
+    model_config: object = None
+    fast: bool = False
+
+    @property
+    def use_v2(self) -> bool:
+        flag = envs.ENG_USE_V2_RUNNER
+        if flag is not None:
+            return flag
+        return self.fast
+
+
+def draft_config(cfg: RunConfig):
+    model_config = cfg.model_config
+    return RunConfig(model_config=model_config)
+
+
+class Worker:
+    def __init__(self, run_config: RunConfig):
+        self.run_config = run_config
+        self.use_v2 = run_config.use_v2
+
+    def execute(self, x):
+        if self.use_v2:
+            k.runner_v2(x)
+        else:
+            k.runner_v1(x)
+        if self.run_config.model_config is None:
+            k.unset_config(x)
+''',
     "eng/args.py": '''from dataclasses import dataclass
+
+from eng.runconfig import RunConfig
 
 
 @dataclass
@@ -889,6 +950,9 @@ class ServerArgs:
     def __post_init__(self):
         if self.cache_layout is None:
             self.cache_layout = "paged" if self.chunk_size > 1024 else "flat"
+
+    def create_run_config(self):
+        return RunConfig(model_config=self.load_model_config())
 ''',
     "eng/kernels/mla.py": TRITON + "".join(kernel(k) for k in MLA_KERNELS) + "".join(
         f"\n\ndef {k[:-7]}(x):\n    {k}[(1,)](x)\n" for k in MLA_KERNELS),
@@ -1255,7 +1319,7 @@ serving:
   gpu: sm90
   packages: {{fastlib: installed, gonelib: missing}}
   settings: {{attention_backend: fa3, moe_a2a_backend: none, moe_runner_backend: cutlass, device_type: cuda}}
-  entries: ["eng.runner:ModelRunner.forward", "eng.sched:Scheduler.step"]
+  entries: ["eng.runner:ModelRunner.forward", "eng.sched:Scheduler.step", "eng.runconfig:Worker.execute"]
   arguments: ["eng.args:ServerArgs"]
 models: [llama3-8b, qwen3-8b]
 regimes: {{decode_batch: [1], prefill_tokens: [512]}}

@@ -321,3 +321,16 @@ def test_a_keyword_dict_the_defaults_leave_empty_passes_nothing(engine: str) -> 
     # (the variable defaults off), so `cast` is not passed and keeps its False default
     assert_default(sites, "quiet_plain_kernel")
     assert_never(sites, ("quiet_cast_kernel", "self.cast"))
+
+
+def test_a_config_property_an_env_table_and_fields_every_construction_sets_decide(engine: str) -> None:
+    """`eng/runconfig.py`, as vLLM's worker: `Worker` is made by name, so its `run_config` is a `RunConfig` by its type
+    hint. `run_config.use_v2` is a property: its body is evaluated with that config as `self`. It reads
+    `envs.ENG_USE_V2_RUNNER`, a getter in a table of lambdas (`environment_variables`), which is None when unset; then
+    the field `fast`, False. So the V1 runner is the default. `model_config` defaults to None in the class, but every
+    construction passes it (the arguments build it, a draft copies it): the None default does not hold, and the
+    kernel behind `model_config is None` is not default."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "runner_v1_kernel")
+    assert_never(sites, ("runner_v2_kernel", "self.use_v2"))
+    assert sites["unset_config_kernel"].reach == "possible", sites["unset_config_kernel"].reasons
