@@ -76,6 +76,26 @@ def other(q, k):
     assert got == {"X": "x", "Gate": "gate", "Out": "q"}  # gated()'s out is made there, not an input
 
 
+def test_a_kernel_parameter_is_traced_through_the_stand_in_objects_of_a_flat_entry() -> None:
+    """A method's launch reads ``self.slot_mapping.gpu``: the flat entry hands it a stand-in whose attribute is the
+    task input ``slot_mapping``, so a read past that argument grows ``slot_mapping`` (vLLM's BlockTable)."""
+    from smithbot.extract.inputs import flat_entry
+
+    objects = {"self": {"slot_mapping": {"gpu": "slot_mapping"}, "block_size": "block_size"}}
+    got = harness_inputs('''import triton
+
+
+@triton.jit
+def _slot_kernel(X, Slots, block_size):
+    pass
+
+
+def BlockTable_compute(self, x):
+    _slot_kernel[(1,)](x, self.slot_mapping.gpu, self.block_size)
+''' + flat_entry("BlockTable_compute", ["self", "x"], objects), "_slot_kernel", ["X", "Slots", "block_size"])
+    assert got == {"X": "x", "Slots": "slot_mapping", "block_size": "block_size"}
+
+
 def test_the_shapes_an_input_may_grow_to() -> None:
     """Smallest first: one more row; a 1-D input may gain an axis (read through its stride); a 2-D one only more rows,
     since an axis behind would change the strides the kernel reads by. A second growth is no off-by-one."""
