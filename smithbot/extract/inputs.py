@@ -51,6 +51,7 @@ import re
 from typing import Any
 
 from smithbot.config import Target
+from smithbot.extract.glue import TENSOR_ATTRS
 from smithbot.extract.infer import infer
 from smithbot.extract.kernel_use import program_rows
 from smithbot.extract.launcher_facts import required_optionals
@@ -142,9 +143,10 @@ def _handed(fn: ast.FunctionDef, names: set[str], helpers: dict[str, ast.Functio
 Objects = dict[str, "dict[str, str | Objects]"]
 
 
-# what a tensor is read for: a name read for these is a tensor, whatever else it is read for
-_TENSOR_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "is_cuda", "T", "mT", "data", "layout", "itemsize",
-                      "stride", "size", "numel", "dim", "view", "reshape", "to", "contiguous", "data_ptr"}
+# what a tensor is read for (its own attributes, and the methods a launcher asks of it): a name read for these is a
+# tensor, whatever else it is read for
+_TENSOR_ATTRIBUTES = TENSOR_ATTRS | {"stride", "size", "numel", "dim", "view", "reshape", "to", "contiguous",
+                                     "data_ptr"}
 
 
 def flatten_objects(fn: ast.FunctionDef, names: list[str], helpers: dict[str, ast.FunctionDef] | None = None,
