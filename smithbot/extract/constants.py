@@ -98,9 +98,6 @@ class Constants:
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and ast.unparse(e.func.value) == "math" \
                 and e.func.attr in self._MATH and not e.keywords:  # LOG2 = math.log(2)
             return getattr(math, e.func.attr)(*[self.value(a, local) for a in e.args])
-        if isinstance(e, ast.Call) and ast.unparse(e.func) == "float.fromhex" and len(e.args) == 1 \
-                and not e.keywords:  # _FP32_TINY = float.fromhex("0x1p-126")
-            return float.fromhex(str(self.value(e.args[0], local)))
         if isinstance(e, ast.Attribute) and ast.unparse(e) in ("math.pi", "math.e", "math.inf"):
             return getattr(math, e.attr)
         if isinstance(e, ast.Call) and ast.unparse(e.func) in ("os.getenv", "os.environ.get") and len(e.args) == 2:
@@ -122,13 +119,22 @@ class Constants:
         if isinstance(e, ast.Attribute) and e.attr == "parameters" and isinstance(e.value, ast.Call) \
                 and len(e.value.args) == 1 and self._dotted(e.value.func) == "inspect.signature":
             return frozenset(inspect.signature(self._triton(e.value.args[0])).parameters)
-        if isinstance(e, ast.Call) and len(e.args) == 1 and "importlib.util.find_spec" in (
-                self._dotted(e.func), self.mod.imports.get(self._dotted(e.func))):
+        if isinstance(e, ast.Call):
+            return self._call(e, local)
+        raise NotConstant
+
+    def _call(self, e: ast.Call, local: dict[str, Any]) -> Any:
+        """A call's value: ``find_spec`` of a package every task has, ``float.fromhex``, a stub's answer, a builtin's,
+        or what a plain helper of the target computes; else NotConstant."""
+        if len(e.args) == 1 and "importlib.util.find_spec" in (self._dotted(e.func),
+                                                                self.mod.imports.get(self._dotted(e.func))):
             # `HAS_TRITON = find_spec("triton") is not None`: a task runs where torch and triton are installed
             if self.value(e.args[0], local) in ("triton", "torch"):
                 return Ref(f"importlib.util.find_spec({self.value(e.args[0], local)!r})")
             raise NotConstant
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and not e.keywords:
+        if ast.unparse(e.func) == "float.fromhex" and len(e.args) == 1 and not e.keywords:
+            return float.fromhex(str(self.value(e.args[0], local)))  # _FP32_TINY = float.fromhex("0x1p-126")
+        if isinstance(e.func, ast.Name) and not e.keywords:
             args = [self.value(a, local) for a in e.args]
             if e.func.id in self.stubs:
                 return self.stubs[e.func.id]
