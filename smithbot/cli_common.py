@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TextIO
 
 import typer
 from rich.console import Console
@@ -16,10 +17,16 @@ if TYPE_CHECKING:
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="smithbot makes LLM inference engines faster by contributing better Triton kernels upstream.")
 # in a log or a pipe, rich would fold every table to 80 columns (a profile's eleven, one letter wide): there, lines
-# are as wide as their content needs, up to LOG_WIDTH
+# are as wide as their content needs, up to LOG_WIDTH, unless COLUMNS says how wide the log is
 LOG_WIDTH = 200
-out = Console(width=None if sys.stdout.isatty() else LOG_WIDTH)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else LOG_WIDTH)
+
+
+def _width(stream: TextIO) -> int | None:
+    return None if stream.isatty() or os.environ.get("COLUMNS") else LOG_WIDTH
+
+
+out = Console(width=_width(sys.stdout))
+err = Console(stderr=True, width=_width(sys.stderr))
 
 
 def _fail(msg: str) -> None:
