@@ -129,8 +129,9 @@ class Constants:
         if len(e.args) == 1 and "importlib.util.find_spec" in (self._dotted(e.func),
                                                                 self.mod.imports.get(self._dotted(e.func))):
             # `HAS_TRITON = find_spec("triton") is not None`: a task runs where torch and triton are installed
-            if self.value(e.args[0], local) in ("triton", "torch"):
-                return Ref(f"importlib.util.find_spec({self.value(e.args[0], local)!r})")
+            package = self.value(e.args[0], local)
+            if package in ("triton", "torch"):
+                return Ref(f"importlib.util.find_spec({package!r})")
             raise NotConstant
         if ast.unparse(e.func) == "float.fromhex" and len(e.args) == 1 and not e.keywords:
             return float.fromhex(str(self.value(e.args[0], local)))  # _FP32_TINY = float.fromhex("0x1p-126")
