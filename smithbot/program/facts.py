@@ -25,7 +25,7 @@ from typing import Any
 
 from smithbot.program.kinds import OBJECT
 from smithbot.program.syntax import (EMPTY_DICTS, FLAG_VALUES, always_leaves, annotation_text, callee_text,
-                                     class_constant, collect_imports, dotted_name, expr_text, from_module,
+                                     class_constant, collect_imports, dotted_name, expr_text, from_module, guards,
                                      inline_flags, is_const, leaves, literal_strings, made_values, self_attr)
 
 
@@ -70,11 +70,13 @@ class _Visitor(ast.NodeVisitor):
 
     def block(self, stmts: list[ast.stmt]) -> None:
         """A block's statements in order. After ``if T: ... return`` (a body that always leaves, with no else), the
-        rest of the block runs only where T is false: it is under that test, as an else branch would be."""
+        rest of the block runs only where T is false: it is under that test, as an else branch would be. A guard
+        whose body only raises (``if state is not None: raise RuntimeError(...)``) puts no test on the rest: a
+        server that runs at all never takes it."""
         pushed = 0
         for s in stmts:
             self.visit(s)
-            if isinstance(s, ast.If) and not s.orelse and leaves(s.body):
+            if isinstance(s, ast.If) and not s.orelse and leaves(s.body) and not guards(s.body):
                 self.tests.append([ast.unparse(s.test), False])
                 pushed += 1
         del self.tests[len(self.tests) - pushed:]

@@ -185,6 +185,11 @@ def leaves(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
 
 
+def guards(body: list[ast.stmt]) -> bool:
+    """Whether a block only raises: it ends in ``raise`` and returns nowhere (an error check, not a branch)."""
+    return isinstance(body[-1], ast.Raise) and not any(isinstance(n, ast.Return) for s in body for n in ast.walk(s))
+
+
 def always_leaves(stmts: list[ast.stmt]) -> bool:
     """Whether a block leaves its function on every path: a ``return`` or ``raise``, or an if/else whose branches
     both do, before its end."""

@@ -46,6 +46,7 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
     _enter(r, model, engine, startup)
     best: dict[str, dict[tuple[str, str], Reach]] = {}
     funcs: dict[str, dict[tuple[str, str], Reach]] = {}
+    graph: dict[str, _Graph] = {}
     entry_classes = set(r.live)
     for _ in range(6):  # until the classes made, the functions visited and their callers stop changing
         before = set(r.live)
@@ -58,9 +59,9 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
             cuts.clear()  # kept from the last round only, when the live classes have settled
         for phase in phases:
             r.env = env.with_phase(phase)
-            best[phase], funcs[phase] = {}, {}
-            _walk(r, model, True, best[phase], True, funcs[phase], cuts)
-            _walk(r, engine, True, best[phase], False, funcs[phase], cuts)
+            best[phase], funcs[phase], graph[phase] = {}, {}, _Graph()
+            _walk(r, model, True, best[phase], True, funcs[phase], cuts, graph[phase])
+            _walk(r, engine, True, best[phase], False, funcs[phase], cuts, graph[phase])
         ran = frozenset(r.visited)
         callers, r.callers_now = r.callers_now, {}
         made = r.made_now | entry_classes
@@ -71,10 +72,10 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
         _behind_cuts(r, cuts)
     for phase in phases:
         for key, rc in best[phase].items():
-            out.setdefault(key, []).append(rc)
+            out.setdefault(key, []).append(graph[phase].settled(key, rc, True))
         if functions is not None:
             for key, rc in funcs[phase].items():
-                functions.setdefault(key, []).append(rc)
+                functions.setdefault(key, []).append(graph[phase].settled(key, rc, False))
     reached = {k for phase in phases for k in funcs[phase]}
     if tensor_questions is not None and types is not None:
         r.env = env.with_phase(phases[0])
@@ -149,15 +150,77 @@ def _behind_cuts(r: _Resolver, cuts: dict[tuple[str, str], str], limit: int = 50
                     todo.append((key, why))
 
 
+class _Graph:
+    """The calls one phase's walks followed, each with the undecided tests and dispatch it sits under, to tell
+    which of the undecided on a kernel's cheapest path do not matter to it: a test both of whose branches reach it
+    (``if inplace: inplace_experts(...) else: outplace_experts(...)``, both launching the same kernel), a dispatch
+    all of whose targets do. Functions are the walk's nodes (a method with the class its ``self`` is bound to); a
+    test is named ``("test", node, source)``, a dispatch ``("call", node, i)``."""
+
+    def __init__(self) -> None:
+        self.into: dict[Value, list[tuple[Value, int]]] = {}  # callee -> its calls
+        self.calls: dict[tuple[Value, int], tuple[list[Value], frozenset, dict[str, bool]]] = {}
+        self.by_caller: dict[Value, list[int]] = {}
+        # (kernel?, key) -> the node of its cheapest path, and the undecided on the path as (text, name)
+        self.opened: dict[tuple[bool, tuple[str, str]], tuple[Value, tuple[tuple[str, tuple], ...]]] = {}
+
+    def call(self, caller: Value, i: int, targets: list[Value], opened: tuple, taken: dict[str, bool]) -> None:
+        """Note call ``i`` of ``caller``, as each of the walks in the phase saw it (their undecided together)."""
+        was = self.calls.get((caller, i))
+        if was is None:
+            self.by_caller.setdefault(caller, []).append(i)
+            was = ([], frozenset(), taken)
+        for t in targets:
+            if t not in was[0]:
+                was[0].append(t)
+                self.into.setdefault(t, []).append((caller, i))
+        self.calls[(caller, i)] = (was[0], was[1] | {x for _, x in opened}, taken)
+
+    def settled(self, key: tuple[str, str], rc: Reach, kernel: bool) -> Reach:
+        """``rc`` less the undecided that do not matter to ``key``: those where every way the test or dispatch goes
+        still reaches it, through calls under no undecided beyond the path's own."""
+        node, opened = self.opened.get((kernel, key), (None, ()))
+        have = frozenset(x for _, x in opened)
+        if not have:
+            return rc
+        ancestors, todo = {node}, [node]  # what reaches the node under the path's own undecided only
+        while todo:
+            for c, i in self.into.get(todo.pop(), ()):
+                if c not in ancestors and self.calls[(c, i)][1] <= have:
+                    ancestors.add(c)
+                    todo.append(c)
+        moot, bits = set(), 0.0
+        for x in have:
+            kind, at, what = x
+            if kind == "call":
+                targets = self.calls[(at, what)][0]
+                if all(t in ancestors for t in targets):
+                    moot.add(x)
+                    bits += math.log2(len(targets))
+                continue
+            ways = {self.calls[(at, i)][2].get(what) for i in self.by_caller.get(at, ())
+                    if self.calls[(at, i)][1] <= have and any(t in ancestors for t in self.calls[(at, i)][0])}
+            if None in ways or {True, False} <= ways:
+                moot.add(x)
+                bits += 1
+        if not moot:
+            return rc
+        return Reach(rc.phase, rc.per_layer, rc.path, max(0.0, rc.undecided - bits),
+                     tuple(text for text, x in opened if x not in moot))
+
+
 def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, str], Reach], loops: bool,
-          funcs: dict[tuple[str, str], Reach] | None = None, cuts: dict[tuple[str, str], str] | None = None) -> None:
+          funcs: dict[tuple[str, str], Reach] | None = None, cuts: dict[tuple[str, str], str] | None = None,
+          graph: _Graph | None = None) -> None:
     """Cheapest paths first, where an edge costs its uncertainty in bits: one per if-test on it that the defaults
     leave undecided, and log2(n) for a call that may go to n functions. A kernel behind fewer bits is more surely
     on the default path. ``funcs`` gets each function visited, kept as kernels are: per layer first, then the
-    fewest bits."""
+    fewest bits. ``graph`` gets the calls followed and each kept path's undecided (see ``_Graph``)."""
+    graph = graph if graph is not None else _Graph()
     cost: dict[tuple[Value, bool], float] = {}
     parent: dict[tuple[Value, bool], tuple[Value, bool] | None] = {}
-    open_tests: dict[tuple[Value, bool], tuple[str, ...]] = {}  # the undecided tests on the cheapest path there
+    # the undecided tests on the cheapest path there: (text, name) pairs, as _Graph names them
+    open_tests: dict[tuple[Value, bool], tuple[tuple[str, tuple], ...]] = {}
     heap: list[tuple[float, int, Value, bool]] = []
     tick = 0
     for s in starts:
@@ -178,8 +241,10 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
         if funcs is not None:
             old = funcs.get((node[1], node[2]))
             if old is None or (loop, -c) > (old.per_layer, -old.undecided):
+                opened = open_tests.get((node, loop), ())
                 funcs[(node[1], node[2])] = Reach(r.env.phase or "", loop, _path(parent, (node, loop)), c,
-                                                  open_tests.get((node, loop), ()))
+                                                  tuple(text for text, _ in opened))
+                graph.opened[(False, (node[1], node[2]))] = (node, opened)
         r.at = node
         where = r.p.modules.get(node[1], node[1])
         r.qual_of[id(fn)] = (node[1], node[2])
@@ -193,14 +258,17 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
                 continue
             undecided = r.undecided(node[1], tests, fn, node[3])
             now, step = loop or (in_loop and loops), c + len(undecided)
-            here = open_tests.get((node, loop), ()) + tuple(f"{t} ({where}:{line})" for t in undecided)
+            mine = tuple((f"{t} ({where}:{line})", ("test", node, t)) for t in undecided)
             found = [t for t in r.site(node, fn, callee) if not r.foreign(t)]
             # a call that may go to n places: each is one of n alternatives, as an undecided test is one of 2 (not
             # where each is the one some instances take: some layers' MoE block, the others' MLP)
             every = len(found) > 1 and r.every_one(node, fn, callee)
             step += math.log2(len(found)) if len(found) > 1 and not every else 0.0
             if len(found) > 1 and not every:  # an undecided dispatch, as an undecided test
-                here += (f"{callee.removesuffix('[]')}() may call any of {len(found)} ({where}:{line})",)
+                mine += ((f"{callee.removesuffix('[]')}() may call any of {len(found)} ({where}:{line})",
+                          ("call", node, i)),)
+            graph.call(node, i, found, mine, dict(map(tuple, tests)))
+            here = open_tests.get((node, loop), ()) + mine
             for t in found:
                 if t[0] == "func":
                     r.callers_now.setdefault((t[1], t[2]), set()).add((node, i))
@@ -209,7 +277,8 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
                         old = best.get((t[1], t[2]))
                         if old is None or (now, -step) > (old.per_layer, -old.undecided):
                             best[(t[1], t[2])] = Reach(r.env.phase or "", now, _path(parent, (node, loop)) + (t[2],),
-                                                       step, here)
+                                                       step, tuple(text for text, _ in here))
+                            graph.opened[(True, (t[1], t[2]))] = (t, here)
                     continue
                 if step < cost.get((t, now), 1 << 30):
                     cost[(t, now)] = step
