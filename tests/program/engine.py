@@ -11,7 +11,7 @@ def kernel(name: str) -> str:
     return f"\n\n@triton.jit\ndef {name}(x):\n    pass\n"
 
 
-MLA_KERNELS = ("bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel", "cache_kernel",
+MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel", "cache_kernel",
                "router_kernel", "overlap_kernel", "trt_kernel", "env_default_kernel", "big_batch_kernel",
                "early_exit_kernel", "aiter_kernel", "fused_kernel", "unfused_kernel", "fast_path_kernel",
                "capture_kernel", "ready_kernel", "planned_kernel", "fast_impl_kernel", "slow_impl_kernel",
@@ -897,7 +897,8 @@ def __getattr__(name):
 ''',
     "eng/runconfig.py": '''"""A worker that no code of the engine constructs (it is made by name, as vLLM's): its config comes by its type
 hint, a property of that config decides the runner through an environment table, and a field whose default is None
-is set by every construction of the config (the engine's arguments build it; a draft copies it)."""
+is set by every construction of the config (the engine's arguments build it; a draft copies it). An error check and
+a data test both of whose branches launch one kernel leave the kernels after them on the default path."""
 from dataclasses import dataclass
 
 from eng import envtable as envs
@@ -926,6 +927,7 @@ class Worker:
     def __init__(self, run_config: RunConfig):
         self.run_config = run_config
         self.use_v2 = run_config.use_v2
+        self.pending = None
 
     def execute(self, x):
         if self.use_v2:
@@ -934,6 +936,17 @@ class Worker:
             k.runner_v1(x)
         if self.run_config.model_config is None:
             k.unset_config(x)
+        # an error check (as vLLM's "sample_tokens() must be called after execute_model()"): a server that runs never
+        # takes it, so it puts no test on what follows, though the state it reads is not known here
+        if self.pending is not None:
+            raise RuntimeError("execute() called twice")
+        k.after_guard(x)
+        # a test on the step's data, both of whose branches launch the same kernel: it does not matter to that kernel
+        if x.numel() > 4096:
+            k.both_ways(x)
+        else:
+            k.both_ways(x.view(-1))
+        self.pending = x
 ''',
     "eng/args.py": '''from dataclasses import dataclass
 

@@ -62,7 +62,8 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
                "deep_head_kernel", "hopper_kernel", "plain_mode_kernel",
                "mla_prepare_kernel", "mla_core_kernel", "moe_layer_kernel", "dense_layer_kernel",  # eng/dispatch.py's
                "sched_publish_kernel",  # eng/sched.py's
-               "plain_stash_kernel"}  # eng/spec.py's
+               "plain_stash_kernel",  # eng/spec.py's
+               "after_guard_kernel", "both_ways_kernel"}  # eng/runconfig.py's
     assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
     assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
@@ -334,3 +335,12 @@ def test_a_config_property_an_env_table_and_fields_every_construction_sets_decid
     assert_default(sites, "runner_v1_kernel")
     assert_never(sites, ("runner_v2_kernel", "self.use_v2"))
     assert sites["unset_config_kernel"].reach == "possible", sites["unset_config_kernel"].reasons
+
+
+def test_an_error_check_and_a_test_both_ways_of_which_launch_the_kernel_do_not_count(engine: str) -> None:
+    """`if self.pending is not None: raise ...` is an error check: what follows it is on the default path though the
+    state it reads is undecided. `if x.numel() > 4096:` launches `both_ways_kernel` in either branch: the test does
+    not matter to it. A test that does matter still counts (`big_batch_kernel`, see above)."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "after_guard_kernel", "both_ways_kernel")
+
