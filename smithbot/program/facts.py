@@ -414,6 +414,9 @@ class _Visitor(ast.NodeVisitor):
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         ann = annotation_text(node.annotation)
         cls = self._enclosing_class()
+        if ann is None and node.value is None and cls is not None:
+            # a field of a builtin type and no default (``decode: str`` in a struct): it holds what constructions pass
+            ann = f"{(dotted_name(node.annotation) or 'object').split('.')[-1]}()"
         if ann and cls is not None:
             t = node.target
             if self.fn is None and isinstance(t, ast.Name) and self.scope and self.scope[-1][0] == "class":

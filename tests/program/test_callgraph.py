@@ -63,7 +63,7 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
                "mla_prepare_kernel", "mla_core_kernel", "moe_layer_kernel", "dense_layer_kernel",  # eng/dispatch.py's
                "sched_publish_kernel",  # eng/sched.py's
                "plain_stash_kernel",  # eng/spec.py's
-               "after_guard_kernel", "both_ways_kernel"}  # eng/runconfig.py's
+               "after_guard_kernel", "both_ways_kernel", "struct_field_kernel"}  # eng/runconfig.py's
     assert set(launched[:len(on_path)]) == on_path, launched
     # last: the fallback-only launch, and the kernel in a file named for other hardware
     assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
@@ -343,4 +343,10 @@ def test_an_error_check_and_a_test_both_ways_of_which_launch_the_kernel_do_not_c
     not matter to it. A test that does matter still counts (`big_batch_kernel`, see above)."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "after_guard_kernel", "both_ways_kernel")
+
+
+def test_a_builtin_typed_field_without_default_holds_what_its_construction_passes(engine: str) -> None:
+    """`Resolved.mode: str` has no default and no class type: its one construction passes `mode="fast"`, so
+    `picked.mode == "fast"` is decided (as sglang's `ResolvedAttentionBackendStr(prefill=..., decode=...)`)."""
+    assert_default(by_name(api.scan(engine, model="llama3-8b")), "struct_field_kernel")
 
