@@ -219,11 +219,17 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
 
 
 def _bool_op(conj: bool) -> Callable[..., Any]:
+    """``a and b`` / ``a or b`` as Python gives it: the operand that decides (``config.architectures or [None]`` is
+    the list), or only its truth where an operand before it is unknown."""
     def op(*vals: Any) -> Any:
-        truths = [truth(v) for v in vals]
-        if conj:
-            return False if False in truths else (True if all(t is True for t in truths) else Unknown)
-        return True if True in truths else (False if all(t is False for t in truths) else Unknown)
+        settled = True  # every operand before this one is known
+        for v in vals:
+            t = truth(v)
+            if t is None:
+                settled = False
+            elif t is not conj:  # a falsy operand of `and`, a truthy one of `or`: it decides
+                return v if settled else t
+        return vals[-1] if settled else Unknown
     return op
 
 
@@ -361,6 +367,15 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
             if key in obj.fields:
                 return obj.fields[key]
             return _value(args[2], env, assigns, depth + 1) if len(args) == 3 else Unknown
+    if isinstance(func, ast.Name) and func.id == "getattr" and len(args) == 3 and isinstance(args[1], ast.Constant) \
+            and args[1].value in env.settings:
+        return env.settings[args[1].value]  # getattr(model_config, "architectures", []): a setting by that name, as a.b
+    if isinstance(func, ast.Name) and func.id in ("any", "all") and len(args) == 1 \
+            and isinstance(args[0], (ast.GeneratorExp, ast.ListComp)):
+        return _any_all(func.id == "any", args[0], env, assigns, depth)
+    if isinstance(func, ast.Name) and func.id in _COLLECTIONS and len(args) == 1 and not node.keywords:
+        items = _value(args[0], env, assigns, depth + 1)  # frozenset({"Qwen3ForCausalLM"})
+        return _COLLECTIONS[func.id](items) if isinstance(items, (tuple, list, set, frozenset)) else Unknown
     if isinstance(func, ast.Name) and func.id == "isinstance" and len(args) == 2 and isinstance(args[1], ast.Name) \
             and args[1].id in _BUILTIN_TYPES and isinstance(_value(args[0], env, assigns, depth + 1), ModelConfig):
         return False  # the model's config is a config object, not a dict (isinstance(config, dict))
@@ -404,6 +419,32 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
 
 
 _BUILTIN_TYPES = ("dict", "list", "tuple", "str", "int", "float", "bool")
+_COLLECTIONS = {"frozenset": frozenset, "set": set, "tuple": tuple, "list": list}
+
+
+def _any_all(is_any: bool, comp: ast.GeneratorExp | ast.ListComp, env: Env, assigns: Callable[[str], Any],
+             depth: int) -> Any:
+    """``any(arch in ARCHS for arch in architectures)`` over a known collection of constants (at most 64): each
+    element's test with the loop's name bound to it."""
+    if len(comp.generators) != 1 or not isinstance(comp.generators[0].target, ast.Name):
+        return Unknown
+    gen = comp.generators[0]
+    items = _value(gen.iter, env, assigns, depth + 1)
+    if not isinstance(items, (tuple, list, set, frozenset)) or len(items) > 64 \
+            or not all(isinstance(i, (str, int, float, bool, type(None))) for i in items):
+        return Unknown
+    truths = []
+    for item in items:
+        def bound(name: str, _src: str = repr(item)) -> Any:
+            return _src if name == gen.target.id else assigns(name)  # type: ignore[union-attr]
+        kept = [truth(_value(c, env, bound, depth + 1)) for c in gen.ifs]
+        if None in kept:
+            return Unknown
+        if all(kept):
+            truths.append(truth(_value(comp.elt, env, bound, depth + 1)))
+    if (True if is_any else False) in truths:
+        return is_any
+    return Unknown if None in truths else not is_any
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*_[A-Z0-9_]+$")
 _TRUE = ("true", "1", "yes", "on")
 

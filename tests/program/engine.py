@@ -11,7 +11,8 @@ def kernel(name: str) -> str:
     return f"\n\n@triton.jit\ndef {name}(x):\n    pass\n"
 
 
-MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel", "bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel", "cache_kernel",
+MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
+               "bmm_quant_kernel", "plain_quant_kernel", "lora_correction_kernel", "cache_kernel",
                "router_kernel", "overlap_kernel", "trt_kernel", "env_default_kernel", "big_batch_kernel",
                "early_exit_kernel", "aiter_kernel", "fused_kernel", "unfused_kernel", "fast_path_kernel",
                "capture_kernel", "ready_kernel", "planned_kernel", "fast_impl_kernel", "slow_impl_kernel",

@@ -146,6 +146,28 @@ def test_numbers_and_tuple_elements_are_evaluated(test: str, truth: bool | None)
     assert evaluate(test, ENV, sources.get) is truth
 
 
+@pytest.mark.parametrize("test, truth", [
+    # `or` and `and` give the operand that decides, not only its truth (sglang's `is_minimax_sparse`)
+    ("(archs or [None])[0] in ('MiniMaxForCausalLM',)", False),
+    ("(no_archs or [None])[0] is None", True),
+    ("(quantization and 'fp8') == 'fp8'", False),
+    ("(unknown or [None])[0] is None", None),
+    # any()/all() over a known collection of constants, the loop's name bound to each (vLLM's V2 runner choice)
+    ("any((arch in V2_ARCHS for arch in archs))", False),
+    ("any((arch in V2_ARCHS for arch in more_archs))", True),
+    ("all((arch in V2_ARCHS for arch in more_archs))", False),
+    ("any((arch in V2_ARCHS for arch in unknown))", None),
+    ("any((n > 1 for n in sizes if n != 4))", False),
+    # getattr with a default on an object, where a setting has that name: as `obj.name`
+    ("getattr(model_config, 'page_size', 16) == 1", True),
+    ("getattr(model_config, 'not_a_setting', 16) == 1", None),
+])
+def test_boolean_operands_comprehensions_and_getattr_are_evaluated(test: str, truth: bool | None) -> None:
+    sources = {"archs": "['LlamaForCausalLM']", "no_archs": "[]",
+               "more_archs": "['LlamaForCausalLM', 'Qwen3ForCausalLM']", "V2_ARCHS": "frozenset({'Qwen3ForCausalLM'})", "sizes": "(1, 4)"}
+    assert evaluate(test, ENV, sources.get) is truth
+
+
 def test_a_comprehension_reads_as_its_elements_type() -> None:
     """``self.tables = [BlockTable(size) for size in sizes]`` (vLLM's per-group block tables): the attribute holds
     BlockTables, as ``self.tables[i]`` would, so ``for t in self.tables: t.compute(...)`` reaches BlockTable's method.
