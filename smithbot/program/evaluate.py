@@ -357,33 +357,9 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
         v = env.platform.has(args[0].id, args[1].value)
         if v is not MISSING:
             return v
-    if isinstance(func, ast.Name) and func.id in ("getattr", "hasattr") and len(args) in (2, 3) \
-            and isinstance(args[1], ast.Constant) and isinstance(args[1].value, str):
-        obj = _value(args[0], env, assigns, depth + 1)
-        if isinstance(obj, ModelConfig):  # the model's config.json, as the preset gives it
-            key = args[1].value
-            if func.id == "hasattr":
-                return key in obj.fields
-            if key in obj.fields:
-                return obj.fields[key]
-            return _value(args[2], env, assigns, depth + 1) if len(args) == 3 else Unknown
-    if isinstance(func, ast.Name) and func.id == "getattr" and len(args) == 3 and isinstance(args[1], ast.Constant) \
-            and args[1].value in env.settings:
-        return env.settings[args[1].value]  # getattr(model_config, "architectures", []): a setting by that name, as a.b
-    if isinstance(func, ast.Name) and func.id in ("any", "all") and len(args) == 1 \
-            and isinstance(args[0], (ast.GeneratorExp, ast.ListComp)):
-        return _any_all(func.id == "any", args[0], env, assigns, depth)
-    if isinstance(func, ast.Name) and func.id in _COLLECTIONS and len(args) == 1 and not node.keywords:
-        items = _value(args[0], env, assigns, depth + 1)  # frozenset({"Qwen3ForCausalLM"})
-        return _COLLECTIONS[func.id](items) if isinstance(items, (tuple, list, set, frozenset)) else Unknown
-    if isinstance(func, ast.Name) and func.id == "isinstance" and len(args) == 2 and isinstance(args[1], ast.Name) \
-            and args[1].id in _BUILTIN_TYPES and isinstance(_value(args[0], env, assigns, depth + 1), ModelConfig):
-        return False  # the model's config is a config object, not a dict (isinstance(config, dict))
-    if isinstance(func, ast.Name) and func.id == "bool" and len(args) == 1 and not node.keywords:
-        held = truth(_value(args[0], env, assigns, depth + 1))
-        return Unknown if held is None else held
-    if isinstance(func, ast.Name) and func.id in ("int", "float") and len(args) == 1 and not node.keywords:
-        return lift(_number(int if func.id == "int" else float), _value(args[0], env, assigns, depth + 1))
+    v = _builtin(node, env, assigns, depth) if isinstance(func, ast.Name) and func.id in _BUILTINS else MISSING
+    if v is not MISSING:
+        return v
     if isinstance(func, ast.Attribute) and func.attr in ("get", "value") and isinstance(func.value, ast.Attribute):
         name = func.value.attr
         if name in env.env:
@@ -416,6 +392,48 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
         if isinstance(owner, Member):  # SpeculativeAlgorithm.NONE.is_none()
             return owner.name.lower() == func.attr[3:]
     return Unknown
+
+
+_BUILTINS = ("getattr", "hasattr", "any", "all", "frozenset", "set", "tuple", "list", "isinstance", "bool", "int",
+             "float")
+
+
+def _builtin(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
+    """A call of one of Python's builtins (``_BUILTINS``) on values the defaults give: the model's config.json
+    fields by ``getattr``/``hasattr``, a setting by ``getattr``, ``any``/``all`` over known constants, a collection
+    made of one, ``isinstance`` of the config against a builtin type, ``bool``, ``int`` and ``float``. MISSING
+    where none of these applies (the caller may still say what the call gives)."""
+    args, func = node.args, node.func
+    assert isinstance(func, ast.Name)
+    if func.id in ("getattr", "hasattr") and len(args) in (2, 3) \
+            and isinstance(args[1], ast.Constant) and isinstance(args[1].value, str):
+        obj = _value(args[0], env, assigns, depth + 1)
+        if isinstance(obj, ModelConfig):  # the model's config.json, as the preset gives it
+            key = args[1].value
+            if func.id == "hasattr":
+                return key in obj.fields
+            if key in obj.fields:
+                return obj.fields[key]
+            return _value(args[2], env, assigns, depth + 1) if len(args) == 3 else Unknown
+    if func.id == "getattr" and len(args) == 3 and isinstance(args[1], ast.Constant) \
+            and args[1].value in env.settings:
+        # getattr(model_config, "architectures", []): a setting by that name, as model_config.architectures is
+        return env.settings[args[1].value]
+    if func.id in ("any", "all") and len(args) == 1 \
+            and isinstance(args[0], (ast.GeneratorExp, ast.ListComp)):
+        return _any_all(func.id == "any", args[0], env, assigns, depth)
+    if func.id in _COLLECTIONS and len(args) == 1 and not node.keywords:
+        items = _value(args[0], env, assigns, depth + 1)  # frozenset({"Qwen3ForCausalLM"})
+        return _COLLECTIONS[func.id](items) if isinstance(items, (tuple, list, set, frozenset)) else Unknown
+    if func.id == "isinstance" and len(args) == 2 and isinstance(args[1], ast.Name) \
+            and args[1].id in _BUILTIN_TYPES and isinstance(_value(args[0], env, assigns, depth + 1), ModelConfig):
+        return False  # the model's config is a config object, not a dict (isinstance(config, dict))
+    if func.id == "bool" and len(args) == 1 and not node.keywords:
+        held = truth(_value(args[0], env, assigns, depth + 1))
+        return Unknown if held is None else held
+    if func.id in ("int", "float") and len(args) == 1 and not node.keywords:
+        return lift(_number(int if func.id == "int" else float), _value(args[0], env, assigns, depth + 1))
+    return MISSING
 
 
 _BUILTIN_TYPES = ("dict", "list", "tuple", "str", "int", "float", "bool")
