@@ -460,7 +460,7 @@ def _any_all(is_any: bool, comp: ast.GeneratorExp | ast.ListComp, env: Env, assi
             return Unknown
         if all(kept):
             truths.append(truth(_value(comp.elt, env, bound, depth + 1)))
-    if (True if is_any else False) in truths:
+    if is_any in truths:  # one true element decides any(), one false element all()
         return is_any
     return Unknown if None in truths else not is_any
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*_[A-Z0-9_]+$")

@@ -194,8 +194,8 @@ class EngineValues(ResolverState):
         replaces the ones before it (``self.fused_func = None``, then ``= pool.get(...)`` under ``if not lora``).
         A field's default in the class body (``ready: bool = False``) holds unless a construction of the class
         passes the field by name: what it passes is one more value (its constant where the call site decides it,
-        else unknown), and when every construction passes it (each that the defaults leave; one at least, passing it) the
-        default never holds."""
+        else unknown), and when every construction passes it (each that the defaults leave; one at least, passing
+        it) the default never holds."""
         f = self.p.facts(mod)
         if owner and (not entries or any(where is None for _, where, _ in entries)):
             # where the walk saw it made, else anywhere; and always the class's own alternative constructors

@@ -198,8 +198,8 @@ class _Graph:
                     moot.add(x)
                     bits += math.log2(len(targets))
                 continue
-            ways = {self.calls[(at, i)][2].get(what) for i in self.by_caller.get(at, ())
-                    if self.calls[(at, i)][1] <= have and any(t in ancestors for t in self.calls[(at, i)][0])}
+            ways = {taken.get(what) for targets, under, taken in (self.calls[(at, i)] for i in self.by_caller[at])
+                    if under <= have and any(t in ancestors for t in targets)}
             if None in ways or {True, False} <= ways:
                 moot.add(x)
                 bits += 1
