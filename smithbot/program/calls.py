@@ -126,6 +126,10 @@ class CallValues(ResolverState):
             if name in target.get("flags", {}) and name not in args:  # its own local (b = get_backend()), with
                 # the call's arguments in its sources
                 return [_bound_source(src, bound) for src in self._local(theirs, target, func[3], name)] or None
+            head = name.partition(".")[0]
+            if head != name and head in target.get("flags", {}) and head not in args:
+                # an attribute of its own local (moe = get_flags().moe; return moe.enabled): read in the function
+                return self.look(theirs, target, func[3])(name)
             if name in (self.p.facts(theirs) or {}).get("assigns", {}):
                 return self.module_value(theirs, name)
             return outer(name) if outer else None

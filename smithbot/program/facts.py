@@ -143,6 +143,8 @@ class _Visitor(ast.NodeVisitor):
                 "params": [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs],
                 "annotated": {a: v[0][0] for a, v in params.items()},  # a parameter's type hint, as an instance
                 "_imports": dict(self.fn["_imports"]) if self.fn is not None else {}}
+        if annotation_text(node.returns):
+            info["returns_hint"] = annotation_text(node.returns)  # def get_flags() -> Flags: an instance of Flags
         self.functions[qual] = info
         saved = (self.fn, self.tests, self.loops)
         self.fn, self.tests, self.loops = info, [], 0
@@ -313,8 +315,9 @@ class _Visitor(ast.NodeVisitor):
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id not in ("self", "cls"):
                 # another object's attribute (forward_batch.mha_one_shot = True): a value its class's field may hold
                 into = self.fn.setdefault("sets", {}).setdefault(t.attr, [])
-                if [t.value.id, ast.unparse(node.value)] not in into:
-                    into.append([t.value.id, ast.unparse(node.value)])
+                entry = [t.value.id, ast.unparse(node.value), [list(x) for x in self.tests]]
+                if entry not in into:
+                    into.append(entry)
             if isinstance(t, ast.Subscript) and expr_text(t.value):
                 self.fn["stores"].append(expr_text(t.value))  # REGISTRY[key] = fn: a registration
 

@@ -11,6 +11,7 @@ from typing import Any
 from smithbot.program.evaluate import Env
 from smithbot.program.modules import Program
 
+_SINGLETON = re.compile(r"([A-Za-z_][\w.]*)\(.*\)", re.S)  # X = Cls(...): the callee
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
 
@@ -51,8 +52,12 @@ class Symbols:
             vals = self.symbol_abs(f["imports"][head], depth + 1)
         elif head in f["assigns"]:
             src = f["assigns"][head]
+            made = _SINGLETON.fullmatch(src)
             if src.replace(".", "").replace("_", "").isalnum() and src != head:
                 vals = self.symbol(module, src, depth + 1)  # an alias: X = other_module.Y
+            elif made and made[1] != head and (classes := [v for v in self.symbol(module, made[1], depth + 1)
+                                                           if v[0] == "class"]):
+                vals = [("inst", v[1], v[2]) for v in classes]  # a module's one instance: _CONTEXT = Context(...)
             else:
                 vals = [("registry", head)]  # a module-level table: dispatch goes through its registrations
         elif f"{module}.{head}" in self.p.modules:

@@ -7,6 +7,7 @@ gives is ``calls.CallValues``. A mixin of the call graph's resolver: it uses its
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any, Callable
 
 from smithbot.program.evaluate import value_of
@@ -20,6 +21,8 @@ Value = tuple  # the call graph's abstract value (see callgraph.Value)
 # argument, another object's attribute): a model's config reaches a router six constructions down
 _DEPTH = 8
 
+
+_CALLED_FIELDS = re.compile(r"((?:abs:)?[\w./]+)\([^()]*\)((?:\.\w+)*)")  # func(...).a.b
 
 class ResolverState:
     """What the resolver's mixins (``EngineValues``, ``calls.CallValues``) read of ``callgraph._Resolver``, declared
@@ -113,11 +116,12 @@ class EngineValues(ResolverState):
         return attr == name and (hinted == cls or head == "self" and (fn.get("class") or "").split(".")[-1] == cls)
 
     def _set_elsewhere(self, owner: tuple[str, str] | None, attr: str) -> list[str]:
-        """What functions store into ``obj.attr`` where ``obj`` is declared or made an instance of ``owner`` (or of a
-        class in its method order) and is not ``self`` (``forward_batch.mha_one_shot = True`` with ``forward_batch:
-        ForwardBatch``): in the modules parsed so far and, once a walk has run, in the functions it reached. Each is a
-        value the field may hold: its literal, else "?" (unknown). A store on an object of no declared type is not
-        counted (its class is not looked up: that evaluation cost a third of a walk)."""
+        """What functions store into ``obj.attr`` where ``obj`` is an instance of ``owner`` (or of a class in its
+        method order) and is not ``self`` (``forward_batch.mha_one_shot = True`` with ``forward_batch:
+        ForwardBatch``; ``moe = get_flags().moe``, traced): in the modules parsed so far and, once a walk has run, in
+        the functions it reached, leaving out a store under an if-test the defaults decide against (after ``if not
+        is_tbo_enabled(): return``). Each is a value the field may hold: its constant, evaluated in the storing
+        function where it reads that function's names, else "?" (unknown)."""
         if owner is None:
             return []
         if self._sets_seen != self.p.parsed_count():  # (brought up to date when more modules were parsed)
@@ -134,12 +138,40 @@ class EngineValues(ResolverState):
             fn = (self.p.facts(mod) or {}).get("functions", {}).get(qual)
             if fn is None or self.ran is not None and (mod, qual) not in self.ran:
                 continue
-            for base, src in stores:
-                ann = (fn.get("annotated") or {}).get(base)
-                made = [ann] if ann else [m for m, _ in (fn.get("locals") or {}).get(base, [])]
-                if {m.partition("(")[0].replace("/", ".").rpartition(".")[2] for m in made if "(" in m} & related:
-                    out.append(src if is_literal(src) else "?")
+            home = (mod, fn["class"]) if fn.get("class") else None
+            for base, src, tests in stores:
+                if not self._classes_of(mod, fn, base) & related or tests and self.cut(mod, tests, fn, klass=home):
+                    continue
+                src = src if is_literal(src) else self._at_home(home, mod, fn, src)
+                out.append(src if is_literal(src) else "?")
         return list(dict.fromkeys(out))
+
+    def _classes_of(self, mod: str, fn: dict[str, Any], name: str) -> set[str]:
+        """The names of the classes a local or parameter of ``fn`` is declared or made an instance of: its type
+        hint, else the classes its assignments construct or declare (``moe = get_flags().moe``: what ``get_flags``
+        says it returns, then that class's field ``moe``). Read from declarations only: no value is traced, as
+        this is asked while fields' values are being worked out."""
+        ann = (fn.get("annotated") or {}).get(name)
+        made = [ann] if ann else [m for m, _ in (fn.get("locals") or {}).get(name, [])]
+        out = {m.partition("(")[0].replace("/", ".").rpartition(".")[2] for m in made if "(" in m}
+        return out | {c[1].rpartition(".")[2] for m in made if not ann for c in self._declared(mod, m)}
+
+    def _declared(self, mod: str, src: str) -> list[tuple[str, str]]:
+        """The class ``func(...).a.b`` is declared to be (``func``'s return hint, then each field's), else none."""
+        match = _CALLED_FIELDS.fullmatch(src)
+        if match is None:
+            return []
+        head = match[1].replace("/", ".")
+        funcs = self.symbol_abs(head[4:]) if head.startswith("abs:") else self.symbol(mod, head)
+        found = [(f[1], h) for f in funcs if f[0] == "func"
+                 for h in [((self.p.facts(f[1]) or {}).get("functions", {}).get(f[2]) or {}).get("returns_hint")] if h]
+        classes = [(v[1], v[2]) for m, h in found[:1] for v in self.symbol(m, h.partition("(")[0]) if v[0] == "class"]
+        for attr in [a for a in match[2].split(".") if a]:
+            hints = [(m, e[0]) for m, q in (self.mro(*classes[0]) if len(classes) == 1 else [])
+                     for e in ((self.cls(m, q) or {}).get("attrs", {}).get(attr) or [])[:1]]
+            classes = [(v[1], v[2]) for m, h in hints[:1] if h.endswith("()")
+                       for v in self.symbol(m, h[:-2]) if v[0] == "class"]
+        return classes if len(classes) == 1 else []
 
     def _kept(self, table: dict[Any, Any], key: Any, guard: Callable[[], Any], compute: Callable[[], Any],
               only_whole: bool = False) -> Any:
@@ -176,7 +208,7 @@ class EngineValues(ResolverState):
         if home is None or is_literal(src) or self._too_deep():
             return src
         node = parse_expr(src)
-        own = set(home.get("params", [])[1:]) | set(home.get("flags", {}))
+        own = set(home.get("params", [])[1 if home.get("class") else 0:]) | set(home.get("flags", {}))
         if node is None or not any(isinstance(n, ast.Name) and n.id in own for n in ast.walk(node)):
             return src
         self._tracing += 1
