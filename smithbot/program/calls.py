@@ -74,6 +74,9 @@ class CallValues(ResolverState):
         if found is not None:
             return found
         vals = self.expr(mod, cls, klass, fn, ast.unparse(node.func))
+        if len(vals) == 1 and vals[0][0] == "class" and len(node.args) == 1 and not node.keywords \
+                and self.enum(vals[0][1], vals[0][2]):
+            return self._member(vals[0], ast.unparse(node.args[0]), outer)
         if not vals or any(v[0] not in ("func", "method", "registry") for v in vals):
             return None
         funcs = [v for v in self.targets(vals) if v[0] == "func"]
@@ -86,6 +89,19 @@ class CallValues(ResolverState):
                 return None
             out.extend(g for g in got if g not in out)
         return out[0] if len(out) == 1 else out
+
+    def _member(self, enum: Value, arg: str, outer: Callable[[str], Any] | None) -> list[str] | str | None:
+        """``Backend(value)``: the members of the enum whose constant is what ``arg`` may be in the caller."""
+        got = _sources(value_of(arg, self.env, outer or (lambda name: None)))
+        if got is None:
+            return None
+        members = {_constant(src): name for m, q in self.mro(enum[1], enum[2])
+                   for name, entries in (self.cls(m, q) or {}).get("flags", {}).items()
+                   for src, where, _ in entries[:1] if where is None and is_literal(src)}
+        found = [f"Enum.{members[c]}" for c in map(_constant, got) if c in members]
+        if len(found) != len(got):
+            return None
+        return found[0] if len(found) == 1 else found
 
     def _returned(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, node: ast.Call,
                   func: Value, depth: int, outer: Callable[[str], Any] | None, cached: bool,
@@ -400,6 +416,14 @@ class _Substitute(ast.NodeTransformer):
         src = self.args.get(node.id)
         found = copy.deepcopy(parse_expr(src)) if src else None
         return found if found is not None else node
+
+
+def _constant(src: str) -> Any:
+    """A literal source's value, for comparing (``"auto"`` and ``'auto'`` are one); the source itself otherwise."""
+    try:
+        return ast.literal_eval(src)
+    except (ValueError, SyntaxError):
+        return src
 
 
 def _sources(value: Any) -> list[str] | None:

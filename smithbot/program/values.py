@@ -142,9 +142,20 @@ class EngineValues(ResolverState):
             for base, src, tests in stores:
                 if not self._classes_of(mod, fn, base) & related or tests and self.cut(mod, tests, fn, klass=home):
                     continue
-                src = src if is_literal(src) else self._at_home(home, mod, fn, src)
-                out.append(src if is_literal(src) else "?")
+                out.append(self._stored(mod, fn, home, src))
         return list(dict.fromkeys(out))
+
+    def _stored(self, mod: str, fn: dict[str, Any], home: tuple[str, str] | None, src: str) -> str:
+        """A stored value's constant source (``MoeRunnerBackend(server_args.moe_runner_backend)`` is the member the
+        setting names), evaluated in the storing function; "?" where it is not known."""
+        if is_literal(src) or self._too_deep():
+            return src if is_literal(src) else "?"
+        self._tracing += 1
+        try:
+            value = value_of(src, self.env, self.look(mod, fn, home))
+        finally:
+            self._tracing -= 1
+        return source_of(value) or "?"
 
     def _classes_of(self, mod: str, fn: dict[str, Any], name: str) -> set[str]:
         """The names of the classes a local or parameter of ``fn`` is declared or made an instance of: its type
@@ -408,7 +419,7 @@ class EngineValues(ResolverState):
             if not srcs:
                 return None
             for src in srcs:
-                if not is_literal(src):  # evaluated where the object's class assigns it
+                if not is_literal(src) and not src.startswith("Enum."):  # evaluated where its class assigns it
                     home = self._flag_home.get((owner, attr))
                     if home is None:
                         return None

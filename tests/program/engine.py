@@ -29,7 +29,8 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "plan_skip_kernel", "one_shot_kernel", "norm_cast_kernel", "norm_plain_kernel", "aiter_only_kernel",
                "listed_mode_kernel", "unlisted_mode_kernel", "a2a_deepep_kernel", "quiet_cast_kernel",
                "quiet_plain_kernel", "sparse_head_kernel", "hip_only_kernel",
-               "int_ids_kernel", "long_ids_kernel", "runner_v1_kernel", "runner_v2_kernel", "unset_config_kernel")
+               "int_ids_kernel", "long_ids_kernel", "runner_v1_kernel", "runner_v2_kernel", "unset_config_kernel",
+               "split_kernel", "unsplit_kernel", "mode_fast_kernel", "mode_auto_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -903,6 +904,7 @@ a data test both of whose branches launch one kernel leave the kernels after the
 from dataclasses import dataclass
 
 from eng import envtable as envs
+from eng import flags
 from eng.kernels import mla as k
 
 
@@ -960,6 +962,77 @@ class Worker:
         picked = resolve()
         if picked.mode == "fast":
             k.struct_field(x)
+        flags.init_flags()
+        batch = flags.Batch()
+        flags.prepare(batch)
+        if batch.split is not None:
+            k.split(x)
+        else:
+            k.unsplit(x)
+        overlap = flags.get_flags().overlap
+        if overlap.mode != flags.Mode.AUTO:
+            k.mode_fast(x)
+        else:
+            k.mode_auto(x)
+''',
+    "eng/flags.py": '''"""Runtime flags on a module's one context object, reached through a getter's return hint and the fields' hints
+(as sglang's get_flags().moe): a store on them counts by that declared class, under its if-tests, its value evaluated
+where it is stored (an enum made from a constant is that member)."""
+from dataclasses import dataclass, field
+from enum import Enum
+
+DEFAULT_MODE = "fast"
+
+
+class Mode(Enum):
+    AUTO = "auto"
+    FAST = "fast"
+
+
+@dataclass
+class OverlapFlags:
+    enabled: bool | None = None
+    mode: Mode | None = None
+
+
+@dataclass
+class Flags:
+    overlap: OverlapFlags = field(default_factory=OverlapFlags)
+
+
+class Context:
+    def __init__(self):
+        self.flags = Flags()
+
+
+_CONTEXT = Context()
+
+
+def get_flags() -> Flags:
+    return _CONTEXT.flags
+
+
+def init_flags():
+    overlap = get_flags().overlap
+    overlap.mode = Mode(DEFAULT_MODE)
+
+
+def overlap_enabled() -> bool:
+    overlap = get_flags().overlap
+    if overlap.enabled is None:
+        overlap.enabled = False
+    return overlap.enabled
+
+
+@dataclass
+class Batch:
+    split: int | None = None
+
+
+def prepare(batch: Batch):
+    if not overlap_enabled():
+        return
+    batch.split = 2
 ''',
     "eng/args.py": '''from dataclasses import dataclass
 

@@ -350,3 +350,14 @@ def test_a_builtin_typed_field_without_default_holds_what_its_construction_passe
     `picked.mode == "fast"` is decided (as sglang's `ResolvedAttentionBackendStr(prefill=..., decode=...)`)."""
     assert_default(by_name(api.scan(engine, model="llama3-8b")), "struct_field_kernel")
 
+
+
+def test_a_store_on_a_declared_object_counts_under_its_tests_with_its_value_evaluated(engine: str) -> None:
+    """`get_flags().overlap` is an `OverlapFlags` by `get_flags`'s return hint and `Flags.overlap`'s field hint, on
+    `_CONTEXT`, the module's one `Context()`. `prepare` stores `batch.split = 2` only after `if not overlap_enabled():
+    return`, and the flag is never enabled, so `Batch.split` stays None. `init_flags` stores `Mode(DEFAULT_MODE)`:
+    the member whose value is "fast", so the mode is never AUTO (it may still be its class default, None: the order of
+    the stores is not known)."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "unsplit_kernel", "mode_fast_kernel")
+    assert_never(sites, ("split_kernel", "batch.split is not None"), ("mode_auto_kernel", "overlap.mode != flags.Mode.AUTO"))
