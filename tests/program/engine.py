@@ -975,9 +975,9 @@ class Worker:
         else:
             k.mode_auto(x)
 ''',
-    "eng/flags.py": '''"""Runtime flags on a module's one context object, reached through a getter's return hint and the fields' hints
-(as sglang's get_flags().moe): a store on them counts by that declared class, under its if-tests, its value evaluated
-where it is stored (an enum made from a constant is that member)."""
+    "eng/flags.py": '''"""Runtime flags on a module's one context object, reached through a getter's return hint and the
+fields' hints (as sglang's get_flags().moe): a store on them counts by that declared class, under its if-tests, its
+value evaluated where it is stored (an enum made from a constant is that member)."""
 from dataclasses import dataclass, field
 from enum import Enum
 

@@ -360,4 +360,5 @@ def test_a_store_on_a_declared_object_counts_under_its_tests_with_its_value_eval
     the stores is not known)."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "unsplit_kernel", "mode_fast_kernel")
-    assert_never(sites, ("split_kernel", "batch.split is not None"), ("mode_auto_kernel", "overlap.mode != flags.Mode.AUTO"))
+    assert_never(sites, ("split_kernel", "batch.split is not None"),
+                 ("mode_auto_kernel", "overlap.mode != flags.Mode.AUTO"))
