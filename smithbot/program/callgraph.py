@@ -121,6 +121,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         self._sets_index: dict[str, list[tuple[str, str, list[str]]]] = {}  # an attribute -> who stores it on others
         self._sets_indexed: set[str] = set()
         self._sets_seen = -1
+        self._off_path: dict[tuple[str, int, int], bool] = {}  # a method name -> whether no live class has it
         # the functions the last round of walks visited (None in the first round), and those this round visits: an
         # attribute its class's __init__ sets keeps only the other assignments made in functions a walk reaches
         # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)

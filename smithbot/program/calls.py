@@ -26,6 +26,7 @@ class CallValues(ResolverState):
     _call_index: dict[str, list[tuple[str, str, int]]]
     _call_indexed: set[str]
     _call_seen: int
+    _off_path: dict[tuple[str, int, int], bool]
     concrete: Any
     cls: Any
     mro: Any
@@ -70,7 +71,7 @@ class CallValues(ResolverState):
                 any(isinstance(a, ast.Starred) for a in node.args):
             return None
         cls = (fn or {}).get("class")
-        found = self._attribute_test(mod, cls, klass, fn, node)
+        found = self._attribute_test(mod, cls, klass, fn, node, read=True)
         if found is not None:
             return found
         vals = self.expr(mod, cls, klass, fn, ast.unparse(node.func))
@@ -347,22 +348,39 @@ class CallValues(ResolverState):
         return out
 
     def _attribute_test(self, mod: str, cls: str | None, klass: tuple[str, str] | None, fn: dict[str, Any] | None,
-                        node: ast.AST) -> str | None:
+                        node: ast.AST, read: bool = False) -> str | None:
         """``hasattr(obj, "name")`` -> "True" or "False", and ``getattr(obj, "name", default)`` -> the default's
         source, when every class ``obj`` may hold is known and all of them (hasattr: or none) define ``name``: a
-        method, a class attribute or an attribute their methods set, through their bases. None otherwise."""
+        method, a class attribute or an attribute their methods set, through their bases; with ``read`` (the call
+        is in ``fn`` itself), ``getattr`` where all of them have it is ``obj.name``, read as the caller reads it.
+        None otherwise."""
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
                 and len(node.args) == (3 if node.func.id == "getattr" else 2)
                 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
             return None
         vals = self.expr(mod, cls, klass, fn, ast.unparse(node.args[0]))
+        name = node.args[1].value
+        if not vals and self.ran is not None and self._off_path_method(name):
+            # an object of no known class asked for a method that only classes no step makes define
+            # (hasattr(self.model, "is_prefill_aware_swa"): the model is the preset's class, which lacks it)
+            return "False" if node.func.id == "hasattr" else ast.unparse(node.args[2])
         if not vals or any(v[0] != "inst" for v in vals):
             return None
-        name = node.args[1].value
         has = {self._has_attribute((v[1], v[2]), name) for v in vals}
         if node.func.id == "hasattr":
             return repr(has.pop()) if len(has) == 1 else None
+        if has == {True} and read:
+            return f"{ast.unparse(node.args[0])}.{name}"  # getattr(model_runner, "prefill_aware_swa", False)
         return ast.unparse(node.args[2]) if has == {False} else None
+
+    def _off_path_method(self, name: str) -> bool:
+        """Whether ``name`` is a method that some file of the target defines and no live class (one a walk made, or
+        an entry's) has, through its bases."""
+        key = (name, len(self.live), self.p.parsed_count())
+        if key not in self._off_path:
+            self._off_path[key] = self.p.defines_method(name) and not any(
+                f"{q}.{name}" in (self.p.facts(m) or {}).get("functions", {}) for c in self.live for m, q in self.mro(*c))
+        return self._off_path[key]
 
     def _has_attribute(self, owner: tuple[str, str], name: str) -> bool:
         """Whether an instance of ``owner`` has the attribute ``name``: a method or class attribute of its method

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 from smithbot import cache
 from smithbot.program.facts import file_facts
 
-FACTS_VERSION = "55"
+FACTS_VERSION = "56"
 # a class-level declaration of an environment variable with its default: `    SGLANG_X = EnvBool(False)`
 _ENV_DECL = re.compile(rb"^[ \t]+([A-Z][A-Z0-9_]+)\s*(?::[^=\n]+)?=\s*(Env\w*\(.*\))[ \t]*(?:#.*)?$", re.M)
 # a getter in a module-level dict of environment variables: `    "VLLM_X": lambda: bool(int(os.getenv(...)))`
@@ -29,6 +29,7 @@ class Program:
         self.registrations: dict[frozenset[str], dict[str, list[tuple[tuple[str, ...], tuple]]]] = {}
         self._env: dict[str, str] | None = None
         self._getters: dict[str, tuple[str, str]] | None = None
+        self._defined: dict[str, bool] = {}  # a method name -> whether some file defines it
         self._fields: dict[tuple[str, str], dict[str, Any]] = {}
         self.glue: dict[str, dict[str, list[dict[str, Any]]]] = {}  # path -> function -> glue runs (scan.glue)
         # (module, decorator) -> whether it leads to torch.compile (scan.fusion), asked for every function reached
@@ -59,6 +60,13 @@ class Program:
     def parsed(self) -> list[tuple[str, dict[str, Any]]]:
         """The modules parsed so far, with their facts."""
         return [(m, f) for m, f in self._facts.items() if f is not None]
+
+    def defines_method(self, name: str) -> bool:
+        """Whether some file of the target defines a method or function ``name`` (an indented ``def name(``)."""
+        if name not in self._defined:
+            pattern = re.compile(rb"\n[ \t]+(?:async[ \t]+)?def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*\(")
+            self._defined[name] = any(pattern.search(data) for data in self.texts.values() if name.encode() in data)
+        return self._defined[name]
 
     def env_declarations(self) -> dict[str, str]:
         """The environment variables an engine declares in a registry class, with the default its code gives each

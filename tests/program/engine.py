@@ -30,7 +30,8 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "listed_mode_kernel", "unlisted_mode_kernel", "a2a_deepep_kernel", "quiet_cast_kernel",
                "quiet_plain_kernel", "sparse_head_kernel", "hip_only_kernel",
                "int_ids_kernel", "long_ids_kernel", "runner_v1_kernel", "runner_v2_kernel", "unset_config_kernel",
-               "split_kernel", "unsplit_kernel", "mode_fast_kernel", "mode_auto_kernel")
+               "split_kernel", "unsplit_kernel", "mode_fast_kernel", "mode_auto_kernel", "swa_model_kernel",
+               "full_model_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -974,6 +975,11 @@ class Worker:
             k.mode_fast(x)
         else:
             k.mode_auto(x)
+        holder = flags.Holder(x)
+        if getattr(holder, "swa", False):
+            k.swa_model(x)
+        else:
+            k.full_model(x)
 ''',
     "eng/flags.py": '''"""Runtime flags on a module's one context object, reached through a getter's return hint and the
 fields' hints (as sglang's get_flags().moe): a store on them counts by that declared class, under its if-tests, its
@@ -1027,6 +1033,19 @@ def overlap_enabled() -> bool:
 @dataclass
 class Batch:
     split: int | None = None
+
+
+class Holder:
+    """Holds a model of no known class: asked for a method only a class no step makes defines, it has none."""
+
+    def __init__(self, model):
+        self.model = model
+        self.swa = hasattr(self.model, "is_swa_model") and self.model.is_swa_model()
+
+
+class SwaModel:
+    def is_swa_model(self):
+        return True
 
 
 def prepare(batch: Batch):

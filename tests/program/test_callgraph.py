@@ -362,3 +362,12 @@ def test_a_store_on_a_declared_object_counts_under_its_tests_with_its_value_eval
     assert_default(sites, "unsplit_kernel", "mode_fast_kernel")
     assert_never(sites, ("split_kernel", "batch.split is not None"),
                  ("mode_auto_kernel", "overlap.mode != flags.Mode.AUTO"))
+
+
+def test_a_method_no_live_class_defines_is_absent_and_getattr_reads_the_attribute(engine: str) -> None:
+    """`hasattr(self.model, "is_swa_model")` on a model of no known class: only `SwaModel` defines the method, and no
+    step makes one, so it is false (as sglang's `hasattr(self.model, "is_prefill_aware_swa")` on a Llama). Then
+    `getattr(holder, "swa", False)` reads `holder.swa`, which every `Holder` has, as that attribute."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "full_model_kernel")
+    assert_never(sites, ("swa_model_kernel", "getattr(holder, 'swa', False)"))
