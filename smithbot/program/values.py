@@ -24,6 +24,7 @@ _DEPTH = 8
 
 _CALLED_FIELDS = re.compile(r"((?:abs:)?[\w./]+)\([^()]*\)((?:\.\w+)*)")  # func(...).a.b
 
+
 class ResolverState:
     """What the resolver's mixins (``EngineValues``, ``calls.CallValues``) read of ``callgraph._Resolver``, declared
     once for the type checker."""
@@ -118,10 +119,10 @@ class EngineValues(ResolverState):
     def _set_elsewhere(self, owner: tuple[str, str] | None, attr: str) -> list[str]:
         """What functions store into ``obj.attr`` where ``obj`` is an instance of ``owner`` (or of a class in its
         method order) and is not ``self`` (``forward_batch.mha_one_shot = True`` with ``forward_batch:
-        ForwardBatch``; ``moe = get_flags().moe``, traced): in the modules parsed so far and, once a walk has run, in
-        the functions it reached, leaving out a store under an if-test the defaults decide against (after ``if not
-        is_tbo_enabled(): return``). Each is a value the field may hold: its constant, evaluated in the storing
-        function where it reads that function's names, else "?" (unknown)."""
+        ForwardBatch``; ``moe = get_flags().moe``, by the hints): in the modules parsed so far and, once a walk has
+        run, in the functions it reached, leaving out a store under an if-test the defaults decide against (after
+        ``if not is_tbo_enabled(): return``). Each is a value the field may hold: its constant, evaluated in the
+        storing function where it reads that function's names, else "?" (unknown)."""
         if owner is None:
             return []
         if self._sets_seen != self.p.parsed_count():  # (brought up to date when more modules were parsed)
