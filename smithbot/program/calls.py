@@ -379,7 +379,8 @@ class CallValues(ResolverState):
         key = (name, len(self.live), self.p.parsed_count())
         if key not in self._off_path:
             self._off_path[key] = self.p.defines_method(name) and not any(
-                f"{q}.{name}" in (self.p.facts(m) or {}).get("functions", {}) for c in self.live for m, q in self.mro(*c))
+                f"{q}.{name}" in (self.p.facts(m) or {}).get("functions", {})
+                for c in self.live for m, q in self.mro(*c))
         return self._off_path[key]
 
     def _has_attribute(self, owner: tuple[str, str], name: str) -> bool:
