@@ -320,7 +320,8 @@ def run_formatters(root: Path, files: tuple[str, ...], formatters: tuple[Formatt
     for fmt in formatters:
         f, exe = fmt.name, shutil.which(fmt.name)
         if exe is None:
-            notes.append(f"`{f}` is not installed here, so the changed files were not formatted with it")
+            note = f"`{f}` is not installed here, so the changed files were not formatted with it"
+            notes.extend([note] if note not in notes else [])  # (one tool may be two hooks: ruff and its isort)
             continue
         todo = []
         for rel in files:

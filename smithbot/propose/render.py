@@ -424,7 +424,7 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
         test_path=test_path, bench_path=bench_path if with_bench else "", what_changed=what, replaced=replaced,
         added=added, notes=notes,
         version=__version__, proposer=cand.proposer, reproduce=reproduce, kernel=kernel_def.name,
-        kernel_path=kernel_def.path, motivation=motivation, formatter=", ".join(f.name for f in target.conventions.formatter) or "none",
+        kernel_path=kernel_def.path, motivation=motivation, formatter=_formatted(target, notes),
         metadata=f"<!-- smithbot-metadata: {json.dumps(meta, sort_keys=True)} -->", patch=patch)
     template = env.get_template(f"pr/{style}.md.j2")
     banner = PREVIEW_BANNER if preview else ""
@@ -485,3 +485,10 @@ def _test_files(env: jinja2.Environment, target: Target, task: Task, cand: Any, 
 def metadata(body: str) -> dict[str, Any] | None:
     m = METADATA.search(body or "")
     return json.loads(m.group(1)) if m else None
+
+
+def _formatted(target: Any, notes: list[str]) -> str:
+    """The target's formatters that ran on the changed files (one not installed here did not), by name, once each;
+    empty when none did."""
+    missing = {n.split("`")[1] for n in notes if n.startswith("`") and "is not installed here" in n}
+    return ", ".join(dict.fromkeys(f.name for f in target.conventions.formatter if f.name not in missing))

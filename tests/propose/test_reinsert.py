@@ -261,7 +261,9 @@ def test_formatter_runs_only_on_files_that_were_clean(tmp_path: Path) -> None:
     assert (tmp_path / "b.py").read_text() == messy.replace("BLOCK=32", "BLOCK=64")  # left alone
     assert notes == ["`b.py` was not `black`-clean before this change; it was left unformatted so that the diff holds "
                      "only the change"]
-    assert run_formatters(tmp_path, ("a.py",), (Formatter(("no-such-formatter",)),)) == [
+    # one tool that is two hooks (a formatter and its import sorting), not installed: said once
+    missing = (Formatter(("no-such-formatter",)), Formatter(("no-such-formatter", "--select", "I")))
+    assert run_formatters(tmp_path, ("a.py",), missing) == [
         "`no-such-formatter` is not installed here, so the changed files were not formatted with it"]
 
 

@@ -278,3 +278,13 @@ def test_the_title_carries_an_area_tag_and_says_config_only() -> None:
         "[Kernel] Faster rmsnorm: 1.23x on the Triton interpreter (CPU) on 2 model shapes"
     moe = load_task(TASKS / "moe_routing")
     assert title(moe, verdict, True).startswith("[MoE] Retune the launch config of ")
+
+
+def test_the_pr_says_formatted_only_with_the_formatters_that_ran() -> None:
+    """vLLM's hooks are ruff twice (its formatter and its import sorting): the PR names ruff once when it ran, and
+    claims no formatting when it was not installed."""
+    from smithbot.propose.render import _formatted
+
+    vllm = get_target("vllm")
+    assert _formatted(vllm, []) == "ruff"
+    assert _formatted(vllm, ["`ruff` is not installed here, so the changed files were not formatted with it"]) == ""
