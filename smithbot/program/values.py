@@ -151,12 +151,17 @@ class EngineValues(ResolverState):
         setting names), evaluated in the storing function; "?" where it is not known."""
         if is_literal(src) or self._too_deep():
             return src if is_literal(src) else "?"
+        return self._source_there(mod, fn, home, src) or "?"
+
+    def _source_there(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, src: str
+                      ) -> str | None:
+        """``src`` evaluated in ``fn`` of ``mod`` (``self`` an instance of ``owner``), one level deeper in the
+        tracing, as the constant's source; None where it is not known."""
         self._tracing += 1
         try:
-            value = value_of(src, self.env, self.look(mod, fn, home))
+            return source_of(value_of(src, self.env, self.look(mod, fn, owner)))
         finally:
             self._tracing -= 1
-        return source_of(value) or "?"
 
     def _classes_of(self, mod: str, fn: dict[str, Any], name: str) -> set[str]:
         """The names of the classes a local or parameter of ``fn`` is declared or made an instance of: its type
@@ -223,12 +228,7 @@ class EngineValues(ResolverState):
         own = set(home.get("params", [])[1 if home.get("class") else 0:]) | set(home.get("flags", {}))
         if node is None or not any(isinstance(n, ast.Name) and n.id in own for n in ast.walk(node)):
             return src
-        self._tracing += 1
-        try:
-            value = value_of(src, self.env, self.look(mod, home, owner))
-        finally:
-            self._tracing -= 1
-        return source_of(value) or src
+        return self._source_there(mod, home, owner, src) or src
 
     def _made_here(self, owner: tuple[str, str] | None, mod: str, entries: list[list[Any]], name: str) -> list[str]:
         """The sources an attribute may hold, from its assignments (``[source, method, if-tests]``) that the
@@ -424,12 +424,7 @@ class EngineValues(ResolverState):
                     home = self._flag_home.get((owner, attr))
                     if home is None:
                         return None
-                    self._tracing += 1
-                    try:
-                        value = value_of(src, self.env, self.look(home[0], home[1], owner))
-                    finally:
-                        self._tracing -= 1
-                    src = source_of(value)
+                    src = self._source_there(home[0], home[1], owner, src)
                     if src is None:
                         return None
                 out.append(src)
