@@ -174,13 +174,19 @@ def _picks(result: api.ScanResult, fusion: bool, kernels: list[str] | None, mode
 
 def _decided(sites: list[Any], what: str, say: Callable[[str], None]) -> list[Any]:
     """The sites that default serving runs (every if-test on their path decided for them): a proposal for code that
-    it may not run is one a maintainer closes. The others are named in one line, to be asked for by name."""
+    it may not run is one a maintainer closes. Those it only possibly runs are named in one line, to be asked for by
+    name, and are the picks only where the scan decided no site for default serving at all; then each pick's line,
+    the summary and the PR list the tests left open. (A default site that fails to extract does not let a possible
+    one in: that once proposed glue that default serving may never run.)"""
     kept = [s for s in sites if s.reach == "default"]
     left = [s for s in sites if s.reach != "default" and s.presets]
-    if left:
+    if left and kept:
         say(f"not picked: {len(left)} {what} that default serving only possibly runs (an if-test on the path is not "
             f"decided), e.g. {', '.join(s.name for s in left[:3])}; name one with --kernel to work on it")
-    return kept
+    elif left:
+        say(f"no {what} decided for default serving: the picks are those it possibly runs (an if-test on the path is "
+            f"not decided), {len(left)} in the scan's order, each with its open tests")
+    return kept or left
 
 
 def _time_line(rows: list[JobRow], spent: float, scan_s: float, total_s: float | None) -> str:

@@ -1,7 +1,8 @@
 """`smithbot run`'s markdown summary: each kernel's outcome, the GPU's busy share, and the calls no CUDA graph
 captures (a host sync on the serving path is reported even when the kernel was searched)."""
 
-from smithbot.job import JobRow, summary_markdown
+from smithbot.job import JobRow, _decided, summary_markdown
+from smithbot.scan.fusion import FusionSite
 
 
 def test_the_summary_reports_host_bound_kernels_capture_failures_and_gpu_busy() -> None:
@@ -45,3 +46,20 @@ def test_a_short_total_time_goes_to_fewer_kernels_not_to_shares_too_small_to_use
     share, fit = kernel_share(2.5 * MIN_KERNEL_S, 3)
     assert fit == 2 and share == 1.25 * MIN_KERNEL_S
     assert kernel_share(20.0, 2) == (20.0, 1)  # below MIN_KERNEL_S one kernel still tries what is left
+
+
+def _glue(line: int, tests: list[str]) -> FusionSite:
+    return FusionSite("Batch.prepare", "eng.batch", "eng/batch.py", line, line + 2, ("mul", "add", "cumsum"), 3, (),
+                      (), (), {"p": {"phases": ["decode"], "per_layer": False, "layers": None, "per_step": 3,
+                                     "path": "Runner.step → Batch.prepare", "undecided": len(tests), "tests": tests,
+                                     "inputs": {}}})
+
+
+def test_possible_sites_are_picked_only_where_the_scan_decided_none_for_default_serving() -> None:
+    said: list[str] = []
+    default, possible = _glue(10, []), _glue(20, ["self.flag (eng/batch.py:19)"])
+    assert (default.reach, possible.reach) == ("default", "possible")
+    assert _decided([possible, default], "runs of glue", said.append) == [default]
+    assert said[-1].startswith("not picked: 1 runs of glue") and "glue:Batch.prepare:20" in said[-1]
+    assert _decided([possible], "runs of glue", said.append) == [possible]
+    assert said[-1].startswith("no runs of glue decided for default serving: the picks are those it possibly runs")
