@@ -19,7 +19,7 @@ from smithbot.extract.entry import op_entry
 from smithbot.extract.glue import GlueError, glue_function
 from smithbot.extract.harness import harness_source
 from smithbot.extract.inputs import (NAME_RULES, InputError, Objects, flat_entry, flatten_objects, object_leaves,
-                                    param_specs, traced_specs)
+                                    param_specs, traced_specs, traced_values)
 from smithbot.extract.names import TORCH_DTYPES, setting
 from smithbot.inputs.cases import cases
 from smithbot.types import KernelSite
@@ -442,13 +442,16 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> Check:
 
 
 def _traced(site: Any, origins: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """The specs the call graph traced for a glue run's inputs (``inputs.traced_specs``), from the first preset, in
-    the site's order, that traced any."""
+    """What the call graph traced for a glue run's inputs: the tensors' specs (``inputs.traced_specs``) from the
+    first preset, in the site's order, that traced any, and the scalars every preset's serving makes the same
+    constant (``inputs.traced_values``)."""
+    tensors: dict[str, dict[str, Any]] = {}
     for p in site.presets.values():
-        got = traced_specs(origins, p.get("inputs") or {})
-        if got:
-            return got
-    return {}
+        tensors = traced_specs(origins, p.get("inputs") or {})
+        if tensors:
+            break
+    values = traced_values(origins, [p.get("inputs") or {} for p in site.presets.values()])
+    return {**{k: v for k, v in values.items() if k not in tensors}, **tensors}
 
 
 def extract_glue(root: Path, commit: str | None, url: str, target: Target, site: Any, modules: dict[str, str],
@@ -485,8 +488,12 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
                   f"inputs: extracted by smithbot from {url}{'@' + commit[:12] if commit else ''}.\n\nIts outputs: "
                   f"{outputs}. A fused kernel replaces these lines; the definitions below come from the target.",
                   builder, defs)
+    shaped = [n for n, t in traced.items() if "dtype" in t]
+    constant = [n for n, t in traced.items() if "value" in t and specs.get(n) in (t["value"], {"literal": t["value"]})]
     how = _how(target, "glue", inferred) + (f"; dtype and shape as serving has them, traced through {target.name}'s "
-                                            f"code: {', '.join(traced)}" if traced else "")
+                                            f"code: {', '.join(shaped)}" if shaped else "") \
+        + (f"; the constants every preset's serving makes of them, evaluated in {target.name}'s code: "
+           f"{', '.join(constant)}" if constant else "")
     (out / "harness.py").write_text(harness_source(entry, specs, extra, how))
     task = {
         "id": f"{target.name}-{short}-glue-{site.first}",

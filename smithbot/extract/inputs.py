@@ -321,13 +321,21 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
             unknown.append(name)
     inferred = infer(fn, unknown, specs, tuple(n for n in specs if n in NAME_RULES and n not in given), kernels)
     for name in unknown:
-        if name not in inferred:
+        if name not in inferred and "value" not in traced.get(name, {}):
             raise InputError(f"cannot infer an input for parameter {name!r} of {wrapper}; describe it under "
                              f"inputs: {wrapper}: {name}: in the target YAML", name)
-    specs = copy.deepcopy({name: inferred[name] if name in inferred else specs[name] for name, _ in params})
+    specs = copy.deepcopy({name: inferred[name] if name in inferred else specs.get(name) for name, _ in params})
+    for name, t in traced.items():
+        # the constant serving makes of a scalar, over a guess of the rules or inference: not over the YAML's word,
+        # a tensor, or a model dim the cases vary (``experts``: the irregular cases' tensors have 16)
+        if "value" in t and name in specs and name not in given and name not in layouts \
+                and not isinstance(specs[name], (str, dict)):
+            specs[name] = {"literal": t["value"]} if isinstance(t["value"], (str, tuple, list)) else t["value"]
+            if name in inferred:
+                del inferred[name]
     for name, t in traced.items():
         spec = specs.get(name)
-        if name not in given and isinstance(spec, dict) and "shape" in spec:
+        if name not in given and isinstance(spec, dict) and "shape" in spec and "dtype" in t:
             spec["dtype"] = t["dtype"]
             if len(t.get("tail", ())) < len(spec["shape"]):
                 spec["shape"] = spec["shape"][:len(spec["shape"]) - len(t.get("tail", ()))] + t.get("tail", [])
@@ -363,6 +371,18 @@ def traced_specs(origins: dict[str, str], traced: dict[str, dict[str, Any]]) -> 
             out[param]["shape"] = list(shape)
         elif tail and None not in tail:
             out[param]["tail"] = list(tail)
+    return out
+
+
+def traced_values(origins: dict[str, str], presets: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """``{param: {"value": v}}`` for a glue task's parameters that every preset's serving makes the same constant
+    (``presets``: each preset's traced inputs, expression -> ``{value}``, a literal's source). One that differs
+    between presets (a router's top-k: 8 for Qwen3-MoE, 2 for Mixtral) is left to the model dims the cases vary."""
+    out: dict[str, dict[str, Any]] = {}
+    for param, origin in origins.items():
+        values = {(p.get(origin) or {}).get("value") for p in presets}
+        if len(values) == 1 and None not in values:
+            out[param] = {"value": ast.literal_eval(values.pop())}
     return out
 
 

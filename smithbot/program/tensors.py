@@ -64,7 +64,8 @@ _UNKNOWN = TensorType(None)
 
 def tensor_question(kind: str, line: int, src: str) -> str:
     """How a question is put to ``TensorTypes.answer`` and its answer kept: ``tensor@LINE:SRC`` (what tensor the
-    expression holds at the line) or ``dtype@LINE:SRC`` (what dtype it names)."""
+    expression holds at the line), ``dtype@LINE:SRC`` (what dtype it names) or ``value@LINE:SRC`` (the constant it
+    is, as a literal's source)."""
     return f"{kind}@{line}:{src}"
 
 
@@ -96,11 +97,19 @@ class TensorTypes(ResolverState):
         return self._tensor(mod, qual, self.bound_of.get((mod, qual)), line, node, 0)
 
     def answer(self, mod: str, qual: str, question: str) -> dict[str, Any] | str | None:
-        """A question of ``tensor_question``'s form answered: a tensor's ``{dtype, shape, made}``, or a dtype."""
+        """A question of ``tensor_question``'s form answered: a tensor's ``{dtype, shape, made}``, a dtype, or a
+        constant's literal source (None where the defaults do not make it one)."""
         kind, _, rest = question.partition("@")
         line, _, src = rest.partition(":")
         if kind == "dtype":
             return self.dtype_value(mod, qual, int(line), src)
+        if kind == "value":
+            fn = ((self.p.facts(mod) or {}).get("functions") or {}).get(qual)
+            try:
+                found = self._value_there(mod, fn, self.bound_of.get((mod, qual)), src)
+            except (RecursionError, ValueError, TypeError, KeyError):  # as a dim's: one the defaults cannot evaluate
+                return None
+            return found if found is not None and is_literal(found) else None
         t = self.tensor(mod, qual, int(line), src)
         return {"dtype": t.dtype, "shape": list(t.shape) if t.shape is not None else None, "made": t.made}
 

@@ -34,7 +34,7 @@ class FusionSite:
     # casts left out of ``ops``: the engine's code does not decide whether the tensor has that dtype already
     unsure: tuple[str, ...] = ()
     # preset -> {"phases", "per_layer", "layers", "per_step", "path", "undecided", "tests", "inputs": {what the run
-    # reads: its traced dtype and shape}}
+    # reads: its traced dtype and shape, or the constant it is}}
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)
     measured_share: float | None = None  # its share of a profile's step (``scan --profile``), where it has a row
     measured_of: str = ""  # what that profile measured (``Profile.phase_label``)
@@ -144,9 +144,7 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                     "path": short_path(best.path),
                     "undecided": round(best.undecided + len(own) + len(open_casts), 2),
                     "tests": [*best.tests, *(f"{t} ({rel}:{run['first']})" for t in own), *open_casts],
-                    "inputs": {src: t for src in run["reads"]
-                               for t in [types.get(tensor_question("tensor", run["first"], src))]
-                               if t and (t.get("dtype") or (t.get("shape") and None not in t["shape"]))}}
+                    "inputs": {src: t for src in run["reads"] for t in [_traced_input(types, run["first"], src)] if t}}
     order = sorted(found.values(), key=lambda s: (s.reach != "default",
                                                   "decode" not in s.phases,
                                                   -s.score, -len(s.todos), s.path, s.first))
@@ -155,6 +153,16 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
     for site in order:
         kept.setdefault((site.module, site.function, site.first), site)
     return list(kept.values())
+
+
+def _traced_input(types: dict[str, Any], line: int, src: str) -> dict[str, Any] | None:
+    """What the walk traced of a glue run's input ``src``: the tensor (``{dtype, shape, made}``) where its dtype or
+    its whole shape is known, else the constant serving makes of it (``{value}``, a literal's source), else None."""
+    t = types.get(tensor_question("tensor", line, src))
+    if t and (t.get("dtype") or (t.get("shape") and None not in t["shape"])):
+        return t
+    value = types.get(tensor_question("value", line, src))
+    return {"value": value} if value is not None else None
 
 
 def _below_region(program: Program, path: tuple[str, ...], forwards: dict[str, list[str]],

@@ -27,8 +27,8 @@ _CODE = hashlib.sha1(b"".join(p.read_bytes() for p in sorted(
     (Path(__file__).resolve().parent.parent / "program").glob("*.py")))).digest()
 
 
-_VERSION = "6"  # what a cached result holds (2: the functions reached; 3: the undecided tests; 4: the cuts;
-# 5: the answers; 6: the tensor types)
+_VERSION = "7"  # what a cached result holds (2: the functions reached; 3: the undecided tests; 4: the cuts;
+# 5: the answers; 6: the tensor types; 7: the constants glue runs read)
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,8 @@ def questions(program: Program, idx: Indexed, reached: set[tuple[str, str]], cac
 def tensor_questions(program: Program, reached: set[tuple[str, str]], cache_dir: Path | None
                      ) -> dict[tuple[str, str], set[str]]:
     """The tensors the call graph traces after its walk, for each glue run of a function it reached: what each cast
-    converts (and the dtype it converts to, where an expression names it), and what the run reads at its start."""
+    converts (and the dtype it converts to, where an expression names it), and what the run reads at its start, as a
+    tensor and as the constant serving makes of it (a router's ``num_fused_shared_experts``, 1 for DeepSeek-V3)."""
     out: dict[tuple[str, str], set[str]] = {}
     for mod, qual in reached:
         for run in runs_of(program, mod, cache_dir).get(qual, []):
@@ -188,5 +189,5 @@ def tensor_questions(program: Program, reached: set[tuple[str, str]], cache_dir:
                 into.add(tensor_question("tensor", c["line"], c["of"]))
                 if c["to"] is None:
                     into.add(tensor_question("dtype", c["line"], c["to_src"]))
-            into.update(tensor_question("tensor", run["first"], src) for src in run["reads"])
+            into.update(tensor_question(kind, run["first"], src) for src in run["reads"] for kind in ("tensor", "value"))
     return out

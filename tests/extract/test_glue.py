@@ -201,7 +201,8 @@ def test_glue_that_cannot_be_a_task_is_reported_with_the_reason(engine: str) -> 
 
 def test_a_glue_tasks_inputs_have_the_dtype_and_shape_traced_through_the_engine(engine: str, tmp_path) -> None:
     """The gate's bias is an fp32 parameter of 8 experts (``FusedMoE.__init__``), the logits the bf16 output of a
-    linear layer: the task's inputs are those, not what the names or the code's use would suggest."""
+    linear layer, the bias's scale the module's constant 2.5: the task's inputs are those, not what the names or the
+    code's use would suggest (inference alone makes the scale 1.0)."""
     import yaml
 
     from smithbot import api
@@ -211,8 +212,10 @@ def test_a_glue_tasks_inputs_have_the_dtype_and_shape_traced_through_the_engine(
     task = yaml.safe_load((tmp_path / "task" / "task.yaml").read_text())
     # the linear layer's output: its rows' count is the weight's, the leading dims are not known
     assert task["provenance"]["glue"]["traced"] == {"gate_logits": {"dtype": "bf16", "tail": [8]},
-                                                    "bias": {"dtype": "fp32", "shape": [8]}}
+                                                    "bias": {"dtype": "fp32", "shape": [8]},
+                                                    "bias_scale": {"value": 2.5}}
     harness = (tmp_path / "task" / "harness.py").read_text()
+    assert "'bias_scale': 2.5" in harness and "evaluated in eng's code: bias_scale" in harness
     assert "'bias': {'dtype': 'fp32', 'shape': [8]}" in harness
     assert "'gate_logits': {'shape': ['tokens', 8], 'dtype': 'bf16'}" in harness
 

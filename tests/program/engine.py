@@ -149,11 +149,11 @@ class Softmax(torch.nn.Module):
         return self.impl.forward(x)
 
 
-def noaux_route(gate_logits, bias):
-    # casts launch only where the dtype differs: the gate's logits are bf16, its bias fp32 already
+def noaux_route(gate_logits, bias, bias_scale):
+    # casts launch only where the dtype differs: the gate's logits are bf16, its bias fp32 already (its scale: the module's 2.5)
     gate_logits = gate_logits.float()
     bias = bias.float()
-    scores = gate_logits.sigmoid() + bias
+    scores = torch.add(gate_logits.sigmoid(), bias, alpha=bias_scale)
     return scores
 
 
@@ -173,7 +173,7 @@ class FusedMoE(torch.nn.Module):
     def forward(self, x):
         x = self.router(x)
         logits = torch.nn.functional.linear(x.to(self.weight.dtype), self.weight)
-        noaux_route(logits, self.bias)
+        noaux_route(logits, self.bias, ROUTE_SCALE)
         publish(self.lens_buf, x, x)
         if _is_hip:
             probs = torch.softmax(x, dim=-1)
@@ -243,6 +243,9 @@ class PlatformOp:
 
     def forward_native(self, x):
         return op_native(x)
+
+
+ROUTE_SCALE = 2.5  # (at the end: the lines above keep their numbers)
 ''',
     "eng/platforms.py": '''"""The platform, made on first access of ``current_platform`` (a lazy module attribute)."""
 import enum

@@ -31,7 +31,7 @@ def test_glue_on_the_default_path_per_layer_and_per_step(engine: str) -> None:
     # the file's helpers count as their ops (noaux_route's sigmoid and add, its casts left out; publish's store),
     # then the routing; .view and .shape: free; x.float() of what the router returns: its dtype is not decided, so
     # not counted
-    assert moe.ops == ("noaux_route:.sigmoid", "noaux_route:+", "publish:[]=", "softmax", "topk", ".sum", "/")
+    assert moe.ops == ("noaux_route:.sigmoid", "noaux_route:add", "publish:[]=", "softmax", "topk", ".sum", "/")
     assert moe.launches == 7
     assert moe.unsure == ("x.float() at line 65: a launch only if x is not float32 already, and its dtype is not "
                           "decided",)
@@ -55,7 +55,7 @@ def test_a_cast_launches_only_where_the_engine_makes_another_dtype(engine: str) 
     Its bias is an fp32 parameter: .float() of it launches nothing. Both are traced through the caller's arguments
     and the class's assignments, and become the glue's inputs with their dtype and shape."""
     gate = next(f for f in api.scan(engine).fusion if f.function == "noaux_route")
-    assert gate.ops == (".float", ".sigmoid", "+") and gate.launches == 3 and not gate.unsure
+    assert gate.ops == (".float", ".sigmoid", "add") and gate.launches == 3 and not gate.unsure
     inputs = gate.presets["llama3-8b"]["inputs"]
     # a linear layer's output: its last dim is the weight's rows, its leading ones are not known
     assert inputs["gate_logits"]["dtype"] == "bfloat16" and inputs["gate_logits"]["shape"] == ["...", 8]
