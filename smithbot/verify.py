@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from evaluator import Evaluator, TaskError, load_task
-from evaluator.verdict import NOISE_FLOOR, changed_cases, slower_cases
+from evaluator.verdict import NOISE_FLOOR, SIGN_ALPHA, changed_cases, slower_cases
 from smithbot.evolve.db import Candidate, RunDB
 from smithbot.evolve.search import run_dir
 
@@ -115,6 +115,15 @@ def judge(r: Any, min_gain: float) -> tuple[bool, str]:
     if r.status != "promoted":
         lo = r.speedup_ci[0] if r.speedup_ci else float("nan")
         why = "; ".join([r.status, *r.flags, *([r.detail] if r.detail else [])])
+        alpha = SIGN_ALPHA / max(len(r.cases), 1)
+        unshown = [c for c in r.cases if c["ratio_ci"][0] > 1.0 + min_gain and c.get("sign_p", 1.0) >= alpha]
+        if r.status == "correct" and lo > 1.0 + min_gain and unshown:
+            # the geomean clears, but a case it claims faster is a lucky interval: its rounds' sign test fails
+            c = unshown[0]
+            return False, (f"not shown faster on every case it claims: {len(unshown)} case(s) with an interval above "
+                           f"{1 + min_gain:.2f} whose rounds fail the sign test (p >= {alpha:.2g}), first {c['name']} at "
+                           f"{c['ratio']:.3f}x [{c['ratio_ci'][0]:.3f}, {c['ratio_ci'][1]:.3f}], p {c.get('sign_p', 1.0):.2g} "
+                           f"({why})")
         return False, f"not shown faster: geomean interval starts at {lo:.3f} ({why})"
     faster = changed_cases(r.cases, min_gain)["faster"]
     models = [c["name"] for c in r.cases if not c["name"].startswith(SYNTHETIC)]

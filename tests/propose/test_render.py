@@ -146,6 +146,14 @@ def test_judge_rejects_any_slower_case_even_with_a_better_geomean() -> None:
     assert judge(within_noise, 0.02)[0] is True  # 0.3% below 1, inside the between-run noise floor
     flat = EvalResult(status="correct", cases=(_case("a", 1.01, 0.99, 1.03),), **{**base, "speedup_ci": (0.99, 1.03)})
     assert judge(flat, 0.02)[0] is False and "not shown faster" in judge(flat, 0.02)[1]
+    # the geomean clears, but one case it claims faster won too few of its rounds (lmdeploy's renormalize glue on an
+    # H100, once rejected as "not shown faster: geomean interval starts at 1.848")
+    lucky = EvalResult(status="correct", cases=({**_case("a", 1.9, 1.8, 2.0), "sign_p": 1e-6},
+                                                {**_case("b", 1.9, 1.85, 1.95), "sign_p": 0.03}), **base)
+    ok, why = judge(lucky, 0.02)
+    assert not ok and why.startswith("not shown faster on every case it claims: 1 case(s) with an interval above 1.02 "
+                                     "whose rounds fail the sign test (p >= 0.005), first b at 1.900x [1.850, 1.950], "
+                                     "p 0.03")
 
 
 def test_judge_rejects_a_gain_on_no_models_shape() -> None:
