@@ -120,10 +120,10 @@ def judge(r: Any, min_gain: float) -> tuple[bool, str]:
         if r.status == "correct" and lo > 1.0 + min_gain and unshown:
             # the geomean clears, but a case it claims faster is a lucky interval: its rounds' sign test fails
             c = unshown[0]
+            lo_c, hi_c = c["ratio_ci"]
             return False, (f"not shown faster on every case it claims: {len(unshown)} case(s) with an interval above "
-                           f"{1 + min_gain:.2f} whose rounds fail the sign test (p >= {alpha:.2g}), first {c['name']} at "
-                           f"{c['ratio']:.3f}x [{c['ratio_ci'][0]:.3f}, {c['ratio_ci'][1]:.3f}], p {c.get('sign_p', 1.0):.2g} "
-                           f"({why})")
+                           f"{1 + min_gain:.2f} whose rounds fail the sign test (p >= {alpha:.2g}), first {c['name']} "
+                           f"at {c['ratio']:.3f}x [{lo_c:.3f}, {hi_c:.3f}], p {c.get('sign_p', 1.0):.2g} ({why})")
         return False, f"not shown faster: geomean interval starts at {lo:.3f} ({why})"
     faster = changed_cases(r.cases, min_gain)["faster"]
     models = [c["name"] for c in r.cases if not c["name"].startswith(SYNTHETIC)]
