@@ -72,6 +72,7 @@ ALLOWED_TORCH = {
 }
 _MODULE_LEVEL_CALLS = {"constexpr", "jit", "autotune", "heuristics", "Config", "int", "float", "bool", "str", "finfo",
                        "iinfo",  # torch.finfo(dtype): the dtype's fixed limits
+                       "fromhex",  # float.fromhex("0x1.fffffep-1"): a float, written exactly
                        "constexpr_function"}  # triton.runtime.jit.constexpr_function(f): f, usable in kernels
 _TRY = tuple(getattr(ast, n) for n in ("Try", "TryStar") if hasattr(ast, n))
 

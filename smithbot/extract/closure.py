@@ -140,9 +140,12 @@ class ClosureBuilder:
             if key in self._following:
                 self.c.blockers.append(f"an import cycle through {module}.{name}")
                 return
-            self._following.add(key)
+            self._following.add(key)  # (while it is followed: a second use of the name after it is no cycle)
             self._done.discard(key)
-            self._resolve(mod, name)
+            try:
+                self._resolve(mod, name)
+            finally:
+                self._following.discard(key)
             if as_name != name and name not in self.c.imports:
                 self.c.definitions.append(Definition(as_name, as_name, mod.path, f"{as_name} = {name}\n"))
             return

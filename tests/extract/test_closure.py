@@ -102,6 +102,28 @@ def test_star_reexports_local_imports_overloads_and_stubbed_constants(tmp_path: 
     assert ns["launch"](10) == 2 * 3 + 100 + 1 + 1 + 2 + 16
 
 
+def test_a_reexported_flag_read_by_two_constants_is_no_cycle_and_fromhex_is_a_constant(tmp_path: Path) -> None:
+    """vLLM's sampling constants: two module-level constants each read ``HAS_TRITON``, which the package's __init__
+    re-exports; the second read once blocked as "an import cycle". ``float.fromhex`` of a literal is a float."""
+    files = {"pkg/__init__.py": "", "pkg/flags/__init__.py": "from pkg.flags.probe import HAS_FAST\n",
+             "pkg/flags/probe.py": "HAS_FAST = True\n",
+             "pkg/ops.py": "from pkg.flags import HAS_FAST\n\n"
+                           "TINY = float.fromhex('0x1p-126') if HAS_FAST else 0.0\n"
+                           "ONE_MINUS = float.fromhex('0x1.fffffep-1') if HAS_FAST else 1.0\n\n\n"
+                           "def launch(u):\n    return min(max(u, TINY), ONE_MINUS)\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    modules = {"pkg": "pkg/__init__.py", "pkg.flags": "pkg/flags/__init__.py", "pkg.flags.probe": "pkg/flags/probe.py",
+               "pkg.ops": "pkg/ops.py"}
+    b = ClosureBuilder(tmp_path, modules, "pkg", {}, ())
+    b.add("pkg.ops", "launch")
+    assert b.c.blockers == []
+    ns: dict = {}
+    exec(compile(_source(b), "task", "exec"), ns)
+    assert ns["launch"](2.0) == float.fromhex("0x1.fffffep-1") and ns["launch"](0.0) == 2.0 ** -126
+
+
 def test_a_triton_forks_module_blocks_with_its_name_unless_the_interpreter_stands_in(tmp_path: Path) -> None:
     """DeepLink's fork module is imported as the target does (the evaluator's interpreter stands in for it); another
     fork's module blocks, named; a local import in a branch for an older triton does not block."""
