@@ -296,3 +296,21 @@ def test_the_pr_says_formatted_only_with_the_formatters_that_ran() -> None:
     vllm = get_target("vllm")
     assert _formatted(vllm, []) == "ruff"
     assert _formatted(vllm, ["`ruff` is not installed here, so the changed files were not formatted with it"]) == ""
+
+
+def test_a_flat_entry_is_titled_by_its_kernel_and_no_empty_tolerance_table_is_shown(parts: tuple) -> None:
+    """vLLM's slot-mapping PR was titled after ``BlockTable_compute_slot_mapping_flat``, a stand-in extraction wrote,
+    and its evidence read "the tolerance table (per output dtype: )" for a kernel whose code names no float dtype."""
+    from smithbot.propose.render import title
+
+    task, cand, verification, verdict = parts
+    flat = dataclasses.replace(task, entry="BlockTable_compute_slot_mapping_flat",
+                               description="_compute_slot_mapping_kernel (other) from vllm/v1/worker/block_table.py")
+    assert title(flat, {"speedup": 1.69, "cases": [{}]}, False) == \
+        "[Kernel] Faster _compute_slot_mapping_kernel: 1.69x on 1 model shapes"
+    ints = load_task(TASKS / "decode_metadata")
+    body = render(get_target("vllm"), ints, verification, verdict, cand, (), (), [], "", "abc").body
+    assert "tolerance table" not in body and "with the evaluator's tolerance for its dtype, integer outputs " \
+        "bit-exact" in body
+    assert "with the tolerance table (per output dtype: float32 atol" in render(
+        get_target("vllm"), task, verification, verdict, cand, (), (), [], "", "abc").body
