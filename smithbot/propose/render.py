@@ -397,9 +397,10 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     input_imports, inputs = inputs_code(harness_src, {DTYPES[c.dtype] for c in task.cases}, case_keys)
     case_dtype = reads_case_dtype(inputs)
     dtypes = kernel_dtypes(task, base_src + inputs, case_dtype)
+    # (none where its code names no float dtype: the template then says the evaluator's tolerance applies)
     tol = "per output dtype: " + ", ".join(f"{d} atol {TOLERANCES[d].atol:g} rtol {TOLERANCES[d].rtol:g} "
                                            f"relative RMS {TOLERANCES[d].rel_rms:g}"
-                                           for d in dtypes) if dtypes else ""  # none its code names: the template says so
+                                           for d in dtypes) if dtypes else ""
     shown = shown_cases(verdict["cases"], task, tuple(m.name for m in target.models))
     compiled, bar = compiled_bar(verdict, shown)
     presets = ", ".join(task.hotness.get("presets") or ())
