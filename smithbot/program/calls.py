@@ -74,6 +74,15 @@ class CallValues(ResolverState):
         found = self._attribute_test(mod, cls, klass, fn, node, read=True)
         if found is not None:
             return found
+        held = self._held_callable(mod, fn, klass, node)
+        if held is not None:  # `mode_check()`, where `mode_check = batch.mode.is_cuda_graph`: that call, asked
+            out: list[str] = []
+            for src in held:
+                got = self.predicate(mod, fn, klass, src + call[len(ast.unparse(node.func)):], depth + 1, outer, cached)
+                if got is None:
+                    return None
+                out.extend(g for g in ([got] if isinstance(got, str) else got) if g not in out)
+            return out[0] if len(out) == 1 else out
         vals = self.expr(mod, cls, klass, fn, ast.unparse(node.func))
         if len(vals) == 1 and vals[0][0] == "class" and len(node.args) == 1 and not node.keywords \
                 and self.enum(vals[0][1], vals[0][2]):
@@ -90,6 +99,18 @@ class CallValues(ResolverState):
                 return None
             out.extend(g for g in got if g not in out)
         return out[0] if len(out) == 1 else out
+
+    def _held_callable(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, node: ast.Call
+                       ) -> list[str] | None:
+        """The dotted sources a local the call names is assigned (``mode_check = forward_batch.forward_mode.
+        is_cuda_graph``, on the side of an ``if``-expression the defaults take), when each is a dotted name: the
+        call is then a call of one of those. None otherwise (a parameter, or a local bound to anything else)."""
+        if not isinstance(node.func, ast.Name) or fn is None or node.func.id in fn.get("params", ()):
+            return None
+        srcs = [t for t, tests in fn.get("locals", {}).get(node.func.id, [])
+                if not self.cut(mod, tests, fn, klass=klass)]
+        dotted = [t for t in srcs if "." in t and all(p.isidentifier() for p in t.split("."))]
+        return dotted if dotted and len(dotted) == len(srcs) else None
 
     def _member(self, enum: Value, arg: str, outer: Callable[[str], Any] | None) -> list[str] | str | None:
         """``Backend(value)``: the members of the enum whose constant is what ``arg`` may be in the caller."""

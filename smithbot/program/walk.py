@@ -77,12 +77,17 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
             for key, rc in funcs[phase].items():
                 functions.setdefault(key, []).append(graph[phase].settled(key, rc, False))
     reached = {k for phase in phases for k in funcs[phase]}
-    if tensor_questions is not None and types is not None:
+    asked = tensor_questions(reached) if tensor_questions is not None and types is not None else {}
+    if asked:
         r.env = env.with_phase(phases[0])
-        types.update({key: {q: r.answer(*key, q) for q in sorted(asked)}
-                      for key, asked in tensor_questions(reached).items()})
+        types.update({key: {q: r.answer(*key, q) for q in sorted(qs) if not q.startswith("value@")}
+                      for key, qs in asked.items()})
     if questions is not None and answers is not None:
         _answer(r, env, questions(reached), phases, answers)
+    if asked:  # the constants last: evaluating them may make classes live, which the answers above must not see
+        r.env = env.with_phase(phases[0])
+        for key, qs in asked.items():
+            types[key].update({q: r.answer(*key, q) for q in sorted(qs) if q.startswith("value@")})
     return out
 
 

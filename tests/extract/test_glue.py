@@ -189,13 +189,13 @@ def test_glue_that_cannot_be_a_task_is_reported_with_the_reason(engine: str) -> 
     # is the run's output: it becomes a task, and the self-check says why its inputs, inferred by name, fail
     [row] = api.extract(engine, "glue:FusedMoE.forward")
     assert row.extracted and not row.checked and "tensors used as indices must be long" in row.why
-    with pytest.raises(ConfigError, match="ambiguous: glue:FA3Backend.init_metadata:14, "
-                                          "glue:FA3Backend.init_metadata:21"):
+    with pytest.raises(ConfigError, match="ambiguous: glue:FA3Backend.init_metadata:15, "
+                                          "glue:FA3Backend.init_metadata:22"):
         api.extract(engine, "glue:FA3Backend.init_metadata")
     with pytest.raises(ConfigError, match="no torch glue of a function 'FA3Backend.missing'"):
         api.extract(engine, "glue:FA3Backend.missing")
     # the decode metadata's inputs are only inferred by name, and disagree in size: the self-check says so
-    [row] = api.extract(engine, "glue:FA3Backend.init_metadata:14")
+    [row] = api.extract(engine, "glue:FA3Backend.init_metadata:15")
     assert row.extracted and not row.checked and "preparing the baseline failed" in row.why
 
 

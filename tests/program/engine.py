@@ -773,7 +773,8 @@ class FA3Backend(AttentionBackend):
         self.runner = runner
 
     def init_metadata(self, fb):
-        if fb.forward_mode.is_decode():
+        check = fb.forward_mode.is_decode if self.runner is not None else fb.forward_mode.is_decode_or_idle
+        if check():  # a local that holds the batch mode's method: the phase decides it
             # TODO: fuse these kernels
             seqlens = fb.seq_lens.to(torch.int32)
             cu_seqlens = torch.nn.functional.pad(torch.cumsum(seqlens, dim=0), (1, 0))

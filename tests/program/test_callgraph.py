@@ -39,7 +39,8 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
     assert {"decode, every step +2", "per layer (32 layers) +5.0"} <= set(rms.reasons)
     # the factory's class under the declared a2a backend: FusedMoE, not DeepEPMoE
     assert sites["moe_gemm_kernel"].presets == ("llama3-8b",) and not sites["deepep_kernel"].presets
-    # per-step engine code: once per step, in decode only (a forward-mode test), through the registered backend
+    # per-step engine code: once per step, in decode only (a forward-mode test, called through a local that holds
+    # the mode's method), through the registered backend
     meta = sites["decode_meta_kernel"]
     assert meta.presets and "(llama3-8b: once per step, decode)" in meta.default_path
     assert "ModelRunner.forward" in meta.default_path and "FA3Backend.init_metadata" in meta.default_path

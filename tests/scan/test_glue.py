@@ -40,14 +40,14 @@ def test_glue_on_the_default_path_per_layer_and_per_step(engine: str) -> None:
     assert moe.presets["llama3-8b"]["path"] == ("LlamaForCausalLM.forward → BaseModel.forward → "
                                                 "DecoderLayer.forward → FusedMoE.forward")
     assert meta.ops == ("cumsum", "pad", ".max", "[index]", ".copy_") and meta.syncs == (".item",)
-    assert meta.unsure and meta.unsure[0].startswith("fb.seq_lens.to() at line 14")
-    assert meta.todos == ("13: TODO: fuse these kernels",)
-    assert (meta.first, meta.last, meta.per_step, meta.frequency) == (14, 18, 5, "once per step")
+    assert meta.unsure and meta.unsure[0].startswith("fb.seq_lens.to() at line 15")
+    assert meta.todos == ("14: TODO: fuse these kernels",)
+    assert (meta.first, meta.last, meta.per_step, meta.frequency) == (15, 19, 5, "once per step")
     assert sorted(meta.presets) == ["llama3-8b", "qwen3-8b"]  # engine code: every preset
     assert extend.ops == ("-", "cumsum", ".sum", "arange")
     saved = json.loads(result.path.read_text())["fusion"]
     assert [f["kind"] for f in saved] == ["fusion"] * 5
-    assert saved[2]["lines"] == [14, 18] and saved[2]["launches_per_step"] == 5
+    assert saved[2]["lines"] == [15, 19] and saved[2]["launches_per_step"] == 5
 
 
 def test_a_cast_launches_only_where_the_engine_makes_another_dtype(engine: str) -> None:
