@@ -20,6 +20,20 @@ from smithbot.program.values import ResolverState, element_of, element_split, is
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
 
+# callers up from a parameter: a top-k's padding count reaches the mask six calls down from the model's MoE block,
+# through a pass-through forward (sglang's MultiPlatformOp.forward)
+_ARG_DEPTH = 6
+
+
+def _passes_through(caller: dict[str, Any] | None, call: list[Any]) -> bool:
+    """Whether ``call`` hands on the caller's own ``*args`` and ``**kwargs`` and nothing else, from a method that
+    takes no other parameter (``def forward(self, *args, **kwargs): return self._forward_method(*args, **kwargs)``):
+    the callee then gets what the caller's callers pass, in the same places."""
+    spread = call[5].get("**") if set(call[5]) == {"**"} else None
+    return caller is not None and spread is not None and caller.get("params", []) in ([], ["self"]) \
+        and spread not in caller.get("locals", {})
+
+
 class CallValues(ResolverState):
     """The resolver's methods that evaluate calls (see the module's docstring)."""
 
@@ -234,7 +248,7 @@ class CallValues(ResolverState):
             key = next(((mod, q) for q, g in ((self.p.facts(mod) or {}).get("functions") or {}).items() if g is fn),
                        None)
         callers = (self.callers or {}).get(key) if key else None
-        if key and not callers and depth <= 4:  # (memoised: finding such callers and evaluating there is costly)
+        if key and not callers and depth <= _ARG_DEPTH:  # (memoised: finding such callers and evaluating there is costly)
             return self._kept(self._anywhere_args, (key, param, self.env.phase, self._filtering > 0), lambda: None,
                               lambda: self._from_callers(fn, param, depth, key, self._callers_anywhere(key)), True)
         return self._from_callers(fn, param, depth, key, callers)
@@ -281,8 +295,9 @@ class CallValues(ResolverState):
                       callers: Any) -> str | None:
         """The one value these calls (``(caller, call index)``) hand the parameter (``param[i]``: that element of
         it), see ``call_arg``."""
-        if not callers or depth > 4 or key is None:
+        if not callers or depth > _ARG_DEPTH or key is None:
             return None
+        asked = param
         param, element = element_split(param)
         params = fn.get("params", [])
         skip = 1 if fn.get("class") and not any(d == "staticmethod" for d, _ in fn["decorators"]) else 0
@@ -290,6 +305,18 @@ class CallValues(ResolverState):
         for node, i in callers:
             cf = (self.p.facts(node[1]) or {}).get("functions", {}).get(node[2])
             call = cf["calls"][i] if cf and i < len(cf["calls"]) else None
+            if call is not None and len(call) >= 6 and call[4] is None and _passes_through(cf, call):
+                # `return self._forward_method(*args, **kwargs)`: the caller hands on what its own callers pass it
+                # (those that call it on an object of the class it is bound to: MultiPlatformOp.forward serves
+                # every op, and only the calls of a TopK reach TopK.forward_cuda)
+                outer = self.qual_of.get(id(cf))
+                got = self._from_callers(fn, asked, depth + 1, outer, [
+                    (n, j) for n, j in sorted((self.callers or {}).get(outer) or (), key=str)
+                    if node[3] is None or ("inst", *node[3]) in self._callee_values(n, j)])
+                if got is None:
+                    return None
+                values.add(got)
+                continue
             if call is None or len(call) < 6 or call[4] is None:
                 return None
             args, kwargs = call[4], call[5]
@@ -339,6 +366,13 @@ class CallValues(ResolverState):
                     return None
             values.add(src)
         return values.pop() if len(values) == 1 else None
+
+    def _callee_values(self, node: Value, i: int) -> list[Value]:
+        """What the function ``node`` calls in its call ``i`` (the values of the called expression)."""
+        cf = (self.p.facts(node[1]) or {}).get("functions", {}).get(node[2])
+        if not cf or i >= len(cf["calls"]):
+            return []
+        return self.expr(node[1], cf.get("class"), node[3], cf, cf["calls"][i][0])
 
     def _callers_anywhere(self, key: tuple[str, str]) -> list[tuple[Value, int]]:
         """The calls of a function in the modules parsed so far, as ``callers`` holds them, where the walk made none

@@ -31,7 +31,7 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "quiet_plain_kernel", "sparse_head_kernel", "hip_only_kernel",
                "int_ids_kernel", "long_ids_kernel", "runner_v1_kernel", "runner_v2_kernel", "unset_config_kernel",
                "split_kernel", "unsplit_kernel", "mode_fast_kernel", "mode_auto_kernel", "swa_model_kernel",
-               "full_model_kernel")
+               "full_model_kernel", "padded_mask_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -984,12 +984,16 @@ class Worker:
             k.swa_model(x)
         else:
             k.full_model(x)
+        router = flags.Router()
+        router(x, x)
 ''',
     "eng/flags.py": '''"""Runtime flags on a module's one context object, reached through a getter's return hint and the
 fields' hints (as sglang's get_flags().moe): a store on them counts by that declared class, under its if-tests, its
 value evaluated where it is stored (an enum made from a constant is that member)."""
 from dataclasses import dataclass, field
 from enum import Enum
+
+from eng.kernels import mla as k
 
 DEFAULT_MODE = "fast"
 
@@ -1056,6 +1060,36 @@ def prepare(batch: Batch):
     if not overlap_enabled():
         return
     batch.split = 2
+
+
+class PlatformOp:
+    """An op that dispatches through a pass-through forward (as sglang's MultiPlatformOp): a keyword no caller
+    passes keeps its default in the method it dispatches to, and in the calls that hand it on."""
+
+    def __init__(self):
+        self._forward_method = self.forward_cuda
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        return self._forward_method(*args, **kwargs)
+
+
+class Router(PlatformOp):
+    def forward_cuda(self, x, logits, *, padded=None):
+        return select(x, logits, padded=padded)
+
+
+def select(x, logits, padded=None):
+    return mask_padding(x, padded)
+
+
+def mask_padding(x, padded):
+    if padded is None:
+        return x
+    k.padded_mask(x)
+    return x
 ''',
     "eng/args.py": '''from dataclasses import dataclass
 

@@ -372,3 +372,10 @@ def test_a_method_no_live_class_defines_is_absent_and_getattr_reads_the_attribut
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "full_model_kernel")
     assert_never(sites, ("swa_model_kernel", "getattr(holder, 'swa', False)"))
+
+
+def test_a_keyword_no_caller_passes_keeps_its_default_through_a_pass_through_forward(engine: str) -> None:
+    """`Router()(x, x)` reaches `Router.forward_cuda` through `PlatformOp.forward(*args, **kwargs)`, which hands on
+    what its callers pass: none passes `padded`, so it is its default None there, in `select`, and in `mask_padding`,
+    whose kernel is then never launched (as sglang's top-k padding mask, six calls below the MoE block)."""
+    assert_never(by_name(api.scan(engine, model="llama3-8b")), ("padded_mask_kernel", "padded is None"))
