@@ -248,7 +248,7 @@ class CallValues(ResolverState):
             key = next(((mod, q) for q, g in ((self.p.facts(mod) or {}).get("functions") or {}).items() if g is fn),
                        None)
         callers = (self.callers or {}).get(key) if key else None
-        if key and not callers and depth <= _ARG_DEPTH:  # (memoised: finding such callers and evaluating there is costly)
+        if key and not callers and depth <= _ARG_DEPTH:  # (memoised: finding such callers and evaluating there costs)
             return self._kept(self._anywhere_args, (key, param, self.env.phase, self._filtering > 0), lambda: None,
                               lambda: self._from_callers(fn, param, depth, key, self._callers_anywhere(key)), True)
         return self._from_callers(fn, param, depth, key, callers)
