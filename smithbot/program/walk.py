@@ -84,7 +84,7 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
                       for key, qs in asked.items()})
     if questions is not None and answers is not None:
         _answer(r, env, questions(reached), phases, answers)
-    if asked:  # the constants last: evaluating them may make classes live, which the answers above must not see
+    if asked:  # the constants last: a constructor met while evaluating one makes its class live, after the answers
         r.env = env.with_phase(phases[0])
         for key, qs in asked.items():
             types[key].update({q: r.answer(*key, q) for q in sorted(qs) if q.startswith("value@")})
