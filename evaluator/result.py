@@ -56,8 +56,9 @@ class EvalResult:
 
     @property
     def why(self) -> str:
-        """The status with its reason and detail, in one line."""
-        return f"{self.status}: {self.reason} {self.detail}".strip()
+        """The status with its reason and detail, in one line (a reason that only repeats the status left out)."""
+        rest = [x for x in ("" if self.reason == self.status else self.reason, self.detail) if x]
+        return f"{self.status}: {' '.join(rest)}".strip()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -117,6 +117,8 @@ def _describe(exc: BaseException) -> str:
         if frames:
             last = frames[-1]
             text = f"{os.path.basename(last.filename)}:{last.lineno}: {(last.line or '').strip()}"
+    if "out of memory" in text:  # torch's: what was asked and what the card has, without its allocator advice
+        text = text.split(" Of the allocated memory")[0].split(" Including non-PyTorch memory")[0]
     return f"{type(exc).__name__}: {text}"
 
 

@@ -41,6 +41,25 @@ def test_a_bare_assert_is_reported_by_its_line(tmp_path) -> None:
     assert _describe(ValueError("bias must be 1-D")) == "ValueError: bias must be 1-D"
 
 
+def test_an_out_of_memory_reads_as_what_was_asked_and_what_the_card_has() -> None:
+    """A table row of `smithbot profile` once read "oom: oom OutOfMemoryError: ... If reserved but unallocated memory
+    is large try setting PYTORCH_CUDA_ALLOC_CONF..." (a DeepSeek-V3 MoE task on an 80 GB H100)."""
+    from evaluator import EvalResult
+    from evaluator.worker import _describe
+
+    oom = torch.cuda.OutOfMemoryError(
+        "CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of 79.18 GiB of which 1.48 GiB is "
+        "free. Including non-PyTorch memory, this process has 77.69 GiB memory in use. Of the allocated memory 77.02 "
+        "GiB is allocated by PyTorch. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF")
+    said = _describe(oom)
+    assert said == ("OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of "
+                    "79.18 GiB of which 1.48 GiB is free.")
+    r = EvalResult(candidate="c.py", task="t", backend="cuda", stage="prepare", status="oom", reason="oom", detail=said)
+    assert r.why == f"oom: {said}"
+    assert EvalResult(candidate="c.py", task="t", backend="cuda", stage="prepare", status="incorrect",
+                      reason="mismatch", detail="output[0]").why == "incorrect: mismatch output[0]"
+
+
 def _measured(rounds: list[list[float]], margin: float = 0.02, seed: int = 0) -> dict:
     """An evaluation's answer for these per-case round ratios (baseline/candidate), as the timing builds it."""
     from evaluator.timing import _median_ci, summarize
