@@ -192,5 +192,6 @@ def tensor_questions(program: Program, reached: set[tuple[str, str]], cache_dir:
                 into.add(tensor_question("tensor", c["line"], c["of"]))
                 if c["to"] is None:
                     into.add(tensor_question("dtype", c["line"], c["to_src"]))
-            into.update(tensor_question(kind, run["first"], src) for src in run["reads"] for kind in ("tensor", "value"))
+            into.update(tensor_question(kind, run["first"], src) for src in run["reads"]
+                        for kind in ("tensor", "value"))
     return out

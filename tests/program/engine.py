@@ -150,7 +150,7 @@ class Softmax(torch.nn.Module):
 
 
 def noaux_route(gate_logits, bias, bias_scale):
-    # casts launch only where the dtype differs: the gate's logits are bf16, its bias fp32 already (its scale: the module's 2.5)
+    # casts launch only where the dtype differs: the gate's logits are bf16, its bias fp32 already (scale: 2.5)
     gate_logits = gate_logits.float()
     bias = bias.float()
     scores = torch.add(gate_logits.sigmoid(), bias, alpha=bias_scale)
