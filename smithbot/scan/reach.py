@@ -23,8 +23,7 @@ from smithbot.scan.index import Indexed, matches
 from smithbot.scan.parse import module_name
 
 # the graph's own code is part of the cache key, and so is the scan's code that asks it questions after its walk
-# (this module, the glue runs' finding): a changed rule invalidates what it computed. (A key of the graph's code
-# alone once kept sglang's glue list from a rule changed since: 86 runs where a fresh scan finds 95.)
+# (this module, the glue runs' finding): a changed rule invalidates what it computed
 _HERE = Path(__file__).resolve().parent
 _CODE = hashlib.sha1(b"".join(p.read_bytes() for p in sorted(
     [*(_HERE.parent / "program").glob("*.py"), _HERE / "reach.py", _HERE / "fusion.py", _HERE / "glue.py"]))).digest()
