@@ -105,10 +105,7 @@ class TensorTypes(ResolverState):
             return self.dtype_value(mod, qual, int(line), src)
         if kind == "value":
             fn = ((self.p.facts(mod) or {}).get("functions") or {}).get(qual)
-            try:
-                found = self._value_there(mod, fn, self.bound_of.get((mod, qual)), src)
-            except (RecursionError, ValueError, TypeError, KeyError):  # as a dim's: one the defaults cannot evaluate
-                return None
+            found = self._constant(mod, fn, self.bound_of.get((mod, qual)), src)
             return found if found is not None and is_literal(found) else None
         t = self.tensor(mod, qual, int(line), src)
         return {"dtype": t.dtype, "shape": list(t.shape) if t.shape is not None else None, "made": t.made}
@@ -244,6 +241,14 @@ class TensorTypes(ResolverState):
             return got.pop() if len(got) == 1 else None
         return None
 
+    def _constant(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, src: str) -> str | None:
+        """The constant ``src`` is in ``fn`` (a literal as it is), as a source; None where the defaults cannot
+        evaluate it."""
+        try:
+            return src if is_literal(src) else self._value_there(mod, fn, klass, src)
+        except (RecursionError, ValueError, TypeError, KeyError):
+            return None
+
     def _shape(self, mod: str, qual: str, klass: tuple[str, str] | None, line: int, args: list[ast.expr],
                size: ast.expr | None) -> tuple[int | None, ...] | None:
         """The dims a making call is given (``torch.empty((n, d), ...)`` or ``torch.empty(n, d)``), each the
@@ -256,11 +261,7 @@ class TensorTypes(ResolverState):
         fn = f.get("functions", {}).get(qual)
         out: list[int | None] = []
         for d in dims:
-            src = ast.unparse(d)
-            try:
-                got = src if is_literal(src) else self._value_there(mod, fn, klass, src)
-            except (RecursionError, ValueError, TypeError, KeyError):  # a dim the defaults cannot evaluate
-                got = None
+            got = self._constant(mod, fn, klass, ast.unparse(d))
             out.append(int(got) if got is not None and re.fullmatch(r"-?\d+", str(got)) else None)
         return tuple(out)
 

@@ -77,18 +77,21 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
             for key, rc in funcs[phase].items():
                 functions.setdefault(key, []).append(graph[phase].settled(key, rc, False))
     reached = {k for phase in phases for k in funcs[phase]}
-    asked = tensor_questions(reached) if tensor_questions is not None and types is not None else {}
-    if asked:
-        r.env = env.with_phase(phases[0])
-        types.update({key: {q: r.answer(*key, q) for q in sorted(qs) if not q.startswith("value@")}
-                      for key, qs in asked.items()})
+    traced = tensor_questions(reached) if tensor_questions is not None and types is not None else {}
+    asked = sorted((key, q) for key, qs in traced.items() for q in qs)
+    _answer_types(r, env.with_phase(phases[0]), types, [(k, q) for k, q in asked if not q.startswith("value@")])
     if questions is not None and answers is not None:
         _answer(r, env, questions(reached), phases, answers)
-    if asked:  # the constants last: a constructor met while evaluating one makes its class live, after the answers
-        r.env = env.with_phase(phases[0])
-        for key, qs in asked.items():
-            types[key].update({q: r.answer(*key, q) for q in sorted(qs) if q.startswith("value@")})
+    # the constants last: a constructor met while evaluating one makes its class live, after the tests' answers
+    _answer_types(r, env.with_phase(phases[0]), types, [(k, q) for k, q in asked if q.startswith("value@")])
     return out
+
+
+def _answer_types(r: _Resolver, env: Env, types: dict[Any, Any] | None, asked: list[tuple[Any, str]]) -> None:
+    """``types[key][question]``: each question of ``tensors.tensor_question``'s form answered after the walks."""
+    r.env = env
+    for key, q in asked:
+        types.setdefault(key, {})[q] = r.answer(*key, q)  # type: ignore[union-attr]
 
 
 def _enter(r: _Resolver, model: list[Value], engine: list[Value], startup: list[Value]) -> None:
