@@ -91,3 +91,25 @@ def load_module(path: Path, name: str) -> Any:
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod
+
+
+_SCAN_ONCE = """import json, sys
+from smithbot import api
+r = api.scan(sys.argv[1], source=sys.argv[2] or None, model=sys.argv[3] or None)
+print(json.dumps(sorted((s.name, s.presets, s.reach, s.default_path, s.reasons) for s in r.sites)
+                 + sorted(str(f) for f in r.fusion), default=str))
+"""
+
+
+def scans_under_seeds(target: str, source: str | None, home: Path, seeds: tuple[str, ...],
+                      model: str | None = None) -> list[str]:
+    """One cold scan per hash seed, each in its own process and SMITHBOT_HOME: its sites and fusion runs as text."""
+    import sys
+
+    outs = []
+    for seed in seeds:
+        env = {**os.environ, "PYTHONHASHSEED": seed, "SMITHBOT_HOME": str(home / f"home{seed}")}
+        run = subprocess.run([sys.executable, "-c", _SCAN_ONCE, target, source or "", model or ""], env=env,
+                             capture_output=True, text=True, check=True, timeout=1200)
+        outs.append(run.stdout)
+    return outs

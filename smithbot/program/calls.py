@@ -302,7 +302,7 @@ class CallValues(ResolverState):
         params = fn.get("params", [])
         skip = 1 if fn.get("class") and not any(d == "staticmethod" for d, _ in fn["decorators"]) else 0
         values = set()
-        for node, i in callers:
+        for node, i in sorted(callers, key=str):  # (a set: in one order whatever the hash seed, as memos fill)
             cf = (self.p.facts(node[1]) or {}).get("functions", {}).get(node[2])
             call = cf["calls"][i] if cf and i < len(cf["calls"]) else None
             if call is not None and len(call) >= 6 and call[4] is None and _passes_through(cf, call):

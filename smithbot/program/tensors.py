@@ -299,7 +299,7 @@ class TensorTypes(ResolverState):
             return None
         skip = 1 if facts.get("class") and not any(d == "staticmethod" for d, _ in facts.get("decorators", [])) else 0
         out = []
-        for node, i in callers:
+        for node, i in sorted(callers, key=str):
             cf = (self.p.facts(node[1]) or {}).get("functions", {}).get(node[2])
             call = cf["calls"][i] if cf and i < len(cf["calls"]) else None
             if call is None or len(call) < 6 or call[4] is None:

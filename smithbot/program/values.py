@@ -320,7 +320,7 @@ class EngineValues(ResolverState):
         values = set()
         self._tracing += 1
         try:
-            for site in list(self.made_in.get(owner) or self._construction_sites(owner)):
+            for site in sorted(self.made_in.get(owner) or self._construction_sites(owner), key=str):
                 f = self.p.facts(site[1])
                 fn = (f or {}).get("functions", {}).get(site[2])
                 if fn is None:

@@ -9,6 +9,7 @@ import pytest
 
 from smithbot import api
 from smithbot.config import ConfigError
+from tests.conftest import scans_under_seeds
 
 
 def by_name(result: api.ScanResult) -> dict:
@@ -379,3 +380,12 @@ def test_a_keyword_no_caller_passes_keeps_its_default_through_a_pass_through_for
     what its callers pass: none passes `padded`, so it is its default None there, in `select`, and in `mask_padding`,
     whose kernel is then never launched (as sglang's top-k padding mask, six calls below the MoE block)."""
     assert_never(by_name(api.scan(engine, model="llama3-8b")), ("padded_mask_kernel", "padded is None"))
+
+
+
+def test_the_walk_is_the_same_whatever_the_hash_seed(engine: str, tmp_path: Path) -> None:
+    """Sets of callers and construction sites iterate in the hash seed's order; what the walk's memos keep must not
+    depend on it (``tests/scan/test_real_checkouts.py`` has the sglang scan that once found DSA's Indexer live
+    under one seed and not under another)."""
+    outs = scans_under_seeds(engine, None, tmp_path, ("1", "2", "3"))
+    assert outs[0] and outs[0] == outs[1] == outs[2]
