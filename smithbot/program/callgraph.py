@@ -90,6 +90,8 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         # reached: a value found inside a cycle is kept only once its head is done
         self._active: dict[tuple, int] = {}
         self._low = 1 << 30
+        self._prov: dict[tuple, tuple[Any, int]] = {}  # what a cycle's head still being worked out made meanwhile
+        self._heads: dict[int, list[tuple]] = {}  # a head's depth -> the provisional values that read it
         self._sites: dict[tuple, list[Value]] = {}
         self._concrete: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._decided: dict[tuple[str, int, str, str | None], bool | None] = {}
@@ -141,6 +143,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         self._memo, self._sites, self._concrete, self._decided = {}, {}, {}, {}
         self._owner_flags, self._ctor_args, self._flag_home, self._predicates, self._locals = {}, {}, {}, {}, {}
         self._objects, self._anywhere_args, self._imported = {}, {}, {}
+        self._prov, self._heads = {}, {}
 
     def attr(self, v: Value, name: str, depth: int) -> list[Value]:
         kind = v[0]
@@ -208,7 +211,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         """What the constructions of ``owner`` the last round of walks made pass for its field ``name``, resolved
         where they are made; None when one of them leaves it out (or may, through ``**kwargs``)."""
         sites = (self.made_in or {}).get(owner)
-        if not sites or depth > 10:
+        if not sites or self._deep(depth, 10):
             return None
         out: list[Value] = []
         for site in sorted(sites, key=str):
@@ -227,26 +230,25 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
              depth: int = 0) -> list[Value]:
         """The abstract values of an expression text (``program.facts.expr_text``) in ``fn`` of class ``cls``
         (defined in ``mod``), whose ``self`` is an instance of ``bound``."""
-        key = (mod, cls, bound, id(fn), text)
+        key = (mod, cls, bound, id(fn), text, self._filtering > 0)  # (kept apart while filtering: see owner_flags)
         got = self._memo.get(key)
         if got is not None and (got[1] is None or depth >= got[1]):
             return got[0]  # kept whole, or cut short by the depth limit and asked as deep or deeper
         if key in self._active:  # a cycle: nothing more here, and what depends on it is provisional
-            self._low = min(self._low, self._active[key])
+            self._cycle(key)
             return []
-        pos = len(self._active)
-        self._active[key] = pos
-        outer, self._low = self._low, 1 << 30
+        hit, out = self._recall(key)
+        if hit:
+            return out
+        pos, outer = self._begin(key)
         cuts = self._expr_cuts
+        out = []
         try:
             out = self._expr(mod, cls, bound, fn, text, depth) if not self._deep(depth, 14) else []
         finally:
-            del self._active[key]
-        if self._low >= pos:  # no cycle into an expression still being worked out above: final
+            final = self._end(key, pos, outer, out)
+        if final:
             self._memo[key] = (out, depth if self._expr_cuts != cuts else None)
-            self._low = outer
-        else:
-            self._low = min(outer, self._low)
         return out
 
     def _deep(self, depth: int, limit: int) -> bool:

@@ -70,10 +70,24 @@ class CallValues(ResolverState):
         key = (mod, id(fn), klass, call, self.env.phase, depth, self._filtering > 0)
         if not cached:
             return self._predicate(mod, fn, klass, call, depth, outer, False)
-        if key not in self._predicates:
-            self._predicates[key] = None  # guards a cycle
-            self._predicates[key] = self._predicate(mod, fn, klass, call, depth, outer, True)
-        return self._predicates[key]
+        if key in self._predicates:
+            return self._predicates[key]
+        active = ("predicate", *key)
+        if active in self._active:  # a cycle: undecided meanwhile
+            self._cycle(active)
+            return None
+        hit, value = self._recall(active)
+        if hit:
+            return value
+        pos, outer_mark = self._begin(active)
+        value = None
+        try:
+            value = self._predicate(mod, fn, klass, call, depth, outer, True)
+        finally:
+            final = self._end(active, pos, outer_mark, value)
+        if final:
+            self._predicates[key] = value
+        return value
 
     def _predicate(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, call: str,
                    depth: int, outer: Callable[[str], Any] | None, cached: bool) -> str | list[str] | None:

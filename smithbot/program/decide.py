@@ -27,6 +27,11 @@ class Decisions:
     _decided: dict[tuple, bool | None]
     _locals: dict[tuple, list[str]]
     _filtering: int
+    _active: dict[tuple, int]
+    _begin: Any
+    _end: Any
+    _cycle: Any
+    _recall: Any
     owner_flags: Any
     predicate: Any
     object_flag: Any
@@ -62,14 +67,27 @@ class Decisions:
         owner = klass or ((mod, fn["class"]) if fn and fn.get("class") else None)
         for test, _ in tests:
             key = (mod, id(fn), test, self.env.phase, owner)
-            if bound or key not in self._decided:
-                look = self.look(mod, fn, owner, bound, test)
-                value = evaluate(test, self.env, look, each=True)  # EACH where it differs per layer
-                if bound or self._filtering:
-                    out.append(value)
-                    continue
+            if not bound and key in self._decided:
+                out.append(self._decided[key])
+                continue
+            active = ("decided", *key, tuple(sorted((bound or {}).items())), self._filtering > 0)
+            if active in self._active:  # a cycle: undecided meanwhile
+                self._cycle(active)
+                out.append(None)
+                continue
+            hit, value = self._recall(active)
+            if hit:
+                out.append(value)
+                continue
+            pos, outer = self._begin(active)
+            value = None
+            try:
+                value = evaluate(test, self.env, self.look(mod, fn, owner, bound, test), each=True)  # EACH: per layer
+            finally:
+                final = self._end(active, pos, outer, value)
+            if final and not bound and not self._filtering:
                 self._decided[key] = value
-            out.append(self._decided[key])
+            out.append(value)
         return out
 
     def look(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None,
@@ -182,15 +200,27 @@ class Decisions:
         key = (id(fn), owner, name, self.env.phase, self._filtering > 0)
         if key in self._locals:
             return self._locals[key]
-        self._locals[key] = list(fn["flags"][name])  # guards a cycle: every source counts meanwhile
-        out: list[str] = []
-        for src, tests in fn.get("assigned", {}).get(name, [[s, []] for s in fn["flags"][name]]):
-            held = self.decisions(mod, tests, fn, klass=owner) if tests else []
-            if any(h not in (None, EACH) and h != taken for h, (_, taken) in zip(held, tests)):
-                continue
-            out = [src] if all(h is not None and h is not EACH for h in held) else out + [src]
-        self._locals[key] = list(dict.fromkeys(out))
-        return self._locals[key]
+        active = ("local", *key)
+        if active in self._active:  # a cycle: every source counts meanwhile
+            self._cycle(active)
+            return list(fn["flags"][name])
+        hit, out = self._recall(active)
+        if hit:
+            return out
+        pos, outer = self._begin(active)
+        out = []
+        try:
+            for src, tests in fn.get("assigned", {}).get(name, [[s, []] for s in fn["flags"][name]]):
+                held = self.decisions(mod, tests, fn, klass=owner) if tests else []
+                if any(h not in (None, EACH) and h != taken for h, (_, taken) in zip(held, tests)):
+                    continue
+                out = [src] if all(h is not None and h is not EACH for h in held) else out + [src]
+            out = list(dict.fromkeys(out))
+        finally:
+            final = self._end(active, pos, outer, out)
+        if final:
+            self._locals[key] = out
+        return out
 
     def every_one(self, node: Value, fn: dict[str, Any], callee: str) -> bool:
         """Whether a call of ``self.attr`` that may go to several classes goes to each of them in some instances:

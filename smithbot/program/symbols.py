@@ -30,11 +30,12 @@ class Symbols:
     _foreign: dict[tuple[str, str], bool]
     attr: Any
     returns: Any
+    _deep: Any
 
     # --- symbols -----------------------------------------------------------------------------------------------
     def symbol(self, module: str, name: str, depth: int = 0) -> list[Value]:
         """What ``name`` (dotted) means at the top level of ``module``."""
-        if depth > 12:
+        if self._deep(depth, 12):
             return []
         f = self.p.facts(module)
         head, _, rest = name.partition(".")

@@ -39,8 +39,51 @@ class ResolverState:
     _filtering: int
     _predicates: dict[tuple, str | list[str] | None]
     _anywhere_args: dict[tuple, tuple]
+    _active: dict[tuple, int]
+    _low: int
     expr: Any
     look: Any
+
+    # --- what is being worked out: an expression, or an entry of a memo table with a guard standing in for it -----
+    _prov: dict[tuple, tuple[Any, int]]
+    _heads: dict[int, list[tuple]]
+
+    def _begin(self, key: tuple) -> tuple[int, int]:
+        """Start working out ``key``: its depth in the stack of what is being worked out, and the caller's cycle
+        mark, for ``_end``."""
+        pos = len(self._active)
+        self._active[key] = pos
+        outer, self._low = self._low, 1 << 30
+        return pos, outer
+
+    def _end(self, key: tuple, pos: int, outer: int, value: Any) -> bool:
+        """Done with ``key``: whether its value is final, that is, no cycle reached above it. Below the head of a
+        cycle a value read what stood in for something still being worked out (an empty value, a guard), and so
+        depends on the order things were asked in: it is kept only until the head is done (``_recall``)."""
+        del self._active[key]
+        if self._low >= pos:
+            self._low = outer
+            for low in [low for low in self._heads if low >= pos]:
+                for k in self._heads.pop(low):
+                    self._prov.pop(k, None)
+            return True
+        self._prov[key] = (value, self._low)
+        self._heads.setdefault(self._low, []).append(key)
+        self._low = min(outer, self._low)
+        return False
+
+    def _recall(self, key: tuple) -> tuple[bool, Any]:
+        """Whether ``key`` has a provisional value, and it: one worked out inside a cycle whose head is still being
+        worked out (reading it makes the reader provisional too)."""
+        got = self._prov.get(key)
+        if got is None:
+            return False, None
+        self._low = min(self._low, got[1])
+        return True, got[0]
+
+    def _cycle(self, key: tuple) -> None:
+        """``key`` was asked while being worked out: what is above it, down to it, is provisional."""
+        self._low = min(self._low, self._active[key])
 
 
 class EngineValues(ResolverState):
@@ -197,15 +240,26 @@ class EngineValues(ResolverState):
         it is computed again (at most once per level). With ``only_whole``, an unknown (None) that was cut short or
         read a guard standing in for another is not kept at all."""
         got = table.get(key)
-        if got is not None and (not got[1] or self._tracing >= got[2]):
-            if got[3]:
-                self._guards_read += 1  # a guard standing in: what reads it may be cut short too
+        active = (id(table), key)
+        if got is not None and got[3]:  # a guard standing in: what reads it may be cut short too
+            self._guards_read += 1
+            self._cycle(active)
             return got[0]
+        if got is not None and (not got[1] or self._tracing >= got[2]):
+            return got[0]
+        hit, value = self._recall(active)
+        if hit:
+            return value
         table[key] = (guard(), False, self._tracing, True)
         before = (self._cut_short, self._guards_read)
-        value = compute()
+        pos, outer = self._begin(active)
+        value = None
+        try:
+            value = compute()
+        finally:
+            final = self._end(active, pos, outer, value)
         short = self._cut_short != before[0]
-        if only_whole and value is None and (short or self._guards_read != before[1]):
+        if not final or only_whole and value is None and (short or self._guards_read != before[1]):
             del table[key]
         else:
             table[key] = (value, short, self._tracing, False)
