@@ -167,6 +167,22 @@ def _entry_def(task: Task, added: tuple[str, ...] = ()) -> Any:
     return next((d for d in task.provenance.definitions if d.name == task.entry), task.provenance.definitions[0])
 
 
+def _kernel_def(task: Task, base_src: str) -> Any:
+    """The Triton kernel a kernel task's entry launches, among its provenance definitions: the first one the task's
+    code decorates with ``triton.jit`` (or an autotuner) and launches with a grid, else the first jitted one, else
+    the first that is not the entry (a helper such as ``_unsqueeze_to_3d`` is no kernel)."""
+    try:
+        tree = ast.parse(base_src)
+    except SyntaxError:
+        tree = ast.Module(body=[], type_ignores=[])
+    jitted = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+              and any("jit" in ast.unparse(d) or "autotune" in ast.unparse(d) for d in n.decorator_list)}
+    launched = {ast.unparse(n.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript)} & jitted
+    others = [d for d in task.provenance.definitions if d.name != task.entry]
+    return next((d for d in others if d.name in launched), None) or next(
+        (d for d in others if d.name in jitted), None) or next(iter(others), _entry_def(task))
+
+
 def reads_case_dtype(inputs: str) -> bool:
     """Whether the test's ``make_inputs`` code makes any tensor in the case's dtype (else every dtype is its own)."""
     return bool(re.search(r"""case(\[|\.get\()["']dtype["']""", inputs))
@@ -375,13 +391,12 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
                              keep_trailing_newline=True)
     glue = task.provenance.glue
     entry_def = _entry_def(task, added)
-    kernel_def = entry_def if glue else next((d for d in task.provenance.definitions if d.name != task.entry),
-                                             entry_def)
+    base_src = task.kernel_path.read_text(encoding="utf-8")
+    kernel_def = entry_def if glue else _kernel_def(task, base_src)
     op = entry_def.name  # the fused launcher's name, for glue; the task's entry, for a kernel
     area = Path(entry_def.path).parent.name
     test_path = target.conventions.test_layout.format(op=op, area=area)
     bench_path = str(Path(test_path).parent / f"bench_{op}.py")
-    base_src = task.kernel_path.read_text(encoding="utf-8")
     harness_src = task.harness_path.read_text(encoding="utf-8")
     interpreter = verification["backend"] == "interpreter"
     preview = bool(verification.get("preview"))  # a fusion checked on the interpreter: correct, fewer launches, untimed

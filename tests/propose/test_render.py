@@ -314,3 +314,17 @@ def test_a_flat_entry_is_titled_by_its_kernel_and_no_empty_tolerance_table_is_sh
         "bit-exact" in body
     assert "with the tolerance table (per output dtype: float32 atol" in render(
         get_target("vllm"), task, verification, verdict, cand, (), (), [], "", "abc").body
+
+
+def test_the_pr_names_the_launched_kernel_not_a_helper_listed_before_it(parts: tuple) -> None:
+    """lmdeploy's rms_norm task lists ``_unsqueeze_to_3d`` first among its definitions; its PR called that the
+    kernel. The kernel is the jitted definition the entry launches."""
+    task, cand, verification, verdict = parts
+    path = task.provenance.definitions[0].path
+    helper = dataclasses.replace(task.provenance.definitions[0], name="rmsnorm_shape", qualname="rmsnorm_shape")
+    listed = dataclasses.replace(task.provenance,
+                                 definitions=(helper, *reversed(task.provenance.definitions)))
+    r = render(get_target("lmdeploy"), dataclasses.replace(task, provenance=listed), verification, verdict, cand,
+               ("pkg/ops.py::rmsnorm",), (), [], "--- a\n+++ b\n", "0123456789abcdef")
+    assert metadata(r.body)["kernel"] == f"{path}::_rmsnorm_kernel"
+    assert "`_rmsnorm_kernel`" in r.body and "rmsnorm_shape" not in r.body
