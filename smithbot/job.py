@@ -281,7 +281,8 @@ def _search(row: JobRow, task: Path, name: str, fusion: bool, deadline: float | 
     row.run, row.best, row.evaluated = status.run_id, status.best, status.evaluated
     row.gpu_busy = status.gpu_busy
     row.capture_failures = list(status.capture_failures or [])
-    best = f"the search's best {status.best or 0:.3f}x (verification measures again)"
+    best = (f"the search's best {status.best:.3f}x (verification measures again)" if status.best
+            else "no correct candidate yet")  # (not "0.000x": nothing was timed)
     if fusion and job.backend != "cuda":
         best = "its speed is not judged on the interpreter (verification counts launches)"
     say(f"evolve: run {status.run_id}, {status.message}; {status.evaluated} evaluated candidates, {best}"
