@@ -375,8 +375,11 @@ def _strided(lines: list[str], check: ast.Call, written: set[str]) -> list[str]:
     1))``), and its kernels index by them; the engine's code it replaces took any strides. An input it only reads is
     made contiguous where the guard asked for that (``.contiguous()`` returns the tensor itself when it already is);
     one it writes, or other strides, keep the guard as an assert, so that a stride the kernels do not expect fails
-    rather than reads the wrong elements."""
+    rather than reads the wrong elements. A 0-d guard needs neither: it may stand for a float the task passes
+    (sglang's ``routed_scaling_factor``), which has no ``.contiguous()``."""
     name, sizes, strides = (ast.unparse(a) for a in check.args[:3])
+    if sizes == "()":  # a 0-d tensor, or a float Dynamo wrapped as one (read as float(x)): no strides to get wrong
+        return lines
     bound = next((i for i, line in enumerate(lines) if line.startswith(f"{name} = ")), None)
     if bound is not None and name not in written and _contiguous(check.args[1], check.args[2]):
         return lines[:bound + 1] + [f"{name} = {name}.contiguous()"] + lines[bound + 1:]

@@ -154,10 +154,17 @@ def test_a_float_that_dynamo_wrapped_is_read_as_the_number_the_task_passes() -> 
     ``call`` reads it with ``.item()``; the task passes the float itself, so the candidate reads ``float(x)``."""
     import ast
 
-    from smithbot.evolve.standalone import _statement
+    from smithbot.evolve.standalone import _statement, _strided
 
     stmt = ast.parse("k.run(buf1, arg6_1.item(), arg5_1, n, stream=stream0)").body[0]
     assert "float(arg6_1)" in _statement(stmt, {}, ["arg5_1"]) and ".item()" not in _statement(stmt, {}, ["arg5_1"])
+    # its guard is 0-d: neither `.contiguous()` (a float has none: every candidate of that glue failed on the H100
+    # with AttributeError) nor a stride assert
+    guard = ast.parse("assert_size_stride(arg6_1, (), ())").body[0].value
+    lines = ["arg6_1 = routed_scaling_factor", "arg5_1 = topk_weights"]
+    assert _strided(lines, guard, set()) == lines
+    contiguous = ast.parse("assert_size_stride(arg5_1, (s0, s1), (s1, 1))").body[0].value
+    assert _strided(lines, contiguous, set())[-1] == "arg5_1 = arg5_1.contiguous()"
 
 
 OVERFLOW_KERNEL = '''
