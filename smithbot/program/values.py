@@ -241,11 +241,11 @@ class EngineValues(ResolverState):
         read a guard standing in for another is not kept at all."""
         got = table.get(key)
         active = (id(table), key)
-        if got is not None and got[3]:  # a guard standing in: what reads it may be cut short too
-            self._guards_read += 1
+        if got is not None and got[3] and active in self._active:  # its guard stands in: what reads it may be
+            self._guards_read += 1  # cut short too
             self._cycle(active)
             return got[0]
-        if got is not None and (not got[1] or self._tracing >= got[2]):
+        if got is not None and not got[3] and (not got[1] or self._tracing >= got[2]):
             return got[0]
         hit, value = self._recall(active)
         if hit:
