@@ -234,19 +234,9 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         got = self._memo.get(key)
         if got is not None and (got[1] is None or depth >= got[1]):
             return got[0]  # kept whole, or cut short by the depth limit and asked as deep or deeper
-        if key in self._active:  # a cycle: nothing more here, and what depends on it is provisional
-            self._cycle(key)
-            return []
-        hit, out = self._recall(key)
-        if hit:
-            return out
-        pos, outer = self._begin(key)
         cuts = self._expr_cuts
-        out = []
-        try:
-            out = self._expr(mod, cls, bound, fn, text, depth) if not self._deep(depth, 14) else []
-        finally:
-            final = self._end(key, pos, outer, out)
+        out, final = self._work_out(  # (a cycle: nothing more here, and what depends on it is provisional)
+            key, list, lambda: self._expr(mod, cls, bound, fn, text, depth) if not self._deep(depth, 14) else [])
         if final:
             self._memo[key] = (out, depth if self._expr_cuts != cuts else None)
         return out

@@ -72,19 +72,8 @@ class CallValues(ResolverState):
             return self._predicate(mod, fn, klass, call, depth, outer, False)
         if key in self._predicates:
             return self._predicates[key]
-        active = ("predicate", *key)
-        if active in self._active:  # a cycle: undecided meanwhile
-            self._cycle(active)
-            return None
-        hit, value = self._recall(active)
-        if hit:
-            return value
-        pos, outer_mark = self._begin(active)
-        value = None
-        try:
-            value = self._predicate(mod, fn, klass, call, depth, outer, True)
-        finally:
-            final = self._end(active, pos, outer_mark, value)
+        value, final = self._work_out(("predicate", *key), lambda: None,  # (a cycle: undecided meanwhile)
+                                      lambda: self._predicate(mod, fn, klass, call, depth, outer, True))
         if final:
             self._predicates[key] = value
         return value

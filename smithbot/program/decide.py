@@ -27,11 +27,7 @@ class Decisions:
     _decided: dict[tuple, bool | None]
     _locals: dict[tuple, list[str]]
     _filtering: int
-    _active: dict[tuple, int]
-    _begin: Any
-    _end: Any
-    _cycle: Any
-    _recall: Any
+    _work_out: Any
     owner_flags: Any
     predicate: Any
     object_flag: Any
@@ -70,21 +66,9 @@ class Decisions:
             if not bound and key in self._decided:
                 out.append(self._decided[key])
                 continue
-            active = ("decided", *key, tuple(sorted((bound or {}).items())), self._filtering > 0)
-            if active in self._active:  # a cycle: undecided meanwhile
-                self._cycle(active)
-                out.append(None)
-                continue
-            hit, value = self._recall(active)
-            if hit:
-                out.append(value)
-                continue
-            pos, outer = self._begin(active)
-            value = None
-            try:
-                value = evaluate(test, self.env, self.look(mod, fn, owner, bound, test), each=True)  # EACH: per layer
-            finally:
-                final = self._end(active, pos, outer, value)
+            value, final = self._work_out(  # (a cycle: undecided meanwhile)
+                ("decided", *key, tuple(sorted((bound or {}).items())), self._filtering > 0), lambda: None,
+                lambda: evaluate(test, self.env, self.look(mod, fn, owner, bound, test), each=True))  # EACH: per layer
             if final and not bound and not self._filtering:
                 self._decided[key] = value
             out.append(value)
@@ -200,24 +184,18 @@ class Decisions:
         key = (id(fn), owner, name, self.env.phase, self._filtering > 0)
         if key in self._locals:
             return self._locals[key]
-        active = ("local", *key)
-        if active in self._active:  # a cycle: every source counts meanwhile
-            self._cycle(active)
-            return list(fn["flags"][name])
-        hit, out = self._recall(active)
-        if hit:
-            return out
-        pos, outer = self._begin(active)
-        out = []
-        try:
+
+        def sources() -> list[str]:
+            out: list[str] = []
             for src, tests in fn.get("assigned", {}).get(name, [[s, []] for s in fn["flags"][name]]):
                 held = self.decisions(mod, tests, fn, klass=owner) if tests else []
                 if any(h not in (None, EACH) and h != taken for h, (_, taken) in zip(held, tests)):
                     continue
                 out = [src] if all(h is not None and h is not EACH for h in held) else out + [src]
-            out = list(dict.fromkeys(out))
-        finally:
-            final = self._end(active, pos, outer, out)
+            return list(dict.fromkeys(out))
+
+        # (a cycle: every source counts meanwhile)
+        out, final = self._work_out(("local", *key), lambda: list(fn["flags"][name]), sources)
         if final:
             self._locals[key] = out
         return out

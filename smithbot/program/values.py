@@ -85,6 +85,24 @@ class ResolverState:
         """``key`` was asked while being worked out: what is above it, down to it, is provisional."""
         self._low = min(self._low, self._active[key])
 
+    def _work_out(self, key: tuple, standin: Callable[[], Any], compute: Callable[[], Any]) -> tuple[Any, bool]:
+        """``compute()`` for ``key``, and whether the value is final (the caller memoises only a final one):
+        ``standin()`` where ``key`` is asked while being worked out (a cycle), the provisional value where its cycle's
+        head is still being worked out."""
+        if key in self._active:
+            self._cycle(key)
+            return standin(), False
+        hit, value = self._recall(key)
+        if hit:
+            return value, False
+        pos, outer = self._begin(key)
+        value = standin()
+        try:
+            value = compute()
+        finally:
+            final = self._end(key, pos, outer, value)
+        return value, final
+
 
 class EngineValues(ResolverState):
     """The resolver's methods that evaluate values from the engine's code (see the module's docstring)."""
@@ -240,16 +258,17 @@ class EngineValues(ResolverState):
         it is computed again (at most once per level). With ``only_whole``, an unknown (None) that was cut short or
         read a guard standing in for another is not kept at all."""
         got = table.get(key)
+        if got is not None and (not got[1] or self._tracing >= got[2]):
+            return got[0]
         active = (id(table), key)
-        if got is not None and got[3] and active in self._active:  # its guard stands in: what reads it may be
-            self._guards_read += 1  # cut short too
-            self._cycle(active)
-            return got[0]
-        if got is not None and not got[3] and (not got[1] or self._tracing >= got[2]):
-            return got[0]
-        hit, value = self._recall(active)
-        if hit:
-            return value
+        if active in self._active:
+            self._guards_read += 1  # its guard stands in: what reads it may be cut short too
+        before = (self._cut_short, self._guards_read)
+        value, final = self._work_out(active, guard, compute)
+        short = self._cut_short != before[0]
+        if final and not (only_whole and value is None and (short or self._guards_read != before[1])):
+            table[key] = (value, short, self._tracing)
+        return value
         table[key] = (guard(), False, self._tracing, True)
         before = (self._cut_short, self._guards_read)
         pos, outer = self._begin(active)
