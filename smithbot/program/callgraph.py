@@ -92,6 +92,10 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         self._low = 1 << 30
         self._prov: dict[tuple, tuple[Any, int]] = {}  # what a cycle's head still being worked out made meanwhile
         self._heads: dict[int, list[tuple]] = {}  # a head's depth -> the provisional values that read it
+        self._made_modes: dict[tuple, frozenset[str]] = {}  # (decide._modes_made)
+        self._phase_sides: dict[tuple, bool | None] = {}  # (decide.phase_side)
+        self._setters_seen, self._any_setter = -1, False
+        self._asking = 0  # predicates being asked (calls.CallValues.predicate)
         self._sites: dict[tuple, list[Value]] = {}
         self._concrete: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._decided: dict[tuple[str, int, str, str | None], bool | None] = {}
@@ -143,7 +147,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         self._memo, self._sites, self._concrete, self._decided = {}, {}, {}, {}
         self._owner_flags, self._ctor_args, self._flag_home, self._predicates, self._locals = {}, {}, {}, {}, {}
         self._objects, self._anywhere_args, self._imported = {}, {}, {}
-        self._prov, self._heads = {}, {}
+        self._prov, self._heads, self._made_modes, self._phase_sides = {}, {}, {}, {}
 
     def attr(self, v: Value, name: str, depth: int) -> list[Value]:
         kind = v[0]
@@ -409,9 +413,15 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         return list(dict.fromkeys(out))
 
     def callees(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
-        """The functions and kernels a call names, without making anything live (a cut call's, for its reason)."""
-        vals = self.expr(node[1], fn["class"], node[3], fn, callee.removesuffix("[]"))
-        return [v for v in vals if v[0] in ("func", "kernel")]
+        """The functions and kernels a call names, a bound method's on each live class it may be, without making
+        anything live (a cut call's, for its reason)."""
+        out: list[Value] = []
+        for v in self.expr(node[1], fn["class"], node[3], fn, callee.removesuffix("[]")):
+            if v[0] in ("func", "kernel"):
+                out.append(v)
+            elif v[0] == "method":
+                out += [m for c in self.concrete(v[1], v[2]) for m in self.method(*c, v[3])]
+        return list(dict.fromkeys(out))
 
     # --- one call site -----------------------------------------------------------------------------------------
     def site(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from smithbot.program.evaluate import evaluate, value_of
 from smithbot.program.kinds import CONFIG, EACH_OF_SOURCE, GIVEN, OBJECT, Several, several
-from smithbot.program.syntax import parse_expr
+from smithbot.program.syntax import parse_expr, source
 from smithbot.program.values import ResolverState, element_of, element_split, is_literal, source_of
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
@@ -23,6 +23,8 @@ Value = tuple  # the call graph's abstract value (see callgraph.Value)
 # callers up from a parameter: a top-k's padding count reaches the mask six calls down from the model's MoE block,
 # through a pass-through forward (sglang's MultiPlatformOp.forward)
 _ARG_DEPTH = 6
+# predicates being asked at once: a lookup handed down may ask its caller's predicates again, each at its own depth
+_ASKED = 24
 
 
 def _passes_through(caller: dict[str, Any] | None, call: list[Any]) -> bool:
@@ -41,6 +43,8 @@ class CallValues(ResolverState):
     _call_indexed: set[str]
     _call_seen: int
     _off_path: dict[tuple[str, int, int], bool]
+    _asking: int
+    _cut_short: int
     concrete: Any
     cls: Any
     mro: Any
@@ -68,12 +72,23 @@ class CallValues(ResolverState):
         arguments bound)."""
         # (a value found while attributes are being filtered may be less decided: kept apart, see owner_flags)
         key = (mod, id(fn), klass, call, self.env.phase, depth, self._filtering > 0)
+        if self._asking > _ASKED:  # a caller's lookup asked again from deeper in: its depth starts over there
+            self._cut_short += 1
+            return None
         if not cached:
-            return self._predicate(mod, fn, klass, call, depth, outer, False)
+            self._asking += 1
+            try:
+                return self._predicate(mod, fn, klass, call, depth, outer, False)
+            finally:
+                self._asking -= 1
         if key in self._predicates:
             return self._predicates[key]
-        value, final = self._work_out(("predicate", *key), lambda: None,  # (a cycle: undecided meanwhile)
-                                      lambda: self._predicate(mod, fn, klass, call, depth, outer, True))
+        self._asking += 1
+        try:
+            value, final = self._work_out(("predicate", *key), lambda: None,  # (a cycle: undecided meanwhile)
+                                          lambda: self._predicate(mod, fn, klass, call, depth, outer, True))
+        finally:
+            self._asking -= 1
         if final:
             self._predicates[key] = value
         return value
@@ -95,15 +110,15 @@ class CallValues(ResolverState):
         if held is not None:  # `mode_check()`, where `mode_check = batch.mode.is_cuda_graph`: that call, asked
             out: list[str] = []
             for src in held:
-                got = self.predicate(mod, fn, klass, src + call[len(ast.unparse(node.func)):], depth + 1, outer, cached)
+                got = self.predicate(mod, fn, klass, src + call[len(source(node.func)):], depth + 1, outer, cached)
                 if got is None:
                     return None
                 out.extend(g for g in ([got] if isinstance(got, str) else got) if g not in out)
             return out[0] if len(out) == 1 else out
-        vals = self.expr(mod, cls, klass, fn, ast.unparse(node.func))
+        vals = self.expr(mod, cls, klass, fn, source(node.func))
         if len(vals) == 1 and vals[0][0] == "class" and len(node.args) == 1 and not node.keywords \
                 and self.enum(vals[0][1], vals[0][2]):
-            return self._member(vals[0], ast.unparse(node.args[0]), outer)
+            return self._member(vals[0], source(node.args[0]), outer)
         if not vals or any(v[0] not in ("func", "method", "registry") for v in vals):
             return None
         funcs = [v for v in self.targets(vals) if v[0] == "func"]
@@ -160,10 +175,10 @@ class CallValues(ResolverState):
             elif isinstance(node.func, ast.Attribute):
                 # self is the receiver; a member of the forward-mode enum is the phase's
                 args[params[0]] = self.phase_member([("inst", *func[3])] if func[3] else []) \
-                    or self._receiver(ast.unparse(node.func.value), outer)
+                    or self._receiver(source(node.func.value), outer)
             params = params[1:]
-        args.update(zip(params, (ast.unparse(a) for a in node.args)))
-        args.update({k.arg: ast.unparse(k.value) for k in node.keywords if k.arg in params})
+        args.update(zip(params, (source(a) for a in node.args)))
+        args.update({k.arg: source(k.value) for k in node.keywords if k.arg in params})
         if any(p not in args and p not in target.get("constants", {}) for p in params):
             return None  # a parameter left to its default, unknown here
         args.update({p: v for p, v in target.get("constants", {}).items() if p not in args})
@@ -277,15 +292,15 @@ class CallValues(ResolverState):
         for src in self._local(node[1], cf, owner, text):
             tree = parse_expr(src)
             while isinstance(tree, ast.IfExp):
-                taken = self.decisions(node[1], [[ast.unparse(tree.test), True]], cf, klass=owner)[0]
+                taken = self.decisions(node[1], [[source(tree.test), True]], cf, klass=owner)[0]
                 if taken not in (True, False):
                     return None
                 tree = tree.body if taken else tree.orelse
             if isinstance(tree, ast.Dict) and all(isinstance(k, ast.Constant) for k in tree.keys):
-                pairs = {k.value: ast.unparse(v) for k, v in zip(tree.keys, tree.values)}  # type: ignore[union-attr]
-            elif isinstance(tree, ast.Call) and ast.unparse(tree.func) == "dict" and not tree.args \
+                pairs = {k.value: source(v) for k, v in zip(tree.keys, tree.values)}  # type: ignore[union-attr]
+            elif isinstance(tree, ast.Call) and source(tree.func) == "dict" and not tree.args \
                     and all(k.arg for k in tree.keywords):
-                pairs = {k.arg: ast.unparse(k.value) for k in tree.keywords}
+                pairs = {k.arg: source(k.value) for k in tree.keywords}
             else:
                 return None
             if param in pairs:
@@ -416,20 +431,20 @@ class CallValues(ResolverState):
                 and len(node.args) == (3 if node.func.id == "getattr" else 2)
                 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
             return None
-        vals = self.expr(mod, cls, klass, fn, ast.unparse(node.args[0]))
+        vals = self.expr(mod, cls, klass, fn, source(node.args[0]))
         name = node.args[1].value
         if not vals and self.ran is not None and self._off_path_method(name):
             # an object of no known class asked for a method that only classes no step makes define
             # (hasattr(self.model, "is_prefill_aware_swa"): the model is the preset's class, which lacks it)
-            return "False" if node.func.id == "hasattr" else ast.unparse(node.args[2])
+            return "False" if node.func.id == "hasattr" else source(node.args[2])
         if not vals or any(v[0] != "inst" for v in vals):
             return None
         has = {self._has_attribute((v[1], v[2]), name) for v in vals}
         if node.func.id == "hasattr":
             return repr(has.pop()) if len(has) == 1 else None
         if has == {True} and read:
-            return f"{ast.unparse(node.args[0])}.{name}"  # getattr(model_runner, "prefill_aware_swa", False)
-        return ast.unparse(node.args[2]) if has == {False} else None
+            return f"{source(node.args[0])}.{name}"  # getattr(model_runner, "prefill_aware_swa", False)
+        return source(node.args[2]) if has == {False} else None
 
     def _off_path_method(self, name: str) -> bool:
         """Whether ``name`` is a method that some file of the target defines and no live class (one a walk made, or

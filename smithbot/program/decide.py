@@ -6,14 +6,13 @@ over the values of ``values.EngineValues``."""
 
 from __future__ import annotations
 
-import ast
 from typing import Any, Callable
 
 from smithbot.program.evaluate import Env, evaluate, value_of
 from smithbot.program.kinds import CONFIG, EACH, GIVEN
-from smithbot.program.syntax import parse_expr
+from smithbot.program.syntax import names_read, parse_expr
 from smithbot.program.tensors import END
-from smithbot.program.values import element_of, element_split, source_of
+from smithbot.program.values import ALL_PHASE_MEMBERS, PHASE_MEMBERS, element_of, element_split, source_of
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
@@ -41,38 +40,123 @@ class Decisions:
     p: Any
     qual_of: Any
     dtype_value: Any
+    callees: Any
+    expr: Any
+    enum: Any
+    live: set[tuple[str, str]]
+    _made_modes: dict[tuple, frozenset[str]]
+    _phase_sides: dict[tuple, bool | None]
+    _setters_seen: int
+    _cut_short: int
+    _any_setter: bool
 
     def undecided(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
-                  klass: tuple[str, str] | None = None) -> list[str]:
+                  klass: tuple[str, str] | None = None, phased: bool = False) -> list[str]:
         """The if-tests the defaults leave open, as their source."""
-        return [t for (t, _), d in zip(tests, self.decisions(mod, tests, fn, klass=klass)) if d is None]
+        return [t for (t, _), d in zip(tests, self.decisions(mod, tests, fn, klass=klass, phased=phased)) if d is None]
 
     def cut(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
-            bound: dict[str, str] | None = None, klass: tuple[str, str] | None = None) -> bool:
+            bound: dict[str, str] | None = None, klass: tuple[str, str] | None = None, phased: bool = False) -> bool:
         """Whether the serving defaults decide one of these if-tests against the branch taken. A name reads the
         call's constant arguments (``bound``: parameter -> source, for a factory's returns), then the function's
         own assignments (``w8a8 = quant_method == 'smooth_quant'``), then the module's. ``self.x`` reads what the
         class ``self`` is bound to (``klass``, else the function's own class) and its bases assign: a mixin's method
-        sees the attributes of the class that mixes it in."""
+        sees the attributes of the class that mixes it in. ``phased``: the walk's own calls, where the phase decides
+        a test the defaults leave open (``phase_side``)."""
         return any(d not in (None, EACH) and d != taken for d, taken in
-                   zip(self.decisions(mod, tests, fn, bound, klass), (t for _, t in tests)))
+                   zip(self.decisions(mod, tests, fn, bound, klass, phased), (t for _, t in tests)))
 
     def decisions(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
-                  bound: dict[str, str] | None = None, klass: tuple[str, str] | None = None) -> list[bool | None]:
+                  bound: dict[str, str] | None = None, klass: tuple[str, str] | None = None,
+                  phased: bool = False) -> list[bool | None]:
         out = []
         owner = klass or ((mod, fn["class"]) if fn and fn.get("class") else None)
         for test, _ in tests:
             key = (mod, id(fn), test, self.env.phase, owner)
             if not bound and key in self._decided:
-                out.append(self._decided[key])
-                continue
-            value, final = self._work_out(  # (a cycle: undecided meanwhile)
-                ("decided", *key, tuple(sorted((bound or {}).items())), self._filtering > 0), lambda: None,
-                lambda: evaluate(test, self.env, self.look(mod, fn, owner, bound, test), each=True))  # EACH: per layer
-            if final and not bound and not self._filtering:
-                self._decided[key] = value
-            out.append(value)
+                value = self._decided[key]
+            else:
+                value, final = self._work_out(  # (a cycle: undecided meanwhile)
+                    ("decided", *key, tuple(sorted((bound or {}).items())), self._filtering > 0), lambda: None,
+                    lambda: evaluate(test, self.env, self.look(mod, fn, owner, bound, test), each=True))  # EACH: per layer
+                if final and not bound and not self._filtering:
+                    self._decided[key] = value
+            out.append(self.phase_side(mod, fn, owner, test) if value is None and phased else value)
         return out
+
+    def phase_side(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, test: str
+                   ) -> bool | None:
+        """What the phase being walked decides of a test the defaults leave open: a step of the decode phase runs
+        a decode batch. Where the calls on one side of the test make the step's batch one of this phase (they reach
+        a method that sets its forward mode to the phase's member, as ``ScheduleBatch.prepare_for_decode`` does)
+        and those on the other side make none, the step takes the first side; where one side makes a batch of
+        another phase only, it takes the other (the scheduler's ``if new_batch is not None: ... else:
+        update_running_batch(...)``). Calls and assignments under a test the defaults decide against are not
+        counted (a mixed-chunk batch's decode half). None where the phase does not decide it."""
+        phase = self.env.phase
+        where = self.qual_of.get(id(fn)) if fn is not None else None
+        if phase not in PHASE_MEMBERS or where is None or not self._mode_setters():
+            return None
+        key = (mod, id(fn), test, phase, owner, len(self.live))
+        if key not in self._phase_sides:
+            node = ("func", where[0], where[1], owner)
+            made: dict[bool, set[str]] = {True: set(), False: set()}
+            for callee, tests, *_ in fn["calls"]:
+                sides = [taken for t, taken in tests if t == test]
+                if sides and not self.cut(where[0], tests, fn, klass=owner):
+                    for v in self.callees(node, fn, callee):
+                        made[sides[0]] |= self._modes_made(v, 3)
+            mine, found = set(PHASE_MEMBERS[phase]), None
+            for side in (True, False):
+                if not made[not side] and made[side]:
+                    found = side if made[side] & mine else not side
+            self._phase_sides[key] = found
+        return self._phase_sides[key]
+
+    def _modes_made(self, v: Value, depth: int) -> frozenset[str]:
+        """The forward-mode members (``DECODE``, ``EXTEND``) that the function ``v``, or what it calls ``depth``
+        calls down, sets on its object without an if-test: an assignment ``self.mode = Enum.MEMBER`` of an enum
+        with a member for each phase."""
+        key = (v, depth, len(self.live))
+        if key in self._made_modes:
+            return self._made_modes[key]
+        self._made_modes[key] = frozenset()  # (a cycle: none meanwhile)
+        f = self.p.facts(v[1]) if v[0] == "func" else None
+        fn = f["functions"].get(v[2]) if f else None
+        if fn is None:
+            return frozenset()
+        out: set[str] = set()
+        if fn.get("class"):
+            for entries in (self.cls(v[1], fn["class"]) or {}).get("flags", {}).values():
+                for src, method, tests in entries:
+                    head, _, member = src.rpartition(".")
+                    if method == v[2] and not tests and member in ALL_PHASE_MEMBERS and head \
+                            and self._mode_enum(v[1], fn, head):
+                        out.add(member)
+        if depth > 0:
+            node = ("func", v[1], v[2], v[3] if len(v) > 3 else None)
+            for callee, tests, *_ in fn["calls"]:
+                if not self.cut(v[1], tests, fn, klass=node[3]):
+                    for t in self.callees(node, fn, callee):
+                        out |= self._modes_made(t, depth - 1)
+        self._made_modes[key] = frozenset(out)
+        return self._made_modes[key]
+
+    def _mode_setters(self) -> bool:
+        """Whether some class parsed so far sets a forward mode in a method (else no phase decides a test)."""
+        if not self._any_setter and self._setters_seen != self.p.parsed_count():
+            self._setters_seen = self.p.parsed_count()
+            self._any_setter = any(
+                method and not tests and src.rpartition(".")[2] in ALL_PHASE_MEMBERS
+                for _, f in self.p.parsed() for c in f.get("classes", {}).values()
+                for entries in c.get("flags", {}).values() for src, method, tests in entries)
+        return self._any_setter
+
+    def _mode_enum(self, mod: str, fn: dict[str, Any], head: str) -> bool:
+        """Whether ``head`` (``ForwardMode``) names the engine's forward-mode enum: an enum with a DECODE member."""
+        vals = self.expr(mod, fn.get("class"), None, fn, head)
+        return len(vals) == 1 and vals[0][0] == "class" and self.enum(vals[0][1], vals[0][2]) and any(
+            "DECODE" in (self.cls(m, q) or {}).get("assigned_at", {}) for m, q in self.mro(vals[0][1], vals[0][2]))
 
     def look(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None,
              bound: dict[str, str] | None = None, test: str | None = None) -> Callable[[str], Any]:
@@ -98,7 +182,7 @@ class Decisions:
                 return bound[name]
             if name in local and fn is not None:
                 own = self._local(mod, fn, owner, name)
-                if own and not any(_reads(src, name) for src in own):
+                if own and not any(name in names_read(src) for src in own):
                     return own  # (x = x or default: the x it reads is the parameter)
             if name in flags:
                 return flags[name]
@@ -222,9 +306,3 @@ class Decisions:
         init = self.method(*owner, "__init__")
         f = self.p.facts(init[0][1]) if init else None
         return f is not None and f["functions"].get(init[0][2]) is fn
-
-
-def _reads(src: str, name: str) -> bool:
-    """Whether an expression reads the bare name."""
-    tree = parse_expr(src)
-    return tree is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(tree))

@@ -35,7 +35,7 @@ from typing import Any, Callable
 from smithbot.program.kinds import (CONFIG, DTYPES, EACH, EACH_OF_SOURCE, EACH_SOURCE, GIVEN, MISSING, OBJECT,
                                     ONE_OF_SOURCE, DType, Given, Member, ModelConfig, ObjectValue, Several, Unknown,
                                     lift, several, truth)
-from smithbot.program.syntax import parse_expr
+from smithbot.program.syntax import parse_expr, source
 
 _ORDER = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "in": lambda a, b: a in b,
           "not in": lambda a, b: a not in b, "is": lambda a, b: a is b, "is not": lambda a, b: a is not b,
@@ -209,7 +209,7 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         if type(node.slice.value) in (int, str) and isinstance(node.value, (ast.Name, ast.Call)):
             # one element of a tuple or a dict that is not all constants (mode = state[1], state = prepare(...);
             # state['moe_type']): what ``assigns`` says of that element alone
-            found = _assigned(assigns(ast.unparse(node)), "", env, assigns, depth)
+            found = _assigned(assigns(source(node)), "", env, assigns, depth)
             return Unknown if found is MISSING else found
         return Unknown
     if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:  # layer_id % moe_layer_freq
@@ -305,7 +305,7 @@ def _compare_values(op: str, left: Any, right: Any) -> Any:
 def _attribute(node: ast.Attribute, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
     """``a.b``: what torch answers on the platform, a setting of that name, what ``self`` or another object is
     assigned (``self.use_x``, ``self.batch.warm``, through ``assigns``), else an enum member by its name."""
-    dotted = ast.unparse(node)
+    dotted = source(node)
     if dotted.startswith("torch.") and dotted.count(".") == 1 and node.attr in DTYPES:
         return DType(DTYPES[node.attr])  # torch.int32
     v = env.platform.attribute(dotted) if dotted.startswith("torch.") else MISSING
@@ -349,7 +349,7 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
         return env.env[args[0].value]  # get_bool_env_var("SGLANG_X"), os.environ.get("X")
     func = node.func
     if isinstance(func, (ast.Name, ast.Attribute)):
-        v = env.platform.call(ast.unparse(func), args)
+        v = env.platform.call(source(func), args)
         if v is not MISSING:
             return v
     if isinstance(func, ast.Name) and func.id == "hasattr" and len(args) == 2 and isinstance(args[0], ast.Name) \
@@ -379,7 +379,7 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
             return env.settings[name[4:]]  # get_moe_a2a_backend() reads the setting moe_a2a_backend
     # a predicate the engine defines (is_kv_b_lora_active(self), forward_mode.is_decode()): ``assigns`` of the
     # call's source gives the source of what it returns for these arguments, when the caller can say
-    src = assigns(ast.unparse(node))
+    src = assigns(source(node))
     if isinstance(src, (str, list)) and src:
         found = _assigned(src, "", env, assigns, depth)
         if found is not MISSING and found is not Unknown:
@@ -470,7 +470,7 @@ _TRUE = ("true", "1", "yes", "on")
 def _env_getter(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
     """An environment getter's value when the user sets nothing: the default the engine's code gives (see the
     module's docstring), MISSING when ``node`` is no such getter, Unknown when no default is found."""
-    callee = ast.unparse(node.func) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
+    callee = source(node.func) if isinstance(node.func, (ast.Name, ast.Attribute)) else None
     if not (node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
             and _ENV_NAME.match(node.args[0].value) and callee and "env" in callee.lower()):
         return MISSING

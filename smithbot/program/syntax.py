@@ -19,6 +19,29 @@ def parse_expr(src: str) -> ast.expr | None:
         return None
 
 
+_SOURCES: dict[int, tuple[ast.AST, str]] = {}
+
+
+def source(node: ast.AST) -> str:
+    """``ast.unparse(node)``, kept per node (by identity, the node held so its id stays its own): the walk asks the
+    same shared trees' text millions of times."""
+    hit = _SOURCES.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    if len(_SOURCES) > 400_000:
+        _SOURCES.clear()
+    text = ast.unparse(node)
+    _SOURCES[id(node)] = (node, text)
+    return text
+
+
+@functools.lru_cache(maxsize=65536)
+def names_read(src: str) -> frozenset[str]:
+    """The bare names an expression reads (none, where it is no expression)."""
+    tree = parse_expr(src)
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)) if tree is not None else frozenset()
+
+
 def dotted_name(node: ast.AST) -> str | None:
     """``a.b.c`` of a name or an attribute chain; None for anything else."""
     if isinstance(node, ast.Name):

@@ -7,6 +7,7 @@ gives is ``calls.CallValues``. A mixin of the call graph's resolver: it uses its
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from typing import Any, Callable
 
@@ -14,7 +15,7 @@ from smithbot.program.evaluate import value_of
 from smithbot.program.kinds import (CONFIG, EACH, EACH_SOURCE, OBJECT, ONE_OF_SOURCE, DType, Member, ModelConfig,
                                     Several, Unknown)
 from smithbot.program.modules import Program
-from smithbot.program.syntax import parse_expr
+from smithbot.program.syntax import names_read, parse_expr
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 # how many values deep a value may be traced (a constructor's argument through its constructions, a caller's
@@ -297,9 +298,8 @@ class EngineValues(ResolverState):
         decide it; else the source as it is."""
         if home is None or is_literal(src) or self._too_deep():
             return src
-        node = parse_expr(src)
         own = set(home.get("params", [])[1 if home.get("class") else 0:]) | set(home.get("flags", {}))
-        if node is None or not any(isinstance(n, ast.Name) and n.id in own for n in ast.walk(node)):
+        if not names_read(src) & own:
             return src
         return self._source_there(mod, home, owner, src) or src
 
@@ -463,13 +463,13 @@ class EngineValues(ResolverState):
         """The source of the forward-mode member of the phase being walked, when ``vals`` are instances of the
         engine's forward-mode enum: an enum with a member named for each phase (``DECODE``, and ``EXTEND`` or
         ``PREFILL``), as sglang's ForwardMode. A step of the decode phase is in mode DECODE; None otherwise."""
-        if self.env.phase not in _PHASE_MEMBERS or not vals or any(v[0] != "inst" for v in vals) \
+        if self.env.phase not in PHASE_MEMBERS or not vals or any(v[0] != "inst" for v in vals) \
                 or len({v[1:3] for v in vals}) != 1 or not self.enum(vals[0][1], vals[0][2]):
             return None
         members = {n for m, q in self.mro(vals[0][1], vals[0][2]) for n in (self.cls(m, q) or {}).get("assigned_at", {})}
         if "DECODE" not in members:
             return None
-        found = next((n for n in _PHASE_MEMBERS[self.env.phase] if n in members), None)
+        found = next((n for n in PHASE_MEMBERS[self.env.phase] if n in members), None)
         return f"Enum.{found}" if found else None
 
     def _object_flag(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, dotted: str
@@ -523,7 +523,8 @@ class EngineValues(ResolverState):
         return self._kept(self._imported, (home, there, self.env.phase, self._filtering > 0), lambda: None,
                           lambda: source_of(value_of(found, self.env, self.look(home, None, None))))
 
-_PHASE_MEMBERS = {"decode": ("DECODE",), "prefill": ("EXTEND", "PREFILL")}
+PHASE_MEMBERS = {"decode": ("DECODE",), "prefill": ("EXTEND", "PREFILL")}
+ALL_PHASE_MEMBERS = frozenset(m for ms in PHASE_MEMBERS.values() for m in ms)
 
 
 def constructions(fn: dict[str, Any] | None, site: Value, owner: tuple[str, str]) -> list[list[Any]]:
@@ -555,6 +556,7 @@ def source_of(value: Any) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=65536)
 def is_literal(src: str) -> bool:
     try:
         ast.literal_eval(src)

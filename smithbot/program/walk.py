@@ -257,14 +257,15 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
         where = r.p.modules.get(node[1], node[1])
         r.qual_of[id(fn)] = (node[1], node[2])
         for i, (callee, tests, in_loop, line, *_) in enumerate(fn["calls"]):
-            if r.cut(node[1], tests, fn, klass=node[3]):
+            if r.cut(node[1], tests, fn, klass=node[3], phased=True):
                 if count and cuts is not None:  # why what this call reaches is off the default path
-                    against = next(t for (t, taken), d in zip(tests, r.decisions(node[1], tests, fn, klass=node[3]))
+                    against = next(t for (t, taken), d in zip(tests, r.decisions(node[1], tests, fn, klass=node[3],
+                                                                                 phased=True))
                                    if d not in (None, EACH) and d != taken)
                     for t in r.callees(node, fn, callee):
                         cuts.setdefault((t[1], t[2]), f"`{against}` is decided against it ({where}:{line})")
                 continue
-            undecided = r.undecided(node[1], tests, fn, node[3])
+            undecided = r.undecided(node[1], tests, fn, node[3], phased=True)
             now, step = loop or (in_loop and loops), c + len(undecided)
             mine = tuple((f"{t} ({where}:{line})", ("test", node, t)) for t in undecided)
             found = [t for t in r.site(node, fn, callee) if not r.foreign(t)]

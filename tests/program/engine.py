@@ -31,7 +31,7 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "quiet_plain_kernel", "sparse_head_kernel", "hip_only_kernel",
                "int_ids_kernel", "long_ids_kernel", "runner_v1_kernel", "runner_v2_kernel", "unset_config_kernel",
                "split_kernel", "unsplit_kernel", "mode_fast_kernel", "mode_auto_kernel", "swa_model_kernel",
-               "full_model_kernel", "padded_mask_kernel")
+               "full_model_kernel", "padded_mask_kernel", "extend_table_kernel", "decode_table_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -829,6 +829,55 @@ def make_fa3(runner):
 def make_triton(runner):
     return TritonBackend(runner)
 ''',
+    "eng/batching.py": '''"""The step's batch, picked by the scheduler: a new prefill batch when requests wait, else the running batch made a
+decode batch. Which one a step runs is the queue's state, which no default decides: the phase being walked does."""
+from collections import deque
+
+from eng.forward_batch import ForwardMode
+from eng.kernels import mla as k
+
+
+class StepBatch:
+    def __init__(self):
+        self.forward_mode = ForwardMode.IDLE
+        self.reqs = deque()
+
+    def prepare_for_extend(self):
+        self.forward_mode = ForwardMode.EXTEND
+        k.extend_table(self)
+
+    def prepare_for_decode(self):
+        self.forward_mode = ForwardMode.DECODE
+        k.decode_table(self)
+
+    def is_empty(self):
+        return len(self.reqs) == 0
+
+
+class BatchPicker:
+    def __init__(self):
+        self.waiting = deque()
+        self.running = StepBatch()
+        self.mixed_chunk = False
+
+    def new_prefill(self):
+        if len(self.waiting) == 0:
+            return None
+        batch = StepBatch()
+        batch.prepare_for_extend()
+        if self.mixed_chunk:  # off: its decode half does not make this a decode branch
+            self.running.prepare_for_decode()
+        return batch
+
+    def next_batch(self):
+        new_batch = self.new_prefill()
+        if new_batch is not None:
+            return new_batch
+        if self.running.is_empty():
+            return None
+        self.running.prepare_for_decode()
+        return self.running
+''',
     "eng/forward_batch.py": '''from enum import IntEnum, auto
 
 from eng.attention.base import AttentionBackend
@@ -1475,7 +1524,8 @@ serving:
   gpu: sm90
   packages: {{fastlib: installed, gonelib: missing}}
   settings: {{attention_backend: fa3, moe_a2a_backend: none, moe_runner_backend: cutlass, device_type: cuda}}
-  entries: ["eng.runner:ModelRunner.forward", "eng.sched:Scheduler.step", "eng.runconfig:Worker.execute"]
+  entries: ["eng.runner:ModelRunner.forward", "eng.sched:Scheduler.step", "eng.runconfig:Worker.execute",
+            "eng.batching:BatchPicker.next_batch"]
   arguments: ["eng.args:ServerArgs"]
 models: [llama3-8b, qwen3-8b]
 regimes: {{decode_batch: [1], prefill_tokens: [512]}}

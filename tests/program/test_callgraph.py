@@ -383,6 +383,17 @@ def test_a_keyword_no_caller_passes_keeps_its_default_through_a_pass_through_for
 
 
 
+def test_the_phase_decides_which_batch_a_step_prepares(engine: str) -> None:
+    """`eng/batching.py`: whether requests wait is the queue's state, which no default decides. A decode step runs a
+    decode batch, so of the scheduler's tests the side whose calls set the batch's mode to DECODE is taken in decode
+    and the side that makes an EXTEND batch in prefill: each table kernel is default in its own phase only. The
+    mixed-chunk call, under a test the defaults decide against, makes no branch a decode one."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "extend_table_kernel", "decode_table_kernel")
+    assert sites["decode_table_kernel"].phases == ("decode",), sites["decode_table_kernel"].phases
+    assert sites["extend_table_kernel"].phases == ("prefill",), sites["extend_table_kernel"].phases
+
+
 def test_the_walk_is_the_same_whatever_the_hash_seed(engine: str, tmp_path: Path) -> None:
     """Sets of callers and construction sites iterate in the hash seed's order; what the walk's memos keep must not
     depend on it (``tests/scan/test_real_checkouts.py`` has the sglang scan that once found DSA's Indexer live
