@@ -5,6 +5,7 @@ target's declared serving defaults (``serving:`` in the target YAML)."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import json
 from dataclasses import dataclass
@@ -159,6 +160,7 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
                                 types=types)
         out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "", kernels_reached, functions, cuts,
                                answers, types))
+        gc.collect()  # the walk's resolver is a web of cycles, several GB on sglang: gone before the next preset's
     return out
 
 
