@@ -30,12 +30,16 @@ from typing import Any
 from smithbot.program.syntax import dotted_name
 from smithbot.program.tensors import CASTS, DTYPES, devicey
 
-GLUE_VERSION = "14"
+GLUE_VERSION = "15"
 MIN_LAUNCHES = 2
 
 # torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
-_CREATE = {"zeros", "ones", "full", "arange", "tensor", "as_tensor", "randn", "rand", "randint", "linspace",
-           "zeros_like", "ones_like", "full_like"}
+_CREATE = {"zeros", "ones", "full", "arange", "randn", "rand", "randint", "linspace", "zeros_like", "ones_like",
+           "full_like"}
+# torch.<name>: the host's data made a tensor (on the host unless a device is named): an upload, not a kernel
+_UPLOAD_FN = {"tensor", "as_tensor"}
+# a host tensor's methods that move it to the GPU: an upload (a copy from the host), not a kernel
+_UPLOAD_M = {"to", "cuda", "pin_memory"}
 _LAUNCH_FN = _CREATE | {
     "cumsum", "cumprod", "cat", "concat", "stack", "gather", "scatter", "scatter_add", "scatter_reduce",
     "index_select", "index_put", "index_add", "index_copy", "where", "clamp", "clip", "clamp_min", "clamp_max",
@@ -109,6 +113,7 @@ class _Function:
                  attributes: set[str] = frozenset(), module: set[str] = frozenset(),  # type: ignore[assignment]
                  helpers: dict[str, tuple[str, ...]] | None = None) -> None:
         self.aliases, self.tensors = aliases, {f"self.{a}" for a in attributes}
+        self.host: set[str] = set()  # names of tensors on the host (``on_host``)
         self.module = module  # the file's module-level names: never a run's input
         self.helpers = helpers or {}  # the file's own glue helpers (``_helpers``): their ops count in a caller's run
         for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
@@ -147,7 +152,8 @@ class _Function:
 
     # --- classification --------------------------------------------------------------------------------------
     def call(self, c: ast.Call) -> tuple[str, str]:
-        """(kind, op name): kind is launch | free | sync | other (harmless, not counted) | break."""
+        """(kind, op name): kind is launch | free | sync | upload (the host's data made a tensor or copied up: a
+        transfer, not counted) | other (harmless, not counted) | break."""
         if isinstance(c.func, ast.Subscript):
             return "break", "kernel[grid]"  # a Triton launch, or a registry's function
         full = self._torch(c.func)
@@ -156,6 +162,8 @@ class _Function:
             if parts[:3] == ["torch", "nn", "functional"] and len(parts) == 4:
                 return ("launch" if parts[3] in _F_LAUNCH else "break"), parts[3]
             if len(parts) == 2:
+                if parts[1] in _UPLOAD_FN:
+                    return "upload", parts[1]
                 if parts[1] in _LAUNCH_FN:
                     return "launch", parts[1]
                 return ("free" if parts[1] in _FREE_FN else "other"), parts[1]
@@ -169,6 +177,8 @@ class _Function:
                 return "free", m  # a view; or contiguous() of what is not known to be strided (a no-op then)
             if m in _SYNC_M:
                 return "sync", f".{m}"
+            if m in _UPLOAD_M and self.on_host(recv):
+                return "upload", f".{m}"  # copied up (a transfer), or cast on the host: no kernel to fuse
             if m in _CAST_M:
                 return ("launch" if self._cast(c) is None else "cast"), f".{m}"
             if m in _LAUNCH_M or _inplace(m) or (tensor and m in _AMBIGUOUS_M):
@@ -229,12 +239,20 @@ class _Function:
                     bound.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
         return out
 
+    def on_host(self, e: ast.AST) -> bool:
+        """Whether ``e`` is a tensor on the host: the host's data made a tensor with no device named
+        (``torch.tensor(lens, dtype=torch.int64)``), or a name this function assigned one."""
+        if isinstance(e, ast.Call):
+            return self._torch(e.func) is not None and self.call(e)[0] == "upload" \
+                and not any(k.arg == "device" for k in e.keywords)
+        return dotted_name(e) in self.host
+
     def is_tensor(self, e: ast.AST) -> bool:
         if isinstance(e, (ast.Name, ast.Attribute)):
             return dotted_name(e) in self.tensors
         if isinstance(e, ast.Call):
             kind, name = self.call(e)
-            return kind in ("launch", "cast", "helper") or (kind == "free" and name not in {
+            return kind in ("launch", "cast", "helper", "upload") or (kind == "free" and name not in {
                 "size", "dim", "numel", "stride", "data_ptr", "element_size", "is_contiguous", "device", "Size",
                 "finfo", "iinfo", "get_device"})
         if isinstance(e, ast.Subscript):
@@ -264,8 +282,8 @@ class _Function:
                 out.extend(("launch", f"{name}:{op}") for op in self.helpers[name])
             else:
                 out.append((kind, name))
-        elif isinstance(e, ast.BinOp) and (self.is_tensor(e.left) or self.is_tensor(e.right)):
-            out.append(("launch", _OPS.get(type(e.op), "op")))
+        elif isinstance(e, ast.BinOp) and any(self.is_tensor(x) and not self.on_host(x) for x in (e.left, e.right)):
+            out.append(("launch", _OPS.get(type(e.op), "op")))  # (arithmetic on host tensors is host work)
         elif isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.Invert)) and self.is_tensor(e.operand):
             out.append(("launch", _OPS[type(e.op)]))
         elif isinstance(e, ast.Compare) and not all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
@@ -309,6 +327,7 @@ class _Function:
                 for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
                     if dotted_name(el):
                         self.tensors.add(dotted_name(el))  # type: ignore[arg-type]
+                        (self.host.add if self.on_host(value) else self.host.discard)(dotted_name(el))
         return ops
 
     def branch(self, stmts: list[ast.stmt]) -> list[tuple[ast.stmt, list[tuple[str, str]]]] | None:
@@ -539,6 +558,7 @@ def _helpers(tree: ast.Module, aliases: dict[str, str], module: set[str]) -> dic
         if not body or not all(isinstance(st, _Function._SIMPLE) for st in body):
             continue
         ops = [o for st in body for o in fn.simple(st)]
-        if ops and all(k in ("launch", "cast", "free", "other") for k, _ in ops) and any(k == "launch" for k, _ in ops):
+        if ops and all(k in ("launch", "cast", "free", "other", "upload") for k, _ in ops) \
+                and any(k == "launch" for k, _ in ops):
             out[node.name] = tuple(n for k, n in ops if k == "launch")
     return out

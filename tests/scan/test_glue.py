@@ -308,3 +308,23 @@ def test_a_model_class_the_engine_compiles_holds_no_glue() -> None:
                               "eng.model": "eng/model.py"}, None)
     assert compiled(program, "eng.model", "Model.forward")
     assert not compiled(program, "eng.model", "Eager.forward")
+
+
+def test_the_hosts_data_made_a_tensor_and_copied_up_is_no_launch() -> None:
+    """`torch.tensor(list)` makes a tensor on the host, and its `.to(device)` copies it up: transfers, not kernels
+    (sglang's batch preparation was listed as ten launches of them). Arithmetic on a host tensor is host work; on
+    the uploaded tensor it launches, and a `.to()` of a GPU tensor to a dtype is a cast."""
+    src = b'''import torch
+
+def prepare(lens, dev, x: torch.Tensor):
+    lens_cpu = torch.tensor(lens, dtype=torch.int64)
+    lens_gpu = lens_cpu.to(dev, non_blocking=True)
+    tops = torch.tensor(lens, dtype=torch.float, pin_memory=True).to(dev, non_blocking=True)
+    total_cpu = lens_cpu + 1
+    y = lens_gpu + 1
+    z = (y * tops).to(torch.float16)
+'''
+    [run] = file_glue(src)["prepare"]
+    assert run["ops"] == ["+", "*"], run["ops"]
+    assert [c["op"] for c in run["casts"]] == [".to"], run["casts"]  # (a launch where the dtype differs)
+    assert file_glue(src.replace(b"    y = lens_gpu + 1\n    z = (y * tops).to(torch.float16)\n", b"")) == {}
