@@ -76,9 +76,9 @@ class Decisions:
             if not bound and key in self._decided:
                 value = self._decided[key]
             else:
-                value, final = self._work_out(  # (a cycle: undecided meanwhile)
+                value, final = self._work_out(  # (a cycle: undecided meanwhile; EACH: per layer)
                     ("decided", *key, tuple(sorted((bound or {}).items())), self._filtering > 0), lambda: None,
-                    lambda: evaluate(test, self.env, self.look(mod, fn, owner, bound, test), each=True))  # EACH: per layer
+                    lambda: evaluate(test, self.env, self.look(mod, fn, owner, bound, test), each=True))
                 if final and not bound and not self._filtering:
                     self._decided[key] = value
             out.append(self.phase_side(mod, fn, owner, test) if value is None and phased else value)

@@ -829,8 +829,9 @@ def make_fa3(runner):
 def make_triton(runner):
     return TritonBackend(runner)
 ''',
-    "eng/batching.py": '''"""The step's batch, picked by the scheduler: a new prefill batch when requests wait, else the running batch made a
-decode batch. Which one a step runs is the queue's state, which no default decides: the phase being walked does."""
+    "eng/batching.py": '''"""The step's batch, picked by the scheduler: a new prefill batch when requests wait, else the
+running batch made a decode batch. Which one a step runs is the queue's state, which no default decides: the phase
+being walked does."""
 from collections import deque
 
 from eng.forward_batch import ForwardMode
