@@ -47,7 +47,6 @@ class Decisions:
     _made_modes: dict[tuple, frozenset[str]]
     _phase_sides: dict[tuple, bool | None]
     _setters_seen: int
-    _cut_short: int
     _any_setter: bool
 
     def undecided(self, mod: str, tests: list[list[Any]], fn: dict[str, Any] | None = None,
@@ -91,8 +90,8 @@ class Decisions:
         a method that sets its forward mode to the phase's member, as ``ScheduleBatch.prepare_for_decode`` does)
         and those on the other side make none, the step takes the first side; where one side makes a batch of
         another phase only, it takes the other (the scheduler's ``if new_batch is not None: ... else:
-        update_running_batch(...)``). Calls and assignments under a test the defaults decide against are not
-        counted (a mixed-chunk batch's decode half). None where the phase does not decide it."""
+        update_running_batch(...)``). Calls under a test the defaults decide against (a mixed-chunk batch's decode
+        half), and assignments under any test, are not counted. None where the phase does not decide it."""
         phase = self.env.phase
         where = self.qual_of.get(id(fn)) if fn is not None else None
         if phase not in PHASE_MEMBERS or where is None or not self._mode_setters():
