@@ -42,7 +42,7 @@ class Decisions:
     dtype_value: Any
     callees: Any
     expr: Any
-    enum: Any
+    mode_members: Any
     live: set[tuple[str, str]]
     _made_modes: dict[tuple, frozenset[str]]
     _phase_sides: dict[tuple, bool | None]
@@ -154,8 +154,7 @@ class Decisions:
     def _mode_enum(self, mod: str, fn: dict[str, Any], head: str) -> bool:
         """Whether ``head`` (``ForwardMode``) names the engine's forward-mode enum: an enum with a DECODE member."""
         vals = self.expr(mod, fn.get("class"), None, fn, head)
-        return len(vals) == 1 and vals[0][0] == "class" and self.enum(vals[0][1], vals[0][2]) and any(
-            "DECODE" in (self.cls(m, q) or {}).get("assigned_at", {}) for m, q in self.mro(vals[0][1], vals[0][2]))
+        return len(vals) == 1 and vals[0][0] == "class" and bool(self.mode_members(vals[0][1], vals[0][2]))
 
     def look(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None,
              bound: dict[str, str] | None = None, test: str | None = None) -> Callable[[str], Any]:

@@ -464,13 +464,19 @@ class EngineValues(ResolverState):
         engine's forward-mode enum: an enum with a member named for each phase (``DECODE``, and ``EXTEND`` or
         ``PREFILL``), as sglang's ForwardMode. A step of the decode phase is in mode DECODE; None otherwise."""
         if self.env.phase not in PHASE_MEMBERS or not vals or any(v[0] != "inst" for v in vals) \
-                or len({v[1:3] for v in vals}) != 1 or not self.enum(vals[0][1], vals[0][2]):
+                or len({v[1:3] for v in vals}) != 1:
             return None
-        members = {n for m, q in self.mro(vals[0][1], vals[0][2]) for n in (self.cls(m, q) or {}).get("assigned_at", {})}
-        if "DECODE" not in members:
-            return None
+        members = self.mode_members(vals[0][1], vals[0][2])
         found = next((n for n in PHASE_MEMBERS[self.env.phase] if n in members), None)
         return f"Enum.{found}" if found else None
+
+    def mode_members(self, mod: str, qual: str) -> set[str]:
+        """The members of the class, when it is the engine's forward-mode enum (an enum with a DECODE member);
+        else none."""
+        if not self.enum(mod, qual):
+            return set()
+        members = {n for m, q in self.mro(mod, qual) for n in (self.cls(m, q) or {}).get("assigned_at", {})}
+        return members if "DECODE" in members else set()
 
     def _object_flag(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, dotted: str
                      ) -> list[str] | None:
