@@ -75,18 +75,21 @@ class CallValues(ResolverState):
         if self._asking > _ASKED:  # a caller's lookup asked again from deeper in: its depth starts over there
             self._cut_short += 1
             return None
-        if not cached:
-            self._asking += 1
-            try:
-                return self._predicate(mod, fn, klass, call, depth, outer, False)
-            finally:
-                self._asking -= 1
+        if not cached:  # a lookup handed down: memoised by what it reads (its ``context``), where that is known
+            context = getattr(outer, "context", None)
+            if context is None:
+                self._asking += 1
+                try:
+                    return self._predicate(mod, fn, klass, call, depth, outer, False)
+                finally:
+                    self._asking -= 1
+            key = (*key, context)
         if key in self._predicates:
             return self._predicates[key]
         self._asking += 1
         try:
             value, final = self._work_out(("predicate", *key), lambda: None,  # (a cycle: undecided meanwhile)
-                                          lambda: self._predicate(mod, fn, klass, call, depth, outer, True))
+                                          lambda: self._predicate(mod, fn, klass, call, depth, outer, cached))
         finally:
             self._asking -= 1
         if final:
@@ -205,6 +208,9 @@ class CallValues(ResolverState):
             return outer(name) if outer else None
 
         bound = tuple(args.items())
+        context = getattr(outer, "context", None) if outer is not None else ()
+        if context is not None:  # what ``look`` reads: the caller's context, this function and the call's arguments
+            look.context = (context, mod, id(fn), klass, func, bound, depth, element, cached)  # type: ignore[attr-defined]
 
         def decide(src: str) -> bool | None:
             return evaluate(_bound_source(src, bound), self.env, look)

@@ -270,20 +270,6 @@ class EngineValues(ResolverState):
         if final and not (only_whole and value is None and (short or self._guards_read != before[1])):
             table[key] = (value, short, self._tracing)
         return value
-        table[key] = (guard(), False, self._tracing, True)
-        before = (self._cut_short, self._guards_read)
-        pos, outer = self._begin(active)
-        value = None
-        try:
-            value = compute()
-        finally:
-            final = self._end(active, pos, outer, value)
-        short = self._cut_short != before[0]
-        if not final or only_whole and value is None and (short or self._guards_read != before[1]):
-            del table[key]
-        else:
-            table[key] = (value, short, self._tracing, False)
-        return value
 
     def _too_deep(self) -> bool:
         """Whether tracing is past its depth limit (and so cuts a value short)."""
