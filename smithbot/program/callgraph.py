@@ -95,7 +95,6 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         self._made_modes: dict[tuple, frozenset[str]] = {}  # (decide._modes_made)
         self._phase_sides: dict[tuple, bool | None] = {}  # (decide.phase_side)
         self._setters_seen, self._any_setter = -1, False
-        self._asking = 0  # predicates being asked (calls.CallValues.predicate)
         self._sites: dict[tuple, list[Value]] = {}
         self._concrete: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._decided: dict[tuple[str, int, str, str | None], bool | None] = {}

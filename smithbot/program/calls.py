@@ -23,8 +23,6 @@ Value = tuple  # the call graph's abstract value (see callgraph.Value)
 # callers up from a parameter: a top-k's padding count reaches the mask six calls down from the model's MoE block,
 # through a pass-through forward (sglang's MultiPlatformOp.forward)
 _ARG_DEPTH = 6
-# predicates being asked at once: a lookup handed down may ask its caller's predicates again, each at its own depth
-_ASKED = 24
 
 
 def _passes_through(caller: dict[str, Any] | None, call: list[Any]) -> bool:
@@ -43,7 +41,6 @@ class CallValues(ResolverState):
     _call_indexed: set[str]
     _call_seen: int
     _off_path: dict[tuple[str, int, int], bool]
-    _asking: int
     _cut_short: int
     concrete: Any
     cls: Any
@@ -72,26 +69,16 @@ class CallValues(ResolverState):
         arguments bound)."""
         # (a value found while attributes are being filtered may be less decided: kept apart, see owner_flags)
         key = (mod, id(fn), klass, call, self.env.phase, depth, self._filtering > 0)
-        if self._asking > _ASKED:  # a caller's lookup asked again from deeper in: its depth starts over there
-            self._cut_short += 1
-            return None
-        if not cached:  # a lookup handed down: memoised by what it reads (its ``context``), where that is known
+        if not cached:  # a lookup handed down: memoised by what it reads (its ``context``), where that is known; a
+            # caller's predicate it asks again is then a cycle (``_work_out``), not a new question at a lower depth
             context = getattr(outer, "context", None)
             if context is None:
-                self._asking += 1
-                try:
-                    return self._predicate(mod, fn, klass, call, depth, outer, False)
-                finally:
-                    self._asking -= 1
+                return self._predicate(mod, fn, klass, call, depth, outer, False)
             key = (*key, context)
         if key in self._predicates:
             return self._predicates[key]
-        self._asking += 1
-        try:
-            value, final = self._work_out(("predicate", *key), lambda: None,  # (a cycle: undecided meanwhile)
-                                          lambda: self._predicate(mod, fn, klass, call, depth, outer, cached))
-        finally:
-            self._asking -= 1
+        value, final = self._work_out(("predicate", *key), lambda: None,  # (a cycle: undecided meanwhile)
+                                      lambda: self._predicate(mod, fn, klass, call, depth, outer, cached))
         if final:
             self._predicates[key] = value
         return value

@@ -116,10 +116,9 @@ class Decisions:
         """The forward-mode members (``DECODE``, ``EXTEND``) that the function ``v``, or what it calls ``depth``
         calls down, sets on its object without an if-test: an assignment ``self.mode = Enum.MEMBER`` of an enum
         with a member for each phase."""
-        key = (v, depth, len(self.live))
+        key = (v, depth, len(self.live))  # (no cycle: each call down asks one depth less)
         if key in self._made_modes:
             return self._made_modes[key]
-        self._made_modes[key] = frozenset()  # (a cycle: none meanwhile)
         f = self.p.facts(v[1]) if v[0] == "func" else None
         fn = f["functions"].get(v[2]) if f else None
         if fn is None:
