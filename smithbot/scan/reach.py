@@ -8,6 +8,8 @@ import dataclasses
 import gc
 import hashlib
 import json
+import multiprocessing
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,10 +142,57 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
             (engine if key == "entries" else startup).append(("func", mod, qual, (mod, cls) if cls else None))
             if cls and f"{cls}.__init__" in f["functions"]:
                 startup.append(("func", mod, f"{cls}.__init__", (mod, cls)))
-    out = []
-    for p in presets:
-        model, init = [], list(startup)  # the model's forward per step; its constructor once, to build its layers
-        found = program.find_class(p.architecture, model_files) if p.architecture else None
+    job = _Job(program, idx, target, kernels, model_files, engine, startup, cache_dir)
+    workers = min(len(presets), os.cpu_count() or 1, _memory() // _WALK_BYTES)
+    if workers < 2:
+        return [job.one(p) for p in presets]
+    # the presets' walks are independent: one process each (forked, so each starts from the facts loaded here), its
+    # result handed back as the cache stores it; a process per preset also frees its walk's memory when it ends
+    global _JOB
+    _JOB = job
+    try:
+        with multiprocessing.get_context("fork").Pool(workers, maxtasksperchild=1) as pool:
+            return [_load(d) for d in pool.map(_one_dumped, presets, chunksize=1)]
+    finally:
+        _JOB = None
+
+
+# what one preset's walk holds at most: 2.2 GB for sglang's deepseek-v3, with room to spare
+_WALK_BYTES = 3 << 30
+
+
+def _memory() -> int:
+    """The machine's memory in bytes (as much as one walk needs where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return _WALK_BYTES
+
+
+_JOB: _Job | None = None  # the job the forked workers run (``_one_dumped``)
+
+
+def _one_dumped(p: ModelPreset) -> dict:
+    assert _JOB is not None
+    return _dump(_JOB.one(p))
+
+
+@dataclass
+class _Job:
+    """What every preset's walk shares: the program, the kernels, the model files and the engine's entries."""
+    program: Program
+    idx: Indexed
+    target: Target
+    kernels: set[tuple[str, str]]
+    model_files: list[str]
+    engine: list[tuple]
+    startup: list[tuple]
+    cache_dir: Path | None
+
+    def one(self, p: ModelPreset) -> PresetReach:
+        """One preset's default path: the model's forward per step, its constructor once (to build its layers)."""
+        program, model, init = self.program, [], list(self.startup)
+        found = program.find_class(p.architecture, self.model_files) if p.architecture else None
         if found is not None:
             model += [m for m in [method_of(program, *found, "forward")] if m]
             init += [m for m in [method_of(program, *found, "__init__")] if m]
@@ -151,17 +200,17 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
         cuts: dict[tuple[str, str], str] = {}
         answers: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         types: dict[tuple[str, str], dict[str, Any]] = {}
-        glue_dir = cache_dir.parent / "glue" if cache_dir else None
-        kernels_reached = reach(program, kernels, env_for(target, p, program), model, engine, init,
-                                target.serving.other_platforms, functions=functions, cuts=cuts,
-                                questions=lambda reached: questions(program, idx, reached, glue_dir),
+        glue_dir = self.cache_dir.parent / "glue" if self.cache_dir else None
+        kernels_reached = reach(program, self.kernels, env_for(self.target, p, program), model, self.engine, init,
+                                self.target.serving.other_platforms, functions=functions, cuts=cuts,
+                                questions=lambda reached: questions(program, self.idx, reached, glue_dir),
                                 answers=answers,
                                 tensor_questions=lambda reached: tensor_questions(program, reached, glue_dir),
                                 types=types)
-        out.append(PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "", kernels_reached, functions, cuts,
-                               answers, types))
+        out = PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "", kernels_reached, functions, cuts,
+                          answers, types)
         gc.collect()  # the walk's resolver is a web of cycles, several GB on sglang: gone before the next preset's
-    return out
+        return out
 
 
 def questions(program: Program, idx: Indexed, reached: set[tuple[str, str]], cache_dir: Path | None

@@ -93,6 +93,30 @@ def test_warm_scan_reads_the_graph_from_its_cache(engine: str, tmp_path: Path) -
     assert [(s.name, s.presets, s.default_path) for s in api.scan(engine).sites] == first
 
 
+
+def test_presets_walked_in_parallel_give_what_one_process_gives(engine: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from smithbot.scan import reach
+
+    one = reach._Job.one
+
+    def walk(job: reach._Job, p: object) -> reach.PresetReach:
+        (tmp_path / f"walked-{os.getpid()}-{p.name}").touch()  # type: ignore[attr-defined]
+        return one(job, p)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reach._Job, "one", walk)
+    monkeypatch.setattr(reach.os, "cpu_count", lambda: 2)
+    forked = [(s.name, s.presets, s.default_path, s.reach, s.undecided) for s in api.scan(engine).sites]
+    pids = {f.name.split("-")[1] for f in tmp_path.glob("walked-*")}
+    assert len(pids) == 2 and str(os.getpid()) not in pids  # a process of its own per preset
+    for f in (tmp_path / "home" / "cache" / "program" / "reach").glob("*.json"):
+        f.unlink()
+    monkeypatch.setattr(reach, "_memory", lambda: reach._WALK_BYTES)  # room for one walk: no workers
+    alone = [(s.name, s.presets, s.default_path, s.reach, s.undecided) for s in api.scan(engine).sites]
+    assert forked == alone and any(len(p) == 2 for _, p, *_ in alone)
+
 BENCH = """import gzip, json, sys
 
 cfg = json.load(open(sys.argv[1]))
