@@ -197,7 +197,8 @@ class CallValues(ResolverState):
         bound = tuple(args.items())
         context = getattr(outer, "context", None) if outer is not None else ()
         if context is not None:  # what ``look`` reads: the caller's context, this function and the call's arguments
-            look.context = (context, mod, id(fn), klass, func, bound, depth, element, cached)  # type: ignore[attr-defined]
+            look.context = (  # type: ignore[attr-defined]
+                context, mod, id(fn), klass, func, bound, depth, element, cached)
 
         def decide(src: str) -> bool | None:
             return evaluate(_bound_source(src, bound), self.env, look)

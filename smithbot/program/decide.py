@@ -210,8 +210,9 @@ class Decisions:
             return self.module_value(mod, name)
 
         # what the lookup reads, for the memo of a predicate it is handed down to (``predicate``)
-        look.context = (mod, id(fn), owner, tuple(sorted(bound.items())) if bound else None,  # type: ignore[attr-defined]
-                        test if fn is not None and test in fn.get("before", {}) else None)
+        look.context = (  # type: ignore[attr-defined]
+            mod, id(fn), owner, tuple(sorted(bound.items())) if bound else None,
+            test if fn is not None and test in fn.get("before", {}) else None)
         return look
 
     def _property(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, name: str
