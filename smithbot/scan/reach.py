@@ -100,9 +100,9 @@ def preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPr
             return [_load(r) for r in hit]
         except (KeyError, TypeError):
             pass  # a cache of another shape: walk again
-    out = _preset_reach(root, idx, target, presets, cache_dir)
-    cache.store(path, [_dump(r) for r in out])
-    return out
+    dumped = _preset_reach(root, idx, target, presets, cache_dir)
+    cache.store(path, dumped)
+    return [_load(d) for d in dumped]
 
 
 def _dump(r: PresetReach) -> dict:
@@ -125,7 +125,8 @@ def _load(d: dict) -> PresetReach:
 
 
 def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelPreset], cache_dir: Path | None
-                  ) -> list[PresetReach]:
+                  ) -> list[dict]:
+    """Each preset's default path, as the cache stores it (``_dump``)."""
     program = program_for(root, idx, cache_dir)
     kernels = {(f["module"], k["name"]) for f in idx.facts for k in f["kernels"]}
     model_files = [rel for rel in idx.texts if matches(rel, target.hints.model_paths)] if target.hints.model_paths \
@@ -145,14 +146,19 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
     job = _Job(program, idx, target, kernels, model_files, engine, startup, cache_dir)
     workers = min(len(presets), os.cpu_count() or 1, _memory() // _WALK_BYTES)
     if workers < 2:
-        return [job.one(p) for p in presets]
+        out = []
+        for p in presets:
+            out.append(_dump(job.one(p)))
+            gc.collect()  # the walk's resolver is a web of cycles, several GB on sglang: gone before the next one
+        return out
     # the presets' walks are independent: one process each (forked, so each starts from the facts loaded here), its
-    # result handed back as the cache stores it; a process per preset also frees its walk's memory when it ends
+    # result handed back as the cache stores it; a process per preset frees its walk's memory when it ends (no
+    # collection: seconds of a cold walk on sglang, for memory the exit gives back)
     global _JOB
     _JOB = job
     try:
         with multiprocessing.get_context("fork").Pool(workers, maxtasksperchild=1) as pool:
-            return [_load(d) for d in pool.map(_one_dumped, presets, chunksize=1)]
+            return pool.map(_one_dumped, presets, chunksize=1)
     finally:
         _JOB = None
 
@@ -207,10 +213,8 @@ class _Job:
                                 answers=answers,
                                 tensor_questions=lambda reached: tensor_questions(program, reached, glue_dir),
                                 types=types)
-        out = PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "", kernels_reached, functions, cuts,
-                          answers, types)
-        gc.collect()  # the walk's resolver is a web of cycles, several GB on sglang: gone before the next preset's
-        return out
+        return PresetReach(p.name, f"{found[0]}:{found[1]}" if found else "", kernels_reached, functions, cuts,
+                           answers, types)
 
 
 def questions(program: Program, idx: Indexed, reached: set[tuple[str, str]], cache_dir: Path | None
