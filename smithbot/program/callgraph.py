@@ -83,6 +83,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         self.setting_values = {str(v) for k, v in env.settings.items()
                                if k in env.chosen and isinstance(v, (str, int, bool))}
         self._registered: dict[str, list[tuple[tuple[str, ...], Value]]] | None = None
+        self._tables: dict[str, list[tuple[tuple[str, ...], Value]]] = {}  # (symbols.Symbols._entries)
         self._mro: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._memo: dict[tuple, tuple[list[Value], int | None]] = {}  # value, and the depth it was cut short at
         self._expr_cuts = 0
@@ -191,16 +192,19 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
                     name in (self.cls(m, q) or {}).get("assigned_at", {}) for m, q in self.mro(mod, qual)):
                 return [("inst", mod, qual)]  # an enum member (cls.NONE): an instance of its class
             found = self.method(mod, qual, name)
-            if found and kind == "inst":
-                f = self.p.facts(found[0][1])
-                deco = {d.split(".")[-1] for d, _ in f["functions"][found[0][2]]["decorators"]} if f else set()
-                if deco & {"property", "cached_property"}:  # self.model_runner: what the property returns
-                    return self.returns(found[0], depth + 1)
+            f = self.p.facts(found[0][1]) if found else None
+            deco = {d.split(".")[-1] for d, _ in f["functions"][found[0][2]]["decorators"]} if f else set()
+            if found and kind == "inst" and deco & {"property", "cached_property"}:
+                return self.returns(found[0], depth + 1)  # self.model_runner: what the property returns
+            if found and kind == "class" and deco & {"classmethod", "staticmethod"}:
+                return found  # Fp8Config.from_config: that class's own, not a subclass's override
             if found:
                 return [("method", mod, qual, name)]
             return []
         if kind == "registry" and name in _GETTERS:
             return [("getter", v[1])]
+        if kind == "registry":  # QUANTIZATION_METHODS[name].from_config: the attribute of what it holds
+            return [w for t in self.registered(v[1]) if t[0] == "class" for w in self.attr(t, name, depth + 1)]
         if kind == "super":  # the classes after this one in the bound class's method order
             chain = self.mro(*v[3])
             after = chain[chain.index((v[1], v[2])) + 1:] if (v[1], v[2]) in chain else self.mro(v[1], v[2])[1:]
@@ -361,8 +365,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
             elif v[0] == "getter":
                 out.append(("registry", v[1]))
             elif v[0] == "registry":
-                for t in self.registered(v[1]):
-                    out += self.returns(t, depth + 1)
+                out += self.call(self.registered(v[1]), depth)
         return out
 
     def returns(self, t: Value, depth: int, args: str = "") -> list[Value]:
@@ -408,7 +411,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
                 for c in self.concrete(v[1], v[2]):
                     out += self.method(*c, v[3])
             elif v[0] == "registry":
-                out += self.registered(v[1])
+                out += self.targets(self.registered(v[1]))
         return list(dict.fromkeys(out))
 
     def callees(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:

@@ -93,7 +93,8 @@ class CallValues(ResolverState):
                 any(isinstance(a, ast.Starred) for a in node.args):
             return None
         cls = (fn or {}).get("class")
-        found = self._attribute_test(mod, cls, klass, fn, node, read=True)
+        found = self._attribute_test(mod, cls, klass, fn, node, read=True) or self._instance_test(mod, cls, klass, fn,
+                                                                                                 node)
         if found is not None:
             return found
         held = self._held_callable(mod, fn, klass, node)
@@ -439,6 +440,32 @@ class CallValues(ResolverState):
         if has == {True} and read:
             return f"{source(node.args[0])}.{name}"  # getattr(model_runner, "prefill_aware_swa", False)
         return source(node.args[2]) if has == {False} else None
+
+    def _instance_test(self, mod: str, cls: str | None, klass: tuple[str, str] | None, fn: dict[str, Any] | None,
+                       node: ast.Call) -> str | None:
+        """``isinstance(obj, A)`` (or ``(A, B)``, ``A | B``) -> "True" or "False", when every class ``obj`` may hold
+        is known and the live classes each may be (itself, its live subclasses) all are, or none is, one of them
+        (``isinstance(layer, LinearBase)`` in a ``get_quant_method(self, layer)`` a fused-MoE layer calls). None
+        otherwise."""
+        if not (isinstance(node.func, ast.Name) and node.func.id == "isinstance" and len(node.args) == 2):
+            return None
+        kinds, todo = [], [node.args[1]]
+        while todo:
+            k = todo.pop()
+            if isinstance(k, ast.Tuple):
+                todo += k.elts
+            elif isinstance(k, ast.BinOp) and isinstance(k.op, ast.BitOr):
+                todo += [k.left, k.right]
+            else:
+                found = self.expr(mod, cls, klass, fn, source(k))
+                if not found or any(v[0] != "class" for v in found):
+                    return None
+                kinds += [(v[1], v[2]) for v in found]
+        vals = self.expr(mod, cls, klass, fn, source(node.args[0]))
+        if not vals or any(v[0] != "inst" for v in vals):
+            return None
+        held = {any(k in self.mro(*c) for k in kinds) for v in vals for c in self.concrete(v[1], v[2])}
+        return repr(held.pop()) if len(held) == 1 else None
 
     def _off_path_method(self, name: str) -> bool:
         """Whether ``name`` is a method that some file of the target defines and no live class (one a walk made, or

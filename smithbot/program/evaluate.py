@@ -370,6 +370,10 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
     getter = _env_getter(node, env, assigns, depth)
     if getter is not MISSING:
         return getter
+    if isinstance(func, ast.Attribute) and func.attr in _STR_TESTS and len(args) == 1 and not node.keywords:
+        # quantization.startswith("modelopt"): a string's test, on a setting or a constant
+        return lift(_str_test(func.attr), _value(func.value, env, assigns, depth + 1),
+                    _value(args[0], env, assigns, depth + 1))
     if isinstance(func, (ast.Name, ast.Attribute)):
         name = func.id if isinstance(func, ast.Name) else func.attr
         v = env.lookup(name)
@@ -392,6 +396,18 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
         if isinstance(owner, Member):  # SpeculativeAlgorithm.NONE.is_none()
             return owner.name.lower() == func.attr[3:]
     return Unknown
+
+
+_STR_TESTS = ("startswith", "endswith")
+
+
+def _str_test(method: str) -> Callable[[Any, Any], Any]:
+    def test(text: Any, part: Any) -> Any:
+        parts = part if isinstance(part, tuple) else (part,)
+        if isinstance(text, str) and all(isinstance(p, str) for p in parts):
+            return getattr(text, method)(parts)
+        return Unknown
+    return test
 
 
 _BUILTINS = ("getattr", "hasattr", "any", "all", "frozenset", "set", "tuple", "list", "isinstance", "bool", "int",

@@ -5,11 +5,13 @@ hardware. A mixin of the call graph's resolver (``callgraph._Resolver``), which 
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
 from smithbot.program.evaluate import Env
 from smithbot.program.modules import Program
+from smithbot.program.syntax import dotted_name, parse_expr
 
 _SINGLETON = re.compile(r"([A-Za-z_][\w.]*)\(.*\)", re.S)  # X = Cls(...): the callee
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
@@ -25,6 +27,7 @@ class Symbols:
     setting_values: set[str]
     other_platforms: set[str]
     _registered: dict[str, list[tuple[tuple[str, ...], Value]]] | None
+    _tables: dict[str, list[tuple[tuple[str, ...], Value]]]
     _mro: dict[tuple[str, str], list[tuple[str, str]]]
     _concrete: dict[tuple[str, str], Any]
     _foreign: dict[tuple[str, str], bool]
@@ -61,6 +64,9 @@ class Symbols:
                 vals = [("inst", v[1], v[2]) for v in classes]  # a module's one instance: _CONTEXT = Context(...)
             else:
                 vals = [("registry", head)]  # a module-level table: dispatch goes through its registrations
+                if head not in self._tables:  # a dict it spells out ({"fp8": Fp8Config}) registers its entries
+                    self._tables[head] = []
+                    self._tables[head] = self._entries(module, src, 0)
         elif f"{module}.{head}" in self.p.modules:
             vals = [("module", f"{module}.{head}")]
         else:  # from pkg.common import *
@@ -153,7 +159,25 @@ class Symbols:
         named = {str(v) for k, v in self.env.settings.items() if k in self.env.chosen
                  and k.replace("_", "").lower() in norm}
         allowed = named or self.setting_values
-        return [v for args, v in self._registered.get(registry, []) if all(a in allowed for a in args)]
+        return [v for args, v in self._registered.get(registry, []) + self._tables.get(registry, [])
+                if all(a in allowed for a in args)]
+
+    def _entries(self, module: str, src: str, depth: int) -> list[tuple[tuple[str, ...], Value]]:
+        """The classes and functions a module-level dict literal holds under string keys, with the entries of a
+        dict of the module's it unpacks (``{**BASE_METHODS, "x": X}``): ``registered`` matches their keys as it
+        matches decorators'."""
+        node = parse_expr(src)
+        if not isinstance(node, ast.Dict) or depth > 12:
+            return []
+        out: list[tuple[tuple[str, ...], Value]] = []
+        for key, value in zip(node.keys, node.values):
+            name = dotted_name(value)
+            if key is None and isinstance(value, ast.Name):
+                inner = (self.p.facts(module) or {}).get("assigns", {}).get(value.id)
+                out += self._entries(module, inner, depth + 1) if inner else []
+            elif isinstance(key, ast.Constant) and isinstance(key.value, str) and name:
+                out += [((key.value,), v) for v in self.symbol(module, name, depth + 1) if v[0] in ("class", "func")]
+        return out
 
     def _index_registrations(self, mod: str) -> None:
         """A module's registrations: a function decorated by a registering decorator with its keys, and a

@@ -187,7 +187,10 @@ def inline_flags(value: ast.expr, local_flags: dict[str, list[str]]) -> str:
             except SyntaxError:
                 return node
 
-    return ast.unparse(Inline().visit(ast.parse(ast.unparse(value), mode="eval")).body)
+    try:
+        return ast.unparse(Inline().visit(ast.parse(ast.unparse(value), mode="eval")).body)
+    except ValueError:  # a backslash written into an f-string's expression, which Python < 3.12 cannot spell
+        return ast.unparse(value)
 
 
 # what a flag an if-test reads may be assigned from: a test, a constant, another name, an attribute, or a call that

@@ -31,7 +31,8 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "quiet_plain_kernel", "sparse_head_kernel", "hip_only_kernel",
                "int_ids_kernel", "long_ids_kernel", "runner_v1_kernel", "runner_v2_kernel", "unset_config_kernel",
                "split_kernel", "unsplit_kernel", "mode_fast_kernel", "mode_auto_kernel", "swa_model_kernel",
-               "full_model_kernel", "padded_mask_kernel", "extend_table_kernel", "decode_table_kernel")
+               "full_model_kernel", "padded_mask_kernel", "extend_table_kernel", "decode_table_kernel",
+               "fp8_linear_kernel", "fp8_moe_kernel", "int4_moe_kernel", "modelopt_moe_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -457,6 +458,7 @@ from dataclasses import dataclass
 from eng.kernels import mla as k
 from eng.optional import make_impl, route
 from eng.pool import pool_step
+from eng.quant import Fp8Online, quant_step
 from eng.spec import Algo
 
 
@@ -487,6 +489,7 @@ class Scheduler(BuildMixin):
         self.algo = Algo.from_string(None)
         self.running = Batch()
         self.adapter = Adapter(algo=self.algo)
+        self.online = Fp8Online()
 
     def step(self, batch: Batch, x):
         if batch.algo.is_none():
@@ -494,6 +497,95 @@ class Scheduler(BuildMixin):
         route(x)
         make_impl().run(x)
         pool_step(x)
+        quant_step(self.args, x)
+''',
+    "eng/quant.py": '''"""Quantization configs in a table spelled out as a dict literal (a base table unpacked into it) keyed by the
+`quantization` setting, one built by its classmethod (which a live subclass overrides), a layer's method picked by
+`isinstance` of the layer, and a prefix test on the setting."""
+from eng.kernels import mla as k
+
+
+class Linear:
+    pass
+
+
+class QuantConfig:
+    def get_method(self, layer):
+        return None
+
+
+class Fp8Linear:
+    def apply(self, x):
+        k.fp8_linear(x)
+
+
+class Fp8Moe:
+    def apply(self, x):
+        k.fp8_moe(x)
+
+
+class Int4Moe:
+    def apply(self, x):
+        k.int4_moe(x)
+
+
+class ModelOptMoe:
+    def apply(self, x):
+        k.modelopt_moe(x)
+
+
+class ModelOptConfig(QuantConfig):
+    def get_method(self, layer):
+        return ModelOptMoe()
+
+
+class Fp8Config(QuantConfig):
+    @classmethod
+    def from_config(cls, raw):
+        return cls()
+
+    def get_method(self, layer):
+        if isinstance(layer, (Linear, ModelOptConfig)):
+            return Fp8Linear()
+        return Fp8Moe()
+
+
+class Fp8Online(Fp8Config):
+    @classmethod
+    def from_config(cls, raw):
+        return ModelOptConfig()
+
+
+class Int4Config(QuantConfig):
+    @classmethod
+    def from_config(cls, raw):
+        return cls()
+
+    def get_method(self, layer):
+        return Int4Moe()
+
+
+BASE_QUANTIZATION_METHODS = {"fp8": Fp8Config, "int4": Int4Config}
+QUANTIZATION_METHODS = {**BASE_QUANTIZATION_METHODS}
+
+
+def load_quant(name):
+    if name.startswith("modelopt"):
+        return ModelOptConfig()
+    quant_cls = QUANTIZATION_METHODS[name]
+    return quant_cls.from_config({})
+
+
+class MoeLayer:
+    def __init__(self, config):
+        self.method = config.get_method(self)
+
+    def forward(self, x):
+        self.method.apply(x)
+
+
+def quant_step(args, x):
+    MoeLayer(load_quant(args.quantization)).forward(x)
 ''',
     "eng/optional.py": '''"""Optional packages' fast paths (module-level imports that may fail), and an implementation class imported in
 one branch or the other of a function."""
@@ -1524,7 +1616,8 @@ hints:
 serving:
   gpu: sm90
   packages: {{fastlib: installed, gonelib: missing}}
-  settings: {{attention_backend: fa3, moe_a2a_backend: none, moe_runner_backend: cutlass, device_type: cuda}}
+  settings: {{attention_backend: fa3, moe_a2a_backend: none, moe_runner_backend: cutlass, device_type: cuda,
+             quantization: fp8}}
   entries: ["eng.runner:ModelRunner.forward", "eng.sched:Scheduler.step", "eng.runconfig:Worker.execute",
             "eng.batching:BatchPicker.next_batch"]
   arguments: ["eng.args:ServerArgs"]

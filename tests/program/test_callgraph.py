@@ -308,6 +308,17 @@ def test_a_registered_function_is_taken_and_a_type_hint_yields_to_what_callers_p
     assert_never(sites, ("pool_unfused_kernel", "self.fused is not None and (not self.lora)"))
 
 
+def test_a_table_spelled_out_a_classmethod_and_isinstance_of_a_layer_decide_the_quant_method(engine: str) -> None:
+    """`eng/quant.py`: `QUANTIZATION_METHODS[name]` is the dict literal's entry for the `quantization` setting (fp8),
+    through the base table it unpacks; `from_config` called on that class is its own, not the override of its live
+    subclass `Fp8Online` (which would give the ModelOpt config); `"fp8".startswith("modelopt")` is false; and the
+    config's `get_method(self)` from a MoE layer is decided by `isinstance(layer, (Linear, ModelOptConfig))`."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "fp8_moe_kernel")
+    for name in ("fp8_linear_kernel", "int4_moe_kernel", "modelopt_moe_kernel"):
+        assert sites[name].reach == "never", (name, sites[name].reasons)
+
+
 def test_a_keyword_dict_built_by_stores_passes_its_keys_and_a_flag_only_an_unrun_method_sets_keeps_its_default(
         engine: str) -> None:
     """`eng/pool.py`'s `split_micro` builds `Micro(**out)` from a dict filled in a loop over literal names and by

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from smithbot.program.evaluate import Env, Platform, evaluate
+from smithbot.program.facts import file_facts
 from smithbot.program.kinds import EACH
 
 ENV = Env(settings={"attention_backend": "fa3", "moe_a2a_backend": "none", "quantization": None, "page_size": 1,
@@ -183,3 +184,23 @@ def test_a_comprehension_reads_as_its_elements_type() -> None:
     assert text("(mod.Table(n) for n in range(3))") == "mod.Table()"
     assert text("{self.make(k) for k in keys}") == "self.make()"
     assert text("[t.table for t in tables]") is None and text("[f(x) for f in fns]") is None
+
+
+def test_a_flag_with_a_backslash_written_into_an_f_string_keeps_its_own_source() -> None:
+    """Writing a local's source into an f-string's expression needs a backslash there, which Python before 3.12
+    cannot spell: the flag keeps its own source instead of failing the whole file."""
+    src = rb'''class A:
+    def __init__(self, flag):
+        sep = "\\"
+        self.label = f"{sep}x" if flag else ""
+'''
+    out = file_facts("a.py", src, "a")
+    assert "error" not in out
+    label = out["classes"]["A"]["flags"]["label"][0][0]
+    assert label.startswith("f'") and label.endswith("x' if flag else ''"), label
+
+
+@pytest.mark.parametrize("setting,held", [("fp8", False), ("modelopt_fp4", True), (None, None)])
+def test_a_string_prefix_test_on_a_setting(setting: str | None, held: bool | None) -> None:
+    env = Env({"quantization": setting} if setting else {}, {})
+    assert evaluate('model_config.quantization.startswith(("modelopt", "w4"))', env) is held
