@@ -305,7 +305,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
             key, eq, value = a.partition("=")
             named = bool(eq) and key.strip().isidentifier() and not value.startswith("=")
             src = value.strip() if named else a.strip()
-            const = self._value_there(mod, fn, owner, src) if src else None
+            const = self._value_there(mod, fn, owner, src) if src and src != "?" else None
             out.append(f"{key.strip()}={const or '?'}" if named else (const or "?"))
         return ", ".join(out)
 

@@ -13,7 +13,7 @@ import functools
 from typing import Any, Callable
 
 from smithbot.program.evaluate import evaluate, value_of
-from smithbot.program.kinds import CONFIG, EACH_OF_SOURCE, GIVEN, OBJECT, Several, several
+from smithbot.program.kinds import CONFIG, EACH_OF_SOURCE, GIVEN, INSTANCE_SOURCE, OBJECT, Several, several
 from smithbot.program.syntax import parse_expr, source
 from smithbot.program.values import ResolverState, element_of, element_split, is_literal, source_of
 
@@ -93,8 +93,8 @@ class CallValues(ResolverState):
                 any(isinstance(a, ast.Starred) for a in node.args):
             return None
         cls = (fn or {}).get("class")
-        found = self._attribute_test(mod, cls, klass, fn, node, read=True) or self._instance_test(mod, cls, klass, fn,
-                                                                                                 node)
+        found = self._attribute_test(mod, cls, klass, fn, node, read=True) \
+            or self._instance_test(mod, cls, klass, fn, node, outer)
         if found is not None:
             return found
         held = self._held_callable(mod, fn, klass, node)
@@ -442,11 +442,11 @@ class CallValues(ResolverState):
         return source(node.args[2]) if has == {False} else None
 
     def _instance_test(self, mod: str, cls: str | None, klass: tuple[str, str] | None, fn: dict[str, Any] | None,
-                       node: ast.Call) -> str | None:
+                       node: ast.Call, outer: Callable[[str], Any] | None) -> str | None:
         """``isinstance(obj, A)`` (or ``(A, B)``, ``A | B``) -> "True" or "False", when every class ``obj`` may hold
         is known and the live classes each may be (itself, its live subclasses) all are, or none is, one of them
-        (``isinstance(layer, LinearBase)`` in a ``get_quant_method(self, layer)`` a fused-MoE layer calls). None
-        otherwise."""
+        (``isinstance(layer, LinearBase)`` in the ``get_quant_method(self, layer)`` a fused-MoE layer calls: the
+        call binds ``layer`` to ``__instance__(...)``, read through ``outer``). None otherwise."""
         if not (isinstance(node.func, ast.Name) and node.func.id == "isinstance" and len(node.args) == 2):
             return None
         kinds, todo = [], [node.args[1]]
@@ -461,7 +461,12 @@ class CallValues(ResolverState):
                 if not found or any(v[0] != "class" for v in found):
                     return None
                 kinds += [(v[1], v[2]) for v in found]
-        vals = self.expr(mod, cls, klass, fn, source(node.args[0]))
+        held_src = outer(node.args[0].id) if outer is not None and isinstance(node.args[0], ast.Name) else None
+        bound = parse_expr(held_src) if isinstance(held_src, str) and held_src.startswith(INSTANCE_SOURCE) else None
+        if isinstance(bound, ast.Call) and all(isinstance(a, ast.Constant) for a in bound.args):
+            vals = [("inst", *(a.value for a in bound.args))]
+        else:
+            vals = self.expr(mod, cls, klass, fn, source(node.args[0]))
         if not vals or any(v[0] != "inst" for v in vals):
             return None
         held = {any(k in self.mro(*c) for k in kinds) for v in vals for c in self.concrete(v[1], v[2])}

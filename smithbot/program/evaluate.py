@@ -32,7 +32,8 @@ import functools
 import re
 from typing import Any, Callable
 
-from smithbot.program.kinds import (CONFIG, DTYPES, EACH, EACH_OF_SOURCE, EACH_SOURCE, GIVEN, MISSING, OBJECT,
+from smithbot.program.kinds import (CONFIG, DTYPES, EACH, EACH_OF_SOURCE, EACH_SOURCE, GIVEN, INSTANCE_SOURCE,
+                                    MISSING, OBJECT,
                                     ONE_OF_SOURCE, DType, Given, Member, ModelConfig, ObjectValue, Several, Unknown,
                                     lift, several, truth)
 from smithbot.program.syntax import parse_expr, source
@@ -342,6 +343,8 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
             and all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in args):
         lo, hi = args[0].value, args[1].value  # type: ignore[union-attr]
         return Several(range(lo, min(hi, lo + 4096)), each=True) if hi > lo else Unknown
+    if isinstance(node.func, ast.Name) and node.func.id == INSTANCE_SOURCE:
+        return Given()  # an object of a known class: not None, nothing else here
     if isinstance(node.func, ast.Name) and node.func.id in (EACH_OF_SOURCE, ONE_OF_SOURCE) and args:
         return several([_value(a, env, assigns, depth + 1) for a in args], each=node.func.id == EACH_OF_SOURCE)
     if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str) \

@@ -130,18 +130,29 @@ def expr_text(node: ast.expr) -> str | None:
 
 def const_args(call: ast.Call) -> str:
     """A call's arguments when all are constants or enum-like members (``OpType.RMSNorm``, ``"fa3"``, ``2``),
-    so a factory's returns can be decided per call; otherwise nothing."""
+    so a factory's returns can be decided per call; when the caller hands over ``self``, that and ``?`` for each
+    argument that is no constant (``get_quant_method(self, ?)``: the callee may ask what ``self`` is); otherwise
+    nothing."""
     parts = []
     for a in call.args:
         if isinstance(a, ast.Starred):
             return ""
         parts.append(a)
     parts += [k.value for k in call.keywords if k.arg]
+    if any(_is_self(p) for p in parts) and all(k.arg for k in call.keywords):
+        def text(v: ast.expr) -> str:
+            return ast.unparse(v) if _is_self(v) or is_const(v) else "?"
+        out = ", ".join([text(a) for a in call.args] + [f"{k.arg}={text(k.value)}" for k in call.keywords])
+        return out if "(" not in out and ")" not in out else ""
     if not parts or not all(is_const(p) for p in parts):
         return ""
     texts = [ast.unparse(a) for a in call.args] + [f"{k.arg}={ast.unparse(k.value)}" for k in call.keywords]
     out = ", ".join(texts)
     return out if "(" not in out and ")" not in out else ""
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def is_const(node: ast.expr) -> bool:

@@ -584,8 +584,17 @@ class MoeLayer:
         self.method.apply(x)
 
 
+class LinearLayer(Linear):
+    def __init__(self, config):
+        self.method = config.get_method(self)
+
+    def forward(self, x):
+        self.method.apply(x)
+
+
 def quant_step(args, x):
-    MoeLayer(load_quant(args.quantization)).forward(x)
+    config = load_quant(args.quantization)
+    LinearLayer(config).forward(MoeLayer(config).forward(x))
 ''',
     "eng/optional.py": '''"""Optional packages' fast paths (module-level imports that may fail), and an implementation class imported in
 one branch or the other of a function."""

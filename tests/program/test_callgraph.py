@@ -312,10 +312,11 @@ def test_a_table_spelled_out_a_classmethod_and_isinstance_of_a_layer_decide_the_
     """`eng/quant.py`: `QUANTIZATION_METHODS[name]` is the dict literal's entry for the `quantization` setting (fp8),
     through the base table it unpacks; `from_config` called on that class is its own, not the override of its live
     subclass `Fp8Online` (which would give the ModelOpt config); `"fp8".startswith("modelopt")` is false; and the
-    config's `get_method(self)` from a MoE layer is decided by `isinstance(layer, (Linear, ModelOptConfig))`."""
+    config's `get_method(self)` is decided by `isinstance(layer, (Linear, ModelOptConfig))` for each layer that
+    calls it, the MoE layer and the linear one (the call binds `layer` to that caller's object)."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
-    assert_default(sites, "fp8_moe_kernel")
-    for name in ("fp8_linear_kernel", "int4_moe_kernel", "modelopt_moe_kernel"):
+    assert_default(sites, "fp8_moe_kernel", "fp8_linear_kernel")
+    for name in ("int4_moe_kernel", "modelopt_moe_kernel"):
         assert sites[name].reach == "never", (name, sites[name].reasons)
 
 
