@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import math
 import re
 from typing import Any, Callable
 
@@ -162,7 +163,7 @@ def value_of(src: str, env: Env, assigns: Callable[[str], Any] = lambda name: No
 
 def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
     """The value of an expression, Unknown when the defaults do not say, MISSING for a name they do not know."""
-    if depth > 8:
+    if depth > 12:  # (a name's source is evaluated one deeper: a test over locals assigned from locals)
         return Unknown
     if isinstance(node, ast.Constant):
         return node.value
@@ -373,6 +374,11 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
     getter = _env_getter(node, env, assigns, depth)
     if getter is not MISSING:
         return getter
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "math" \
+            and func.attr in _MATH and args and not node.keywords:  # math.log2(n).is_integer(): is_power_of_two(n)
+        return lift(_math(func.attr), *(_value(a, env, assigns, depth + 1) for a in args))
+    if isinstance(func, ast.Attribute) and func.attr == "is_integer" and not args and not node.keywords:
+        return lift(_is_integer, _value(func.value, env, assigns, depth + 1))
     if isinstance(func, ast.Attribute) and func.attr in _STR_TESTS and len(args) == 1 and not node.keywords:
         # quantization.startswith("modelopt"): a string's test, on a setting or a constant
         return lift(_str_test(func.attr), _value(func.value, env, assigns, depth + 1),
@@ -402,6 +408,28 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
 
 
 _STR_TESTS = ("startswith", "endswith")
+_MATH = ("log2", "log10", "log", "sqrt", "isqrt", "ceil", "floor", "gcd", "exp")
+
+
+def _number_like(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _math(name: str) -> Callable[..., Any]:
+    def f(*vals: Any) -> Any:
+        if not all(_number_like(v) for v in vals):
+            return Unknown
+        try:
+            return getattr(math, name)(*vals)
+        except (ValueError, TypeError, OverflowError):
+            return Unknown
+    return f
+
+
+def _is_integer(v: Any) -> Any:
+    if isinstance(v, float):
+        return v.is_integer()
+    return True if _number_like(v) else Unknown
 
 
 def _str_test(method: str) -> Callable[[Any, Any], Any]:

@@ -204,3 +204,21 @@ def test_a_flag_with_a_backslash_written_into_an_f_string_keeps_its_own_source()
 def test_a_string_prefix_test_on_a_setting(setting: str | None, held: bool | None) -> None:
     env = Env({"quantization": setting} if setting else {}, {})
     assert evaluate('model_config.quantization.startswith(("modelopt", "w4"))', env) is held
+
+
+def test_math_on_numbers_and_arithmetic_locals_decide_a_power_of_two_test() -> None:
+    """`is_power_of_two(n)` is `n > 0 and math.log2(n).is_integer()`; a local assigned by arithmetic
+    (`topk_routed = topk - shared`) is evaluated as its source; a chain of such locals (a test over `experts_per_group`,
+    itself over `num_experts`) is followed as deep as it goes."""
+    src = {"topk_routed": "topk - shared", "experts_per_group": "num_experts // groups if groups else num_experts",
+           "num_experts": "experts", "is_power_of_two(num_experts)": "num_experts > 0 and math.log2(num_experts).is_integer()"}
+    env = Env({"topk": 9, "shared": 1, "groups": 8}, {})
+    for experts, held in ((256, True), (96, False)):
+        e = Env({**env.settings, "experts": experts}, {})
+        test = ("is_power_of_two(num_experts) and topk_routed <= 8 and (experts_per_group <= 32 and "
+                "experts_per_group * 4 <= 128 if groups > 1 else num_experts <= 384)")
+        assert evaluate(test, e, src.get) is held
+    assert evaluate("math.log2(x).is_integer()", env, src.get) is None
+    fn = file_facts("m.py", b"def f(topk, shared):\n    routed = topk - shared\n    if routed <= 8:\n        pass\n",
+                    "m")["functions"]["f"]
+    assert fn["flags"]["routed"] == ["topk - shared"]
