@@ -34,9 +34,8 @@ import re
 from typing import Any, Callable
 
 from smithbot.program.kinds import (CONFIG, DTYPES, EACH, EACH_OF_SOURCE, EACH_SOURCE, GIVEN, INSTANCE_SOURCE,
-                                    MISSING, OBJECT,
-                                    ONE_OF_SOURCE, DType, Given, Member, ModelConfig, ObjectValue, Several, Unknown,
-                                    lift, several, truth)
+                                    MISSING, OBJECT, ONE_OF_SOURCE, DType, Given, Member, ModelConfig, ObjectValue,
+                                    Several, Unknown, lift, several, truth)
 from smithbot.program.syntax import parse_expr, source
 
 _ORDER = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "in": lambda a, b: a in b,

@@ -65,7 +65,7 @@ class Symbols:
             else:
                 vals = [("registry", head)]  # a module-level table: dispatch goes through its registrations
                 if head not in self._tables:  # a dict it spells out ({"fp8": Fp8Config}) registers its entries
-                    self._tables[head] = []
+                    self._tables[head] = []  # (by the table's name, as decorators register: the first one read)
                     self._tables[head] = self._entries(module, src, 0)
         elif f"{module}.{head}" in self.p.modules:
             vals = [("module", f"{module}.{head}")]

@@ -12,8 +12,8 @@ import re
 from typing import Any, Callable
 
 from smithbot.program.evaluate import value_of
-from smithbot.program.kinds import (CONFIG, EACH, EACH_SOURCE, INSTANCE_SOURCE, OBJECT, ONE_OF_SOURCE, DType, Member, ModelConfig,
-                                    Several, Unknown)
+from smithbot.program.kinds import (CONFIG, EACH, EACH_SOURCE, INSTANCE_SOURCE, OBJECT, ONE_OF_SOURCE, DType,
+                                    Member, ModelConfig, Several, Unknown)
 from smithbot.program.modules import Program
 from smithbot.program.syntax import names_read, parse_expr
 
@@ -351,8 +351,8 @@ class EngineValues(ResolverState):
         """The constant an expression is in a function's context, as a source: a literal, what the defaults make of
         it (``several``: or one of several constants, ``__one_of__(a, b)``), OBJECT for a class or a function
         named as a value, an object of one class as ``__instance__('mod', 'Cls')`` (``self``, handed to a method
-        that asks ``isinstance`` of it); None when it cannot be told. ``deeper``: one more value deep (not when the caller counted
-        it already)."""
+        that asks ``isinstance`` of it); None when it cannot be told. ``deeper``: one more value deep (not when the
+        caller counted it already)."""
         if is_literal(src):
             return src
         if self._too_deep():

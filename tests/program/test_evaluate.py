@@ -211,7 +211,8 @@ def test_math_on_numbers_and_arithmetic_locals_decide_a_power_of_two_test() -> N
     (`topk_routed = topk - shared`) is evaluated as its source; a chain of such locals (a test over `experts_per_group`,
     itself over `num_experts`) is followed as deep as it goes."""
     src = {"topk_routed": "topk - shared", "experts_per_group": "num_experts // groups if groups else num_experts",
-           "num_experts": "experts", "is_power_of_two(num_experts)": "num_experts > 0 and math.log2(num_experts).is_integer()"}
+           "num_experts": "experts",
+           "is_power_of_two(num_experts)": "num_experts > 0 and math.log2(num_experts).is_integer()"}
     env = Env({"topk": 9, "shared": 1, "groups": 8}, {})
     for experts, held in ((256, True), (96, False)):
         e = Env({**env.settings, "experts": experts}, {})
