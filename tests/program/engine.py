@@ -499,8 +499,8 @@ class Scheduler(BuildMixin):
         pool_step(x)
         quant_step(self.args, x)
 ''',
-    "eng/quant.py": '''"""Quantization configs in a table spelled out as a dict literal (a base table unpacked into it) keyed by the
-`quantization` setting, one built by its classmethod (which a live subclass overrides), a layer's method picked by
+    "eng/quant.py": '''"""Quantization configs in a table spelled out as a dict literal (a base table unpacked into
+it) keyed by the `quantization` setting, one built by its classmethod (which a live subclass overrides), a layer's method picked by
 `isinstance` of the layer, and a prefix test on the setting."""
 from eng.kernels import mla as k
 
