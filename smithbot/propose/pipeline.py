@@ -175,7 +175,8 @@ def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[Prepared
     notes = run_formatters(wt, result.changed_files, target.conventions.formatter, originals)
     patch_kernel = wrepo.git.diff(commit, "--", *result.changed_files) if result.changed_files else ""
     args = (target, task, verification, verdict, cand, result.replaced, result.added)
-    rendered = render(*args, notes, patch_kernel, commit)
+    base_files = set(wrepo.git.ls_tree("-r", "--name-only", commit).splitlines())  # (the target's own tests stay)
+    rendered = render(*args, notes, patch_kernel, commit, base_files.__contains__)
     files = {rendered.test_path: rendered.test}
     if rendered.bench_path:
         files[rendered.bench_path] = rendered.bench
@@ -186,7 +187,7 @@ def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[Prepared
     more = [n for n in run_formatters(wt, tuple(files), target.conventions.formatter)
             if n not in notes]
     files = {rel: (wt / rel).read_text(encoding="utf-8") for rel in files}  # as formatted: what is committed
-    body = render(*args, notes + more, patch_kernel, commit).body if more else rendered.body
+    body = render(*args, notes + more, patch_kernel, commit, base_files.__contains__).body if more else rendered.body
     wrepo.git.add("-A")
     preview = bool(verification.get("preview"))
     title = pr_title(task, verdict, config_only=cand.proposer == "tune", source=cand.source or "", preview=preview,

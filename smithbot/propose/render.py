@@ -14,7 +14,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jinja2
 
@@ -385,7 +385,9 @@ def _story(task: Task, cand: Any, v: dict[str, Any], kernel_def: Any, op: str, b
 
 def render(target: Target, task: Task, verification: dict[str, Any], verdict: dict[str, Any], cand: Any,
            replaced: tuple[str, ...], added: tuple[str, ...], notes: list[str], patch: str,
-           base_commit: str) -> Rendered:
+           base_commit: str, taken: Callable[[str], bool] = lambda rel: False) -> Rendered:
+    """The PR body, the generated test and, where the target wants one, the benchmark script. ``taken``: whether the
+    target already has a file at a path (its own tests of the op): the generated files never replace one."""
     style = target.conventions.pr_style  # (a template of that name exists: the target YAML is checked on load)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
@@ -395,8 +397,8 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     kernel_def = entry_def if glue else _kernel_def(task, base_src)
     op = entry_def.name  # the fused launcher's name, for glue; the task's entry, for a kernel
     area = Path(entry_def.path).parent.name
-    test_path = target.conventions.test_layout.format(op=op, area=area)
-    bench_path = str(Path(test_path).parent / f"bench_{op}.py")
+    test_path = _free(target.conventions.test_layout.format(op=op, area=area), taken)
+    bench_path = _free(str(Path(test_path).parent / f"bench_{op}.py"), taken)
     harness_src = task.harness_path.read_text(encoding="utf-8")
     interpreter = verification["backend"] == "interpreter"
     preview = bool(verification.get("preview"))  # a fusion checked on the interpreter: correct, fewer launches, untimed
@@ -458,6 +460,15 @@ def render(target: Target, task: Task, verification: dict[str, Any], verdict: di
     test, bench = _test_files(env, target, task, cand, op, module_of(entry_def.path), base_src, base_commit,
                               (input_imports, inputs, case_dtype), dtypes, bench_path if with_bench else "")
     return Rendered(body, test_path, test, bench_path if with_bench else "", bench)
+
+
+def _free(rel: str, taken: Callable[[str], bool]) -> str:
+    """``rel``, or beside it ``<stem>_reference`` (then numbered) where the target already has that file."""
+    path, n, out = Path(rel), 0, rel
+    while taken(out):
+        n += 1
+        out = str(path.with_name(f"{path.stem}_reference{n if n > 1 else ''}{path.suffix}"))
+    return out
 
 
 def _test_files(env: jinja2.Environment, target: Target, task: Task, cand: Any, op: str, module: str, base_src: str,

@@ -73,6 +73,19 @@ def test_body_follows_the_target_template(parts: tuple, target: str) -> None:
     assert r.test_path.endswith("test_rmsnorm.py")
 
 
+def test_the_generated_test_never_replaces_a_test_file_the_target_has(parts: tuple) -> None:
+    """lmdeploy already has `tests/pytorch/kernel/test_rms_norm.py`: the PR adds its test beside it, and the body's
+    reproduce commands name the new file."""
+    task, cand, verification, verdict = parts
+    target = get_target("lmdeploy")
+    own = target.conventions.test_layout.format(op="rmsnorm", area="tasks")
+    r = render(target, task, verification, verdict, cand, ("pkg/ops.py::rmsnorm",), (), [], "", "abc",
+               {own, own.replace(".py", "_reference.py")}.__contains__)
+    assert r.test_path == own.replace(".py", "_reference2.py")
+    assert f"python -m pytest {r.test_path}" in r.body and f"python -m pytest {own} " not in r.body
+    assert render(target, task, verification, verdict, cand, (), (), [], "", "abc").test_path == own
+
+
 @pytest.mark.parametrize("target", sorted(HEADINGS))
 def test_a_launch_config_change_gets_a_short_test_of_the_original_launcher(parts: tuple, target: str) -> None:
     task, cand, verification, verdict = parts
