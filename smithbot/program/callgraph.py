@@ -40,6 +40,7 @@ from typing import Any
 from smithbot.program.calls import CallValues
 from smithbot.program.decide import Decisions
 from smithbot.program.evaluate import Env
+from smithbot.program.kinds import INSTANCE_SOURCE
 from smithbot.program.modules import Program
 from smithbot.program.symbols import Symbols
 from smithbot.program.tensors import TensorTypes
@@ -296,8 +297,9 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
     def _constants(self, mod: str, owner: tuple[str, str] | None, fn: dict[str, Any] | None, vals: list[Value],
                    args: str) -> str:
         """A call's argument texts as the constants they are in the caller (``rope_scaling=rope_scaling``, the
-        caller's own parameter, is the model config's None), for a function the call runs; an argument that cannot
-        be told is ``?`` (its text would mean the callee's own name there)."""
+        caller's own parameter, is the model config's None), for a function the call runs; the caller's ``self`` as
+        ``__instance__('mod', 'Cls')`` (a callee may ask ``isinstance`` of it: ``get_quant_method(self, prefix)``);
+        an argument that cannot be told is ``?`` (its text would mean the callee's own name there)."""
         if not args or not any(v[0] in ("func", "method") for v in vals):
             return args
         out = []
@@ -305,7 +307,10 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
             key, eq, value = a.partition("=")
             named = bool(eq) and key.strip().isidentifier() and not value.startswith("=")
             src = value.strip() if named else a.strip()
-            const = self._value_there(mod, fn, owner, src) if src and src != "?" else None
+            if src == "self" and owner:
+                const = f"{INSTANCE_SOURCE}({owner[0]!r}, {owner[1]!r})"
+            else:
+                const = self._value_there(mod, fn, owner, src) if src and src != "?" else None
             out.append(f"{key.strip()}={const or '?'}" if named else (const or "?"))
         return ", ".join(out)
 

@@ -21,7 +21,7 @@ ONE_OF_SOURCE = "__one_of__"  # ``__one_of__(a, b)``: one of these values, not k
 EACH = "each"  # a test's decision where it differs between the instances of one class (per layer): both branches run
 GIVEN = "__given__"  # the source ``assigns`` gives for an entry's parameter that its caller must pass
 CONFIG = "__config__"  # the source ``assigns`` gives for the model's config (the model class's first argument)
-INSTANCE_SOURCE = "__instance__"  # ``__instance__('mod', 'Cls')``: an object of that class (or a live subclass)
+INSTANCE_SOURCE = "__instance__"  # ``__instance__('mod', 'Cls')``: the caller's ``self`` handed over (or a subclass)
 OBJECT = "__object__"  # the source for a class or a function handed on as a value: true, not None, nothing else
 
 

@@ -12,8 +12,8 @@ import re
 from typing import Any, Callable
 
 from smithbot.program.evaluate import value_of
-from smithbot.program.kinds import (CONFIG, EACH, EACH_SOURCE, INSTANCE_SOURCE, OBJECT, ONE_OF_SOURCE, DType,
-                                    Member, ModelConfig, Several, Unknown)
+from smithbot.program.kinds import (CONFIG, EACH, EACH_SOURCE, OBJECT, ONE_OF_SOURCE, DType, Member, ModelConfig,
+                                    Several, Unknown)
 from smithbot.program.modules import Program
 from smithbot.program.syntax import names_read, parse_expr
 
@@ -349,10 +349,9 @@ class EngineValues(ResolverState):
     def _value_there(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, src: str,
                      deeper: bool = True, several: bool = False) -> str | None:
         """The constant an expression is in a function's context, as a source: a literal, what the defaults make of
-        it (``several``: or one of several constants, ``__one_of__(a, b)``), OBJECT for a class or a function
-        named as a value, an object of one class as ``__instance__('mod', 'Cls')`` (``self``, handed to a method
-        that asks ``isinstance`` of it); None when it cannot be told. ``deeper``: one more value deep (not when the
-        caller counted it already)."""
+        it (``several``: or one of several constants, ``__one_of__(a, b)``), or OBJECT for a class or a function
+        named as a value; None when it cannot be told. ``deeper``: one more value deep (not when the caller counted
+        it already)."""
         if is_literal(src):
             return src
         if self._too_deep():
@@ -368,8 +367,6 @@ class EngineValues(ResolverState):
                 vals = self.expr(mod, (fn or {}).get("class"), owner, fn, src)
                 if vals and all(v[0] in ("class", "func", "kernel") for v in vals):
                     found = OBJECT
-                elif len(vals) == 1 and vals[0][0] == "inst":
-                    found = f"{INSTANCE_SOURCE}({vals[0][1]!r}, {vals[0][2]!r})"
             return found
         finally:
             self._tracing -= deeper

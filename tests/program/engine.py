@@ -576,7 +576,7 @@ def load_quant(name):
     return quant_cls.from_config({})
 
 
-class MoeLayer:
+class Layer:
     def __init__(self, config):
         self.method = config.get_method(self)
 
@@ -584,12 +584,12 @@ class MoeLayer:
         self.method.apply(x)
 
 
-class LinearLayer(Linear):
-    def __init__(self, config):
-        self.method = config.get_method(self)
+class MoeLayer(Layer):
+    pass
 
-    def forward(self, x):
-        self.method.apply(x)
+
+class LinearLayer(Layer, Linear):
+    pass
 
 
 def quant_step(args, x):
