@@ -133,6 +133,11 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         # attribute its class's __init__ sets keeps only the other assignments made in functions a walk reaches
         # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)
         self.ran: frozenset[tuple[str, str]] | None = None
+        # of those, the ones a per-step walk reached with every if-test on the way decided: they run every step, so
+        # what they surely assign replaces what __init__ left (``self.current_attention_backend = None``, then the
+        # step's backend)
+        self.surely: frozenset[tuple[str, str]] = frozenset()
+        self.surely_now: set[tuple[str, str]] = set()
         self.entries: set[int] = set()  # the walk's entry functions (ids of their facts)
         self.configs: dict[int, str] = {}  # the model class's constructor (id of its facts) -> its config parameter
         # a function -> the calls of it a round of walks made (caller, index of the call in its facts); the last

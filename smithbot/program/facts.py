@@ -388,6 +388,10 @@ class _Visitor(ast.NodeVisitor):
         """A flag an if-test reads, with every value it is given (decided where they all agree), and in order with
         the if-tests each is assigned under."""
         assert self.fn is not None
+        if name not in self.fn["flags"] and self.tests and name in self.fn["params"]:
+            # a parameter reassigned only under an if-test still holds the caller's value where the test fails
+            self.fn["flags"][name] = [name]
+            self.fn.setdefault("assigned", {})[name] = [[name, []]]
         self.fn["flags"].setdefault(name, [])
         if src not in self.fn["flags"][name]:
             self.fn["flags"][name].append(src)

@@ -294,7 +294,9 @@ class EngineValues(ResolverState):
         serving defaults let happen: none under an if-test decided against it, and, once a walk has run, none
         outside ``__init__`` in a method the walk did not reach (``self._aiter_runner = MoeRunner(...)`` under
         ``if use_aiter``, or a flag only a capture helper sets). In ``__init__`` an assignment that surely runs
-        replaces the ones before it (``self.fused_func = None``, then ``= pool.get(...)`` under ``if not lora``).
+        replaces the ones before it (``self.fused_func = None``, then ``= pool.get(...)`` under ``if not lora``), and
+        one that surely runs in a method every step surely runs replaces what ``__init__`` left, in steady serving
+        (``self.current_attention_backend = None``, then each step's backend).
         A field's default in the class body (``ready: bool = False``) holds unless a construction of the class
         passes the field by name: what it passes is one more value (its constant where the call site decides it,
         else unknown), and when every construction passes it (each that the defaults leave; one at least, passing
@@ -327,6 +329,7 @@ class EngineValues(ResolverState):
             entries = entries + passed
         made: list[str] = []  # what __init__ leaves, in its order: an assignment that surely runs replaces the last
         later: list[str] = []
+        each_step = False  # a method every step runs surely assigns it: what __init__ left is gone after the first
         for src, where, tests in entries:
             fn = (f or {}).get("functions", {}).get(where)
             in_init = not where or where.endswith("__init__")
@@ -338,13 +341,15 @@ class EngineValues(ResolverState):
             held = self.decisions(mod, tests, fn, klass=owner) if tests else []
             if any(h not in (None, EACH) and h != taken for h, (_, taken) in zip(held, tests)):
                 continue
+            sure = all(h is not None and h is not EACH for h in held)
             if not in_init:
                 later.append(src)
-            elif all(h is not None and h is not EACH for h in held):
+                each_step = each_step or sure and (mod, where) in self.surely
+            elif sure:
                 made = [src]
             else:
                 made.append(src)
-        return made + later
+        return later if each_step else made + later
 
     def _value_there(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, src: str,
                      deeper: bool = True, several: bool = False) -> str | None:

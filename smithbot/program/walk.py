@@ -52,7 +52,7 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
         before = set(r.live)
         r.made_now, r.made_in_now = set(), {}
         r.reset()
-        r.visited = set()
+        r.visited, r.surely_now = set(), set()
         r.env = env.with_phase(phases[0])
         _walk(r, startup, False, {}, True)
         if cuts is not None:
@@ -62,12 +62,12 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
             best[phase], funcs[phase], graph[phase] = {}, {}, _Graph()
             _walk(r, model, True, best[phase], True, funcs[phase], cuts, graph[phase])
             _walk(r, engine, True, best[phase], False, funcs[phase], cuts, graph[phase])
-        ran = frozenset(r.visited)
+        ran, surely = frozenset(r.visited), frozenset(r.surely_now)
         callers, r.callers_now = r.callers_now, {}
         made = r.made_now | entry_classes
-        if made == before and ran == r.ran and callers == r.callers:
+        if made == before and ran == r.ran and surely == r.surely and callers == r.callers:
             break
-        r.ran, r.callers, r.live, r.made_in = ran, callers, made, r.made_in_now
+        r.ran, r.surely, r.callers, r.live, r.made_in = ran, surely, callers, made, r.made_in_now
     if cuts is not None:
         _behind_cuts(r, cuts)
     for phase in phases:
@@ -247,6 +247,8 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
         r.visited.add((node[1], node[2]))
         r.bound_of[(node[1], node[2])] = node[3]
         if funcs is not None:
+            if c == 0:
+                r.surely_now.add((node[1], node[2]))
             old = funcs.get((node[1], node[2]))
             if old is None or (loop, -c) > (old.per_layer, -old.undecided):
                 opened = open_tests.get((node, loop), ())

@@ -28,7 +28,8 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "staged_async_kernel", "staged_plain_kernel", "staged_wide_kernel", "plan_run_kernel",
                "plan_skip_kernel", "one_shot_kernel", "norm_cast_kernel", "norm_plain_kernel", "aiter_only_kernel",
                "listed_mode_kernel", "unlisted_mode_kernel", "a2a_deepep_kernel", "quiet_cast_kernel",
-               "quiet_plain_kernel", "sparse_head_kernel", "hip_only_kernel",
+               "quiet_plain_kernel", "route_standard_kernel", "route_bypass_kernel",
+               "stamp_fast_kernel", "stamp_slow_kernel", "sparse_head_kernel", "hip_only_kernel",
                "int_ids_kernel", "long_ids_kernel", "runner_v1_kernel", "runner_v2_kernel", "unset_config_kernel",
                "split_kernel", "unsplit_kernel", "mode_fast_kernel", "mode_auto_kernel", "swa_model_kernel",
                "full_model_kernel", "padded_mask_kernel", "extend_table_kernel", "decode_table_kernel",
@@ -745,6 +746,48 @@ class QuietNorm:
             k.quiet_plain(x)
 
 
+class Route:
+    """A parameter the constructor reassigns only under a test the defaults decide against keeps what the caller
+    passes (sglang's TopK sets ``output_format`` to STANDARD only with waterfill on)."""
+
+    def __init__(self, fmt=None):
+        self.waterfill = get_bool_env_var("ENG_WATERFILL")
+        if self.waterfill:
+            fmt = "standard"
+        self.fmt = fmt
+
+    def forward(self, x):
+        if self.fmt == "standard":
+            k.route_standard(x)
+        else:
+            k.route_bypass(x)
+
+
+class Stamped:
+    """An attribute __init__ leaves None and every step's forward sets before the core reads it (DeepSeek's
+    ``current_attention_backend``), and one only a method no step runs sets."""
+
+    def __init__(self):
+        self.mode = None
+        self.spare = None
+
+    def prepare(self):
+        self.mode = "fast"
+
+    def unused(self):
+        self.spare = "fast"
+
+    def core(self, x):
+        if self.mode == "fast":
+            k.stamp_fast(x)
+        if self.spare is None:
+            k.stamp_slow(x)
+
+    def forward(self, x):
+        self.prepare()
+        self.core(x)
+
+
 class Kind:
     PLAIN = 0
     ASYNC = 1
@@ -839,6 +882,8 @@ def pool_step(x):
     quiet_kw = dict(cast=True) if get_bool_env_var("ENG_USE_AITER") else {}
     QuietNorm(**quiet_kw).forward(x)
     Staged().forward(x)
+    Route(fmt="bypass").forward(x)
+    Stamped().forward(x)
 ''',
     "eng/rocm_impl.py": '''from eng.kernels import mla as k
 

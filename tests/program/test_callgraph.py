@@ -362,6 +362,23 @@ def test_a_keyword_dict_the_defaults_leave_empty_passes_nothing(engine: str) -> 
     assert_never(sites, ("quiet_cast_kernel", "self.cast"))
 
 
+def test_a_parameter_reassigned_under_a_test_decided_against_keeps_the_callers_value(engine: str) -> None:
+    """`eng/pool.py`'s `Route(fmt="bypass")`: its constructor sets `fmt = "standard"` only when `ENG_WATERFILL` is on
+    (it defaults off), then stores `self.fmt = fmt`: the caller's "bypass" (it was once the reassignment's "standard",
+    written in as if it always ran), so the bypass kernel is default."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "route_bypass_kernel")
+    assert_never(sites, ("route_standard_kernel", "self.fmt == 'standard'"))
+
+
+def test_what_every_step_sets_replaces_the_constructors_placeholder(engine: str) -> None:
+    """`eng/pool.py`'s `Stamped`: `__init__` sets `mode = None`, and `forward`, which every step runs, sets it to
+    "fast" before `core` reads it, so the fast kernel is default (it was possible: None or "fast"). `spare` is set
+    only by a method no step runs, so its None holds and the other kernel is default too."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "stamp_fast_kernel", "stamp_slow_kernel")
+
+
 def test_a_config_property_an_env_table_and_fields_every_construction_sets_decide(engine: str) -> None:
     """`eng/runconfig.py`, as vLLM's worker: `Worker` is made by name, so its `run_config` is a `RunConfig` by its type
     hint. `run_config.use_v2` is a property: its body is evaluated with that config as `self`. It reads
