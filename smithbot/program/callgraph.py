@@ -314,6 +314,8 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
             src = value.strip() if named else a.strip()
             if src == "self" and owner:
                 const = f"{INSTANCE_SOURCE}({owner[0]!r}, {owner[1]!r})"
+            elif src.startswith(f"{INSTANCE_SOURCE}("):  # handed on again (a factory forwarding its caller's self)
+                const = src
             else:
                 const = self._value_there(mod, fn, owner, src) if src and src != "?" else None
             out.append(f"{key.strip()}={const or '?'}" if named else (const or "?"))
@@ -387,10 +389,11 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
             return []
         static = any(d == "staticmethod" for d, _ in fn["decorators"])
         bound = _bind(fn, args, t[3] is not None and not static)
-        # a parameter the factory hands on to another factory carries the caller's constant argument with it
-        forwards = {f"{callee}()": f"{callee}({', '.join(bound.get(a, a) for a in fargs)})"
-                    for callee, fargs in fn.get("forwards", []) if all(bound.get(a, "?") != "?" or a[:1] in "'\"0123456789"
-                                                                        or "." in a for a in fargs)} if bound else {}
+        # a parameter the factory hands on to another factory carries the caller's constant argument with it (one
+        # not known stays unknown: ``super().get_quant_method(layer, prefix)`` with only ``layer`` known)
+        params = fn.get("params", ())
+        forwards = {f"{callee}()": f"{callee}({', '.join(bound.get(a, '?') if a in params else a for a in fargs)})"
+                    for callee, fargs in fn.get("forwards", []) if any(bound.get(a, "?") != "?" for a in fargs)}
         out = []
         for text, tests in fn["returns"]:
             if self.cut(t[1], tests, fn, bound):

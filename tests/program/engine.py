@@ -29,7 +29,8 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "plan_skip_kernel", "one_shot_kernel", "norm_cast_kernel", "norm_plain_kernel", "aiter_only_kernel",
                "listed_mode_kernel", "unlisted_mode_kernel", "a2a_deepep_kernel", "quiet_cast_kernel",
                "quiet_plain_kernel", "route_standard_kernel", "route_bypass_kernel",
-               "stamp_fast_kernel", "stamp_slow_kernel", "sparse_head_kernel", "hip_only_kernel",
+               "stamp_fast_kernel", "stamp_slow_kernel",
+               "hy_linear_kernel", "hy_moe_kernel", "sparse_head_kernel", "hip_only_kernel",
                "int_ids_kernel", "long_ids_kernel", "runner_v1_kernel", "runner_v2_kernel", "unset_config_kernel",
                "split_kernel", "unsplit_kernel", "mode_fast_kernel", "mode_auto_kernel", "swa_model_kernel",
                "full_model_kernel", "padded_mask_kernel", "extend_table_kernel", "decode_table_kernel",
@@ -593,9 +594,56 @@ class LinearLayer(Layer, Linear):
     pass
 
 
+class HyLinearBase:
+    pass
+
+
+class HyLinearMethod:
+    def apply(self, x):
+        k.hy_linear(x)
+
+
+class HyMoeMethod:
+    def apply(self, x):
+        k.hy_moe(x)
+
+
+class HyConfig:
+    def get_method(self, layer, prefix):
+        if isinstance(layer, HyLinearBase):
+            return HyLinearMethod()
+        return HyMoeMethod()
+
+
+class HyMixed(HyConfig):
+    """A config that hands the layer on to its base's method, with a prefix nothing knows."""
+
+    def get_method(self, layer, prefix):
+        if prefix.endswith("_fast"):
+            return HyLinearMethod()
+        return super().get_method(layer, prefix)
+
+
+class HyLayer:
+    def __init__(self, config, prefix):
+        self.method = config.get_method(self, prefix)
+
+    def forward(self, x):
+        self.method.apply(x)
+
+
+class HyLinear(HyLayer, HyLinearBase):
+    pass
+
+
+class HyMoe(HyLayer):
+    pass
+
+
 def quant_step(args, x):
     config = load_quant(args.quantization)
     LinearLayer(config).forward(MoeLayer(config).forward(x))
+    HyMoe(HyMixed(), args.prefix).forward(HyLinear(HyMixed(), args.prefix).forward(x))
 ''',
     "eng/optional.py": '''"""Optional packages' fast paths (module-level imports that may fail), and an implementation class imported in
 one branch or the other of a function."""

@@ -320,6 +320,18 @@ def test_a_table_spelled_out_a_classmethod_and_isinstance_of_a_layer_decide_the_
         assert sites[name].reach == "never", (name, sites[name].reasons)
 
 
+def test_a_method_that_hands_the_layer_to_its_base_keeps_the_layer_when_another_argument_is_unknown(
+        engine: str) -> None:
+    """`eng/quant.py`'s `HyMixed.get_method(layer, prefix)` returns `super().get_method(layer, prefix)` (unless the
+    prefix, which nothing knows, ends in "_fast"): the base picks by `isinstance(layer, HyLinearBase)`, and the
+    layer handed on is the caller's own. The linear layer's method is the linear one, whatever the prefix (sglang's
+    `HybridFp8NvFp4Config` gave every linear layer `Fp8MoEMethod` this way); the MoE layer's is the MoE one or, by
+    the open prefix test, the linear one."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "hy_linear_kernel")
+    assert sites["hy_moe_kernel"].reach == "possible", sites["hy_moe_kernel"].reasons
+
+
 def test_a_keyword_dict_built_by_stores_passes_its_keys_and_a_flag_only_an_unrun_method_sets_keeps_its_default(
         engine: str) -> None:
     """`eng/pool.py`'s `split_micro` builds `Micro(**out)` from a dict filled in a loop over literal names and by
