@@ -181,9 +181,9 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
     if isinstance(node, ast.IfExp):  # None if a == b else a
         test = _value(node.test, env, assigns, depth + 1)
         truths = {truth(x) for x in test.items} if isinstance(test, Several) else {truth(test)}
-        if None in truths:
-            return Unknown
-        return several([_value(node.body if t else node.orelse, env, assigns, depth + 1) for t in truths])
+        if None in truths:  # an open test: one of the two branches' values
+            truths = {True, False}
+        return several([_value(node.body if t else node.orelse, env, assigns, depth + 1) for t in sorted(truths)])
     if isinstance(node, ast.Name):
         if node.id == GIVEN:
             return Given()

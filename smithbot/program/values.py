@@ -218,10 +218,10 @@ class EngineValues(ResolverState):
     def _source_there(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, src: str
                       ) -> str | None:
         """``src`` evaluated in ``fn`` of ``mod`` (``self`` an instance of ``owner``), one level deeper in the
-        tracing, as the constant's source; None where it is not known."""
+        tracing, as the constant's source (``__one_of__(a, b)`` for one of several); None where it is not known."""
         self._tracing += 1
         try:
-            return source_of(value_of(src, self.env, self.look(mod, fn, owner)))
+            return _constant_source(value_of(src, self.env, self.look(mod, fn, owner)), True)
         finally:
             self._tracing -= 1
 
@@ -319,7 +319,8 @@ class EngineValues(ResolverState):
                     if name in kwargs and self._copied(sfn, owner, name, kwargs[name]):
                         continue  # `VllmConfig(model_config=vllm_config.model_config)`: another instance's value
                     if name in kwargs:
-                        passed.append([self._value_there(site[1], sfn, site[3], kwargs[name]) or "?", None, []])
+                        passed.append([self._value_there(site[1], sfn, site[3], kwargs[name], several=True) or "?",
+                                       None, []])
                     elif "**" in kwargs:
                         passed.append(["?", None, []])
                     else:
@@ -363,11 +364,7 @@ class EngineValues(ResolverState):
             return None
         self._tracing += deeper
         try:
-            value = value_of(src, self.env, self.look(mod, fn, owner))
-            found = source_of(value)
-            if found is None and several and isinstance(value, Several):
-                items = [source_of(v) for v in value.items]
-                found = None if None in items else f"{ONE_OF_SOURCE}({', '.join(items)})"  # type: ignore[arg-type]
+            found = _constant_source(value_of(src, self.env, self.look(mod, fn, owner)), several)
             if found is None:
                 vals = self.expr(mod, (fn or {}).get("class"), owner, fn, src)
                 if vals and all(v[0] in ("class", "func", "kernel") for v in vals):
@@ -416,13 +413,18 @@ class EngineValues(ResolverState):
                         src = fn_default(self.p, owner, param)
                     if src is None:
                         return None
-                    found = self._value_there(site[1], fn, site[3], src, deeper=False)
+                    found = self._value_there(site[1], fn, site[3], src, deeper=False, several=True)
                     if found is None:
                         return None
                     values.add(found)
         finally:
             self._tracing -= 1
-        return values.pop() if len(values) == 1 else None
+        if len(values) == 1:
+            return values.pop()
+        # made by one of several constructions: one of their constants (not where one is a loop's each index)
+        items = sorted({item for v in values for item in _one_of_items(v)})
+        return f"{ONE_OF_SOURCE}({', '.join(items)})" if values and not any(v.startswith(EACH_SOURCE) for v in values) \
+            else None
 
     def _construction_sites(self, owner: tuple[str, str]) -> set[Value]:
         """The functions of the modules parsed so far that construct a class of ``owner``'s name: where its
@@ -490,7 +492,8 @@ class EngineValues(ResolverState):
             if not srcs:
                 return None
             for src in srcs:
-                if not is_literal(src) and not src.startswith("Enum."):  # evaluated where its class assigns it
+                # evaluated where its class assigns it, unless a constant (or one of several made by constructions)
+                if not is_literal(src) and not src.startswith(("Enum.", ONE_OF_SOURCE)):
                     home = self._flag_home.get((owner, attr))
                     if home is None:
                         return None
@@ -583,3 +586,20 @@ def element_split(src: str) -> tuple[str, int | str | None]:
             and isinstance(node.slice, ast.Constant) and type(node.slice.value) in (int, str):
         return ast.unparse(node.value), node.slice.value
     return src, None
+
+
+def _one_of_items(src: str) -> list[str]:
+    """The constants a source stands for: the items of ``__one_of__(a, b)``, else the source itself."""
+    if not src.startswith(f"{ONE_OF_SOURCE}("):
+        return [src]
+    call = ast.parse(src, mode="eval").body
+    return [ast.unparse(a) for a in call.args] if isinstance(call, ast.Call) else [src]
+
+
+def _constant_source(value: Any, several: bool) -> str | None:
+    """A value's source; with ``several``, one of several constants as ``__one_of__(a, b)``; else None."""
+    found = source_of(value)
+    if found is None and several and isinstance(value, Several) and not value.each:
+        items = [source_of(v) for v in value.items]
+        found = None if None in items else f"{ONE_OF_SOURCE}({', '.join(items)})"  # type: ignore[arg-type]
+    return found

@@ -30,6 +30,7 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "listed_mode_kernel", "unlisted_mode_kernel", "a2a_deepep_kernel", "quiet_cast_kernel",
                "quiet_plain_kernel", "route_standard_kernel", "route_bypass_kernel",
                "stamp_fast_kernel", "stamp_slow_kernel",
+               "oneof_deep_kernel", "oneof_plain_kernel",
                "hy_linear_kernel", "hy_moe_kernel", "sparse_head_kernel", "hip_only_kernel",
                "int_ids_kernel", "long_ids_kernel", "runner_v1_kernel", "runner_v2_kernel", "unset_config_kernel",
                "split_kernel", "unsplit_kernel", "mode_fast_kernel", "mode_auto_kernel", "swa_model_kernel",
@@ -836,6 +837,37 @@ class Stamped:
         self.core(x)
 
 
+class MoeRunnerLike:
+    """A runner two methods make, each with its own backend (sglang's MoeRunner): one passes a constant, the other
+    one of two by an open test. Its backend is one of those three, none of them deep_gemm."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+
+class FirstMethod:
+    def make(self):
+        self.runner = MoeRunnerLike("triton")
+
+    def apply(self, x):
+        if self.runner.backend == "deep_gemm":
+            k.oneof_deep(x)
+        else:
+            k.oneof_plain(x)
+
+
+class SecondMethod:
+    def make(self, x):
+        self.runner = MoeRunnerLike("flashinfer" if x.rare else "triton_kernel")
+
+
+def oneof_step(x):
+    first = FirstMethod()
+    first.make()
+    SecondMethod().make(x)
+    first.apply(x)
+
+
 class Kind:
     PLAIN = 0
     ASYNC = 1
@@ -932,6 +964,7 @@ def pool_step(x):
     Staged().forward(x)
     Route(fmt="bypass").forward(x)
     Stamped().forward(x)
+    oneof_step(x)
 ''',
     "eng/rocm_impl.py": '''from eng.kernels import mla as k
 

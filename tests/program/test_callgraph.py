@@ -391,6 +391,16 @@ def test_what_every_step_sets_replaces_the_constructors_placeholder(engine: str)
     assert_default(sites, "stamp_fast_kernel", "stamp_slow_kernel")
 
 
+def test_a_field_that_several_constructions_set_is_one_of_their_values(engine: str) -> None:
+    """`eng/pool.py`'s `MoeRunnerLike` is made by two methods: one passes "triton", the other "flashinfer" or
+    "triton_kernel" by a test nothing decides (an open `a if t else b` is one of the two). Its `backend` is one of
+    the three, so `self.runner.backend == "deep_gemm"` is false for any: the plain kernel is default (both were
+    possible when several values counted as unknown)."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "oneof_plain_kernel")
+    assert_never(sites, ("oneof_deep_kernel", "self.runner.backend == 'deep_gemm'"))
+
+
 def test_a_config_property_an_env_table_and_fields_every_construction_sets_decide(engine: str) -> None:
     """`eng/runconfig.py`, as vLLM's worker: `Worker` is made by name, so its `run_config` is a `RunConfig` by its type
     hint. `run_config.use_v2` is a property: its body is evaluated with that config as `self`. It reads

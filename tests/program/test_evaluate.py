@@ -51,6 +51,8 @@ CASES = [
     ("x.numel() > 4096", None, None), ("cos.device != q.device", None, False), ("a.device == torch.device('cpu')",
                                                                                 None, None),
     ("None if a == b else a", None, None),  # a conditional expression whose test is unknown
+    ("(1 if a == b else 2) > 0", None, True),  # ... is one of its two values: decided where both agree
+    ("(1 if a == b else 2) == 1", None, None),
     ("1 if page_size == 1 else 2", None, True),
 ]
 
