@@ -14,8 +14,9 @@ from typing import Any, Callable
 
 from smithbot.program.evaluate import evaluate, value_of
 from smithbot.program.kinds import CONFIG, EACH_OF_SOURCE, GIVEN, INSTANCE_SOURCE, OBJECT, Several, several
+from smithbot.program.sources import element_of, element_split, is_literal, source_of
 from smithbot.program.syntax import parse_expr, source
-from smithbot.program.values import ResolverState, element_of, element_split, is_literal, source_of
+from smithbot.program.values import ResolverState
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 

@@ -10,9 +10,10 @@ from typing import Any, Callable
 
 from smithbot.program.evaluate import Env, evaluate, value_of
 from smithbot.program.kinds import CONFIG, EACH, GIVEN
+from smithbot.program.sources import element_of, element_split, source_of
 from smithbot.program.syntax import names_read, parse_expr
 from smithbot.program.tensors import END
-from smithbot.program.values import ALL_PHASE_MEMBERS, PHASE_MEMBERS, element_of, element_split, source_of
+from smithbot.program.values import ALL_PHASE_MEMBERS, PHASE_MEMBERS
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from smithbot.program.kinds import DTYPES
+from smithbot.program.sources import is_literal
 from smithbot.program.syntax import dotted_name, parse_expr
-from smithbot.program.values import ResolverState, is_literal
+from smithbot.program.values import ResolverState
 
 _DEPTH = 12  # values deep: a router's logits reach their making four calls up, each a caller's local or argument
 

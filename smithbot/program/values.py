@@ -6,16 +6,14 @@ gives is ``calls.CallValues``. A mixin of the call graph's resolver: it uses its
 
 from __future__ import annotations
 
-import ast
-import functools
 import re
 from typing import Any, Callable
 
 from smithbot.program.evaluate import value_of
-from smithbot.program.kinds import (CONFIG, EACH, EACH_SOURCE, OBJECT, ONE_OF_SOURCE, DType, Member, ModelConfig,
-                                    Several, Unknown)
+from smithbot.program.kinds import EACH, EACH_SOURCE, OBJECT, ONE_OF_SOURCE
 from smithbot.program.modules import Program
-from smithbot.program.syntax import names_read, parse_expr
+from smithbot.program.sources import constant_source, is_literal, one_of, one_of_items, source_of
+from smithbot.program.syntax import names_read
 
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 # how many values deep a value may be traced (a constructor's argument through its constructions, a caller's
@@ -221,7 +219,7 @@ class EngineValues(ResolverState):
         tracing, as the constant's source (``__one_of__(a, b)`` for one of several); None where it is not known."""
         self._tracing += 1
         try:
-            return _constant_source(value_of(src, self.env, self.look(mod, fn, owner)), True)
+            return constant_source(value_of(src, self.env, self.look(mod, fn, owner)), True)
         finally:
             self._tracing -= 1
 
@@ -364,7 +362,7 @@ class EngineValues(ResolverState):
             return None
         self._tracing += deeper
         try:
-            found = _constant_source(value_of(src, self.env, self.look(mod, fn, owner)), several)
+            found = constant_source(value_of(src, self.env, self.look(mod, fn, owner)), several)
             if found is None:
                 vals = self.expr(mod, (fn or {}).get("class"), owner, fn, src)
                 if vals and all(v[0] in ("class", "func", "kernel") for v in vals):
@@ -422,9 +420,8 @@ class EngineValues(ResolverState):
         if len(values) == 1:
             return values.pop()
         # made by one of several constructions: one of their constants (not where one is a loop's each index)
-        items = sorted({item for v in values for item in _one_of_items(v)})
-        return f"{ONE_OF_SOURCE}({', '.join(items)})" if values and not any(v.startswith(EACH_SOURCE) for v in values) \
-            else None
+        items = sorted({item for v in values for item in one_of_items(v)})
+        return one_of(items) if values and not any(v.startswith(EACH_SOURCE) for v in values) else None
 
     def _construction_sites(self, owner: tuple[str, str]) -> set[Value]:
         """The functions of the modules parsed so far that construct a class of ``owner``'s name: where its
@@ -539,67 +536,3 @@ def fn_default(program: Program, owner: tuple[str, str], param: str) -> str | No
     f = program.facts(owner[0])
     init = (f or {}).get("functions", {}).get(f"{owner[1]}.__init__")
     return (init or {}).get("constants", {}).get(param)
-
-
-def source_of(value: Any) -> str | None:
-    """A source that evaluates to ``value`` (a constant, an enum member, the model's config), or None."""
-    if isinstance(value, ModelConfig):
-        return CONFIG
-    if isinstance(value, Member):
-        return f"Enum.{value.name}"
-    if isinstance(value, DType):
-        return f"torch.{value.name}"
-    if isinstance(value, Several) and value.each and isinstance(value.items, range):
-        return f"{EACH_SOURCE}({value.items.start}, {value.items.stop})"  # each index of a loop, handed on
-    if value is not Unknown and isinstance(value, (bool, int, float, str, type(None))):
-        return repr(value)
-    return None
-
-
-@functools.lru_cache(maxsize=65536)
-def is_literal(src: str) -> bool:
-    try:
-        ast.literal_eval(src)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return False
-    return True
-
-
-def element_of(src: str, i: int | str) -> str | None:
-    """The source of element ``i`` (an index or a key) of what ``src`` is: an item of a tuple or a dict it spells
-    out, else ``src[i]`` where it is a name or a call (which the call graph follows further); None otherwise."""
-    node = parse_expr(src)
-    if isinstance(node, (ast.Tuple, ast.List)) and isinstance(i, int):
-        return ast.unparse(node.elts[i]) if -len(node.elts) <= i < len(node.elts) \
-            and not any(isinstance(e, ast.Starred) for e in node.elts) else None
-    if isinstance(node, ast.Dict) and isinstance(i, str) and None not in node.keys:  # (no **other)
-        found = [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == i]
-        return ast.unparse(found[-1]) if found else None
-    return f"{src}[{i!r}]" if isinstance(node, (ast.Name, ast.Call)) else None
-
-
-def element_split(src: str) -> tuple[str, int | str | None]:
-    """``state[1]`` -> ("state", 1), ``state['mode']`` -> ("state", "mode"), for a name or a call indexed by a
-    constant; (src, None) otherwise."""
-    node = parse_expr(src)
-    if isinstance(node, ast.Subscript) and isinstance(node.value, (ast.Name, ast.Call)) \
-            and isinstance(node.slice, ast.Constant) and type(node.slice.value) in (int, str):
-        return ast.unparse(node.value), node.slice.value
-    return src, None
-
-
-def _one_of_items(src: str) -> list[str]:
-    """The constants a source stands for: the items of ``__one_of__(a, b)``, else the source itself."""
-    if not src.startswith(f"{ONE_OF_SOURCE}("):
-        return [src]
-    call = ast.parse(src, mode="eval").body
-    return [ast.unparse(a) for a in call.args] if isinstance(call, ast.Call) else [src]
-
-
-def _constant_source(value: Any, several: bool) -> str | None:
-    """A value's source; with ``several``, one of several constants as ``__one_of__(a, b)``; else None."""
-    found = source_of(value)
-    if found is None and several and isinstance(value, Several) and not value.each:
-        items = [source_of(v) for v in value.items]
-        found = None if None in items else f"{ONE_OF_SOURCE}({', '.join(items)})"  # type: ignore[arg-type]
-    return found
