@@ -53,6 +53,12 @@ _GETTERS = ("get", "__getitem__", "pop", "setdefault")
 Value = tuple
 
 
+# how likely the default path takes one open if-test (or one bit of a dispatch) that a path needs: about a third, as
+# measured on both engines' possible glue runs against the ground truth (3 of 8 with one open test run by default,
+# 5 of 119 with more; RESULTS.md), where an even guess would say a half
+OPEN_ODDS = 1 / 3
+
+
 @dataclass(frozen=True)
 class Reach:
     """How a kernel is reached in one phase: inside a loop of the path (per layer) or not, and the path."""
@@ -133,9 +139,9 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         # attribute its class's __init__ sets keeps only the other assignments made in functions a walk reaches
         # (MultiPlatformOp's forward method, which only torch.compile's capture sets back to forward_native)
         self.ran: frozenset[tuple[str, str]] | None = None
-        # of those, the ones a per-step walk reached with every if-test on the way decided: they run every step, so
-        # what they surely assign replaces what __init__ left (``self.current_attention_backend = None``, then the
-        # step's backend)
+        # of those, the ones a walk reached with every if-test on the way decided: they surely run, at start-up or
+        # every step, so what they assign replaces what __init__ left (``self.current_attention_backend = None``,
+        # then the step's backend) and a module-level placeholder (``_ATTN_DP_SIZE = None``)
         self.surely: frozenset[tuple[str, str]] = frozenset()
         self.surely_now: set[tuple[str, str]] = set()
         self.entries: set[int] = set()  # the walk's entry functions (ids of their facts)

@@ -258,6 +258,7 @@ class EngineValues(ResolverState):
         read a guard standing in for another is not kept at all."""
         got = table.get(key)
         if got is not None and (not got[1] or self._tracing >= got[2]):
+            self._cut_short += got[1]  # a value cut short cuts short what reads it
             return got[0]
         active = (id(table), key)
         if active in self._active:
@@ -293,8 +294,8 @@ class EngineValues(ResolverState):
         outside ``__init__`` in a method the walk did not reach (``self._aiter_runner = MoeRunner(...)`` under
         ``if use_aiter``, or a flag only a capture helper sets). In ``__init__`` an assignment that surely runs
         replaces the ones before it (``self.fused_func = None``, then ``= pool.get(...)`` under ``if not lora``), and
-        one that surely runs in a method every step surely runs replaces what ``__init__`` left, in steady serving
-        (``self.current_attention_backend = None``, then each step's backend).
+        one that surely runs in a method that surely runs (at start-up or every step) replaces what ``__init__``
+        left, in steady serving (``self.current_attention_backend = None``, then each step's backend).
         A field's default in the class body (``ready: bool = False``) holds unless a construction of the class
         passes the field by name: what it passes is one more value (its constant where the call site decides it,
         else unknown), and when every construction passes it (each that the defaults leave; one at least, passing
@@ -328,7 +329,7 @@ class EngineValues(ResolverState):
             entries = entries + passed
         made: list[str] = []  # what __init__ leaves, in its order: an assignment that surely runs replaces the last
         later: list[str] = []
-        each_step = False  # a method every step runs surely assigns it: what __init__ left is gone after the first
+        each_step = False  # a method that surely runs surely assigns it: what __init__ left is gone after it
         for src, where, tests in entries:
             fn = (f or {}).get("functions", {}).get(where)
             in_init = not where or where.endswith("__init__")
@@ -501,15 +502,15 @@ class EngineValues(ResolverState):
         return out
 
     def module_value(self, mod: str, name: str, hops: int = 0) -> str | None:
-        """The source a module-level name is assigned, unless a function rebinds it (``global``) and the walk may
-        run that function (every one, before the first walk has). A name the module imports is the other module's
-        when that is a literal (``from .utils import BACKENDS``, a list of names), else what its source evaluates
-        to in its own module, when that is a constant (``from .utils import _is_hip``, ``_is_hip = is_hip()``)."""
+        """The source a module-level name is assigned; where functions rebind it (``global``), see ``_rebound``.
+        A name the module imports is the other module's when that is a literal (``from .utils import BACKENDS``, a
+        list of names), else what its source evaluates to in its own module, when that is a constant (``from .utils
+        import _is_hip``, ``_is_hip = is_hip()``)."""
         f = self.p.facts(mod) or {}
-        rebound = f.get("rebound", {}).get(name, [])
-        if rebound and (self.ran is None or any((mod, q) in self.ran for q in rebound)):
-            return None
         own = f.get("assigns", {}).get(name)
+        rebound = f.get("rebound", {}).get(name, [])
+        if rebound:
+            return self._rebound(mod, name, list(dict.fromkeys(rebound)), own)
         imported = f.get("imports", {}).get(name)
         if own is not None or not imported or hops > 3:
             return own
@@ -519,6 +520,29 @@ class EngineValues(ResolverState):
             return found
         return self._kept(self._imported, (home, there, self.env.phase, self._filtering > 0), lambda: None,
                           lambda: source_of(value_of(found, self.env, self.look(home, None, None))))
+
+    def _rebound(self, mod: str, name: str, rebound: list[str], own: str | None) -> str | None:
+        """A module-level name that functions rebind (``global x; x = ...``): unknown before the first walk. After
+        it, the module-level value when no function the walk ran rebinds it; else one of the values those that ran
+        give it, each evaluated there, and the module-level value too unless one of them surely ran (at start-up
+        or every step): ``_ATTN_DP_SIZE = None`` is a placeholder that ``initialize_dp_attention`` fills at start-up
+        with ``dp_size if enable_dp_attention else 1``."""
+        if self.ran is None:
+            return None
+        ran = [q for q in rebound if (mod, q) in self.ran]
+        if not ran:
+            return own
+        functions = (self.p.facts(mod) or {}).get("functions", {})
+
+        def given() -> str | None:
+            found = [] if any((mod, q) in self.surely for q in ran) else [own]
+            for q in ran:
+                found.extend(one_of_items(constant_source(value_of(name, self.env, self.look(mod, functions.get(q),
+                                                                                              None)), True) or "?"))
+            found = list(dict.fromkeys(found))
+            return None if None in found or "?" in found else found[0] if len(found) == 1 else one_of(found)
+        return self._kept(self._imported, (mod, name, "rebound", self.env.phase, self._filtering > 0), lambda: None,
+                          given)
 
 PHASE_MEMBERS = {"decode": ("DECODE",), "prefill": ("EXTEND", "PREFILL")}
 ALL_PHASE_MEMBERS = frozenset(m for ms in PHASE_MEMBERS.values() for m in ms)

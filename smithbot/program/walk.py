@@ -246,9 +246,9 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
             continue
         r.visited.add((node[1], node[2]))
         r.bound_of[(node[1], node[2])] = node[3]
+        if c == 0:
+            r.surely_now.add((node[1], node[2]))
         if funcs is not None:
-            if c == 0:
-                r.surely_now.add((node[1], node[2]))
             old = funcs.get((node[1], node[2]))
             if old is None or (loop, -c) > (old.per_layer, -old.undecided):
                 opened = open_tests.get((node, loop), ())

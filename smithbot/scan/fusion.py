@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from smithbot import cache
+from smithbot.program.callgraph import OPEN_ODDS
 from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.modules import Program
 from smithbot.scan.rank import short_path
@@ -70,9 +71,9 @@ class FusionSite:
 
     @property
     def score(self) -> float:
-        """What ranks it: launches per step, halved for each bit of uncertainty on its path: each if-test it leaves
-        undecided, log2(n) for each call that may go to n functions (``Reach.undecided``)."""
-        return max((p["per_step"] * 0.5 ** p["undecided"] for p in self.presets.values()), default=0.0)
+        """What ranks it: launches per step, times ``OPEN_ODDS`` for each bit of uncertainty on its path: each if-test
+        it leaves undecided, log2(n) for each call that may go to n functions (``Reach.undecided``)."""
+        return max((p["per_step"] * OPEN_ODDS ** p["undecided"] for p in self.presets.values()), default=0.0)
 
     @property
     def frequency(self) -> str:

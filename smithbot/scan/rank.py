@@ -27,7 +27,7 @@ from typing import Any
 
 from smithbot import cache
 from smithbot.config import Target
-from smithbot.program.callgraph import Reach
+from smithbot.program.callgraph import OPEN_ODDS, Reach
 from smithbot.program.evaluate import Env, evaluate
 from smithbot.repo import home
 from smithbot.scan.index import Indexed, matches
@@ -240,8 +240,9 @@ def _site(k: dict[str, Any], launches: list[LaunchSite], wrappers: set[str], cal
             score += round(math.log2(max(n, 1)), 1)
             reasons.append(f"per layer ({n} layers) +{math.log2(max(n, 1)):.1f}")
         if undecided:
-            score -= len(undecided)
-            reasons.append(f"{len(undecided)} undecided on the path -{len(undecided)}: " + "; ".join(undecided))
+            cost = round(-math.log2(OPEN_ODDS) * len(undecided), 1)
+            score -= cost
+            reasons.append(f"{len(undecided)} undecided on the path -{cost}: " + "; ".join(undecided))
         phases = "/".join(sorted({r.phase for r in rs}, reverse=True))
         path = f"{short_path(best.path)} ({preset}: {'per layer' if best.per_layer else 'once per step'}, {phases})"
     elif not fallback:

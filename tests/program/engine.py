@@ -35,7 +35,8 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "int_ids_kernel", "long_ids_kernel", "runner_v1_kernel", "runner_v2_kernel", "unset_config_kernel",
                "split_kernel", "unsplit_kernel", "mode_fast_kernel", "mode_auto_kernel", "swa_model_kernel",
                "full_model_kernel", "padded_mask_kernel", "extend_table_kernel", "decode_table_kernel",
-               "fp8_linear_kernel", "fp8_moe_kernel", "int4_moe_kernel", "modelopt_moe_kernel")
+               "fp8_linear_kernel", "fp8_moe_kernel", "int4_moe_kernel", "modelopt_moe_kernel",
+               "group_gather_kernel", "group_local_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -458,6 +459,8 @@ class DispatchedAttention(torch.nn.Module):
 called from a mixin of the scheduler and from a component that holds the value in a field without a default."""
 from dataclasses import dataclass
 
+from eng.args import ServerArgs
+from eng.groups import groups_step, init_groups
 from eng.kernels import mla as k
 from eng.optional import make_impl, route
 from eng.pool import pool_step
@@ -493,6 +496,7 @@ class Scheduler(BuildMixin):
         self.running = Batch()
         self.adapter = Adapter(algo=self.algo)
         self.online = Fp8Online()
+        init_groups(ServerArgs())
 
     def step(self, batch: Batch, x):
         if batch.algo.is_none():
@@ -501,6 +505,35 @@ class Scheduler(BuildMixin):
         make_impl().run(x)
         pool_step(x)
         quant_step(self.args, x)
+        groups_step(x)
+''',
+    "eng/groups.py": '''"""A module global the engine fills at start-up (sglang's attention data-parallel size): a
+placeholder None that the scheduler's constructor sets from the server's arguments, and that only a rescale no step
+runs sets again."""
+from eng.kernels import mla as k
+
+_GROUP_SIZE: int = None
+
+
+def init_groups(args):
+    global _GROUP_SIZE
+    _GROUP_SIZE = args.dp_size if args.enable_dp else 1
+
+
+def regroup(new_size):
+    global _GROUP_SIZE
+    _GROUP_SIZE = new_size
+
+
+def group_size():
+    return _GROUP_SIZE
+
+
+def groups_step(x):
+    if group_size() > 1:
+        k.group_gather(x)
+    else:
+        k.group_local(x)
 ''',
     "eng/quant.py": '''"""Quantization configs in a table spelled out as a dict literal (a base table unpacked into
 it) keyed by the `quantization` setting, one built by its classmethod (which a live subclass overrides), a layer's method picked by
@@ -1376,6 +1409,8 @@ from eng.runconfig import RunConfig
 @dataclass
 class ServerArgs:
     enable_fancy_overlap: bool = False
+    enable_dp: bool = False
+    dp_size: int = 1
     chunk_size: int = 4096
     draft_model_path: str = None  # no method assigns it: None holds
     cache_layout: str = None  # resolved after construction

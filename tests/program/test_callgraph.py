@@ -261,7 +261,7 @@ def test_an_undecided_test_makes_a_kernel_possible_and_is_listed(engine: str) ->
     sites = api.scan(engine, model="llama3-8b").sites
     big = next(s for s in sites if s.name == "big_batch_kernel")
     assert big.reach == "possible" and big.undecided == ("x.numel() > 4096 (eng/mla.py:54)",), big.undecided
-    assert "1 undecided on the path -1: x.numel() > 4096 (eng/mla.py:54)" in big.reasons
+    assert "1 undecided on the path -1.6: x.numel() > 4096 (eng/mla.py:54)" in big.reasons
     order = [s.reach for s in sites]
     assert order.index("possible") > max(i for i, r in enumerate(order) if r == "default")
 
@@ -389,6 +389,16 @@ def test_what_every_step_sets_replaces_the_constructors_placeholder(engine: str)
     only by a method no step runs, so its None holds and the other kernel is default too."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "stamp_fast_kernel", "stamp_slow_kernel")
+
+
+def test_a_module_global_filled_at_start_up_holds_what_start_up_gives_it(engine: str) -> None:
+    """`eng/groups.py`: `_GROUP_SIZE = None` is a placeholder that `init_groups`, which the scheduler's constructor
+    surely runs at start-up, sets to `args.dp_size if args.enable_dp else 1`, that is 1. `regroup` sets it too, but
+    nothing the walks run calls it. So `group_size() > 1` is false: the local kernel is default, the gather never
+    (both were possible while a rebound global was unknown)."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "group_local_kernel")
+    assert_never(sites, ("group_gather_kernel", "group_size() > 1"))
 
 
 def test_a_field_that_several_constructions_set_is_one_of_their_values(engine: str) -> None:
