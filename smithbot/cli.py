@@ -170,7 +170,7 @@ def _print_fusion(fusion: list, limit: int) -> None:
     if not fusion:
         return
     t = Table(title=f"fusion candidates: {len(fusion)} run{'' if len(fusion) == 1 else 's'} of torch glue on default paths", show_lines=False,
-              caption="default runs first, then by launches per step, halved per undecided test on the path; all in scan.json; "
+              caption="default runs first, then by launches per step, a third per undecided test on the path; all in scan.json; "
                       "`smithbot extract TARGET glue:FUNCTION[:LINE]` makes one a fusion task")
     for col in ("#", "glue", "launches/step", "ops"):
         t.add_column(col, overflow="fold")
