@@ -153,6 +153,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         self.qual_of: dict[int, tuple[str, str]] = {}  # id of a function's facts -> (module, qualname)
         self.bound_of: dict[tuple[str, str], tuple[str, str] | None] = {}  # a visited function -> its self's class
         self.visited: set[tuple[str, str]] = set()
+        self._attrs_traced: set[tuple[tuple[str, str], str]] = set()  # (tensors.TensorTypes)
 
     def reset(self) -> None:
         """Forget what depends on the live classes (they grew)."""

@@ -61,6 +61,11 @@ class TensorType:
 
 
 _UNKNOWN = TensorType(None)
+# the attribute being traced, met again in one of its own sources (``self.seq_lens = self.seq_lens + 1``): an update
+# that keeps what the attribute's other sources give it, so a merge leaves it out
+_ITSELF = TensorType(None, None, "itself")
+# None: no tensor, so not what a tensor op reads (``self.seq_lens_cpu = None`` on another path); a merge leaves it out
+_NONE = TensorType(None, None, "none")
 
 
 def tensor_question(kind: str, line: int, src: str) -> str:
@@ -71,9 +76,12 @@ def tensor_question(kind: str, line: int, src: str) -> str:
 
 
 def merge(types: list[TensorType]) -> TensorType:
-    """What several possible values have in common: a dtype and dims all agree on, else None."""
-    if not types:
-        return _UNKNOWN
+    """What several possible values have in common: a dtype and dims all agree on, else None. A self-update
+    (``_ITSELF``) and None add nothing; of self-updates alone, the merge is one."""
+    types = [t for t in types if t is not _NONE]
+    types = [t for t in types if t is not _ITSELF] or types[:1]
+    if not types or types[0] is _ITSELF:
+        return types[0] if types else _UNKNOWN
     dtypes = {t.dtype for t in types}
     shapes = {t.shape for t in types}
     shape = shapes.pop() if len(shapes) == 1 else None
@@ -88,6 +96,7 @@ class TensorTypes(ResolverState):
     mro: Any
     cls: Any
     bound_of: dict[tuple[str, str], tuple[str, str] | None]
+    _attrs_traced: set[tuple[tuple[str, str], str]]  # the ``self.x`` being traced (their class, their name)
     _value_there: Any  # (values.EngineValues)
 
     def tensor(self, mod: str, qual: str, line: int, src: str) -> TensorType:
@@ -95,7 +104,8 @@ class TensorTypes(ResolverState):
         node = parse_expr(src)
         if node is None:
             return _UNKNOWN
-        return self._tensor(mod, qual, self.bound_of.get((mod, qual)), line, node, 0)
+        found = self._tensor(mod, qual, self.bound_of.get((mod, qual)), line, node, 0)
+        return _UNKNOWN if found in (_ITSELF, _NONE) else found
 
     def answer(self, mod: str, qual: str, question: str) -> dict[str, Any] | str | None:
         """A question of ``tensor_question``'s form answered: a tensor's ``{dtype, shape, made}``, a dtype, or a
@@ -132,15 +142,25 @@ class TensorTypes(ResolverState):
         if isinstance(e, ast.Attribute):
             if e.attr in _TENSOR_ATTR:
                 return self._tensor(mod, qual, klass, line, e.value, depth + 1)
-            if isinstance(e.value, ast.Name) and e.value.id == "self" and klass is not None:
-                return merge([self._tensor(m, q, klass, ln, v, depth + 1)
-                              for m, q, ln, v in self._self_sources(klass, e.attr)] or [_UNKNOWN])
+            if isinstance(e.value, ast.Name) and klass is not None and (e.value.id == "self" or self._same_class(
+                    mod, qual, klass, e.value.id)):
+                key = (klass, e.attr)
+                if key in self._attrs_traced:
+                    return _ITSELF
+                self._attrs_traced.add(key)
+                try:
+                    return merge([self._tensor(m, q, klass, ln, v, depth + 1)
+                                  for m, q, ln, v in self._self_sources(klass, e.attr)] or [_UNKNOWN])
+                finally:
+                    self._attrs_traced.discard(key)
             return _UNKNOWN
         if isinstance(e, ast.Subscript):
             inner = self._tensor(mod, qual, klass, line, e.value, depth + 1)
-            return TensorType(inner.dtype, None, inner.made)
+            return inner if inner is _ITSELF else TensorType(inner.dtype, None, inner.made)
         if isinstance(e, ast.IfExp):
             return merge([self._tensor(mod, qual, klass, line, b, depth + 1) for b in (e.body, e.orelse)])
+        if isinstance(e, ast.Constant) and e.value is None:
+            return _NONE
         if isinstance(e, ast.BinOp):
             return self._binop(mod, qual, klass, line, e, depth)
         if not isinstance(e, ast.Call):
@@ -164,7 +184,7 @@ class TensorTypes(ResolverState):
                 if "dtype" in kw:
                     return TensorType(self._dtype(mod, qual, klass, line, kw["dtype"], depth + 1), None, at)
                 inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
-                return inner if name in _SAME else TensorType(inner.dtype, None, inner.made)
+                return inner if name in _SAME or inner is _ITSELF else TensorType(inner.dtype, None, inner.made)
             return _UNKNOWN
         if name is None:
             return _UNKNOWN
@@ -194,8 +214,8 @@ class TensorTypes(ResolverState):
             if "dtype" in kw:
                 return TensorType(self._dtype(mod, qual, klass, line, kw["dtype"], depth + 1), None, at)
             if isinstance(first, (ast.List, ast.Tuple)):  # torch.cat([a, b])
-                return TensorType(merge([self._tensor(mod, qual, klass, line, x, depth + 1) for x in first.elts]
-                                        ).dtype)
+                joined = merge([self._tensor(mod, qual, klass, line, x, depth + 1) for x in first.elts])
+                return joined if joined is _ITSELF else TensorType(joined.dtype)
             inner = self._tensor(mod, qual, klass, line, first, depth + 1)
             return inner if fname in _SAME else TensorType(inner.dtype, None, inner.made)
         return _UNKNOWN
@@ -209,6 +229,9 @@ class TensorTypes(ResolverState):
         got = [self._tensor(mod, qual, klass, line, s, depth + 1) for s in (e.left, e.right) if s not in numbers]
         if not got:
             return _UNKNOWN
+        if all(t is _ITSELF for t in got) and not isinstance(e.op, (ast.MatMult, ast.Div)) \
+                and all(isinstance(n.value, int) for n in numbers):
+            return _ITSELF  # self.seq_lens + 1: the attribute's own dtype, whatever its other sources give
         if isinstance(e.op, ast.MatMult):
             return TensorType(got[0].dtype, None, got[0].made)
         if len(got) == 2:
@@ -319,6 +342,13 @@ class TensorTypes(ResolverState):
                 return None
             out.append((node[1], node[2], node[3], call[3], e))
         return out
+
+    def _same_class(self, mod: str, qual: str, klass: tuple[str, str], name: str) -> bool:
+        """Whether parameter ``name`` of method ``qual`` is hinted as another instance of the method's own class
+        (``def merge_batch(self, other: "ScheduleBatch")``): its attributes are traced as ``self``'s."""
+        fn = ((self.p.facts(mod) or {}).get("functions") or {}).get(qual) or {}
+        hint = (fn.get("annotated") or {}).get(name, "")
+        return fn.get("class") == klass[1] and hint.removesuffix("()").split(".")[-1] == klass[1].split(".")[-1]
 
     def _self_sources(self, klass: tuple[str, str], attr: str) -> list[tuple[str, str, int, ast.expr]]:
         """What the class and its bases assign ``self.<attr>``: (module, assigning function, line, expression)."""

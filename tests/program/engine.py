@@ -459,6 +459,8 @@ class DispatchedAttention(torch.nn.Module):
 called from a mixin of the scheduler and from a component that holds the value in a field without a default."""
 from dataclasses import dataclass
 
+import torch
+
 from eng.args import ServerArgs
 from eng.groups import groups_step, init_groups
 from eng.kernels import mla as k
@@ -490,12 +492,38 @@ class Adapter:
         return Batch.build(self.algo)
 
 
+class StepBatch:
+    """A decode batch whose lengths each step moves on (sglang's ScheduleBatch.seq_lens): made when the batch is
+    built, updated from themselves, filtered, merged with another batch's, and None while the batch is empty."""
+
+    def __init__(self):
+        self.lens = None
+        self.orig = None
+
+    def build(self, lens):
+        self.lens = torch.tensor(lens, dtype=torch.int64)
+        self.orig = torch.tensor(lens, dtype=torch.int32)
+
+    def filter(self, keep):
+        self.lens = self.lens[keep]
+        self.orig = self.orig[keep]
+
+    def merge(self, other: "StepBatch"):
+        self.lens = torch.cat([self.lens, other.lens])
+        self.orig = torch.cat([self.orig, other.orig])
+
+    def advance(self):
+        self.lens = self.lens + 1
+        self.orig = self.orig + 1
+
+
 class Scheduler(BuildMixin):
     def __init__(self):
         self.algo = Algo.from_string(None)
         self.running = Batch()
         self.adapter = Adapter(algo=self.algo)
         self.online = Fp8Online()
+        self.decoding = StepBatch()
         init_groups(ServerArgs())
 
     def step(self, batch: Batch, x):
@@ -506,6 +534,7 @@ class Scheduler(BuildMixin):
         pool_step(x)
         quant_step(self.args, x)
         groups_step(x)
+        self.decoding.advance()
 ''',
     "eng/groups.py": '''"""A module global the engine fills at start-up (sglang's attention data-parallel size): a
 placeholder None that the scheduler's constructor sets from the server's arguments, and that only a rescale no step

@@ -25,9 +25,10 @@ def test_glue_on_the_default_path_per_layer_and_per_step(engine: str) -> None:
     assert got == [("FusedMoE.forward", "eng/layers.py", ["prefill", "decode"]),
                    ("noaux_route", "eng/layers.py", ["prefill", "decode"]),
                    ("FA3Backend.init_metadata", "eng/attention/backends.py", ["decode"]),
+                   ("StepBatch.advance", "eng/sched.py", ["prefill", "decode"]),
                    ("FA3Backend.init_metadata", "eng/attention/backends.py", ["prefill"]),
                    ("publish", "eng/layers.py", ["prefill", "decode"])]  # possible: see the next test
-    moe, gate, meta, extend, _ = result.fusion
+    moe, gate, meta, _, extend, _ = result.fusion
     # the file's helpers count as their ops (noaux_route's sigmoid and add, its casts left out; publish's store),
     # then the routing; .view and .shape: free; x.float() of what the router returns: its dtype is not decided, so
     # not counted
@@ -46,7 +47,7 @@ def test_glue_on_the_default_path_per_layer_and_per_step(engine: str) -> None:
     assert sorted(meta.presets) == ["llama3-8b", "qwen3-8b"]  # engine code: every preset
     assert extend.ops == ("-", "cumsum", ".sum", "arange")
     saved = json.loads(result.path.read_text())["fusion"]
-    assert [f["kind"] for f in saved] == ["fusion"] * 5
+    assert [f["kind"] for f in saved] == ["fusion"] * 6
     assert saved[2]["lines"] == [15, 19] and saved[2]["launches_per_step"] == 5
 
 
@@ -70,9 +71,21 @@ def test_a_run_that_launches_enough_only_through_an_undecided_cast_is_possible(e
     assert site.undecided == ("lens.dtype != int64 (eng/layers.py:43)",)
 
 
+def test_an_attribute_updated_from_itself_keeps_the_dtype_its_making_gives(engine: str) -> None:
+    """`eng/sched.py`'s `StepBatch` (sglang's decode lengths): `lens` is made int64 when the batch is built, then
+    `self.lens + 1` each step, `self.lens[keep]` when filtered, `torch.cat([self.lens, other.lens])` with another
+    batch, and None while empty. The updates read the attribute itself and None is no tensor: the step's inputs are
+    int64 and int32 vectors (they were not traced, so the run could not be extracted)."""
+    site = next(f for f in api.scan(engine).fusion if f.function == "StepBatch.advance")
+    assert site.ops == ("+", "+") and site.reach == "default"
+    inputs = site.presets["llama3-8b"]["inputs"]
+    assert inputs["self.lens"] == {"dtype": "int64", "shape": [None], "made": "eng.sched:StepBatch.build"}
+    assert inputs["self.orig"] == {"dtype": "int32", "shape": [None], "made": "eng.sched:StepBatch.build"}
+
+
 def test_a_serving_setting_takes_glue_off_the_path(engine: str) -> None:
     fusion = api.scan(engine, sets={"attention_backend": "triton"}).fusion
-    assert [f.function for f in fusion] == ["FusedMoE.forward", "noaux_route", "publish"]
+    assert [f.function for f in fusion] == ["FusedMoE.forward", "noaux_route", "StepBatch.advance", "publish"]
 
 
 def test_the_cli_lists_fusion_entries_in_80_columns(engine: str) -> None:
@@ -80,7 +93,7 @@ def test_the_cli_lists_fusion_entries_in_80_columns(engine: str) -> None:
     out = subprocess.run([sys.executable, "-m", "smithbot", "scan", engine], capture_output=True, text=True,
                          env=env, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "fusion candidates: 5 runs of torch glue" in out.stdout and "per layer (32 layers)" in out.stdout
+    assert "fusion candidates: 6 runs of torch glue" in out.stdout and "per layer (32 layers)" in out.stdout
     assert max(len(line.rstrip()) for line in out.stdout.splitlines()) <= 80
     as_json = subprocess.run([sys.executable, "-m", "smithbot", "scan", engine, "--json"], capture_output=True,
                              text=True, env=env, cwd=ROOT, timeout=120)
