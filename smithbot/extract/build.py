@@ -477,6 +477,12 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         raise ExtractError(f"{site.function}: " + "; ".join(dict.fromkeys(builder.c.blockers)))
     defs = builder.render_definitions()
     functions = tuple(n for d in defs for n in ast.parse(d.source).body if isinstance(n, ast.FunctionDef))
+    hosted = sorted({param for p in site.presets.values() for param, origin in glue.origins.items()
+                     if ((p.get("inputs") or {}).get(origin) or {}).get("host")})
+    if hosted:  # a task's inputs all live on the GPU: its fused kernel would move the engine's host tensor there
+        raise ExtractError(f"{site.function} (lines {site.first}-{site.last}): {', '.join(hosted)} "
+                           f"{'is a host tensor' if len(hosted) == 1 else 'are host tensors'} in serving (made with "
+                           "no device): the run mixes host work with its GPU ops, which one kernel cannot replace")
     traced = _traced(site, glue.origins)
     try:
         specs, extra, inferred = param_specs(_params(fn), entry, target, fn, functions, traced)

@@ -357,7 +357,8 @@ def traced_specs(origins: dict[str, str], traced: dict[str, dict[str, Any]]) -> 
     (``origins``: parameter -> the engine's expression; ``traced``: expression -> ``{dtype, shape}``): the dtype, and
     the shape where every dim is decided, or its last dims (``tail``) where only the leading ones are not (a linear
     layer's output). The dims are the traced preset's numbers, not named after a model dim: a size that equals one
-    (8 experts, 8 kv heads) is not known to be it."""
+    (8 experts, 8 kv heads) is not known to be it. A vector whose length is not decided is the step's: an entry
+    per token of the case (per request in decode, as a batch's sequence lengths are)."""
     out: dict[str, dict[str, Any]] = {}
     for param, origin in origins.items():
         t = traced.get(origin) or {}
@@ -369,6 +370,8 @@ def traced_specs(origins: dict[str, str], traced: dict[str, dict[str, Any]]) -> 
         out[param] = {"dtype": dtype}
         if shape and None not in shape and tail is None:
             out[param]["shape"] = list(shape)
+        elif shape == [None]:
+            out[param]["shape"] = ["tokens"]
         elif tail and None not in tail:
             out[param]["tail"] = list(tail)
     return out

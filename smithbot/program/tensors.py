@@ -14,6 +14,9 @@ How a value is traced (``tensor(mod, qual, line, src)``):
   and ``x @ w`` the dtype of ``x``; views, elementwise ops and indexing keep their operand's dtype, and a view or an
   elementwise op its shape.
 
+A tensor made with no device (``torch.tensor(lens, dtype=torch.int64)``), or moved by ``.cpu()``, is the host's until
+``.to(device)`` or ``.cuda()`` moves it (``host``): its ops are no GPU work, and a glue task cannot take it.
+
 A dim of a shape is the number the defaults make of it (``self.n_routed_experts`` is the model config's 256), or None.
 What cannot be told is None, never a guess: a dtype no making or cast decides (a tensor the engine's caller hands in,
 a model's default dtype), or values that differ between callers or branches.
@@ -24,7 +27,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from smithbot.program.kinds import DTYPES
@@ -58,6 +61,8 @@ class TensorType:
     # each dim's number where decided (None where not); "..." first: leading dims of a rank not known; None: nothing
     shape: tuple[int | str | None, ...] | None = None
     made: str = ""  # the function that made or cast it, as ``module:qualname``
+    # made on the host (a making call given no device, ``.cpu()``) and not moved since: its ops are no GPU work
+    host: bool = False
 
 
 _UNKNOWN = TensorType(None)
@@ -87,7 +92,8 @@ def merge(types: list[TensorType]) -> TensorType:
     shape = shapes.pop() if len(shapes) == 1 else None
     if shape is None and all(t.shape is not None for t in types) and len({len(t.shape) for t in types}) == 1:
         shape = tuple(d[0] if len(set(d)) == 1 else None for d in zip(*(t.shape for t in types)))  # type: ignore
-    return TensorType(dtypes.pop() if len(dtypes) == 1 else None, shape, types[0].made if len(types) == 1 else "")
+    return TensorType(dtypes.pop() if len(dtypes) == 1 else None, shape, types[0].made if len(types) == 1 else "",
+                      all(t.host for t in types))
 
 
 class TensorTypes(ResolverState):
@@ -119,7 +125,8 @@ class TensorTypes(ResolverState):
             found = self._constant(mod, fn, self.bound_of.get((mod, qual)), src)
             return found if found is not None and is_literal(found) else None
         t = self.tensor(mod, qual, int(line), src)
-        return {"dtype": t.dtype, "shape": list(t.shape) if t.shape is not None else None, "made": t.made}
+        return {"dtype": t.dtype, "shape": list(t.shape) if t.shape is not None else None, "made": t.made,
+                **({"host": True} if t.host else {})}
 
     def dtype_value(self, mod: str, qual: str, line: int, src: str) -> str | None:
         """The dtype an expression names (``torch.float32``, ``w.dtype``, a parameter every caller passes one)."""
@@ -156,7 +163,7 @@ class TensorTypes(ResolverState):
             return _UNKNOWN
         if isinstance(e, ast.Subscript):
             inner = self._tensor(mod, qual, klass, line, e.value, depth + 1)
-            return inner if inner is _ITSELF else TensorType(inner.dtype, None, inner.made)
+            return inner if inner is _ITSELF else TensorType(inner.dtype, None, inner.made, inner.host)
         if isinstance(e, ast.IfExp):
             return merge([self._tensor(mod, qual, klass, line, b, depth + 1) for b in (e.body, e.orelse)])
         if isinstance(e, ast.Constant) and e.value is None:
@@ -169,55 +176,65 @@ class TensorTypes(ResolverState):
         kw = {k.arg: k.value for k in e.keywords if k.arg}
         if recv is not None:  # a tensor method
             if name in CASTS:
-                return TensorType(CASTS[name], self._tensor(mod, qual, klass, line, recv, depth + 1).shape, at)
+                inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
+                return TensorType(CASTS[name], inner.shape, at, inner.host)
+            if name in ("cpu", "cuda", "pin_memory"):
+                return replace(self._tensor(mod, qual, klass, line, recv, depth + 1), host=name != "cuda")
             if name == "to":
                 target = kw.get("dtype") or next((a for a in e.args if not devicey(a)), None)
                 inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
+                moved = next((a for a in [*e.args, kw.get("device")] if a is not None and devicey(a)), None)
+                host = inner.host if moved is None else _host_device(moved)
                 if target is None:
-                    return inner  # .to(device): the same dtype
+                    return replace(inner, host=host)  # .to(device): the same dtype
                 d = self._dtype(mod, qual, klass, line, target, depth + 1)
-                return TensorType(d, inner.shape, at) if d else _UNKNOWN
+                return TensorType(d, inner.shape, at, host) if d else _UNKNOWN
             if name == "type_as" and e.args:
                 other = self._tensor(mod, qual, klass, line, e.args[0], depth + 1)
-                return TensorType(other.dtype, self._tensor(mod, qual, klass, line, recv, depth + 1).shape, at)
+                inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
+                return TensorType(other.dtype, inner.shape, at, inner.host)
             if name in _SAME or name in _SAME_DTYPE:
                 if "dtype" in kw:
                     return TensorType(self._dtype(mod, qual, klass, line, kw["dtype"], depth + 1), None, at)
                 inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
-                return inner if name in _SAME or inner is _ITSELF else TensorType(inner.dtype, None, inner.made)
+                return inner if name in _SAME or inner is _ITSELF else TensorType(inner.dtype, None, inner.made,
+                                                                                    inner.host)
             return _UNKNOWN
         if name is None:
             return _UNKNOWN
         head, _, fname = name.rpartition(".")
         if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") and e.args:
-            return self._tensor(mod, qual, klass, line, e.args[0], depth + 1)
+            return replace(self._tensor(mod, qual, klass, line, e.args[0], depth + 1), host=False)
         if head != "torch" and head != "torch.nn.functional":
             return _UNKNOWN
         first = e.args[0] if e.args else kw.get("input")
         if fname in _MAKERS:
             d = self._dtype(mod, qual, klass, line, kw["dtype"], depth + 1) if "dtype" in kw else None
             shape = self._shape(mod, qual, klass, line, e.args if fname != "full" else e.args[:1], kw.get("size"))
-            return TensorType(d, shape, at) if d else TensorType(None, shape)
+            # torch's default device is the host, but for a torch module's tensors: the loader builds the model
+            # under a device context, and moves it
+            host = _host_device(kw["device"]) if "device" in kw else not self._torch_module(klass)
+            return TensorType(d, shape, at, host) if d else TensorType(None, shape, host=host)
         if fname in _LIKE and first is not None:
             inner = self._tensor(mod, qual, klass, line, first, depth + 1)
             d = self._dtype(mod, qual, klass, line, kw["dtype"], depth + 1) if "dtype" in kw else inner.dtype
-            return TensorType(d, inner.shape, at)
+            return TensorType(d, inner.shape, at, _host_device(kw["device"]) if "device" in kw else inner.host)
         if fname in _MATMUL and first is not None:
             x = self._tensor(mod, qual, klass, line, first, depth + 1)
             if fname == "linear" and len(e.args) > 1:
                 w = self._tensor(mod, qual, klass, line, e.args[1], depth + 1)
                 rows = w.shape[0] if w.shape is not None and len(w.shape) == 2 else None
                 lead = x.shape[:-1] if x.shape is not None else ("...",)  # (its leading dims, however many)
-                return TensorType(x.dtype, (*lead, rows) if rows or x.shape is not None else None, x.made)
-            return TensorType(x.dtype, None, x.made)
+                return TensorType(x.dtype, (*lead, rows) if rows or x.shape is not None else None, x.made, x.host)
+            return TensorType(x.dtype, None, x.made, x.host)
         if (fname in _SAME or fname in _SAME_DTYPE) and first is not None:
             if "dtype" in kw:
                 return TensorType(self._dtype(mod, qual, klass, line, kw["dtype"], depth + 1), None, at)
             if isinstance(first, (ast.List, ast.Tuple)):  # torch.cat([a, b])
                 joined = merge([self._tensor(mod, qual, klass, line, x, depth + 1) for x in first.elts])
-                return joined if joined is _ITSELF else TensorType(joined.dtype)
+                return joined if joined is _ITSELF else TensorType(joined.dtype, host=joined.host)
             inner = self._tensor(mod, qual, klass, line, first, depth + 1)
-            return inner if fname in _SAME else TensorType(inner.dtype, None, inner.made)
+            return inner if fname in _SAME else TensorType(inner.dtype, None, inner.made, inner.host)
         return _UNKNOWN
 
     def _binop(self, mod: str, qual: str, klass: tuple[str, str] | None, line: int, e: ast.BinOp,
@@ -233,7 +250,7 @@ class TensorTypes(ResolverState):
                 and all(isinstance(n.value, int) for n in numbers):
             return _ITSELF  # self.seq_lens + 1: the attribute's own dtype, whatever its other sources give
         if isinstance(e.op, ast.MatMult):
-            return TensorType(got[0].dtype, None, got[0].made)
+            return TensorType(got[0].dtype, None, got[0].made, got[0].host)
         if len(got) == 2:
             return merge(got) if got[0].dtype == got[1].dtype else _UNKNOWN
         t = got[0]
@@ -343,6 +360,11 @@ class TensorTypes(ResolverState):
             out.append((node[1], node[2], node[3], call[3], e))
         return out
 
+    def _torch_module(self, klass: tuple[str, str] | None) -> bool:
+        """Whether the class is a torch module (``nn.Module`` among its bases, through the engine's classes)."""
+        return klass is not None and any(b.split(".")[-1] == "Module" and b.split(".")[0] in ("nn", "torch")
+                                         for m, q in self.mro(*klass) for b in (self.cls(m, q) or {}).get("bases", []))
+
     def _same_class(self, mod: str, qual: str, klass: tuple[str, str], name: str) -> bool:
         """Whether parameter ``name`` of method ``qual`` is hinted as another instance of the method's own class
         (``def merge_batch(self, other: "ScheduleBatch")``): its attributes are traced as ``self``'s."""
@@ -447,6 +469,11 @@ def _functions(text: bytes) -> dict[str, ast.FunctionDef]:
 
 def _union(a: list[Any], b: list[Any]) -> list[Any]:
     return a + [x for x in b if not any(x is y for y in a)]
+
+
+def _host_device(e: ast.expr) -> bool:
+    """Whether a device argument names the host (``"cpu"``, ``torch.device("cpu")``)."""
+    return "'cpu'" in ast.unparse(e) or '"cpu"' in ast.unparse(e)
 
 
 def devicey(e: ast.expr) -> bool:

@@ -220,6 +220,19 @@ def test_a_glue_tasks_inputs_have_the_dtype_and_shape_traced_through_the_engine(
     assert "'gate_logits': {'shape': ['tokens', 8], 'dtype': 'bf16'}" in harness
 
 
+def test_a_traced_vector_of_undecided_length_has_an_entry_per_token() -> None:
+    """A step's vector whose length the code does not decide (a batch's sequence lengths) gets the case's tokens; a
+    matrix with an undecided leading dim keeps only its dtype; a linear layer's output its last dims."""
+    from smithbot.extract.inputs import traced_specs
+
+    got = traced_specs({"lens": "self.lens", "w": "self.w", "x": "x"},
+                       {"self.lens": {"dtype": "int64", "shape": [None]}, "self.w": {"dtype": "float32",
+                                                                                     "shape": [None, 8]},
+                        "x": {"dtype": "bfloat16", "shape": ["...", 8]}})
+    assert got == {"lens": {"dtype": "int64", "shape": ["tokens"]}, "w": {"dtype": "fp32"},
+                   "x": {"dtype": "bf16", "tail": [8]}}
+
+
 # A fused candidate for the demo's glue, written for this test: one Triton kernel instead of six torch launches (the
 # EVOLVE block of the task's kernel.py; what is outside it stays the baseline's)
 FUSED = '''

@@ -494,26 +494,33 @@ class Adapter:
 
 class StepBatch:
     """A decode batch whose lengths each step moves on (sglang's ScheduleBatch.seq_lens): made when the batch is
-    built, updated from themselves, filtered, merged with another batch's, and None while the batch is empty."""
+    built, updated from themselves, filtered, merged with another batch's, and None while the batch is empty. The
+    lengths are made on the host and moved to the GPU; their mirror stays on the host."""
 
     def __init__(self):
+        self.device = "cuda"
         self.lens = None
         self.orig = None
+        self.lens_host = None
 
     def build(self, lens):
-        self.lens = torch.tensor(lens, dtype=torch.int64)
-        self.orig = torch.tensor(lens, dtype=torch.int32)
+        self.lens = torch.tensor(lens, dtype=torch.int64).to(self.device, non_blocking=True)
+        self.orig = torch.tensor(lens, dtype=torch.int32, device=self.device)
+        self.lens_host = torch.tensor(lens, dtype=torch.int64)
 
     def filter(self, keep):
         self.lens = self.lens[keep]
         self.orig = self.orig[keep]
+        self.lens_host = self.lens_host[keep]
 
     def merge(self, other: "StepBatch"):
         self.lens = torch.cat([self.lens, other.lens])
         self.orig = torch.cat([self.orig, other.orig])
+        self.lens_host = torch.cat([self.lens_host, other.lens_host])
 
     def advance(self):
         self.lens = self.lens + 1
+        self.lens_host = self.lens_host + 1
         self.orig = self.orig + 1
 
 

@@ -75,12 +75,17 @@ def test_an_attribute_updated_from_itself_keeps_the_dtype_its_making_gives(engin
     """`eng/sched.py`'s `StepBatch` (sglang's decode lengths): `lens` is made int64 when the batch is built, then
     `self.lens + 1` each step, `self.lens[keep]` when filtered, `torch.cat([self.lens, other.lens])` with another
     batch, and None while empty. The updates read the attribute itself and None is no tensor: the step's inputs are
-    int64 and int32 vectors (they were not traced, so the run could not be extracted)."""
+    int64 and int32 vectors (they were not traced). `lens` is moved to the GPU when made, `lens_host` is made with no
+    device and stays on the host: a glue task cannot take it, and extraction says so."""
     site = next(f for f in api.scan(engine).fusion if f.function == "StepBatch.advance")
-    assert site.ops == ("+", "+") and site.reach == "default"
+    assert site.ops == ("+", "+", "+") and site.reach == "default"
     inputs = site.presets["llama3-8b"]["inputs"]
     assert inputs["self.lens"] == {"dtype": "int64", "shape": [None], "made": "eng.sched:StepBatch.build"}
     assert inputs["self.orig"] == {"dtype": "int32", "shape": [None], "made": "eng.sched:StepBatch.build"}
+    assert inputs["self.lens_host"] == {"dtype": "int64", "shape": [None], "made": "eng.sched:StepBatch.build",
+                                        "host": True}
+    [row] = api.extract(engine, "glue:StepBatch.advance")
+    assert not row.extracted and "lens_host is a host tensor in serving (made with no device)" in row.why, row.why
 
 
 def test_a_serving_setting_takes_glue_off_the_path(engine: str) -> None:
