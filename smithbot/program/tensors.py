@@ -114,8 +114,8 @@ class TensorTypes(ResolverState):
         return _UNKNOWN if found in (_ITSELF, _NONE) else found
 
     def answer(self, mod: str, qual: str, question: str) -> dict[str, Any] | str | None:
-        """A question of ``tensor_question``'s form answered: a tensor's ``{dtype, shape, made}``, a dtype, or a
-        constant's literal source (None where the defaults do not make it one)."""
+        """A question of ``tensor_question``'s form answered: a tensor's ``{dtype, shape, made}`` (and ``host``, for a
+        host tensor), a dtype, or a constant's literal source (None where the defaults do not make it one)."""
         kind, _, rest = question.partition("@")
         line, _, src = rest.partition(":")
         if kind == "dtype":

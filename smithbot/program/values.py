@@ -254,8 +254,9 @@ class EngineValues(ResolverState):
               only_whole: bool = False) -> Any:
         """``compute()`` memoised in ``table`` for the round, ``guard()`` standing in while it runs (a cycle). A
         value the depth limit cut short somewhere below is used again only as deep or deeper: asked from less deep,
-        it is computed again (at most once per level). With ``only_whole``, an unknown (None) that was cut short or
-        read a guard standing in for another is not kept at all."""
+        it is computed again (at most once per level), and reused, it cuts short what reads it too. With
+        ``only_whole``, an unknown (None) that was cut short or read a guard standing in for another is not kept at
+        all."""
         got = table.get(key)
         if got is not None and (not got[1] or self._tracing >= got[2]):
             self._cut_short += got[1]  # a value cut short cuts short what reads it
