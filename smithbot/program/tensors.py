@@ -101,6 +101,7 @@ class TensorTypes(ResolverState):
 
     mro: Any
     cls: Any
+    symbol: Any
     bound_of: dict[tuple[str, str], tuple[str, str] | None]
     _attrs_traced: set[tuple[tuple[str, str], str]]  # the ``self.x`` being traced (their class, their name)
     _value_there: Any  # (values.EngineValues)
@@ -147,20 +148,7 @@ class TensorTypes(ResolverState):
             return merge([self._tensor(m, q, k, ln, v, depth + 1) for m, q, k, ln, v in
                           self._sources(mod, qual, klass, line, e.id, depth)] or [_UNKNOWN])
         if isinstance(e, ast.Attribute):
-            if e.attr in _TENSOR_ATTR:
-                return self._tensor(mod, qual, klass, line, e.value, depth + 1)
-            if isinstance(e.value, ast.Name) and klass is not None and (e.value.id == "self" or self._same_class(
-                    mod, qual, klass, e.value.id)):
-                key = (klass, e.attr)
-                if key in self._attrs_traced:
-                    return _ITSELF
-                self._attrs_traced.add(key)
-                try:
-                    return merge([self._tensor(m, q, klass, ln, v, depth + 1)
-                                  for m, q, ln, v in self._self_sources(klass, e.attr)] or [_UNKNOWN])
-                finally:
-                    self._attrs_traced.discard(key)
-            return _UNKNOWN
+            return self._attribute(mod, qual, klass, line, e, depth)
         if isinstance(e, ast.Subscript):
             inner = self._tensor(mod, qual, klass, line, e.value, depth + 1)
             return inner if inner is _ITSELF else TensorType(inner.dtype, None, inner.made, inner.host)
@@ -175,31 +163,7 @@ class TensorTypes(ResolverState):
         name, recv = self._callee(mod, e)
         kw = {k.arg: k.value for k in e.keywords if k.arg}
         if recv is not None:  # a tensor method
-            if name in CASTS:
-                inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
-                return TensorType(CASTS[name], inner.shape, at, inner.host)
-            if name in ("cpu", "cuda", "pin_memory"):
-                return replace(self._tensor(mod, qual, klass, line, recv, depth + 1), host=name != "cuda")
-            if name == "to":
-                target = kw.get("dtype") or next((a for a in e.args if not devicey(a)), None)
-                inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
-                moved = next((a for a in [*e.args, kw.get("device")] if a is not None and devicey(a)), None)
-                host = inner.host if moved is None else _host_device(moved)
-                if target is None:
-                    return replace(inner, host=host)  # .to(device): the same dtype
-                d = self._dtype(mod, qual, klass, line, target, depth + 1)
-                return TensorType(d, inner.shape, at, host) if d else _UNKNOWN
-            if name == "type_as" and e.args:
-                other = self._tensor(mod, qual, klass, line, e.args[0], depth + 1)
-                inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
-                return TensorType(other.dtype, inner.shape, at, inner.host)
-            if name in _SAME or name in _SAME_DTYPE:
-                if "dtype" in kw:
-                    return TensorType(self._dtype(mod, qual, klass, line, kw["dtype"], depth + 1), None, at)
-                inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
-                return inner if name in _SAME or inner is _ITSELF else TensorType(inner.dtype, None, inner.made,
-                                                                                    inner.host)
-            return _UNKNOWN
+            return self._method(mod, qual, klass, line, e, name, recv, kw, depth)
         if name is None:
             return _UNKNOWN
         head, _, fname = name.rpartition(".")
@@ -235,6 +199,56 @@ class TensorTypes(ResolverState):
                 return joined if joined is _ITSELF else TensorType(joined.dtype, host=joined.host)
             inner = self._tensor(mod, qual, klass, line, first, depth + 1)
             return inner if fname in _SAME else TensorType(inner.dtype, None, inner.made, inner.host)
+        return _UNKNOWN
+
+    def _attribute(self, mod: str, qual: str, klass: tuple[str, str] | None, line: int, e: ast.Attribute,
+                   depth: int) -> TensorType:
+        """``x.data``: x; ``self.x`` (or ``batch.x``, ``batch`` hinted as an engine class): what the class's methods
+        assign it, an update from itself (``_ITSELF``) left out."""
+        if e.attr in _TENSOR_ATTR:
+            return self._tensor(mod, qual, klass, line, e.value, depth + 1)
+        owner = klass if isinstance(e.value, ast.Name) and e.value.id == "self" else \
+            self._hinted_class(mod, qual, e.value.id) if isinstance(e.value, ast.Name) else None
+        if owner is None:
+            return _UNKNOWN
+        key = (owner, e.attr)
+        if key in self._attrs_traced:
+            return _ITSELF
+        self._attrs_traced.add(key)
+        try:
+            return merge([self._tensor(m, q, owner, ln, v, depth + 1)
+                          for m, q, ln, v in self._self_sources(owner, e.attr)] or [_UNKNOWN])
+        finally:
+            self._attrs_traced.discard(key)
+
+    def _method(self, mod: str, qual: str, klass: tuple[str, str] | None, line: int, e: ast.Call, name: str,
+                recv: ast.expr, kw: dict[str, ast.expr], depth: int) -> TensorType:
+        """A tensor method's result: a cast, a move, or an op that keeps its receiver's dtype (and shape)."""
+        at = f"{mod}:{qual}"
+        if name in CASTS:
+            inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
+            return TensorType(CASTS[name], inner.shape, at, inner.host)
+        if name in ("cpu", "cuda", "pin_memory"):
+            return replace(self._tensor(mod, qual, klass, line, recv, depth + 1), host=name != "cuda")
+        if name == "to":
+            target = kw.get("dtype") or next((a for a in e.args if not devicey(a)), None)
+            inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
+            moved = next((a for a in [*e.args, kw.get("device")] if a is not None and devicey(a)), None)
+            host = inner.host if moved is None else _host_device(moved)
+            if target is None:
+                return replace(inner, host=host)  # .to(device): the same dtype
+            d = self._dtype(mod, qual, klass, line, target, depth + 1)
+            return TensorType(d, inner.shape, at, host) if d else _UNKNOWN
+        if name == "type_as" and e.args:
+            other = self._tensor(mod, qual, klass, line, e.args[0], depth + 1)
+            inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
+            return TensorType(other.dtype, inner.shape, at, inner.host)
+        if name in _SAME or name in _SAME_DTYPE:
+            if "dtype" in kw:
+                return TensorType(self._dtype(mod, qual, klass, line, kw["dtype"], depth + 1), None, at)
+            inner = self._tensor(mod, qual, klass, line, recv, depth + 1)
+            return inner if name in _SAME or inner is _ITSELF else TensorType(inner.dtype, None, inner.made,
+                                                                              inner.host)
         return _UNKNOWN
 
     def _binop(self, mod: str, qual: str, klass: tuple[str, str] | None, line: int, e: ast.BinOp,
@@ -365,12 +379,13 @@ class TensorTypes(ResolverState):
         return klass is not None and any(b.split(".")[-1] == "Module" and b.split(".")[0] in ("nn", "torch")
                                          for m, q in self.mro(*klass) for b in (self.cls(m, q) or {}).get("bases", []))
 
-    def _same_class(self, mod: str, qual: str, klass: tuple[str, str], name: str) -> bool:
-        """Whether parameter ``name`` of method ``qual`` is hinted as another instance of the method's own class
-        (``def merge_batch(self, other: "ScheduleBatch")``): its attributes are traced as ``self``'s."""
+    def _hinted_class(self, mod: str, qual: str, name: str) -> tuple[str, str] | None:
+        """The engine's class that parameter ``name`` of ``qual`` is hinted as (``batch: ScheduleBatch``, ``other:
+        "ScheduleBatch"`` in a method of that class): its attributes are traced as that class's ``self``'s."""
         fn = ((self.p.facts(mod) or {}).get("functions") or {}).get(qual) or {}
-        hint = (fn.get("annotated") or {}).get(name, "")
-        return fn.get("class") == klass[1] and hint.removesuffix("()").split(".")[-1] == klass[1].split(".")[-1]
+        hint = (fn.get("annotated") or {}).get(name, "").removesuffix("()")
+        found = [v for v in (self.symbol(mod, hint) if hint else []) if v[0] == "class"]
+        return (found[0][1], found[0][2]) if len(found) == 1 else None
 
     def _self_sources(self, klass: tuple[str, str], attr: str) -> list[tuple[str, str, int, ast.expr]]:
         """What the class and its bases assign ``self.<attr>``: (module, assigning function, line, expression)."""

@@ -524,6 +524,10 @@ class StepBatch:
         self.orig = self.orig + 1
 
 
+def stash_lens(buf, idx, lens: torch.Tensor):
+    buf[idx] = lens.to(torch.int64)
+
+
 class Scheduler(BuildMixin):
     def __init__(self):
         self.algo = Algo.from_string(None)
@@ -542,6 +546,10 @@ class Scheduler(BuildMixin):
         quant_step(self.args, x)
         groups_step(x)
         self.decoding.advance()
+        self.relay(self.decoding, x)
+
+    def relay(self, batch: StepBatch, x):
+        stash_lens(self.lens_buf, x, batch.lens + 1)
 ''',
     "eng/groups.py": '''"""A module global the engine fills at start-up (sglang's attention data-parallel size): a
 placeholder None that the scheduler's constructor sets from the server's arguments, and that only a rescale no step

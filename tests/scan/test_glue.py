@@ -88,6 +88,13 @@ def test_an_attribute_updated_from_itself_keeps_the_dtype_its_making_gives(engin
     assert not row.extracted and "lens_host is a host tensor in serving (made with no device)" in row.why, row.why
 
 
+def test_a_parameter_hinted_as_an_engine_class_is_traced_through_its_attributes(engine: str) -> None:
+    """`Scheduler.relay(self, batch: StepBatch, x)` hands `batch.lens + 1` to `stash_lens`, which stores it cast to
+    int64 (sglang's `FutureMap.publish`). `batch.lens` is the class's int64 lengths, so the cast launches nothing,
+    and one store is no run of glue. It was a possible site, its cast an open test."""
+    assert [f.function for f in api.scan(engine).fusion if f.function == "stash_lens"] == []
+
+
 def test_a_serving_setting_takes_glue_off_the_path(engine: str) -> None:
     fusion = api.scan(engine, sets={"attention_backend": "triton"}).fusion
     assert [f.function for f in fusion] == ["FusedMoE.forward", "noaux_route", "StepBatch.advance", "publish"]
