@@ -195,16 +195,32 @@ def casts(run: dict[str, Any], types: dict[str, Any]) -> tuple[list[dict[str, An
     return launching, unsure
 
 
+def _host_work(run: dict[str, Any], types: dict[str, Any]) -> set[int]:
+    """The launches (their indices in ``run["ops"]``) of statements that read host tensors and nothing else that
+    could be on the GPU (``seq_lens_cpu = seq_lens_cpu + 1``): host work, no kernel. Every read must be traced: a
+    host tensor, or a constant serving makes of it."""
+    out: set[int] = set()
+    at = 0
+    for n, reads in run.get("parts", []):
+        seen = [_traced_input(types, run["first"], src) or {} for src in reads]
+        if any(t.get("host") for t in seen) and all(t.get("host") or "value" in t for t in seen):
+            out.update(range(at, at + n))
+        at += n
+    return out
+
+
 def _with_casts(run: dict[str, Any], types: dict[str, Any], rel: str
                 ) -> tuple[tuple[str, ...], list[str], tuple[str, ...]]:
-    """A run's launching ops with its casts decided (``casts``): those that launch, in their place; those not
-    decided only where the run needs them to be a run at all, and then as open tests of its path (it is possible,
-    not default). (ops, those open tests, the casts not counted, said)."""
+    """A run's launching ops with the host's work left out (``_host_work``) and its casts decided (``casts``):
+    those that launch, in their place; those not decided only where the run needs them to be a run at all, and then
+    as open tests of its path (it is possible, not default). (ops, those open tests, the casts not counted, said)."""
+    hosted = _host_work(run, types)
     launching, unsure = casts(run, types)
-    counted = launching if len(run["ops"]) + len(launching) >= MIN_LAUNCHES else launching + unsure
-    ops = tuple(run["ops"])
+    ops = tuple(op for i, op in enumerate(run["ops"]) if i not in hosted)
+    counted = launching if len(ops) + len(launching) >= MIN_LAUNCHES else launching + unsure
     for c in sorted(counted, key=lambda c: -c["at"]):
-        ops = ops[:c["at"]] + (c["op"],) + ops[c["at"]:]
+        at = c["at"] - sum(1 for i in hosted if i < c["at"])
+        ops = ops[:at] + (c["op"],) + ops[at:]
     open_casts = [f"{c['of']}.dtype != {c['target']} ({rel}:{c['line']})" for c in unsure if c in counted]
     return ops, open_casts, tuple(_cast_said(c) for c in unsure if c not in counted)
 

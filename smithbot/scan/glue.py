@@ -30,7 +30,7 @@ from typing import Any
 from smithbot.program.syntax import dotted_name
 from smithbot.program.tensors import CASTS, DTYPES, devicey
 
-GLUE_VERSION = "15"
+GLUE_VERSION = "16"
 MIN_LAUNCHES = 2
 
 # torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
@@ -439,6 +439,9 @@ class _Function:
             seen.add(key)
             self.runs.append({"first": first, "last": last, "ops": launches, "launches": len(launches),
                               "casts": casts, "reads": self.reads([st for st, _ in stmts]),
+                              # each counted statement's launches and reads, in order: one that reads host
+                              # tensors alone is host work (decided with the walk's types)
+                              "parts": [[sum(k == "launch" for k, _ in ops), self.reads([st])] for st, ops in counted],
                               "syncs": [n for _, ops in counted for k, n in ops if k == "sync"],
                               "tests": [list(t) for t in tests + own], "in_loop": loop})
 

@@ -76,9 +76,10 @@ def test_an_attribute_updated_from_itself_keeps_the_dtype_its_making_gives(engin
     `self.lens + 1` each step, `self.lens[keep]` when filtered, `torch.cat([self.lens, other.lens])` with another
     batch, and None while empty. The updates read the attribute itself and None is no tensor: the step's inputs are
     int64 and int32 vectors (they were not traced). `lens` is moved to the GPU when made, `lens_host` is made with no
-    device and stays on the host: a glue task cannot take it, and extraction says so."""
+    device and stays on the host: its `+ 1` is host work, no launch, and a glue task cannot take the run (extraction
+    says so)."""
     site = next(f for f in api.scan(engine).fusion if f.function == "StepBatch.advance")
-    assert site.ops == ("+", "+", "+") and site.reach == "default"
+    assert site.ops == ("+", "+") and site.reach == "default" and (site.first, site.last) == (65, 67)
     inputs = site.presets["llama3-8b"]["inputs"]
     assert inputs["self.lens"] == {"dtype": "int64", "shape": [None], "made": "eng.sched:StepBatch.build"}
     assert inputs["self.orig"] == {"dtype": "int32", "shape": [None], "made": "eng.sched:StepBatch.build"}
