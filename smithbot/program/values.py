@@ -538,10 +538,12 @@ class EngineValues(ResolverState):
         def given() -> str | None:
             found = [] if any((mod, q) in self.surely for q in ran) else [own]
             for q in ran:
-                found.extend(one_of_items(constant_source(value_of(name, self.env, self.look(mod, functions.get(q),
-                                                                                              None)), True) or "?"))
+                src = self._source_there(mod, functions.get(q), None, name)
+                if src is None:
+                    return None
+                found.extend(one_of_items(src))
             found = list(dict.fromkeys(found))
-            return None if None in found or "?" in found else found[0] if len(found) == 1 else one_of(found)
+            return None if None in found else found[0] if len(found) == 1 else one_of(found)
         return self._kept(self._imported, (mod, name, "rebound", self.env.phase, self._filtering > 0), lambda: None,
                           given)
 
