@@ -410,6 +410,13 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
             # rotary_emb, a DualChunkRotaryEmbedding only for a dual-chunk config)
             for src in ([s for s, held in made if not self.cut(t[1], held, fn, bound)] if made else [text]):
                 out += self.expr(t[1], fn["class"], t[3], fn, forwards.get(src, src), depth + 1)
+        if not out and fn.get("returns_hint") and fn["returns"] and all(
+                text.endswith("()") and {v[0] for v in self.expr(t[1], fn["class"], t[3], fn, text[:-2], depth + 1)}
+                == {"registry"} for text, _ in fn["returns"]):
+            # an entry of a registry that nothing the walk saw fills, made by name: an instance of the class the
+            # return hint names (``def get_parser(name) -> ParserBase: return _PARSERS[name]()``)
+            out = [("inst", v[1], v[2]) for v in self.symbol(t[1], fn["returns_hint"].removesuffix("()"), depth + 1)
+                   if v[0] == "class"]
         return out
 
     def targets(self, vals: list[Value]) -> list[Value]:

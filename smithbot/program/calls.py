@@ -10,10 +10,12 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import itertools
 from typing import Any, Callable
 
 from smithbot.program.evaluate import evaluate, value_of
-from smithbot.program.kinds import CONFIG, EACH_OF_SOURCE, GIVEN, INSTANCE_SOURCE, OBJECT, Several, several
+from smithbot.program.kinds import (CONFIG, CONFIG_CLASSES, CONFIG_LOADERS, EACH_OF_SOURCE, GIVEN, INSTANCE_SOURCE,
+                                    OBJECT, UNKNOWN_SOURCE, ModelConfig, Several, several)
 from smithbot.program.sources import element_of, element_split, is_literal, source_of
 from smithbot.program.syntax import parse_expr, source
 from smithbot.program.values import ResolverState
@@ -90,10 +92,13 @@ class CallValues(ResolverState):
         element = None
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call):  # prepare(...)[1]: one element
             node, element = node.value, element_split(call)[1]
-        if depth > 3 or not isinstance(node, ast.Call) or any(k.arg is None for k in node.keywords) or \
-                any(isinstance(a, ast.Starred) for a in node.args):
+        if depth > 3 or not isinstance(node, ast.Call):
             return None
         cls = (fn or {}).get("class")
+        func = source(node.func)
+        head, _, rest = func.partition(".")
+        if f"{(self.p.facts(mod) or {}).get('imports', {}).get(head)}.{rest}" in CONFIG_LOADERS:
+            return CONFIG  # AutoConfig.from_pretrained(path): the model's config.json
         found = self._attribute_test(mod, cls, klass, fn, node, read=True) \
             or self._instance_test(mod, cls, klass, fn, node, outer)
         if found is not None:
@@ -116,6 +121,8 @@ class CallValues(ResolverState):
         funcs = [v for v in self.targets(vals) if v[0] == "func"]
         if not funcs or len(funcs) > 8:
             return None
+        if all(self._returns_config(f) for f in funcs):
+            return CONFIG
         out: list[str] = []
         for target in funcs:
             got = self._returned(mod, fn, klass, node, target, depth, outer, cached, element)
@@ -123,6 +130,14 @@ class CallValues(ResolverState):
                 return None
             out.extend(g for g in got if g not in out)
         return out[0] if len(out) == 1 else out
+
+    def _returns_config(self, func: Value) -> bool:
+        """Whether a function says it returns the model's config.json: its return hint is transformers'
+        ``PretrainedConfig`` (``def parse(self, model) -> PretrainedConfig``, a parser's base method, whatever
+        registry entry the call goes to)."""
+        f = self.p.facts(func[1]) or {}
+        hint = (f.get("functions", {}).get(func[2]) or {}).get("returns_hint")
+        return bool(hint) and _imported(f, hint.removesuffix("()")) in CONFIG_CLASSES
 
     def _held_callable(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, node: ast.Call
                        ) -> list[str] | None:
@@ -169,8 +184,12 @@ class CallValues(ResolverState):
                 args[params[0]] = self.phase_member([("inst", *func[3])] if func[3] else []) \
                     or self._receiver(source(node.func.value), outer)
             params = params[1:]
-        args.update(zip(params, (source(a) for a in node.args)))
+        given = list(itertools.takewhile(lambda a: not isinstance(a, ast.Starred), node.args))
+        args.update(zip(params, (source(a) for a in given)))
         args.update({k.arg: source(k.value) for k in node.keywords if k.arg in params})
+        if len(given) < len(node.args) or any(k.arg is None for k in node.keywords):
+            # f(x, **kwargs): the spread may pass any parameter not named: each is unknown
+            args.update({p: UNKNOWN_SOURCE for p in params if p not in args})
         if any(p not in args and p not in target.get("constants", {}) for p in params):
             return None  # a parameter left to its default, unknown here
         args.update({p: v for p, v in target.get("constants", {}).items() if p not in args})
@@ -462,6 +481,8 @@ class CallValues(ResolverState):
                 if not found or any(v[0] != "class" for v in found):
                     return None
                 kinds += [(v[1], v[2]) for v in found]
+        if isinstance(value_of(source(node.args[0]), self.env, outer or (lambda name: None)), ModelConfig):
+            return self._config_instance(kinds)
         held_src = outer(node.args[0].id) if outer is not None and isinstance(node.args[0], ast.Name) else None
         bound = parse_expr(held_src) if isinstance(held_src, str) and held_src.startswith(INSTANCE_SOURCE) else None
         if isinstance(bound, ast.Call) and all(isinstance(a, ast.Constant) for a in bound.args):
@@ -472,6 +493,20 @@ class CallValues(ResolverState):
             return None
         held = {any(k in self.mro(*c) for k in kinds) for v in vals for c in self.concrete(v[1], v[2])}
         return repr(held.pop()) if len(held) == 1 else None
+
+    def _config_instance(self, kinds: list[tuple[str, str]]) -> str | None:
+        """``isinstance(config, A)`` of the model's config.json, ``A`` a class of the engine's: transformers loads
+        the config into the class registered for its ``model_type``, which is the engine's own only where the engine
+        declares one for that type (``model_type = "deepseek_v3"`` in a config class); so the config is an instance
+        of ``A`` only when such a class has ``A`` among its bases. None where the preset gives no ``model_type``."""
+        mine = self.env.settings.get("model_type")
+        if not isinstance(mine, str):
+            return None
+        own = [(m, q) for m in self.p.assigning("model_type", mine)
+               for q, c in (self.p.facts(m) or {}).get("classes", {}).items()
+               if any(where is None and is_literal(src) and _constant(src) == mine
+                      for src, where, _ in (c.get("flags", {}).get("model_type") or [])[:1])]
+        return repr(any(k in self.mro(*c) for c in own for k in kinds))
 
     def _off_path_method(self, name: str) -> bool:
         """Whether ``name`` is a method that some file of the target defines and no live class (one a walk made, or
@@ -553,3 +588,11 @@ def _sources(value: Any) -> list[str] | None:
     if isinstance(value, Several) and value.each:  # each of them, per instance: one source that says so
         return [source_of(value) or f"{EACH_OF_SOURCE}({', '.join(found)})"]  # type: ignore[arg-type]
     return found  # type: ignore[return-value]
+
+
+def _imported(facts: dict[str, Any], name: str) -> str:
+    """The absolute dotted name ``name`` stands for in a module, by its imports (``PretrainedConfig`` after ``from
+    transformers import PretrainedConfig`` is ``transformers.PretrainedConfig``)."""
+    head, _, rest = name.partition(".")
+    full = facts.get("imports", {}).get(head, head)
+    return f"{full}.{rest}" if rest else full

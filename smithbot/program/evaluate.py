@@ -34,8 +34,8 @@ import re
 from typing import Any, Callable
 
 from smithbot.program.kinds import (CONFIG, DTYPES, EACH, EACH_OF_SOURCE, EACH_SOURCE, GIVEN, INSTANCE_SOURCE,
-                                    MISSING, OBJECT, ONE_OF_SOURCE, DType, Given, Member, ModelConfig, ObjectValue,
-                                    Several, Unknown, lift, several, truth)
+                                    MISSING, OBJECT, ONE_OF_SOURCE, UNKNOWN_SOURCE, DType, Given, Member, ModelConfig,
+                                    ObjectValue, Several, Unknown, lift, several, truth)
 from smithbot.program.syntax import parse_expr, source
 
 _ORDER = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "in": lambda a, b: a in b,
@@ -169,6 +169,11 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         items = [_value(e, env, assigns, depth + 1) for e in node.elts]
         return Unknown if any(i is Unknown or i is MISSING for i in items) else tuple(items)
+    if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.keys):  # {} or {"a": x}
+        values = [_value(v, env, assigns, depth + 1) for v in node.values]
+        if any(v is Unknown or v is MISSING or isinstance(v, Several) for v in values):
+            return Unknown
+        return {k.value: v for k, v in zip(node.keys, values)}  # type: ignore[union-attr]
     if isinstance(node, ast.BoolOp):
         return lift(_bool_op(isinstance(node.op, ast.And)),
                      *(_value(v, env, assigns, depth + 1) for v in node.values))
@@ -191,6 +196,8 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
             return ObjectValue()
         if node.id == CONFIG:
             return ModelConfig(env.settings)
+        if node.id == UNKNOWN_SOURCE:
+            return Unknown
         v = env.lookup(node.id)
         if v is not MISSING:
             return v
@@ -373,6 +380,14 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
     getter = _env_getter(node, env, assigns, depth)
     if getter is not MISSING:
         return getter
+    if isinstance(func, ast.Attribute) and source(func) in ("copy.copy", "copy.deepcopy") and len(args) == 1:
+        return _value(args[0], env, assigns, depth + 1)  # a copy holds what the original holds
+    if isinstance(func, ast.Attribute) and func.attr == "get_text_config" and not args:
+        # transformers' PretrainedConfig.get_text_config(): the text model's sub-config, the config itself where it
+        # has none
+        owner = _value(func.value, env, assigns, depth + 1)
+        if isinstance(owner, ModelConfig):
+            return Unknown if "text_config" in owner.fields else owner
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "math" \
             and func.attr in _MATH and args and not node.keywords:  # math.log2(n).is_integer(): is_power_of_two(n)
         return lift(_math(func.attr), *(_value(a, env, assigns, depth + 1) for a in args))
@@ -387,7 +402,7 @@ def _call_value(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: 
         v = env.lookup(name)
         if v is not MISSING:
             return v
-        if name.startswith("get_") and name[4:] in env.settings:
+        if name.startswith("get_") and name[4:] in env.settings and not args and not node.keywords:
             return env.settings[name[4:]]  # get_moe_a2a_backend() reads the setting moe_a2a_backend
     # a predicate the engine defines (is_kv_b_lora_active(self), forward_mode.is_decode()): ``assigns`` of the
     # call's source gives the source of what it returns for these arguments, when the caller can say
@@ -441,7 +456,7 @@ def _str_test(method: str) -> Callable[[Any, Any], Any]:
 
 
 _BUILTINS = ("getattr", "hasattr", "any", "all", "frozenset", "set", "tuple", "list", "isinstance", "bool", "int",
-             "float")
+             "float", "len")
 
 
 def _builtin(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
@@ -474,6 +489,9 @@ def _builtin(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: int
     if func.id == "isinstance" and len(args) == 2 and isinstance(args[1], ast.Name) \
             and args[1].id in _BUILTIN_TYPES and isinstance(_value(args[0], env, assigns, depth + 1), ModelConfig):
         return False  # the model's config is a config object, not a dict (isinstance(config, dict))
+    if func.id == "len" and len(args) == 1 and not node.keywords:  # of a collection the defaults spell out
+        items = _value(args[0], env, assigns, depth + 1)
+        return len(items) if isinstance(items, (tuple, list, dict, str)) else Unknown
     if func.id == "bool" and len(args) == 1 and not node.keywords:
         held = truth(_value(args[0], env, assigns, depth + 1))
         return Unknown if held is None else held

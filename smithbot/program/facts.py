@@ -41,6 +41,9 @@ class _Visitor(ast.NodeVisitor):
         self.fn: dict[str, Any] | None = None
         self.rebound: dict[str, list[str]] = {}  # a module-level name -> the functions that assign it (global x)
         self.iters: dict[str, str] = {}  # a loop's (or layer builder's) variable -> what it iterates over
+        self.fors: list[str] = []  # the iterables of the for loops around the statement being visited
+        # a module-level name -> the functions that change the object it holds (_SPECS.append(s), _TABLE[k] = v)
+        self.mutated: dict[str, list[str]] = {}
 
     def _qual(self, name: str) -> str:
         return ".".join([s[1] for s in self.scope] + [name])
@@ -301,6 +304,8 @@ class _Visitor(ast.NodeVisitor):
                     self.fn.setdefault("_assigned", set()).add(el.id)
             if isinstance(t, ast.Name) and t.id in self.fn.get("_globals", ()):
                 self.rebound.setdefault(t.id, []).append(self._qual("")[:-1])  # global x; x = ...
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                self._mutates(t.value.id)  # _TABLE[name] = cls
             if isinstance(t, ast.Name):
                 branches = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
                 dicts = self.fn.setdefault("_dicts", {})
@@ -397,6 +402,13 @@ class _Visitor(ast.NodeVisitor):
             self.fn["flags"][name].append(src)
         self.fn.setdefault("assigned", {}).setdefault(name, []).append([src, [list(x) for x in self.tests]])
 
+    def _mutates(self, name: str) -> None:
+        """The function changes the object a name holds: a module-level one, when the function has no local or
+        parameter of that name."""
+        assert self.fn is not None
+        if name not in self.fn["locals"] and name not in self.fn.get("params", ()):
+            self.mutated.setdefault(name, []).append(self._qual("")[:-1])
+
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         it = node.iter
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and it.args \
@@ -413,7 +425,9 @@ class _Visitor(ast.NodeVisitor):
         saved = dict(self.iters)
         if isinstance(node.target, ast.Name):
             self.iters[node.target.id] = ast.unparse(node.iter)  # for i in range(n): i is each of range(n)
+        self.fors.append(ast.unparse(node.iter))
         self._loop(node)
+        self.fors.pop()
         self.iters = saved
 
     visit_AsyncFor = visit_For
@@ -444,8 +458,10 @@ class _Visitor(ast.NodeVisitor):
             text = expr_text(v)
             for a, branch in self._abs_all(text) if text else []:
                 self.fn["returns"].append([a, [list(t) for t in self.tests] + more + branch])
-        # the whole expression, for a predicate an if-test calls (return getattr(m.kv_b_proj, "set_lora", False))
-        self.fn["values"].append([ast.unparse(node.value), [list(t) for t in self.tests]])
+        # the whole expression, for a predicate an if-test calls (return getattr(m.kv_b_proj, "set_lora", False)); a
+        # return inside a for loop runs only when the loop has something to go over
+        self.fn["values"].append([ast.unparse(node.value), [list(t) for t in self.tests]
+                                  + [[f"len({it}) > 0", True] for it in self.fors]])
         # a factory that hands its own parameter on (return super().get_builder(layer_type)): the call with that
         # parameter named, so a caller's constant argument can be carried through it
         v = node.value
@@ -499,6 +515,8 @@ class _Visitor(ast.NodeVisitor):
         if isinstance(f, ast.Attribute) and f.attr == "update" and isinstance(f.value, ast.Name) \
                 and len(node.args) == 1 and not node.keywords:
             self._dict_store(f.value.id, node.args[0], None)  # d.update(dict(a=1)): more keys
+        if isinstance(f, ast.Attribute) and f.attr in _MUTATORS and isinstance(f.value, ast.Name):
+            self._mutates(f.value.id)
         callee = self._abs(callee_text(node.func))
         if callee:
             # with its arguments' sources (None when one is starred), so that a callee's parameter can be traced
@@ -538,7 +556,7 @@ def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:
                  for names in [[a.id for a in n.value.args if isinstance(a, ast.Name)]] if callee and keys and names]
     return {"path": relpath, "module": modname, "stars": [m for m in stars if m],
             "imports": collect_imports(tree, modname, package), "registers": registers,
-            "assigns": v.assigns, "rebound": v.rebound, "classes": v.classes, "functions": v.functions}
+            "assigns": v.assigns, "rebound": v.rebound, "mutated": v.mutated, "classes": v.classes, "functions": v.functions}
 
 
 def dict_pairs(node: ast.expr) -> dict[str, str] | None:
@@ -560,3 +578,6 @@ def _merged(*dicts: dict[str, str]) -> dict[str, str]:
         for k, v in d.items():
             out[k] = v if out.get(k, v) == v else "?"
     return out
+
+
+_MUTATORS = ("append", "extend", "insert", "add", "update", "setdefault", "pop", "remove", "clear", "discard")

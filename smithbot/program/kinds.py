@@ -22,7 +22,13 @@ EACH = "each"  # a test's decision where it differs between the instances of one
 GIVEN = "__given__"  # the source ``assigns`` gives for an entry's parameter that its caller must pass
 CONFIG = "__config__"  # the source ``assigns`` gives for the model's config (the model class's first argument)
 INSTANCE_SOURCE = "__instance__"  # ``__instance__('mod', 'Cls')``: the caller's ``self`` handed over (or a subclass)
+UNKNOWN_SOURCE = "__unknown__"  # the source of a value not known (a parameter a call's ``**kwargs`` may pass)
 OBJECT = "__object__"  # the source for a class or a function handed on as a value: true, not None, nothing else
+
+
+# transformers' config class (what config.json loads into) by its public names, and its loaders
+CONFIG_CLASSES = ("transformers.PretrainedConfig", "transformers.configuration_utils.PretrainedConfig")
+CONFIG_LOADERS = ("transformers.AutoConfig.from_pretrained", "transformers.PretrainedConfig.from_pretrained")
 
 
 class ModelConfig:

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 from smithbot import cache
 from smithbot.program.facts import file_facts
 
-FACTS_VERSION = "59"
+FACTS_VERSION = "60"
 # a class-level declaration of an environment variable with its default: `    SGLANG_X = EnvBool(False)`
 _ENV_DECL = re.compile(rb"^[ \t]+([A-Z][A-Z0-9_]+)\s*(?::[^=\n]+)?=\s*(Env\w*\(.*\))[ \t]*(?:#.*)?$", re.M)
 # a getter in a module-level dict of environment variables: `    "VLLM_X": lambda: bool(int(os.getenv(...)))`
@@ -30,6 +30,7 @@ class Program:
         self._env: dict[str, str] | None = None
         self._getters: dict[str, tuple[str, str]] | None = None
         self._defined: dict[str, bool] = {}  # a method name -> whether some file defines it
+        self._at_import: dict[str, bool] = {}  # a function name -> whether some file calls it at import
         self._fields: dict[tuple[str, str], dict[str, Any]] = {}
         self.glue: dict[str, dict[str, list[dict[str, Any]]]] = {}  # path -> function -> glue runs (scan.glue)
         # (module, decorator) -> whether it leads to torch.compile (scan.fusion), asked for every function reached
@@ -67,6 +68,23 @@ class Program:
             pattern = re.compile(rb"\n[ \t]+(?:async[ \t]+)?def[ \t]+" + re.escape(name.encode()) + rb"[ \t]*\(")
             self._defined[name] = any(pattern.search(data) for data in self.texts.values() if name.encode() in data)
         return self._defined[name]
+
+    def assigning(self, name: str, value: str) -> list[str]:
+        """The modules with a line that assigns ``name`` the string ``value`` (``model_type = "deepseek_v3"``, a
+        class attribute or not), read from the text."""
+        pattern = re.compile(rb"(?m)^[ \t]*" + re.escape(name.encode()) + rb"[ \t]*(?::[^=\n]*)?=[ \t]*['\"]"
+                             + re.escape(value.encode()) + rb"['\"][ \t]*(?:#.*)?$")
+        module_of = {path: m for m, path in self.modules.items()}
+        return sorted(module_of[rel] for rel, data in self.texts.items()
+                      if rel in module_of and value.encode() in data and pattern.search(data))
+
+    def called_at_import(self, name: str) -> bool:
+        """Whether some file of the target calls ``name`` at import: a line at the module's top level that calls it
+        or decorates with it (``register_parser("hf")``, ``@register_parser("hf")``). Read from the text."""
+        if name not in self._at_import:
+            pattern = re.compile(rb"(?m)^@?(?:[\w.]+\.)?" + re.escape(name.encode()) + rb"[ \t]*\(")
+            self._at_import[name] = any(pattern.search(data) for data in self.texts.values() if name.encode() in data)
+        return self._at_import[name]
 
     def env_declarations(self) -> dict[str, str]:
         """The environment variables an engine declares in a registry class, with the default its code gives each

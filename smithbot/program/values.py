@@ -509,6 +509,8 @@ class EngineValues(ResolverState):
         import _is_hip``, ``_is_hip = is_hip()``)."""
         f = self.p.facts(mod) or {}
         own = f.get("assigns", {}).get(name)
+        if own is not None and not self._unchanged(mod, f.get("mutated", {}).get(name, [])):
+            return None
         rebound = f.get("rebound", {}).get(name, [])
         if rebound:
             return self._rebound(mod, name, list(dict.fromkeys(rebound)), own)
@@ -521,6 +523,18 @@ class EngineValues(ResolverState):
             return found
         return self._kept(self._imported, (home, there, self.env.phase, self._filtering > 0), lambda: None,
                           lambda: source_of(value_of(found, self.env, self.look(home, None, None))))
+
+    def _unchanged(self, mod: str, mutators: list[str]) -> bool:
+        """Whether the object a module-level name is assigned is still what it holds in serving, though these
+        functions of the module change it (``_SPECS.append(spec)``, a plugin's registration): none of them ran in a
+        walk, and nothing calls one at import, as a decorator (``@register("hf")``) or from a module's top level.
+        Unknown before the first walk."""
+        if not mutators:
+            return True
+        if self.ran is None:
+            return False
+        names = {part for q in mutators for part in (q.split(".")[0], q.split(".")[-1])}
+        return not any((mod, q) in self.ran for q in mutators) and not any(map(self.p.called_at_import, names))
 
     def _rebound(self, mod: str, name: str, rebound: list[str], own: str | None) -> str | None:
         """A module-level name that functions rebind (``global x; x = ...``): unknown before the first walk. After

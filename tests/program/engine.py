@@ -36,7 +36,8 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "split_kernel", "unsplit_kernel", "mode_fast_kernel", "mode_auto_kernel", "swa_model_kernel",
                "full_model_kernel", "padded_mask_kernel", "extend_table_kernel", "decode_table_kernel",
                "fp8_linear_kernel", "fp8_moe_kernel", "int4_moe_kernel", "modelopt_moe_kernel",
-               "group_gather_kernel", "group_local_kernel")
+               "group_gather_kernel", "group_local_kernel", "hf_hybrid_kernel", "hf_extra_kernel",
+               "hf_full_kernel", "hf_mrope_kernel", "hf_own_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -463,6 +464,7 @@ import torch
 
 from eng.args import ServerArgs
 from eng.groups import groups_step, init_groups
+from eng.hfconf import EngModelConfig, hf_step
 from eng.kernels import mla as k
 from eng.optional import make_impl, route
 from eng.pool import pool_step
@@ -536,6 +538,7 @@ class Scheduler(BuildMixin):
         self.online = Fp8Online()
         self.decoding = StepBatch()
         init_groups(ServerArgs())
+        self.model_config = EngModelConfig(ServerArgs().model_path)
 
     def step(self, batch: Batch, x):
         if batch.algo.is_none():
@@ -545,6 +548,7 @@ class Scheduler(BuildMixin):
         pool_step(x)
         quant_step(self.args, x)
         groups_step(x)
+        hf_step(self.model_config, x)
         self.decoding.advance()
         self.relay(self.decoding, x)
 
@@ -578,6 +582,104 @@ def groups_step(x):
         k.group_gather(x)
     else:
         k.group_local(x)
+''',
+    "eng/hfconf.py": '''"""The model's config.json as the engine loads it (sglang's ModelConfig): a copy of what a parser from a
+registry returns, the parsers' base hinting that it returns transformers' PretrainedConfig; tested against the config
+classes of other model types (a hybrid linear-attention model's) and against the specs of a list only plugins fill."""
+import copy
+
+from transformers import AutoConfig, PretrainedConfig
+from transformers import MambaConfig as HFMambaConfig
+
+from eng.kernels import mla as k
+
+
+class ParserBase:
+    def parse(self, model, **kwargs) -> PretrainedConfig:
+        raise NotImplementedError
+
+
+_PARSERS = {}
+
+
+def register_parser(name):
+    def wrap(cls):
+        _PARSERS[name] = cls
+        return cls
+    return wrap
+
+
+@register_parser("hf")
+class HfParser(ParserBase):
+    def parse(self, model, **kwargs):
+        config = AutoConfig.from_pretrained(model, **kwargs)
+        if config.architectures is None:
+            config.update({"architectures": ["Unknown"]})
+        return config
+
+
+def get_parser(name) -> ParserBase:
+    return _PARSERS[name]()
+
+
+def get_config(model, parser_name="hf", **kwargs):
+    parser = get_parser(parser_name)
+    config = parser.parse(model, **kwargs)
+    return config
+
+
+class HybridConfig(PretrainedConfig):
+    model_type = "hybrid_linear"
+
+
+class MambaLikeConfig(HFMambaConfig):  # its model_type is transformers' Mamba's
+    pass
+
+
+class LlamaOwnConfig(PretrainedConfig):  # the engine's own class for Llama checkpoints
+    model_type = "llama"
+
+
+class EngModelConfig:
+    def __init__(self, model_path, **kwargs):
+        self.hf_config = copy.deepcopy(get_config(model_path, **kwargs))
+        text = self.hf_config.get_text_config()
+        rope = getattr(text, "rope_scaling", None) or {}
+        self.is_mrope = "mrope_section" in rope
+
+
+def hybrid_config(model_config):
+    config = model_config.hf_config.get_text_config()
+    if isinstance(config, HybridConfig | MambaLikeConfig):
+        return config
+    return None
+
+
+_EXTRA_SPECS = []
+
+
+def register_spec(spec):
+    _EXTRA_SPECS.append(spec)
+
+
+def extra_spec(hf_config):
+    for spec in _EXTRA_SPECS:
+        if isinstance(hf_config, spec.config_class):
+            return spec
+    return None
+
+
+def hf_step(model_config, x):
+    if hybrid_config(model_config) is not None:
+        k.hf_hybrid(x)
+    elif extra_spec(model_config.hf_config) is not None:
+        k.hf_extra(x)
+    else:
+        k.hf_full(x)
+    if model_config.is_mrope:
+        k.hf_mrope(x)
+    if isinstance(model_config.hf_config, LlamaOwnConfig):
+        k.hf_own(x)
 ''',
     "eng/quant.py": '''"""Quantization configs in a table spelled out as a dict literal (a base table unpacked into
 it) keyed by the `quantization` setting, one built by its classmethod (which a live subclass overrides), a layer's method picked by
@@ -1457,6 +1559,7 @@ class ServerArgs:
     dp_size: int = 1
     chunk_size: int = 4096
     draft_model_path: str = None  # no method assigns it: None holds
+    model_path: str = "eng/llama"
     cache_layout: str = None  # resolved after construction
 
     def __post_init__(self):

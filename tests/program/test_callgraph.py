@@ -485,3 +485,17 @@ def test_the_walk_is_the_same_whatever_the_hash_seed(engine: str, tmp_path: Path
     under one seed and not under another)."""
     outs = scans_under_seeds(engine, None, tmp_path, ("1", "2", "3"))
     assert outs[0] and outs[0] == outs[1] == outs[2]
+
+
+def test_the_model_config_the_engine_loads_is_the_presets_config_json(engine: str) -> None:
+    """`eng/hfconf.py`, as sglang's ModelConfig: `hf_config` is a copy of what a parser from a registry returns, and
+    the parsers' base says it returns transformers' `PretrainedConfig`: the model's config.json, as the preset gives
+    it. transformers makes it an instance of the class registered for its `model_type`: the engine's own
+    `LlamaOwnConfig` for Llama, so it is no `HybridConfig` nor `MambaLikeConfig` (a subclass of another transformers
+    class). No spec of a list that nothing fills matches it, and its rope has no `mrope_section`: the full-attention
+    kernel and the Llama one are default, the other three never."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "hf_full_kernel", "hf_own_kernel")
+    assert_never(sites, ("hf_hybrid_kernel", "hybrid_config(model_config) is not None"),
+                 ("hf_mrope_kernel", "model_config.is_mrope"))
+    assert sites["hf_extra_kernel"].reach == "never", sites["hf_extra_kernel"].reasons

@@ -79,7 +79,7 @@ def test_an_attribute_updated_from_itself_keeps_the_dtype_its_making_gives(engin
     device and stays on the host: its `+ 1` is host work, no launch, and a glue task cannot take the run (extraction
     says so)."""
     site = next(f for f in api.scan(engine).fusion if f.function == "StepBatch.advance")
-    assert site.ops == ("+", "+") and site.reach == "default" and (site.first, site.last) == (65, 67)
+    assert site.ops == ("+", "+") and site.reach == "default" and (site.first, site.last) == (66, 68)
     inputs = site.presets["llama3-8b"]["inputs"]
     assert inputs["self.lens"] == {"dtype": "int64", "shape": [None], "made": "eng.sched:StepBatch.build"}
     assert inputs["self.orig"] == {"dtype": "int32", "shape": [None], "made": "eng.sched:StepBatch.build"}
