@@ -148,6 +148,9 @@ class Serving:
     settings: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     entries: tuple[str, ...] = ()
+    # per-step engine functions that only decode steps run (the decode CUDA graph's replay: the engine runs it for a
+    # batch its forward-mode test says is a decode batch); walked in the decode phase only
+    decode_entries: tuple[str, ...] = ()
     startup: tuple[str, ...] = ()
     # the classes whose fields are the engine's documented arguments (``module:Class``, sglang's ServerArgs): each
     # field's literal default is a setting, under the ``settings`` declared here
@@ -461,7 +464,7 @@ def load_serving(c: _Checker, raw: Any, presets: tuple[str, ...]) -> Serving:
     funcs = {}
     if "other_platforms" in raw:
         funcs["other_platforms"] = c.str_list(raw["other_platforms"], "serving.other_platforms")
-    for key in ("entries", "startup", "arguments"):
+    for key in ("entries", "decode_entries", "startup", "arguments"):
         funcs[key] = c.str_list(raw.get(key, []), f"serving.{key}")
         for i, e in enumerate(funcs[key]):
             if ":" not in e:

@@ -174,6 +174,8 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
         if any(v is Unknown or v is MISSING or isinstance(v, Several) for v in values):
             return Unknown
         return {k.value: v for k, v in zip(node.keys, values)}  # type: ignore[union-attr]
+    if isinstance(node, ast.NamedExpr):  # if cfg := hybrid_config(model_config): the value it binds
+        return _value(node.value, env, assigns, depth + 1)
     if isinstance(node, ast.BoolOp):
         return lift(_bool_op(isinstance(node.op, ast.And)),
                      *(_value(v, env, assigns, depth + 1) for v in node.values))

@@ -16,7 +16,7 @@ from smithbot.program.modules import Program
 
 def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list[Value], engine: list[Value],
           startup: list[Value], other_platforms: tuple[str, ...] = (),
-          phases: tuple[str, ...] = ("decode", "prefill"),
+          phases: tuple[str, ...] = ("decode", "prefill"), decode_only: frozenset[tuple[str, str]] = frozenset(),
           functions: dict[tuple[str, str], list[Reach]] | None = None,
           cuts: dict[tuple[str, str], str] | None = None,
           questions: Callable[[set[tuple[str, str]]], dict[tuple[str, str], set[str]]] | None = None,
@@ -25,8 +25,8 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
           types: dict[tuple[str, str], dict[str, Any]] | None = None
           ) -> dict[tuple[str, str], list[Reach]]:
     """Every kernel reached from the ``model`` entries (its forward: a loop there runs per layer) and the ``engine``
-    entries (per-step code: its loops are not layers), per phase, with the best path: per layer first, then the
-    fewest undecided branches.
+    entries (per-step code: its loops are not layers; those in ``decode_only`` run in decode steps only), per phase,
+    with the best path: per layer first, then the fewest undecided branches.
 
     ``startup`` functions (the entry classes' constructors, the engine's set-up) run once and make classes live;
     kernels reached only from them are not counted. ``functions``, when given, is filled the same way with every
@@ -61,7 +61,8 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
             r.env = env.with_phase(phase)
             best[phase], funcs[phase], graph[phase] = {}, {}, _Graph()
             _walk(r, model, True, best[phase], True, funcs[phase], cuts, graph[phase])
-            _walk(r, engine, True, best[phase], False, funcs[phase], cuts, graph[phase])
+            steps = [e for e in engine if phase == "decode" or (e[1], e[2]) not in decode_only]
+            _walk(r, steps, True, best[phase], False, funcs[phase], cuts, graph[phase])
         ran, surely = frozenset(r.visited), frozenset(r.surely_now)
         callers, r.callers_now = r.callers_now, {}
         made = r.made_now | entry_classes

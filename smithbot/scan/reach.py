@@ -133,14 +133,14 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
         else list(idx.texts)
     engine: list[tuple] = []
     startup: list[tuple] = []
-    for key in ("entries", "startup"):
+    for key in ("entries", "decode_entries", "startup"):
         for e in getattr(target.serving, key):
             mod, _, qual = e.partition(":")
             f = program.facts(mod)
             if f is None or qual not in f["functions"]:
                 raise ConfigError(f"{target.name}: serving.{key} names {e!r}, which is not in this checkout")
             cls = f["functions"][qual]["class"]
-            (engine if key == "entries" else startup).append(("func", mod, qual, (mod, cls) if cls else None))
+            (startup if key == "startup" else engine).append(("func", mod, qual, (mod, cls) if cls else None))
             if cls and f"{cls}.__init__" in f["functions"]:
                 startup.append(("func", mod, f"{cls}.__init__", (mod, cls)))
     job = _Job(program, idx, target, kernels, model_files, engine, startup, cache_dir)
@@ -207,8 +207,10 @@ class _Job:
         answers: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         types: dict[tuple[str, str], dict[str, Any]] = {}
         glue_dir = self.cache_dir.parent / "glue" if self.cache_dir else None
+        decode_only = frozenset(tuple(e.split(":")) for e in self.target.serving.decode_entries)
         kernels_reached = reach(program, self.kernels, env_for(self.target, p, program), model, self.engine, init,
-                                self.target.serving.other_platforms, functions=functions, cuts=cuts,
+                                self.target.serving.other_platforms, decode_only=decode_only, functions=functions,
+                                cuts=cuts,
                                 questions=lambda reached: questions(program, self.idx, reached, glue_dir),
                                 answers=answers,
                                 tensor_questions=lambda reached: tensor_questions(program, reached, glue_dir),

@@ -37,7 +37,7 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "full_model_kernel", "padded_mask_kernel", "extend_table_kernel", "decode_table_kernel",
                "fp8_linear_kernel", "fp8_moe_kernel", "int4_moe_kernel", "modelopt_moe_kernel",
                "group_gather_kernel", "group_local_kernel", "hf_hybrid_kernel", "hf_extra_kernel",
-               "hf_full_kernel", "hf_mrope_kernel", "hf_own_kernel")
+               "hf_full_kernel", "hf_mrope_kernel", "hf_own_kernel", "replay_extend_kernel", "replay_decode_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -670,8 +670,8 @@ def extra_spec(hf_config):
 
 
 def hf_step(model_config, x):
-    if hybrid_config(model_config) is not None:
-        k.hf_hybrid(x)
+    if cfg := hybrid_config(model_config):
+        k.hf_hybrid(cfg)
     elif extra_spec(model_config.hf_config) is not None:
         k.hf_extra(x)
     else:
@@ -1308,6 +1308,19 @@ class ForwardBatch:
     attn_backend: AttentionBackend
     forward_mode: ForwardMode
 ''',
+    "eng/graph.py": '''"""The decode CUDA graph's replay, a decode-only entry: the engine runs it only for decode batches, so its
+forward-mode test takes the decode branch in every step."""
+from eng.forward_batch import ForwardBatch
+from eng.kernels import mla as k
+
+
+class DecodeGraphRunner:
+    def replay(self, fb: ForwardBatch, x):
+        if fb.forward_mode.is_decode():
+            k.replay_decode(x)
+        else:
+            k.replay_extend(x)
+''',
     "eng/runner.py": '''from eng.attention.registry import BACKENDS
 from eng.forward_batch import ForwardBatch
 from eng.utils import get_server_args
@@ -1937,6 +1950,7 @@ serving:
              quantization: fp8}}
   entries: ["eng.runner:ModelRunner.forward", "eng.sched:Scheduler.step", "eng.runconfig:Worker.execute",
             "eng.batching:BatchPicker.next_batch"]
+  decode_entries: ["eng.graph:DecodeGraphRunner.replay"]
   arguments: ["eng.args:ServerArgs"]
 models: [llama3-8b, qwen3-8b]
 regimes: {{decode_batch: [1], prefill_tokens: [512]}}

@@ -496,6 +496,14 @@ def test_the_model_config_the_engine_loads_is_the_presets_config_json(engine: st
     kernel and the Llama one are default, the other three never."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "hf_full_kernel", "hf_own_kernel")
-    assert_never(sites, ("hf_hybrid_kernel", "hybrid_config(model_config) is not None"),
+    assert_never(sites, ("hf_hybrid_kernel", "(cfg := hybrid_config(model_config))"),
                  ("hf_mrope_kernel", "model_config.is_mrope"))
     assert sites["hf_extra_kernel"].reach == "never", sites["hf_extra_kernel"].reasons
+
+
+def test_a_decode_only_entry_is_walked_in_decode_steps_only(engine: str) -> None:
+    """`eng/graph.py`'s replay is a decode entry (`serving.decode_entries`): walked in the prefill phase too, its
+    `fb.forward_mode.is_decode()` would be false there and make the extend branch a prefill launch."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "replay_decode_kernel")
+    assert sites["replay_extend_kernel"].reach == "never", sites["replay_extend_kernel"].reasons
