@@ -167,6 +167,8 @@ class Decisions:
         local = set(fn.get("flags", {})) if fn else set()
         if fn is not None and test is not None and test in fn.get("before", {}):
             local = {k for k in local if k not in fn.get("params", ()) or k in fn["before"][test]}
+        # at ``test``, a local's assignments after it do not count
+        upto = (fn or {}).get("assigned_before", {}).get(test, {}) if test is not None else {}
 
         def look(name: str) -> Any:
             if name.endswith("(*defaults)"):  # a getter's own parameter defaults (evaluate's protocol)
@@ -179,7 +181,7 @@ class Decisions:
             if bound and name in bound:
                 return bound[name]
             if name in local and fn is not None:
-                own = self._local(mod, fn, owner, name)
+                own = self._local(mod, fn, owner, name, upto.get(name))
                 if own and not any(name in names_read(src) for src in own):
                     return own  # (x = x or default: the x it reads is the parameter)
             if name in flags:
@@ -264,16 +266,18 @@ class Decisions:
         found = [element_of(src, i) for src in sources]
         return None if not found or None in found or name in found else found
 
-    def _local(self, mod: str, fn: dict[str, Any], owner: tuple[str, str] | None, name: str) -> list[str]:
+    def _local(self, mod: str, fn: dict[str, Any], owner: tuple[str, str] | None, name: str,
+               upto: int | None = None) -> list[str]:
         """A local's sources that the defaults let happen, in order: none under an if-test decided against it, and
-        one that surely runs replaces those before it (``m = None``, then ``if cfg is not None: m = cfg.m()``)."""
-        key = (id(fn), owner, name, self.env.phase, self._filtering > 0)
+        one that surely runs replaces those before it (``m = None``, then ``if cfg is not None: m = cfg.m()``). With
+        ``upto``, only its first ``upto`` assignments (those before an if-test that reads it)."""
+        key = (id(fn), owner, name, self.env.phase, self._filtering > 0, upto)
         if key in self._locals:
             return self._locals[key]
 
         def sources() -> list[str]:
             out: list[str] = []
-            for src, tests in fn.get("assigned", {}).get(name, [[s, []] for s in fn["flags"][name]]):
+            for src, tests in fn.get("assigned", {}).get(name, [[s, []] for s in fn["flags"][name]])[:upto]:
                 held = self.decisions(mod, tests, fn, klass=owner) if tests else []
                 if any(h not in (None, EACH) and h != taken for h, (_, taken) in zip(held, tests)):
                     continue

@@ -70,6 +70,10 @@ class _Visitor(ast.NodeVisitor):
         if self.fn is not None:
             into = self.fn.setdefault("before", {}).setdefault(test, [])
             into.extend(n for n in sorted(self.fn.get("_assigned", ())) if n not in into)
+            # how many of each local's assignments come before it (outside a loop, a later one cannot reach it)
+            counts = self.fn.setdefault("assigned_before", {}).setdefault(test, {})
+            for name, entries in self.fn.get("assigned", {}).items():
+                counts[name] = max(counts.get(name, 0), len(entries) if self.loops == 0 else 1 << 30)
 
     def block(self, stmts: list[ast.stmt]) -> None:
         """A block's statements in order. After ``if T: ... return`` (a body that always leaves, with no else), the

@@ -37,7 +37,8 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "full_model_kernel", "padded_mask_kernel", "extend_table_kernel", "decode_table_kernel",
                "fp8_linear_kernel", "fp8_moe_kernel", "int4_moe_kernel", "modelopt_moe_kernel",
                "group_gather_kernel", "group_local_kernel", "hf_hybrid_kernel", "hf_extra_kernel",
-               "hf_full_kernel", "hf_mrope_kernel", "hf_own_kernel", "replay_extend_kernel", "replay_decode_kernel")
+               "hf_full_kernel", "hf_mrope_kernel", "hf_own_kernel", "replay_extend_kernel", "replay_decode_kernel",
+               "eager_only_kernel", "graphed_only_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -1320,9 +1321,21 @@ class DecodeGraphRunner:
             k.replay_decode(x)
         else:
             k.replay_extend(x)
+
+
+def step_tail(fb: ForwardBatch, x):
+    """`graphed` is set again after the test that reads it: that cannot reach the test."""
+    graphed = fb.forward_mode.is_decode()
+    if not graphed:
+        k.eager_only(x)
+    else:
+        k.graphed_only(x)
+    graphed = True
+    return graphed
 ''',
     "eng/runner.py": '''from eng.attention.registry import BACKENDS
 from eng.forward_batch import ForwardBatch
+from eng.graph import step_tail
 from eng.utils import get_server_args
 
 
@@ -1334,6 +1347,7 @@ class ModelRunner:
     def forward(self, fb: ForwardBatch, extra=None):
         if fb is not None:  # the caller passes the batch: decided
             self.attn_backend.init_metadata(fb)
+        step_tail(fb, fb)
         return self.model(fb)
 ''',
     "eng/environ.py": '''class EnvBool:

@@ -503,7 +503,9 @@ def test_the_model_config_the_engine_loads_is_the_presets_config_json(engine: st
 
 def test_a_decode_only_entry_is_walked_in_decode_steps_only(engine: str) -> None:
     """`eng/graph.py`'s replay is a decode entry (`serving.decode_entries`): walked in the prefill phase too, its
-    `fb.forward_mode.is_decode()` would be false there and make the extend branch a prefill launch."""
+    `fb.forward_mode.is_decode()` would be false there and make the extend branch a prefill launch. In `step_tail`,
+    which the runner calls in both phases, `graphed` is the phase's test where it is read (it is set to True only
+    after): each branch is default, in its own phase."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
-    assert_default(sites, "replay_decode_kernel")
+    assert_default(sites, "replay_decode_kernel", "eager_only_kernel", "graphed_only_kernel")
     assert sites["replay_extend_kernel"].reach == "never", sites["replay_extend_kernel"].reasons
