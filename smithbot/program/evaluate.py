@@ -167,7 +167,15 @@ def _value(node: ast.expr, env: Env, assigns: Callable[[str], Any], depth: int) 
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        items = [_value(e, env, assigns, depth + 1) for e in node.elts]
+        items = []
+        for e in node.elts:
+            if isinstance(e, ast.Starred):  # {"A", *OTHER_ARCHS}: the items of a collection the defaults spell out
+                more = _value(e.value, env, assigns, depth + 1)
+                if not isinstance(more, (tuple, list, set, frozenset)):
+                    return Unknown
+                items.extend(more)
+            else:
+                items.append(_value(e, env, assigns, depth + 1))
         return Unknown if any(i is Unknown or i is MISSING for i in items) else tuple(items)
     if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.keys):  # {} or {"a": x}
         values = [_value(v, env, assigns, depth + 1) for v in node.values]

@@ -160,6 +160,8 @@ class _Visitor(ast.NodeVisitor):
         self.scope.pop()
         self.fn, self.tests, self.loops = saved
         del info["_imports"]
+        for name in info.pop("_mutated", ()):
+            info["flags"].pop(name, None)
         info.pop("_globals", None)
         info.pop("_assigned", None)
         info.pop("_dicts", None)
@@ -407,11 +409,13 @@ class _Visitor(ast.NodeVisitor):
         self.fn.setdefault("assigned", {}).setdefault(name, []).append([src, [list(x) for x in self.tests]])
 
     def _mutates(self, name: str) -> None:
-        """The function changes the object a name holds: a module-level one, when the function has no local or
-        parameter of that name."""
+        """The function changes the object a name holds: a module-level one, when the function has assigned no
+        local of that name and has no such parameter; else its own."""
         assert self.fn is not None
-        if name not in self.fn["locals"] and name not in self.fn.get("params", ()):
+        if name not in self.fn.get("_assigned", ()) and name not in self.fn.get("params", ()):
             self.mutated.setdefault(name, []).append(self._qual("")[:-1])
+        else:  # a local collection filled after it is made (out = {}; out["k"] = v): its literal is not its value
+            self.fn.setdefault("_mutated", set()).add(name)
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         it = node.iter

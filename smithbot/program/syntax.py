@@ -207,7 +207,7 @@ def inline_flags(value: ast.expr, local_flags: dict[str, list[str]]) -> str:
 # what a flag an if-test reads may be assigned from: a test, a constant, another name, an attribute, or a call that
 # the serving defaults may answer (an env getter, a settings getter)
 FLAG_VALUES = (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Attribute, ast.Call, ast.IfExp,
-                ast.Subscript, ast.Dict, ast.BinOp)
+                ast.Subscript, ast.Dict, ast.BinOp, ast.Set, ast.Tuple)
 EMPTY_DICTS = ("{}", "dict()", "defaultdict(list)", "collections.defaultdict(list)")
 
 

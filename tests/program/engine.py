@@ -38,7 +38,7 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "fp8_linear_kernel", "fp8_moe_kernel", "int4_moe_kernel", "modelopt_moe_kernel",
                "group_gather_kernel", "group_local_kernel", "hf_hybrid_kernel", "hf_extra_kernel",
                "hf_full_kernel", "hf_mrope_kernel", "hf_own_kernel", "replay_extend_kernel", "replay_decode_kernel",
-               "eager_only_kernel", "graphed_only_kernel")
+               "eager_only_kernel", "graphed_only_kernel", "hf_swa_kernel", "hf_filled_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -641,9 +641,25 @@ class LlamaOwnConfig(PretrainedConfig):  # the engine's own class for Llama chec
     model_type = "llama"
 
 
+OTHER_SWA_ARCHS = ("MistralSwaForCausalLM",)
+
+
+def is_swa_model(archs):
+    swa_archs = {"GemmaSwaForCausalLM", *OTHER_SWA_ARCHS}
+    return any(a in swa_archs for a in archs)
+
+
+def filled_step(x):
+    options = {}
+    options["filled"] = True  # filled after it is made: not the empty dict its literal says
+    if "filled" in options:
+        k.hf_filled(x)
+
+
 class EngModelConfig:
     def __init__(self, model_path, **kwargs):
         self.hf_config = copy.deepcopy(get_config(model_path, **kwargs))
+        self.is_swa = is_swa_model(self.hf_config.architectures)
         text = self.hf_config.get_text_config()
         rope = getattr(text, "rope_scaling", None) or {}
         self.is_mrope = "mrope_section" in rope
@@ -681,6 +697,9 @@ def hf_step(model_config, x):
         k.hf_mrope(x)
     if isinstance(model_config.hf_config, LlamaOwnConfig):
         k.hf_own(x)
+    if model_config.is_swa:
+        k.hf_swa(x)
+    filled_step(x)
 ''',
     "eng/quant.py": '''"""Quantization configs in a table spelled out as a dict literal (a base table unpacked into
 it) keyed by the `quantization` setting, one built by its classmethod (which a live subclass overrides), a layer's method picked by
