@@ -181,6 +181,8 @@ class Decisions:
             if bound and name in bound:
                 return bound[name]
             if name in local and fn is not None:
+                if name in fn.get("filled", ()):
+                    return None  # a collection filled after it is made (out = {}; out[k] = v)
                 own = self._local(mod, fn, owner, name, upto.get(name))
                 if own and not any(name in names_read(src) for src in own):
                     return own  # (x = x or default: the x it reads is the parameter)

@@ -21,6 +21,7 @@ defaults pick.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 from smithbot.program.kinds import OBJECT
@@ -160,8 +161,9 @@ class _Visitor(ast.NodeVisitor):
         self.scope.pop()
         self.fn, self.tests, self.loops = saved
         del info["_imports"]
-        for name in info.pop("_mutated", ()):
-            info["flags"].pop(name, None)
+        filled = sorted(n for n in info.pop("_mutated", ()) if any(map(_COLLECTION.match, info["flags"].get(n, []))))
+        if filled:  # a collection made empty or spelled out, then filled: its literal is not its value (an
+            info["filled"] = filled  # element the literal spells out still is)
         info.pop("_globals", None)
         info.pop("_assigned", None)
         info.pop("_dicts", None)
@@ -589,3 +591,5 @@ def _merged(*dicts: dict[str, str]) -> dict[str, str]:
 
 
 _MUTATORS = ("append", "extend", "insert", "add", "update", "setdefault", "pop", "remove", "clear", "discard")
+# the source of a collection display or an empty one made by its type ({}, [k], (a, *b), dict(), set())
+_COLLECTION = re.compile(r"[\[{(]|(?:dict|list|set|tuple|collections\.defaultdict|defaultdict)\(")
