@@ -173,26 +173,9 @@ class CallValues(ResolverState):
         target = (f or {}).get("functions", {}).get(func[2])
         if target is None or not target.get("values"):
             return None
-        params = target.get("params", [])
-        args = {}
-        decorators = {d.split(".")[-1] for d, _ in target["decorators"]}
-        if target.get("class") and params and "staticmethod" not in decorators:
-            if "classmethod" in decorators:  # cls is the class (return cls.NONE: a member of it)
-                args[params[0]] = target["class"].split(".")[-1]
-            elif isinstance(node.func, ast.Attribute):
-                # self is the receiver; a member of the forward-mode enum is the phase's
-                args[params[0]] = self.phase_member([("inst", *func[3])] if func[3] else []) \
-                    or self._receiver(source(node.func.value), outer)
-            params = params[1:]
-        given = list(itertools.takewhile(lambda a: not isinstance(a, ast.Starred), node.args))
-        args.update(zip(params, (source(a) for a in given)))
-        args.update({k.arg: source(k.value) for k in node.keywords if k.arg in params})
-        if len(given) < len(node.args) or any(k.arg is None for k in node.keywords):
-            # f(x, **kwargs): the spread may pass any parameter not named: each is unknown
-            args.update({p: UNKNOWN_SOURCE for p in params if p not in args})
-        if any(p not in args and p not in target.get("constants", {}) for p in params):
-            return None  # a parameter left to its default, unknown here
-        args.update({p: v for p, v in target.get("constants", {}).items() if p not in args})
+        args = self._call_args(target, node, func, outer)
+        if args is None:
+            return None
         theirs = func[1]
 
         def look(name: str) -> Any:
@@ -248,6 +231,33 @@ class CallValues(ResolverState):
             if all(h is not None for h in held):
                 return out  # a return that surely runs: the ones after it never do
         return out + ["None"] if "None" not in out and not target.get("leaves") else out  # (or it runs off its end)
+
+    def _call_args(self, target: dict[str, Any], node: ast.Call, func: Value, outer: Callable[[str], Any] | None
+                   ) -> dict[str, str] | None:
+        """The sources the call ``node`` binds the function's parameters to (``self`` to the receiver, ``cls`` to the
+        class; a parameter the call leaves to its constant default, that constant); None where one is left to a
+        default that is no constant."""
+        params = target.get("params", [])
+        args = {}
+        decorators = {d.split(".")[-1] for d, _ in target["decorators"]}
+        if target.get("class") and params and "staticmethod" not in decorators:
+            if "classmethod" in decorators:  # cls is the class (return cls.NONE: a member of it)
+                args[params[0]] = target["class"].split(".")[-1]
+            elif isinstance(node.func, ast.Attribute):
+                # self is the receiver; a member of the forward-mode enum is the phase's
+                args[params[0]] = self.phase_member([("inst", *func[3])] if func[3] else []) \
+                    or self._receiver(source(node.func.value), outer)
+            params = params[1:]
+        given = list(itertools.takewhile(lambda a: not isinstance(a, ast.Starred), node.args))
+        args.update(zip(params, (source(a) for a in given)))
+        args.update({k.arg: source(k.value) for k in node.keywords if k.arg in params})
+        if len(given) < len(node.args) or any(k.arg is None for k in node.keywords):
+            # f(x, **kwargs): the spread may pass any parameter not named: each is unknown
+            args.update({p: UNKNOWN_SOURCE for p in params if p not in args})
+        if any(p not in args and p not in target.get("constants", {}) for p in params):
+            return None  # a parameter left to its default, unknown here
+        args.update({p: v for p, v in target.get("constants", {}).items() if p not in args})
+        return args
 
     def _objects_only(self, func: Value, target: dict[str, Any], text: str) -> bool:
         """Whether a function's returned expression is, in the function, surely a class or a function: one named, or

@@ -31,6 +31,7 @@ class Program:
         self._getters: dict[str, tuple[str, str]] | None = None
         self._defined: dict[str, bool] = {}  # a method name -> whether some file defines it
         self._at_import: dict[str, bool] = {}  # a function name -> whether some file calls it at import
+        self._assigning: dict[tuple[str, str], list[str]] = {}  # (name, string) -> the modules assigning it that
         self._fields: dict[tuple[str, str], dict[str, Any]] = {}
         self.glue: dict[str, dict[str, list[dict[str, Any]]]] = {}  # path -> function -> glue runs (scan.glue)
         # (module, decorator) -> whether it leads to torch.compile (scan.fusion), asked for every function reached
@@ -72,11 +73,14 @@ class Program:
     def assigning(self, name: str, value: str) -> list[str]:
         """The modules with a line that assigns ``name`` the string ``value`` (``model_type = "deepseek_v3"``, a
         class attribute or not), read from the text."""
-        pattern = re.compile(rb"(?m)^[ \t]*" + re.escape(name.encode()) + rb"[ \t]*(?::[^=\n]*)?=[ \t]*['\"]"
-                             + re.escape(value.encode()) + rb"['\"][ \t]*(?:#.*)?$")
-        module_of = {path: m for m, path in self.modules.items()}
-        return sorted(module_of[rel] for rel, data in self.texts.items()
-                      if rel in module_of and value.encode() in data and pattern.search(data))
+        if (name, value) not in self._assigning:
+            pattern = re.compile(rb"(?m)^[ \t]*" + re.escape(name.encode()) + rb"[ \t]*(?::[^=\n]*)?=[ \t]*['\"]"
+                                 + re.escape(value.encode()) + rb"['\"][ \t]*(?:#.*)?$")
+            module_of = {path: m for m, path in self.modules.items()}
+            self._assigning[(name, value)] = sorted(
+                module_of[rel] for rel, data in self.texts.items()
+                if rel in module_of and value.encode() in data and pattern.search(data))
+        return self._assigning[(name, value)]
 
     def called_at_import(self, name: str) -> bool:
         """Whether some file of the target calls ``name`` at import: a line at the module's top level that calls it
