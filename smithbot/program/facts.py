@@ -566,7 +566,8 @@ def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:
                  for names in [[a.id for a in n.value.args if isinstance(a, ast.Name)]] if callee and keys and names]
     return {"path": relpath, "module": modname, "stars": [m for m in stars if m],
             "imports": collect_imports(tree, modname, package), "registers": registers,
-            "assigns": v.assigns, "rebound": v.rebound, "mutated": v.mutated, "classes": v.classes, "functions": v.functions}
+            "assigns": v.assigns, "rebound": v.rebound, "mutated": v.mutated, "classes": v.classes,
+            "functions": v.functions}
 
 
 def dict_pairs(node: ast.expr) -> dict[str, str] | None:

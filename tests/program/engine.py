@@ -584,9 +584,10 @@ def groups_step(x):
     else:
         k.group_local(x)
 ''',
-    "eng/hfconf.py": '''"""The model's config.json as the engine loads it (sglang's ModelConfig): a copy of what a parser from a
-registry returns, the parsers' base hinting that it returns transformers' PretrainedConfig; tested against the config
-classes of other model types (a hybrid linear-attention model's) and against the specs of a list only plugins fill."""
+    "eng/hfconf.py": '''"""The model's config.json as the engine loads it (sglang's ModelConfig): a copy of what a
+parser from a registry returns, the parsers' base hinting that it returns transformers' PretrainedConfig; tested
+against the config classes of other model types (a hybrid linear-attention model's) and against the specs of a list
+only plugins fill."""
 import copy
 
 from transformers import AutoConfig, PretrainedConfig
@@ -1328,8 +1329,8 @@ class ForwardBatch:
     attn_backend: AttentionBackend
     forward_mode: ForwardMode
 ''',
-    "eng/graph.py": '''"""The decode CUDA graph's replay, a decode-only entry: the engine runs it only for decode batches, so its
-forward-mode test takes the decode branch in every step."""
+    "eng/graph.py": '''"""The decode CUDA graph's replay, a decode-only entry: the engine runs it only for decode
+batches, so its forward-mode test takes the decode branch in every step."""
 from eng.forward_batch import ForwardBatch
 from eng.kernels import mla as k
 
