@@ -472,7 +472,8 @@ _BUILTINS = ("getattr", "hasattr", "any", "all", "frozenset", "set", "tuple", "l
 def _builtin(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: int) -> Any:
     """A call of one of Python's builtins (``_BUILTINS``) on values the defaults give: the model's config.json
     fields by ``getattr``/``hasattr``, a setting by ``getattr``, ``any``/``all`` over known constants, a collection
-    made of one, ``isinstance`` of the config against a builtin type, ``bool``, ``int`` and ``float``. MISSING
+    made of one, ``isinstance`` of the config against a builtin type, ``len`` of a known collection, ``bool``, ``int``
+    and ``float``. MISSING
     where none of these applies (the caller may still say what the call gives)."""
     args, func = node.args, node.func
     assert isinstance(func, ast.Name)
