@@ -473,8 +473,7 @@ def _builtin(node: ast.Call, env: Env, assigns: Callable[[str], Any], depth: int
     """A call of one of Python's builtins (``_BUILTINS``) on values the defaults give: the model's config.json
     fields by ``getattr``/``hasattr``, a setting by ``getattr``, ``any``/``all`` over known constants, a collection
     made of one, ``isinstance`` of the config against a builtin type, ``len`` of a known collection, ``bool``, ``int``
-    and ``float``. MISSING
-    where none of these applies (the caller may still say what the call gives)."""
+    and ``float``. MISSING where none of these applies (the caller may still say what the call gives)."""
     args, func = node.args, node.func
     assert isinstance(func, ast.Name)
     if func.id in ("getattr", "hasattr") and len(args) in (2, 3) \
