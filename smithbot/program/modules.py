@@ -83,10 +83,12 @@ class Program:
         return self._assigning[(name, value)]
 
     def called_at_import(self, name: str) -> bool:
-        """Whether some file of the target calls ``name`` at import: a line at the module's top level that calls it
-        or decorates with it (``register_parser("hf")``, ``@register_parser("hf")``). Read from the text."""
+        """Whether some file of the target calls ``name`` at import: a line at the module's top level that calls it,
+        or a decorator line with it, a class body's too (``register_parser("hf")``, ``@register_parser("hf")``,
+        ``@add_spec``). Read from the text."""
         if name not in self._at_import:
-            pattern = re.compile(rb"(?m)^@?(?:[\w.]+\.)?" + re.escape(name.encode()) + rb"[ \t]*\(")
+            word = re.escape(name.encode())
+            pattern = re.compile(rb"(?m)^(?:[ \t]*@(?:[\w.]+\.)?" + word + rb"\b|(?:[\w.]+\.)?" + word + rb"[ \t]*\()")
             self._at_import[name] = any(pattern.search(data) for data in self.texts.values() if name.encode() in data)
         return self._at_import[name]
 

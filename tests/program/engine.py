@@ -38,7 +38,8 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "fp8_linear_kernel", "fp8_moe_kernel", "int4_moe_kernel", "modelopt_moe_kernel",
                "group_gather_kernel", "group_local_kernel", "hf_hybrid_kernel", "hf_extra_kernel",
                "hf_full_kernel", "hf_mrope_kernel", "hf_own_kernel", "replay_extend_kernel", "replay_decode_kernel",
-               "eager_only_kernel", "graphed_only_kernel", "hf_swa_kernel", "hf_filled_kernel")
+               "eager_only_kernel", "graphed_only_kernel", "hf_swa_kernel", "hf_filled_kernel",
+               "hf_builtin_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -687,6 +688,26 @@ def extra_spec(hf_config):
     return None
 
 
+_BUILTIN_SPECS = []
+
+
+def add_builtin(spec):
+    _BUILTIN_SPECS.append(spec)
+    return spec
+
+
+@add_builtin  # filled at import: not the empty list of its literal
+class BuiltinSpec:
+    config_class = HybridConfig
+
+
+def builtin_spec(hf_config):
+    for spec in _BUILTIN_SPECS:
+        if isinstance(hf_config, spec.config_class):
+            return spec
+    return None
+
+
 def hf_step(model_config, x):
     if cfg := hybrid_config(model_config):
         k.hf_hybrid(cfg)
@@ -701,6 +722,8 @@ def hf_step(model_config, x):
     if model_config.is_swa:
         k.hf_swa(x)
     filled_step(x)
+    if builtin_spec(model_config.hf_config) is not None:
+        k.hf_builtin(x)
 ''',
     "eng/quant.py": '''"""Quantization configs in a table spelled out as a dict literal (a base table unpacked into
 it) keyed by the `quantization` setting, one built by its classmethod (which a live subclass overrides), a layer's method picked by

@@ -495,13 +495,15 @@ def test_the_model_config_the_engine_loads_is_the_presets_config_json(engine: st
     class). No spec of a list that nothing fills matches it, its rope has no `mrope_section`, and its architecture
     is in no set of sliding-window ones (a literal with another module's tuple spread into it): the full-attention
     kernel and the Llama one are default, the other four never. A local dict filled after it is made is not the
-    empty dict of its literal: `"filled" in options` is not known."""
+    empty dict of its literal: `"filled" in options` is not known; nor is a module list a decorator fills at
+    import, so a spec of it may match."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "hf_full_kernel", "hf_own_kernel")
     assert_never(sites, ("hf_hybrid_kernel", "(cfg := hybrid_config(model_config))"),
                  ("hf_mrope_kernel", "model_config.is_mrope"), ("hf_swa_kernel", "model_config.is_swa"))
     assert sites["hf_extra_kernel"].reach == "never", sites["hf_extra_kernel"].reasons
     assert sites["hf_filled_kernel"].reach == "possible", sites["hf_filled_kernel"].reasons
+    assert sites["hf_builtin_kernel"].reach == "possible", sites["hf_builtin_kernel"].reasons
 
 
 def test_a_decode_only_entry_is_walked_in_decode_steps_only(engine: str) -> None:
