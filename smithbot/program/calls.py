@@ -95,9 +95,7 @@ class CallValues(ResolverState):
         if depth > 3 or not isinstance(node, ast.Call):
             return None
         cls = (fn or {}).get("class")
-        func = source(node.func)
-        head, _, rest = func.partition(".")
-        if f"{(self.p.facts(mod) or {}).get('imports', {}).get(head)}.{rest}" in CONFIG_LOADERS:
+        if _imported(self.p.facts(mod) or {}, source(node.func)) in CONFIG_LOADERS:
             return CONFIG  # AutoConfig.from_pretrained(path): the model's config.json
         found = self._attribute_test(mod, cls, klass, fn, node, read=True) \
             or self._instance_test(mod, cls, klass, fn, node, outer)
