@@ -163,7 +163,8 @@ def is_const(node: ast.expr) -> bool:
 
 
 def annotation_text(node: ast.expr | None) -> str | None:
-    """An instance of the class an annotation names: ``ForwardBatch``, ``Optional["X"]``, ``X | None`` -> ``X()``."""
+    """An instance of the class an annotation names: ``ForwardBatch``, ``Optional["X"]``, ``X | None``,
+    ``Annotated[X, Arg(...)]`` -> ``X()``."""
     if node is None:
         return None
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -177,6 +178,9 @@ def annotation_text(node: ast.expr | None) -> str | None:
     if isinstance(node, ast.Subscript) and (dotted_name(node.value) or "").split(".")[-1] in ("Optional", "Union"):
         inner = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) else node.slice
         return annotation_text(inner)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) \
+            and any(isinstance(e, ast.Call) for e in node.slice.elts[1:]):
+        return annotation_text(node.slice.elts[0])  # Annotated[X, Arg(...)], under any alias: an X
     name = dotted_name(node)
     return f"{name}()" if name and name.split(".")[-1][:1].isupper() else None
 

@@ -231,19 +231,26 @@ class EngineValues(ResolverState):
         ann = (fn.get("annotated") or {}).get(name)
         made = [ann] if ann else [m for m, _ in (fn.get("locals") or {}).get(name, [])]
         out = {m.partition("(")[0].replace("/", ".").rpartition(".")[2] for m in made if "(" in m}
-        return out | {c[1].rpartition(".")[2] for m in made if not ann for c in self._declared(mod, m)}
+        home = (mod, fn["class"]) if fn.get("class") else None
+        return out | {c[1].rpartition(".")[2] for m in made if not ann for c in self._declared(mod, m, home)}
 
-    def _declared(self, mod: str, src: str) -> list[tuple[str, str]]:
-        """The class ``func(...).a.b`` is declared to be (``func``'s return hint, then each field's), else none."""
+    def _declared(self, mod: str, src: str, home: tuple[str, str] | None = None) -> list[tuple[str, str]]:
+        """The class ``func(...).a.b`` is declared to be (``func``'s return hint, then each field's), or
+        ``self.a.b`` in a method of ``home`` (each field's hint from there), else none."""
         match = _CALLED_FIELDS.fullmatch(src)
-        if match is None:
+        if match is not None:
+            head = match[1].replace("/", ".")
+            funcs = self.symbol_abs(head[4:]) if head.startswith("abs:") else self.symbol(mod, head)
+            found = [(f[1], h) for f in funcs if f[0] == "func" for h in
+                     [((self.p.facts(f[1]) or {}).get("functions", {}).get(f[2]) or {}).get("returns_hint")] if h]
+            classes = [(v[1], v[2]) for m, h in found[:1] for v in self.symbol(m, h.partition("(")[0])
+                       if v[0] == "class"]
+            fields = match[2]
+        elif home is not None and src.startswith("self.") and all(map(str.isidentifier, src.split("."))):
+            classes, fields = [home], src[4:]
+        else:
             return []
-        head = match[1].replace("/", ".")
-        funcs = self.symbol_abs(head[4:]) if head.startswith("abs:") else self.symbol(mod, head)
-        found = [(f[1], h) for f in funcs if f[0] == "func"
-                 for h in [((self.p.facts(f[1]) or {}).get("functions", {}).get(f[2]) or {}).get("returns_hint")] if h]
-        classes = [(v[1], v[2]) for m, h in found[:1] for v in self.symbol(m, h.partition("(")[0]) if v[0] == "class"]
-        for attr in [a for a in match[2].split(".") if a]:
+        for attr in [a for a in fields.split(".") if a]:
             hints = [(m, e[0]) for m, q in (self.mro(*classes[0]) if len(classes) == 1 else [])
                      for e in ((self.cls(m, q) or {}).get("attrs", {}).get(attr) or [])[:1]]
             classes = [(v[1], v[2]) for m, h in hints[:1] if h.endswith("()")

@@ -143,6 +143,10 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
             (startup if key == "startup" else engine).append(("func", mod, qual, (mod, cls) if cls else None))
             if cls and f"{cls}.__init__" in f["functions"]:
                 startup.append(("func", mod, f"{cls}.__init__", (mod, cls)))
+    for e in target.serving.arguments:  # the arguments' own resolution (a dataclass's __post_init__) runs at start
+        mod, _, cls = e.partition(":")
+        if f"{cls}.__post_init__" in ((program.facts(mod) or {}).get("functions") or {}):
+            startup.append(("func", mod, f"{cls}.__post_init__", (mod, cls)))
     job = _Job(program, idx, target, kernels, model_files, engine, startup, cache_dir)
     workers = min(len(presets), os.cpu_count() or 1, _memory() // _WALK_BYTES)
     if workers < 2:

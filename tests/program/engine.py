@@ -39,7 +39,7 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "group_gather_kernel", "group_local_kernel", "hf_hybrid_kernel", "hf_extra_kernel",
                "hf_full_kernel", "hf_mrope_kernel", "hf_own_kernel", "replay_extend_kernel", "replay_decode_kernel",
                "eager_only_kernel", "graphed_only_kernel", "hf_swa_kernel", "hf_filled_kernel",
-               "hf_builtin_kernel")
+               "hf_builtin_kernel", "graph_off_kernel", "graph_on_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -1354,6 +1354,7 @@ class ForwardBatch:
 ''',
     "eng/graph.py": '''"""The decode CUDA graph's replay, a decode-only entry: the engine runs it only for decode
 batches, so its forward-mode test takes the decode branch in every step."""
+from eng.args import ServerArgs
 from eng.forward_batch import ForwardBatch
 from eng.kernels import mla as k
 
@@ -1364,6 +1365,14 @@ class DecodeGraphRunner:
             k.replay_decode(x)
         else:
             k.replay_extend(x)
+
+
+def prefill_graph(args: ServerArgs, x):
+    """The sizes' class defaults them to None, but the arguments' own resolution sets them on the instance."""
+    if not args.graph_config.prefill.sizes:
+        k.graph_off(x)
+    else:
+        k.graph_on(x)
 
 
 def step_tail(fb: ForwardBatch, x):
@@ -1378,7 +1387,8 @@ def step_tail(fb: ForwardBatch, x):
 ''',
     "eng/runner.py": '''from eng.attention.registry import BACKENDS
 from eng.forward_batch import ForwardBatch
-from eng.graph import step_tail
+from eng.args import ServerArgs
+from eng.graph import prefill_graph, step_tail
 from eng.utils import get_server_args
 
 
@@ -1391,6 +1401,7 @@ class ModelRunner:
         if fb is not None:  # the caller passes the batch: decided
             self.attn_backend.init_metadata(fb)
         step_tail(fb, fb)
+        prefill_graph(ServerArgs(), fb)
         return self.model(fb)
 ''',
     "eng/environ.py": '''class EnvBool:
@@ -1617,8 +1628,38 @@ def mask_padding(x, padded):
     k.padded_mask(x)
     return x
 ''',
-    "eng/args.py": '''from dataclasses import dataclass
+    "eng/argutil.py": '''from typing import Annotated
 
+A = Annotated  # as sglang's arg_groups: a field is A[type, Arg(help=...)]
+
+
+class Arg:
+    def __init__(self, help=None):
+        self.help = help
+''',
+    # the graph sizes' class defaults them to None; the arguments' resolution fills them in from outside
+    "eng/graphconf.py": '''from dataclasses import dataclass, field
+from typing import List, Optional
+
+
+@dataclass
+class PhaseSizes:
+    sizes: Optional[List[int]] = None
+
+
+@dataclass
+class GraphConfig:
+    prefill: PhaseSizes = field(default_factory=PhaseSizes)
+
+
+def default_graph_config():
+    return GraphConfig()
+''',
+    "eng/args.py": '''from dataclasses import dataclass
+from typing import Optional
+
+from eng.argutil import A, Arg
+from eng.graphconf import GraphConfig, default_graph_config
 from eng.runconfig import RunConfig
 
 
@@ -1631,10 +1672,19 @@ class ServerArgs:
     draft_model_path: str = None  # no method assigns it: None holds
     model_path: str = "eng/llama"
     cache_layout: str = None  # resolved after construction
+    graph_config: A[Optional[GraphConfig], Arg(help="the CUDA graphs' sizes")] = None
 
     def __post_init__(self):
         if self.cache_layout is None:
             self.cache_layout = "paged" if self.chunk_size > 1024 else "flat"
+        self._resolve_graph_sizes()
+
+    def _resolve_graph_sizes(self):
+        config = default_graph_config()
+        self.graph_config = config
+        prefill = self.graph_config.prefill
+        if prefill.sizes is None:
+            prefill.sizes = [1, 2, 4]
 
     def create_run_config(self):
         return RunConfig(model_config=self.load_model_config())

@@ -506,6 +506,18 @@ def test_the_model_config_the_engine_loads_is_the_presets_config_json(engine: st
     assert sites["hf_builtin_kernel"].reach == "possible", sites["hf_builtin_kernel"].reasons
 
 
+def test_a_field_the_arguments_resolution_sets_from_outside_is_not_its_class_default(engine: str) -> None:
+    """`eng/args.py`, as sglang's ServerArgs and its CUDA graph sizes: `PhaseSizes.sizes` is None in its class, but
+    `ServerArgs.__post_init__` (the arguments' own resolution, run when they are made) sets it on the instance
+    through a local (`prefill = self.graph_config.prefill`), whose class comes from the field's hint,
+    `A[Optional[GraphConfig], Arg(...)]` (Annotated under an alias). So `not sizes` is not decided: both kernels
+    are possible, neither never."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    for name in ("graph_off_kernel", "graph_on_kernel"):
+        assert sites[name].reach == "possible", (name, sites[name].reach, sites[name].reasons)
+        assert any("args.graph_config.prefill.sizes" in r for r in sites[name].reasons), sites[name].reasons
+
+
 def test_a_decode_only_entry_is_walked_in_decode_steps_only(engine: str) -> None:
     """`eng/graph.py`'s replay is a decode entry (`serving.decode_entries`): walked in the prefill phase too, its
     `fb.forward_mode.is_decode()` would be false there and make the extend branch a prefill launch. In `step_tail`,
