@@ -169,7 +169,7 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
         if kind in ("class", "inst"):
             mod, qual = v[1], v[2]
             if kind == "inst":
-                made = []
+                made, sure = [], False
                 for m, q in self.mro(mod, qual):
                     c = self.cls(m, q)
                     if c and name in c["attrs"]:
@@ -180,8 +180,11 @@ class _Resolver(Symbols, Decisions, EngineValues, CallValues, TensorTypes):
                                        or (m, e[1]) in self.ran]
                         for t, w, tests in entries:
                             where = f["functions"].get(w) if f and w else None
-                            if not self.cut(m, tests, where):
+                            # a base's hint (`backend: BaseCudaGraphBackend`) declares; a subclass's __init__ that
+                            # surely assigns the attribute gives what it holds
+                            if not (sure and w is None) and not self.cut(m, tests, where):
                                 made.append((m, q, t, where))
+                        sure = sure or any(w and w.endswith("__init__") and not tests for _, w, tests in entries)
                 if made:
                     # a field that every construction the walk saw passes holds what they pass, not any instance
                     # of its declared type (``AttentionBackends(attn_backend=attn_backend)``)

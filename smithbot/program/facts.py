@@ -26,7 +26,8 @@ from typing import Any
 
 from smithbot.program.kinds import OBJECT
 from smithbot.program.syntax import (EMPTY_DICTS, FLAG_VALUES, always_leaves, annotation_text, callee_text,
-                                     class_constant, collect_imports, dotted_name, expr_text, from_module, guards,
+                                     class_constant, collect_imports, dotted_name, expr_text, factory_call, from_module,
+                                     guards,
                                      inline_flags, is_const, leaves, literal_strings, made_values, self_attr)
 
 
@@ -301,6 +302,9 @@ class _Visitor(ast.NodeVisitor):
             cls["assigned_at"].setdefault(name, []).append([None, []])  # a class attribute: what hasattr finds
             if class_constant(node.value):
                 cls["flags"].setdefault(name, []).append([src, None, []])
+            made = factory_call(node.value)
+            if made:  # prefill: PhaseConfig = field(default_factory=lambda: PhaseConfig(backend=...))
+                cls.setdefault("factories", {})[name] = made
 
     def _note_targets(self, node: ast.Assign) -> None:
         """What a function's assignment binds: its names (assigned before a later if-test), a ``global`` it rebinds,

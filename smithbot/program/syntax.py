@@ -221,6 +221,19 @@ def class_constant(value: ast.expr) -> bool:
                                                and value.value.id[:1].isupper())
 
 
+def factory_call(value: ast.expr) -> str | None:
+    """The construction a class-body field's default makes for each instance, as a source: ``field(default_factory=
+    lambda: PhaseConfig(backend="full"))`` -> ``PhaseConfig(backend="full")``, ``field(default_factory=PhaseConfig)``
+    -> ``PhaseConfig()``; else None."""
+    if not isinstance(value, ast.Call) or (dotted_name(value.func) or "").split(".")[-1] != "field":
+        return None
+    made = next((k.value for k in value.keywords if k.arg == "default_factory"), None)
+    if isinstance(made, ast.Lambda) and isinstance(made.body, ast.Call) and dotted_name(made.body.func):
+        return ast.unparse(made.body)
+    name = dotted_name(made) if made is not None else None
+    return f"{name}()" if name and name.split(".")[-1][:1].isupper() else None
+
+
 def leaves(body: list[ast.stmt]) -> bool:
     """Whether a block always leaves its function: it ends in ``return`` or ``raise``."""
     return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))

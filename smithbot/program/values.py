@@ -6,6 +6,8 @@ gives is ``calls.CallValues``. A mixin of the call graph's resolver: it uses its
 
 from __future__ import annotations
 
+import ast
+
 import re
 from typing import Any, Callable
 
@@ -480,6 +482,9 @@ class EngineValues(ResolverState):
     def _object_flag(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, dotted: str
                      ) -> list[str] | None:
         head, _, attr = dotted.rpartition(".")
+        made = self._factory_made(mod, fn, klass, head, attr)
+        if made is not None:
+            return made
         vals = self.expr(mod, (fn or {}).get("class"), klass, fn, head)
         if vals and all(v[0] == "inst" for v in vals):
             phase = self.phase_member(self.expr(mod, (fn or {}).get("class"), klass, fn, dotted))
@@ -508,6 +513,38 @@ class EngineValues(ResolverState):
                         return None
                 out.append(src)
         return out
+
+    def _factory_made(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, head: str,
+                      attr: str) -> list[str] | None:
+        """``obj.field.attr`` where ``field`` holds what its class-body default makes for each instance
+        (``prefill: PhaseConfig = field(default_factory=lambda: PhaseConfig(backend=default_prefill_backend()))``):
+        the argument that construction passes for ``attr``, evaluated in the class's module, and what stores on an
+        instance of the made class elsewhere may put there (not the other constructions' values: sglang's decode
+        ``PhaseConfig`` is ``full``, its prefill one is not). Only where nothing else may be in the field: no method
+        of the class sets it, no construction passes it, no store elsewhere; else None."""
+        base, _, name = head.rpartition(".")
+        vals = self.expr(mod, (fn or {}).get("class"), klass, fn, base) if base else []
+        if len(vals) != 1 or vals[0][0] != "inst" or self._too_deep():
+            return None
+        owner = (vals[0][1], vals[0][2])
+        found = [(m, c["factories"][name], c) for m, q in self.mro(*owner) for c in [self.cls(m, q) or {}]
+                 if name in c.get("factories", {})][:1]
+        if not found:
+            return None
+        home, src, body = found[0]
+        if any(where is not None for where, _ in body["assigned_at"].get(name, ())) \
+                or self._set_elsewhere(owner, name) or any(
+                    name in c[2] or "**" in c[2] for site in self._construction_sites(owner)
+                    for c in constructions(self.p.facts(site[1])["functions"].get(site[2]), site, owner)):
+            return None
+        call = ast.parse(src, mode="eval").body
+        assert isinstance(call, ast.Call)
+        passed = next((k.value for k in call.keywords if k.arg == attr), None)
+        made = [(v[1], v[2]) for v in self.expr(home, None, None, None, src) if v[0] == "inst"]
+        if passed is None or len(made) != 1:
+            return None
+        value = self._source_there(home, None, None, ast.unparse(passed))
+        return None if value is None else [value, *self._set_elsewhere(made[0], attr)]
 
     def module_value(self, mod: str, name: str, hops: int = 0) -> str | None:
         """The source a module-level name is assigned; where functions rebind it (``global``), see ``_rebound``.

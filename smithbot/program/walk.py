@@ -192,12 +192,22 @@ class _Graph:
         have = frozenset(x for _, x in opened)
         if not have:
             return rc
-        ancestors, todo = {node}, [node]  # what reaches the node under the path's own undecided only
-        while todo:
-            for c, i in self.into.get(todo.pop(), ()):
-                if c not in ancestors and self.calls[(c, i)][1] <= have:
-                    ancestors.add(c)
-                    todo.append(c)
+        allowed = set(have)
+        while True:  # what reaches the node under the path's own undecided only, and dispatches that do not matter
+            ancestors, todo, missing = {node}, [node], set()
+            while todo:
+                for c, i in self.into.get(todo.pop(), ()):
+                    extra = self.calls[(c, i)][1] - allowed
+                    missing |= extra
+                    if c not in ancestors and not extra:
+                        ancestors.add(c)
+                        todo.append(c)
+            # a dispatch off the path all of whose targets reach the node (sglang's prefill runner, the CUDA graph
+            # one or the eager one, both setting attention metadata) does not matter to it either
+            more = {x for x in missing if x[0] == "call" and all(t in ancestors for t in self.calls[(x[1], x[2])][0])}
+            if not more:
+                break
+            allowed |= more
         moot, bits = set(), 0.0
         for x in have:
             kind, at, what = x
@@ -208,7 +218,7 @@ class _Graph:
                     bits += math.log2(len(targets))
                 continue
             ways = {taken.get(what) for targets, under, taken in (self.calls[(at, i)] for i in self.by_caller[at])
-                    if under <= have and any(t in ancestors for t in targets)}
+                    if under <= allowed and any(t in ancestors for t in targets)}
             if None in ways or {True, False} <= ways:
                 moot.add(x)
                 bits += 1

@@ -39,7 +39,8 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "group_gather_kernel", "group_local_kernel", "hf_hybrid_kernel", "hf_extra_kernel",
                "hf_full_kernel", "hf_mrope_kernel", "hf_own_kernel", "replay_extend_kernel", "replay_decode_kernel",
                "eager_only_kernel", "graphed_only_kernel", "hf_swa_kernel", "hf_filled_kernel",
-               "hf_builtin_kernel", "graph_off_kernel", "graph_on_kernel")
+               "hf_builtin_kernel", "graph_off_kernel", "graph_on_kernel",
+               "shared_metadata_kernel", "full_metadata_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -1354,6 +1355,8 @@ class ForwardBatch:
 ''',
     "eng/graph.py": '''"""The decode CUDA graph's replay, a decode-only entry: the engine runs it only for decode
 batches, so its forward-mode test takes the decode branch in every step."""
+from abc import ABC, abstractmethod
+
 from eng.args import ServerArgs
 from eng.forward_batch import ForwardBatch
 from eng.kernels import mla as k
@@ -1375,6 +1378,65 @@ def prefill_graph(args: ServerArgs, x):
         k.graph_on(x)
 
 
+class GraphBackend(ABC):
+    @abstractmethod
+    def replay(self):
+        ...
+
+
+class FullBackend(GraphBackend):
+    pass
+
+
+class BreakableBackend(GraphBackend):
+    pass
+
+
+def pick_backend(args):
+    if args.graph_config.prefill.backend == "full":
+        return FullBackend()
+    return BreakableBackend()
+
+
+def set_metadata(x):
+    k.shared_metadata(x)
+
+
+class BaseGraphRunner:
+    backend: GraphBackend  # a declaration: the subclass's __init__ sets it
+
+
+class PrefillGraphRunner(BaseGraphRunner):
+    def __init__(self, args):
+        self.backend = pick_backend(args)
+        self.full = isinstance(self.backend, FullBackend)
+
+    def execute(self, x):
+        if self.full:
+            k.full_metadata(x)
+        else:
+            set_metadata(x)
+
+
+class EagerPrefillRunner:
+    def execute(self, x):
+        set_metadata(x)
+
+
+def make_prefill_runner(args, eager):
+    if not args.graph_config.prefill.sizes:
+        return eager
+    return PrefillGraphRunner(args)
+
+
+def run_prefill(runner, x):
+    """Either way the batch goes, and whichever runner the first way holds, the metadata is set."""
+    if x.numel() < 4096:
+        runner.prefill_runner.execute(x)
+    else:
+        runner.eager.execute(x)
+
+
 def step_tail(fb: ForwardBatch, x):
     """`graphed` is set again after the test that reads it: that cannot reach the test."""
     graphed = fb.forward_mode.is_decode()
@@ -1388,7 +1450,7 @@ def step_tail(fb: ForwardBatch, x):
     "eng/runner.py": '''from eng.attention.registry import BACKENDS
 from eng.forward_batch import ForwardBatch
 from eng.args import ServerArgs
-from eng.graph import prefill_graph, step_tail
+from eng.graph import EagerPrefillRunner, FullBackend, make_prefill_runner, prefill_graph, run_prefill, step_tail
 from eng.utils import get_server_args
 
 
@@ -1396,12 +1458,16 @@ class ModelRunner:
     def __init__(self, model):
         self.model = model
         self.attn_backend = BACKENDS[get_server_args().attention_backend](self)
+        self.eager = EagerPrefillRunner()
+        self.decode_graphs = FullBackend()  # a full graph backend is made: an instance of its base may be one
+        self.prefill_runner = make_prefill_runner(ServerArgs(), self.eager)
 
     def forward(self, fb: ForwardBatch, extra=None):
         if fb is not None:  # the caller passes the batch: decided
             self.attn_backend.init_metadata(fb)
         step_tail(fb, fb)
         prefill_graph(ServerArgs(), fb)
+        run_prefill(self, fb)
         return self.model(fb)
 ''',
     "eng/environ.py": '''class EnvBool:
@@ -1645,21 +1711,27 @@ from typing import List, Optional
 @dataclass
 class PhaseSizes:
     sizes: Optional[List[int]] = None
+    backend: str = "disabled"
 
 
 @dataclass
 class GraphConfig:
-    prefill: PhaseSizes = field(default_factory=PhaseSizes)
+    prefill: PhaseSizes = field(default_factory=lambda: PhaseSizes(backend="breakable"))
+    decode: PhaseSizes = field(default_factory=lambda: PhaseSizes(backend="full"))
 
 
 def default_graph_config():
     return GraphConfig()
+
+
+def full_graph_sizes():
+    return PhaseSizes(backend="full")
 ''',
     "eng/args.py": '''from dataclasses import dataclass
 from typing import Optional
 
 from eng.argutil import A, Arg
-from eng.graphconf import GraphConfig, default_graph_config
+from eng.graphconf import GraphConfig, default_graph_config, full_graph_sizes
 from eng.runconfig import RunConfig
 
 
@@ -1682,6 +1754,7 @@ class ServerArgs:
     def _resolve_graph_sizes(self):
         config = default_graph_config()
         self.graph_config = config
+        self.draft_sizes = full_graph_sizes()  # another PhaseSizes, "full": not the prefill field's
         prefill = self.graph_config.prefill
         if prefill.sizes is None:
             prefill.sizes = [1, 2, 4]

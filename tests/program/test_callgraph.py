@@ -518,6 +518,19 @@ def test_a_field_the_arguments_resolution_sets_from_outside_is_not_its_class_def
         assert any("args.graph_config.prefill.sizes" in r for r in sites[name].reasons), sites[name].reasons
 
 
+def test_attention_metadata_that_every_prefill_runner_sets_is_default(engine: str) -> None:
+    """`eng/graph.py`, as sglang's prefill runners. The runner picks its graph backend from
+    `args.graph_config.prefill.backend`, which the `prefill` field's default factory makes "breakable" (the `decode`
+    field's "full" is another instance's); the base class's `backend: GraphBackend` only declares what the
+    subclass's `__init__` sets (an instance of the base may be a full one: the engine makes one): so `self.full` is
+    false. `run_prefill` sends the batch to the held prefill runner (the
+    graph one or the eager one: the sizes are not known) or to the eager one, and all three set the metadata: neither
+    the test nor the dispatch matters to it."""
+    sites = by_name(api.scan(engine, model="llama3-8b"))
+    assert_default(sites, "shared_metadata_kernel")
+    assert_never(sites, ("full_metadata_kernel", "self.full"))
+
+
 def test_a_decode_only_entry_is_walked_in_decode_steps_only(engine: str) -> None:
     """`eng/graph.py`'s replay is a decode entry (`serving.decode_entries`): walked in the prefill phase too, its
     `fb.forward_mode.is_decode()` would be false there and make the extend branch a prefill launch. In `step_tail`,
