@@ -27,8 +27,7 @@ from typing import Any
 from smithbot.program.kinds import OBJECT
 from smithbot.program.syntax import (EMPTY_DICTS, FLAG_VALUES, always_leaves, annotation_text, callee_text,
                                      class_constant, collect_imports, dotted_name, expr_text, factory_call, from_module,
-                                     guards,
-                                     inline_flags, is_const, leaves, literal_strings, made_values, self_attr)
+                                     guards, inline_flags, is_const, leaves, literal_strings, made_values, self_attr)
 
 
 class _Visitor(ast.NodeVisitor):

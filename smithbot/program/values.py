@@ -7,7 +7,6 @@ gives is ``calls.CallValues``. A mixin of the call graph's resolver: it uses its
 from __future__ import annotations
 
 import ast
-
 import re
 from typing import Any, Callable
 
@@ -540,8 +539,8 @@ class EngineValues(ResolverState):
         call = ast.parse(src, mode="eval").body
         assert isinstance(call, ast.Call)
         passed = next((k.value for k in call.keywords if k.arg == attr), None)
-        made = [(v[1], v[2]) for v in self.expr(home, None, None, None, src) if v[0] == "inst"]
-        if passed is None or len(made) != 1:
+        made = [(v[1], v[2]) for v in self.expr(home, None, None, None, src) if v[0] == "inst"] if passed else []
+        if len(made) != 1:
             return None
         value = self._source_there(home, None, None, ast.unparse(passed))
         return None if value is None else [value, *self._set_elsewhere(made[0], attr)]
