@@ -33,7 +33,7 @@ from typing import Any
 from smithbot.program.kinds import DTYPES
 from smithbot.program.sources import is_literal
 from smithbot.program.syntax import dotted_name, parse_expr
-from smithbot.program.values import ResolverState
+from smithbot.program.state import ResolverState
 
 _DEPTH = 12  # values deep: a router's logits reach their making four calls up, each a caller's local or argument
 

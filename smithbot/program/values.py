@@ -14,94 +14,15 @@ from smithbot.program.evaluate import value_of
 from smithbot.program.kinds import EACH, EACH_SOURCE, OBJECT, ONE_OF_SOURCE
 from smithbot.program.modules import Program
 from smithbot.program.sources import constant_source, is_literal, one_of, one_of_items, source_of
+from smithbot.program.state import ResolverState, Value
 from smithbot.program.syntax import names_read
 
-Value = tuple  # the call graph's abstract value (see callgraph.Value)
 # how many values deep a value may be traced (a constructor's argument through its constructions, a caller's
 # argument, another object's attribute): a model's config reaches a router six constructions down
 _DEPTH = 8
 
 
 _CALLED_FIELDS = re.compile(r"((?:abs:)?[\w./]+)\([^()]*\)((?:\.\w+)*)")  # func(...).a.b
-
-
-class ResolverState:
-    """What the resolver's mixins (``EngineValues``, ``calls.CallValues``) read of ``callgraph._Resolver``, declared
-    once for the type checker."""
-
-    p: Program
-    env: Any
-    targets: Any
-    callers: dict[tuple[str, str], set[tuple[Value, int]]] | None
-    qual_of: dict[int, tuple[str, str]]
-    entries: set[int]
-    configs: dict[int, str]
-    _filtering: int
-    _predicates: dict[tuple, str | list[str] | None]
-    _anywhere_args: dict[tuple, tuple]
-    _active: dict[tuple, int]
-    _low: int
-    expr: Any
-    look: Any
-
-    # --- what is being worked out: an expression, or an entry of a memo table with a guard standing in for it -----
-    _prov: dict[tuple, tuple[Any, int]]
-    _heads: dict[int, list[tuple]]
-
-    def _begin(self, key: tuple) -> tuple[int, int]:
-        """Start working out ``key``: its depth in the stack of what is being worked out, and the caller's cycle
-        mark, for ``_end``."""
-        pos = len(self._active)
-        self._active[key] = pos
-        outer, self._low = self._low, 1 << 30
-        return pos, outer
-
-    def _end(self, key: tuple, pos: int, outer: int, value: Any) -> bool:
-        """Done with ``key``: whether its value is final, that is, no cycle reached above it. Below the head of a
-        cycle a value read what stood in for something still being worked out (an empty value, a guard), and so
-        depends on the order things were asked in: it is kept only until the head is done (``_recall``)."""
-        del self._active[key]
-        if self._low >= pos:
-            self._low = outer
-            for low in [low for low in self._heads if low >= pos]:
-                for k in self._heads.pop(low):
-                    self._prov.pop(k, None)
-            return True
-        self._prov[key] = (value, self._low)
-        self._heads.setdefault(self._low, []).append(key)
-        self._low = min(outer, self._low)
-        return False
-
-    def _recall(self, key: tuple) -> tuple[bool, Any]:
-        """Whether ``key`` has a provisional value, and it: one worked out inside a cycle whose head is still being
-        worked out (reading it makes the reader provisional too)."""
-        got = self._prov.get(key)
-        if got is None:
-            return False, None
-        self._low = min(self._low, got[1])
-        return True, got[0]
-
-    def _cycle(self, key: tuple) -> None:
-        """``key`` was asked while being worked out: what is above it, down to it, is provisional."""
-        self._low = min(self._low, self._active[key])
-
-    def _work_out(self, key: tuple, standin: Callable[[], Any], compute: Callable[[], Any]) -> tuple[Any, bool]:
-        """``compute()`` for ``key``, and whether the value is final (the caller memoises only a final one):
-        ``standin()`` where ``key`` is asked while being worked out (a cycle), the provisional value where its cycle's
-        head is still being worked out."""
-        if key in self._active:
-            self._cycle(key)
-            return standin(), False
-        hit, value = self._recall(key)
-        if hit:
-            return value, False
-        pos, outer = self._begin(key)
-        value = standin()
-        try:
-            value = compute()
-        finally:
-            final = self._end(key, pos, outer, value)
-        return value, final
 
 
 class EngineValues(ResolverState):
@@ -124,7 +45,7 @@ class EngineValues(ResolverState):
     mro: Any
     _cut_short: int
     _guards_read: int
-    _spread: Any  # (calls.CallValues)
+    _spread: Any  # (args.CallerArgs)
 
     def owner_flags(self, owner: tuple[str, str] | None) -> dict[str, list[str]]:
         """``self.x`` -> its sources, for an instance of ``owner``: what its class and bases assign, a subclass's
