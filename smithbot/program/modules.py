@@ -31,7 +31,7 @@ class Program:
         self._getters: dict[str, tuple[str, str]] | None = None
         self._defined: dict[str, bool] = {}  # a method name -> whether some file defines it
         self._at_import: dict[str, bool] = {}  # a function name -> whether some file calls it at import
-        self._assigning: dict[tuple[str, str], list[str]] = {}  # (name, string) -> the modules assigning it that
+        self._assigning: dict[tuple[str, str], list[str]] = {}  # (name, string) -> the modules with a line assigning it
         self._fields: dict[tuple[str, str], dict[str, Any]] = {}
         self.glue: dict[str, dict[str, list[dict[str, Any]]]] = {}  # path -> function -> glue runs (scan.glue)
         # (module, decorator) -> whether it leads to torch.compile (scan.fusion), asked for every function reached
