@@ -7,7 +7,8 @@ the first time a call resolves into it (``program.modules``, cached by content h
 
 How a call is resolved (an abstract value per expression, see ``_Resolver.expr``; the lookups of names, classes and
 registries are ``symbols.Symbols``, the if-test decisions ``decide.Decisions``, the values ``values.EngineValues``,
-what calls give ``calls.CallValues`` and what callers pass ``args.CallerArgs``):
+stores on other objects ``stores.ObjectStores``, what calls give ``calls.CallValues`` and what callers pass
+``args.CallerArgs``):
 - names through the module's definitions, imports (re-exports followed) and module-level aliases;
 - ``self.x`` through the class's attribute assignments in any method (``self.mlp = MoEBlock(...)``), the bases'
   too, and a factory's returns (``get_impl_class(cfg)(...)``, ``backend.get_builder(...).build(...)``);
@@ -39,6 +40,7 @@ from typing import Any
 
 from smithbot.program.args import CallerArgs
 from smithbot.program.calls import CallValues
+from smithbot.program.stores import ObjectStores
 from smithbot.program.decide import Decisions
 from smithbot.program.evaluate import Env
 from smithbot.program.kinds import INSTANCE_SOURCE
@@ -76,7 +78,7 @@ class Reach:
         return not self.tests
 
 
-class _Resolver(Symbols, Decisions, EngineValues, CallValues, CallerArgs, TensorTypes):
+class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, CallerArgs, TensorTypes):
     """Abstract values of expressions. A function value carries the concrete class its ``self`` is bound to, so that
     ``self.x`` inside an inherited method reads the subclass's attributes and ``self.m()`` finds its overrides."""
 

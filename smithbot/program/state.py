@@ -12,8 +12,8 @@ Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
 
 class ResolverState:
-    """What the resolver's mixins (``EngineValues``, ``CallValues``, ``CallerArgs``, ``TensorTypes``) read of
-    ``callgraph._Resolver``, declared once for the type checker."""
+    """What the resolver's mixins (``EngineValues``, ``ObjectStores``, ``CallValues``, ``CallerArgs``,
+    ``TensorTypes``) read of ``callgraph._Resolver``, declared once for the type checker."""
 
     p: Program
     env: Any
