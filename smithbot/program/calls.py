@@ -170,7 +170,9 @@ class CallValues(ResolverState):
                 # a local the returned tuple holds (return None, mode, batch): as the walk's context values it
                 return _sources(value_of(name, self.env, self.look(theirs, target, func[3])))
             if name in target.get("flags", {}) and name not in args:  # its own local (b = get_backend()), with
-                # the call's arguments in its sources
+                # the call's arguments in its sources; not a collection filled after it is made
+                if name in target.get("filled", ()):
+                    return None
                 return [_bound_source(src, bound) for src in self._local(theirs, target, func[3], name)] or None
             head = name.partition(".")[0]
             if head != name and head in target.get("flags", {}) and head not in args:

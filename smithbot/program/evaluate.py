@@ -333,7 +333,11 @@ def _attribute(node: ast.Attribute, env: Env, assigns: Callable[[str], Any], dep
     v = env.lookup(node.attr) if node.attr != "dtype" else MISSING
     if v is not MISSING:
         return v
-    if isinstance(node.value, (ast.Name, ast.Attribute)) and "(" not in dotted:
+    root = node.value
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if isinstance(root, ast.Name) or isinstance(root, ast.Call) and not root.args and not root.keywords \
+            and "(" not in source(root.func):  # (or on what an argument-less call returns: get_flags().dp.enabled)
         found = _assigned(assigns(dotted), dotted, env, assigns, depth)
         if found is not MISSING:
             return found

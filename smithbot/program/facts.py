@@ -259,9 +259,11 @@ class _Visitor(ast.NodeVisitor):
             self._module_assign(node)
             return
         self._note_targets(node)
-        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, FLAG_VALUES):
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, (*FLAG_VALUES, ast.List)):
             # a flag an if-test reads (w8a8 = quant_method == "smooth_quant"), with every value it is given: decided
-            # where they all agree
+            # where they all agree; a local list too (a list that it fills is ``filled``: an attribute's is not
+            # tracked, so a list on self is none)
             self._flag(node.targets[0].id, ast.unparse(node.value))
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple) \
                 and len(node.targets[0].elts) == len(node.value.elts):  # a, b = A(), B(): pair them up

@@ -154,7 +154,9 @@ class EngineValues(ResolverState):
         A field's default in the class body (``ready: bool = False``) holds unless a construction of the class
         passes the field by name: what it passes is one more value (its constant where the call site decides it,
         else unknown), and when every construction passes it (each that the defaults leave; one at least, passing
-        it) the default never holds."""
+        it) the default never holds. An assignment under a test that the attribute is set (``if self.lens is not
+        None: self.lens = pad(self.lens)``) only replaces a value that is not None: where nothing else sets one, it
+        never runs."""
         f = self.p.facts(mod)
         if owner and (not entries or any(where is None for _, where, _ in entries)):
             # where the walk saw it made, else anywhere; and always the class's own alternative constructors
@@ -185,6 +187,7 @@ class EngineValues(ResolverState):
         made: list[str] = []  # what __init__ leaves, in its order: an assignment that surely runs replaces the last
         later: list[str] = []
         each_step = False  # a method that surely runs surely assigns it: what __init__ left is gone after it
+        kept_set: list[str] = []  # assigned only while it is set
         for src, where, tests in entries:
             fn = (f or {}).get("functions", {}).get(where)
             in_init = not where or where.endswith("__init__")
@@ -192,6 +195,9 @@ class EngineValues(ResolverState):
                 made.append(src)
                 continue
             if self.ran is not None and not in_init and (mod, where) not in self.ran:
+                continue
+            if any(list(t) in _while_set(name) for t in tests):
+                kept_set.append(src)
                 continue
             held = self.decisions(mod, tests, fn, klass=owner) if tests else []
             if any(h not in (None, EACH) and h != taken for h, (_, taken) in zip(held, tests)):
@@ -204,7 +210,8 @@ class EngineValues(ResolverState):
                 made = [src]
             else:
                 made.append(src)
-        return later if each_step else made + later
+        out = later if each_step else made + later
+        return out + kept_set if any(v != "None" for v in out) else out
 
     def _value_there(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, src: str,
                      deeper: bool = True, several: bool = False) -> str | None:
@@ -420,6 +427,12 @@ class EngineValues(ResolverState):
 
 PHASE_MEMBERS = {"decode": ("DECODE",), "prefill": ("EXTEND", "PREFILL")}
 ALL_PHASE_MEMBERS = frozenset(m for ms in PHASE_MEMBERS.values() for m in ms)
+
+
+def _while_set(name: str) -> list[list[Any]]:
+    """The if-tests, as taken, that hold only while ``self.name`` holds a value other than None."""
+    attr = f"self.{name}"
+    return [[f"{attr} is not None", True], [f"{attr} is None", False], [attr, True], [f"not {attr}", False]]
 
 
 def constructions(fn: dict[str, Any] | None, site: Value, owner: tuple[str, str]) -> list[list[Any]]:

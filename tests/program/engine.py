@@ -40,7 +40,8 @@ MLA_KERNELS = ("after_guard_kernel", "both_ways_kernel", "struct_field_kernel",
                "hf_full_kernel", "hf_mrope_kernel", "hf_own_kernel", "replay_extend_kernel", "replay_decode_kernel",
                "eager_only_kernel", "graphed_only_kernel", "hf_swa_kernel", "hf_filled_kernel",
                "hf_builtin_kernel", "graph_off_kernel", "graph_on_kernel",
-               "shared_metadata_kernel", "full_metadata_kernel")
+               "shared_metadata_kernel", "full_metadata_kernel", "hf_encdec_kernel", "hf_listed_kernel", "lens_pad_kernel",
+               "overlap_on_kernel")
 
 FILES = {
     "eng/__init__.py": "",
@@ -652,6 +653,17 @@ def is_swa_model(archs):
     return any(a in swa_archs for a in archs)
 
 
+def is_encdec_model(archs):
+    encdec_archs = ["WhisperLikeForConditionalGeneration", "MllamaLikeForConditionalGeneration"]
+    return any(a in archs for a in encdec_archs)
+
+
+def is_listed_model(archs):
+    listed = []
+    listed.append("LlamaForCausalLM")  # filled after it is made: not the empty list of its literal
+    return any(a in archs for a in listed)
+
+
 def filled_step(x):
     options = {}
     options["filled"] = True  # filled after it is made: not the empty dict its literal says
@@ -663,6 +675,7 @@ class EngModelConfig:
     def __init__(self, model_path, **kwargs):
         self.hf_config = copy.deepcopy(get_config(model_path, **kwargs))
         self.is_swa = is_swa_model(self.hf_config.architectures)
+        self.is_encdec = is_encdec_model(self.hf_config.architectures)
         text = self.hf_config.get_text_config()
         rope = getattr(text, "rope_scaling", None) or {}
         self.is_mrope = "mrope_section" in rope
@@ -722,6 +735,10 @@ def hf_step(model_config, x):
         k.hf_own(x)
     if model_config.is_swa:
         k.hf_swa(x)
+    if model_config.is_encdec:
+        k.hf_encdec(x)
+    if is_listed_model(model_config.hf_config.architectures):
+        k.hf_listed(x)
     filled_step(x)
     if builtin_spec(model_config.hf_config) is not None:
         k.hf_builtin(x)
@@ -1577,6 +1594,11 @@ class Worker:
             k.split(x)
         else:
             k.unsplit(x)
+        batch.pad()
+        if batch.lens is not None:
+            k.lens_pad(x)
+        if flags.get_flags().overlap.enabled:
+            k.overlap_on(x)
         overlap = flags.get_flags().overlap
         if overlap.mode != flags.Mode.AUTO:
             k.mode_fast(x)
@@ -1595,6 +1617,8 @@ fields' hints (as sglang's get_flags().moe): a store on them counts by that decl
 value evaluated where it is stored (an enum made from a constant is that member)."""
 from dataclasses import dataclass, field
 from enum import Enum
+
+import torch
 
 from eng.kernels import mla as k
 
@@ -1644,6 +1668,11 @@ def overlap_enabled() -> bool:
 @dataclass
 class Batch:
     split: int | None = None
+    lens: torch.Tensor | None = None
+
+    def pad(self):
+        if self.lens is not None:  # only replaces a value that is set
+            self.lens = torch.cat([self.lens, self.lens[-1:]])
 
 
 class Holder:

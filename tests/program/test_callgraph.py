@@ -444,11 +444,15 @@ def test_a_store_on_a_declared_object_counts_under_its_tests_with_its_value_eval
     `_CONTEXT`, the module's one `Context()`. `prepare` stores `batch.split = 2` only after `if not overlap_enabled():
     return`, and the flag is never enabled, so `Batch.split` stays None. `init_flags` stores `Mode(DEFAULT_MODE)`:
     the member whose value is "fast", so the mode is never AUTO (it may still be its class default, None: the order of
-    the stores is not known)."""
+    the stores is not known). `flags.get_flags().overlap.enabled`, an attribute of what a call returns, is read the
+    same way: None or False, never true. `Batch.pad` replaces `lens` only while it is set, and nothing else sets it:
+    it stays None."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "unsplit_kernel", "mode_fast_kernel")
     assert_never(sites, ("split_kernel", "batch.split is not None"),
-                 ("mode_auto_kernel", "overlap.mode != flags.Mode.AUTO"))
+                 ("mode_auto_kernel", "overlap.mode != flags.Mode.AUTO"),
+                 ("overlap_on_kernel", "flags.get_flags().overlap.enabled"),
+                 ("lens_pad_kernel", "batch.lens is not None"))
 
 
 def test_a_method_no_live_class_defines_is_absent_and_getattr_reads_the_attribute(engine: str) -> None:
@@ -494,15 +498,18 @@ def test_the_model_config_the_engine_loads_is_the_presets_config_json(engine: st
     `LlamaOwnConfig` for Llama, so it is no `HybridConfig` nor `MambaLikeConfig` (a subclass of another transformers
     class). No spec of a list that nothing fills matches it, its rope has no `mrope_section`, and its architecture
     is in no set of sliding-window ones (a literal with another module's tuple spread into it): the full-attention
-    kernel and the Llama one are default, the other four never. A local dict filled after it is made is not the
-    empty dict of its literal: `"filled" in options` is not known; nor is a module list a decorator fills at
+    kernel and the Llama one are default, the other five never (nor is it in a list a local
+    spells out, `is_encdec_model`). A local dict filled after it is made is not the
+    empty dict of its literal: `"filled" in options` is not known, nor is a predicate's test over a list it fills; nor is a module list a decorator fills at
     import, so a spec of it may match."""
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "hf_full_kernel", "hf_own_kernel")
     assert_never(sites, ("hf_hybrid_kernel", "(cfg := hybrid_config(model_config))"),
-                 ("hf_mrope_kernel", "model_config.is_mrope"), ("hf_swa_kernel", "model_config.is_swa"))
+                 ("hf_mrope_kernel", "model_config.is_mrope"), ("hf_swa_kernel", "model_config.is_swa"),
+                 ("hf_encdec_kernel", "model_config.is_encdec"))
     assert sites["hf_extra_kernel"].reach == "never", sites["hf_extra_kernel"].reasons
     assert sites["hf_filled_kernel"].reach == "possible", sites["hf_filled_kernel"].reasons
+    assert sites["hf_listed_kernel"].reach == "possible", sites["hf_listed_kernel"].reasons
     assert sites["hf_builtin_kernel"].reach == "possible", sites["hf_builtin_kernel"].reasons
 
 
