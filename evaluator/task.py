@@ -73,7 +73,8 @@ class Provenance:
     # a fusion task made from torch glue: the lines it replaces, {"path", "module", "function", "lines": [first,
     # last], "inputs": {parameter: what it stands for in the engine}, "outputs": [what the entry returns, in order: a
     # stored attribute's dotted name, a local's name, or "return"], "inplace": [parameters it writes], "traced":
-    # {parameter: its dtype and shape in serving, traced through the engine's code}}
+    # {parameter: its dtype and shape in serving, traced through the engine's code}, "folded": [[an if-test's
+    # source, the branch serving takes], ...]: the tests the entry takes as serving decides them}
     glue: dict[str, Any] | None = None
 
 
@@ -131,7 +132,7 @@ _TOP_KEYS = {
 _CASE_KEYS = {"name": True, "regime": True, "dtype": True, "dims": True, "params": False, "interpreter": False}
 _PROV_KEYS = {"repo": True, "commit": False, "definitions": False, "glue": False}
 _GLUE_KEYS = {"path": True, "module": False, "function": True, "lines": True, "inputs": False, "outputs": False,
-              "inplace": False, "traced": False}
+              "inplace": False, "traced": False, "folded": False}
 _DEF_KEYS = {"name": True, "path": True, "qualname": True}
 
 

@@ -16,7 +16,7 @@ from smithbot.config import Target
 from smithbot.extract.attempts import Check, failure_of
 from smithbot.extract.closure import ClosureBuilder, ExtractError
 from smithbot.extract.entry import op_entry
-from smithbot.extract.glue import GlueError, glue_function
+from smithbot.extract.glue import GlueError, glue_function, served_condition
 from smithbot.extract.harness import harness_source
 from smithbot.extract.inputs import (NAME_RULES, InputError, Objects, flat_entry, flatten_objects, object_leaves,
                                     param_specs, traced_specs, traced_values)
@@ -467,7 +467,7 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
     entry = f"{short}_glue"  # what the target YAML describes its inputs under
     try:
         tree = ast.parse((root / site.path).read_text(encoding="utf-8"))
-        glue = glue_function(tree, site.function, site.first, site.last, entry)
+        glue = glue_function(tree, site.function, site.first, site.last, entry, site.folds)
     except (GlueError, SyntaxError) as exc:
         raise ExtractError(f"{site.function} (lines {site.first}-{site.last}): {exc}") from None
     builder = ClosureBuilder(root, modules, module.split(".")[0], target.stubs, target.hints.external_modules,
@@ -506,12 +506,14 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         "kind": "fusion",
         "entry": entry,
         "description": f"{len(site.ops)} torch ops ({', '.join(site.ops)}) of {site.function}() at {site.path}:"
-                       f"{site.first}-{site.last}, {site.launches} launches a call; outputs: {outputs}.",
+                       f"{site.first}-{site.last}, {site.launches} launches a call; outputs: {outputs}."
+                       + (f" Taken where serving has it: `{served_condition(glue.folded)}`." if glue.folded else ""),
         "provenance": {"repo": url, "commit": commit,
                        "glue": {"path": site.path, "module": module, "function": site.function,
                                 "lines": [site.first, site.last], "inputs": glue.origins,
                                 **({"traced": traced} if traced else {}),
-                                "outputs": list(glue.outputs), "inplace": list(glue.inplace)},
+                                "outputs": list(glue.outputs), "inplace": list(glue.inplace),
+                                **({"folded": [list(f) for f in glue.folded]} if glue.folded else {})},
                        "definitions": [{"name": d.name, "path": d.path, "qualname": d.qualname} for d in defs
                                        if d.name != entry and not d.source.startswith(f"{d.name} = ")]},
         "seeds": 3,

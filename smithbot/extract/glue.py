@@ -17,6 +17,11 @@ that computes something else: a run that nothing after it reads and that writes 
 something other than a name, an attribute or an item, or one with a statement other than an assignment, an
 expression, an ``assert``, an ``if`` of those (kept whole: the branch the defaults do not take stays correct) or a
 final ``return``.
+
+An ``if`` inside the run whose test serving decides (``folds``: the test's source -> the branch taken, from the scan)
+is the branch taken, when its test reads nothing the run made before it: the function is the glue as default serving
+runs it (FA3's context-parallel padding, off at one GPU). A proposal then keeps the engine's lines for the other
+branch (``propose/reinsert.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import ast
 import builtins
 import copy
 from dataclasses import dataclass
+from typing import Any
 
 from smithbot.errors import SmithbotError
 
@@ -45,6 +51,19 @@ class GlueFunction:
     origins: dict[str, str]  # parameter -> what it stands for in the engine (``forward_batch.seq_lens``)
     outputs: tuple[str, ...]  # returned, in order; ``metadata.cu_seqlens_k`` for a stored attribute
     inplace: tuple[str, ...]  # parameters written in place
+    folded: tuple[tuple[str, bool], ...] = ()  # the if-tests taken as serving decides them: (source, branch taken)
+
+
+def served_condition(folded: tuple[tuple[str, bool], ...] | list[list[Any]]) -> str:
+    """Where the glue runs as serving decides it: each folded test as it is taken (``not`` of one not taken, in
+    parentheses unless it is a name, an attribute, a call or an item)."""
+    def taken(test: str, branch: bool) -> str:
+        if branch:
+            return test
+        node = ast.parse(test, mode="eval").body
+        plain = isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+        return f"not {test}" if plain else f"not ({test})"
+    return " and ".join(taken(t, b) for t, b in folded)
 
 
 def _chain(node: ast.expr) -> list[str] | None:
@@ -108,15 +127,16 @@ def _span(fn: ast.FunctionDef, first: int, last: int) -> list[ast.stmt]:
     raise GlueError(f"lines {first}-{last} are not a run of statements of {fn.name}")
 
 
-def glue_function(tree: ast.Module, qualname: str, first: int, last: int, name: str) -> GlueFunction:
-    """The run of statements at lines ``first``..``last`` of function ``qualname`` in ``tree``, as function ``name``."""
+def glue_function(tree: ast.Module, qualname: str, first: int, last: int, name: str,
+                  folds: dict[str, bool] | None = None) -> GlueFunction:
+    """The run of statements at lines ``first``..``last`` of function ``qualname`` in ``tree``, as function ``name``;
+    ``folds``: the if-tests serving decides, by source, each with the branch it takes."""
     original = _function(tree, qualname)
     after = {n.id for n in ast.walk(original) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
              and n.lineno > last}  # names the function reads after the run
     span = _span(copy.deepcopy(original), first, last)  # (the rewrite edits the run's statements)
-    run = _RunRewrite(_module_names(tree))
-    body = [ast.copy_location(new, stmt) for stmt in span
-            for new in [run.statement(stmt, stmt is span[-1])] if new is not None]
+    run = _RunRewrite(_module_names(tree), folds or {})
+    body = [ast.copy_location(new, stmt) for stmt in span for new in run.statement(stmt, stmt is span[-1])]
     live = [n for n in sorted(run.locals - set(run.stored.values()), key=lambda n: _first_store(span, n)) if n in after]
     if run.returned_value is not None:  # the run ends its function: what it returns is all that later code sees
         live = ["return"]
@@ -133,17 +153,20 @@ def glue_function(tree: ast.Module, qualname: str, first: int, last: int, name: 
     definition.type_params = []  # Python 3.12's field: unparse reads it
     source = ast.unparse(ast.fix_missing_locations(ast.Module([definition], []))) + "\n"
     return GlueFunction(name, source, tuple(run.params), dict(run.params), tuple(run.outputs) + tuple(live),
-                        tuple(run.inplace))
+                        tuple(run.inplace), tuple(run.folded))
 
 
 class _RunRewrite:
     """The statements of a run of glue rewritten over parameters, one at a time, and what the rewrite has learnt:
     the names the run has bound (``locals``), the dotted chains it stores and the locals that hold them
     (``stored``, ``outputs`` in order), each parameter and the chain it stands for (``params``), the inputs it
-    writes in place (``inplace``), and what the engine's function returns when the run ends it."""
+    writes in place (``inplace``), what the engine's function returns when the run ends it, and the if-tests it
+    took as serving decides them (``folded``)."""
 
-    def __init__(self, module: set[str]) -> None:
+    def __init__(self, module: set[str], folds: dict[str, bool]) -> None:
         self.module = module  # the module's own names: no parameters
+        self.folds = folds
+        self.folded: list[tuple[str, bool]] = []
         self.locals: set[str] = set()
         self.stored: dict[str, str] = {}
         self.params: dict[str, str] = {}  # parameter -> dotted origin
@@ -198,20 +221,20 @@ class _RunRewrite:
             return ast.copy_location(ast.Subscript(base, _Reads(self, set()).visit(t.slice), ast.Store()), t)
         raise GlueError(f"line {stmt.lineno} stores into {ast.unparse(t)}, whose owner is not known")
 
-    def statement(self, stmt: ast.stmt, last: bool) -> ast.stmt | None:
-        """A statement of the run, rewritten over the parameters; None for what it leaves out (the final ``return``,
-        kept apart, and ``x = x``)."""
+    def statement(self, stmt: ast.stmt, last: bool) -> list[ast.stmt]:
+        """A statement of the run, rewritten over the parameters: none for what it leaves out (the final ``return``,
+        kept apart, and ``x = x``), the taken branch's for an ``if`` that serving decides."""
         if isinstance(stmt, ast.Assign):
             value = self.reads(stmt.value, stmt)
             targets = [self.target(t, stmt) for t in stmt.targets]
             if len(targets) == 1 and isinstance(value, ast.Name) and ast.unparse(targets[0]) == value.id:
-                return None  # `x = step.x` became `x = x`: the parameter already is it
-            return ast.Assign(targets, value)
+                return []  # `x = step.x` became `x = x`: the parameter already is it
+            return [ast.Assign(targets, value)]
         if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             value = self.reads(stmt.value, stmt)
-            return ast.Assign([self.target(stmt.target, stmt)], value)
+            return [ast.Assign([self.target(stmt.target, stmt)], value)]
         if isinstance(stmt, ast.AugAssign):
-            return self._augmented(stmt)
+            return [self._augmented(stmt)]
         if isinstance(stmt, ast.Expr):
             new = ast.Expr(self.reads(stmt.value, stmt))
             call = new.value
@@ -219,19 +242,34 @@ class _RunRewrite:
                     and not call.func.attr.startswith("_") and isinstance(call.func.value, ast.Name) \
                     and call.func.value.id in self.params and call.func.value.id not in self.inplace:
                 self.inplace.append(call.func.value.id)  # `out.copy_(v)`: written in place
-            return new
+            return [new]
         if isinstance(stmt, ast.Assert):  # the engine's own checks stay
-            return ast.Assert(self.reads(stmt.test, stmt),
-                              self.reads(stmt.msg, stmt) if stmt.msg is not None else None)
+            return [ast.Assert(self.reads(stmt.test, stmt),
+                               self.reads(stmt.msg, stmt) if stmt.msg is not None else None)]
         if isinstance(stmt, ast.Return) and last and stmt.value is not None:
             self.returned_value = self.reads(stmt.value, stmt)  # what the engine's function returns: an output
-            return None
-        if isinstance(stmt, ast.If):  # kept whole, both branches: the test's inputs become parameters
-            test = self.reads(stmt.test)
-            body = [c for c in (self.statement(x, False) for x in stmt.body) if c is not None]
-            orelse = [c for c in (self.statement(x, False) for x in stmt.orelse) if c is not None]
-            return ast.If(test, body or [ast.Pass()], orelse)
+            return []
+        if isinstance(stmt, ast.If):
+            source = ast.unparse(stmt.test)
+            if source in self.folds and not self._made_here(stmt.test):
+                # serving decides it: the branch it takes, and no parameter for what only the test reads
+                self.folded.append((source, self.folds[source]))
+                return [c for x in (stmt.body if self.folds[source] else stmt.orelse) for c in self.statement(x, False)]
+            test = self.reads(stmt.test)  # kept whole, both branches: the test's inputs become parameters
+            body = [c for x in stmt.body for c in self.statement(x, False)]
+            orelse = [c for x in stmt.orelse for c in self.statement(x, False)]
+            return [ast.If(test, body or [ast.Pass()], orelse)]
         raise GlueError(f"line {stmt.lineno}: a {type(stmt).__name__} statement in the run")
+
+    def _made_here(self, test: ast.expr) -> bool:
+        """Whether a test reads what the run bound or stored before it (then it is not the value serving decided
+        before the run, and the test stays)."""
+        for n in ast.walk(test):
+            parts = _chain(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+            if parts and (parts[0] in self.locals or any(".".join(parts[:i]) in self.stored
+                                                         for i in range(2, len(parts) + 1))):
+                return True
+        return False
 
     def _augmented(self, stmt: ast.AugAssign) -> ast.stmt:
         value = self.reads(stmt.value, stmt)

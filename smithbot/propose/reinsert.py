@@ -32,7 +32,7 @@ from evaluator import Task
 from evaluator.task import Definition, split_evolve
 from smithbot.config import Formatter
 from smithbot.errors import SmithbotError
-from smithbot.extract.glue import GlueError, glue_function
+from smithbot.extract.glue import GlueError, glue_function, served_condition
 from smithbot.propose.testcode import bound_names
 
 
@@ -363,7 +363,7 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
     text = path.read_text(encoding="utf-8")
     try:
         tree = ast.parse(text)
-        now = glue_function(tree, glue["function"], first, last, task.entry)
+        now = glue_function(tree, glue["function"], first, last, task.entry, dict(glue.get("folded") or []))
     except (GlueError, SyntaxError) as exc:
         raise ReinsertError(f"{rel}:{first}-{last} is no longer the glue the task was made from: {exc}") from None
     if now.origins != glue.get("inputs") or list(now.outputs) != glue["outputs"]:
@@ -396,13 +396,20 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
     returns = outs[-1:] == ["return"]
     targets = outs[:-1] + ["_returned"] if returns else outs
     new = [f"{', '.join(targets)} = {call}" if targets else call] + (["return _returned"] if returns else [])
-    lines[first - 1:last] = [indent + n + "\n" for n in new]
+    if now.folded:  # the kernel computes the branches serving takes; the engine's lines stay for the others
+        new = [f"if {served_condition(now.folded)}:", *("    " + n for n in new), "else:"]
+        kept = ["    " + line if line.strip() else line for line in lines[first - 1:last]]
+    else:
+        kept = []
+    lines[first - 1:last] = [indent + n + "\n" for n in new] + kept
     above = first - 2  # a TODO right above the glue that asks for this kernel is done now
     if above >= 0 and re.match(r"\s*#\s*(TODO|FIXME)\b.*\b(fus|kernel|triton)", lines[above], re.IGNORECASE):
         del lines[above]
     path.write_text(add_import("".join(lines), module, name), encoding="utf-8")
-    return Result((rel, kernel_rel), (f"{rel}::{glue['function']}",), (f"{kernel_rel}::{name}",),
-                  (f"lines {first}-{last} of {rel} became one call of {name}",))
+    said = f"lines {first}-{last} of {rel} became one call of {name}" + (
+        f", where {', '.join(f'`{t}` is {taken}' for t, taken in now.folded)} (as serving decides); the "
+        "original lines stay for the other cases" if now.folded else "")
+    return Result((rel, kernel_rel), (f"{rel}::{glue['function']}",), (f"{kernel_rel}::{name}",), (said,))
 
 
 # methods whose name says nothing of what their glue computes: the glue's outputs name the launcher instead

@@ -27,6 +27,7 @@ from smithbot import __version__
 from smithbot.config import Engine, Target, templates_dir
 from smithbot.errors import SmithbotError
 from smithbot.evolve import tune
+from smithbot.extract.glue import served_condition
 from smithbot.measure import batch_of, decode_case
 from smithbot.propose.reinsert import changed_definitions
 from smithbot.propose.testcode import inputs_code, needed_imports, reference_code
@@ -379,7 +380,10 @@ def _story(task: Task, cand: Any, v: dict[str, Any], kernel_def: Any, op: str, b
                           + (f"One Triton kernel, launched by `{op}` ({kernel_def.path}), replaces" if n <= 1
                              else f"{n} Triton kernels, launched by `{op}` ({kernel_def.path}), replace")
                           + f" those lines: {gain}"
-                          + (f" It does what the code's own `{todo.strip()}` asked for." if todo else ""))
+                          + (f" It does what the code's own `{todo.strip()}` asked for." if todo else "")
+                          + (f" The kernel computes these lines where `{served_condition(glue['folded'])}`, as "
+                             "default serving has it; elsewhere the original lines still run."
+                             if glue.get("folded") else ""))
     return what, motivation
 
 

@@ -37,6 +37,8 @@ class FusionSite:
     # preset -> {"phases", "per_layer", "layers", "per_step", "path", "undecided", "tests", "inputs": {what the run
     # reads: its traced dtype and shape, or the constant it is}}
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the if-tests the run is under, its own included, each with the branch it takes: (source, taken)
+    branches: tuple[tuple[str, bool], ...] = ()
     measured_share: float | None = None  # its share of a profile's step (``scan --profile``), where it has a row
     measured_of: str = ""  # what that profile measured (``Profile.phase_label``)
 
@@ -49,6 +51,13 @@ class FusionSite:
     def reach(self) -> str:
         """default when some preset's path to it, and its own if-tests, are all decided for it; else possible."""
         return "default" if any(not p["tests"] for p in self.presets.values()) else "possible"
+
+    @property
+    def folds(self) -> dict[str, bool]:
+        """The run's if-tests that every preset it is on decides (none leaves it open), each with the branch taken:
+        its ``if``s that an extraction takes as serving does."""
+        return {t: taken for t, taken in self.branches
+                if not any(o.startswith(f"{t} (") for p in self.presets.values() for o in p["tests"])}
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -134,7 +143,8 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                 k = (mod, qual, run["first"], run["last"], ops)
                 if k not in found:
                     found[k] = FusionSite(qual, mod, rel, run["first"], run["last"], ops, len(ops),
-                                          tuple(run["syncs"]), tuple(run["todos"]), not_counted, {})
+                                          tuple(run["syncs"]), tuple(run["todos"]), not_counted, {},
+                                          tuple((t, taken) for t, taken in run["tests"]))
                 per_layer = any(r.per_layer for r, _ in kept)
                 n = layers.get(pr.preset, 0) if per_layer else 1
                 best, own = min(kept, key=lambda rb: (bool(rb[0].tests) or bool(rb[1]), not rb[0].per_layer,

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -380,3 +381,81 @@ def route(x):
 """
     with pytest.raises(GlueError, match="nothing after the run reads what it computes, and it writes no input"):
         glue_function(ast.parse(src), "route", 4, 6, "route_glue")
+
+
+def test_an_if_that_serving_decides_is_the_branch_it_takes_unless_the_run_made_what_it_reads() -> None:
+    """FA3's context-parallel padding, in small: serving decides `cp_active(batch) and self.cp_size > 1` false, so the
+    glue is the run without that branch, and the test's inputs are no parameters. A test that reads what the run
+    computed before it (`lens.max() > 8`) is not the value serving decided before the run: it stays whole."""
+    src = textwrap.dedent('''\
+        import torch
+
+        def cp_active(batch):
+            return batch.cp
+
+        class Backend:
+            def init(self, batch, meta):
+                lens = batch.seq_lens.to(torch.int32)
+                meta.max_k = batch.max_k
+                if cp_active(batch) and self.cp_size > 1:
+                    meta.max_k += self.cp_size
+                meta.cu = torch.cumsum(lens, dim=0)
+                if lens.max() > 8:
+                    meta.cu = meta.cu * 2
+                meta.table = batch.table[:, : meta.max_k]
+    ''')
+    test = "cp_active(batch) and self.cp_size > 1"
+    g = glue_function(ast.parse(src), "Backend.init", 8, 15, "glue", {test: False, "lens.max() > 8": True})
+    assert g.folded == ((test, False),)
+    assert "cp_size" not in g.source and "cp_active" not in g.source and "if lens.max() > 8:" in g.source
+    assert g.params == ("seq_lens", "max_k", "table")
+    assert g.outputs == ("meta.max_k", "meta.cu", "meta.table")
+    engine: dict = {}
+    exec(src, engine)
+    exec("import torch\n" + g.source, engine)
+    for seed, n in ((0, 5), (1, 9)):
+        lens = torch.randint(1, 12, (n,), generator=torch.Generator().manual_seed(seed))
+        table = torch.arange(n * 16).view(n, 16)
+        batch = type("Batch", (), {"seq_lens": lens, "max_k": 7, "table": table, "cp": False})()
+        meta = type("Meta", (), {})()
+        backend = engine["Backend"]()
+        backend.cp_size = 1
+        backend.init(batch, meta)
+        max_k, cu, tab = engine["glue"](lens, 7, table)
+        assert max_k == meta.max_k and torch.equal(cu, meta.cu) and torch.equal(tab, meta.table)
+    unfolded = glue_function(ast.parse(src), "Backend.init", 8, 15, "glue")
+    assert unfolded.folded == () and {"batch", "cp_size"} <= set(unfolded.params)
+
+
+def test_a_glue_task_takes_the_branch_serving_decides_and_its_proposal_keeps_the_engines_lines_for_the_rest(
+        engine: str, tmp_path) -> None:
+    """The fake engine's routing glue runs on through `if _is_hip:` (a HIP kernel's launch, false on CUDA): its task
+    is the run without that branch and says so; put back, the fused call runs where serving's test holds, and the
+    engine's own lines, HIP branch included, stay for the other case."""
+    import shutil
+
+    import yaml
+
+    from evaluator import load_task
+    from smithbot import api
+    from smithbot.propose.reinsert import reinsert_glue
+
+    [row] = api.extract(engine, "glue:FusedMoE.forward", out=tmp_path / "task")
+    assert row.extracted, row.why
+    task_yaml = yaml.safe_load((tmp_path / "task" / "task.yaml").read_text())
+    assert task_yaml["provenance"]["glue"]["folded"] == [["_is_hip", False]]
+    assert "Taken where serving has it: `not _is_hip`." in task_yaml["description"]
+    kernel = (tmp_path / "task" / "kernel.py").read_text()
+    assert "hip_moe_kernel" not in kernel and "_is_hip" not in kernel
+
+    root = tmp_path / "checkout"
+    shutil.copytree(yaml.safe_load(Path(engine).read_text())["repo"], root)
+    before = (root / "eng/layers.py").read_text()
+    done = reinsert_glue(load_task(tmp_path / "task"), kernel, root, "eng/kernels")
+    assert "where `_is_hip` is False (as serving decides); the original lines stay" in done.notes[0]
+    patched = (root / "eng/layers.py").read_text()
+    ast.parse(patched)
+    call = next(line for line in patched.splitlines() if "fused_" in line and "= fused_" in line)
+    assert patched.index("        if not _is_hip:\n") < patched.index(call) < patched.index("        else:\n")
+    kept = [line for line in before.splitlines()[56:68] if line.strip()]
+    assert all(("    " + line) in patched.splitlines() for line in kept)

@@ -195,6 +195,7 @@ class FusedMoE(torch.nn.Module):
         topk_weights, topk_ids = torch.topk(probs, 2)
         n = topk_ids.shape[0]
         topk_weights = topk_weights / topk_weights.sum(dim=-1, keepdim=True).view(n, 1)
+        self.routed = (topk_weights, topk_ids)
         return fused_moe(x)
 
 
