@@ -80,8 +80,11 @@ class CaseTiming:
         return d
 
 
-def default_bytes(args: dict[str, Any], out: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in [*tensors_of(list(args.values())), *tensors_of(out)])
+def default_bytes(args: dict[str, Any], out: Any, gathered: tuple[str, ...] = ()) -> int:
+    """The bytes of the call's tensors, in and out, but the inputs it reads only through an index (the harness's
+    ``GATHERED``): the rows it picks are in what it returns, and the rest of the table is not read."""
+    given = [v for k, v in args.items() if k not in gathered]
+    return sum(t.numel() * t.element_size() for t in [*tensors_of(given), *tensors_of(out)])
 
 
 class TimedOutputMismatch(Exception):
@@ -270,7 +273,8 @@ def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness:
     probe = clone_args(args)
     out = base_fn(**probe)
     bytes_fn = getattr(harness, "bytes_moved", None)
-    moved = int(bytes_fn(**args)) if bytes_fn is not None else default_bytes(args, out)
+    moved = int(bytes_fn(**args)) if bytes_fn is not None else \
+        default_bytes(args, out, getattr(harness, "GATHERED", ()))
     written = written_by(probe, args)
     del out, probe
     for fn in (base_fn, cand_fn):  # each side autotunes on this case, whatever ran before it
@@ -333,7 +337,8 @@ def time_case_wall(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], har
     probe = clone_args(args)
     out = base_fn(**probe)
     bytes_fn = getattr(harness, "bytes_moved", None)
-    moved = int(bytes_fn(**args)) if bytes_fn is not None else default_bytes(args, out)
+    moved = int(bytes_fn(**args)) if bytes_fn is not None else \
+        default_bytes(args, out, getattr(harness, "GATHERED", ()))
     written = written_by(probe, args)
     del out, probe
     sides = {"base": _Side(base_fn, [clone_args(args)]), "cand": _Side(cand_fn, [clone_args(args)])}

@@ -500,7 +500,7 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
                                             f"code: {', '.join(shaped)}" if shaped else "") \
         + (f"; the constants every preset's serving makes of them, evaluated in {target.name}'s code: "
            f"{', '.join(constant)}" if constant else "")
-    (out / "harness.py").write_text(harness_source(entry, specs, extra, how))
+    (out / "harness.py").write_text(harness_source(entry, specs, extra, how, glue.gathered))
     task = {
         "id": f"{target.name}-{short}-glue-{site.first}",
         "kind": "fusion",

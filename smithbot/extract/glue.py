@@ -52,6 +52,7 @@ class GlueFunction:
     outputs: tuple[str, ...]  # returned, in order; ``metadata.cu_seqlens_k`` for a stored attribute
     inplace: tuple[str, ...]  # parameters written in place
     folded: tuple[tuple[str, bool], ...] = ()  # the if-tests taken as serving decides them: (source, branch taken)
+    gathered: tuple[str, ...] = ()  # parameters read only through a tensor index: rows of a table, not all of it
 
 
 def served_condition(folded: tuple[tuple[str, bool], ...] | list[list[Any]]) -> str:
@@ -153,7 +154,24 @@ def glue_function(tree: ast.Module, qualname: str, first: int, last: int, name: 
     definition.type_params = []  # Python 3.12's field: unparse reads it
     source = ast.unparse(ast.fix_missing_locations(ast.Module([definition], []))) + "\n"
     return GlueFunction(name, source, tuple(run.params), dict(run.params), tuple(run.outputs) + tuple(live),
-                        tuple(run.inplace), tuple(run.folded))
+                        tuple(run.inplace), tuple(run.folded), _gathered(definition, tuple(run.params)))
+
+
+def _gathered(fn: ast.FunctionDef, params: tuple[str, ...]) -> tuple[str, ...]:
+    """The parameters the function reads only as ``p[index, ...]`` with a tensor among the indices (a name, not a
+    constant nor a slice): a gather reads the rows the index picks, not the table (``req_to_token[req_pool_indices,
+    :max_k]``)."""
+    def gathers(sub: ast.Subscript) -> bool:
+        parts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+        return any(isinstance(e, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) for e in parts)
+
+    reads: dict[str, list[bool]] = {}
+    parents = {id(c): n for n in ast.walk(fn) for c in ast.iter_child_nodes(n)}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and n.id in params and isinstance(n.ctx, ast.Load):
+            up = parents.get(id(n))
+            reads.setdefault(n.id, []).append(isinstance(up, ast.Subscript) and up.value is n and gathers(up))
+    return tuple(p for p in params if reads.get(p) and all(reads[p]))
 
 
 class _RunRewrite:

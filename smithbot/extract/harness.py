@@ -25,6 +25,7 @@ import torch
 inf = float("inf")  # as repr writes an infinite literal (dt_limit=(0.0, inf))
 SPEC = {spec!r}
 EXTRA_DIMS = {extra!r}
+GATHERED = {gathered!r}  # inputs read only through an index: their size is not what a call moves
 _DTYPES = {{"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int32": torch.int32,
            "fp8_e4m3": torch.float8_e4m3fn, "int8": torch.int8, "uint8": torch.uint8,
            "int64": torch.int64, "bool": torch.bool, "complex64": torch.complex64}}
@@ -145,9 +146,10 @@ def make_inputs(case, generator):
 '''
 
 
-def harness_source(wrapper: str, specs: dict[str, Any], extra: dict[str, Any], how: str) -> str:
+def harness_source(wrapper: str, specs: dict[str, Any], extra: dict[str, Any], how: str,
+                   gathered: tuple[str, ...] = ()) -> str:
     used = sorted({s["layout"] for s in nested(specs) if "layout" in s})
     layout_fns = "".join(f"\n\n{builder_source(n)}\n" for n in used) + "\n\nLAYOUT_BUILDERS = {" + ", ".join(
         f"{n!r}: build_{n}" for n in used) + "}\n"
-    return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra, value_fn=_SIZE_VALUE_SOURCE,
-                          layout_fns=layout_fns)
+    return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra, gathered=gathered,
+                          value_fn=_SIZE_VALUE_SOURCE, layout_fns=layout_fns)

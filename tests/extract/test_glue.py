@@ -459,3 +459,29 @@ def test_a_glue_task_takes_the_branch_serving_decides_and_its_proposal_keeps_the
     assert patched.index("        if not _is_hip:\n") < patched.index(call) < patched.index("        else:\n")
     kept = [line for line in before.splitlines()[56:68] if line.strip()]
     assert all(("    " + line) in patched.splitlines() for line in kept)
+
+
+def test_a_table_the_glue_reads_through_an_index_is_gathered_and_its_size_is_not_what_a_call_moves() -> None:
+    """`req_to_token[req_pool_indices, :max_k]` reads the rows the batch picks, not the pool: the evaluator's byte
+    count (and so the copy-bandwidth roof that decides whether a pick has room left) leaves the table out, and
+    counts the rows in what the call returns. A table also read whole is not gathered."""
+    from evaluator.timing import default_bytes
+
+    src = textwrap.dedent('''\
+        import torch
+
+        def init(batch, pool, meta):
+            lens = batch.seq_lens.to(torch.int32)
+            meta.table = pool.req_to_token[batch.req_pool_indices, : batch.max_k]
+            meta.cu = torch.cumsum(lens, dim=0)
+            meta.total = pool.weights.sum() + pool.weights[batch.req_pool_indices].sum()
+    ''')
+    g = glue_function(ast.parse(src), "init", 4, 7, "glue")
+    assert g.gathered == ("req_to_token",)
+    assert "weights" in g.params and "weights" not in g.gathered
+    pool = torch.zeros(4096, 8192, dtype=torch.int32)
+    idx = torch.tensor([3, 7])
+    rows = pool[idx, :100]
+    args = {"seq_lens": torch.tensor([5, 9]), "req_to_token": pool, "req_pool_indices": idx}
+    whole = default_bytes(args, (rows,))
+    assert default_bytes(args, (rows,), g.gathered) == whole - pool.numel() * 4 == 2 * 8 + 2 * 8 + 2 * 100 * 4
