@@ -56,15 +56,40 @@ class GlueFunction:
 
 
 def served_condition(folded: tuple[tuple[str, bool], ...] | list[list[Any]]) -> str:
-    """Where the glue runs as serving decides it: each folded test as it is taken (``not`` of one not taken, in
-    parentheses unless it is a name, an attribute, a call or an item)."""
-    def taken(test: str, branch: bool) -> str:
-        if branch:
-            return test
-        node = ast.parse(test, mode="eval").body
-        plain = isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
-        return f"not {test}" if plain else f"not ({test})"
-    return " and ".join(taken(t, b) for t, b in folded)
+    """Where the glue runs as serving decides it: each folded test as it is taken, one not taken negated the way a
+    person writes it (``not (a and b > 1)`` is ``not a or b <= 1``)."""
+    parts = [ast.parse(t, mode="eval").body for t, _ in folded]
+    taken = [p if b else _negated(p) for p, (_, b) in zip(parts, folded)]
+    flat = [v for t in taken for v in (t.values if isinstance(t, ast.BoolOp) and isinstance(t.op, ast.And) else [t])]
+    return " and ".join(operand(v) for v in flat) if len(flat) > 1 else _source_of(flat[0])
+
+
+def operand(node: ast.expr) -> str:
+    """An operand of ``and``/``or`` as source: in parentheses only where it binds looser (another ``and``/``or``, a
+    conditional expression, a lambda, a walrus)."""
+    text = _source_of(node)
+    return f"({text})" if isinstance(node, (ast.BoolOp, ast.IfExp, ast.Lambda, ast.NamedExpr)) else text
+
+
+def _source_of(node: ast.expr) -> str:
+    if isinstance(node, ast.BoolOp):
+        return f" {'and' if isinstance(node.op, ast.And) else 'or'} ".join(operand(v) for v in node.values)
+    return ast.unparse(node)
+
+
+_FLIPPED = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt,
+            ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+
+
+def _negated(node: ast.expr) -> ast.expr:
+    """``not node``, by De Morgan's laws down to its comparisons: ``not (x is not None)`` is ``x is None``."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return node.operand
+    if isinstance(node, ast.BoolOp):
+        return ast.BoolOp(ast.Or() if isinstance(node.op, ast.And) else ast.And(), [_negated(v) for v in node.values])
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        return ast.Compare(node.left, [_FLIPPED[type(node.ops[0])]()], node.comparators)
+    return ast.UnaryOp(ast.Not(), node)
 
 
 def _chain(node: ast.expr) -> list[str] | None:

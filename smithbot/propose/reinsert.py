@@ -32,7 +32,7 @@ from evaluator import Task
 from evaluator.task import Definition, split_evolve
 from smithbot.config import Formatter
 from smithbot.errors import SmithbotError
-from smithbot.extract.glue import GlueError, glue_function, served_condition
+from smithbot.extract.glue import GlueError, glue_function, operand, served_condition
 from smithbot.propose.testcode import bound_names
 
 
@@ -397,7 +397,7 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
     targets = outs[:-1] + ["_returned"] if returns else outs
     new = [f"{', '.join(targets)} = {call}" if targets else call] + (["return _returned"] if returns else [])
     if now.folded:  # the kernel computes the branches serving takes; the engine's lines stay for the others
-        new = [f"if {served_condition(now.folded)}:", *("    " + n for n in new), "else:"]
+        new = [*_if_head(served_condition(now.folded), len(indent)), *("    " + n for n in new), "else:"]
         kept = ["    " + line if line.strip() else line for line in lines[first - 1:last]]
     else:
         kept = []
@@ -410,6 +410,16 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
         f", where {', '.join(f'`{t}` is {taken}' for t, taken in now.folded)} (as serving decides); the "
         "original lines stay for the other cases" if now.folded else "")
     return Result((rel, kernel_rel), (f"{rel}::{glue['function']}",), (f"{kernel_rel}::{name}",), (said,))
+
+
+def _if_head(condition: str, indent: int, width: int = 88) -> list[str]:
+    """``if condition:``, one operand of its ``and``/``or`` a line in parentheses where one line is too wide (as black
+    writes it: the target's formatter may not be installed where the proposal is made)."""
+    node = ast.parse(condition, mode="eval").body
+    if indent + len(condition) + 4 <= width or not isinstance(node, ast.BoolOp):
+        return [f"if {condition}:"]
+    op = "and" if isinstance(node.op, ast.And) else "or"
+    return ["if (", *(f"    {'' if i == 0 else op + ' '}{operand(v)}" for i, v in enumerate(node.values)), "):"]
 
 
 # methods whose name says nothing of what their glue computes: the glue's outputs name the launcher instead

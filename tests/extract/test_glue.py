@@ -485,3 +485,25 @@ def test_a_table_the_glue_reads_through_an_index_is_gathered_and_its_size_is_not
     args = {"seq_lens": torch.tensor([5, 9]), "req_to_token": pool, "req_pool_indices": idx}
     whole = default_bytes(args, (rows,))
     assert default_bytes(args, (rows,), g.gathered) == whole - pool.numel() * 4 == 2 * 8 + 2 * 8 + 2 * 100 * 4
+
+
+def test_where_a_fused_glue_applies_is_written_as_a_person_would_and_wrapped_as_black_would() -> None:
+    """The folded tests, each as taken: one not taken is negated down to its comparisons (De Morgan), and the `if`
+    a proposal writes is split an operand a line where one line is too wide."""
+    from smithbot.extract.glue import served_condition
+    from smithbot.propose.reinsert import _if_head
+
+    cp = "not is_cp_v2_active(batch) and self.attn_cp_size > 1 and (batch.extend_num_tokens is not None)"
+    cond = served_condition([[cp, False]])
+    assert cond == "is_cp_v2_active(batch) or self.attn_cp_size <= 1 or batch.extend_num_tokens is None"
+    assert served_condition([["_is_hip", False], ["a or b == 2", False], ["x in ys", True]]) == \
+        "not _is_hip and not a and b != 2 and x in ys"
+    for value in (False, True):  # the same truth as the test it negates, whatever the values
+        for attn_cp_size in (1, 2):
+            scope = {"is_cp_v2_active": lambda b, v=value: v, "batch": type("B", (), {"extend_num_tokens": None}),
+                     "self": type("S", (), {"attn_cp_size": attn_cp_size})}
+            assert eval(cond, scope) == (not eval(cp, scope))
+    assert _if_head("not _is_hip", 8) == ["if not _is_hip:"]
+    assert _if_head(cond + " or (a and b)", 12) == [
+        "if (", "    is_cp_v2_active(batch)", "    or self.attn_cp_size <= 1",
+        "    or batch.extend_num_tokens is None", "    or (a and b)", "):"]
