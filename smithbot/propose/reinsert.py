@@ -407,8 +407,8 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
         del lines[above]
     path.write_text(add_import("".join(lines), module, name), encoding="utf-8")
     said = f"lines {first}-{last} of {rel} became one call of {name}" + (
-        f", where {', '.join(f'`{t}` is {taken}' for t, taken in now.folded)} (as serving decides); the "
-        "original lines stay for the other cases" if now.folded else "")
+        f", where `{served_condition(now.folded)}` (as serving has it); the original lines stay for the other "
+        "cases" if now.folded else "")
     return Result((rel, kernel_rel), (f"{rel}::{glue['function']}",), (f"{kernel_rel}::{name}",), (said,))
 
 

@@ -452,7 +452,7 @@ def test_a_glue_task_takes_the_branch_serving_decides_and_its_proposal_keeps_the
     shutil.copytree(yaml.safe_load(Path(engine).read_text())["repo"], root)
     before = (root / "eng/layers.py").read_text()
     done = reinsert_glue(load_task(tmp_path / "task"), kernel, root, "eng/kernels")
-    assert "where `_is_hip` is False (as serving decides); the original lines stay" in done.notes[0]
+    assert "where `not _is_hip` (as serving has it); the original lines stay" in done.notes[0]
     patched = (root / "eng/layers.py").read_text()
     ast.parse(patched)
     call = next(line for line in patched.splitlines() if "fused_" in line and "= fused_" in line)
