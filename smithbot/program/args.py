@@ -10,7 +10,7 @@ from typing import Any
 
 from smithbot.program.kinds import CONFIG, GIVEN
 from smithbot.program.sources import element_of, element_split, is_literal
-from smithbot.program.state import ResolverState, Value
+from smithbot.program.state import ParsedIndex, ResolverState, Value
 from smithbot.program.syntax import parse_expr, source
 
 # callers up from a parameter: a top-k's padding count reaches the mask six calls down from the model's MoE block,
@@ -30,6 +30,7 @@ def _passes_through(caller: dict[str, Any] | None, call: list[Any]) -> bool:
 class CallerArgs(ResolverState):
     """The resolver's methods that trace a parameter to its callers' arguments."""
 
+    _call_index: ParsedIndex
     concrete: Any
     decisions: Any
     _kept: Any
@@ -178,17 +179,8 @@ class CallerArgs(ResolverState):
         callee resolves to it, in its function bound to the live class that has it (a mixin's method is the
         scheduler's)."""
         name = key[1].split(".")[-1]
-        if self._call_seen != self.p.parsed_count():  # (brought up to date when more modules were parsed)
-            self._call_seen = self.p.parsed_count()
-            for mod, f in self.p.parsed():
-                if mod in self._call_indexed:
-                    continue
-                self._call_indexed.add(mod)
-                for qual, fn in f["functions"].items():
-                    for i, c in enumerate(fn["calls"]):
-                        self._call_index.setdefault(c[0].split(".")[-1], []).append((mod, qual, i))
         out = []
-        for mod, qual, i in self._call_index.get(name, []):
+        for mod, qual, i in self._call_index.get(self.p, name, []):
             cf = (self.p.facts(mod) or {}).get("functions", {}).get(qual)
             if cf is None:
                 continue
@@ -199,3 +191,10 @@ class CallerArgs(ResolverState):
                 if any(t[1:3] == key for t in self.targets([v for v in vals if v[0] in ("func", "method")])):
                     out.append((node, i))
         return out
+
+
+def index_calls(entries: dict[str, Any], mod: str, f: dict[str, Any]) -> None:
+    """A module's calls by the callee's last name, as (module, function, the call's index) (``ParsedIndex``)."""
+    for qual, fn in f["functions"].items():
+        for i, c in enumerate(fn["calls"]):
+            entries.setdefault(c[0].split(".")[-1], []).append((mod, qual, i))

@@ -38,16 +38,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from smithbot.program.args import CallerArgs
+from smithbot.program.args import CallerArgs, index_calls
 from smithbot.program.calls import CallValues
-from smithbot.program.stores import ObjectStores
+from smithbot.program.stores import ObjectStores, index_stores
 from smithbot.program.decide import Decisions
 from smithbot.program.evaluate import Env
 from smithbot.program.kinds import INSTANCE_SOURCE
 from smithbot.program.modules import Program
+from smithbot.program.state import ParsedIndex
 from smithbot.program.symbols import Symbols
 from smithbot.program.tensors import TensorTypes
-from smithbot.program.values import EngineValues, constructions
+from smithbot.program.values import EngineValues, constructions, index_constructions
 
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
 # an abstract value: ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual)
@@ -128,15 +129,9 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
         self._ctor_args: dict[tuple[tuple[str, str], str], tuple] = {}  # per round
         self._anywhere_args: dict[tuple, tuple] = {}  # a parameter from calls no walk made, per round
         self._imported: dict[tuple, tuple] = {}  # another module's name, evaluated where it is assigned, per round
-        self._ctor_index: dict[str, set[Value]] = {}  # class name -> functions constructing one, by module parsed
-        self._ctor_indexed: set[str] = set()
-        self._ctor_seen = -1  # how many modules had been looked up when the index was last brought up to date
-        self._call_index: dict[str, list[tuple[str, str, int]]] = {}  # a callee's last name -> (module, function, call)
-        self._call_indexed: set[str] = set()
-        self._call_seen = -1  # how many modules had been looked up when the call index was brought up to date
-        self._sets_index: dict[str, list[tuple[str, str, list[str]]]] = {}  # an attribute -> who stores it on others
-        self._sets_indexed: set[str] = set()
-        self._sets_seen = -1
+        self._ctor_index = ParsedIndex(index_constructions)  # class name -> functions constructing one
+        self._call_index = ParsedIndex(index_calls)  # a callee's last name -> (module, function, call)
+        self._sets_index = ParsedIndex(index_stores)  # an attribute -> who stores it on other objects
         self._off_path: dict[tuple[str, int, int], bool] = {}  # a method name -> whether no live class has it
         # the functions the last round of walks visited (None in the first round), and those this round visits: an
         # attribute its class's __init__ sets keeps only the other assignments made in functions a walk reaches

@@ -24,9 +24,6 @@ from smithbot.program.state import ResolverState, Value
 class CallValues(ResolverState):
     """The resolver's methods that evaluate calls (see the module's docstring)."""
 
-    _call_index: dict[str, list[tuple[str, str, int]]]
-    _call_indexed: set[str]
-    _call_seen: int
     _off_path: dict[tuple[str, int, int], bool]
     _cut_short: int
     concrete: Any

@@ -11,6 +11,27 @@ from smithbot.program.modules import Program
 Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
 
+class ParsedIndex:
+    """An index over the modules a program has parsed so far, brought up to date when more were parsed: ``add(entries,
+    module, facts)`` files one module's entries (a class name -> the functions constructing one; a callee's last name
+    -> its calls; an attribute -> the stores of it on other objects)."""
+
+    def __init__(self, add: Callable[[dict[str, Any], str, dict[str, Any]], None]) -> None:
+        self._add = add
+        self._entries: dict[str, Any] = {}
+        self._done: set[str] = set()
+        self._seen = -1  # how many modules had been parsed when it was last brought up to date
+
+    def get(self, program: Program, key: str, default: Any) -> Any:
+        if self._seen != program.parsed_count():
+            self._seen = program.parsed_count()
+            for mod, f in program.parsed():
+                if mod not in self._done:
+                    self._done.add(mod)
+                    self._add(self._entries, mod, f)
+        return self._entries.get(key, default)
+
+
 class ResolverState:
     """What the resolver's mixins (``EngineValues``, ``ObjectStores``, ``CallValues``, ``CallerArgs``,
     ``TensorTypes``) read of ``callgraph._Resolver``, declared once for the type checker."""

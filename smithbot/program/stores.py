@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from smithbot.program.sources import is_literal
-from smithbot.program.state import ResolverState
+from smithbot.program.state import ParsedIndex, ResolverState
 from smithbot.program.values import constructions
 
 _CALLED_FIELDS = re.compile(r"((?:abs:)?[\w./]+)\([^()]*\)((?:\.\w+)*)")  # func(...).a.b
@@ -20,9 +20,7 @@ class ObjectStores(ResolverState):
     """The resolver's methods that read stores on other objects and factory-filled fields."""
 
     ran: frozenset[tuple[str, str]] | None
-    _sets_index: dict[str, list[tuple[str, str, list[str]]]]
-    _sets_indexed: set[str]
-    _sets_seen: int
+    _sets_index: ParsedIndex
     mro: Any
     cls: Any
     cut: Any
@@ -41,17 +39,9 @@ class ObjectStores(ResolverState):
         storing function where it reads that function's names, else "?" (unknown)."""
         if owner is None:
             return []
-        if self._sets_seen != self.p.parsed_count():  # (brought up to date when more modules were parsed)
-            self._sets_seen = self.p.parsed_count()
-            for mod, f in self.p.parsed():
-                if mod not in self._sets_indexed:
-                    self._sets_indexed.add(mod)
-                    for qual, fn in f["functions"].items():
-                        for name, stores in (fn.get("sets") or {}).items():
-                            self._sets_index.setdefault(name, []).append((mod, qual, stores))
         related = {q.rpartition(".")[2] for _, q in self.mro(*owner)}
         out: list[str] = []
-        for mod, qual, stores in self._sets_index.get(attr, ()):
+        for mod, qual, stores in self._sets_index.get(self.p, attr, ()):
             fn = (self.p.facts(mod) or {}).get("functions", {}).get(qual)
             if fn is None or self.ran is not None and (mod, qual) not in self.ran:
                 continue
@@ -134,3 +124,11 @@ class ObjectStores(ResolverState):
             return None
         value = self._source_there(home, None, None, ast.unparse(passed))
         return None if value is None else [value, *self._set_elsewhere(made[0], attr)]
+
+
+def index_stores(entries: dict[str, Any], mod: str, f: dict[str, Any]) -> None:
+    """A module's stores on other objects by the attribute stored, as (module, function, its stores of it)
+    (``ParsedIndex``)."""
+    for qual, fn in f["functions"].items():
+        for name, stores in (fn.get("sets") or {}).items():
+            entries.setdefault(name, []).append((mod, qual, stores))

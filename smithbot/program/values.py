@@ -12,7 +12,7 @@ from smithbot.program.evaluate import value_of
 from smithbot.program.kinds import EACH, EACH_SOURCE, OBJECT, ONE_OF_SOURCE
 from smithbot.program.modules import Program
 from smithbot.program.sources import constant_source, is_literal, one_of, one_of_items, source_of
-from smithbot.program.state import ResolverState, Value
+from smithbot.program.state import ParsedIndex, ResolverState, Value
 from smithbot.program.syntax import names_read
 
 # how many values deep a value may be traced (a constructor's argument through its constructions, a caller's
@@ -33,9 +33,7 @@ class EngineValues(ResolverState):
     ran: frozenset[tuple[str, str]] | None
     _owner_flags: dict[tuple[str, str] | None, tuple]
     _ctor_args: dict[tuple[tuple[str, str], str], tuple]
-    _ctor_index: dict[str, set[Value]]
-    _ctor_indexed: set[str]
-    _ctor_seen: int
+    _ctor_index: ParsedIndex
     _set_elsewhere: Any  # (stores.ObjectStores)
     _factory_made: Any
     mro: Any
@@ -290,19 +288,7 @@ class EngineValues(ResolverState):
         """The functions of the modules parsed so far that construct a class of ``owner``'s name: where its
         arguments come from when the walk did not see it made (an instance a layer holds, built in an __init__ that
         only a type annotation led to)."""
-        if self._ctor_seen == self.p.parsed_count():
-            return self._ctor_index.get(owner[1].split(".")[-1], set())
-        self._ctor_seen = self.p.parsed_count()
-        for mod, f in self.p.parsed():
-            if mod in self._ctor_indexed:
-                continue
-            self._ctor_indexed.add(mod)
-            for qual, fn in f["functions"].items():
-                for c in fn.get("constructs", []):
-                    site = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
-                    made = fn["class"] if c[0] == "cls" and fn.get("class") else c[0]  # a classmethod's cls(...)
-                    self._ctor_index.setdefault(made.split(".")[-1], set()).add(site)
-        return self._ctor_index.get(owner[1].split(".")[-1], set())
+        return self._ctor_index.get(self.p, owner[1].split(".")[-1], set())
 
     def object_flag(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, dotted: str
                     ) -> list[str] | None:
@@ -427,6 +413,15 @@ class EngineValues(ResolverState):
 
 PHASE_MEMBERS = {"decode": ("DECODE",), "prefill": ("EXTEND", "PREFILL")}
 ALL_PHASE_MEMBERS = frozenset(m for ms in PHASE_MEMBERS.values() for m in ms)
+
+
+def index_constructions(entries: dict[str, Any], mod: str, f: dict[str, Any]) -> None:
+    """A module's functions by the class names they construct (``ParsedIndex``)."""
+    for qual, fn in f["functions"].items():
+        for c in fn.get("constructs", []):
+            site = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
+            made = fn["class"] if c[0] == "cls" and fn.get("class") else c[0]  # a classmethod's cls(...)
+            entries.setdefault(made.split(".")[-1], set()).add(site)
 
 
 def _while_set(name: str) -> list[list[Any]]:
