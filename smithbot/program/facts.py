@@ -26,8 +26,9 @@ from typing import Any
 
 from smithbot.program.kinds import OBJECT
 from smithbot.program.syntax import (EMPTY_DICTS, FLAG_VALUES, always_leaves, annotation_text, callee_text,
-                                     class_constant, collect_imports, dotted_name, expr_text, factory_call, from_module,
-                                     guards, inline_flags, is_const, leaves, literal_strings, made_values, self_attr)
+                                     class_constant, collect_imports, dict_pairs, dotted_name, expr_text, factory_call,
+                                     from_module, guards, inline_flags, is_const, leaves, literal_strings, made_values,
+                                     merged_dicts, self_attr)
 
 
 class _Visitor(ast.NodeVisitor):
@@ -327,7 +328,7 @@ class _Visitor(ast.NodeVisitor):
                     # not be passed at all, so its value is not known ("?"), not the other branch's
                     pairs = [{k: v if all(k in p for p in pairs) else "?" for k, v in p.items()} for p in pairs]
                 dicts[t.id] = None if None in pairs or (t.id in dicts and dicts[t.id] is None) \
-                    else _merged(dicts.get(t.id) or {}, *pairs)
+                    else merged_dicts(dicts.get(t.id) or {}, *pairs)
             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
                 self._dict_store(t.value.id, t.slice, node.value)
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id not in ("self", "cls"):
@@ -359,7 +360,7 @@ class _Visitor(ast.NodeVisitor):
             added = {k: "?" for k in keys} if ok else None
         else:
             added = None
-        dicts[name] = None if added is None else _merged(dicts[name], added)
+        dicts[name] = None if added is None else merged_dicts(dicts[name], added)
 
     def _unpacked(self, target: ast.Tuple, value: ast.expr, cls: dict[str, Any] | None) -> None:
         """``a, mode, b = state``: each name (or ``self`` attribute: ``self.ep_size, rank = get_ep_world_rank()``) is
@@ -573,27 +574,6 @@ def file_facts(relpath: str, data: bytes, modname: str) -> dict[str, Any]:
             "imports": collect_imports(tree, modname, package), "registers": registers,
             "assigns": v.assigns, "rebound": v.rebound, "mutated": v.mutated, "classes": v.classes,
             "functions": v.functions}
-
-
-def dict_pairs(node: ast.expr) -> dict[str, str] | None:
-    """The keys of a dict literal (``{"a": x}``, ``dict(a=x)``, ``dict()``) with their values' sources; None for
-    anything else."""
-    if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
-                                          for k in node.keys):
-        return {k.value: ast.unparse(v) for k, v in zip(node.keys, node.values)}  # type: ignore[union-attr]
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args \
-            and all(k.arg for k in node.keywords):
-        return {k.arg: ast.unparse(k.value) for k in node.keywords}  # type: ignore[misc]
-    return None
-
-
-def _merged(*dicts: dict[str, str]) -> dict[str, str]:
-    """Keys a dict may hold from any of these: a key given different values is "?"."""
-    out: dict[str, str] = {}
-    for d in dicts:
-        for k, v in d.items():
-            out[k] = v if out.get(k, v) == v else "?"
-    return out
 
 
 _MUTATORS = ("append", "extend", "insert", "add", "update", "setdefault", "pop", "remove", "clear", "discard")

@@ -294,3 +294,24 @@ def made_values(value: ast.expr) -> list[tuple[str, list[list[Any]]]]:
             if isinstance(inner, ast.Call) and expr_text(inner):
                 out.append((expr_text(inner), []))  # type: ignore[arg-type]
     return out
+
+
+def dict_pairs(node: ast.expr) -> dict[str, str] | None:
+    """The keys of a dict literal (``{"a": x}``, ``dict(a=x)``, ``dict()``) with their values' sources; None for
+    anything else."""
+    if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                          for k in node.keys):
+        return {k.value: ast.unparse(v) for k, v in zip(node.keys, node.values)}  # type: ignore[union-attr]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args \
+            and all(k.arg for k in node.keywords):
+        return {k.arg: ast.unparse(k.value) for k in node.keywords}  # type: ignore[misc]
+    return None
+
+
+def merged_dicts(*dicts: dict[str, str]) -> dict[str, str]:
+    """Keys a dict may hold from any of these: a key given different values is "?"."""
+    out: dict[str, str] = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = v if out.get(k, v) == v else "?"
+    return out
