@@ -347,23 +347,10 @@ class _LiteralGetattr(ast.NodeTransformer):
 
 def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
     tree = _LiteralGetattr().visit(copy.deepcopy(tree))
-    module_names = {"torch", "triton", "tl", "math", "functools", "typing", "F"}
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            module_names.add(stmt.name)
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            for t in targets:
-                for n in ast.walk(t):
-                    if isinstance(n, ast.Name):
-                        module_names.add(n.id)
-        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            for a in stmt.names:
-                module_names.add(a.asname or a.name.split(".")[0])
-
-    def bad(reason: str, node: ast.AST, detail: str) -> GuardResult:
-        return GuardResult(False, reason, f"line {getattr(node, 'lineno', '?')}: {detail}")
-
+    found = _module_state_found(tree)
+    if found is not None:
+        return found
+    module_names = _module_level_names(tree)
     shadowed = _parameter_uses(tree)
     # the parts of an allowed dotted name (triton.runtime.jit.constexpr_function) pass, though triton.runtime does not
     allowed_parts = {id(part) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in _DOTTED_TAILS
@@ -371,70 +358,109 @@ def _forbidden(tree: ast.Module, aliases: dict[str, str]) -> GuardResult | None:
     allowed_parts |= {id(n.value.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                       and isinstance(n.value, ast.Attribute) and isinstance(n.value.value, ast.Attribute)
                       and aten_op(_dotted(n) or "") is not None}  # torch.ops in torch.ops.aten.OP
+    scoped = _knob_scopes(tree)
+    for node in ast.walk(tree):
+        found = _node_found(node, aliases, shadowed, allowed_parts) or _write_found(node, module_names, scoped)
+        if found is not None:
+            return found
+    return None
 
+
+def _bad(reason: str, node: ast.AST, detail: str) -> GuardResult:
+    return GuardResult(False, reason, f"line {getattr(node, 'lineno', '?')}: {detail}")
+
+
+def _module_level_names(tree: ast.Module) -> set[str]:
+    """The names the module binds at its top level (and the libraries a kernel file always has)."""
+    names = {"torch", "triton", "tl", "math", "functools", "typing", "F"}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update(a.asname or a.name.split(".")[0] for a in stmt.names)
+    return names
+
+
+def _module_state_found(tree: ast.Module) -> GuardResult | None:
+    """A module-level or class-level value that is state between calls (a mutable container, a call's result, an
+    in-place update), but a read-only table."""
     frozen = frozen_classes(tree)
     for scope in [tree, *[n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]]:
         for stmt in scope.body:
             value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) else None
             if isinstance(stmt, ast.AugAssign):
-                return bad("state", stmt, "module-level state is updated in place")
+                return _bad("state", stmt, "module-level state is updated in place")
             if value is not None:
                 why = _check_module_value(value, frozen)
                 if why and not (scope is tree and read_only_table(tree, stmt)):
-                    return bad("state", stmt, f"module-level state holds {why} (a cache between calls)")
+                    return _bad("state", stmt, f"module-level state holds {why} (a cache between calls)")
+    return None
 
-    # `with triton.knobs.amd.scope(): triton.knobs.amd.use_buffer_ops = False`: a backend compile option, set for the
-    # launches inside the block and restored after it, is no state between calls
-    scoped = {id(s) for w in ast.walk(tree) if isinstance(w, ast.With) for s in w.body
-              if any(re.fullmatch(r"triton\.knobs\.(amd|nvidia)\.scope\(\)", ast.unparse(i.context_expr))
-                     for i in w.items)
-              and isinstance(s, ast.Assign) and all(re.fullmatch(r"triton\.knobs\.(amd|nvidia)\.\w+", ast.unparse(t))
-                                                    for t in s.targets)}
 
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name not in ALLOWED_MODULES and not a.name.startswith("triton.language."):
-                    return bad("import", node, f"import of {a.name!r} is not allowed")
-        elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            if node.level or (mod not in ALLOWED_MODULES and not mod.startswith("triton.language.")):
-                return bad("import", node, f"import from {'.' * node.level}{mod!r} is not allowed")
-            allowed = ALLOWED_FROM.get(mod)
-            for a in node.names:
-                if allowed is not None and a.name not in allowed:
-                    return bad("import", node, f"'from {mod} import {a.name}' is not allowed")
-                if a.name in CACHE_DECORATORS:
-                    return bad("state", node, f"cache decorator {a.name}")
-        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and id(node) not in shadowed:
-            return bad("forbidden", node, f"{FORBIDDEN_NAMES[node.id]} is not allowed")
-        elif isinstance(node, ast.Attribute):
-            if node.attr.startswith("_") and ast.unparse(node) not in PRIVATE_ALLOWED:
-                return bad("forbidden", node, f"private attribute .{node.attr} is not allowed")
-            if node.attr in FORBIDDEN_ATTRS:
-                return bad("forbidden", node, f"{FORBIDDEN_ATTRS[node.attr]}: .{node.attr} is not allowed")
-            if isinstance(node.value, ast.Name) and node.attr in FORBIDDEN_MODULE_ATTRS and \
-                    id(node) not in allowed_parts and aliases.get(node.value.id) in ("torch", "triton") and \
-                    not (node.attr == "jit" and aliases[node.value.id] == "triton"):
-                return bad("forbidden", node, f"{aliases[node.value.id]}.{node.attr} is not allowed")
-            if node.attr in CACHE_DECORATORS:
-                return bad("state", node, f"cache decorator .{node.attr}")
-        elif isinstance(node, _TRY):
-            return bad("forbidden", node, "try/except is not allowed (a silent fallback hides a failing kernel)")
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            return bad("state", node, f"'{type(node).__name__.lower()}' statements are not allowed")
-        elif isinstance(node, (ast.AsyncFunctionDef, ast.Await)):
-            return bad("forbidden", node, "async code is not allowed")
-        elif isinstance(node, (ast.FunctionDef, ast.Lambda)):
-            for d in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
-                if isinstance(d, (ast.Dict, ast.List, ast.Set, ast.Call)):
-                    return bad("state", d, "mutable default argument (a cache between calls)")
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            for t in targets:
-                if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in module_names \
-                        and id(node) not in scoped:
-                    return bad("state", node, f"write into module-level object {_root(t)!r} (patching or caching)")
+def _knob_scopes(tree: ast.Module) -> set[int]:
+    """`with triton.knobs.amd.scope(): triton.knobs.amd.use_buffer_ops = False`: a backend compile option, set for the
+    launches inside the block and restored after it, is no state between calls (the ids of those assignments)."""
+    return {id(s) for w in ast.walk(tree) if isinstance(w, ast.With) for s in w.body
+            if any(re.fullmatch(r"triton\.knobs\.(amd|nvidia)\.scope\(\)", ast.unparse(i.context_expr))
+                   for i in w.items)
+            and isinstance(s, ast.Assign) and all(re.fullmatch(r"triton\.knobs\.(amd|nvidia)\.\w+", ast.unparse(t))
+                                                  for t in s.targets)}
+
+
+def _node_found(node: ast.AST, aliases: dict[str, str], shadowed: set[int], allowed_parts: set[int]
+                ) -> GuardResult | None:
+    """What one node does that a candidate may not: an import, a forbidden name or attribute, a cache decorator, a
+    try, global state, async code, a mutable default."""
+    if isinstance(node, ast.Import):
+        for a in node.names:
+            if a.name not in ALLOWED_MODULES and not a.name.startswith("triton.language."):
+                return _bad("import", node, f"import of {a.name!r} is not allowed")
+    elif isinstance(node, ast.ImportFrom):
+        mod = node.module or ""
+        if node.level or (mod not in ALLOWED_MODULES and not mod.startswith("triton.language.")):
+            return _bad("import", node, f"import from {'.' * node.level}{mod!r} is not allowed")
+        allowed = ALLOWED_FROM.get(mod)
+        for a in node.names:
+            if allowed is not None and a.name not in allowed:
+                return _bad("import", node, f"'from {mod} import {a.name}' is not allowed")
+            if a.name in CACHE_DECORATORS:
+                return _bad("state", node, f"cache decorator {a.name}")
+    elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES and id(node) not in shadowed:
+        return _bad("forbidden", node, f"{FORBIDDEN_NAMES[node.id]} is not allowed")
+    elif isinstance(node, ast.Attribute):
+        if node.attr.startswith("_") and ast.unparse(node) not in PRIVATE_ALLOWED:
+            return _bad("forbidden", node, f"private attribute .{node.attr} is not allowed")
+        if node.attr in FORBIDDEN_ATTRS:
+            return _bad("forbidden", node, f"{FORBIDDEN_ATTRS[node.attr]}: .{node.attr} is not allowed")
+        if isinstance(node.value, ast.Name) and node.attr in FORBIDDEN_MODULE_ATTRS and \
+                id(node) not in allowed_parts and aliases.get(node.value.id) in ("torch", "triton") and \
+                not (node.attr == "jit" and aliases[node.value.id] == "triton"):
+            return _bad("forbidden", node, f"{aliases[node.value.id]}.{node.attr} is not allowed")
+        if node.attr in CACHE_DECORATORS:
+            return _bad("state", node, f"cache decorator .{node.attr}")
+    elif isinstance(node, _TRY):
+        return _bad("forbidden", node, "try/except is not allowed (a silent fallback hides a failing kernel)")
+    elif isinstance(node, (ast.Global, ast.Nonlocal)):
+        return _bad("state", node, f"'{type(node).__name__.lower()}' statements are not allowed")
+    elif isinstance(node, (ast.AsyncFunctionDef, ast.Await)):
+        return _bad("forbidden", node, "async code is not allowed")
+    elif isinstance(node, (ast.FunctionDef, ast.Lambda)):
+        for d in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
+            if isinstance(d, (ast.Dict, ast.List, ast.Set, ast.Call)):
+                return _bad("state", d, "mutable default argument (a cache between calls)")
+    return None
+
+
+def _write_found(node: ast.AST, module_names: set[str], scoped: set[int]) -> GuardResult | None:
+    """A write into a module-level object (patching or caching), but a backend knob set inside its scope."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+        for t in targets:
+            if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in module_names and id(node) not in scoped:
+                return _bad("state", node, f"write into module-level object {_root(t)!r} (patching or caching)")
     return None
 
 
