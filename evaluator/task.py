@@ -236,7 +236,36 @@ def load_task(path: str | Path) -> Task:
     if not entry.isidentifier():
         raise c.fail("entry", f"{entry!r} is not a Python identifier")
 
-    prov = c.mapping(data["provenance"], "provenance", _PROV_KEYS)
+    provenance = _provenance(c, data["provenance"])
+    cases = _cases(c, data["cases"])
+
+    seeds = c.positive_int(data.get("seeds", 3), "seeds")
+    if seeds < 3:
+        raise c.fail("seeds", f"at least 3 seeds per case are required, got {seeds}")
+    tunables = data.get("tunables") or {}
+    if not isinstance(tunables, dict):
+        raise c.fail("tunables", "must be a mapping")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise c.fail("description", "must be a string")
+
+    kernel_src = (root / "kernel.py").read_text(encoding="utf-8")
+    if kernel_src.count(EVOLVE_START) != 1 or kernel_src.count(EVOLVE_END) != 1:
+        raise TaskError(f"{root / 'kernel.py'}: must hold exactly one {EVOLVE_START} and one {EVOLVE_END} marker")
+    return Task(root=root.resolve(), id=task_id, kind=kind, entry=entry, description=description.strip(),
+                provenance=provenance, cases=cases, seeds=seeds,
+                deterministic=c.boolean(data.get("deterministic", True), "deterministic"), tunables=dict(tunables),
+                hotness=dict(c.mapping(data.get("hotness") or {}, "hotness",
+                                       {"presets": False, "default_path": False, "measured": False,
+                                        "share": False, "launches_per_step": False, "todos": False,
+                                        "reach": False, "undecided": False, "per_step": False})),
+                skipped=tuple(dict(c.mapping(s, f"skipped[{i}]", {"name": True, "why": True}))
+                              for i, s in enumerate(c.items(data.get("skipped") or [], "skipped"))))
+
+
+def _provenance(c: YamlChecker, raw_prov: Any) -> Provenance:
+    """task.yaml's ``provenance``: where the task came from (the target's definitions, a glue's line span)."""
+    prov = c.mapping(raw_prov, "provenance", _PROV_KEYS)
     defs_raw = prov.get("definitions") or []
     if not isinstance(defs_raw, list):
         raise c.fail("provenance.definitions", "must be a list")
@@ -258,9 +287,12 @@ def load_task(path: str | Path) -> Task:
             raise c.fail("provenance.glue.lines", "must be [first, last], line numbers")
         c.string(glue["path"], "provenance.glue.path")
         c.string(glue["function"], "provenance.glue.function")
-    provenance = Provenance(c.string(prov["repo"], "provenance.repo"), commit, tuple(defs), glue)
+    return Provenance(c.string(prov["repo"], "provenance.repo"), commit, tuple(defs), glue)
 
-    cases_raw = data["cases"]
+
+def _cases(c: YamlChecker, cases_raw: Any) -> tuple[Case, ...]:
+    """task.yaml's ``cases``: named, distinct, each with a known dtype and its dims; one at least small enough for the
+    interpreter."""
     if not isinstance(cases_raw, list) or not cases_raw:
         raise c.fail("cases", "must be a non-empty list of shape cases")
     cases: list[Case] = []
@@ -290,29 +322,7 @@ def load_task(path: str | Path) -> Task:
                           interpreter=c.boolean(raw.get("interpreter", True), f"{key}.interpreter")))
     if not any(cs.interpreter for cs in cases):
         raise c.fail("cases", "at least one case must be small enough for the interpreter (interpreter: true)")
-
-    seeds = c.positive_int(data.get("seeds", 3), "seeds")
-    if seeds < 3:
-        raise c.fail("seeds", f"at least 3 seeds per case are required, got {seeds}")
-    tunables = data.get("tunables") or {}
-    if not isinstance(tunables, dict):
-        raise c.fail("tunables", "must be a mapping")
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise c.fail("description", "must be a string")
-
-    kernel_src = (root / "kernel.py").read_text(encoding="utf-8")
-    if kernel_src.count(EVOLVE_START) != 1 or kernel_src.count(EVOLVE_END) != 1:
-        raise TaskError(f"{root / 'kernel.py'}: must hold exactly one {EVOLVE_START} and one {EVOLVE_END} marker")
-    return Task(root=root.resolve(), id=task_id, kind=kind, entry=entry, description=description.strip(),
-                provenance=provenance, cases=tuple(cases), seeds=seeds,
-                deterministic=c.boolean(data.get("deterministic", True), "deterministic"), tunables=dict(tunables),
-                hotness=dict(c.mapping(data.get("hotness") or {}, "hotness",
-                                       {"presets": False, "default_path": False, "measured": False,
-                                        "share": False, "launches_per_step": False, "todos": False,
-                                        "reach": False, "undecided": False, "per_step": False})),
-                skipped=tuple(dict(c.mapping(s, f"skipped[{i}]", {"name": True, "why": True}))
-                              for i, s in enumerate(c.items(data.get("skipped") or [], "skipped"))))
+    return tuple(cases)
 
 
 def check_candidate_files(paths: list[str] | list[Path]) -> None:
