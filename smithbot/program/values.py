@@ -186,6 +186,7 @@ class EngineValues(ResolverState):
         later: list[str] = []
         each_step = False  # a method that surely runs surely assigns it: what __init__ left is gone after it
         kept_set: list[str] = []  # assigned only while it is set
+        while_set = _while_set(name)
         for src, where, tests in entries:
             fn = (f or {}).get("functions", {}).get(where)
             in_init = not where or where.endswith("__init__")
@@ -194,7 +195,7 @@ class EngineValues(ResolverState):
                 continue
             if self.ran is not None and not in_init and (mod, where) not in self.ran:
                 continue
-            if any(list(t) in _while_set(name) for t in tests):
+            if any(list(t) in while_set for t in tests):
                 kept_set.append(src)
                 continue
             held = self.decisions(mod, tests, fn, klass=owner) if tests else []
