@@ -6,6 +6,7 @@ compiles it.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.modules import Program
 from smithbot.scan.rank import short_path
 from smithbot.program.tensors import tensor_question
-from smithbot.scan.glue import GLUE_VERSION, MIN_LAUNCHES, file_glue
+from smithbot.scan.glue import GLUE_VERSION, MIN_LAUNCHES, file_glue, memo_spans
+
+_AT = re.compile(r"^(.*) \((.+):(\d+)\)$")  # a path's test: "forward_batch.x is None (python/a/b.py:389)"
 
 
 @dataclass(frozen=True)
@@ -138,14 +141,17 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                 kept = [(r, own) for r in rs for own in [_decide(program, mod, qual, run["tests"],
                                                                   envs[pr.preset].with_phase(r.phase), asked)]
                         if own is not None]
+                held = {id(r): _held(program, r.tests, [(rel, run["first"], t) for t, taken in run["tests"] if taken])
+                        for r, _ in kept}
+                kept = [(r, own) for r, own in kept if "self" not in held[id(r)]]
                 if not kept:
-                    continue
+                    continue  # work an object redoes only when what it keeps changes: not a step's
                 k = (mod, qual, run["first"], run["last"], ops)
                 if k not in found:
                     found[k] = FusionSite(qual, mod, rel, run["first"], run["last"], ops, len(ops),
                                           tuple(run["syncs"]), tuple(run["todos"]), not_counted, {},
                                           tuple((t, taken) for t, taken in run["tests"]))
-                per_layer = any(r.per_layer for r, _ in kept)
+                per_layer = any(r.per_layer and not held[id(r)] for r, _ in kept)
                 n = layers.get(pr.preset, 0) if per_layer else 1
                 best, own = min(kept, key=lambda rb: (bool(rb[0].tests) or bool(rb[1]), not rb[0].per_layer,
                                                       rb[0].undecided + len(rb[1])))
@@ -164,6 +170,19 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
     for site in order:
         kept.setdefault((site.module, site.function, site.first), site)
     return list(kept.values())
+
+
+def _held(program: Program, path: tuple[str, ...], own: list[tuple[str, int, str]]) -> set[str]:
+    """The names that hold what the ``if``s a run sits under fill (``glue.memo_spans``): the path's undecided tests
+    (``"test (file:line)"``) and the run's own taken ones. ``self``: the object keeps it across steps; a parameter
+    (``forward_batch``): the step's object keeps it, so the run goes once a step, not once a layer."""
+    out = set()
+    for test, rel, line in [(*m.groups()[:2], int(m.group(3))) for t in path for m in [_AT.match(t)] if m] + [
+            (t, rel, line) for rel, line, t in own]:
+        data = program.texts.get(rel)
+        out |= {root for first, last, src, root in (memo_spans(data) if data else ()) if first <= line <= last
+                and src == test}
+    return out
 
 
 def _traced_input(types: dict[str, Any], line: int, src: str) -> dict[str, Any] | None:

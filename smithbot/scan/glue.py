@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 from typing import Any
 
@@ -444,6 +445,41 @@ class _Function:
                               "parts": [[sum(k == "launch" for k, _ in ops), self.reads([st])] for st, ops in counted],
                               "syncs": [n for _, ops in counted for k, n in ops if k == "sync"],
                               "tests": [list(t) for t in tests + own], "in_loop": loop})
+
+
+@functools.lru_cache(maxsize=512)
+def memo_spans(data: bytes) -> tuple[tuple[int, int, str, str], ...]:
+    """The ``if``s of a file that fill what they test (``_filled``): the first and last line of the body, the test's
+    source and the name the filled value hangs on (``self``, or a parameter such as ``forward_batch``)."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return ()
+    return tuple((s.body[0].lineno, s.body[-1].end_lineno or s.body[-1].lineno, ast.unparse(s.test), root)
+                 for s in ast.walk(tree) if isinstance(s, ast.If) for root in [_filled(s)] if root)
+
+
+def _filled(s: ast.If) -> str | None:
+    """The root name of what an ``if`` tests and its body assigns: ``if fb.start is None: ... fb.start = ...`` (a
+    value worked out once and kept), ``if self.mode != mode: self.mode = mode; ...`` (work redone when it changes).
+    What runs under it runs once for the object that holds the value, however often the function is called."""
+    t = s.test
+    if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not):
+        held = [t.operand]
+    elif isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.NotEq):
+        held = [t.left, t.comparators[0]]
+    elif isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Is) \
+            and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value is None:
+        held = [t.left]
+    else:
+        return None
+    keys = {ast.unparse(h) for h in held if isinstance(h, ast.Attribute) and dotted_name(h)}
+    for n in (n for b in s.body for n in ast.walk(b)):
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+        for x in targets:
+            if ast.unparse(x) in keys:
+                return ast.unparse(x).partition(".")[0]
+    return None
 
 
 def _calls(s: ast.stmt) -> list[ast.Call]:

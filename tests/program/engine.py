@@ -196,7 +196,16 @@ class FusedMoE(torch.nn.Module):
         n = topk_ids.shape[0]
         topk_weights = topk_weights / topk_weights.sum(dim=-1, keepdim=True).view(n, 1)
         self.routed = (topk_weights, topk_ids)
+        local_start(self.batch)
+        self.refresh(x)
         return fused_moe(x)
+
+    def refresh(self, mode):
+        # redone only when the mode it keeps changes: no step's work
+        if self.mode != mode:
+            self.mode = mode
+            self.lens_buf.zero_()
+            self.weight.data.fill_(0)
 
 
 class DeepEPMoE(torch.nn.Module):
@@ -254,6 +263,13 @@ class PlatformOp:
 
     def forward_native(self, x):
         return op_native(x)
+
+
+def local_start(batch):
+    # worked out once for the batch and kept on it: once a step, however many layers ask
+    if batch.start is None:
+        batch.start = torch.cumsum(batch.lens, 0) - batch.lens
+        batch.count = batch.lens.sum()
 
 
 ROUTE_SCALE = 2.5  # (at the end: the lines above keep their numbers)

@@ -27,8 +27,9 @@ def test_glue_on_the_default_path_per_layer_and_per_step(engine: str) -> None:
                    ("FA3Backend.init_metadata", "eng/attention/backends.py", ["decode"]),
                    ("StepBatch.advance", "eng/sched.py", ["prefill", "decode"]),
                    ("FA3Backend.init_metadata", "eng/attention/backends.py", ["prefill"]),
-                   ("publish", "eng/layers.py", ["prefill", "decode"])]  # possible: see the next test
-    moe, gate, meta, _, extend, _ = result.fusion
+                   ("publish", "eng/layers.py", ["prefill", "decode"]),  # possible: see the next test
+                   ("local_start", "eng/layers.py", ["prefill", "decode"])]  # see the memo test
+    moe, gate, meta, _, extend, _, _ = result.fusion
     # the file's helpers count as their ops (noaux_route's sigmoid and add, its casts left out; publish's store),
     # then the routing; .view and .shape: free; x.float() of what the router returns: its dtype is not decided, so
     # not counted
@@ -47,7 +48,7 @@ def test_glue_on_the_default_path_per_layer_and_per_step(engine: str) -> None:
     assert sorted(meta.presets) == ["llama3-8b", "qwen3-8b"]  # engine code: every preset
     assert extend.ops == ("-", "cumsum", ".sum", "arange")
     saved = json.loads(result.path.read_text())["fusion"]
-    assert [f["kind"] for f in saved] == ["fusion"] * 6
+    assert [f["kind"] for f in saved] == ["fusion"] * 7
     assert saved[2]["lines"] == [15, 19] and saved[2]["launches_per_step"] == 5
 
 
@@ -69,6 +70,24 @@ def test_a_run_that_launches_enough_only_through_an_undecided_cast_is_possible(e
     site = next(f for f in api.scan(engine).fusion if f.function == "publish")
     assert site.ops == (".to", "[]=") and site.reach == "possible" and not site.unsure
     assert site.undecided == ("lens.dtype != int64 (eng/layers.py:43)",)
+
+
+def test_work_kept_on_an_object_counts_once_for_it(engine: str) -> None:
+    """Each layer's FusedMoE.forward calls ``local_start(self.batch)``, whose run sits under ``if batch.start is
+    None`` and fills ``batch.start``: once for the batch, so once a step (3 launches), not 32 times. Its
+    ``refresh`` zeroes two tables under ``if self.mode != mode`` and sets ``self.mode``: redone only when the layer's
+    mode changes, so no step's glue at all, though it is a run of two launches on the path."""
+    from smithbot.scan.glue import memo_spans
+    from tests.program.engine import FILES
+
+    site = next(f for f in api.scan(engine).fusion if f.function == "local_start")
+    assert site.ops == ("cumsum", "-", ".sum") and site.per_step == 3 and site.frequency == "once per step"
+    assert site.reach == "possible" and site.undecided == ("batch.start is None (eng/layers.py:142)",)
+    assert not [f for f in api.scan(engine).fusion if f.function == "FusedMoE.refresh"]
+    text = FILES["eng/layers.py"].encode()
+    assert [r["ops"] for r in file_glue(text)["FusedMoE.refresh"]] == [[".zero_", ".fill_"]]
+    assert sorted((src, root) for _, _, src, root in memo_spans(text)) == [("batch.start is None", "batch"),
+                                                                           ("self.mode != mode", "self")]
 
 
 def test_an_attribute_updated_from_itself_keeps_the_dtype_its_making_gives(engine: str) -> None:
@@ -98,7 +117,8 @@ def test_a_parameter_hinted_as_an_engine_class_is_traced_through_its_attributes(
 
 def test_a_serving_setting_takes_glue_off_the_path(engine: str) -> None:
     fusion = api.scan(engine, sets={"attention_backend": "triton"}).fusion
-    assert [f.function for f in fusion] == ["FusedMoE.forward", "noaux_route", "StepBatch.advance", "publish"]
+    assert [f.function for f in fusion] == ["FusedMoE.forward", "noaux_route", "StepBatch.advance", "publish",
+                                            "local_start"]
 
 
 def test_the_cli_lists_fusion_entries_in_80_columns(engine: str) -> None:
@@ -106,7 +126,7 @@ def test_the_cli_lists_fusion_entries_in_80_columns(engine: str) -> None:
     out = subprocess.run([sys.executable, "-m", "smithbot", "scan", engine], capture_output=True, text=True,
                          env=env, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "fusion candidates: 6 runs of torch glue" in out.stdout and "per layer (32 layers)" in out.stdout
+    assert "fusion candidates: 7 runs of torch glue" in out.stdout and "per layer (32 layers)" in out.stdout
     assert max(len(line.rstrip()) for line in out.stdout.splitlines()) <= 80
     as_json = subprocess.run([sys.executable, "-m", "smithbot", "scan", engine, "--json"], capture_output=True,
                              text=True, env=env, cwd=ROOT, timeout=120)
