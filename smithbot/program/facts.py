@@ -142,7 +142,8 @@ class _Visitor(ast.NodeVisitor):
         pairs = list(zip(positional[len(positional) - len(node.args.defaults):], node.args.defaults))
         pairs += [(a, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None]
         defaults = {a.arg: expr_text(d) for a, d in pairs if isinstance(d, (ast.Name, ast.Attribute)) and expr_text(d)}
-        constants = {a.arg: ast.unparse(d) for a, d in pairs if isinstance(d, ast.Constant)}  # default="false"
+        constants = {a.arg: ast.unparse(d) for a, d in pairs if isinstance(d, ast.Constant) or (  # default="false"
+            isinstance(d, ast.UnaryOp) and isinstance(d.op, ast.USub) and isinstance(d.operand, ast.Constant))}  # -1
         info = {"line": node.lineno, "class": ".".join(s[1] for s in self.scope) if cls is not None else None,
                 "decorators": decorators, "calls": [], "returns": [], "values": [], "forwards": [], "constructs": [], "locals": params,
                 "stores": [],

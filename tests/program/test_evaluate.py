@@ -225,3 +225,11 @@ def test_math_on_numbers_and_arithmetic_locals_decide_a_power_of_two_test() -> N
     fn = file_facts("m.py", b"def f(topk, shared):\n    routed = topk - shared\n    if routed <= 8:\n        pass\n",
                     "m")["functions"]["f"]
     assert fn["flags"]["routed"] == ["topk - shared"]
+
+
+def test_a_negative_number_default_is_a_constant_default() -> None:
+    """``def __init__(self, top_k, dim=-1)``: a caller that leaves ``dim`` out hands the impl -1 (lmdeploy's
+    SoftmaxTopK builds its impl so); a name default stays a name to resolve, not a constant."""
+    src = b"def f(top_k, dim=-1, scale=2.5, mode='a', n=N, shape=(1, 2)):\n    return dim\n"
+    fn = file_facts("m.py", src, "m")["functions"]["f"]
+    assert fn["constants"] == {"dim": "-1", "scale": "2.5", "mode": "'a'"} and fn["defaults"] == {"n": "N"}
