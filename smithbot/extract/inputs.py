@@ -327,16 +327,19 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
     specs = copy.deepcopy({name: inferred[name] if name in inferred else specs.get(name) for name, _ in params})
     for name, t in traced.items():
         # the constant serving makes of a scalar, over a guess of the rules or inference: not over the YAML's word,
-        # a tensor, or a model dim the cases vary (``experts``: the irregular cases' tensors have 16)
+        # a tensor, or a model dim the cases vary (``experts``: the irregular cases' tensors have 16), unless no size
+        # can be that constant (``dim=-1``, an axis, guessed to be ``hidden`` by its name)
+        sized = isinstance(specs.get(name), str) and not (isinstance(t.get("value"), int) and t["value"] < 0)
         if "value" in t and name in specs and name not in given and name not in layouts \
-                and not isinstance(specs[name], (str, dict)):
+                and not isinstance(specs[name], dict) and not sized:
             specs[name] = {"literal": t["value"]} if isinstance(t["value"], (str, tuple, list)) else t["value"]
             if name in inferred:
                 del inferred[name]
     for name, t in traced.items():
         spec = specs.get(name)
-        if name not in given and isinstance(spec, dict) and "shape" in spec and "dtype" in t:
-            spec["dtype"] = t["dtype"]
+        if name not in given and isinstance(spec, dict) and "shape" in spec and ("dtype" in t or "tail" in t):
+            if "dtype" in t:
+                spec["dtype"] = t["dtype"]
             if len(t.get("tail", ())) < len(spec["shape"]):
                 spec["shape"] = spec["shape"][:len(spec["shape"]) - len(t.get("tail", ()))] + t.get("tail", [])
     try:
@@ -363,17 +366,17 @@ def traced_specs(origins: dict[str, str], traced: dict[str, dict[str, Any]]) -> 
     for param, origin in origins.items():
         t = traced.get(origin) or {}
         dtype = SPEC_DTYPES.get(t.get("dtype") or "")
-        if dtype is None:
-            continue
         shape = t.get("shape") or []
         tail = shape[1:] if shape[:1] == ["..."] else None  # the last dims, after leading ones not known
-        out[param] = {"dtype": dtype}
-        if shape and None not in shape and tail is None:
-            out[param]["shape"] = list(shape)
-        elif shape == [None]:
-            out[param]["shape"] = ["tokens"]
+        got: dict[str, Any] = {"dtype": dtype} if dtype else {}
+        if shape and None not in shape and tail is None and dtype:
+            got["shape"] = list(shape)
+        elif shape == [None] and dtype:
+            got["shape"] = ["tokens"]
         elif tail and None not in tail:
-            out[param]["tail"] = list(tail)
+            got["tail"] = list(tail)  # (a linear layer's output: its width, whatever the model's dtype)
+        if got:
+            out[param] = got
     return out
 
 

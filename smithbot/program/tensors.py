@@ -52,6 +52,7 @@ _SAME_DTYPE = {"view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze"
                "movedim", "split", "chunk", "unbind", "pad"}
 _MATMUL = {"linear", "matmul", "mm", "bmm", "addmm"}
 _TENSOR_ATTR = {"data", "T", "mT"}
+_LINEAR_PARAMS = ["in_features", "out_features"]  # torch.nn.Linear's first two
 END = 1 << 30  # a line after every statement of a function
 
 
@@ -162,6 +163,12 @@ class TensorTypes(ResolverState):
             return _UNKNOWN
         name, recv = self._callee(mod, e)
         kw = {k.arg: k.value for k in e.keywords if k.arg}
+        if recv is not None and isinstance(recv, ast.Name) and recv.id == "self" and klass is not None and e.args:
+            width = self._out_features(klass, name)  # a linear layer of the module's: `self.gate(hidden_states)`
+            if width is not None:
+                x = self._tensor(mod, qual, klass, line, e.args[0], depth + 1)
+                return TensorType(x.dtype, (*(x.shape[:-1] if x.shape is not None else ("...",)), width), x.made,
+                                  x.host)
         if recv is not None:  # a tensor method
             return self._method(mod, qual, klass, line, e, name, recv, kw, depth)
         if name is None:
@@ -303,6 +310,40 @@ class TensorTypes(ResolverState):
             return src if is_literal(src) else self._value_there(mod, fn, klass, src)
         except (RecursionError, ValueError, TypeError, KeyError):
             return None
+
+    def _out_features(self, klass: tuple[str, str], attr: str) -> int | None:
+        """The width of what the module ``self.<attr>`` returns where it is a linear layer: the ``out_features`` its
+        making passes, by that name or in that parameter's place (``torch.nn.Linear``'s, and a factory's that
+        takes it under the same name), as the number the defaults make of it."""
+        found = set()
+        for m, where, _, v in self._self_sources(klass, attr):
+            if not isinstance(v, ast.Call):
+                return None
+            kw = {k.arg: k.value for k in v.keywords if k.arg}
+            src = kw.get("out_features")
+            if src is None:
+                params = _LINEAR_PARAMS if self._torch_name(m, (dotted_name(v.func) or ".").partition(".")[0]) \
+                    else self._params(m, v.func)
+                i = params.index("out_features") if "out_features" in params else len(v.args)
+                src = v.args[i] if i < len(v.args) else None
+            got = self._constant(m, (self.p.facts(m) or {}).get("functions", {}).get(where), klass,
+                                 ast.unparse(src)) if src is not None else None
+            found.add(int(got) if got is not None and re.fullmatch(r"\d+", str(got)) else None)
+        return found.pop() if len(found) == 1 else None
+
+    def _params(self, mod: str, func: ast.expr) -> list[str]:
+        """The positional parameters of the function or class a call names (a class's ``__init__``'s), ``self``
+        left out."""
+        name = dotted_name(func)
+        for v in (self.symbol(mod, name) if name else []):
+            fn = None
+            if v[0] == "func":
+                fn = ((self.p.facts(v[1]) or {}).get("functions") or {}).get(v[2])
+            elif v[0] == "class":
+                fn = ((self.p.facts(v[1]) or {}).get("functions") or {}).get(f"{v[2]}.__init__")
+            if fn is not None:
+                return [p for p in fn.get("params", []) if p != "self"]
+        return []
 
     def _shape(self, mod: str, qual: str, klass: tuple[str, str] | None, line: int, args: list[ast.expr],
                size: ast.expr | None) -> tuple[int | None, ...] | None:

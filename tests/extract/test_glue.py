@@ -221,17 +221,33 @@ def test_a_glue_tasks_inputs_have_the_dtype_and_shape_traced_through_the_engine(
     assert "'gate_logits': {'shape': ['tokens', 8], 'dtype': 'bf16'}" in harness
 
 
+def test_a_linear_layers_output_is_as_wide_as_its_out_features(engine: str, tmp_path) -> None:
+    """The router's softmax glue reads ``self.gate(x)``, a ``torch.nn.Linear(16, 8)`` of the router's: the logits
+    are 8 wide whatever the model's dtype, not the hidden size that the name ``logits`` would get by default."""
+    import yaml
+
+    from smithbot import api
+
+    [row] = api.extract(engine, "glue:route_softmax", out=tmp_path / "task")
+    assert row.extracted and row.checked, row.why
+    task = yaml.safe_load((tmp_path / "task" / "task.yaml").read_text())
+    assert task["provenance"]["glue"]["traced"] == {"logits": {"tail": [8]}, "picks": {"value": 2}}
+    assert "'logits': {'shape': ['tokens', 8]," in (tmp_path / "task" / "harness.py").read_text()
+
+
 def test_a_traced_vector_of_undecided_length_has_an_entry_per_token() -> None:
     """A step's vector whose length the code does not decide (a batch's sequence lengths) gets the case's tokens; a
-    matrix with an undecided leading dim keeps only its dtype; a linear layer's output its last dims."""
+    matrix with an undecided leading dim keeps only its dtype; a linear layer's output its last dims, with its dtype
+    or without; a vector of no known dtype nor length says nothing."""
     from smithbot.extract.inputs import traced_specs
 
-    got = traced_specs({"lens": "self.lens", "w": "self.w", "x": "x"},
+    got = traced_specs({"lens": "self.lens", "w": "self.w", "x": "x", "y": "y", "z": "z"},
                        {"self.lens": {"dtype": "int64", "shape": [None]}, "self.w": {"dtype": "float32",
                                                                                      "shape": [None, 8]},
-                        "x": {"dtype": "bfloat16", "shape": ["...", 8]}})
+                        "x": {"dtype": "bfloat16", "shape": ["...", 8]}, "y": {"dtype": None, "shape": ["...", 4]},
+                        "z": {"dtype": None, "shape": [None]}})
     assert got == {"lens": {"dtype": "int64", "shape": ["tokens"]}, "w": {"dtype": "fp32"},
-                   "x": {"dtype": "bf16", "tail": [8]}}
+                   "x": {"dtype": "bf16", "tail": [8]}, "y": {"tail": [4]}}
 
 
 # A fused candidate for the demo's glue, written for this test: one Triton kernel instead of six torch launches (the

@@ -560,6 +560,7 @@ class Scheduler(BuildMixin):
         self.decoding = StepBatch()
         init_groups(ServerArgs())
         self.model_config = EngModelConfig(ServerArgs().model_path)
+        self.router = Router()
 
     def step(self, batch: Batch, x):
         if batch.algo.is_none():
@@ -572,9 +573,26 @@ class Scheduler(BuildMixin):
         hf_step(self.model_config, x)
         self.decoding.advance()
         self.relay(self.decoding, x)
+        self.router(x)
 
     def relay(self, batch: StepBatch, x):
         stash_lens(self.lens_buf, x, batch.lens + 1)
+
+
+class Router(torch.nn.Module):
+    """Logits from a linear layer of its own, 8 wide (its out_features): the width of the softmax glue's input."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = torch.nn.Linear(16, 8, bias=False)
+
+    def forward(self, x):
+        return route_softmax(self.gate(x), 2)
+
+
+def route_softmax(logits, picks):
+    probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+    return torch.topk(probs, picks, dim=-1)
 ''',
     "eng/groups.py": '''"""A module global the engine fills at start-up (sglang's attention data-parallel size): a
 placeholder None that the scheduler's constructor sets from the server's arguments, and that only a rescale no step

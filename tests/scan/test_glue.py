@@ -26,10 +26,12 @@ def test_glue_on_the_default_path_per_layer_and_per_step(engine: str) -> None:
                    ("noaux_route", "eng/layers.py", ["prefill", "decode"]),
                    ("FA3Backend.init_metadata", "eng/attention/backends.py", ["decode"]),
                    ("StepBatch.advance", "eng/sched.py", ["prefill", "decode"]),
+                   ("Router.forward", "eng/sched.py", ["prefill", "decode"]),  # route_softmax's ops, as its own
+                   ("route_softmax", "eng/sched.py", ["prefill", "decode"]),
                    ("FA3Backend.init_metadata", "eng/attention/backends.py", ["prefill"]),
                    ("publish", "eng/layers.py", ["prefill", "decode"]),  # possible: see the next test
                    ("local_start", "eng/layers.py", ["prefill", "decode"])]  # see the memo test
-    moe, gate, meta, _, extend, _, _ = result.fusion
+    moe, gate, meta, _, _, _, extend, _, _ = result.fusion
     # the file's helpers count as their ops (noaux_route's sigmoid and add, its casts left out; publish's store),
     # then the routing; .view and .shape: free; x.float() of what the router returns: its dtype is not decided, so
     # not counted
@@ -48,7 +50,7 @@ def test_glue_on_the_default_path_per_layer_and_per_step(engine: str) -> None:
     assert sorted(meta.presets) == ["llama3-8b", "qwen3-8b"]  # engine code: every preset
     assert extend.ops == ("-", "cumsum", ".sum", "arange")
     saved = json.loads(result.path.read_text())["fusion"]
-    assert [f["kind"] for f in saved] == ["fusion"] * 7
+    assert [f["kind"] for f in saved] == ["fusion"] * 9
     assert saved[2]["lines"] == [15, 19] and saved[2]["launches_per_step"] == 5
 
 
@@ -117,8 +119,8 @@ def test_a_parameter_hinted_as_an_engine_class_is_traced_through_its_attributes(
 
 def test_a_serving_setting_takes_glue_off_the_path(engine: str) -> None:
     fusion = api.scan(engine, sets={"attention_backend": "triton"}).fusion
-    assert [f.function for f in fusion] == ["FusedMoE.forward", "noaux_route", "StepBatch.advance", "publish",
-                                            "local_start"]
+    assert [f.function for f in fusion] == ["FusedMoE.forward", "noaux_route", "StepBatch.advance", "Router.forward",
+                                            "route_softmax", "publish", "local_start"]
 
 
 def test_the_cli_lists_fusion_entries_in_80_columns(engine: str) -> None:
@@ -126,7 +128,7 @@ def test_the_cli_lists_fusion_entries_in_80_columns(engine: str) -> None:
     out = subprocess.run([sys.executable, "-m", "smithbot", "scan", engine], capture_output=True, text=True,
                          env=env, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "fusion candidates: 7 runs of torch glue" in out.stdout and "per layer (32 layers)" in out.stdout
+    assert "fusion candidates: 9 runs of torch glue" in out.stdout and "per layer (32 layers)" in out.stdout
     assert max(len(line.rstrip()) for line in out.stdout.splitlines()) <= 80
     as_json = subprocess.run([sys.executable, "-m", "smithbot", "scan", engine, "--json"], capture_output=True,
                              text=True, env=env, cwd=ROOT, timeout=120)
