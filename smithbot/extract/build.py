@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import re
 import shutil
 from pathlib import Path
@@ -249,6 +250,7 @@ class NeedsInputs(ExtractError):
 
 # The sizes every model preset has: the cases of a task whose inputs an LLM will write.
 DENSE_DIMS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate")
+MODEL_DIMS = (*DENSE_DIMS, "vocab", "experts", "top_k", "moe_intermediate")  # a preset's, by the name cases use
 
 
 def extract(root: Path, commit: str | None, url: str, target: Target, site: KernelSite,
@@ -441,17 +443,26 @@ def self_check(task_dir: Path, timeout_s: float = 300.0) -> Check:
     return run("interpreter")
 
 
-def _traced(site: Any, origins: dict[str, str]) -> dict[str, dict[str, Any]]:
+def _traced(site: Any, origins: dict[str, str], models: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """What the call graph traced for a glue run's inputs: the tensors' specs (``inputs.traced_specs``) from the
     first preset, in the site's order, that traced any, and the scalars every preset's serving makes the same
-    constant (``inputs.traced_values``)."""
-    tensors: dict[str, dict[str, Any]] = {}
-    for p in site.presets.values():
-        tensors = traced_specs(origins, p.get("inputs") or {})
-        if tensors:
-            break
+    constant (``inputs.traced_values``). A last dim that presets trace to different numbers is the model dim it
+    equals in each of them, where exactly one does (a router's logits: Qwen3-MoE's 128 and Mixtral's 8 experts),
+    so each preset's cases get their own (``models``: preset name -> ``config.ModelPreset``)."""
+    per = {name: traced_specs(origins, p.get("inputs") or {}) for name, p in site.presets.items()}
+    tensors = copy.deepcopy(next((t for t in per.values() if t), {}))
+    for param, spec in tensors.items():
+        tails = {name: t[param]["tail"] for name, t in per.items() if "tail" in t.get(param, {}) and name in models}
+        if "tail" in spec and len({tuple(t) for t in tails.values()}) > 1 and len({len(t) for t in tails.values()}) == 1:
+            spec["tail"] = [_dim_named(i, n, tails, models) for i, n in enumerate(spec["tail"])]
     values = traced_values(origins, [p.get("inputs") or {} for p in site.presets.values()])
     return {**{k: v for k, v in values.items() if k not in tensors}, **tensors}
+
+
+def _dim_named(i: int, n: int, tails: dict[str, list[int]], models: dict[str, Any]) -> int | str:
+    """The model dim that last dim ``i`` of each preset's traced tail equals, where exactly one does; else ``n``."""
+    named = [d for d in MODEL_DIMS if all(getattr(models[p], d) == t[i] for p, t in tails.items())]
+    return named[0] if len(named) == 1 else n
 
 
 def extract_glue(root: Path, commit: str | None, url: str, target: Target, site: Any, modules: dict[str, str],
@@ -483,7 +494,7 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         raise ExtractError(f"{site.function} (lines {site.first}-{site.last}): {', '.join(hosted)} "
                            f"{'is a host tensor' if len(hosted) == 1 else 'are host tensors'} in serving (made with "
                            "no device): the run mixes host work with its GPU ops, which one kernel cannot replace")
-    traced = _traced(site, glue.origins)
+    traced = _traced(site, glue.origins, {m.name: m for m in target.models})
     try:
         specs, extra, inferred = param_specs(_params(fn), entry, target, fn, functions, traced)
         case_list, skipped = cases(specs, extra, target, entry)

@@ -523,3 +523,25 @@ def test_where_a_fused_glue_applies_is_written_as_a_person_would_and_wrapped_as_
     assert _if_head(cond + " or (a and b)", 12) == [
         "if (", "    is_cp_v2_active(batch)", "    or self.attn_cp_size <= 1",
         "    or batch.extend_num_tokens is None", "    or (a and b)", "):"]
+
+
+def test_a_width_each_preset_traces_differently_is_the_model_dim_it_equals_in_each() -> None:
+    """A router's logits are 128 wide for Qwen3-MoE and 8 for Mixtral (each a linear layer's out_features): in both
+    that is the experts count, so each preset's cases get their own; a dim no model dim matches in both (4) stays a
+    number, and a width every preset traces alike stays the first preset's number."""
+    from smithbot.config import load_models
+    from smithbot.extract.build import _traced
+    from smithbot.scan.fusion import FusionSite
+
+    models = load_models()
+    widths = {"qwen3-30b-a3b": (128, 4), "mixtral-8x7b": (8, 4)}
+
+    def site(tails: dict[str, tuple[int, ...]]) -> FusionSite:
+        return FusionSite("route", "m", "m.py", 1, 2, ("softmax", "topk"), 2, presets={
+            p: {"inputs": {"logits": {"dtype": None, "shape": ["...", t[0]]},
+                           "pair": {"dtype": "float32", "shape": ["...", *t]}}} for p, t in tails.items()})
+
+    got = _traced(site(widths), {"x": "logits", "y": "pair"}, models)
+    assert got == {"x": {"tail": ["experts"]}, "y": {"dtype": "fp32", "tail": ["experts", 4]}}
+    same = {"qwen3-30b-a3b": (128, 4), "qwen3-8b": (128, 4)}
+    assert _traced(site(same), {"x": "logits"}, models) == {"x": {"tail": [128]}}
