@@ -17,7 +17,7 @@ from smithbot.program.evaluate import Env, evaluate
 from smithbot.program.modules import Program
 from smithbot.scan.rank import short_path
 from smithbot.program.tensors import tensor_question
-from smithbot.scan.glue import GLUE_VERSION, MIN_LAUNCHES, file_glue, memo_spans
+from smithbot.scan.glue import GLUE_VERSION, MEMO, MIN_LAUNCHES, file_glue
 
 _AT = re.compile(r"^(.*) \((.+):(\d+)\)$")  # a path's test: "forward_batch.x is None (python/a/b.py:389)"
 
@@ -141,8 +141,8 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                 kept = [(r, own) for r in rs for own in [_decide(program, mod, qual, run["tests"],
                                                                   envs[pr.preset].with_phase(r.phase), asked)]
                         if own is not None]
-                held = {id(r): _held(program, r.tests, [(rel, run["first"], t) for t, taken in run["tests"] if taken])
-                        for r, _ in kept}
+                held = {id(r): _held(program, cache_dir, r.tests, [(rel, run["first"], t) for t, taken in run["tests"]
+                                                                   if taken]) for r, _ in kept}
                 kept = [(r, own) for r, own in kept if "self" not in held[id(r)]]
                 if not kept:
                     continue  # work an object redoes only when what it keeps changes: not a step's
@@ -172,16 +172,16 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
     return list(kept.values())
 
 
-def _held(program: Program, path: tuple[str, ...], own: list[tuple[str, int, str]]) -> set[str]:
-    """The names that hold what the ``if``s a run sits under fill (``glue.memo_spans``): the path's undecided tests
+def _held(program: Program, cache_dir: Path | None, path: tuple[str, ...], own: list[tuple[str, int, str]]
+          ) -> set[str]:
+    """The names that hold what the ``if``s a run sits under fill (``glue.MEMO``): the path's undecided tests
     (``"test (file:line)"``) and the run's own taken ones. ``self``: the object keeps it across steps; a parameter
     (``forward_batch``): the step's object keeps it, so the run goes once a step, not once a layer."""
     out = set()
     for test, rel, line in [(*m.groups()[:2], int(m.group(3))) for t in path for m in [_AT.match(t)] if m] + [
             (t, rel, line) for rel, line, t in own]:
-        data = program.texts.get(rel)
-        out |= {root for first, last, src, root in (memo_spans(data) if data else ()) if first <= line <= last
-                and src == test}
+        out |= {root for first, last, src, root in _file_glue(program, rel, cache_dir).get(MEMO, [])
+                if first <= line <= last and src == test}
     return out
 
 
@@ -318,7 +318,12 @@ def _compiles(program: Program, mod: str, qual: str, depth: int = 3) -> bool:
 def runs_of(program: Program, mod: str, cache_dir: Path | None) -> dict[str, list[dict[str, Any]]]:
     """The glue runs of a module's functions (``file_glue``), cached by content."""
     rel = program.modules.get(mod)
-    if rel is None or rel not in program.texts:
+    return _file_glue(program, rel, cache_dir) if rel is not None else {}
+
+
+def _file_glue(program: Program, rel: str, cache_dir: Path | None) -> dict[str, Any]:
+    """``file_glue`` of one file of the program, cached by content."""
+    if rel not in program.texts:
         return {}
     if rel not in program.glue:
         data = program.texts[rel]

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import ast
 import builtins
-import functools
 import re
 from typing import Any
 
 from smithbot.program.syntax import dotted_name
 from smithbot.program.tensors import CASTS, DTYPES, devicey
 
-GLUE_VERSION = "16"
+GLUE_VERSION = "17"
+MEMO = "#memo"  # file_glue's key for the ifs that fill what they test, beside the functions' runs
 MIN_LAUNCHES = 2
 
 # torch.<name>: launches a kernel; creation ops take sizes, not tensors, as their first argument
@@ -447,16 +447,11 @@ class _Function:
                               "tests": [list(t) for t in tests + own], "in_loop": loop})
 
 
-@functools.lru_cache(maxsize=512)
-def memo_spans(data: bytes) -> tuple[tuple[int, int, str, str], ...]:
+def _memo_spans(tree: ast.Module) -> list[list[Any]]:
     """The ``if``s of a file that fill what they test (``_filled``): the first and last line of the body, the test's
     source and the name the filled value hangs on (``self``, or a parameter such as ``forward_batch``)."""
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError):
-        return ()
-    return tuple((s.body[0].lineno, s.body[-1].end_lineno or s.body[-1].lineno, ast.unparse(s.test), root)
-                 for s in ast.walk(tree) if isinstance(s, ast.If) for root in [_filled(s)] if root)
+    return [[s.body[0].lineno, s.body[-1].end_lineno or s.body[-1].lineno, ast.unparse(s.test), root]
+            for s in ast.walk(tree) if isinstance(s, ast.If) for root in [_filled(s)] if root]
 
 
 def _filled(s: ast.If) -> str | None:
@@ -546,7 +541,8 @@ def _own_nodes(fn: ast.AST) -> list[ast.AST]:
 
 def file_glue(data: bytes) -> dict[str, list[dict[str, Any]]]:
     """Every function's glue runs in one file, by qualified name (``Class.method``, as ``program.facts`` names
-    them), with the TODO/FIXME comments within three lines that ask for a fused kernel. Pure: cached by content."""
+    them), with the TODO/FIXME comments within three lines that ask for a fused kernel, and under ``MEMO`` the ifs
+    that fill what they test (``_memo_spans``). Pure: cached by content."""
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError) as exc:
@@ -579,7 +575,8 @@ def file_glue(data: bytes) -> dict[str, list[dict[str, Any]]]:
                 visit(child, scope)
 
     visit(tree, [])
-    return out
+    memo = _memo_spans(tree)
+    return {**out, MEMO: memo} if memo else out
 
 
 def _helpers(tree: ast.Module, aliases: dict[str, str], module: set[str]) -> dict[str, tuple[str, ...]]:

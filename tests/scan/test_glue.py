@@ -79,7 +79,7 @@ def test_work_kept_on_an_object_counts_once_for_it(engine: str) -> None:
     None`` and fills ``batch.start``: once for the batch, so once a step (3 launches), not 32 times. Its
     ``refresh`` zeroes two tables under ``if self.mode != mode`` and sets ``self.mode``: redone only when the layer's
     mode changes, so no step's glue at all, though it is a run of two launches on the path."""
-    from smithbot.scan.glue import memo_spans
+    from smithbot.scan.glue import MEMO
     from tests.program.engine import FILES
 
     site = next(f for f in api.scan(engine).fusion if f.function == "local_start")
@@ -88,8 +88,8 @@ def test_work_kept_on_an_object_counts_once_for_it(engine: str) -> None:
     assert not [f for f in api.scan(engine).fusion if f.function == "FusedMoE.refresh"]
     text = FILES["eng/layers.py"].encode()
     assert [r["ops"] for r in file_glue(text)["FusedMoE.refresh"]] == [[".zero_", ".fill_"]]
-    assert sorted((src, root) for _, _, src, root in memo_spans(text)) == [("batch.start is None", "batch"),
-                                                                           ("self.mode != mode", "self")]
+    assert sorted((src, root) for _, _, src, root in file_glue(text)[MEMO]) == [("batch.start is None", "batch"),
+                                                                                ("self.mode != mode", "self")]
 
 
 def test_an_attribute_updated_from_itself_keeps_the_dtype_its_making_gives(engine: str) -> None:
