@@ -132,7 +132,7 @@ _TOP_KEYS = {
 _CASE_KEYS = {"name": True, "regime": True, "dtype": True, "dims": True, "params": False, "interpreter": False}
 _PROV_KEYS = {"repo": True, "commit": False, "definitions": False, "glue": False}
 _GLUE_KEYS = {"path": True, "module": False, "function": True, "lines": True, "inputs": False, "outputs": False,
-              "inplace": False, "traced": False, "folded": False}
+              "inplace": False, "traced": False, "folded": False, "pinned": False}
 _DEF_KEYS = {"name": True, "path": True, "qualname": True}
 
 

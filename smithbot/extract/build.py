@@ -17,7 +17,7 @@ from smithbot.config import Target
 from smithbot.extract.attempts import Check, failure_of
 from smithbot.extract.closure import ClosureBuilder, ExtractError
 from smithbot.extract.entry import op_entry
-from smithbot.extract.glue import GlueError, glue_function, served_condition
+from smithbot.extract.glue import GlueError, glue_function, served_condition, served_tests
 from smithbot.extract.harness import harness_source
 from smithbot.extract.inputs import (NAME_RULES, InputError, Objects, flat_entry, flatten_objects, object_leaves,
                                     param_specs, traced_specs, traced_values)
@@ -512,19 +512,21 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         + (f"; the constants every preset's serving makes of them, evaluated in {target.name}'s code: "
            f"{', '.join(constant)}" if constant else "")
     (out / "harness.py").write_text(harness_source(entry, specs, extra, how, glue.gathered))
+    served = served_tests(glue.folded, {n: traced[n]["value"] for n in constant}, glue.origins)
     task = {
         "id": f"{target.name}-{short}-glue-{site.first}",
         "kind": "fusion",
         "entry": entry,
         "description": f"{len(site.ops)} torch ops ({', '.join(site.ops)}) of {site.function}() at {site.path}:"
                        f"{site.first}-{site.last}, {site.launches} launches a call; outputs: {outputs}."
-                       + (f" Taken where serving has it: `{served_condition(glue.folded)}`." if glue.folded else ""),
+                       + (f" Taken where serving has it: `{served_condition(served)}`." if served else ""),
         "provenance": {"repo": url, "commit": commit,
                        "glue": {"path": site.path, "module": module, "function": site.function,
                                 "lines": [site.first, site.last], "inputs": glue.origins,
                                 **({"traced": traced} if traced else {}),
                                 "outputs": list(glue.outputs), "inplace": list(glue.inplace),
-                                **({"folded": [list(f) for f in glue.folded]} if glue.folded else {})},
+                                **({"folded": [list(f) for f in glue.folded]} if glue.folded else {}),
+                                **({"pinned": {n: traced[n]["value"] for n in constant}} if constant else {})},
                        "definitions": [{"name": d.name, "path": d.path, "qualname": d.qualname} for d in defs
                                        if d.name != entry and not d.source.startswith(f"{d.name} = ")]},
         "seeds": 3,

@@ -55,6 +55,13 @@ class GlueFunction:
     gathered: tuple[str, ...] = ()  # parameters read only through a tensor index: rows of a table, not all of it
 
 
+def served_tests(folded: Any, pinned: dict[str, Any] | None, origins: dict[str, str]) -> list[tuple[str, bool]]:
+    """The tests under which a fused kernel stands in for the glue: the folded if-tests as serving takes them, and
+    each input the task pinned to the constant serving makes of it, equal to that constant (``self.dim == -1``): the
+    kernel was verified at that value only, and a generated one may bake it in."""
+    return [*(tuple(f) for f in folded or ()), *((f"{origins[p]} == {v!r}", True) for p, v in (pinned or {}).items())]
+
+
 def served_condition(folded: tuple[tuple[str, bool], ...] | list[list[Any]]) -> str:
     """Where the glue runs as serving decides it: each folded test as it is taken, one not taken negated the way a
     person writes it (``not (a and b > 1)`` is ``not a or b <= 1``)."""

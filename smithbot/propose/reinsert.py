@@ -32,7 +32,7 @@ from evaluator import Task
 from evaluator.task import Definition, split_evolve
 from smithbot.config import Formatter
 from smithbot.errors import SmithbotError
-from smithbot.extract.glue import GlueError, glue_function, operand, served_condition
+from smithbot.extract.glue import GlueError, glue_function, operand, served_condition, served_tests
 from smithbot.propose.testcode import bound_names
 
 
@@ -396,8 +396,9 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
     returns = outs[-1:] == ["return"]
     targets = outs[:-1] + ["_returned"] if returns else outs
     new = [f"{', '.join(targets)} = {call}" if targets else call] + (["return _returned"] if returns else [])
-    if now.folded:  # the kernel computes the branches serving takes; the engine's lines stay for the others
-        new = [*_if_head(served_condition(now.folded), len(indent)), *("    " + n for n in new), "else:"]
+    served = served_tests(now.folded, glue.get("pinned"), now.origins)
+    if served:  # the kernel computes the branches serving takes, at its values; the engine's lines stay for the rest
+        new = [*_if_head(served_condition(served), len(indent)), *("    " + n for n in new), "else:"]
         kept = ["    " + line if line.strip() else line for line in lines[first - 1:last]]
     else:
         kept = []
@@ -407,8 +408,8 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
         del lines[above]
     path.write_text(add_import("".join(lines), module, name), encoding="utf-8")
     said = f"lines {first}-{last} of {rel} became one call of {name}" + (
-        f", where `{served_condition(now.folded)}` (as serving has it); the original lines stay for the other "
-        "cases" if now.folded else "")
+        f", where `{served_condition(served)}` (as serving has it); the original lines stay for the other "
+        "cases" if served else "")
     return Result((rel, kernel_rel), (f"{rel}::{glue['function']}",), (f"{kernel_rel}::{name}",), (said,))
 
 

@@ -27,7 +27,7 @@ from smithbot import __version__
 from smithbot.config import Engine, Target, templates_dir
 from smithbot.errors import SmithbotError
 from smithbot.evolve import tune
-from smithbot.extract.glue import served_condition
+from smithbot.extract.glue import served_condition, served_tests
 from smithbot.measure import batch_of, decode_case
 from smithbot.propose.reinsert import changed_definitions
 from smithbot.propose.testcode import inputs_code, needed_imports, reference_code
@@ -376,14 +376,14 @@ def _story(task: Task, cand: Any, v: dict[str, Any], kernel_def: Any, op: str, b
             gain = ("the same results in fewer launches on every model shape below (not yet timed: no GPU)." if preview
                     else f"{v['speedup']:.2f}× as fast on the geomean of the model shapes below ({span}), with the "
                          "same results.")
+            served = served_tests(glue.get("folded"), glue.get("pinned"), glue.get("inputs") or {})
             motivation = (f"The torch glue of `{glue['function']}()` ({glue['path']}:{first}-{last}){launches}. "
                           + (f"One Triton kernel, launched by `{op}` ({kernel_def.path}), replaces" if n <= 1
                              else f"{n} Triton kernels, launched by `{op}` ({kernel_def.path}), replace")
                           + f" those lines: {gain}"
                           + (f" It does what the code's own `{todo.strip()}` asked for." if todo else "")
-                          + (f" The kernel computes these lines where `{served_condition(glue['folded'])}`, as "
-                             "default serving has it; elsewhere the original lines still run."
-                             if glue.get("folded") else ""))
+                          + (f" The kernel computes these lines where `{served_condition(served)}`, as "
+                             "default serving has it; elsewhere the original lines still run." if served else ""))
     return what, motivation
 
 

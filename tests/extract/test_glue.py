@@ -221,6 +221,35 @@ def test_a_glue_tasks_inputs_have_the_dtype_and_shape_traced_through_the_engine(
     assert "'gate_logits': {'shape': ['tokens', 8], 'dtype': 'bf16'}" in harness
 
 
+def test_a_fused_call_runs_only_at_the_constants_its_task_pinned(engine: str, tmp_path) -> None:
+    """``noaux_route``'s scale is serving's constant 2.5, so the task times the kernel at 2.5 only (and a generated
+    kernel may bake it in): put back, the fused call runs where ``bias_scale == 2.5`` and the engine's lines stay
+    for any other scale; the task and the PR say so."""
+    import shutil
+
+    import yaml
+
+    from evaluator import load_task
+    from smithbot import api
+    from smithbot.propose.reinsert import reinsert_glue
+
+    [row] = api.extract(engine, "glue:noaux_route", out=tmp_path / "task")
+    assert row.extracted, row.why
+    task_yaml = yaml.safe_load((tmp_path / "task" / "task.yaml").read_text())
+    assert task_yaml["provenance"]["glue"]["pinned"] == {"bias_scale": 2.5}
+    assert "Taken where serving has it: `bias_scale == 2.5`." in task_yaml["description"]
+    root = tmp_path / "checkout"
+    shutil.copytree(yaml.safe_load(Path(engine).read_text())["repo"], root)
+    kernel = (tmp_path / "task" / "kernel.py").read_text()
+    done = reinsert_glue(load_task(tmp_path / "task"), kernel, root, "eng/kernels")
+    assert "where `bias_scale == 2.5` (as serving has it)" in done.notes[0]
+    patched = (root / "eng/layers.py").read_text()
+    ast.parse(patched)
+    head = patched.index("    if bias_scale == 2.5:\n")
+    assert head < patched.index("= fused_") < patched.index("    else:\n", head)
+    assert "        scores = torch.add(gate_logits.sigmoid(), bias, alpha=bias_scale)" in patched
+
+
 def test_a_linear_layers_output_is_as_wide_as_its_out_features(engine: str, tmp_path) -> None:
     """The router's softmax glue reads ``self.gate(x)``, a ``torch.nn.Linear(16, 8)`` of the router's: the logits
     are 8 wide whatever the model's dtype, not the hidden size that the name ``logits`` would get by default."""
