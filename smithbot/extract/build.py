@@ -453,7 +453,8 @@ def _traced(site: Any, origins: dict[str, str], models: dict[str, Any]) -> dict[
     tensors = copy.deepcopy(next((t for t in per.values() if t), {}))
     for param, spec in tensors.items():
         tails = {name: t[param]["tail"] for name, t in per.items() if "tail" in t.get(param, {}) and name in models}
-        if "tail" in spec and len({tuple(t) for t in tails.values()}) > 1 and len({len(t) for t in tails.values()}) == 1:
+        differ = len({tuple(t) for t in tails.values()}) > 1 and len({len(t) for t in tails.values()}) == 1
+        if "tail" in spec and differ:
             spec["tail"] = [_dim_named(i, n, tails, models) for i, n in enumerate(spec["tail"])]
     values = traced_values(origins, [p.get("inputs") or {} for p in site.presets.values()])
     return {**{k: v for k, v in values.items() if k not in tensors}, **tensors}
