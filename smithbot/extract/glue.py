@@ -358,6 +358,8 @@ class _Reads(ast.NodeTransformer):
         return node
 
 
-def _first_store(span: list[ast.stmt], name: str) -> int:
-    return min((n.lineno for s in span for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == name
-                and isinstance(n.ctx, ast.Store)), default=0)
+def _first_store(span: list[ast.stmt], name: str) -> tuple[int, int]:
+    """Where the run first binds ``name``: line and column, so that names one statement binds (``w, ids = ...``)
+    come in the order it binds them."""
+    return min(((n.lineno, n.col_offset) for s in span for n in ast.walk(s) if isinstance(n, ast.Name)
+                and n.id == name and isinstance(n.ctx, ast.Store)), default=(0, 0))

@@ -15,6 +15,8 @@ import torch
 
 from smithbot.extract.glue import GlueError, glue_function
 
+ROOT = Path(__file__).resolve().parents[2]
+
 # a decode step's attention metadata, the way engines build it: attributes of a batch object in, attributes of a
 # metadata object out, with a TODO asking for a kernel
 ENGINE = textwrap.dedent('''\
@@ -574,3 +576,21 @@ def test_a_width_each_preset_traces_differently_is_the_model_dim_it_equals_in_ea
     assert got == {"x": {"tail": ["experts"]}, "y": {"dtype": "fp32", "tail": ["experts", 4]}}
     same = {"qwen3-30b-a3b": (128, 4), "qwen3-8b": (128, 4)}
     assert _traced(site(same), {"x": "logits"}, models) == {"x": {"tail": [128]}}
+
+
+def test_names_one_statement_binds_are_outputs_in_the_order_it_binds_them() -> None:
+    """``w, ids = torch.topk(p, k)``: the outputs are (w, ids) whatever the hash seed, since the task's entry and the
+    proposal's call, made in different processes, must agree (a set's order once made them differ)."""
+    src = textwrap.dedent('''\
+        import torch
+
+        def route(x, k):
+            p = torch.softmax(x, dim=-1)
+            w, ids = torch.topk(p, k)
+            return w.sum() + ids.sum()
+        ''')
+    code = ("import ast, sys; from smithbot.extract.glue import glue_function; "
+            "print(glue_function(ast.parse(sys.stdin.read()), 'route', 4, 5, 'g').outputs)")
+    got = {subprocess.run([sys.executable, "-c", code], input=src, capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONHASHSEED": str(seed)}, cwd=ROOT).stdout for seed in range(6)}
+    assert got == {"('w', 'ids')\n"}
