@@ -476,6 +476,9 @@ def _differences(fn: ast.FunctionDef) -> list[tuple[str, str]]:
             and n.right.id in params and n.left.id != n.right.id]
 
 
+_SEQUENCES = "max(1, (tokens) // 8)"  # a case's sequences where lengths lay them over its rows: 8 rows each
+
+
 def _one_layout(specs: dict[str, Any], inferred: set[str], per_program: list[set[str]] | None = None,
                 cumsummed: set[str] = frozenset(),  # type: ignore[assignment]
                 differences: list[tuple[str, str]] | None = None) -> None:
@@ -485,7 +488,8 @@ def _one_layout(specs: dict[str, Any], inferred: set[str], per_program: list[set
     batch size (``bs``) counts those sequences. Lengths with no starts beside them that the launcher adds up into
     offsets itself (``cumsummed``) lay their sequences end to end over the rows the same way, and so do lengths the
     launcher subtracts others from (``seq_lens - ready_lens``, ``differences``: the new part of each sequence): the
-    lengths subtracted are each at most the other's, a prefix of the sequence."""
+    lengths subtracted are each at most the other's, a prefix of the sequence. A layout's request table beside such
+    lengths (``req_pool_indices``) has as many rows as they have sequences."""
     lens = [n for n in inferred if isinstance(specs[n], dict) and specs[n].get("init") == "randint:1:8"
             and len(specs[n].get("shape", ())) == 1 and "len" in n.lower()]
     for start in sorted(inferred):
@@ -497,7 +501,7 @@ def _one_layout(specs: dict[str, Any], inferred: set[str], per_program: list[set
         if len(same) != 1:  # cu_q_seqlens and kv_seqlens describe different sequences
             continue
         partner = same[0]
-        batch = "max(1, (tokens) // 8)"
+        batch = _SEQUENCES
         specs[partner] = {**specs[partner], "shape": [batch], "init": f"randint:1:(tokens) // ({batch}) + 1"}
         cu = str(spec["shape"][0]).endswith("+ 1")
         specs[start] = {**spec, "shape": [f"{batch} + 1" if cu else batch], "init": f"starts:{partner}"}
@@ -513,8 +517,12 @@ def _one_layout(specs: dict[str, Any], inferred: set[str], per_program: list[set
     parts = [(a, b) for a, b in differences or () if a in lens and b in lens
              and specs[a].get("shape") == specs[b].get("shape") == ["tokens"]]
     for n in sorted(set(lens) & (cumsummed | {a for a, _ in parts})):  # torch.cumsum(seq_lens): offsets into rows
-        batch = "max(1, (tokens) // 8)"  # that must hold them all
+        batch = _SEQUENCES  # that must hold them all
         if specs[n].get("shape") == ["tokens"]:
             specs[n] = {**specs[n], "shape": [batch], "init": f"randint:1:(tokens) // ({batch}) + 1"}
     for a, b in parts:  # seq_lens - ready_lens: what is ready is part of the sequence
         specs[b] = {**specs[b], "shape": specs[a]["shape"], "init": f"upto:{a}"}
+    if any(isinstance(s, dict) and s.get("shape") == [_SEQUENCES] for s in specs.values()):
+        for spec in specs.values():  # a layout's request table beside those lengths has a row per sequence too
+            if isinstance(spec, dict) and (spec.get("sizes") or {}).get("batch") == "tokens":
+                spec["sizes"] = {**spec["sizes"], "batch": _SEQUENCES}

@@ -594,3 +594,20 @@ def test_names_one_statement_binds_are_outputs_in_the_order_it_binds_them() -> N
     got = {subprocess.run([sys.executable, "-c", code], input=src, capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONHASHSEED": str(seed)}, cwd=ROOT).stdout for seed in range(6)}
     assert got == {"('w', 'ids')\n"}
+
+
+def test_a_request_table_beside_lengths_laid_over_the_rows_has_a_row_per_sequence() -> None:
+    """FA3's prefill metadata reads the batch's sequence lengths (added up into offsets: a sequence per 8 rows of
+    the case) and its request table (``req_pool_indices``, the paged-KV layout's): both are per request, so the
+    table gets as many rows as the lengths, not one per row of the case."""
+    from smithbot.extract.inputs import _one_layout
+
+    table = {"layout": "paged_kv", "sizes": {"batch": "tokens", "context": 1024, "page": 1}}
+    specs = {"lens": {"shape": ["tokens"], "init": "randint:1:8", "dtype": "int64"},
+             "req_pool_indices": {**table, "field": "req_pool_indices"}}
+    _one_layout(specs, {"lens"}, [], {"lens"}, [])
+    assert specs["lens"]["shape"] == ["max(1, (tokens) // 8)"]
+    assert specs["req_pool_indices"]["sizes"]["batch"] == "max(1, (tokens) // 8)"
+    alone = {"req_pool_indices": {**table, "field": "req_pool_indices"}}  # a decode batch: a request per row
+    _one_layout(alone, set(), [], set(), [])
+    assert alone["req_pool_indices"]["sizes"]["batch"] == "tokens"
