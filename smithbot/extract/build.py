@@ -513,7 +513,8 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
         + (f"; the constants every preset's serving makes of them, evaluated in {target.name}'s code: "
            f"{', '.join(constant)}" if constant else "")
     (out / "harness.py").write_text(harness_source(entry, specs, extra, how, glue.gathered))
-    served = served_tests(glue.folded, {n: traced[n]["value"] for n in constant}, glue.origins)
+    pinned = {n: traced[n]["value"] for n in constant}
+    served = served_tests(glue.folded, pinned, glue.origins)
     task = {
         "id": f"{target.name}-{short}-glue-{site.first}",
         "kind": "fusion",
@@ -527,7 +528,7 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
                                 **({"traced": traced} if traced else {}),
                                 "outputs": list(glue.outputs), "inplace": list(glue.inplace),
                                 **({"folded": [list(f) for f in glue.folded]} if glue.folded else {}),
-                                **({"pinned": {n: traced[n]["value"] for n in constant}} if constant else {})},
+                                **({"pinned": pinned} if pinned else {})},
                        "definitions": [{"name": d.name, "path": d.path, "qualname": d.qualname} for d in defs
                                        if d.name != entry and not d.source.startswith(f"{d.name} = ")]},
         "seeds": 3,

@@ -133,17 +133,18 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                 continue  # torch.compile fuses its ops already: it runs compiled, or below a compiled forward
             rel = program.modules[mod]
             types = pr.types.get((mod, qual), {})
+            on_path = [_held(program, cache_dir, [(*m.groups()[:2], int(m.group(3))) for t in r.tests
+                                                  for m in [_AT.match(t)] if m]) for r in rs]
             for run in runs:
                 ops, open_casts, not_counted = _with_casts(run, types, rel)
                 if len(ops) < MIN_LAUNCHES:
                     continue  # (its casts convert what has that dtype already)
                 asked = pr.answers.get((mod, qual), {})
-                kept = [(r, own) for r in rs for own in [_decide(program, mod, qual, run["tests"],
-                                                                  envs[pr.preset].with_phase(r.phase), asked)]
-                        if own is not None]
-                held = {id(r): _held(program, cache_dir, r.tests, [(rel, run["first"], t) for t, taken in run["tests"]
-                                                                   if taken]) for r, _ in kept}
-                kept = [(r, own) for r, own in kept if "self" not in held[id(r)]]
+                mine = _held(program, cache_dir, [(t, rel, run["first"]) for t, taken in run["tests"] if taken])
+                kept = [(r, own, held | mine) for r, held in zip(rs, on_path)
+                        for own in [_decide(program, mod, qual, run["tests"], envs[pr.preset].with_phase(r.phase),
+                                            asked)] if own is not None]
+                kept = [(r, own, held) for r, own, held in kept if "self" not in held]
                 if not kept:
                     continue  # work an object redoes only when what it keeps changes: not a step's
                 k = (mod, qual, run["first"], run["last"], ops)
@@ -151,12 +152,12 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
                     found[k] = FusionSite(qual, mod, rel, run["first"], run["last"], ops, len(ops),
                                           tuple(run["syncs"]), tuple(run["todos"]), not_counted, {},
                                           tuple((t, taken) for t, taken in run["tests"]))
-                per_layer = any(r.per_layer and not held[id(r)] for r, _ in kept)
+                per_layer = any(r.per_layer and not held for r, _, held in kept)
                 n = layers.get(pr.preset, 0) if per_layer else 1
-                best, own = min(kept, key=lambda rb: (bool(rb[0].tests) or bool(rb[1]), not rb[0].per_layer,
-                                                      rb[0].undecided + len(rb[1])))
+                best, own, _ = min(kept, key=lambda rb: (bool(rb[0].tests) or bool(rb[1]), not rb[0].per_layer,
+                                                         rb[0].undecided + len(rb[1])))
                 found[k].presets[pr.preset] = {
-                    "phases": sorted({r.phase for r, _ in kept}, reverse=True), "per_layer": per_layer,
+                    "phases": sorted({r.phase for r, _, _ in kept}, reverse=True), "per_layer": per_layer,
                     "layers": n if per_layer and n > 1 else None, "per_step": len(ops) * max(n, 1),
                     "path": short_path(best.path),
                     "undecided": round(best.undecided + len(own) + len(open_casts), 2),
@@ -172,17 +173,12 @@ def fusion_sites(reached: list[Any], program: Program, envs: dict[str, Env], lay
     return list(kept.values())
 
 
-def _held(program: Program, cache_dir: Path | None, path: tuple[str, ...], own: list[tuple[str, int, str]]
-          ) -> set[str]:
-    """The names that hold what the ``if``s a run sits under fill (``glue.MEMO``): the path's undecided tests
-    (``"test (file:line)"``) and the run's own taken ones. ``self``: the object keeps it across steps; a parameter
+def _held(program: Program, cache_dir: Path | None, tests: list[tuple[str, str, int]]) -> set[str]:
+    """The names that hold what these taken ``if``s fill (``glue.MEMO``; each test with its file and a line under
+    it: a path's undecided tests, or a run's own). ``self``: the object keeps it across steps; a parameter
     (``forward_batch``): the step's object keeps it, so the run goes once a step, not once a layer."""
-    out = set()
-    for test, rel, line in [(*m.groups()[:2], int(m.group(3))) for t in path for m in [_AT.match(t)] if m] + [
-            (t, rel, line) for rel, line, t in own]:
-        out |= {root for first, last, src, root in _file_glue(program, rel, cache_dir).get(MEMO, [])
-                if first <= line <= last and src == test}
-    return out
+    return {root for test, rel, line in tests for first, last, src, root in
+            _file_glue(program, rel, cache_dir).get(MEMO, []) if first <= line <= last and src == test}
 
 
 def _traced_input(types: dict[str, Any], line: int, src: str) -> dict[str, Any] | None:
