@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
+import pickle
 import re
 import time
 from dataclasses import dataclass, replace
@@ -29,7 +31,7 @@ from smithbot.propose.reinsert import ReinsertError, port
 from smithbot.repo import checkout, home
 from smithbot.report import preview_launches
 from smithbot.scan.fusion import fusion_sites
-from smithbot.scan.index import index
+from smithbot.scan.index import index, sources
 from smithbot.scan.rank import REACH_ORDER, link, merged_answers
 from smithbot.scan.reach import env_for, preset_reach, program_for
 from smithbot.types import KernelSite, ScanResult
@@ -120,9 +122,91 @@ def _scan(spec: str, source: str | None, rev: str | None, profile: str | None,
     if source is None and target.file is None and Path(spec).is_dir():
         source = spec  # a local checkout given as the target itself
     co = checkout(target, source, rev)
-    idx = index(co.root, target.include, target.exclude, target.hints.custom_jit_decorators,
-                home() / "cache" / "scan", progress=progress)
-    reached = preset_reach(co.root, idx, target, presets, home() / "cache" / "program")
+    texts = sources(co.root, target.include, target.exclude)
+    if measured is None:
+        key = _result_key(target, presets, texts)
+        scanned = _cached_result(target.name, key)
+        if scanned is None:
+            scanned = _ranked(co.root, texts, target, presets, None, None, progress)
+            _keep_result(target.name, key, scanned)
+    else:
+        scanned = _ranked(co.root, texts, target, presets, profile, measured, progress)
+    out = home() / "workspaces" / target.name / "scan.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    names = {s.name for s in scanned.sites}
+    tmp.write_text(json.dumps({"target": target.name, "root": str(co.root), "commit": co.commit, "url": co.url,
+                               "files": len(texts), "errors": [list(e) for e in scanned.errors],
+                               "model": model, "sets": sets or {},
+                               "profile": measured.summary(names) if measured else None,
+                               "default_paths": scanned.default_paths,
+                               "kernels": [s.to_dict() for s in scanned.sites],
+                               "fusion": [f.to_dict() for f in scanned.fusion]}))  # no indent: the C encoder
+    tmp.replace(out)
+    return ScanResult(target, co, scanned.sites, scanned.errors, scanned.modules, len(texts), scanned.parsed,
+                      scanned.cached, out, scanned.fusion)
+
+
+@dataclass(frozen=True)
+class _Scanned:
+    """What a scan computes from a checkout's files: kept whole, so that a scan of unchanged files under unchanged
+    code and settings reads it back instead of linking, walking and ranking again."""
+
+    sites: list[KernelSite]
+    fusion: list[Any]
+    errors: list[tuple[str, str]]
+    modules: dict[str, str]
+    default_paths: dict[str, str | None] | None
+    parsed: int
+    cached: int
+
+
+# every module of smithbot's own: a scan's result depends on the scanner, its graph, the target's config code and
+# the types it is kept as
+_SCANNER = hashlib.sha1(b"".join(p.read_bytes() for p in sorted(Path(__file__).resolve().parent.rglob("*.py"))))
+
+
+def _result_key(target: Target, presets: list[Any], texts: dict[str, bytes]) -> str:
+    h = _SCANNER.copy()
+    h.update(repr((target, presets)).encode())
+    for rel in sorted(texts):
+        h.update(rel.encode() + b"\0")
+        h.update(texts[rel])
+    return h.hexdigest()
+
+
+def _result_path(name: str) -> Path:
+    return home() / "cache" / "result" / f"{name}.pickle"
+
+
+def _cached_result(name: str, key: str) -> _Scanned | None:
+    """The last scan of this target when its key matches (one kept per target), else None; an unreadable file is
+    no cache. The file is smithbot's own, written by ``_keep_result`` under the same code (the key says so)."""
+    try:
+        data = _result_path(name).read_bytes()
+        if data[:40] != key.encode():
+            return None
+        found = pickle.loads(data[40:])
+    except Exception:  # noqa: BLE001 - a cache that fails to read in any way is no cache
+        return None
+    return replace(found, parsed=0) if isinstance(found, _Scanned) else None
+
+
+def _keep_result(name: str, key: str, scanned: _Scanned) -> None:
+    path = _result_path(name)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(key.encode() + pickle.dumps(scanned, protocol=pickle.HIGHEST_PROTOCOL))
+        tmp.replace(path)
+    except OSError:
+        pass  # best effort: the next scan computes it again
+
+
+def _ranked(root: Path, texts: dict[str, bytes], target: Target, presets: list[Any], profile: str | None,
+            measured: Any, progress: Callable[[int, int], None] | None) -> _Scanned:
+    idx = index(root, texts, target.hints.custom_jit_decorators, home() / "cache" / "scan", progress=progress)
+    reached = preset_reach(root, idx, target, presets, home() / "cache" / "program")
     graph = any(r.model_class for r in reached) or bool(target.serving.entries)
     reaches: dict[tuple[str, str], dict[str, list[Any]]] = {}
     for pr in reached:
@@ -144,9 +228,8 @@ def _scan(spec: str, source: str | None, rev: str | None, profile: str | None,
         sites.sort(key=lambda s: (REACH_ORDER[s.reach], -(s.measured_share or 0.0) * room.get(s.name, 1.0),
                                   -s.hotness, s.path, s.line))
     if not sites:
-        raise ConfigError(f"no Triton kernels found in {co.root} (include: {', '.join(target.include)})")
-    modules = {f["module"]: f["path"] for f in idx.facts}
-    program = program_for(co.root, idx, home() / "cache" / "program")
+        raise ConfigError(f"no Triton kernels found in {root} (include: {', '.join(target.include)})")
+    program = program_for(root, idx, home() / "cache" / "program")
     fusion = fusion_sites(reached, program, {p.name: env_for(target, p, program) for p in presets},
                           {p.name: p.layers for p in presets}, home() / "cache" / "glue")
     if measured is not None:  # a table from tasks has rows for glue runs too
@@ -155,18 +238,8 @@ def _scan(spec: str, source: str | None, rev: str | None, profile: str | None,
                   if f.name in glue_shares else f for f in fusion]
         if measured.from_tasks:
             fusion.sort(key=lambda f: (REACH_ORDER[f.reach], -(f.measured_share or 0.0) * measured.headroom.get(f.name, 1.0)))
-    out = home() / "workspaces" / target.name / "scan.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"target": target.name, "root": str(co.root), "commit": co.commit, "url": co.url,
-                               "files": len(idx.texts), "errors": [list(e) for e in idx.errors],
-                               "model": model, "sets": sets or {},
-                               "profile": measured.summary(names) if measured else None,
-                               "default_paths": {r.preset: r.model_class for r in reached} if graph else None,
-                               "kernels": [s.to_dict() for s in sites],
-                               "fusion": [f.to_dict() for f in fusion]}))  # no indent: the C encoder
-    tmp.replace(out)
-    return ScanResult(target, co, sites, idx.errors, modules, len(idx.texts), idx.parsed, idx.cached, out, fusion)
+    return _Scanned(sites, fusion, idx.errors, {f["module"]: f["path"] for f in idx.facts},
+                    {r.preset: r.model_class for r in reached} if graph else None, idx.parsed, idx.cached)
 
 
 @dataclass(frozen=True)

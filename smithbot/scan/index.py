@@ -122,10 +122,14 @@ def triton_reexports(texts: dict[str, bytes], packages: set[str]) -> dict[str, s
     return out
 
 
-def index(root: Path, include: tuple[str, ...], exclude: tuple[str, ...], custom_jit: tuple[str, ...],
-          cache_dir: Path, workers: int | None = None,
-          progress: Callable[[int, int], None] | None = None) -> Indexed:
-    texts = {rel: (root / rel).read_bytes() for rel in list_files(root, include, exclude)}
+def sources(root: Path, include: tuple[str, ...], exclude: tuple[str, ...]) -> dict[str, bytes]:
+    """Every included Python file's bytes, by its path relative to ``root``."""
+    return {rel: (root / rel).read_bytes() for rel in list_files(root, include, exclude)}
+
+
+def index(root: Path, texts: dict[str, bytes], custom_jit: tuple[str, ...], cache_dir: Path,
+          workers: int | None = None, progress: Callable[[int, int], None] | None = None) -> Indexed:
+    """The facts of every file in ``texts`` (``sources``) that may hold a kernel or re-export one."""
     ancestors = {"/".join(rel.split("/")[:n]) for rel in texts for n in range(1, rel.count("/") + 1)}
     packages = {d for d in ancestors if (root / d / "__init__.py").is_file()}
     reexports = triton_reexports(texts, packages)

@@ -3,6 +3,8 @@ kernels default serving reaches, how often, in which phase, and what a declared 
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -93,6 +95,26 @@ def test_warm_scan_reads_the_graph_from_its_cache(engine: str, tmp_path: Path) -
     assert [(s.name, s.presets, s.default_path) for s in api.scan(engine).sites] == first
 
 
+def test_a_scan_of_unchanged_files_reads_its_result_back(engine: str, tmp_path: Path) -> None:
+    source = tmp_path / "eng"
+    first = api.scan(engine, source=str(source))
+    shutil.rmtree(tmp_path / "home" / "cache" / "scan")  # a hit parses nothing, even with no file's facts kept
+    (tmp_path / "home" / "workspaces" / "eng" / "scan.json").unlink()
+    again = api.scan(engine, source=str(source))
+    assert first.parsed > 0 and again.parsed == 0
+    assert again.sites == first.sites and again.fusion == first.fusion and again.errors == first.errors
+    assert json.loads(again.path.read_text())["kernels"] == json.loads(json.dumps([s.to_dict() for s in first.sites]))
+    # a setting, a preset or a file changed is scanned again
+    decode = by_name(api.scan(engine, source=str(source), sets={"attention_backend": "triton"}))
+    assert decode["triton_decode_kernel"].presets == ("llama3-8b",)
+    assert by_name(api.scan(engine, source=str(source)))["triton_decode_kernel"].presets == ()
+    assert by_name(api.scan(engine, source=str(source), model="llama3-8b"))["rms_kernel"].presets == ("llama3-8b",)
+    norm = source / "eng" / "kernels" / "norm.py"
+    norm.write_text(norm.read_text() + "\n\n@triton.jit\ndef added_kernel(x):\n    pass\n")
+    edited = api.scan(engine, source=str(source))
+    assert edited.parsed == 1 and "added_kernel" in by_name(edited)
+
+
 
 def test_presets_walked_in_parallel_give_what_one_process_gives(engine: str, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,7 +133,8 @@ def test_presets_walked_in_parallel_give_what_one_process_gives(engine: str, tmp
     forked = [(s.name, s.presets, s.default_path, s.reach, s.undecided) for s in api.scan(engine).sites]
     pids = {f.name.split("-")[1] for f in tmp_path.glob("walked-*")}
     assert len(pids) == 2 and str(os.getpid()) not in pids  # a process of its own per preset
-    for f in (tmp_path / "home" / "cache" / "program" / "reach").glob("*.json"):
+    for f in [*(tmp_path / "home" / "cache" / "program" / "reach").glob("*.json"),
+              *(tmp_path / "home" / "cache" / "result").iterdir()]:
         f.unlink()
     monkeypatch.setattr(reach, "_memory", lambda: reach._WALK_BYTES)  # room for one walk: no workers
     alone = [(s.name, s.presets, s.default_path, s.reach, s.undecided) for s in api.scan(engine).sites]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from smithbot.config import generic_target
-from smithbot.scan.index import index
+from smithbot.scan.index import index, sources
 from smithbot.scan.rank import link, merged_answers
 from smithbot.scan.reach import preset_reach
 from tests.scan.fixtures import write
@@ -19,8 +19,8 @@ def scan(tmp_path: Path, **hints):
     target = generic_target(str(root))
     target = dataclasses.replace(target, hints=dataclasses.replace(
         target.hints, custom_jit_decorators=("cached_triton_kernel",), hot_paths=("eng/kernels/**",), **hints))
-    idx = index(root, target.include, target.exclude, target.hints.custom_jit_decorators, tmp_path / "cache",
-                workers=1)
+    idx = index(root, sources(root, target.include, target.exclude), target.hints.custom_jit_decorators,
+                tmp_path / "cache", workers=1)
     # the launches' if-tests as the call graph decides them (is_hip() through its body, on the target's GPU)
     answers = merged_answers(preset_reach(root, idx, target, list(target.models[:1]), None))
     return idx, {(s.name, s.line): s for s in link(idx, target, answers=answers)}, root, target
@@ -64,12 +64,12 @@ def test_extraction_classes(tmp_path: Path) -> None:
 def test_warm_scan_parses_nothing(tmp_path: Path) -> None:
     idx1, _, root, target = scan(tmp_path)
     assert idx1.parsed > 0 and idx1.cached == 0
-    idx2 = index(root, target.include, target.exclude, target.hints.custom_jit_decorators, tmp_path / "cache",
-                 workers=1)
+    idx2 = index(root, sources(root, target.include, target.exclude), target.hints.custom_jit_decorators,
+                 tmp_path / "cache", workers=1)
     assert idx2.parsed == 0 and idx2.cached == idx1.parsed
     (root / "eng" / "layers" / "act.py").write_text((root / "eng" / "layers" / "act.py").read_text() + "\n# edit\n")
-    idx3 = index(root, target.include, target.exclude, target.hints.custom_jit_decorators, tmp_path / "cache",
-                 workers=1)
+    idx3 = index(root, sources(root, target.include, target.exclude), target.hints.custom_jit_decorators,
+                 tmp_path / "cache", workers=1)
     assert idx3.parsed == 1
 
 
