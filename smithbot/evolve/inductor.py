@@ -127,6 +127,7 @@ def compile_glue(task_dir: Path) -> Compiled:
     """Compile the baseline of fusion task ``task_dir`` with ``torch.compile(dynamic=True)`` on its largest GPU case
     and return Inductor's output. Needs a CUDA GPU: Inductor writes Triton only for one."""
     import torch
+    import torch.fx.experimental._config as fx_config
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.utils import run_and_get_code
 
@@ -156,7 +157,10 @@ def compile_glue(task_dir: Path) -> Compiled:
 
     torch._dynamo.reset()
     try:
-        result, codes = run_and_get_code(torch.compile(fn, backend=backend, dynamic=True), **args)
+        # a symbol of its own for every size: with sizes that happen to be equal in this case sharing one (Dynamo's
+        # "duck" shapes), the code would index a [1024, 1024] table by its rows' count, wrong for any other table
+        with fx_config.patch(use_duck_shape=False):
+            result, codes = run_and_get_code(torch.compile(fn, backend=backend, dynamic=True), **args)
     except Exception as exc:  # noqa: BLE001 - Inductor's own failure, reported as the proposal's
         said = [line for line in str(exc).splitlines() if line.strip() and not line.startswith("Set TORCH")]
         raise InductorError(f"torch.compile failed: {type(exc).__name__}: {(said or [''])[-1].strip()[:300]}"
