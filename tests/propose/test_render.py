@@ -13,7 +13,7 @@ from evaluator import EvalResult, load_task
 from smithbot.config import get_target
 from smithbot.evolve import tune
 from smithbot.evolve.db import RunDB
-from smithbot.propose.render import MAX_BODY, MAX_TEST_LINES, metadata, module_of, render, sanitize
+from smithbot.propose.render import MAX_BODY, MAX_TEST_LINES, case_span, metadata, module_of, render, sanitize
 from smithbot.verify import judge, judge_preview
 from tests.evolve.helpers import TASKS
 
@@ -139,6 +139,13 @@ def test_a_commit_carries_a_dco_sign_off_where_the_target_asks_for_one() -> None
     assert signed.splitlines()[0] == "[Kernel] Faster rms_norm"
     assert signed.endswith("\n\nSigned-off-by: smithbot <smithbot@users.noreply.github.com>")
     assert "Signed-off-by" not in commit_message("[Kernel] Faster rms_norm", get_target("sglang"))
+
+
+def test_the_speedup_span_gives_one_figure_where_its_range_rounds_to_one() -> None:
+    ratios = {"a-decode-bs1": 1.153, "a-decode-bs64": 1.041, "irregular-decode-bs3": 1.1, "a-prefill-4k": 2.134,
+              "b-prefill-4k": 2.1339}
+    assert case_span(ratios) == "decode cases 1.04–1.15×; prefill cases 2.13×"
+    assert case_span({"a-prefill-4k": 0.99}) == "prefill cases 0.99×"
 
 
 def test_sanitize_removes_pings_and_references() -> None:
