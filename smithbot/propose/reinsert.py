@@ -399,7 +399,10 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
     served = served_tests(now.folded, glue.get("pinned"), now.origins)
     if served:  # the kernel computes the branches serving takes, at its values; the engine's lines stay for the rest
         new = [*_if_head(served_condition(served), len(indent)), *("    " + n for n in new), "else:"]
-        kept = ["    " + line if line.strip() else line for line in lines[first - 1:last]]
+        rest = lines[first - 1:last]
+        if len(served) == 1 and len(now.folded) == 1:  # the else is where that one test goes the other way
+            rest = _taken(tree, rest, first, served[0][0], not served[0][1])
+        kept = ["    " + line if line.strip() else line for line in rest]
     else:
         kept = []
     lines[first - 1:last] = [indent + n + "\n" for n in new] + kept
@@ -411,6 +414,40 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
         f", where `{served_condition(served)}` (as serving has it); the original lines stay for the other "
         "cases" if served else "")
     return Result((rel, kernel_rel), (f"{rel}::{glue['function']}",), (f"{kernel_rel}::{name}",), (said,))
+
+
+def _taken(tree: ast.Module, lines: list[str], first: int, test: str, value: bool) -> list[str]:
+    """``lines`` (the file's, from line ``first``) with the ``if`` among them that tests ``test`` replaced by the
+    branch that ``value`` takes, dedented to the ``if``'s place: what the engine's lines come to where the test is
+    known; a test known false with no ``else`` drops the ``if``. Lines left as they are where no ``if`` among them
+    tests ``test``."""
+    want = ast.unparse(ast.parse(test, mode="eval").body)
+    last = first + len(lines) - 1
+    node = next((n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test) == want
+                 and first <= n.lineno and (n.end_lineno or 0) <= last), None)
+    if node is None:
+        return lines
+    after = lines[(node.end_lineno or node.lineno) - first + 1:]
+    branch = node.body if value else node.orelse
+    if not branch:  # a test known false with no else: the if goes, where statements are left around it
+        rest = lines[:node.lineno - first] + after
+        return rest if any(line.strip() and not line.lstrip().startswith("#") for line in rest) else lines
+    if not value and isinstance(branch[0], ast.If) and branch[0].col_offset == node.col_offset:
+        return lines  # an elif: left as written
+    if value:  # the body: from the line after the header's colon (comments above its first statement included)
+        head = node.test.end_lineno or node.lineno
+        while head < branch[0].lineno - 1 and not lines[head - first].split("#")[0].rstrip().endswith(":"):
+            head += 1
+        start, end = head + 1, node.body[-1].end_lineno or node.body[-1].lineno
+    else:  # the else's block: from the line after `else:`
+        start, end = (node.body[-1].end_lineno or node.body[-1].lineno) + 1, node.end_lineno or node.lineno
+        while start < branch[0].lineno and not lines[start - first].lstrip().startswith("else"):
+            start += 1
+        start += 1
+    cut = branch[0].col_offset - node.col_offset
+    body = [line[cut:] if line.strip() and not line[:cut].strip() else line
+            for line in lines[start - first:end - first + 1]]
+    return lines[:node.lineno - first] + body + after
 
 
 def _if_head(condition: str, indent: int, width: int = 88) -> list[str]:

@@ -478,7 +478,7 @@ def test_a_glue_task_takes_the_branch_serving_decides_and_its_proposal_keeps_the
         engine: str, tmp_path) -> None:
     """The fake engine's routing glue runs on through `if _is_hip:` (a HIP kernel's launch, false on CUDA): its task
     is the run without that branch and says so; put back, the fused call runs where serving's test holds, and the
-    engine's own lines, HIP branch included, stay for the other case."""
+    engine's own lines stay for the other case, where the HIP branch is taken."""
     import shutil
 
     import yaml
@@ -504,8 +504,14 @@ def test_a_glue_task_takes_the_branch_serving_decides_and_its_proposal_keeps_the
     ast.parse(patched)
     call = next(line for line in patched.splitlines() if "fused_" in line and "= fused_" in line)
     assert patched.index("        if not _is_hip:\n") < patched.index(call) < patched.index("        else:\n")
-    kept = [line for line in before.splitlines()[56:68] if line.strip()]
-    assert all(("    " + line) in patched.splitlines() for line in kept)
+    # under the else `_is_hip` holds: the HIP branch's lines stand there without their `if`, the rest as they were
+    hip = before.splitlines()[59:63]
+    assert hip[0] == "            probs = torch.softmax(x, dim=-1)" and patched.count("if _is_hip:") == 0
+    kept = [line for line in before.splitlines()[63:68] if line.strip()]
+    else_block = patched.splitlines()[patched.splitlines().index("        else:"):]
+    at = else_block.index(hip[0])
+    assert else_block[at:at + 4] == hip  # one level out, then one in under the else
+    assert all(("    " + line) in else_block for line in kept)
 
 
 def test_a_table_the_glue_reads_through_an_index_is_gathered_and_its_size_is_not_what_a_call_moves() -> None:

@@ -323,3 +323,68 @@ def test_the_fused_launcher_is_named_for_what_the_glue_computes(tmp_path: Path) 
     assert launcher_name("fused_moe", ["out"], tmp_path, {"fused_moe", "torch"}) == "fused_moe_glue"
     (tmp_path / "fused_renorm.py").write_text("")
     assert launcher_name("Router.renorm", ["w"], tmp_path, set()) == "fused_renorm_glue"
+
+
+FOLDED = """\
+def init(self, batch, meta):
+    meta.lens = batch.lens.to(torch.int32)
+    if (
+        self.cp_size > 1
+        and batch.extend is not None
+    ):
+        # pad for the ranks
+        pad = batch.extend - batch.real
+        meta.max_k += pad
+
+    meta.table = self.table[batch.idx, : meta.max_k]
+    if batch.mode == 2:
+        meta.two = 2
+    else:
+        # any other mode
+        meta.two = 0
+    return meta
+"""
+
+
+@pytest.mark.parametrize("test, value, expected", [
+    # a multi-line test known true: its body, dedented, comment kept; the lines around as they were
+    ("self.cp_size > 1 and batch.extend is not None", True,
+     FOLDED.replace("""    if (
+        self.cp_size > 1
+        and batch.extend is not None
+    ):
+        # pad for the ranks
+        pad = batch.extend - batch.real
+        meta.max_k += pad
+""", """    # pad for the ranks
+    pad = batch.extend - batch.real
+    meta.max_k += pad
+""")),
+    # known false with no else: the if goes
+    ("self.cp_size > 1 and batch.extend is not None", False,
+     FOLDED.replace(FOLDED[FOLDED.index("    if ("):FOLDED.index("\n\n    meta.table") + 1], "")),
+    # known false with an else: the else's block, its comment kept
+    ("batch.mode == 2", False,
+     FOLDED.replace("""    if batch.mode == 2:
+        meta.two = 2
+    else:
+        # any other mode
+        meta.two = 0
+""", """    # any other mode
+    meta.two = 0
+""")),
+    # no if tests it: as written
+    ("batch.mode == 3", True, FOLDED),
+])
+def test_the_engines_lines_kept_under_else_take_the_branch_the_test_takes_there(test: str, value: bool,
+                                                                                 expected: str) -> None:
+    """Under the fused call's `else:` the one folded test goes the other way, so its `if` is replaced by the branch
+    taken there (a maintainer reads no test that cannot fail)."""
+    import ast
+
+    from smithbot.propose.reinsert import _taken
+
+    lines = FOLDED.splitlines(keepends=True)
+    out = "".join(_taken(ast.parse(FOLDED), lines[1:], 2, test, value))
+    assert FOLDED.splitlines(keepends=True)[0] + out == expected
+    ast.parse(expected)
