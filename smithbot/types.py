@@ -21,6 +21,9 @@ class LaunchSite:
     branch: str  # the enclosing if-tests, e.g. "if is_hip(): [body]"; "" when unconditional
     fallback_only: bool  # reached only on a non-CUDA dispatch branch
     cuda_branch: bool  # explicitly on the CUDA branch
+    # the enclosing if-tests that serving decides for this launch, each with the value it takes (the call graph's
+    # answer where it has one): an extraction keeps that branch only
+    decided: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -275,8 +275,10 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
     stubs = {**target.stubs, **(target.inputs.get(wrapper.replace(".", "_"), {}).get("_stubs") or {})}
     # a spec for a name the launcher reads as `get_NAME()` (engine state) hands that state in (closure.py)
     state = tuple(k for k in target.inputs.get(wrapper.replace(".", "_"), {}) if not k.startswith("_"))
+    module_of = {p: m for m, p in modules.items()}
+    decided = {(module_of.get(la.path, ""), la.wrapper): dict(la.decided) for la in site.launches if la.decided}
     builder = ClosureBuilder(root, modules, module.split(".")[0], stubs, target.hints.external_modules,
-                             target.hints.custom_jit_decorators, state)
+                             target.hints.custom_jit_decorators, state, decided)
     if fn is None:  # Cls.method, extracted as the function Cls_method
         fn = builder.add_method(module, *wrapper.split("."), wrapper.replace(".", "_"))
         wrapper = fn.name

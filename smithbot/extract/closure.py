@@ -75,8 +75,10 @@ def raising_class(name: str, origin: str, why: str, methods: list[str], construc
 class ClosureBuilder:
     def __init__(self, root: Path, modules: dict[str, str], package: str, stubs: dict[str, Any],
                  external: tuple[str, ...], custom_decorators: tuple[str, ...] = (),
-                 state: tuple[str, ...] = ()) -> None:
+                 state: tuple[str, ...] = (), decided: dict[tuple[str, str], dict[str, bool]] | None = None) -> None:
         self.root = root
+        # (module, function) -> its if-tests that serving decides for the kernel's launch: the branches kept
+        self.decided = decided or {}
         # engine state the launcher reads through an accessor (`get_req_to_token_pool().req_to_token`) that the
         # inputs give: each `get_NAME()` call in the launcher becomes its parameter NAME
         self.state = state
@@ -323,7 +325,7 @@ class ClosureBuilder:
             # a helper whose closure runs into the serving stack (configs, schedulers, loggers): not kernel code
             self.c.blockers.append(TOO_MANY)
             return node
-        source, node = self._rewritten(mod, source, node)
+        source, node = self._rewritten(mod, source, node, qualname)
         source, node, dropped = self._local_imports(mod, source, node)
         if isinstance(node, ast.FunctionDef) and self._depth > 1 and not is_kernel(node):
             bad = forbidden_in(source)  # a helper the evaluator's guard would reject: stubbed if off the path
@@ -336,9 +338,10 @@ class ClosureBuilder:
         self.c.definitions.append(Definition(name, qualname, mod.path, source))
         return node
 
-    def _rewritten(self, mod: Module, source: str, node: ast.stmt) -> tuple[str, ast.stmt]:
+    def _rewritten(self, mod: Module, source: str, node: ast.stmt, qualname: str) -> tuple[str, ast.stmt]:
         """A definition's source with the target's quirks rewritten for a task (``extract.rules``)."""
-        return rewritten(Context(self.stubs_values, Constants(self, mod), mod.imports, self.c.stubs), source, node)
+        return rewritten(Context(self.stubs_values, Constants(self, mod), mod.imports, self.c.stubs,
+                                 self.decided.get((mod.name, qualname), {})), source, node)
 
     def _local_imports(self, mod: Module, source: str, node: ast.stmt) -> tuple[str, ast.stmt, dict[str, str]]:
         """Imports inside a function that the task may not make (the target's own helpers, relative imports) become

@@ -45,10 +45,12 @@ class Renamer(cst.CSTTransformer):
 
 
 class Pruner(cst.CSTTransformer):
-    """Keeps only the branch a stubbed dispatch test takes: ``if is_hip(): ...`` with is_hip stubbed to False."""
+    """Keeps only the branch a test takes where its value is known: a stubbed dispatch test (``if is_hip(): ...``
+    with is_hip stubbed to False), or a test in ``decided`` (its source, as ``ast.unparse`` writes it)."""
 
-    def __init__(self, values: dict[str, Any]) -> None:
+    def __init__(self, values: dict[str, Any], decided: dict[str, bool] | None = None) -> None:
         self.values = values
+        self.decided = decided or {}
         self._elif: set[int] = set()
 
     def visit_If(self, node: cst.If) -> None:
@@ -56,6 +58,10 @@ class Pruner(cst.CSTTransformer):
             self._elif.add(id(node.orelse))
 
     def _eval(self, test: cst.BaseExpression) -> bool | None:
+        if self.decided:
+            text = ast.unparse(ast.parse(cst.Module([]).code_for_node(test).strip(), mode="eval"))
+            if text in self.decided:
+                return self.decided[text]
         if isinstance(test, cst.Name) and test.value in self.values:
             return bool(self.values[test.value])
         if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value in self.values \

@@ -29,6 +29,7 @@ class Context:
     constants: Constants
     imports: dict[str, str]
     stand_ins: dict[str, str]
+    decided: dict[str, bool]  # the definition's if-tests that serving decides for the launch (``LaunchSite.decided``)
 
 
 @dataclass(frozen=True)
@@ -78,11 +79,13 @@ def _watching_decorators(ctx: Context, source: str, node: ast.stmt) -> str | Non
 _HIP_VERSION = re.compile(r"getattr\(torch\.version,\s*['\"]hip['\"],\s*None\)|torch\.version\.hip\b")
 
 RULES: tuple[Rule, ...] = (
-    Rule("stubbed branches",
-         "a branch on a runtime helper the target's YAML stands for (`if is_hip():` with is_hip false) keeps only the "
-         "branch taken on the serving GPU, so the task carries no code for another platform",
-         lambda ctx, src, node: _function(node) and any(name in src for name in ctx.stubs),
-         lambda ctx, src, node: cst.parse_module(src).visit(Pruner(ctx.stubs)).code),
+    Rule("decided branches",
+         "a branch on a runtime helper the target's YAML stands for (`if is_hip():` with is_hip false), or on a test "
+         "that the call graph decides for the launch on the default path (`if support_triton(get_server_args()"
+         ".attention_backend):`), keeps only the branch serving takes, so the task carries neither another "
+         "platform's code nor the state the test reads",
+         lambda ctx, src, node: _function(node) and (bool(ctx.decided) or any(name in src for name in ctx.stubs)),
+         lambda ctx, src, node: cst.parse_module(src).visit(Pruner(ctx.stubs, ctx.decided)).code),
     Rule("environment reads",
          "`os.getenv(K, D)` and `os.environ.get(K, D)` become D, what a clean environment gives: the task does not "
          "depend on the shell it runs in",

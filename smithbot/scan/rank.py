@@ -75,24 +75,27 @@ def static_work(k: dict[str, Any]) -> tuple[float, str]:
 
 
 def _branch_kind(branches: list[dict[str, str]], env: Env, assigns: dict[str, str],
-                 answers: dict[str, dict[str, Any]]) -> tuple[bool, bool, str]:
-    """(fallback_only, cuda_branch, description) for a launch's enclosing if-tests, decided by the serving
+                 answers: dict[str, dict[str, Any]]) -> tuple[bool, bool, str, tuple[tuple[str, bool], ...]]:
+    """(fallback_only, cuda_branch, description, decided) for a launch's enclosing if-tests, decided by the serving
     defaults: a test they decide against the branch makes the launch fallback-only; one the serving GPU decides for
     it (``is_cuda()``, ``not _is_hip``: evaluated through the engine's helpers) puts it on the CUDA branch.
+    ``decided`` holds each test decided for the launch, with its value: the branch an extraction of it keeps.
     ``answers`` are the call graph's (test -> value, and whether the platform decided it); a test it did not answer
     is evaluated over the module's assignments."""
     fallback = cuda = False
     desc = []
+    decided_for = []
     for b in branches:
         test, taken = b["test"], b["in"] == "body"
         got = answers.get(test)
         decided = got["value"] if got else evaluate(test, env, assigns.get)
         if decided is not None and decided != taken:
             fallback = True
-        elif decided is not None and got and got["platform"]:
-            cuda = True
+        elif decided is not None:
+            decided_for.append((test, taken))
+            cuda = cuda or bool(got and got["platform"])
         desc.append(f"if {test}: [{b['in']}]")
-    return fallback, cuda and not fallback, "; ".join(desc)
+    return fallback, cuda and not fallback, "; ".join(desc), tuple(decided_for) if not fallback else ()
 
 
 def merged_answers(reached: list[Any]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
@@ -137,11 +140,11 @@ def link(idx: Indexed, target: Target, measured: dict[str, tuple[float, float]] 
             key = _resolve_launch(la, f, kernels, by_module)
             if key is None:
                 continue
-            fb, cuda, desc = _branch_kind(la["branches"], env, f.get("assigns", {}),
-                                          (answers or {}).get((f["module"], la["wrapper"]), {}))
+            fb, cuda, desc, decided = _branch_kind(la["branches"], env, f.get("assigns", {}),
+                                                   (answers or {}).get((f["module"], la["wrapper"]), {}))
             launches[key].append(LaunchSite(path=f["path"], line=la["line"], wrapper=la["wrapper"], grid=la["grid"],
                                             kwargs=tuple(la["kwargs"]), branch=desc, fallback_only=fb,
-                                            cuda_branch=cuda))
+                                            cuda_branch=cuda, decided=decided))
             wrapper_names[key].add(la["wrapper"].split(".")[0])
 
     called_from_kernels = {c.split(".")[-1] for defs in kernels.values() for k in defs for c in k["calls"]}

@@ -13,7 +13,7 @@ from tests.extract.test_closure import _source
 
 # rule name -> (pkg/op.py's source, the target's stubs, text the closure has with the rule, text it has without)
 FIXTURES = {
-    "stubbed branches": (
+    "decided branches": (
         "import torch\nfrom pkg.platform import is_hip\n\n\n"
         "def launch(x):\n    if is_hip():\n        return x * 2\n    return x + 1\n",
         {"is_hip": False}, "return x + 1", "return x * 2"),

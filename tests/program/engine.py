@@ -59,6 +59,20 @@ FILES = {
     "eng/kernels/op.py": TRITON + kernel("op_cuda_kernel") + kernel("op_native_kernel")
     + "\n\ndef op_cuda(x):\n    op_cuda_kernel[(1,)](x)\n\n\ndef op_native(x):\n    op_native_kernel[(1,)](x)\n",
     "eng/kernels/rocm_rope.py": TRITON + kernel("rocm_rope_kernel") + "\n\ndef rope(x):\n    rocm_rope_kernel[(1,)](x)\n",
+    # a launch under a test the serving settings decide (sglang's `if support_triton(get_server_args()
+    # .attention_backend):`), with the engine's host fallback in the else
+    "eng/kernels/pool.py": TRITON + "from eng.utils import get_server_args\n" + kernel("pool_kernel") + '''
+
+def supports_triton(backend):
+    return backend not in ("torch_native", "intel_amx")
+
+
+def write_pool(x):
+    if supports_triton(get_server_args().attention_backend):
+        pool_kernel[(1,)](x)
+    else:
+        x.zero_()
+''',
     "eng/backends.py": '''from enum import Enum
 
 from eng.kernels import rms_norm
@@ -1503,6 +1517,7 @@ def step_tail(fb: ForwardBatch, x):
 from eng.forward_batch import ForwardBatch
 from eng.args import ServerArgs
 from eng.graph import EagerPrefillRunner, FullBackend, make_prefill_runner, prefill_graph, run_prefill, step_tail
+from eng.kernels.pool import write_pool
 from eng.utils import get_server_args
 
 
@@ -1518,6 +1533,7 @@ class ModelRunner:
         if fb is not None:  # the caller passes the batch: decided
             self.attn_backend.init_metadata(fb)
         step_tail(fb, fb)
+        write_pool(extra)
         prefill_graph(ServerArgs(), fb)
         run_prefill(self, fb)
         return self.model(fb)

@@ -569,3 +569,17 @@ def test_a_decode_only_entry_is_walked_in_decode_steps_only(engine: str) -> None
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "replay_decode_kernel", "eager_only_kernel", "graphed_only_kernel")
     assert sites["replay_extend_kernel"].reach == "never", sites["replay_extend_kernel"].reasons
+
+
+def test_a_launch_under_a_test_serving_decides_is_extracted_with_that_branch_only(engine: str, tmp_path: Path) -> None:
+    """`write_pool` launches its kernel under `if supports_triton(get_server_args().attention_backend):` and falls
+    back to host code otherwise; serving's backend decides the test, so the launch says so and its task keeps the
+    launch alone: no server-args lookup (state a task cannot read) and no fallback."""
+    [pool] = [s for s in api.scan(engine).sites if s.name == "pool_kernel"]
+    assert pool.reach == "default" and pool.launches[0].decided == (
+        ("supports_triton(get_server_args().attention_backend)", True),)
+    [row] = api.extract(engine, "pool_kernel", out=tmp_path / "task")
+    assert row.extracted and row.checked, row.why
+    kernel = (tmp_path / "task" / "kernel.py").read_text()
+    assert "def write_pool(x):\n    pool_kernel[(1,)](x)\n" in kernel
+    assert "get_server_args" not in kernel and "zero_" not in kernel and "supports_triton" not in kernel
