@@ -434,6 +434,8 @@ def _taken(tree: ast.Module, lines: list[str], first: int, test: str, value: boo
         return rest if any(line.strip() and not line.lstrip().startswith("#") for line in rest) else lines
     if not value and isinstance(branch[0], ast.If) and branch[0].col_offset == node.col_offset:
         return lines  # an elif: left as written
+    if branch[0].lineno <= (node.test.end_lineno or node.lineno):
+        return lines  # `if x: y` on one line: left as written
     if value:  # the body: from the line after the header's colon (comments above its first statement included)
         head = node.test.end_lineno or node.lineno
         while head < branch[0].lineno - 1 and not lines[head - first].split("#")[0].rstrip().endswith(":"):

@@ -375,6 +375,8 @@ def init(self, batch, meta):
 """)),
     # no if tests it: as written
     ("batch.mode == 3", True, FOLDED),
+    # a body on the if's own line: as written
+    ("batch.one", True, FOLDED.replace("    return meta\n", "    if batch.one: meta.two = 1\n    return meta\n")),
 ])
 def test_the_engines_lines_kept_under_else_take_the_branch_the_test_takes_there(test: str, value: bool,
                                                                                  expected: str) -> None:
@@ -384,7 +386,8 @@ def test_the_engines_lines_kept_under_else_take_the_branch_the_test_takes_there(
 
     from smithbot.propose.reinsert import _taken
 
-    lines = FOLDED.splitlines(keepends=True)
-    out = "".join(_taken(ast.parse(FOLDED), lines[1:], 2, test, value))
-    assert FOLDED.splitlines(keepends=True)[0] + out == expected
+    source = expected if test == "batch.one" else FOLDED
+    lines = source.splitlines(keepends=True)
+    out = "".join(_taken(ast.parse(source), lines[1:], 2, test, value))
+    assert lines[0] + out == expected
     ast.parse(expected)
