@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import json
 import os
-import pickle
 import re
 import time
 from dataclasses import dataclass, replace
@@ -16,6 +16,7 @@ from typing import Any, Callable
 import yaml
 
 from evaluator import EvalResult, Evaluator, TaskError, load_task
+from smithbot import cache
 from smithbot.config import ConfigError, Target, generic_target, get_target, load_target, target_names
 from smithbot.errors import UsageError
 from smithbot.evolve import proposers
@@ -128,7 +129,7 @@ def _scan(spec: str, source: str | None, rev: str | None, profile: str | None,
         scanned = _cached_result(target.name, key)
         if scanned is None:
             scanned = _ranked(co.root, texts, target, presets, None, None, progress)
-            _keep_result(target.name, key, scanned)
+            cache.store_keyed(_result_path(target.name), key, scanned)
     else:
         scanned = _ranked(co.root, texts, target, presets, profile, measured, progress)
     out = home() / "workspaces" / target.name / "scan.json"
@@ -161,13 +162,15 @@ class _Scanned:
     cached: int
 
 
-# every module of smithbot's own: a scan's result depends on the scanner, its graph, the target's config code and
-# the types it is kept as
-_SCANNER = hashlib.sha1(b"".join(p.read_bytes() for p in sorted(Path(__file__).resolve().parent.rglob("*.py"))))
+@functools.lru_cache(maxsize=1)
+def _scanner() -> Any:
+    """A digest of every module of smithbot's own: a scan's result depends on the scanner, its graph, the target's
+    config code and the types it is kept as. Made on the first scan, not at import."""
+    return hashlib.sha1(b"".join(p.read_bytes() for p in sorted(Path(__file__).resolve().parent.rglob("*.py"))))
 
 
 def _result_key(target: Target, presets: list[Any], texts: dict[str, bytes]) -> str:
-    h = _SCANNER.copy()
+    h = _scanner().copy()
     h.update(repr((target, presets)).encode())
     for rel in sorted(texts):
         h.update(rel.encode() + b"\0")
@@ -180,27 +183,10 @@ def _result_path(name: str) -> Path:
 
 
 def _cached_result(name: str, key: str) -> _Scanned | None:
-    """The last scan of this target when its key matches (one kept per target), else None; an unreadable file is
-    no cache. The file is smithbot's own, written by ``_keep_result`` under the same code (the key says so)."""
-    try:
-        data = _result_path(name).read_bytes()
-        if data[:40] != key.encode():
-            return None
-        found = pickle.loads(data[40:])
-    except Exception:  # noqa: BLE001 - a cache that fails to read in any way is no cache
-        return None
-    return replace(found, parsed=0) if isinstance(found, _Scanned) else None
-
-
-def _keep_result(name: str, key: str, scanned: _Scanned) -> None:
-    path = _result_path(name)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(key.encode() + pickle.dumps(scanned, protocol=pickle.HIGHEST_PROTOCOL))
-        tmp.replace(path)
-    except OSError:
-        pass  # best effort: the next scan computes it again
+    """The last scan of this target when its key matches (one kept per target), else None. Read back, nothing is
+    parsed and every file's facts count as cached."""
+    found = cache.load_keyed(_result_path(name), key)
+    return replace(found, parsed=0, cached=found.parsed + found.cached) if isinstance(found, _Scanned) else None
 
 
 def _ranked(root: Path, texts: dict[str, bytes], target: Target, presets: list[Any], profile: str | None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import marshal
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,33 @@ def store(path: Path | None, value: Any, as_json: bool = True) -> None:
     if path is None:
         return
     try:
+        _write(path, marshal.dumps(json.loads(json.dumps(value)) if as_json else value))
+    except (ValueError, TypeError):
+        pass
+
+
+def load_keyed(path: Path, key: str) -> Any:
+    """A value ``store_keyed`` kept at ``path`` under ``key`` (a hex digest), or None when the file holds another
+    key, or none, or cannot be read. For smithbot's own objects (dataclasses), which ``marshal`` cannot hold: the
+    file is pickled, by this code (the key says which)."""
+    try:
+        data = path.read_bytes()
+        return pickle.loads(data[len(key):]) if data[:len(key)] == key.encode() else None
+    except Exception:  # noqa: BLE001 - a cache that fails to read in any way is no cache
+        return None
+
+
+def store_keyed(path: Path, key: str, value: Any) -> None:
+    """Keep ``value`` at ``path`` under ``key``, replacing what was there (one value per path); best effort."""
+    _write(path, key.encode() + pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _write(path: Path, data: bytes) -> None:
+    """``data`` at ``path`` atomically (a reader never sees half a file); a failure is ignored."""
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(marshal.dumps(json.loads(json.dumps(value)) if as_json else value))
+        tmp.write_bytes(data)
         tmp.replace(path)
-    except (OSError, ValueError, TypeError):
+    except OSError:
         pass
