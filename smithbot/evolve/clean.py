@@ -28,8 +28,9 @@ import copy
 import keyword
 import re
 
-# calls that act on memory or the device, which an unread result does not make removable
-_EFFECTS = ("store", "atomic", "assert", "print", "barrier")
+from smithbot.evolve import fold
+from smithbot.evolve.kernel_ast import blocks, has_effect, loads, shape, single, stores
+
 # what a temporary made by this call or operator is called
 _CALL_WORDS = {"where": "where", "associative_scan": "scan", "sum": "total", "max": "largest", "min": "smallest",
                "full": "const", "broadcast_to": "wide", "arange": "offsets", "maximum": "largest",
@@ -51,17 +52,40 @@ _FLAT = {"offset": "start", "index": "offsets", "mask": "mask", "base": "base", 
          "BLOCK": "BLOCK"}
 
 
-def clean_kernel(fn: ast.FunctionDef, tensors: dict[str, str]) -> dict[str, str]:
-    """Clean ``fn`` (one kernel, changed in place) as the module says; ``tensors`` maps a parameter to the launcher's
-    argument for it (``in_ptr0`` -> ``seq_lens``, ``ks0`` -> ``seq_lens_size_0``). Returns the new names of its
-    constexpr parameters, which the launcher passes by keyword (``XBLOCK`` -> ``BLOCK_ROWS``)."""
+def clean_kernel(fn: ast.FunctionDef, tensors: dict[str, str], one_row: bool = False,
+                 adds: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Clean ``fn`` (one kernel, changed in place) as the module says, and fold it (``fold.py``); ``tensors`` maps a
+    parameter to the launcher's argument for it (``in_ptr0`` -> ``seq_lens``, ``ks0`` -> ``seq_lens_size_0``).
+    With ``one_row`` the launcher makes a row one block, so a looped reduction reads it in one pass; ``adds`` names
+    the local helpers that add (a scan's combine). Returns the new names of its constexpr parameters, which the
+    launcher passes by keyword (``XBLOCK`` -> ``BLOCK_ROWS``), "" for one the kernel no longer takes (``XBLOCK``
+    where the launch passes one row: it is 1)."""
     constexprs = [a.arg for a in fn.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)]
     _drop_hints(fn)
+    fixed = _single_row(fn, tensors)
     _simplify(fn)
+    if one_row and fold.one_pass(fn):
+        _simplify(fn)
     if _drop_float_casts(fn, {p for p, given in tensors.items() if _FLOAT_ARG.fullmatch(given)}):
         _simplify(fn)  # (the copy the cast was made into)
+    if fold.cumsum(fn, set(adds)):
+        _simplify(fn)
     names = _rename(fn, tensors)
-    return {c: names.get(c, c) for c in constexprs}
+    fold.inline(fn)
+    return {c: "" if c in fixed else names.get(c, c) for c in constexprs}
+
+
+def _single_row(fn: ast.FunctionDef, tensors: dict[str, str]) -> set[str]:
+    """A kernel launched for one row (its ``xnumel`` passed as 1, as Inductor's scans of a vector are): ``XBLOCK``
+    is 1 in its body and no longer a parameter, so a value that spans the row block has the shape it is broadcast
+    to. Returns the parameters so fixed."""
+    params = {a.arg for a in fn.args.args}
+    if tensors.get("xnumel") != "1" or "XBLOCK" not in params:
+        return set()
+    fn.args.args = [a for a in fn.args.args if a.arg != "XBLOCK"]
+    for s in fn.body:
+        fold._substitute(s, "XBLOCK", ast.Constant(1))
+    return {"XBLOCK"}
 
 
 _FLOAT_ARG = re.compile(r"float\((\w+)\)")  # a number the glue takes, passed to the kernel as a Python float
@@ -93,12 +117,12 @@ def clean_helper(fn: ast.FunctionDef) -> None:
     _simplify(fn)
     letters = iter("abcdefghijklmnopqrstuvw")
     params = {a.arg: next(letters) for a in fn.args.args if re.fullmatch(r"arg\d+_\d+", a.arg)}
-    if set(params.values()) & (_stores(fn).keys() | _loads(fn)):
+    if set(params.values()) & (stores(fn).keys() | loads(fn)):
         params = {}
     body = fn.body
     if len(body) >= 2 and isinstance(body[-1], ast.Return) and isinstance(body[-1].value, ast.Name):
-        got = _single(body[-2])
-        if got is not None and got[0] == body[-1].value.id and _stores(fn).get(got[0]) == 1 and sum(
+        got = single(body[-2])
+        if got is not None and got[0] == body[-1].value.id and stores(fn).get(got[0]) == 1 and sum(
                 isinstance(n, ast.Name) and n.id == got[0] for n in ast.walk(fn)) == 2:
             body[-2:] = [ast.Return(got[1])]
     for node in ast.walk(fn):
@@ -109,7 +133,7 @@ def clean_helper(fn: ast.FunctionDef) -> None:
 
 
 def _simplify(fn: ast.FunctionDef) -> None:
-    while _propagate_copies(fn) or _drop_dead(fn) or _drop_broadcasts(fn):
+    while _propagate_copies(fn) or _drop_dead(fn) or _drop_broadcasts(fn) or fold.fold(fn):
         pass
 
 
@@ -117,42 +141,9 @@ def _drop_hints(fn: ast.FunctionDef) -> None:
     for node in ast.walk(fn):
         if isinstance(node, ast.Call):
             node.keywords = [k for k in node.keywords if k.arg != "eviction_policy"]
-    for block in _blocks(fn):
+    for block in blocks(fn):
         block[:] = [s for s in block if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
                                              and ast.unparse(s.value.func) == "tl.device_assert")]
-
-
-def _blocks(fn: ast.AST) -> list[list[ast.stmt]]:
-    """Every statement list in ``fn``: its body and the bodies of its loops and branches."""
-    out = []
-    for node in ast.walk(fn):
-        for name in ("body", "orelse"):
-            block = getattr(node, name, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                out.append(block)
-    return out
-
-
-def _stores(fn: ast.AST) -> dict[str, int]:
-    """How many times each name is assigned (parameters once)."""
-    counts: dict[str, int] = {a.arg: 1 for a in fn.args.args} if isinstance(fn, ast.FunctionDef) else {}
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            counts[node.id] = counts.get(node.id, 0) + 1
-    return counts
-
-
-def _loads(fn: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _single(s: ast.stmt) -> tuple[str, ast.expr] | None:
-    """``name = value`` (or ``name: T = value``): the name and the value."""
-    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
-        return s.targets[0].id, s.value
-    if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None:
-        return s.target.id, s.value
-    return None
 
 
 def _propagate_copies(fn: ast.FunctionDef) -> bool:
@@ -161,15 +152,15 @@ def _propagate_copies(fn: ast.FunctionDef) -> bool:
     whenever its loop step does (a constexpr alias only of a parameter). Else, as in a loop's body that assigns both
     each step, in the rest of the copy's block, when neither is assigned again there and ``a`` is not read before it
     in the block (a value carried from the step before); the copy itself goes once nothing reads it."""
-    counts = _stores(fn)
+    counts = stores(fn)
     params = {a.arg for a in fn.args.args}
     made = {n.id: (n.lineno, n.col_offset) for s in ast.walk(fn) if isinstance(s, (ast.Assign, ast.AnnAssign))
             for t in ([s.target] if isinstance(s, ast.AnnAssign) else s.targets) for n in ast.walk(t)
             if isinstance(n, ast.Name)}
     whole = [fn.body] + [n.body for n in ast.walk(fn) if isinstance(n, ast.For)]
-    for block in _blocks(fn):
+    for block in blocks(fn):
         for i, s in enumerate(block):
-            got = _single(s)
+            got = single(s)
             if got is None or not isinstance(got[1], ast.Name):
                 continue
             name, source = got[0], got[1].id
@@ -185,8 +176,8 @@ def _propagate_copies(fn: ast.FunctionDef) -> bool:
                     n.id = source
                 return True
             rest = ast.Module(body=block[i + 1:], type_ignores=[])
-            if isinstance(s, ast.AnnAssign) or name in _loads(ast.Module(body=block[:i], type_ignores=[])) or \
-                    {name, source} & _stores(rest).keys():
+            if isinstance(s, ast.AnnAssign) or name in loads(ast.Module(body=block[:i], type_ignores=[])) or \
+                    {name, source} & stores(rest).keys():
                 continue
             uses = [n for n in ast.walk(rest) if isinstance(n, ast.Name) and n.id == name]
             for node in uses:
@@ -197,16 +188,34 @@ def _propagate_copies(fn: ast.FunctionDef) -> bool:
 
 
 def _drop_dead(fn: ast.FunctionDef) -> bool:
-    """Remove every assignment to a name nothing reads whose value has no effect; whether one was."""
-    read = _loads(fn)
+    """Remove every assignment whose value has no effect and whose name nothing live reads: what a store, a
+    loop's range or a branch's test reads is live, and so is what a live name's assignments read (so a value read
+    only by itself or by values nothing else reads, ``acc = tl.where(m, acc + x, acc)``, goes); whether one was."""
+    feeds: dict[str, set[str]] = {}
+    live: set[str] = set()
+    for s in ast.walk(fn):
+        if not isinstance(s, ast.stmt) or isinstance(s, ast.FunctionDef):
+            continue
+        got = single(s)
+        if got is not None and not has_effect(got[1]):
+            feeds.setdefault(got[0], set()).update(loads(got[1]))
+        elif isinstance(s, (ast.For, ast.If, ast.While)):
+            live |= loads(s.iter if isinstance(s, ast.For) else s.test)
+        else:
+            live |= loads(s)
+    todo = list(live)
+    while todo:
+        for name in feeds.get(todo.pop(), ()):
+            if name not in live:
+                live.add(name)
+                todo.append(name)
+    read = live
     changed = False
-    for block in _blocks(fn):
+    for block in blocks(fn):
         keep = []
         for s in block:
-            got = _single(s)
-            if got is not None and got[0] not in read and not any(
-                    isinstance(c, ast.Call) and any(w in ast.unparse(c.func) for w in _EFFECTS)
-                    for c in ast.walk(got[1])):
+            got = single(s)
+            if got is not None and got[0] not in read and not has_effect(got[1]):
                 changed = True
                 continue
             keep.append(s)
@@ -227,7 +236,7 @@ def _drop_broadcasts(fn: ast.FunctionDef) -> bool:
             nonlocal changed
             self.generic_visit(node)
             if ast.unparse(node.func) == "tl.broadcast_to" and len(node.args) == 2 and \
-                    isinstance(node.args[1], (ast.List, ast.Tuple)) and _shape(node.args[0], shapes) == tuple(
+                    isinstance(node.args[1], (ast.List, ast.Tuple)) and shape(node.args[0], shapes) == tuple(
                         ast.unparse(e) for e in node.args[1].elts):
                 changed = True
                 return node.args[0]
@@ -245,81 +254,14 @@ def _drop_broadcasts(fn: ast.FunctionDef) -> bool:
                 visit(s.orelse)
                 continue
             block[i] = Drop().visit(s)
-            got = _single(block[i])
+            got = single(block[i])
             if got is not None:
                 known = shapes.get(got[0], "unset")
-                shape = _shape(got[1], shapes)
-                shapes[got[0]] = shape if known in ("unset", shape) else None
+                made = shape(got[1], shapes)
+                shapes[got[0]] = made if known in ("unset", made) else None
 
     visit(fn.body)
     return changed
-
-
-def _shape(value: ast.expr, shapes: dict[str, tuple[str, ...] | None]) -> tuple[str, ...] | None:
-    """The shape of a kernel value, each dimension as its source text (``("XBLOCK", "R0_BLOCK")``; ``()`` a scalar),
-    or None where the expression's shape is not one these rules know."""
-    if isinstance(value, ast.Constant):
-        return ()
-    if isinstance(value, ast.Name):
-        return shapes.get(value.id)
-    if isinstance(value, (ast.BinOp, ast.Compare, ast.BoolOp)):
-        parts = [value.left, value.right] if isinstance(value, ast.BinOp) else \
-            [value.left, *value.comparators] if isinstance(value, ast.Compare) else value.values
-        return _broadcast([_shape(p, shapes) for p in parts])
-    if isinstance(value, ast.UnaryOp):
-        return _shape(value.operand, shapes)
-    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice) and value.slice.lower is None \
-            and value.slice.upper is None:  # x[:]
-        return _shape(value.value, shapes)
-    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Tuple):
-        inner = _shape(value.value, shapes)
-        if inner is None:
-            return None
-        dims, it = [], iter(inner)
-        for e in value.slice.elts:
-            if isinstance(e, ast.Constant) and e.value is None:
-                dims.append("1")
-            elif isinstance(e, ast.Slice) and e.lower is None and e.upper is None:
-                dims.append(next(it, "?"))
-            else:
-                return None
-        return tuple(dims) + tuple(it)
-    if isinstance(value, ast.Call):
-        func = ast.unparse(value.func)
-        if func in ("tl.program_id", "tl.num_programs"):
-            return ()
-        if func == "tl.arange" and len(value.args) == 2 and ast.unparse(value.args[0]) == "0":
-            return (ast.unparse(value.args[1]),)
-        if func in ("tl.full", "tl.zeros") and value.args and isinstance(value.args[0], (ast.List, ast.Tuple)):
-            return tuple(ast.unparse(e) for e in value.args[0].elts)
-        if func == "tl.load" and value.args:
-            return _shape(value.args[0], shapes)
-        if func in ("tl.sum", "tl.max", "tl.min") and len(value.args) == 2 and not value.keywords and \
-                isinstance(value.args[1], ast.Constant) and isinstance(value.args[1].value, int):
-            inner = _shape(value.args[0], shapes)
-            axis = value.args[1].value
-            return None if inner is None or not -len(inner) <= axis < len(inner) else \
-                tuple(d for k, d in enumerate(inner) if k != axis % len(inner))
-        if func == "tl.where" and len(value.args) == 3:
-            return _broadcast([_shape(a, shapes) for a in value.args])
-        if isinstance(value.func, ast.Attribute) and value.func.attr == "to":
-            return _shape(value.func.value, shapes)
-    return None
-
-
-def _broadcast(shapes: list[tuple[str, ...] | None]) -> tuple[str, ...] | None:
-    """Numpy's broadcasting of known shapes, dimension by dimension as text; None where one is unknown or two
-    dimensions differ and neither is 1."""
-    if any(s is None for s in shapes):
-        return None
-    rank = max(len(s) for s in shapes)  # type: ignore[arg-type]
-    out = []
-    for k in range(rank):
-        dims = {s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0} - {"1"}  # type: ignore[arg-type]
-        if len(dims) > 1:
-            return None
-        out.append(dims.pop() if dims else "1")
-    return tuple(out)
 
 
 def _word(value: ast.expr, names: dict[str, str]) -> str:
@@ -353,7 +295,7 @@ def _rename(fn: ast.FunctionDef, tensors: dict[str, str]) -> dict[str, str]:
     """Pointer and size parameters named for their tensors and sizes, Inductor's indices for rows and columns, and
     temporaries for what makes them (see the module); the names given."""
     names: dict[str, str] = {}
-    taken = {a.arg for a in fn.args.args} | _stores(fn).keys()
+    taken = {a.arg for a in fn.args.args} | stores(fn).keys()
     used = {n for n in taken if not (_TEMP.fullmatch(n) or _INDEX.fullmatch(n) or _BLOCK.fullmatch(n))}
 
     def fresh(word: str) -> str:
@@ -378,6 +320,8 @@ def _rename(fn: ast.FunctionDef, tensors: dict[str, str]) -> dict[str, str]:
         elif re.fullmatch(r"ks\d+", a.arg):  # a size Inductor made a symbol of, by the launcher's name for it
             names[a.arg] = fresh(given)
     reduced = any((m := _INDEX.fullmatch(n)) and m.group(1) in ("r0_", "r") for n in taken)
+    if reduced and not taken & {"r0_index", "rindex"}:  # (read in one pass: the row's offsets are its columns)
+        names.update({b: fresh("cols") for b in ("r0_base", "rbase") if b in taken})
     two_d = any((m := _INDEX.fullmatch(n)) and m.group(1) == "y" for n in taken)
     roles = {"x": "row", "r0_": "col", "r": "col"} if reduced else {"y": "row", "x": "col"} if two_d else {"x": ""}
     for n in sorted(taken):
@@ -389,9 +333,9 @@ def _rename(fn: ast.FunctionDef, tensors: dict[str, str]) -> dict[str, str]:
         if role is not None:
             word = _FLAT[part] if role == "" else _PARTS[part].format(role.upper() if part == "BLOCK" else role)
             names[n] = fresh(word)
-    counts = _stores(fn)
+    counts = stores(fn)
     for node in ast.walk(fn):  # definitions in source order: a name is given where its value is first made
-        got = _single(node) if isinstance(node, ast.stmt) else None
+        got = single(node) if isinstance(node, ast.stmt) else None
         if got is not None and _TEMP.fullmatch(got[0]) and got[0] not in names:
             # (one assigned again, in a loop, carries a value from step to step)
             names[got[0]] = fresh("acc" if counts[got[0]] > 1 else _word(_renamed(got[1], names), names))

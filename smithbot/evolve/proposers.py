@@ -261,45 +261,56 @@ class ReplayProposer:
 
 class InductorProposer:
     """``--proposer inductor``: first Inductor's code for the fusion task's glue, made a candidate (a compile failure
-    is a failed proposal with Inductor's message); then the ``tune`` proposer, on the best candidate so far, or on the
-    seed while none has knobs to move (the PyTorch baseline has none)."""
+    is a failed proposal with Inductor's message): its reductions reading a row in one pass, then, where that made a
+    difference, as Inductor's loops (for rows longer than one block serves well), so that the search keeps the
+    faster; then the ``tune`` proposer, on the best candidate so far, or on a seed while none has knobs to move
+    (the PyTorch baseline has none)."""
 
     name = "inductor"
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.seeded = False
-        self.seed: str | None = None
+        self.seeds: list[str] = []
+        self.offered = 0
         self.why = ""
+        self.where = ""
         self.tune = TuneProposer()
 
     def configure(self, backend: str, regimes: set[str]) -> None:
         self.tune.configure(backend, regimes)
 
     def propose(self, ctx):  # type: ignore[no-untyped-def]
-        with self.lock:  # the seed is made once; the other proposer threads wait for it
+        with self.lock:  # the seeds are made once; the other proposer threads wait for them
             if not self.seeded:
                 self.seeded = True
                 if ctx.task.kind != "fusion":
                     raise ProposerError(f"{ctx.task.id} is a {ctx.task.kind} task: the inductor proposer compiles a "
                                         "fusion task's PyTorch glue; use --proposer tune or llm")
                 try:
-                    compiled, where = inductor.seed(ctx.task.root)
-                    self.seed = to_candidate(ctx.task.kernel_path.read_text(), ctx.task.entry, compiled)
+                    compiled, self.where = inductor.seed(ctx.task.root)
+                    base = ctx.task.kernel_path.read_text()
+                    self.seeds = list(dict.fromkeys(to_candidate(base, ctx.task.entry, compiled, one_row=one_row)
+                                                    for one_row in (True, False)))
                 except InductorError as exc:
                     self.why = f"inductor: {exc}"
                     return Proposal(None, "inductor", error=self.why)
-                kernels = re.findall(r"^def (_\w+_kernel\d*)\(", self.seed, re.M)
-                return Proposal(self.seed, "inductor", response=f"Inductor's {len(kernels)} kernels for the glue "
-                                                                 f"({where}): {', '.join(kernels)}")
-        if self.seed is None:
+            if self.offered < len(self.seeds):
+                seed = self.seeds[self.offered]
+                self.offered += 1
+                kernels = re.findall(r"^def (_\w+_kernel\d*)\(", seed, re.M)
+                form = "" if len(self.seeds) == 1 else " (each row in one pass)" if self.offered == 1 else \
+                    " (Inductor's loops over each row)"
+                return Proposal(seed, "inductor", response=f"Inductor's {len(kernels)} kernels for the glue "
+                                                           f"({self.where}){form}: {', '.join(kernels)}")
+        if not self.seeds:
             raise Exhausted(f"no Inductor seed to tune ({self.why})")
         try:
             return self.tune.propose(ctx)
         except Exhausted:
-            if ctx.parent.source == self.seed:
+            if ctx.parent.source in self.seeds:
                 raise
-            return self.tune.propose(dataclasses.replace(ctx, parent=Parent(None, self.seed)))
+            return self.tune.propose(dataclasses.replace(ctx, parent=Parent(None, self.seeds[0])))
 
 
 @dataclass(frozen=True)

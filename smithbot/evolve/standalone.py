@@ -189,11 +189,13 @@ _OVERFLOW = "Grid2DWithYZOverflow"
 _MAX_Y_GRID = 65535
 
 
-def to_candidate(baseline: str, entry: str, compiled: Compiled, clean: bool = True) -> str:
+def to_candidate(baseline: str, entry: str, compiled: Compiled, clean: bool = True, one_row: bool = True) -> str:
     """The candidate ``kernel.py`` text: ``baseline`` with its EVOLVE-BLOCK replaced by Inductor's kernels for the
     glue, their helpers, and ``entry`` (the baseline's signature) launching them as Inductor's ``call`` did; cleaned
-    (``clean.py``) unless ``clean`` is false, which keeps Inductor's kernels and buffers as they come (what
-    ``benchmarks/inductor_clean.py`` times the cleaned seed against)."""
+    and folded (``clean.py``, ``fold.py``) unless ``clean`` is false, which keeps Inductor's kernels and buffers as
+    they come (what ``benchmarks/inductor_clean.py`` times the cleaned seed against). With ``one_row`` a looped
+    reduction reads its row in one pass, launched with a block that covers the row; without it, it keeps
+    Inductor's loop (the form that holds for rows too long for one block)."""
     tree = parse(compiled.code)
     sources: dict[str, str] = {}
     for node in tree.body:
@@ -217,6 +219,9 @@ def to_candidate(baseline: str, entry: str, compiled: Compiled, clean: bool = Tr
     body = _unbake(kernels, body, compiled.scalars)
     if clean:
         body = _follow_dtypes(_name_buffers(body, base_fn), compiled.dtypes)
+        local_helpers = [_cleaned_helper(h) for h in local_helpers]
+    adds = frozenset(f.name for f in (parse(h).body[0] for h in local_helpers) if isinstance(f, ast.FunctionDef)
+                     and ast.unparse(f.args) == "a, b" and [ast.unparse(b) for b in f.body] == ["return a + b"])
     cleaned = []
     launches = {ast.unparse(c.func.value): [ast.unparse(a) for a in c.args] for line in body
                 for c in ast.walk(parse(line)) if isinstance(c, ast.Call) and isinstance(c.func, ast.Subscript)}
@@ -225,11 +230,17 @@ def to_candidate(baseline: str, entry: str, compiled: Compiled, clean: bool = Tr
         assert isinstance(fn, ast.FunctionDef)
         if clean:
             runtime = [p for p in k.params if p not in k.constexprs]
-            blocks = clean_kernel(fn, dict(zip(runtime, launches.get(k.name, []))))
-            body = [_rename_keywords(line, k.name, blocks) for line in body]
+            given = dict(zip(runtime, launches.get(k.name, [])))
+            row = one_row and k.kind == "reduction" and "R0_BLOCK" in k.constexprs and "r0_numel" in given
+            blocks = clean_kernel(fn, given, one_row=row, adds=adds)
+            sizes = {"R0_BLOCK": f"triton.next_power_of_2(max(1, {given['r0_numel']}))"} if row else {}
+            body = [_relaunch(line, k.name, blocks, sizes) for line in body]
         cleaned.append(ast.unparse(fn))
-    if clean:
-        local_helpers = [_cleaned_helper(h) for h in local_helpers]
+    if clean:  # (a helper that folding left unread goes)
+        text = "\n".join(cleaned)
+        local_helpers = [h for h in local_helpers if parse(h).body[0].name in text]  # type: ignore[attr-defined]
+        text += "\n".join(local_helpers)
+        used = {u for u in used if (f"_inductor_{u}" if u != "libdevice" else "libdevice.") in text}
     signature = f"def {entry}({ast.unparse(base_fn.args)}):"
     parts = (["from triton.language.extra import libdevice"] if "libdevice" in used else []) + \
         _inline_helpers(used, defs) + local_helpers + cleaned + \
@@ -249,15 +260,20 @@ def _cleaned_helper(source: str) -> str:
     return ast.unparse(fn)
 
 
-def _rename_keywords(line: str, kernel: str, names: dict[str, str]) -> str:
-    """``line`` with the block-size keywords of its launch of ``kernel`` renamed as the cleaned kernel's."""
+def _relaunch(line: str, kernel: str, names: dict[str, str], sizes: dict[str, str]) -> str:
+    """``line`` with the block-size keywords of its launch of ``kernel`` renamed as the cleaned kernel's (one it no
+    longer takes, named "", dropped), and those in ``sizes`` given that expression."""
     tree = parse(line)
     hit = False
     for c in ast.walk(tree):
         if isinstance(c, ast.Call) and isinstance(c.func, ast.Subscript) and ast.unparse(c.func.value) == kernel:
             for kw in c.keywords:
+                if kw.arg in sizes:
+                    kw.value, hit = parse(sizes[kw.arg], mode="eval").body, True
+            for kw in c.keywords:
                 if kw.arg in names:
                     kw.arg, hit = names[kw.arg], True
+            c.keywords = [kw for kw in c.keywords if kw.arg != ""]
     return ast.unparse(tree) if hit else line
 
 

@@ -5,7 +5,12 @@ them. That a cleaned candidate still computes the glue is checked where the cand
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 from smithbot.evolve.clean import clean_helper, clean_kernel
 from smithbot.evolve.standalone import kernel_name
@@ -65,11 +70,11 @@ def kernel(in_ptr0, out_ptr1, ks0, xnumel, r0_numel, XBLOCK: tl.constexpr, R0_BL
 '''.replace("x0", "xindex")
 
 
-def _cleaned(raw: str = RAW, tensors: dict[str, str] | None = None) -> tuple[str, dict[str, str]]:
+def _cleaned(raw: str = RAW, tensors: dict[str, str] | None = None, one_row: bool = False) -> tuple[str, dict[str, str]]:
     fn = ast.parse(raw).body[0]
     assert isinstance(fn, ast.FunctionDef)
     blocks = clean_kernel(fn, tensors or {"in_ptr0": "hidden", "in_ptr1": "ids", "out_ptr0": "buf0",
-                                          "ks0": "hidden_size_1"})
+                                          "ks0": "hidden_size_1"}, one_row=one_row)
     return ast.unparse(fn), blocks
 
 
@@ -88,11 +93,13 @@ def test_names_say_what_each_value_is() -> None:
     assert text.startswith("def kernel(hidden_ptr, ids_ptr, out_ptr0, hidden_size_1, n_rows, n_cols, "
                            "BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):")
     assert blocks == {"XBLOCK": "BLOCK_ROWS", "R0_BLOCK": "BLOCK_COLS"}  # the launcher passes them by these names
-    assert "hidden = tl.load(hidden_ptr + (cols + hidden_size_1 * rows), col_mask, other=0.0)" in text
-    assert "hidden_f32 = hidden.to(tl.float32)" in text and "prod = hidden_f32 * hidden_f32" in text
+    # a mask read once is written where it is read; a loaded value keeps its tensor's name
+    assert "hidden = tl.load(hidden_ptr + (cols + hidden_size_1 * rows), cols < n_cols, other=0.0)" in text
+    assert "hidden_f32 = hidden.to(tl.float32)" in text
     # the accumulator is assigned before the loop and in it: it carries a value from step to step
-    assert "acc = tl.full([BLOCK_ROWS, 1], 0, tl.float32)" in text and "acc = acc + tl.sum(prod, 1)" in text
-    assert "ratio = acc / hidden_size_1" in text
+    assert "acc = tl.full([BLOCK_ROWS, 1], 0, tl.float32)" in text
+    assert "acc = acc + tl.sum(hidden_f32 * hidden_f32, 1)[:, None]" in text
+    assert "tl.store(out_ptr0 + rows, acc / hidden_size_1, None)" in text
     assert not re.search(r"\btmp\d+\b|index|numel|offset\b|XBLOCK|R0_", text), text
 
 
@@ -102,9 +109,9 @@ def test_a_looped_reductions_copies_and_broadcasts_go_loop_by_loop() -> None:
     text, _ = _cleaned(LOOPED, {"in_ptr0": "topk_weights", "out_ptr1": "buf1", "ks0": "n_experts"})
     assert not re.search(r"\b_?tmp\d+\b|r0_1|broadcast_to|xindex|xmask|r0_", text), text
     assert "acc = tl.full([BLOCK_ROWS, BLOCK_COLS], 0, tl.float32)" in text
-    assert "added = acc + topk_weights\n" in text and "acc = tl.where(col_mask & row_mask, added, acc)" in text
-    assert "total = tl.sum(acc, 1)[:, None]" in text and "ratio = topk_weights_2 / total" in text
-    assert "tl.store(out_ptr1 + (cols + n_experts * rows), ratio, col_mask & row_mask)" in text
+    assert "acc = tl.where(col_mask & row_mask, acc + topk_weights, acc)" in text
+    assert "total = tl.sum(acc, 1)[:, None]" in text
+    assert "tl.store(out_ptr1 + (cols + n_experts * rows), topk_weights_2 / total, col_mask & row_mask)" in text
     assert text.count("cols = col_start + col_offsets") == 2  # each loop keeps its own index
     wider = LOOPED.replace("tl.arange(0, XBLOCK)[:, None]", "tl.arange(0, XBLOCK)[:, None] + tl.zeros([1, 1], "
                                                             "tl.int32)").replace(
@@ -140,3 +147,176 @@ def test_a_generated_kernel_is_named_for_the_glue_it_replaces() -> None:
     assert kernel_name("DefaultRouterNoauxTCImpl_renorm_glue", 0, 1) == "_renorm_kernel"
     assert kernel_name("build_decode_metadata", 2, 3) == "_build_decode_metadata_kernel2"
     assert kernel_name("LlamaModel_forward_glue", 0, 1) == "_forward_kernel"
+
+
+# Inductor's looped softmax over a row (three passes: the max, the sum of exponentials, the store), as it writes one
+SOFTMAX = '''
+def kernel(in_ptr0, out_ptr2, ks0, xnumel, r0_numel, XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_base = tl.arange(0, R0_BLOCK)[None, :]
+    x0 = xindex
+    _tmp3 = tl.full([XBLOCK, R0_BLOCK], float("-inf"), tl.float32)
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        r0_1 = r0_index
+        tmp0 = tl.load(in_ptr0 + (r0_1 + ks0 * x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0)
+        tmp1 = tmp0.to(tl.float32)
+        tmp2 = tl.broadcast_to(tmp1, [XBLOCK, R0_BLOCK])
+        tmp4 = _inductor_maximum(_tmp3, tmp2)
+        _tmp3 = tl.where(r0_mask & xmask, tmp4, _tmp3)
+    tmp3 = _inductor_max2(_tmp3, 1)[:, None]
+    _tmp10 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        r0_1 = r0_index
+        tmp5 = tl.load(in_ptr0 + (r0_1 + ks0 * x0), r0_mask & xmask, eviction_policy='evict_last', other=0.0)
+        tmp6 = tmp5.to(tl.float32)
+        tmp7 = tmp6 - tmp3
+        tmp8 = tl.exp(tmp7)
+        tmp9 = tl.broadcast_to(tmp8, [XBLOCK, R0_BLOCK])
+        tmp11 = _tmp10 + tmp9
+        _tmp10 = tl.where(r0_mask & xmask, tmp11, _tmp10)
+    tmp10 = tl.sum(_tmp10, 1)[:, None]
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        r0_1 = r0_index
+        tmp12 = tl.load(in_ptr0 + (r0_1 + ks0 * x0), r0_mask & xmask, eviction_policy='evict_first', other=0.0)
+        tmp13 = tmp12.to(tl.float32)
+        tmp14 = tmp13 - tmp3
+        tmp15 = tl.exp(tmp14)
+        tmp16 = tmp15 / tmp10
+        tl.store(out_ptr2 + (r0_1 + ks0 * x0), tmp16, r0_mask & xmask)
+'''
+
+
+def test_a_looped_reduction_whose_block_covers_the_row_reads_it_once() -> None:
+    """Launched with a block as wide as the row, each of Inductor's loops runs once: the passes become one, the
+    loads of the same row one load, and an accumulator that starts at its operation's identity the masked value."""
+    text, blocks = _cleaned(LOOPED, {"in_ptr0": "topk_weights", "out_ptr1": "buf1", "ks0": "n_experts"}, one_row=True)
+    assert blocks == {"XBLOCK": "BLOCK_ROWS", "R0_BLOCK": "BLOCK_COLS"}
+    assert text.split("\n")[1:] == [
+        "    rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)[:, None]",
+        "    row_mask = rows < n_rows",
+        "    cols = tl.arange(0, BLOCK_COLS)[None, :]",
+        "    col_mask = cols < n_cols",
+        "    topk_weights = tl.load(topk_weights_ptr + (cols + n_experts * rows), col_mask & row_mask, other=0.0)",
+        "    ratio = topk_weights / tl.sum(topk_weights.to(tl.float32), 1)[:, None]",
+        "    tl.store(out_ptr1 + (cols + n_experts * rows), ratio, col_mask & row_mask)"]
+    soft, _ = _cleaned(SOFTMAX, {"in_ptr0": "x", "out_ptr2": "buf2", "ks0": "x_size_1"}, one_row=True)
+    assert "for " not in soft and soft.count("tl.load(") == 1 and soft.count("tl.exp(") == 1, soft
+    # the max starts at -inf, so the masked lanes take -inf; the sum starts at 0, which the loaded lanes are not
+    assert "tl.where(col_mask & row_mask, x_f32, float('-inf'))" in soft
+    assert "tl.where(col_mask & row_mask, exp.to(tl.float32), 0)" in soft
+
+
+def test_constants_casts_and_scans_fold() -> None:
+    """A scan of one row (launched with one row and one block of it, as Inductor's scan of a vector is): the row
+    block is 1, the carry from the step before is never taken, an adding scan is a cumsum, a cast to the type a
+    value has goes, and ``tl.full`` constants are plain numbers."""
+    src = '''
+def kernel(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr):
+    r0_base = tl.arange(0, R0_BLOCK)[None, :]
+    _tmp5 = tl.full([XBLOCK, 1], 0, tl.int32)
+    for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        tmp0 = tl.load(in_ptr0 + r0_index, r0_mask, other=0.0)
+        tmp1 = tmp0.to(tl.int32)
+        tmp2 = tmp1.to(tl.int32)
+        tmp3 = tl.broadcast_to(tmp2, [XBLOCK, R0_BLOCK])
+        tmp4, = tl.associative_scan((tmp3,), 1, kernel_add0)
+        tmp6 = _tmp5 + tmp4
+        tmp7 = tl.where(r0_offset > 0, tmp6, tmp4)
+        _tmp5 = _tmp5 + tl.sum(tmp3, 1)[:, None]
+        tmp8 = tl.full([1, 1], 1, tl.int32)
+        tl.store(out_ptr0 + tl.broadcast_to(r0_index, [XBLOCK, R0_BLOCK]), tmp7 - tmp8, r0_mask)
+'''
+    fn = ast.parse(src).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    blocks = clean_kernel(fn, {"in_ptr0": "lens", "out_ptr0": "buf0", "xnumel": "1"}, one_row=True,
+                          adds=frozenset({"kernel_add0"}))
+    assert blocks == {"XBLOCK": "", "R0_BLOCK": "BLOCK_COLS"}  # (the launch no longer passes XBLOCK)
+    assert ast.unparse(fn).split("\n") == [
+        "def kernel(lens_ptr, out_ptr0, n_rows, n_cols, BLOCK_COLS: tl.constexpr):",
+        "    cols = tl.arange(0, BLOCK_COLS)[None, :]",
+        "    col_mask = cols < n_cols",
+        "    lens = tl.load(lens_ptr + cols, col_mask, other=0.0)",
+        "    tl.store(out_ptr0 + cols, tl.cumsum(lens.to(tl.int32), 1) - 1, col_mask)"]
+
+
+def test_a_value_some_statement_changes_between_is_not_taken_for_the_same() -> None:
+    src = '''
+def kernel(in_ptr0, out_ptr0, n, B: tl.constexpr):
+    a = tl.load(in_ptr0 + tl.arange(0, B))
+    tl.store(in_ptr0 + tl.arange(0, B), a + 1)
+    b = tl.load(in_ptr0 + tl.arange(0, B))
+    tl.store(out_ptr0 + tl.arange(0, B), a * b)
+'''
+    fn = ast.parse(src).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    clean_kernel(fn, {})
+    assert ast.unparse(fn).count("tl.load(") == 2  # the store between wrote what the second load reads
+
+
+_RUN = '''
+import json, sys
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _inductor_maximum(a, b):
+    return tl.maximum(a, b)
+
+
+@triton.jit
+def _inductor_max2(a, dim):
+    return tl.max(a, dim)
+
+
+KERNELS = json.loads(sys.argv[1])
+for name, text in KERNELS.items():
+    exec(text.replace("def kernel(", "@triton.jit\\ndef kernel_" + name + "("))
+worst = 0.0
+for rows in (1, 5, 33):
+    for cols in (1, 3, 8, 13, 100):
+        for seed in (0, 1):
+            g = torch.Generator().manual_seed(seed)
+            x = torch.rand(rows, cols, generator=g) + 0.1
+            for name, ref in (("renorm", x / x.sum(-1, keepdim=True)), ("softmax", torch.softmax(x, -1))):
+                for one_row in (True, False):
+                    out = torch.full_like(x, float("nan"))  # (a lane the kernel misses stays NaN)
+                    block = triton.next_power_of_2(cols) if one_row else 4
+                    globals()["kernel_" + name + ("_one" if one_row else "_loop")][(rows,)](
+                        x, out, cols, rows, cols, XBLOCK=1, R0_BLOCK=block)
+                    worst = max(worst, (out - ref).abs().max().item())
+print(worst)
+'''
+
+
+def test_a_reduction_read_in_one_pass_computes_what_its_loops_did(tmp_path: Path) -> None:
+    """The renorm and the softmax, in one pass and in Inductor's loops, on the interpreter against torch: rows and
+    columns that are not powers of two, two seeds, an output poisoned with NaN."""
+    kernels = {}
+    for name, raw, tensors in (("renorm", LOOPED, {"in_ptr0": "x", "out_ptr1": "buf1", "ks0": "x_size_1"}),
+                               ("softmax", SOFTMAX, {"in_ptr0": "x", "out_ptr2": "buf2", "ks0": "x_size_1"})):
+        for one_row in (True, False):
+            fn = ast.parse(raw).body[0]
+            assert isinstance(fn, ast.FunctionDef)
+            blocks = clean_kernel(fn, tensors, one_row=one_row)
+            text = ast.unparse(fn)
+            for old, new in blocks.items():  # (the launch passes Inductor's names; the kernel takes the new ones)
+                text = re.sub(rf"\b{new}\b", old, text)
+            kernels[f"{name}_{'one' if one_row else 'loop'}"] = text
+    assert "for " not in kernels["renorm_one"] and "for " in kernels["renorm_loop"]
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", _RUN, json.dumps(kernels)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout.strip()) < 1e-6
