@@ -70,8 +70,12 @@ def clean_kernel(fn: ast.FunctionDef, tensors: dict[str, str], one_row: bool = F
         _simplify(fn)  # (the copy the cast was made into)
     if fold.cumsum(fn, set(adds)):
         _simplify(fn)
+    outputs = {a.arg for a in fn.args.args if re.fullmatch(r"out_ptr\d+", a.arg)}  # (written, never read)
     names = _rename(fn, tensors)
-    fold.inline(fn)
+    outputs = {names.get(o, o) for o in outputs}
+    fold.inline(fn, outputs)
+    while fold.fold(fn):  # (what writing values in place left to fold)
+        fold.inline(fn, outputs)
     return {c: "" if c in fixed else names.get(c, c) for c in constexprs}
 
 

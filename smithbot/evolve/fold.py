@@ -137,6 +137,11 @@ def _fold_expressions(fn: ast.FunctionDef) -> bool:
                 if number is not None:
                     parts[k], changed = number, True
             node.left, node.comparators = parts[0], parts[1:]
+            if len(node.ops) == 1 and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Sub) \
+                    and _int(node.left.right) is not None and _int(node.comparators[0]) is not None:
+                # (offsets - 1 >= 0: offsets >= 1)
+                bound = _int(node.comparators[0]) + _int(node.left.right)  # type: ignore[operator]
+                node.left, node.comparators, changed = node.left.left, [ast.Constant(bound)], True
             if all(isinstance(p, ast.Constant) and type(p.value) is int for p in parts):
                 changed = True
                 values = [p.value for p in parts]  # type: ignore[attr-defined]
@@ -154,10 +159,14 @@ def _fold_expressions(fn: ast.FunctionDef) -> bool:
                     setattr(node, side, number)
                     changed = True
             if isinstance(node.op, ast.Add):
-                for zero, other in ((node.left, node.right), (node.right, node.left)):
-                    if isinstance(zero, ast.Constant) and type(zero.value) is int and zero.value == 0:
+                for number, other in ((node.left, node.right), (node.right, node.left)):
+                    value = _int(number)
+                    if value == 0:
                         changed = True
                         return other
+                    if value is not None and value < 0:  # (-1 + offsets: offsets - 1)
+                        changed = True
+                        return ast.copy_location(ast.BinOp(other, ast.Sub(), ast.Constant(-value)), node)
             return node
 
         def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
@@ -262,6 +271,14 @@ def _cast(value: ast.expr) -> str | None:
             and len(value.args) == 1 and not value.keywords:
         return ast.unparse(value.args[0])
     return None
+
+
+def _int(value: ast.expr) -> int | None:
+    """An integer constant's value (``-1`` is a minus applied to 1 in the tree)."""
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+        inner = _int(value.operand)
+        return -inner if inner is not None else None
+    return value.value if isinstance(value, ast.Constant) and type(value.value) is int else None
 
 
 def _number(value: ast.expr) -> float | None:
@@ -405,15 +422,16 @@ def cumsum(fn: ast.FunctionDef, adds: set[str]) -> bool:
     return changed
 
 
-def inline(fn: ast.FunctionDef) -> None:
+def inline(fn: ast.FunctionDef, outputs: set[str]) -> None:
     """Each temporary that a later statement of its own block reads once, and nothing else reads, written into that
     statement, where nothing its value reads changes between and the statement stays within ``LINE`` characters;
-    a load only into the store that copies it, with no store between."""
-    while _inline_one(fn):
+    a load only into the store that copies it, with no store between but to ``outputs`` (pointers the kernel only
+    writes, which no load reads)."""
+    while _inline_one(fn, outputs):
         pass
 
 
-def _inline_one(fn: ast.FunctionDef) -> bool:
+def _inline_one(fn: ast.FunctionDef, outputs: set[str]) -> bool:
     counts = stores(fn)
     uses: dict[str, int] = {}
     for n in ast.walk(fn):
@@ -440,9 +458,16 @@ def _inline_one(fn: ast.FunctionDef) -> bool:
                         del block[i]
                         return True
                     break
-                if read & stores(later).keys() or memory and has_effect(later):
+                if read & stores(later).keys() or memory and has_effect(later) and not _writes_only(later, outputs):
                     break
     return False
+
+
+def _writes_only(stmt: ast.stmt, outputs: set[str]) -> bool:
+    """Whether ``stmt`` is a ``tl.store`` through a pointer of ``outputs`` (and so changes nothing a load reads)."""
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and ast.unparse(stmt.value.func) == \
+        "tl.store" and bool(stmt.value.args) and bool(loads(stmt.value.args[0]) & outputs) and not has_effect(
+            stmt.value.args[0]) and all(not n.endswith("_ptr") or n in outputs for n in loads(stmt.value.args[0]))
 
 
 def _copies(stmt: ast.stmt, name: str) -> bool:
