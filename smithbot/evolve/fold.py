@@ -159,6 +159,10 @@ def _fold_expressions(fn: ast.FunctionDef) -> bool:
                     setattr(node, side, number)
                     changed = True
             if isinstance(node.op, ast.Add):
+                whole = _split_again(node, defs, sizes)
+                if whole is not None:  # (x % m + x // m * m: x)
+                    changed = True
+                    return whole
                 for number, other in ((node.left, node.right), (node.right, node.left)):
                     value = _int(number)
                     if value == 0:
@@ -230,6 +234,26 @@ def _full_number(value: ast.expr, other: tuple[str, ...] | None, arithmetic: boo
                                                                                        ("tl.float32", float)):
         return None
     return ast.Constant(number)
+
+
+def _split_again(node: ast.BinOp, defs: dict[str, ast.expr], sizes: set[str]) -> ast.expr | None:
+    """``x`` for ``x % m + x // m * m`` (either order, names resolved through their values), where ``x`` is never
+    negative and ``m`` is a size: an index split into a row and a column and put back together."""
+    def seen(e: ast.expr) -> ast.expr:
+        return defs[e.id] if isinstance(e, ast.Name) and e.id in defs else e
+
+    for rem, rest in ((node.left, node.right), (node.right, node.left)):
+        r = seen(rem)
+        if not (isinstance(r, ast.BinOp) and isinstance(r.op, ast.Mod) and isinstance(r.right, ast.Name)
+                and r.right.id in sizes and isinstance(rest, ast.BinOp) and isinstance(rest.op, ast.Mult)):
+            continue
+        for quot, m in ((rest.left, rest.right), (rest.right, rest.left)):
+            q = seen(quot)
+            if ast.unparse(m) == r.right.id and isinstance(q, ast.BinOp) and isinstance(q.op, ast.FloorDiv) \
+                    and ast.unparse(q.left) == ast.unparse(r.left) and ast.unparse(q.right) == r.right.id \
+                    and _counts_up(r.left, defs):
+                return copy.deepcopy(r.left)
+    return None
 
 
 class _Strides(ast.NodeTransformer):

@@ -320,3 +320,37 @@ def test_a_reduction_read_in_one_pass_computes_what_its_loops_did(tmp_path: Path
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert float(done.stdout.strip()) < 1e-6
+
+
+def test_an_index_split_into_row_and_column_and_put_back_together_is_the_index() -> None:
+    """Inductor's gather of table rows into a page table: the floor division of a non-negative index by a size is
+    ``//``, its row stride ``max(1, s)`` is ``s`` (a zero-width table has nothing to address), the split index put
+    back together is the index, and ``-1 + x >= 0`` reads ``x >= 1``."""
+    src = '''
+def kernel(in_ptr0, in_ptr1, out_ptr0, ks0, ks1, xnumel, XBLOCK: tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    x1 = _inductor_div_floor_integer(xindex, ks0)
+    x0 = xindex % ks0
+    tmp0 = tl.load(in_ptr0 + x1, xmask)
+    tmp1 = tl.load(in_ptr1 + (x0 + ks1 * tmp0), xmask)
+    tmp2 = -1 + xindex
+    tmp3 = tmp2 >= tl.full([1], 0, tl.int64)
+    tl.store(out_ptr0 + (x0 + x1 * (1 * (1 >= ks0) + ks0 * (ks0 > 1))), tl.where(tmp3, tmp1, 0), xmask)
+'''
+    fn = ast.parse(src).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    clean_kernel(fn, {"in_ptr0": "pool", "in_ptr1": "table", "out_ptr0": "buf0", "ks0": "width", "ks1": "stride"})
+    body = ast.unparse(fn).split("\n")[1:]
+    assert body == [
+        "    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
+        "    mask = offsets < n_elements",
+        "    pool = tl.load(pool_ptr + offsets // width, mask)",
+        "    table = tl.load(table_ptr + (offsets % width + stride * pool), mask)",
+        "    tl.store(out_ptr0 + offsets, tl.where(offsets >= 1, table, 0), mask)"], body
+    signed = src.replace("xindex = xoffset + tl.arange(0, XBLOCK)[:]", "xindex = xoffset - tl.arange(0, XBLOCK)[:]")
+    fn = ast.parse(signed).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    clean_kernel(fn, {"ks0": "width"})
+    assert "_inductor_div_floor_integer(offsets, width)" in ast.unparse(fn)  # (an index that may be negative)
