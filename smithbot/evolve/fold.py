@@ -121,100 +121,101 @@ def _scan_of(value: ast.expr) -> bool:
 
 
 def _fold_expressions(fn: ast.FunctionDef) -> bool:
-    shapes, defs = shapes_of(fn), _defs(fn)
-    sizes = {a.arg for a in fn.args.args if a.annotation is None and not a.arg.endswith("_ptr")
-             and not a.arg.startswith(("in_ptr", "out_ptr", "in_out_ptr"))}
-    changed = False
+    folder = _Fold(fn)
+    fn.body = [folder.visit(s) for s in fn.body]
+    return folder.changed
 
-    class Fold(ast.NodeTransformer):
-        def visit_Compare(self, node: ast.Compare) -> ast.AST:
-            nonlocal changed
-            self.generic_visit(node)
-            parts = [node.left, *node.comparators]
-            for k, part in enumerate(parts):
-                rest = broadcast([shape(p, shapes) for j, p in enumerate(parts) if j != k])
-                number = _full_number(part, rest, False, defs)
-                if number is not None:
-                    parts[k], changed = number, True
-            node.left, node.comparators = parts[0], parts[1:]
-            if len(node.ops) == 1 and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Sub) \
-                    and _int(node.left.right) is not None and _int(node.comparators[0]) is not None:
-                # (offsets - 1 >= 0: offsets >= 1)
-                bound = _int(node.comparators[0]) + _int(node.left.right)  # type: ignore[operator]
-                node.left, node.comparators, changed = node.left.left, [ast.Constant(bound)], True
-            if all(isinstance(p, ast.Constant) and type(p.value) is int for p in parts):
-                changed = True
-                values = [p.value for p in parts]  # type: ignore[attr-defined]
-                truth = all(_COMPARE[type(op)](a, b) for op, a, b in zip(node.ops, values, values[1:]))
-                return ast.copy_location(ast.Constant(truth), node)
-            return node
 
-        def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
-            nonlocal changed
-            self.generic_visit(node)
-            for side in ("left", "right"):
-                other = node.right if side == "left" else node.left
-                number = _full_number(getattr(node, side), shape(other, shapes), True, defs)
-                if number is not None:
-                    setattr(node, side, number)
-                    changed = True
-            if isinstance(node.op, ast.Add):
-                whole = _split_again(node, defs, sizes)
-                if whole is not None:  # (x % m + x // m * m: x)
-                    changed = True
-                    return whole
-                for number, other in ((node.left, node.right), (node.right, node.left)):
-                    value = _int(number)
-                    if value == 0:
-                        changed = True
-                        return other
-                    if value is not None and value < 0:  # (-1 + offsets: offsets - 1)
-                        changed = True
-                        return ast.copy_location(ast.BinOp(other, ast.Sub(), ast.Constant(-value)), node)
-            return node
+class _Fold(ast.NodeTransformer):
+    """The expression rules of ``fold`` over one kernel; ``changed`` says whether one applied."""
 
-        def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
-            nonlocal changed
-            self.generic_visit(node)
-            if isinstance(node.slice, ast.Slice) and node.slice.lower is node.slice.upper is node.slice.step is None:
-                changed = True  # (x[:] of a vector is x)
-                return node.value
-            return node
+    def __init__(self, fn: ast.FunctionDef) -> None:
+        self.shapes, self.defs = shapes_of(fn), _defs(fn)
+        self.sizes = {a.arg for a in fn.args.args if a.annotation is None and not a.arg.endswith("_ptr")
+                      and not a.arg.startswith(("in_ptr", "out_ptr", "in_out_ptr"))}
+        self.changed = False
 
-        def visit_Call(self, node: ast.Call) -> ast.AST:
-            nonlocal changed
-            self.generic_visit(node)
-            func = ast.unparse(node.func)
-            if func == "_inductor_div_floor_integer" and len(node.args) == 2 and _counts_up(node.args[0], defs) \
-                    and isinstance(node.args[1], ast.Name) and node.args[1].id in sizes:
-                changed = True  # (floor and truncation agree on an index over a size)
-                return ast.copy_location(ast.BinOp(node.args[0], ast.FloorDiv(), node.args[1]), node)
-            if func in ("tl.load", "tl.store") and node.args:
-                pointer = ast.unparse(node.args[0])
-                node.args[0] = _Strides().visit(node.args[0])
-                changed = changed or ast.unparse(node.args[0]) != pointer
-            if func == "tl.where" and len(node.args) == 3 and not node.keywords:
-                cond, a, b = node.args
-                if isinstance(cond, ast.Constant) and type(cond.value) is bool:
-                    chosen = a if cond.value else b
-                    both = [shape(a, shapes), shape(b, shapes)]
-                    if None not in both and shape(chosen, shapes) == broadcast(both):
-                        changed = True
-                        return chosen
-                if _masked_load(a, defs) == (ast.unparse(cond), _number(b)) and _number(b) is not None:
-                    changed = True  # (the value is already `other` wherever the mask is off)
-                    return a
-            if isinstance(node.func, ast.Attribute) and node.func.attr == "to" and len(node.args) == 1 \
-                    and not node.keywords:
-                inner = node.func.value
-                made = defs.get(inner.id) if isinstance(inner, ast.Name) else inner
-                if made is not None and _cast(made) == ast.unparse(node.args[0]):
-                    changed = True  # (a cast to the type the value was cast to already)
-                    return inner
-            return node
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        parts = [node.left, *node.comparators]
+        for k, part in enumerate(parts):
+            rest = broadcast([shape(p, self.shapes) for j, p in enumerate(parts) if j != k])
+            number = _full_number(part, rest, False, self.defs)
+            if number is not None:
+                parts[k], self.changed = number, True
+        node.left, node.comparators = parts[0], parts[1:]
+        if len(node.ops) == 1 and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Sub) \
+                and _int(node.left.right) is not None and _int(node.comparators[0]) is not None:
+            # (offsets - 1 >= 0: offsets >= 1)
+            bound = _int(node.comparators[0]) + _int(node.left.right)  # type: ignore[operator]
+            node.left, node.comparators, self.changed = node.left.left, [ast.Constant(bound)], True
+        if all(isinstance(p, ast.Constant) and type(p.value) is int for p in parts):
+            self.changed = True
+            values = [p.value for p in parts]  # type: ignore[attr-defined]
+            truth = all(_COMPARE[type(op)](a, b) for op, a, b in zip(node.ops, values, values[1:]))
+            return ast.copy_location(ast.Constant(truth), node)
+        return node
 
-    fn.body = [Fold().visit(s) for s in fn.body]
-    return changed
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        for side in ("left", "right"):
+            other = node.right if side == "left" else node.left
+            number = _full_number(getattr(node, side), shape(other, self.shapes), True, self.defs)
+            if number is not None:
+                setattr(node, side, number)
+                self.changed = True
+        if isinstance(node.op, ast.Add):
+            whole = _split_again(node, self.defs, self.sizes)
+            if whole is not None:  # (x % m + x // m * m: x)
+                self.changed = True
+                return whole
+            for number, other in ((node.left, node.right), (node.right, node.left)):
+                value = _int(number)
+                if value == 0:
+                    self.changed = True
+                    return other
+                if value is not None and value < 0:  # (-1 + offsets: offsets - 1)
+                    self.changed = True
+                    return ast.copy_location(ast.BinOp(other, ast.Sub(), ast.Constant(-value)), node)
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.slice, ast.Slice) and node.slice.lower is node.slice.upper is node.slice.step is None:
+            self.changed = True  # (x[:] of a vector is x)
+            return node.value
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = ast.unparse(node.func)
+        if func == "_inductor_div_floor_integer" and len(node.args) == 2 and _counts_up(node.args[0], self.defs) \
+                and isinstance(node.args[1], ast.Name) and node.args[1].id in self.sizes:
+            self.changed = True  # (floor and truncation agree on an index over a size)
+            return ast.copy_location(ast.BinOp(node.args[0], ast.FloorDiv(), node.args[1]), node)
+        if func in ("tl.load", "tl.store") and node.args:
+            pointer = ast.unparse(node.args[0])
+            node.args[0] = _Strides().visit(node.args[0])
+            self.changed = self.changed or ast.unparse(node.args[0]) != pointer
+        if func == "tl.where" and len(node.args) == 3 and not node.keywords:
+            cond, a, b = node.args
+            if isinstance(cond, ast.Constant) and type(cond.value) is bool:
+                chosen = a if cond.value else b
+                both = [shape(a, self.shapes), shape(b, self.shapes)]
+                if None not in both and shape(chosen, self.shapes) == broadcast(both):
+                    self.changed = True
+                    return chosen
+            if _masked_load(a, self.defs) == (ast.unparse(cond), _number(b)) and _number(b) is not None:
+                self.changed = True  # (the value is already `other` wherever the mask is off)
+                return a
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "to" and len(node.args) == 1 \
+                and not node.keywords:
+            inner = node.func.value
+            made = self.defs.get(inner.id) if isinstance(inner, ast.Name) else inner
+            if made is not None and _cast(made) == ast.unparse(node.args[0]):
+                self.changed = True  # (a cast to the type the value was cast to already)
+                return inner
+        return node
 
 
 def _full_number(value: ast.expr, other: tuple[str, ...] | None, arithmetic: bool,
