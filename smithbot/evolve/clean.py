@@ -338,6 +338,9 @@ def _rename(fn: ast.FunctionDef, tensors: dict[str, str]) -> dict[str, str]:
             word = _FLAT[part] if role == "" else _PARTS[part].format(role.upper() if part == "BLOCK" else role)
             names[n] = fresh(word)
     counts = stores(fn)
+    for temp, buffer in _stored_as(fn, tensors).items():  # a value stored as it is: its buffer's name
+        if temp not in names and counts.get(temp) == 1:
+            names[temp] = fresh(buffer)
     for node in ast.walk(fn):  # definitions in source order: a name is given where its value is first made
         got = single(node) if isinstance(node, ast.stmt) else None
         if got is not None and _TEMP.fullmatch(got[0]) and got[0] not in names:
@@ -353,6 +356,21 @@ def _rename(fn: ast.FunctionDef, tensors: dict[str, str]) -> dict[str, str]:
     for a in fn.args.args:
         a.arg = names.get(a.arg, a.arg)
     return names
+
+
+def _stored_as(fn: ast.FunctionDef, tensors: dict[str, str]) -> dict[str, str]:
+    """Inductor's temporaries that the kernel stores as they are into one output the glue names (``tl.store(out_ptr1
+    + x0, tmp3, xmask)``, the launcher passing ``positions``), each with that name."""
+    seen: dict[str, set[str]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "tl.store" and len(node.args) >= 2 \
+                and isinstance(node.args[1], ast.Name) and _TEMP.fullmatch(node.args[1].id):
+            ptrs = [n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)
+                    and re.fullmatch(r"(in_out|out)_ptr\d+", n.id)]
+            seen.setdefault(node.args[1].id, set()).update(tensors.get(q, "") for q in ptrs[:1])
+    return {temp: next(iter(given)) for temp, given in seen.items() if len(given) == 1
+            and re.fullmatch(r"[a-z]\w*", next(iter(given))) and not re.fullmatch(r"buf\d+|scratch\w*|out\w*",
+                                                                                  next(iter(given)))}
 
 
 def _renamed(value: ast.expr, names: dict[str, str]) -> ast.expr:

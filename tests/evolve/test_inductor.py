@@ -137,6 +137,8 @@ def test_the_bundled_decode_metadata_seed_reads_its_sizes_from_the_parameters_an
     # the scan reads the batch in one pass, a block as wide as it (and one at least: an empty batch still launches)
     assert "BLOCK_COLS=triton.next_power_of_2(max(1, seq_lens_size_0))" in block and "BLOCK_ROWS" not in block
     assert "tl.cumsum(seq_lens.to(tl.int32), 1)" in block  # (Inductor's adding associative_scan)
+    # a value stored as it is into a buffer the glue returns takes that buffer's name
+    assert "positions = (seq_lens - 1).to(tl.int64)" in block and "tl.store(positions_ptr + cols, positions," in block
     # no helper that folding left unread: the scan's combine, the carry's select, the floor division of an index
     assert "@triton.jit" in block and not re.search(r"def \w*(add0|select_one|div_floor)", block)
     assert re.findall(r"^    for ", block, re.M) == []
