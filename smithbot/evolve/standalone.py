@@ -261,8 +261,9 @@ def _cleaned_helper(source: str) -> str:
 
 
 def _relaunch(line: str, kernel: str, names: dict[str, str], sizes: dict[str, str]) -> str:
-    """``line`` with the block-size keywords of its launch of ``kernel`` renamed as the cleaned kernel's (one it no
-    longer takes, named "", dropped), and those in ``sizes`` given that expression."""
+    """``line`` with the block-size keywords of its launch of ``kernel`` renamed as the cleaned kernel's, in the
+    grid too (one it no longer takes, named "", dropped, and 1 in the grid), and those in ``sizes`` given that
+    expression; a grid that reads no block size is a plain tuple."""
     tree = parse(line)
     hit = False
     for c in ast.walk(tree):
@@ -274,7 +275,36 @@ def _relaunch(line: str, kernel: str, names: dict[str, str], sizes: dict[str, st
                 if kw.arg in names:
                     kw.arg, hit = names[kw.arg], True
             c.keywords = [kw for kw in c.keywords if kw.arg != ""]
+            c.func.slice = _Grid(names).visit(c.func.slice)
+            if isinstance(c.func.slice, ast.Lambda) and "meta" not in {
+                    n.id for n in ast.walk(c.func.slice.body) if isinstance(n, ast.Name)}:
+                c.func.slice, hit = c.func.slice.body, True
     return ast.unparse(tree) if hit else line
+
+
+class _Grid(ast.NodeTransformer):
+    """A launch grid with the block sizes renamed (``meta['XBLOCK']`` -> ``meta['BLOCK_ROWS']``; one dropped is 1),
+    and ``triton.cdiv`` of constants, or by 1, worked out."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        if ast.unparse(node.value) == "meta" and isinstance(node.slice, ast.Constant) and node.slice.value in self.names:
+            new = self.names[node.slice.value]
+            return ast.Constant(1) if new == "" else ast.Subscript(node.value, ast.Constant(new), ast.Load())
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if ast.unparse(node.func) == "triton.cdiv" and len(node.args) == 2:
+            a, b = node.args
+            if isinstance(b, ast.Constant) and b.value == 1:
+                return a
+            if isinstance(a, ast.Constant) and isinstance(b, ast.Constant):
+                return ast.Constant(-(-int(a.value) // int(b.value)))
+        return node
 
 
 def _returned(stmt: ast.stmt | None) -> list[ast.expr]:
@@ -542,7 +572,8 @@ def _pass_too(line: str, kernel: str, arg: str) -> str:
 
 
 def _launch(k: _Kernel, node: ast.Call) -> ast.AST:
-    """``kernel.run(args..., stream=s)`` as ``kernel[grid](args..., BLOCK=...)``."""
+    """``kernel.run(args..., stream=s)`` as ``kernel[lambda meta: grid](args..., BLOCK=...)``, the grid over the
+    block sizes the launch passes."""
     args = [a for a in node.args]
     runtime = [p for p in k.params if p not in k.constexprs]
     if len(args) != len(runtime):
@@ -557,7 +588,7 @@ def _launch(k: _Kernel, node: ast.Call) -> ast.AST:
     for p, axis in k.axes.items():
         numel = value.get(f"{p}numel", "1")
         block = f"{p.upper()}BLOCK"
-        grid[axis] = f"triton.cdiv({numel}, {chosen[block]})" if block in chosen else numel
+        grid[axis] = f"triton.cdiv({numel}, meta['{block}'])" if block in chosen else numel
     if k.grid_type == _OVERFLOW and "y" in k.axes:  # as Inductor splits them: y blocks in rows of at most 65535
         rows = grid[k.axes["y"]]
         layers = f"max(1, triton.cdiv({rows}, {_MAX_Y_GRID}))"
@@ -565,5 +596,7 @@ def _launch(k: _Kernel, node: ast.Call) -> ast.AST:
         grid += ["1"] * (3 - len(grid))
         grid[2] = layers
     kwargs = ", ".join(f"{c}={v}" for c, v in chosen.items())
-    call = f"{k.name}[({', '.join(grid)},)]({', '.join(ast.unparse(a) for a in args)}, {kwargs}, num_warps=4)"
+    # (the grid reads the block sizes the launch passes, so that one tuned stays in step with it)
+    call = f"{k.name}[lambda meta: ({', '.join(grid)},)]({', '.join(ast.unparse(a) for a in args)}, {kwargs}, " \
+           "num_warps=4)"
     return parse(call, mode="eval").body

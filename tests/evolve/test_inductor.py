@@ -203,8 +203,9 @@ def test_inductors_2d_grid_with_y_overflow_covers_every_row_block(rows: int) -> 
     k, _ = _kernel("triton_poi_fused_0", "_k", OVERFLOW_KERNEL, {}, set())
     call = ast.parse("triton_poi_fused_0.run(a, b, ynumel, xnumel, stream=stream0)", mode="eval").body
     launch = ast.unparse(_launch(k, call))
-    grid = eval(launch.split("[", 1)[1].rsplit("](", 1)[0], {"triton": triton, "max": max, "ynumel": rows,
-                                                            "xnumel": 16})  # (the launch's grid, evaluated)
+    at = eval(launch.split("[", 1)[1].rsplit("](", 1)[0], {"triton": triton, "max": max, "ynumel": rows,
+                                                          "xnumel": 16})  # (the launch's grid, a function of it)
+    grid = at({"YBLOCK": 16, "XBLOCK": 64})  # (the block sizes the launch passes)
     blocks = triton.cdiv(rows, 16)
     assert len(grid) == 3 and grid[1] <= 65535 and grid[1] * grid[2] >= blocks > grid[1] * (grid[2] - 1)
 

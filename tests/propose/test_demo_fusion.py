@@ -84,9 +84,9 @@ def test_the_generated_test_passes_on_the_fusion_and_catches_a_wrong_one(demo: t
     assert ok.returncode == 0 and re.search(r"^\d+ passed", ok.stdout, re.M), ok.stdout + ok.stderr
     fused = checkout / "minengine/kernels/fused_lens_positions.py"
     src = fused.read_text()
-    assert src.count("tl.store(new_lens_ptr + offsets, largest, mask)") == 1
-    fused.write_text(src.replace("tl.store(new_lens_ptr + offsets, largest, mask)",  # lens - 1 stored for lens
-                                 "tl.store(new_lens_ptr + offsets, diff, mask)"))
+    assert src.count("tl.store(new_lens_ptr + offsets, new_lens, mask)") == 1
+    fused.write_text(src.replace("tl.store(new_lens_ptr + offsets, new_lens, mask)",  # lens - 1 stored for lens
+                                 "tl.store(new_lens_ptr + offsets, new_lens - const, mask)"))
     try:
         bad = _pytest(checkout, test)
     finally:
