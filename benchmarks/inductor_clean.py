@@ -8,7 +8,7 @@ there).
         WORKSPACE/tasks/renormalize_glue_601=benchmarks/handwritten/renorm.py
 
 Each argument is a fusion task directory or a bundled task's name, and after ``=`` a hand-written candidate: a whole
-``kernel.py``, or the functions of its EVOLVE-BLOCK with the entry named ``ENTRY``. Prints one Markdown row a form.
+``kernel.py``, or the functions of its EVOLVE-BLOCK with the entry named ``ENTRY`` (its imports are the baseline's). Prints one Markdown row a form.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def handwritten(path: Path, baseline: str, entry: str) -> str:
     if EVOLVE_START in text:
         return text
     head, _, tail = split_evolve(baseline)  # type: ignore[misc]
-    return f"{head}{EVOLVE_START}\n\n{text.replace('ENTRY', entry)}\n\n{EVOLVE_END}{tail}"
+    body = "\n".join(line for line in text.splitlines() if not line.startswith(("import ", "from ")))  # (the head's)
+    return f"{head}{EVOLVE_START}\n\n{body.replace('ENTRY', entry)}\n\n{EVOLVE_END}{tail}"
 
 
 def main() -> None:

@@ -2,6 +2,10 @@
 # the batch's rows of the token table cut to the longest length), written the way a maintainer would, to compare the
 # generated kernel's length and speed with (benchmarks/inductor_clean.py). One program per request.
 
+import torch
+import triton
+import triton.language as tl
+
 
 @triton.jit
 def _fa3_metadata_kernel(lens_ptr, pool_ptr, table_ptr, table_stride, lens32_ptr, cu_ptr, page_ptr, max_k,

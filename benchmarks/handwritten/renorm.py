@@ -2,6 +2,10 @@
 # maintainer would, to compare the generated kernel's length and speed with (benchmarks/inductor_clean.py).
 # The launcher takes the task's entry name from the command line (``--as ENTRY``).
 
+import torch
+import triton
+import triton.language as tl
+
 
 @triton.jit
 def _renorm_kernel(w_ptr, out_ptr, n_rows, n_cols, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
