@@ -199,9 +199,10 @@ class Worker:
             return {"status": "task_error", "detail": str(exc)}
         except Exception as exc:
             status, fatal = _classify(exc)
-            detail = f"task {req['task']}: preparing the baseline failed: {_describe(exc)}"
+            # (the cause first and no path: the caller knows which task it asked for)
+            detail = f"preparing the baseline failed: {_describe(exc)}"
             if status == "oom":
-                detail = f"task {req['task']}: a shape case's inputs do not fit in memory: {exc}".splitlines()[0]
+                detail = f"a shape case's inputs do not fit in memory: {exc}".splitlines()[0]
             return {"status": "task_error", "detail": detail, "cause": status, "fatal": fatal,
                     "log": traceback.format_exc()}
         if prep.errors:

@@ -123,3 +123,29 @@ def test_run_ends_inside_its_total_time(tmp_path: Path) -> None:
     # the task comes from the job's own scan, ranked by the profile: its share reaches the task (and so the PR)
     [task] = (tmp_path / "workspaces" / "demo" / "tasks").glob("*/task.yaml")
     assert yaml.safe_load(task.read_text())["hotness"]["share"] > 0
+
+
+def test_a_fusion_pick_whose_task_breaks_is_a_row_with_its_reason(tmp_path: Path) -> None:
+    """`run --fusion` on a copy of the demo engine whose glue cannot run on its own inputs (a reshape to rows of 7
+    lengths): the pick's task fails its self-check, and the job says so in its row and summary, and ends cleanly,
+    where a fusion pick's error once became an AttributeError (``site.name`` on a FusionSite)."""
+    import shutil
+
+    engine = tmp_path / "engine"
+    shutil.copytree(ROOT / "targets" / "demo", engine)
+    llama = engine / "minengine" / "models" / "llama.py"
+    text = llama.read_text()
+    glue = "        lens = lens.clamp(min=1).to(torch.int32)\n"
+    assert text.count(glue) == 1
+    llama.write_text(text.replace(glue, "        lens = lens.clamp(min=1).to(torch.int32).view(-1, 7)\n"))
+    for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "engine"]):
+        subprocess.run(["git", *git], cwd=engine, check=True, capture_output=True)
+    r = run("run", str(ROOT / "targets" / "demo.yaml"), "--source", str(engine), "--fusion", "--kernel",
+            "glue:LlamaModel.forward", "--iterations", "2", "--backend", "interpreter", home=tmp_path / "home")
+    assert "Traceback" not in r.stderr and "AttributeError" not in r.stderr, r.stderr[-3000:]
+    said = " ".join(r.stderr.split())
+    assert "extract: glue:LlamaModel.forward" in said and "skipped:" in said, said[-2000:]
+    row = next(line for line in r.stdout.splitlines() if line.startswith("| `glue:LlamaModel.forward"))
+    # the reason, cause first and without the workspace's path: the reshape the glue cannot do
+    assert "| preparing the baseline failed: RuntimeError: shape '[-1, 7]' is invalid" in row, row
+    assert str(tmp_path) not in row, row
