@@ -164,7 +164,8 @@ def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[Prepared
     wrepo = git.Repo(wt)
     try:
         if task.provenance.glue:  # a fused kernel in place of torch glue: a new module, and a call where the glue was
-            result = reinsert_glue(task, cand.source or "", wt, kernels_dir(target, task.provenance.glue["path"]))
+            result = reinsert_glue(task, cand.source or "", wt, kernels_dir(target, task.provenance.glue["path"]),
+                                   target.conventions.header)
         else:
             result = reinsert(task, cand.source or "", wt)
     except Exception:

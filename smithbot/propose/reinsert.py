@@ -348,11 +348,11 @@ def run_formatters(root: Path, files: tuple[str, ...], formatters: tuple[Formatt
     return notes
 
 
-def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> Result:
+def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str, header: str = "") -> Result:
     """A fusion task's winner put back into the checkout at ``root``: the candidate becomes a module in
-    ``kernels_dir`` (where the target keeps its kernels), the glue's lines (``provenance.glue``) become one call of its
-    entry on the engine's own expressions, assigning what the glue assigned, and the glue's file imports the entry.
-    Raises ReinsertError when those lines are no longer the glue the task was made from."""
+    ``kernels_dir`` (where the target keeps its kernels) under the target's file ``header``, the glue's lines
+    (``provenance.glue``) become one call of its entry on the engine's own expressions, assigning what the glue
+    assigned, and the glue's file imports the entry. Raises ReinsertError when those lines are no longer the glue the task was made from."""
     glue = task.provenance.glue
     if not glue or not glue.get("module") or "outputs" not in glue:
         raise ReinsertError(f"{task.id} is not a task made from torch glue: no line span to replace")
@@ -385,7 +385,8 @@ def reinsert_glue(task: Task, candidate: str, root: Path, kernels_dir: str) -> R
     code = re.sub(rf"\b{re.escape(task.entry)}\b", name, (block + tail).strip())
     doc = textwrap.fill(f"{name}: one fused kernel in place of the torch glue of {glue['function']}() ({rel}); "
                         "written by smithbot.", 100)
-    body = f'"""{doc}\n"""\n\n' + "\n\n".join("\n".join(g) for g in groups) + "\n\n\n" + code + "\n"
+    body = (f"{header}\n" if header else "") + f'"""{doc}\n"""\n\n' + "\n\n".join("\n".join(g) for g in groups) \
+        + "\n\n\n" + code + "\n"  # (under the header the target's files open with: its copyright line)
     (root / kernel_rel).parent.mkdir(parents=True, exist_ok=True)
     (root / kernel_rel).write_text(body, encoding="utf-8")
     # the call, where the glue was

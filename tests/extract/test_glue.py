@@ -243,8 +243,10 @@ def test_a_fused_call_runs_only_at_the_constants_its_task_pinned(engine: str, tm
     root = tmp_path / "checkout"
     shutil.copytree(yaml.safe_load(Path(engine).read_text())["repo"], root)
     kernel = (tmp_path / "task" / "kernel.py").read_text()
-    done = reinsert_glue(load_task(tmp_path / "task"), kernel, root, "eng/kernels")
+    done = reinsert_glue(load_task(tmp_path / "task"), kernel, root, "eng/kernels", "# Copyright (c) Eng.")
     assert "where `bias_scale == 2.5` (as serving has it)" in done.notes[0]
+    [module] = done.added
+    assert (root / module.split("::")[0]).read_text().startswith('# Copyright (c) Eng.\n"""fused_')  # (the target's file header)
     patched = (root / "eng/layers.py").read_text()
     ast.parse(patched)
     head = patched.index("    if bias_scale == 2.5:\n")
