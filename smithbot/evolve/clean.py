@@ -88,7 +88,7 @@ def _single_row(fn: ast.FunctionDef, tensors: dict[str, str]) -> set[str]:
         return set()
     fn.args.args = [a for a in fn.args.args if a.arg != "XBLOCK"]
     for s in fn.body:
-        fold._substitute(s, "XBLOCK", ast.Constant(1))
+        fold.substitute(s, "XBLOCK", ast.Constant(1))
     return {"XBLOCK"}
 
 

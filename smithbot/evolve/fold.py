@@ -43,7 +43,7 @@ def one_pass(fn: ast.FunctionDef) -> bool:
     body: list[ast.stmt] = []
     for s in fn.body:
         if isinstance(s, ast.For) and isinstance(s.target, ast.Name) and not s.orelse and _over_row(s.iter):
-            body += [_substitute(copy.deepcopy(b), s.target.id, ast.Constant(0)) for b in s.body]
+            body += [substitute(copy.deepcopy(b), s.target.id, ast.Constant(0)) for b in s.body]
         else:
             body.append(s)
     changed = len(body) != len(fn.body) or any(a is not b for a, b in zip(body, fn.body))
@@ -59,7 +59,8 @@ def _over_row(it: ast.expr) -> bool:
         and ast.unparse(it.args[2]) in _ROW_BLOCKS
 
 
-def _substitute(node: ast.AST, name: str, value: ast.expr) -> ast.AST:
+def substitute(node: ast.AST, name: str, value: ast.expr) -> ast.AST:
+    """``node`` (changed in place, and returned) with each read of ``name`` replaced by a copy of ``value``."""
     class Sub(ast.NodeTransformer):
         def visit_Name(self, n: ast.Name) -> ast.AST:
             return copy.deepcopy(value) if n.id == name and isinstance(n.ctx, ast.Load) else n
@@ -349,7 +350,7 @@ def _identity_accumulators(fn: ast.FunctionDef) -> bool:
     """``acc = tl.full(S, identity, T)`` ... ``t = acc + x`` ... ``acc = tl.where(m, t, acc)`` in the kernel's top
     level: ``t = x.to(T)`` and ``acc = tl.where(m, t, identity)`` (the full is then overwritten unread)."""
     body = fn.body
-    reads = stores(fn)
+    counts = stores(fn)
     for i, s in enumerate(body):
         got = single(s)
         if got is None or not (isinstance(got[1], ast.Call) and ast.unparse(got[1].func) == "tl.where"
@@ -363,7 +364,7 @@ def _identity_accumulators(fn: ast.FunctionDef) -> bool:
             continue
         fill, dtype = ast.unparse(init[1].args[1]), init[1].args[2]
         assert start is not None
-        if not isinstance(step, ast.Name) or reads.get(step.id) != 1:
+        if not isinstance(step, ast.Name) or counts.get(step.id) != 1:
             continue
         at = next((k for k in range(start + 1, i) if single(body[k]) is not None
                    and single(body[k])[0] == step.id), None)  # type: ignore[index]
@@ -477,7 +478,7 @@ def _inline_one(fn: ast.FunctionDef, outputs: set[str]) -> bool:
                 if name in loads(later):
                     if isinstance(later, (ast.For, ast.If, ast.While)) or memory and not _copies(later, name):
                         break  # (a loaded value keeps its tensor's name, but for one a store copies)
-                    trial = _substitute(copy.deepcopy(later), name, got[1])
+                    trial = substitute(copy.deepcopy(later), name, got[1])
                     if len(ast.unparse(trial)) <= LINE:
                         block[j] = trial  # type: ignore[assignment]
                         del block[i]
