@@ -391,6 +391,8 @@ def _same_values(fn: ast.FunctionDef) -> bool:
         if got is None or has_effect(got[1]):
             continue
         name, text = got[0], ast.unparse(got[1])
+        if name in loads(got[1]):
+            continue  # (x = x + 1 twice is two steps)
         read = loads(got[1]) | {name}
         memory = any(isinstance(c, ast.Call) and ast.unparse(c.func) == "tl.load" for c in ast.walk(got[1]))
         for j in range(i - 1, -1, -1):
@@ -401,7 +403,7 @@ def _same_values(fn: ast.FunctionDef) -> bool:
                 if earlier[0] == name:
                     del body[i]
                     return True
-                if counts.get(name) == 1 and counts.get(earlier[0]) == 1 and name not in loads(got[1]):
+                if counts.get(name) == 1 and counts.get(earlier[0]) == 1:
                     body[i] = ast.Assign([ast.Name(name, ast.Store())], ast.Name(earlier[0], ast.Load()), lineno=0)
                     return True
             if read & stores(body[j]).keys():

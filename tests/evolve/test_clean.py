@@ -354,3 +354,17 @@ def kernel(in_ptr0, in_ptr1, out_ptr0, ks0, ks1, xnumel, XBLOCK: tl.constexpr):
     assert isinstance(fn, ast.FunctionDef)
     clean_kernel(fn, {"ks0": "width"})
     assert "_inductor_div_floor_integer(offsets, width)" in ast.unparse(fn)  # (an index that may be negative)
+
+
+def test_a_step_taken_twice_is_not_taken_for_the_same_value() -> None:
+    src = '''
+def kernel(in_ptr0, out_ptr0, B: tl.constexpr):
+    a = tl.load(in_ptr0 + tl.arange(0, B))
+    a = a + 1
+    a = a + 1
+    tl.store(out_ptr0 + tl.arange(0, B), a)
+'''
+    fn = ast.parse(src).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    clean_kernel(fn, {})
+    assert ast.unparse(fn).count("a + 1") == 2, ast.unparse(fn)
