@@ -244,13 +244,18 @@ def to_candidate(baseline: str, entry: str, compiled: Compiled, clean: bool = Tr
     signature = f"def {entry}({ast.unparse(base_fn.args)}):"
     parts = (["from triton.language.extra import libdevice"] if "libdevice" in used else []) + \
         _inline_helpers(used, defs) + local_helpers + cleaned + \
-        [signature + '\n    """Inductor\'s code for the glue, made standalone by smithbot\'s inductor proposer."""\n'
+        [signature + f'\n    """What the torch glue returns, from {_count(len(kernels))}:\n    the code torch.compile '
+                     'generates for it, made standalone by smithbot."""\n'
          + "\n".join("    " + line for line in body)]
     split = split_evolve(baseline)
     if split is None:
         raise InductorError("the baseline has no single EVOLVE-BLOCK")
     head, _, tail = split
     return f"{head}{EVOLVE_START}\n\n" + "\n\n\n".join(parts) + f"\n\n\n{EVOLVE_END}{tail}"
+
+
+def _count(kernels: int) -> str:
+    return "one Triton kernel" if kernels == 1 else f"{kernels} Triton kernels"
 
 
 def _cleaned_helper(source: str) -> str:
