@@ -301,3 +301,23 @@ def test_the_strides_inductor_compiled_for_are_made_or_checked() -> None:
     assert got == ["arg0_1 = w", "arg0_1 = arg0_1.contiguous()", "arg1_1 = out", "s0 = arg0_1.size()[0]"]
     got = _strided(lines, guard("assert_size_stride(arg1_1, (s0, s1), (s1, 1))"), written={"arg1_1"})
     assert got == lines + ["assert arg1_1.stride() == (s1, 1), 'compiled for the strides (s1, 1) of sizes (s0, s1)'"]
+
+
+def test_the_proposer_offers_the_seed_in_one_pass_and_with_inductors_loops(tmp_path: Path) -> None:
+    """The bundled decode_metadata's recording: the inductor proposer's first two candidates are its seed reading the
+    batch in one pass and the seed keeping Inductor's loop, both correct; the search then keeps the faster."""
+    import shutil
+
+    from smithbot.evolve.db import RunDB
+
+    task = tmp_path / "decode_metadata"
+    shutil.copytree(Path(api.__file__).resolve().parent / "tasks" / "decode_metadata", task)
+    status = api.evolve(str(task), proposer="inductor", iterations=2, islands=1, backend="interpreter",
+                        db=tmp_path / "runs.db")
+    with RunDB(tmp_path / "runs.db") as db:
+        seeds = [c for c in db.candidates(status.run_id) if c.proposer == "inductor"]
+    forms = {c.response.split(": ")[0].rsplit(" (", 1)[-1]: c for c in seeds}  # (two threads: in either order)
+    assert sorted(forms) == ["Inductor's loops over each row)", "each row in one pass)"], [c.response for c in seeds]
+    assert all(c.correct for c in seeds), [c.reason for c in seeds]
+    one, looped = (forms[f].source or "" for f in ("each row in one pass)", "Inductor's loops over each row)"))
+    assert "for col_start in" not in one and "for col_start in" in looped
