@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.task import load_task
-from smithbot.evolve.standalone import Compiled, InductorError
+from smithbot.evolve.generated import Compiled, InductorError
 
 
 def _plain_case(cases):  # type: ignore[no-untyped-def]

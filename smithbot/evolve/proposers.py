@@ -31,7 +31,8 @@ from evaluator.task import Task
 from smithbot.config import ConfigError, EvolveConfig, LLMConfig, load_evolve_config, templates_dir
 from smithbot.errors import SmithbotError
 from smithbot.evolve import edits, inductor, tune
-from smithbot.evolve.standalone import InductorError, to_candidate
+from smithbot.evolve.generated import InductorError
+from smithbot.evolve.standalone import to_candidate
 from smithbot.llm import LLMClient
 
 

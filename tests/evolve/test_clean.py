@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from smithbot.evolve.clean import clean_helper, clean_kernel
-from smithbot.evolve.standalone import kernel_name
+from smithbot.evolve.generated import kernel_name
 
 RAW = '''
 def kernel(in_ptr0, in_ptr1, out_ptr0, ks0, xnumel, r0_numel, XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr):

@@ -14,7 +14,8 @@ from evaluator.guard import check
 from smithbot import api
 from smithbot.config import TARGETS_DIR
 from smithbot.evolve.inductor import read_recording, recorded
-from smithbot.evolve.standalone import Compiled, InductorError, to_candidate
+from smithbot.evolve.generated import Compiled, InductorError
+from smithbot.evolve.standalone import to_candidate
 
 # Inductor's output (compile_glue on an H200), as shipped: for the demo's glue, and beside the bundled decode_metadata
 RECORDINGS = {"demo_glue": TARGETS_DIR / "demo" / "inductor" / "LlamaModel.forward.json",
@@ -160,7 +161,7 @@ def test_a_float_that_dynamo_wrapped_is_read_as_the_number_the_task_passes() -> 
     ``call`` reads it with ``.item()``; the task passes the float itself, so the candidate reads ``float(x)``."""
     import ast
 
-    from smithbot.evolve.standalone import _statement, _strided
+    from smithbot.evolve.launcher import _statement, _strided
 
     stmt = ast.parse("k.run(buf1, arg6_1.item(), arg5_1, n, stream=stream0)").body[0]
     assert "float(arg6_1)" in _statement(stmt, {}, ["arg5_1"]) and ".item()" not in _statement(stmt, {}, ["arg5_1"])
@@ -198,9 +199,10 @@ def test_inductors_2d_grid_with_y_overflow_covers_every_row_block(rows: int) -> 
 
     import triton
 
-    from smithbot.evolve.standalone import _kernel, _launch
+    from smithbot.evolve.generated import take_kernel
+    from smithbot.evolve.launcher import _launch
 
-    k, _ = _kernel("triton_poi_fused_0", "_k", OVERFLOW_KERNEL, {}, set())
+    k, _ = take_kernel("triton_poi_fused_0", "_k", OVERFLOW_KERNEL, {}, set())
     call = ast.parse("triton_poi_fused_0.run(a, b, ynumel, xnumel, stream=stream0)", mode="eval").body
     launch = ast.unparse(_launch(k, call))
     at = eval(launch.split("[", 1)[1].rsplit("](", 1)[0], {"triton": triton, "max": max, "ynumel": rows,
@@ -256,12 +258,13 @@ def test_an_integer_inductor_wrote_in_as_a_constant_is_passed_again() -> None:
     integer the launcher reads already, or whose value the kernel does not hold, is left alone."""
     import ast
 
-    from smithbot.evolve.standalone import _Kernel, _unbake
+    from smithbot.evolve.generated import Kernel
+    from smithbot.evolve.launcher import unbake
 
-    kernels = {"k0": _Kernel("_k", BAKED_KERNEL.strip(), ["in_ptr0", "out_ptr0", "ks0", "xnumel", "XBLOCK"],
+    kernels = {"k0": Kernel("_k", BAKED_KERNEL.strip(), ["in_ptr0", "out_ptr0", "ks0", "xnumel", "XBLOCK"],
                              ["XBLOCK"], "pointwise", {"x": 0}, "Grid1D")}
     body = ["_k[triton.cdiv(n, 1024),](ids, out, width, n, XBLOCK=1024, num_warps=4)"]
-    body = _unbake(kernels, body, {"num_experts": 256, "width": 8, "top_k": 8, "other": 3})
+    body = unbake(kernels, body, {"num_experts": 256, "width": 8, "top_k": 8, "other": 3})
     fn = ast.parse(kernels["k0"].source).body[0]
     assert isinstance(fn, ast.FunctionDef)
     assert [a.arg for a in fn.args.args] == ["in_ptr0", "out_ptr0", "ks0", "xnumel", "num_experts", "top_k",
@@ -273,11 +276,11 @@ def test_an_integer_inductor_wrote_in_as_a_constant_is_passed_again() -> None:
     assert body == ["_k[triton.cdiv(n, 1024),](ids, out, width, n, num_experts, top_k, XBLOCK=1024, num_warps=4)"]
     # an argument the launcher reads, even inside a size: not specialised, the constant stays
     kernels["k0"] = dataclasses.replace(kernels["k0"], source=BAKED_KERNEL.strip())
-    assert _unbake(kernels, ["_k[g](ids, out, num_experts + 1, n, XBLOCK=1024)"], {"num_experts": 256}) \
+    assert unbake(kernels, ["_k[g](ids, out, num_experts + 1, n, XBLOCK=1024)"], {"num_experts": 256}) \
         == ["_k[g](ids, out, num_experts + 1, n, XBLOCK=1024)"] and "other=256" in kernels["k0"].source
     # two arguments that both hold 256 at the compile case: the constant stays
     kernels["k0"] = dataclasses.replace(kernels["k0"], source=BAKED_KERNEL.strip())
-    assert _unbake(kernels, ["_k[g](ids, out, width, n, XBLOCK=1024)"], {"num_experts": 256, "hidden": 256}) \
+    assert unbake(kernels, ["_k[g](ids, out, width, n, XBLOCK=1024)"], {"num_experts": 256, "hidden": 256}) \
         == ["_k[g](ids, out, width, n, XBLOCK=1024)"] and "other=256" in kernels["k0"].source
 
 
@@ -287,7 +290,7 @@ def test_the_strides_inductor_compiled_for_are_made_or_checked() -> None:
     H200 a standalone renormalize indexed rows by the column count whatever the input's strides)."""
     import ast
 
-    from smithbot.evolve.standalone import _contiguous, _strided
+    from smithbot.evolve.launcher import _contiguous, _strided
 
     def guard(text: str) -> ast.Call:
         return ast.parse(text, mode="eval").body  # type: ignore[return-value]
