@@ -1,12 +1,14 @@
 """The task's harness.py: the input specs (``extract/inputs.py``) and the interpreter of them that every harness
 carries, so that a task directory needs nothing of smithbot to make its inputs. Its arithmetic over the case's dims
-is ``smithbot.inputs.sizes.size_value``, whose source every harness embeds."""
+is ``smithbot.inputs.sizes.size_value``, and the kinds drawn in more than one step are ``smithbot.inputs.draw``'s:
+every harness embeds their source, as the generated test does."""
 
 from __future__ import annotations
 
 import inspect
 from typing import Any
 
+from smithbot.inputs.draw import HELPERS
 from smithbot.inputs.layouts import builder_source
 from smithbot.inputs.plan import nested
 from smithbot.inputs.sizes import size_value
@@ -36,6 +38,9 @@ _DTYPES.update(_BYTE_DTYPES)
 
 
 {value_fn}
+
+
+{draw_fns}
 {layout_fns}
 
 def make_inputs(case, generator):
@@ -45,11 +50,6 @@ def make_inputs(case, generator):
     dev = generator.device
     args = {{}}
     layouts = {{}}
-
-    def drawn(dtype):  # random values drawn at the input's own width: a DeepSeek-sized fp8 weight drawn in fp32
-        if dtype in (torch.float16, torch.bfloat16, torch.float32):  # would take 14 GiB for a moment
-            return dtype
-        return torch.bfloat16 if dtype.is_floating_point and dtype.itemsize == 1 else torch.float32
 
     def make(spec, scope):
         if isinstance(spec, str) and spec.startswith(("dtype:", "tldtype:")):
@@ -97,10 +97,8 @@ def make_inputs(case, generator):
         if init[0] == "randint":
             low, high = int(size_value(init[1], dims)), int(size_value(init[2], dims))
             t = torch.randint(low, high, shape, generator=generator, device=dev)
-        elif init[0] == "perm":  # a longer table is padded with n, the value that stands for no row
-            n = int(size_value(init[1], dims))
-            t = torch.randperm(n, generator=generator, device=dev)[:numel]
-            t = torch.cat([t, t.new_full((numel - len(t),), n)]).view(shape)
+        elif init[0] == "perm":
+            t = _perm(int(size_value(init[1], dims)), shape, generator)
         elif init[0] == "arange":  # 0, 1, 2... or with a step, 0, s, 2s..., or from f: f, f + s...
             step = int(size_value(init[1], dims)) if len(init) > 1 else 1
             first = int(size_value(init[2], dims)) if len(init) > 2 else 0
@@ -113,29 +111,21 @@ def make_inputs(case, generator):
                 start, end = i * n // numel, (i + 1) * n // numel
                 t = {{"even": start, "even_end": end, "split": end - start}}[init[0]]
             t = t.view(shape)
-        elif init[0] == "starts":  # where each sequence starts, the lengths in input init[1] laid end to end
-            ends = torch.cumsum(scope[init[1]].flatten().to(torch.int64), 0)
-            t = torch.cat([ends.new_zeros(1), ends])[:numel].view(shape)
-        elif init[0] == "upto":  # each at most the same entry of input init[1] (a prefix of each sequence)
-            whole = scope[init[1]].flatten().to(torch.int64)[:numel]
-            t = (torch.rand(numel, generator=generator, device=dev, dtype=torch.float64) * (whole + 1)).long()
-            t = torch.minimum(t, whole).view(shape)
-        elif init[0] == "chunks":  # (sequence, chunk) of each BT-token chunk of the sequences offsets init[1] bound
-            cu, bt = scope[init[1]].flatten().to(torch.int64), int(size_value(init[2], dims))
-            n = (cu[1:] - cu[:-1] + bt - 1) // bt
-            seq = torch.repeat_interleave(torch.arange(len(n), device=dev), n)
-            chunk = torch.arange(len(seq), device=dev) - torch.repeat_interleave(torch.cumsum(n, 0) - n, n)
-            t = torch.stack([seq, chunk], 1).flatten()[:numel]
-            t = torch.cat([t, t.new_zeros(numel - len(t))]).view(shape)
+        elif init[0] == "starts":  # of the lengths in input init[1]
+            t = _starts(scope[init[1]], numel).view(shape)
+        elif init[0] == "upto":  # each at most the same entry of input init[1]
+            t = _upto(scope[init[1]], numel, generator).view(shape)
+        elif init[0] == "chunks":  # of the sequences at the offsets in input init[1], init[2] tokens each
+            t = _chunks(scope[init[1]], int(size_value(init[2], dims)), numel).view(shape)
         elif init[0] == "onehot":  # a single 1 in each row (a top-k choice among the last axis's experts)
             t = torch.nn.functional.one_hot(torch.randint(0, shape[-1], shape[:-1], generator=generator, device=dev),
                                             shape[-1])
         elif init[0] == "rand":  # uniform in [0, 1): probabilities
-            t = torch.rand(shape, generator=generator, device=dev, dtype=drawn(dtype))
+            t = torch.rand(shape, generator=generator, device=dev, dtype=_drawn(dtype))
         elif init[0] == "around1":
-            t = 1.0 + 0.1 * torch.randn(shape, generator=generator, device=dev, dtype=drawn(dtype))
+            t = 1.0 + 0.1 * torch.randn(shape, generator=generator, device=dev, dtype=_drawn(dtype))
         else:
-            t = torch.randn(shape, generator=generator, device=dev, dtype=drawn(dtype))
+            t = torch.randn(shape, generator=generator, device=dev, dtype=_drawn(dtype))
         return t.to(dtype).transpose(-1, -2) if spec.get("transposed") else t.to(dtype)
 
     later = lambda item: isinstance(item[1], dict) and str(item[1].get("init", "")).startswith(("starts:", "chunks:", "upto:"))
@@ -152,4 +142,4 @@ def harness_source(wrapper: str, specs: dict[str, Any], extra: dict[str, Any], h
     layout_fns = "".join(f"\n\n{builder_source(n)}\n" for n in used) + "\n\nLAYOUT_BUILDERS = {" + ", ".join(
         f"{n!r}: build_{n}" for n in used) + "}\n"
     return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra, gathered=gathered,
-                          value_fn=_SIZE_VALUE_SOURCE, layout_fns=layout_fns)
+                          value_fn=_SIZE_VALUE_SOURCE, draw_fns="\n\n\n".join(HELPERS.values()), layout_fns=layout_fns)

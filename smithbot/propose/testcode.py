@@ -2,7 +2,7 @@
 
 ``inputs_code`` turns an extracted task's input spec (the ``SPEC`` and ``EXTRA_DIMS`` its harness.py carries, see
 ``smithbot/extract/harness.py``) into a ``make_inputs(case, gen)`` of a few lines per argument that draws the same
-tensors from the same generator as the harness's spec interpreter; a helper (``_perm``, ``_starts``...) or a layout
+tensors from the same generator as the harness's spec interpreter; a helper of ``smithbot/inputs/draw`` (``_perm``...) or a layout
 builder from ``smithbot/inputs/layouts`` comes along only where an argument needs it. A hand-written harness (the
 bundled tasks') is plain code already: its ``make_inputs`` is kept as it is.
 
@@ -20,6 +20,7 @@ from typing import Any
 
 from evaluator.tolerances import DTYPES
 from smithbot.errors import SmithbotError
+from smithbot.inputs.draw import HELPERS
 from smithbot.inputs.layouts import builder_source
 
 
@@ -34,29 +35,6 @@ _WIDE = ("float16", "bfloat16", "float32")  # drawn at their own width; the othe
 _LATER = ("starts:", "chunks:", "upto:")  # offsets after the lengths they add up, as the harness orders them
 _RESERVED = {"case", "gen", "dtype", "torch", "tl", "types", "DEVICE"}
 
-_HELPERS = {
-    "_drawn": '''def _drawn(dtype):  # fp8 and integer inputs are drawn in bf16 or fp32 and converted
-    if dtype in (torch.float16, torch.bfloat16, torch.float32):
-        return dtype
-    return torch.bfloat16 if dtype.is_floating_point and dtype.itemsize == 1 else torch.float32''',
-    "_perm": '''def _perm(n, shape, gen):  # distinct values below n; a longer table is padded with n (no row)
-    t = torch.randperm(n, generator=gen, device=DEVICE)[:torch.Size(shape).numel()]
-    return torch.cat([t, t.new_full((torch.Size(shape).numel() - len(t),), n)]).view(shape)''',
-    "_starts": '''def _starts(lens, n):  # where each sequence starts, the lengths laid end to end
-    ends = torch.cumsum(lens.flatten().to(torch.int64), 0)
-    return torch.cat([ends.new_zeros(1), ends])[:n]''',
-    "_upto": '''def _upto(whole, n, gen):  # each at most the same entry of whole: a prefix of each sequence
-    whole = whole.flatten().to(torch.int64)[:n]
-    t = (torch.rand(n, generator=gen, device=DEVICE, dtype=torch.float64) * (whole + 1)).long()
-    return torch.minimum(t, whole)''',
-    "_chunks": '''def _chunks(cu, bt, n):  # (sequence, chunk) of each bt-token chunk of the sequences at offsets cu
-    cu = cu.flatten().to(torch.int64)
-    counts = (cu[1:] - cu[:-1] + bt - 1) // bt
-    seq = torch.repeat_interleave(torch.arange(len(counts), device=DEVICE), counts)
-    chunk = torch.arange(len(seq), device=DEVICE) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
-    t = torch.stack([seq, chunk], 1).flatten()[:n]
-    return torch.cat([t, t.new_zeros(n - len(t))])''',
-}
 
 
 def _later(item: tuple[str, Any]) -> bool:
@@ -76,7 +54,7 @@ class _Writer:
         self.extra, self.act_wide = extra, act_wide
         self.lines: list[str] = []
         self.dims: dict[str, None] = {}  # in the order of first use
-        self.helpers: list[str] = []  # names of _HELPERS, or layout names
+        self.helpers: list[str] = []  # names of draw's HELPERS, or layout names
         self.layouts: dict[str, str] = {}  # (layout, sizes) -> the local holding the built layout
         self.taken = _RESERVED | set(reserved) | set(extra)
         self.uses_dtype = self.uses_tl = self.uses_types = False
@@ -260,7 +238,7 @@ def inputs_code(harness: str, act_dtypes: set[str], reserved: set[str]) -> tuple
     if len(returned) > 110:
         returned = "return {\n" + "".join(f"        {r},\n" for r in ret) + "    }"
     body = "\n".join(f"    {line}" for line in head + extra_lines + w.lines + [returned])
-    helpers = [_HELPERS[h] if h in _HELPERS else builder_source(h) for h in w.helpers]
+    helpers = [HELPERS[h] if h in HELPERS else builder_source(h) for h in w.helpers]
     code = "".join(f"{h}\n\n\n" for h in helpers) + f"def make_inputs(case, gen):\n{body}\n"
     imports = ["import types"] * w.uses_types + ["import triton.language as tl"] * w.uses_tl
     return imports, code
