@@ -22,7 +22,7 @@ from smithbot.errors import UsageError
 from smithbot.evolve import proposers
 from smithbot.evolve.db import RunDB
 from smithbot.evolve.search import Budget, Search, SearchConfig
-from smithbot.extract.llm_inputs import asker
+from smithbot.inputs.llm import asker
 from smithbot.extract.pipeline import Coverage, extract_glue_site, extract_sites
 from smithbot.measure import DECODE_BATCH, measure
 from smithbot.profile import compact, read_trace, run_profile
@@ -337,7 +337,7 @@ def extract(spec: str, kernel: str | None, out: str | Path | None = None, source
     """Extract one kernel (or, with ``all_kernels``, every launched kernel; with ``top``, the first ``top`` launched
     kernels of the ranking: those default serving runs most) into task directories and self-check
     them (``jobs`` at a time, each in its own interpreter process; default: one per CPU core). A task whose kernel
-    reads past an inferred input has that input grown to what it reads (``extract/grow.py``) and is checked again. A
+    reads past an inferred input has that input grown to what it reads (``inputs/grow.py``) and is checked again. A
     kernel its launcher's task does not launch gets a task of its own, with the launcher's flags set down its branch
     (``branch_values``) and the inputs the YAML gives for it (``_kernels:``: a launcher that picks its kernel by
     shape). With ``config`` (an evolve config with an ``llm:`` section), the LLM writes the inputs of

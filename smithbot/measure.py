@@ -24,7 +24,7 @@ from typing import Any, Callable
 from evaluator import Evaluator, TaskError
 from evaluator.pool import resolve_backend
 from smithbot.config import ConfigError, ModelPreset
-from smithbot.extract.attempts import Failure
+from smithbot.types import Failure
 from smithbot.extract.build import self_check
 from smithbot.extract.pipeline import extract_glue_site, extract_sites
 from smithbot.inputs.sizes import DIMS

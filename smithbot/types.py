@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,3 +86,38 @@ class ScanResult:
     cached: int
     path: Path  # where scan.json was written
     fusion: list[Any] = field(default_factory=list)  # scan.fusion.FusionSite: torch glue on the default paths
+
+
+# a task's self-check as a value, read by extraction's retries (extract/attempts.py) and the input growth
+class Failure(enum.Enum):
+    READ_PAST = "a kernel reads past one of its inputs"
+    DISAGREES = "the baseline's outputs differ between two runs on the same inputs"
+    OUT_OF_MEMORY = "a case's inputs do not fit in memory"
+    BROKEN = "the baseline does not run on its inputs"
+
+
+# the evaluator's reasons for an incorrect baseline that mean its outputs differ from run to run
+_DISAGREES = ("mismatch", "nondeterministic")
+
+
+def failure_of(status: str, reason: str = "", read_past: dict[str, Any] | None = None) -> Failure:
+    """The failure a self-check's evaluator reported: its status (a worker's status where the baseline failed while
+    the task was prepared), its reason, and what a kernel read past, if one did."""
+    if read_past:
+        return Failure.READ_PAST
+    if status == "incorrect" and reason in _DISAGREES:
+        return Failure.DISAGREES
+    if status == "oom":
+        return Failure.OUT_OF_MEMORY
+    return Failure.BROKEN
+
+
+@dataclass(frozen=True)
+class Check:
+    """A self-check's outcome: whether it passed, the line that says so or why not, the Triton kernels the baseline
+    launched, and, on failure, which kind and what a kernel read past (``OutOfBounds.found``)."""
+    ok: bool
+    why: str
+    launched: tuple[str, ...] = ()
+    failure: Failure | None = None
+    read_past: dict[str, Any] | None = None

@@ -90,7 +90,7 @@ def test_the_spec_language_is_the_harness_s() -> None:
     import re
 
     from smithbot.config import INIT_KINDS, SPEC_DTYPES
-    from smithbot.extract.harness import HARNESS
+    from smithbot.inputs.harness import HARNESS
 
     made = set(re.findall(r'"(\w+)": torch\.\w+', HARNESS)) | {"fp4x2", "e8m0", "act"}
     assert set(SPEC_DTYPES) == made

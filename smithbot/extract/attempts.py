@@ -1,5 +1,6 @@
-"""A task's self-check as a value, and what extraction tries when one fails: a plan over typed failures, read from
-the evaluator's statuses and from what a kernel read past (``evaluator.bounds.OutOfBounds``), never from error text.
+"""What extraction tries when a task's self-check (``smithbot.types.Check``) fails: a plan over typed failures, read
+from the evaluator's statuses and from what a kernel read past (``evaluator.bounds.OutOfBounds``), never from error
+text.
 
 The ladder, for a task that failed its self-check (``plan_attempts``): a read past an inferred input first grows that
 input (``grow``); then the task is built again without the layouts that bound by themselves (plain inference may
@@ -10,43 +11,9 @@ what inference cannot tell, a quantized op's scales); or, where the launcher's o
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
-from typing import Any
 
-
-class Failure(enum.Enum):
-    READ_PAST = "a kernel reads past one of its inputs"
-    DISAGREES = "the baseline's outputs differ between two runs on the same inputs"
-    OUT_OF_MEMORY = "a case's inputs do not fit in memory"
-    BROKEN = "the baseline does not run on its inputs"
-
-
-# the evaluator's reasons for an incorrect baseline that mean its outputs differ from run to run
-_DISAGREES = ("mismatch", "nondeterministic")
-
-
-def failure_of(status: str, reason: str = "", read_past: dict[str, Any] | None = None) -> Failure:
-    """The failure a self-check's evaluator reported: its status (a worker's status where the baseline failed while
-    the task was prepared), its reason, and what a kernel read past, if one did."""
-    if read_past:
-        return Failure.READ_PAST
-    if status == "incorrect" and reason in _DISAGREES:
-        return Failure.DISAGREES
-    if status == "oom":
-        return Failure.OUT_OF_MEMORY
-    return Failure.BROKEN
-
-
-@dataclass(frozen=True)
-class Check:
-    """A self-check's outcome: whether it passed, the line that says so or why not, the Triton kernels the baseline
-    launched, and, on failure, which kind and what a kernel read past (``OutOfBounds.found``)."""
-    ok: bool
-    why: str
-    launched: tuple[str, ...] = ()
-    failure: Failure | None = None
-    read_past: dict[str, Any] | None = None
+from smithbot.types import Failure
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from smithbot.errors import SmithbotError
+from smithbot.inputs.names import TENSOR_ATTRS
 
-# attributes of a tensor itself: a chain that reaches one is the tensor before it
-TENSOR_ATTRS = {"shape", "device", "dtype", "ndim", "is_cuda", "T", "mT", "data", "grad", "layout", "itemsize",
-                "nbytes"}
 
 
 class GlueError(SmithbotError):

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from smithbot.config import Target
-from smithbot.extract.attempts import Attempt, Check, Failure, plan_attempts
+from smithbot.extract.attempts import Attempt, plan_attempts
 from smithbot.extract.build import (NEVER_LAUNCHED, NeedsInputs, branch_values, extract as build, extract_glue,
                                     launcher, self_check)
 from smithbot.extract.closure import ExtractError
-from smithbot.extract.grow import grow
-from smithbot.extract.llm_inputs import write_inputs
-from smithbot.types import KernelSite, ScanResult
+from smithbot.inputs.grow import grow
+from smithbot.inputs.llm import write_inputs
+from smithbot.types import Check, Failure, KernelSite, ScanResult
 
 if TYPE_CHECKING:
     from smithbot.scan.fusion import FusionSite

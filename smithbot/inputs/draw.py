@@ -1,5 +1,5 @@
 """The input kinds that take more than one expression to draw, as plain torch functions: the one source that both the
-task's harness (``extract/harness.py``) and the generated test (``propose/testcode.py``) write out, so that the two
+task's harness (``inputs/harness.py``) and the generated test (``propose/testcode.py``) write out, so that the two
 draw the same tensors from the same generator. Their names start with an underscore because they are copied into
 files where a spec's parameter names are locals too. Each draws on its generator's device or its input's."""
 

@@ -1,7 +1,7 @@
 """The generated test's inputs and reference, written out as plain code a maintainer reads like their own.
 
 ``inputs_code`` turns an extracted task's input spec (the ``SPEC`` and ``EXTRA_DIMS`` its harness.py carries, see
-``smithbot/extract/harness.py``) into a ``make_inputs(case, gen)`` of a few lines per argument that draws the same
+``smithbot/inputs/harness.py``) into a ``make_inputs(case, gen)`` of a few lines per argument that draws the same
 tensors from the same generator as the harness's spec interpreter; a helper of ``smithbot/inputs/draw`` (``_perm``...) or a layout
 builder from ``smithbot/inputs/layouts`` comes along only where an argument needs it. A hand-written harness (the
 bundled tasks') is plain code already: its ``make_inputs`` is kept as it is.

@@ -272,7 +272,7 @@ def test_a_traced_vector_of_undecided_length_has_an_entry_per_token() -> None:
     """A step's vector whose length the code does not decide (a batch's sequence lengths) gets the case's tokens; a
     matrix with an undecided leading dim keeps only its dtype; a linear layer's output its last dims, with its dtype
     or without; a vector of no known dtype nor length says nothing."""
-    from smithbot.extract.inputs import traced_specs
+    from smithbot.inputs.specs import traced_specs
 
     got = traced_specs({"lens": "self.lens", "w": "self.w", "x": "x", "y": "y", "z": "z"},
                        {"self.lens": {"dtype": "int64", "shape": [None]}, "self.w": {"dtype": "float32",
@@ -608,7 +608,7 @@ def test_a_request_table_beside_lengths_laid_over_the_rows_has_a_row_per_sequenc
     """FA3's prefill metadata reads the batch's sequence lengths (added up into offsets: a sequence per 8 rows of
     the case) and its request table (``req_pool_indices``, the paged-KV layout's): both are per request, so the
     table gets as many rows as the lengths, not one per row of the case."""
-    from smithbot.extract.inputs import _one_layout
+    from smithbot.inputs.specs import _one_layout
 
     table = {"layout": "paged_kv", "sizes": {"batch": "tokens", "context": 1024, "page": 1}}
     specs = {"lens": {"shape": ["tokens"], "init": "randint:1:8", "dtype": "int64"},

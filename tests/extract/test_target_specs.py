@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from smithbot import api
-from smithbot.extract.harness import harness_source
+from smithbot.inputs.harness import harness_source
 from tests.conftest import git_repo, load_module
 
 SCALE = '''import torch

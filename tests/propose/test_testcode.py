@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from evaluator.tolerances import DTYPES
-from smithbot.extract.harness import harness_source
+from smithbot.inputs.harness import harness_source
 from smithbot.propose.testcode import InputsError, inputs_code
 from tests.evolve.helpers import TASKS
 

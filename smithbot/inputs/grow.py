@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import yaml
 
-from smithbot.extract.attempts import Check
+from smithbot.types import Check
 from smithbot.inputs.sizes import size_value
 
 _SPEC = re.compile(r"^SPEC = (.*)$", re.M)

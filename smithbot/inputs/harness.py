@@ -1,4 +1,4 @@
-"""The task's harness.py: the input specs (``extract/inputs.py``) and the interpreter of them that every harness
+"""The task's harness.py: the input specs (``inputs/specs.py``) and the interpreter of them that every harness
 carries, so that a task directory needs nothing of smithbot to make its inputs. Its arithmetic over the case's dims
 is ``smithbot.inputs.sizes.size_value``, and the kinds drawn in more than one step are ``smithbot.inputs.draw``'s:
 every harness embeds their source, as the generated test does."""

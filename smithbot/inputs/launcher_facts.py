@@ -9,8 +9,8 @@ import ast
 import re
 from typing import Any
 
-from smithbot.extract.kernel_use import splat_widths
-from smithbot.extract.names import TORCH_DTYPES
+from smithbot.inputs.kernel_use import splat_widths
+from smithbot.inputs.names import TORCH_DTYPES
 
 
 TENSOR_ATTRS = {"shape", "stride", "size", "dtype", "device", "numel", "view", "reshape", "contiguous", "data_ptr",

@@ -29,9 +29,9 @@ import copy
 import re
 from typing import Any
 
-from smithbot.extract.kernel_use import arange_bounds, bitwise_params, fp32_params, index_targets, kernel_param_kinds, required_params
-from smithbot.extract.launcher_facts import ARITH, BOOL_NAME, SAME_SHAPE, Facts, arithmetic, collect, equate, required_optionals
-from smithbot.extract.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, PER_EXPERT, SCALAR_INTS, SIZE_NAME, ann_kind,
+from smithbot.inputs.kernel_use import arange_bounds, bitwise_params, fp32_params, index_targets, kernel_param_kinds, required_params
+from smithbot.inputs.launcher_facts import ARITH, BOOL_NAME, SAME_SHAPE, Facts, arithmetic, collect, equate, required_optionals
+from smithbot.inputs.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, PER_EXPERT, SCALAR_INTS, SIZE_NAME, ann_kind,
                                     dim_of_name, setting)
 
 def _rebound_apart(fn: ast.FunctionDef, params: set[str]) -> ast.FunctionDef:

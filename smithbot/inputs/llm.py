@@ -18,7 +18,7 @@ import jinja2
 import yaml
 
 from smithbot.config import load_evolve_config, templates_dir
-from smithbot.extract.attempts import Check
+from smithbot.types import Check
 from smithbot.llm import LLMClient
 
 SYSTEM = ("You write input generators for benchmarking Triton kernels: PyTorch code that builds valid, realistic "

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from smithbot import api
-from smithbot.extract.infer import infer
-from smithbot.extract.launcher_facts import required_optionals
-from smithbot.extract.kernel_use import index_targets, kernel_param_kinds
+from smithbot.inputs.infer import infer
+from smithbot.inputs.launcher_facts import required_optionals
+from smithbot.inputs.kernel_use import index_targets, kernel_param_kinds
 from tests.conftest import git_repo, load_module
 from tests.extract.test_extract import _check_against_reference, _with_reference
 
@@ -402,7 +402,7 @@ def rope(x, freqs_cis):
 
 def test_param_specs_lets_the_code_override_a_name_rule() -> None:
     from smithbot.config import get_target
-    from smithbot.extract.inputs import param_specs
+    from smithbot.inputs.specs import param_specs
 
     fn = _fn("def moe_reduce(hidden_states, x, fp32_acc=False):\n    assert hidden_states.dim() == 3\n")
     specs, _, inferred = param_specs([("hidden_states", ...), ("x", ...), ("fp32_acc", False)], "moe_reduce",
@@ -423,7 +423,7 @@ def _scale(L, temperature, BLOCK: tl.constexpr):
 def test_defaults_become_specs_as_they_are() -> None:
     from smithbot.config import get_target
     from smithbot.extract.build import _params
-    from smithbot.extract.inputs import param_specs
+    from smithbot.inputs.specs import param_specs
 
     fn = _fn("def quant(x, scale_dtype=torch.float32, activation='swish', eps=1e-6, group=(1, 2), N=None):\n    pass\n")
     specs, _, _ = param_specs(_params(fn), "quant", get_target("demo"), fn)
@@ -436,7 +436,7 @@ def test_a_parameter_the_launcher_never_reads_is_none() -> None:
     """A method's ``self`` that its body never uses (KernelBench's ``ModelNew.forward``) needs no input."""
     from smithbot.config import get_target
     from smithbot.extract.build import _params
-    from smithbot.extract.inputs import param_specs
+    from smithbot.inputs.specs import param_specs
     from smithbot.inputs.sizes import InputError
 
     fn = _fn("def ModelNew_forward(self, x):\n    return x.contiguous()\n")
@@ -450,7 +450,7 @@ def test_a_parameter_the_launcher_never_reads_is_none() -> None:
 def test_harness_sizes_may_be_expressions_with_min_and_max(tmp_path: Path) -> None:
     import torch
 
-    from smithbot.extract.harness import harness_source
+    from smithbot.inputs.harness import harness_source
     from smithbot.inputs.sizes import names_in
 
     specs = {"rows": {"shape": ["max(64, (tokens) // 64 * 64)", "min(hidden, 128)", "pow2(hidden)"]},
@@ -540,7 +540,7 @@ def _kernel(k_ptr, pool_ptr, slot_ptr):
 
 
 def test_an_object_read_only_for_its_attributes_becomes_one_input_per_attribute() -> None:
-    from smithbot.extract.inputs import attributes_read, flat_entry, flatten_objects
+    from smithbot.inputs.specs import attributes_read, flat_entry, flatten_objects
 
     fn = _fn('''
 def seg_fwd(q, meta, plan, cfg, scale):
@@ -593,7 +593,7 @@ def _kernel(X, Rows):
 
 
 def test_an_object_handed_to_helpers_that_only_read_it_is_flattened_with_their_evidence() -> None:
-    from smithbot.extract.inputs import attributes_read, flatten_objects
+    from smithbot.inputs.specs import attributes_read, flatten_objects
 
     helpers = {f.name: f for f in map(_fn, (
         "def _num_segments(info):\n    return info.num_segments or info.bs\n",
@@ -688,8 +688,8 @@ def test_sequence_starts_and_lengths_make_one_layout(tmp_path: Path) -> None:
     (an out-of-bounds read). Paired, each sequence starts where the one before ends, within the rows."""
     import torch
 
-    from smithbot.extract.harness import harness_source
-    from smithbot.extract.inputs import _one_layout
+    from smithbot.inputs.harness import harness_source
+    from smithbot.inputs.specs import _one_layout
 
     specs = {"q": {"shape": ["tokens", "heads", "head_dim"]},
              "q_start_loc": {"shape": ["tokens"], "dtype": "int64", "init": "arange"},
@@ -743,7 +743,7 @@ def test_a_default_that_is_no_literal_is_left_to_the_launcher(tmp_path: Path) ->
     import torch
 
     from smithbot.extract.build import _params
-    from smithbot.extract.harness import harness_source
+    from smithbot.inputs.harness import harness_source
 
     fn = _fn("def attn(q, quant_policy: QuantPolicy = QuantPolicy.NONE, layout='bshd', scale=None):\n    pass\n")
     assert _params(fn) == [("q", ...), ("quant_policy", "default:"), ("layout", "bshd"), ("scale", None)]
@@ -912,7 +912,7 @@ def _merge(Out, LseA, LseB, Scores):
     got = infer(fn, ["out_a", "lse_a", "lse_b", "scores"], {}, kernels=(kernel,))
     assert got["lse_a"]["dtype"] == got["lse_b"]["dtype"] == "fp32"
     assert "dtype" not in got["scores"] and "dtype" not in got["out_a"]
-    from smithbot.extract.kernel_use import fp32_params
+    from smithbot.inputs.kernel_use import fp32_params
 
     quant = _fn('''
 @triton.jit
@@ -1111,7 +1111,7 @@ def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) ->
     ``split:N`` gives each entry's share, ``cuts:N`` the offsets table of such shares; an object's ``starts:`` lays out its sibling attribute's lengths."""
     import torch
 
-    from smithbot.extract.harness import harness_source
+    from smithbot.inputs.harness import harness_source
     from smithbot.inputs.sizes import names_in
 
     specs = {"self": {"object": {"w": {"shape": ["experts", "hidden"]}, "conv": {"object": {"k": {"literal": [4]}}},
@@ -1163,7 +1163,7 @@ def test_the_interpreter_case_may_carry_smaller_extra_dims(tmp_path: Path) -> No
     import torch
 
     from smithbot.config import get_target
-    from smithbot.extract.harness import harness_source
+    from smithbot.inputs.harness import harness_source
     from smithbot.inputs.cases import cases
 
     specs = {"x": {"shape": ["tokens", "C"]}}
@@ -1182,7 +1182,7 @@ def test_the_interpreter_case_may_carry_smaller_extra_dims(tmp_path: Path) -> No
 def test_mx_byte_dtypes_are_drawn_as_bytes(tmp_path: Path) -> None:
     import torch
 
-    from smithbot.extract.harness import harness_source
+    from smithbot.inputs.harness import harness_source
 
     if not hasattr(torch, "float4_e2m1fn_x2"):
         pytest.skip("this torch has no fp4 dtype")
@@ -1201,7 +1201,7 @@ def test_mx_byte_dtypes_are_drawn_as_bytes(tmp_path: Path) -> None:
 def test_an_object_spec_method_answers_its_value_and_rand_draws_probabilities(tmp_path: Path) -> None:
     import torch
 
-    from smithbot.extract.harness import harness_source
+    from smithbot.inputs.harness import harness_source
 
     specs = {"cfg": {"object": {"max_len": {"returns": "tokens // 2"}, "eps": 0.5}},
              "conf": {"shape": ["tokens", 8], "dtype": "fp32", "init": "rand"}}
@@ -1216,7 +1216,7 @@ def test_an_object_spec_method_answers_its_value_and_rand_draws_probabilities(tm
 def test_chunk_indices_pair_each_sequence_with_its_chunks(tmp_path: Path) -> None:
     import torch
 
-    from smithbot.extract.harness import harness_source
+    from smithbot.inputs.harness import harness_source
 
     specs = {"chunk_indices": {"shape": [6, 2], "dtype": "int32", "init": "chunks:cu_seqlens:64"},
              "cu_seqlens": {"shape": [4], "dtype": "int32", "init": "cuts:tokens"}}
@@ -1308,7 +1308,7 @@ def test_a_zero_default_the_launcher_divides_by_is_inferred_and_keeps_the_axis_i
     """``num_groups: int = 0`` with ``assert experts % num_groups == 0`` on every path: the default would divide by
     zero (callers always pass it), so it is inferred; the join ``%`` makes keeps what the known spec of ``scores``
     pins (``experts``), not a size by position."""
-    from smithbot.extract.inputs import _divisors
+    from smithbot.inputs.specs import _divisors
 
     fn = _fn('''
 def grouped_topk(scores, topk: int, num_groups: int = 0, eps: float = 0.0):
@@ -1326,7 +1326,7 @@ def grouped_topk(scores, topk: int, num_groups: int = 0, eps: float = 0.0):
 def test_tables_a_kernel_reads_per_program_are_as_many_as_the_sequences() -> None:
     """``req_index`` read at ``tl.program_id(0)`` beside ``seq_len`` and ``start_loc`` (one layout of sequences):
     it has a row per sequence too, while ``out`` (written at the sequences' offsets) keeps a row per token."""
-    from smithbot.extract.inputs import _one_layout, _per_program
+    from smithbot.inputs.specs import _one_layout, _per_program
 
     mod = ast.parse('''
 @triton.jit
@@ -1409,7 +1409,7 @@ def group_copy(x, out):
 def test_lengths_the_launcher_adds_up_into_offsets_fit_in_the_rows() -> None:
     """``offsets = torch.cumsum(seq_lens - ready_lens)``: lengths with no starts table beside them, laid end to end
     over ``ids`` by the launcher itself; a sequence per 8 rows, each short enough that all of them fit."""
-    from smithbot.extract.inputs import _cumsummed, _one_layout
+    from smithbot.inputs.specs import _cumsummed, _one_layout
 
     mod = ast.parse('''
 @triton.jit
@@ -1442,8 +1442,8 @@ def test_lengths_the_launcher_subtracts_others_from_hold_them_as_a_prefix(tmp_pa
     sequences lie end to end over the token rows (``n_tokens`` of them), so the new parts fit there too."""
     import torch
 
-    from smithbot.extract.harness import harness_source
-    from smithbot.extract.inputs import _cumsummed, _differences, _one_layout
+    from smithbot.inputs.harness import harness_source
+    from smithbot.inputs.specs import _cumsummed, _differences, _one_layout
 
     mod = ast.parse('''
 @triton.jit
@@ -1479,8 +1479,8 @@ def positions(n_tokens: int, ready_lens, seq_lens):
 
 
 def test_an_attribute_that_holds_a_tensor_is_flattened_a_level_further() -> None:
-    from smithbot.extract.inputs import flat_entry, flatten_objects, object_leaves
-    from smithbot.extract.inputs import param_specs
+    from smithbot.inputs.specs import flat_entry, flatten_objects, object_leaves
+    from smithbot.inputs.specs import param_specs
 
     fn = _fn('''
 def compute(self, num_reqs, query_start_loc, positions):

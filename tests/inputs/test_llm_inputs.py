@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from smithbot import api
-from smithbot.extract.llm_inputs import harness_of
+from smithbot.inputs.llm import harness_of
 from tests.conftest import git_repo
 from tests.evolve.helpers import ScriptedOpenAI, llm_config
 from tests.extract.test_extract import _check_against_reference, _with_reference

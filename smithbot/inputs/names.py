@@ -73,3 +73,7 @@ def dim_of_name(name: str) -> str | None:
         if re.match(pattern, low):
             return dim
     return None
+
+# attributes of a tensor itself: a chain that reaches one is the tensor before it
+TENSOR_ATTRS = {"shape", "device", "dtype", "ndim", "is_cuda", "T", "mT", "data", "grad", "layout", "itemsize",
+                "nbytes"}

@@ -25,7 +25,7 @@ LENS's: a prefix of each sequence, its cached part), or ``chunks:CU:BT`` (the
 ``chunk_indices``). ``transposed: true`` hands the tensor over as the transpose of one laid out the other way round (a
 weight passed as ``w.t()``). A scalar spec is a number, a bool, or an arithmetic expression over the dims;
 ``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of the harness's ``_DTYPES``,
-``extract/harness.py``) that dtype, and
+``inputs/harness.py``) that dtype, and
 ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``regime:decode`` True in the decode
 cases and False in the prefill ones (a step's ``is_decoding``); ``default:`` leaves the parameter to the
 launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a string default such as
@@ -51,10 +51,10 @@ import re
 from typing import Any
 
 from smithbot.config import Target
-from smithbot.extract.glue import TENSOR_ATTRS
-from smithbot.extract.infer import infer
-from smithbot.extract.kernel_use import program_rows
-from smithbot.extract.launcher_facts import required_optionals
+from smithbot.inputs.infer import infer
+from smithbot.inputs.kernel_use import program_rows
+from smithbot.inputs.launcher_facts import required_optionals
+from smithbot.inputs.names import TENSOR_ATTRS
 from smithbot.inputs.plan import bind_layouts, fill_sizes
 from smithbot.inputs.sizes import InputError
 

@@ -10,7 +10,7 @@ import torch
 import yaml
 
 from smithbot import api
-from smithbot.extract.grow import harness_inputs
+from smithbot.inputs.grow import harness_inputs
 from tests.conftest import git_repo
 
 GATED = '''"""A gate the launcher hands on by its row stride alone: nothing says it has as many columns as x."""
@@ -79,7 +79,7 @@ def other(q, k):
 def test_a_kernel_parameter_is_traced_through_the_stand_in_objects_of_a_flat_entry() -> None:
     """A method's launch reads ``self.slot_mapping.gpu``: the flat entry hands it a stand-in whose attribute is the
     task input ``slot_mapping``, so a read past that argument grows ``slot_mapping`` (vLLM's BlockTable)."""
-    from smithbot.extract.inputs import flat_entry
+    from smithbot.inputs.specs import flat_entry
 
     objects = {"self": {"slot_mapping": {"gpu": "slot_mapping"}, "block_size": "block_size"}}
     got = harness_inputs('''import triton
@@ -99,7 +99,7 @@ def BlockTable_compute(self, x):
 def test_the_shapes_an_input_may_grow_to() -> None:
     """Smallest first: one more row; a 1-D input may gain an axis (read through its stride); a 2-D one only more rows,
     since an axis behind would change the strides the kernel reads by. A second growth is no off-by-one."""
-    from smithbot.extract.grow import _candidates
+    from smithbot.inputs.grow import _candidates
 
     dims = {"tokens": 3, "hidden": 8, "heads": 4}
     assert _candidates(["tokens", "hidden"], dims, 32, again=False)[0] == ["tokens + 1", "hidden"]
@@ -114,7 +114,8 @@ def test_a_failed_self_check_is_a_typed_failure_and_its_attempts_follow_from_it(
     """The failure comes from the evaluator's status and reason, and from what a kernel read past (never from the
     message): a read past an input, outputs that differ between runs, memory, or a baseline that does not run. The
     plan of rebuilds follows from it alone."""
-    from smithbot.extract.attempts import Failure, failure_of, plan_attempts
+    from smithbot.extract.attempts import plan_attempts
+    from smithbot.types import Failure, failure_of
 
     past = {"kernel": "_k", "access": "loads", "count": 3, "tensor": "X", "first": 5, "holds": 5, "furthest": 7}
     assert failure_of("crash", "crash", past) is Failure.READ_PAST
