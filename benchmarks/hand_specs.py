@@ -42,7 +42,7 @@ def counts(name: str) -> tuple[int, int]:
 
 def _spec_line(task: Path) -> str:
     text = (task / "harness.py").read_text()
-    return "\n".join(line for line in text.splitlines() if re.match(r"(SPEC|EXTRA_DIMS|LAYOUT_BUILDERS) = ", line))
+    return "\n".join(line for line in text.splitlines() if re.match(r"(SPEC|EXTRA_DIMS) = ", line))
 
 
 def redundant(name: str, source: str) -> list[tuple[str, str]]:

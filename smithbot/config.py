@@ -328,8 +328,8 @@ def _read_cached(file: Path) -> Any:
 # and value kinds it may name (the harness's own tables; tests/test_config.py holds them equal).
 SPEC_KEYS = ("shape", "dtype", "init", "transposed", "literal", "object", "items", "layout", "field", "sizes",
              "returns")
-SPEC_DTYPES = ("act", "fp32", "fp16", "bf16", "int32", "fp8_e4m3", "int8", "uint8", "int64", "bool", "complex64",
-               "fp4x2", "e8m0")
+SPEC_DTYPES = ("act", "fp32", "fp16", "bf16", "int32", "fp8_e4m3", "fp8_e5m2", "int8", "int16", "uint8", "int64",
+               "bool", "complex64", "fp4x2", "e8m0")
 INIT_KINDS = ("randn", "randint", "perm", "arange", "even", "even_end", "split", "cuts", "starts", "upto", "chunks",
               "onehot", "rand", "around1")
 

@@ -24,12 +24,11 @@ from typing import Any, Callable
 from evaluator import Evaluator, TaskError
 from evaluator.pool import resolve_backend
 from smithbot.config import ConfigError, ModelPreset
-from smithbot.types import Failure
 from smithbot.extract.build import self_check
 from smithbot.extract.pipeline import extract_glue_site, extract_sites
 from smithbot.inputs.sizes import DIMS
 from smithbot.scan.fusion import FusionSite
-from smithbot.types import KernelSite
+from smithbot.types import Failure, KernelSite
 
 DECODE_BATCH = 64
 # a bandwidth fraction above this says the call reads less than the bytes it is given: its roofline is not known

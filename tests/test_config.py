@@ -85,18 +85,20 @@ def test_bad_target_yaml(tmp_path: Path, edit, key: str, words: str) -> None:
     assert str(info.value).startswith(f"{f}: {key}: ") and words in str(info.value)
 
 
-def test_the_spec_language_is_the_harness_s() -> None:
-    """The dtypes and value kinds a YAML spec may name are exactly those the generated harness makes."""
+def test_the_spec_language_is_the_input_code_s() -> None:
+    """The dtypes and init kinds a YAML spec may name are exactly those the input code writes out."""
+    import inspect
     import re
 
     from smithbot.config import INIT_KINDS, SPEC_DTYPES
-    from smithbot.inputs.harness import HARNESS
+    from smithbot.inputs import code
 
-    made = set(re.findall(r'"(\w+)": torch\.\w+', HARNESS)) | {"fp4x2", "e8m0", "act"}
-    assert set(SPEC_DTYPES) == made
-    kinds = set(re.findall(r'init\[0\] == "(\w+)"', HARNESS))
-    kinds |= set(re.findall(r'"(\w+)"', re.findall(r"init\[0\] in \(([^)]*)\)", HARNESS)[0]))
-    assert set(INIT_KINDS) == kinds | {"randn"}  # randn: the default, where no init is named
+    assert set(SPEC_DTYPES) == set(code.TORCH_NAMES) | {"act"}
+    source = inspect.getsource(code._Writer.tensor)
+    kinds = set(re.findall(r'init\[0\] == "(\w+)"', source))
+    for group in re.findall(r"init\[0\] in \(([^)]*)\)", source):
+        kinds |= set(re.findall(r'"(\w+)"', group))
+    assert set(INIT_KINDS) == kinds
 
 
 def test_malformed_yaml_and_unknown_target(tmp_path: Path) -> None:

@@ -14,16 +14,15 @@ import yaml
 
 from evaluator import Evaluator, TaskError
 from smithbot.config import Target
-from smithbot.types import Check, failure_of
 from smithbot.extract.closure import ClosureBuilder, ExtractError
 from smithbot.extract.entry import op_entry
 from smithbot.extract.glue import GlueError, glue_function, served_condition, served_tests
-from smithbot.inputs.harness import harness_source
-from smithbot.inputs.specs import (NAME_RULES, InputError, Objects, flat_entry, flatten_objects, object_leaves,
-                                    param_specs, traced_specs, traced_values)
-from smithbot.inputs.names import TORCH_DTYPES, setting
 from smithbot.inputs.cases import cases
-from smithbot.types import KernelSite
+from smithbot.inputs.harness import harness_source
+from smithbot.inputs.names import TORCH_DTYPES, setting
+from smithbot.inputs.specs import (NAME_RULES, InputError, Objects, flat_entry, flatten_objects, object_leaves,
+                                   param_specs, traced_specs, traced_values)
+from smithbot.types import Check, KernelSite, failure_of
 
 LAUNCH_KWARGS = ("num_warps", "num_stages")
 

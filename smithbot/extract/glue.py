@@ -36,7 +36,6 @@ from smithbot.errors import SmithbotError
 from smithbot.inputs.names import TENSOR_ATTRS
 
 
-
 class GlueError(SmithbotError):
     """The glue cannot become a function whose outputs are known; the message says why."""
 

@@ -20,6 +20,7 @@ from smithbot.extract.build import (NEVER_LAUNCHED, NeedsInputs, branch_values, 
                                     launcher, self_check)
 from smithbot.extract.closure import ExtractError
 from smithbot.inputs.grow import grow
+from smithbot.inputs.harness import layouts_of
 from smithbot.inputs.llm import write_inputs
 from smithbot.types import Check, Failure, KernelSite, ScanResult
 
@@ -136,7 +137,7 @@ class _Extraction:
                   replace(result.target, reach_presets=site.presets, reach_phases=site.phases,
                           layouts_by_themselves=attempt.by_themselves), site, result.modules, dest,
                   name=self.names[i], op=attempt.op)
-            if not attempt.by_themselves and _layout_line(dest) == _layout_line(task_dir):  # the specs named them all
+            if not attempt.by_themselves and _layouts(dest) == _layouts(task_dir):  # the specs named them all
                 shutil.rmtree(dest, ignore_errors=True)
                 return False, why
             got = self.verified(dest)
@@ -160,7 +161,7 @@ class _Extraction:
             if failed.failure is Failure.DISAGREES else None
         ok, why = False, failed.why
         for attempt in plan_attempts(failed.failure or Failure.BROKEN,
-                                     _layout_line(task_dir) != "LAYOUT_BUILDERS = {}",  # a layout bound by itself
+                                     bool(_layouts(task_dir)),  # a layout bound by itself
                                      self.launchers[i], plain, caller):
             ok, why = self.rebuilt(i, task_dir, why, attempt)
             if ok:
@@ -280,7 +281,6 @@ def extract_glue_site(result: ScanResult, site: FusionSite, out: Path | None, ba
     return Coverage(label, site.path, True, got.ok, got.why, task, got.failure)
 
 
-def _layout_line(task_dir: Path) -> str:
-    """The line of a task's harness that lists the layouts its inputs come from."""
-    return next((ln for ln in (task_dir / "harness.py").read_text().splitlines() if ln.startswith("LAYOUT_BUILDERS")),
-                "")
+def _layouts(task_dir: Path) -> set[str]:
+    """The layouts a task's inputs come from."""
+    return layouts_of((task_dir / "harness.py").read_text())

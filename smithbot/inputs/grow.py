@@ -23,8 +23,9 @@ from typing import Any, Callable
 
 import yaml
 
-from smithbot.types import Check
+from smithbot.inputs.harness import respec
 from smithbot.inputs.sizes import size_value
+from smithbot.types import Check
 
 _SPEC = re.compile(r"^SPEC = (.*)$", re.M)
 _METHODS = {"view", "reshape", "contiguous", "flatten", "to", "float", "half", "bfloat16", "int", "long",
@@ -168,7 +169,7 @@ def _set_shape(task_dir: Path, name: str, shape: list[Any]) -> None:
     found = _SPEC.search(text)
     spec = ast.literal_eval(found.group(1))  # type: ignore[union-attr]
     spec[name]["shape"] = shape
-    harness.write_text(text[:found.start(1)] + repr(spec) + text[found.end(1):])  # type: ignore[union-attr]
+    harness.write_text(respec(text, spec))
 
 
 def _options(task_dir: Path, read_past: dict[str, Any], person: set[str],

@@ -18,8 +18,8 @@ import jinja2
 import yaml
 
 from smithbot.config import load_evolve_config, templates_dir
-from smithbot.types import Check
 from smithbot.llm import LLMClient
+from smithbot.types import Check
 
 SYSTEM = ("You write input generators for benchmarking Triton kernels: PyTorch code that builds valid, realistic "
           "arguments for a launcher. Reply with one ```python code block and nothing else.")

@@ -24,8 +24,8 @@ LENS's: a prefix of each sequence, its cached part), or ``chunks:CU:BT`` (the
 (sequence, chunk) pair of each BT-token chunk of the sequences whose offsets are input CU, rows of two: FLA's
 ``chunk_indices``). ``transposed: true`` hands the tensor over as the transpose of one laid out the other way round (a
 weight passed as ``w.t()``). A scalar spec is a number, a bool, or an arithmetic expression over the dims;
-``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other key of the harness's ``_DTYPES``,
-``inputs/harness.py``) that dtype, and
+``dtype:act`` is the case's dtype and ``dtype:fp8_e4m3`` (or any other dtype name of ``inputs/code.py``'s
+``TORCH_NAMES``) that dtype, and
 ``tldtype:...`` the same as a triton dtype; ``device:`` the case's device; ``regime:decode`` True in the decode
 cases and False in the prefill ones (a step's ``is_decoding``); ``default:`` leaves the parameter to the
 launcher's own default (``QuantPolicy.NONE``); ``{literal: VALUE}`` is VALUE as it is (a string default such as

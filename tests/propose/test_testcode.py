@@ -1,4 +1,5 @@
-"""The generated test's inputs, written out as plain code, draw the same tensors as the harness's spec interpreter."""
+"""The inputs written out as plain code, in the task's harness and in the generated test, draw the same tensors as an
+independent reading of the spec language (``tests/inputs/spec_reference.py``)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import pytest
 import torch
 
 from evaluator.tolerances import DTYPES
-from smithbot.inputs.harness import harness_source
+from smithbot.inputs.harness import harness_source, respec
 from smithbot.propose.testcode import InputsError, inputs_code
 from tests.evolve.helpers import TASKS
+from tests.inputs import spec_reference as reference
 
 # every init kind, dtype kind and spec form the interpreter knows
 SPEC = {
@@ -72,29 +74,44 @@ def _same(a: object, b: object) -> None:
         assert a == b and type(a) is type(b) or str(a) == str(b)
 
 
-def _both(harness: str, cases: list[dict], dtypes: set[str]) -> tuple[dict, dict, str]:
+def _plain(harness: str, cases: list[dict], dtypes: set[str]) -> tuple[dict, dict, str]:
+    """The harness's namespace, and the generated test's make_inputs with its code."""
     imports, code = inputs_code(harness, dtypes, {k for c in cases for k in c})
-    spec_ns: dict = {}
-    exec(harness, spec_ns)
+    harness_ns: dict = {}
+    exec(harness, harness_ns)
     plain_ns: dict = {"DEVICE": "cpu"}
     exec("\n".join(imports + ["import torch", code]), plain_ns)
-    return spec_ns, plain_ns, code
+    return harness_ns, plain_ns, code
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float8_e4m3fn])
-def test_every_spec_kind_draws_what_the_interpreter_draws(dtype: torch.dtype) -> None:
+def test_every_spec_kind_draws_what_the_reference_reading_draws(dtype: torch.dtype) -> None:
     harness = harness_source("op", SPEC, EXTRA, "a test")
-    spec_ns, plain_ns, code = _both(harness, CASES, {str(dtype).removeprefix("torch.")})
+    harness_ns, plain_ns, code = _plain(harness, CASES, {str(dtype).removeprefix("torch.")})
     assert "size_value" not in code and "SPEC" not in code and "complex64" not in code
     assert "def build_moe_align" in code and "def build_paged_kv" in code and "def _starts" in code
     assert "x = torch.randn((tokens, 2 * intermediate + 200), generator=gen, device=DEVICE, dtype=" in code
+    assert "def _starts" in harness and "size_value" not in harness and "device=gen.device" in harness
     for case in CASES:
         for seed in (0, 1):
-            a = _run(spec_ns, dict(case, dtype=dtype), seed)
-            b = _run(plain_ns, dict(case, dtype=dtype), seed)
-            assert list(b) == [k for k in SPEC if k in a] and "eps" not in b
-            for k in a:
-                _same(a[k], b[k])
+            want = reference.make_inputs(SPEC, EXTRA, dict(case, dtype=dtype, regime="decode"),
+                                         torch.Generator().manual_seed(seed))
+            for ns in (harness_ns, plain_ns):
+                got = _run(ns, dict(case, dtype=dtype, regime="decode"), seed)
+                assert list(got) == [k for k in SPEC if k in want] and "eps" not in got
+                for k in want:
+                    _same(want[k], got[k])
+
+
+def test_the_harness_grows_an_input_by_writing_its_code_again() -> None:
+    """``respec`` (the growth's rewrite) keeps the harness's first line and writes make_inputs from the new spec."""
+    harness = harness_source("op", {"x": {"shape": ["tokens", 4]}, "n": "tokens"}, {}, "a test")
+    grown = respec(harness.replace("(a test)", "(grown: x; a test)"), {"x": {"shape": ["tokens", 9]}, "n": "tokens"})
+    assert grown.splitlines()[0] == '"""Inputs for op, written by smithbot extract (grown: x; a test)."""'
+    ns: dict = {}
+    exec(grown, ns)
+    args = ns["make_inputs"]({"tokens": 3, "dtype": torch.float32}, torch.Generator().manual_seed(0))
+    assert args["x"].shape == (3, 9) and args["n"] == 3 and "'shape': ['tokens', 9]" in grown
 
 
 def test_only_the_helpers_used_come_along() -> None:
@@ -108,9 +125,8 @@ def test_only_the_helpers_used_come_along() -> None:
 
 
 def test_a_spec_without_a_plain_form_fails_loudly() -> None:
-    harness = harness_source("op", {"x": {"shape": ["tokens"], "init": "zipf:3"}}, {}, "a test")
     with pytest.raises(InputsError, match="init 'zipf'"):
-        inputs_code(harness, {"bfloat16"}, {"tokens"})
+        harness_source("op", {"x": {"shape": ["tokens"], "init": "zipf:3"}}, {}, "a test")
 
 
 @pytest.mark.parametrize("task", sorted(p.name for p in TASKS.iterdir() if (p / "harness.py").is_file()))
