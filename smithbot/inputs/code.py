@@ -16,7 +16,7 @@ from smithbot.inputs.layouts import builder_source
 
 
 class InputsError(SmithbotError, ValueError):
-    """An input spec the generated test cannot write out as plain code."""
+    """An input spec that cannot be written out as plain code."""
 
 
 # the spec's dtype names as torch spells them: the evaluator's table, and what only inputs use
@@ -25,7 +25,6 @@ _BYTES = ("fp4x2", "e8m0")
 WIDE = ("float16", "bfloat16", "float32")  # drawn at their own width; the others are drawn wider and converted
 _LATER = ("starts:", "chunks:", "upto:")  # offsets after the lengths they add up, as the harness orders them
 _RESERVED = {"case", "gen", "dtype", "torch", "tl", "types", "DEVICE"}
-
 
 
 def _later(item: tuple[str, Any]) -> bool:
@@ -123,7 +122,7 @@ class _Writer:
         if "returns" in spec:  # a method answering this value
             return f"lambda *args, **kwargs: {self.value(spec['returns'], scope, hint)}"
         if "shape" not in spec:
-            raise InputsError(f"{hint}: a spec the generated test cannot write out: {spec!r}")
+            raise InputsError(f"{hint}: a spec with no plain-code form: {spec!r}")
         return self.bind(hint, self.tensor(spec, scope, hint))
 
     def bind(self, hint: str, expr: str) -> str:
