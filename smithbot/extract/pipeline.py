@@ -56,7 +56,7 @@ def extract_sites(result: ScanResult, sites: list[KernelSite], task_dir_of: Call
 
 # a kernel's own task with its launcher's flags set down its branch: (row, its target, flags, own inputs, whether
 # around an op)
-Branch = tuple[int, Target, dict[str, Any], dict[str, Any], bool]
+Branch = tuple[int, Target, dict[str, Any], dict[str, Any], bool, str]
 
 
 class _Extraction:
@@ -223,22 +223,30 @@ class _Extraction:
         at = launcher(result.checkout.root, site)
         if values or own or settings or plain:
             target = target.with_stubs(settings)
-            return i, target.with_inputs(wrapper, {**values, **own}), {**values, **settings}, own, True
+            return i, target.with_inputs(wrapper, {**values, **own}), {**values, **settings}, own, True, ""
         if at is not None and at != self.launchers[i]:
             # an op that takes this kernel's path only where this check does not run (lmdeploy's compact MoE GEMM,
             # on an SM90 GPU alone): the task of its own launcher
             return (i, replace(result.target.for_launcher(at[0], at[1].replace(".", "_")),
-                               reach_presets=site.presets, reach_phases=site.phases), {}, {}, False)
+                               reach_presets=site.presets, reach_phases=site.phases), {}, {}, False, "")
+        # the shared task kept the branch serving takes (`if residual is not None:`, and serving passes none): this
+        # kernel's own task keeps its branch, by its own launches' decisions
+        mine = {test for launch in site.launches for test, _ in launch.decided}
+        against = [f"`{test}` is {taken}" for launch in self.sites[self.owner[i]].launches
+                   for test, taken in launch.decided if test not in mine]
+        if against:
+            return i, target, {}, {}, True, f"its own branch, which serving does not take ({'; '.join(against)})"
         return None
 
     def branch(self, item: Branch) -> None:
         """Its own task, with the launcher's flags (parameters, or its module's settings, as stubs) set to take the
         branch that launches this kernel; without ``op``, built around its launcher, not the op."""
-        i, target, values, own, op = item
+        i, target, values, own, op, said = item
         site, rows, result = self.sites[i], self.rows, self.result
-        said = ", ".join([f"{k}={v!r}" for k, v in values.items() if k not in own] + ["its own inputs"] * bool(own)
-                         ) or ("the launcher's plain inputs" if op else  # not another kernel's specs
-                               f"its launcher's task, not the op {(self.launchers[i] or ('', ''))[1]}()'s")
+        said = said or ", ".join([f"{k}={v!r}" for k, v in values.items() if k not in own]
+                                 + ["its own inputs"] * bool(own)) or (
+            "the launcher's plain inputs" if op else  # not another kernel's specs
+            f"its launcher's task, not the op {(self.launchers[i] or ('', ''))[1]}()'s")
         final = self.task_dir_of(self.names[i])
         if any(r.out == final and r.checked for r in rows):  # another kernel's passing task: keep it
             final = final.with_name(final.name + "-branch")

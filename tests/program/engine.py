@@ -61,6 +61,15 @@ FILES = {
     "eng/kernels/rocm_rope.py": TRITON + kernel("rocm_rope_kernel") + "\n\ndef rope(x):\n    rocm_rope_kernel[(1,)](x)\n",
     # a launch under a test the serving settings decide (sglang's `if support_triton(get_server_args()
     # .attention_backend):`), with the engine's host fallback in the else
+    # a launcher whose optional argument picks its kernel (lmdeploy's matmul with a residual); serving passes none
+    "eng/kernels/residual.py": TRITON + kernel("plain_out_kernel") + kernel("residual_out_kernel") + '''
+
+def linear_out(x, residual=None):
+    if residual is not None:
+        residual_out_kernel[(1,)](x)
+    else:
+        plain_out_kernel[(1,)](x)
+''',
     "eng/kernels/pool.py": TRITON + "from eng.utils import get_server_args\n" + kernel("pool_kernel") + '''
 
 def supports_triton(backend):
@@ -1518,6 +1527,7 @@ from eng.forward_batch import ForwardBatch
 from eng.args import ServerArgs
 from eng.graph import EagerPrefillRunner, FullBackend, make_prefill_runner, prefill_graph, run_prefill, step_tail
 from eng.kernels.pool import write_pool
+from eng.kernels.residual import linear_out
 from eng.utils import get_server_args
 
 
@@ -1534,6 +1544,7 @@ class ModelRunner:
             self.attn_backend.init_metadata(fb)
         step_tail(fb, fb)
         write_pool(extra)
+        linear_out(extra)
         prefill_graph(ServerArgs(), fb)
         run_prefill(self, fb)
         return self.model(fb)

@@ -11,6 +11,7 @@ import pytest
 
 from smithbot import api
 from smithbot.config import ConfigError
+from smithbot.extract.pipeline import extract_sites
 from tests.conftest import scans_under_seeds
 
 
@@ -69,8 +70,9 @@ def test_default_path_kernels_and_how_often(engine: str) -> None:
                "plain_stash_kernel",  # eng/spec.py's
                "after_guard_kernel", "both_ways_kernel", "struct_field_kernel"}  # eng/runconfig.py's
     assert set(launched[:len(on_path)]) == on_path, launched
-    # last: the fallback-only launch, and the kernel in a file named for other hardware
-    assert set(launched[-2:]) == {"hip_moe_kernel", "rocm_rope_kernel"}
+    # last: the fallback-only launches (`if residual is not None:`'s too: the scan reads its else as the main path),
+    # and the kernel in a file named for other hardware
+    assert set(launched[-3:]) == {"hip_moe_kernel", "residual_out_kernel", "rocm_rope_kernel"}
     assert "in code for other hardware (rocm) -6" in sites["rocm_rope_kernel"].reasons
 
 
@@ -559,6 +561,22 @@ def test_attention_metadata_that_every_prefill_runner_sets_is_default(engine: st
     sites = by_name(api.scan(engine, model="llama3-8b"))
     assert_default(sites, "shared_metadata_kernel")
     assert_never(sites, ("full_metadata_kernel", "self.full"))
+
+
+def test_a_kernel_on_the_branch_serving_does_not_take_gets_a_task_of_its_own(engine: str, tmp_path: Path) -> None:
+    """`linear_out` launches `residual_out_kernel` only when a residual is passed, and serving passes none: the
+    launcher's task keeps the branch serving takes (`plain_out_kernel`), and the other kernel gets a task of its own
+    that keeps its branch, and says that serving does not take it."""
+    result = api.scan(engine)
+    sites = {s.name: s for s in result.sites}
+    assert sites["plain_out_kernel"].launches[0].decided == (("residual is not None", False),)
+    rows = {r.kernel: r for r in extract_sites(result, [sites["plain_out_kernel"], sites["residual_out_kernel"]],
+                                               lambda name: tmp_path / name)}
+    plain, other = rows["plain_out_kernel"], rows["residual_out_kernel"]
+    assert plain.checked and "residual_out_kernel[" not in (plain.out / "kernel.py").read_text(), plain.why
+    assert other.checked and other.out != plain.out, other.why
+    assert other.why.endswith("(with its own branch, which serving does not take (`residual is not None` is False))")
+    assert "residual_out_kernel[" in (other.out / "kernel.py").read_text()
 
 
 def test_a_decode_only_entry_is_walked_in_decode_steps_only(engine: str) -> None:
