@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import ast
 import math
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 
-from smithbot.inputs.harness import respec
+from smithbot.inputs.harness import literal, respec
 from smithbot.inputs.sizes import size_value
 from smithbot.types import Check
 
-_SPEC = re.compile(r"^SPEC = (.*)$", re.M)
 _METHODS = {"view", "reshape", "contiguous", "flatten", "to", "float", "half", "bfloat16", "int", "long",
             "unsqueeze", "squeeze", "view_as", "narrow", "expand", "transpose", "permute", "t", "clone"}
 
@@ -166,8 +164,7 @@ def grow(task_dir: Path, failed: Check, check: Callable[[Path], Check], yaml_inp
 def _set_shape(task_dir: Path, name: str, shape: list[Any]) -> None:
     harness = task_dir / "harness.py"
     text = harness.read_text()
-    found = _SPEC.search(text)
-    spec = ast.literal_eval(found.group(1))  # type: ignore[union-attr]
+    spec = literal(text, "SPEC")
     spec[name]["shape"] = shape
     harness.write_text(respec(text, spec))
 
@@ -182,16 +179,15 @@ def _options(task_dir: Path, read_past: dict[str, Any], person: set[str],
         return None  # read before the start: no size fixes that
     harness = task_dir / "harness.py"
     text = harness.read_text()
-    found = _SPEC.search(text)
-    if found is None:
+    spec = literal(text, "SPEC")
+    if spec is None:
         return None
-    spec = ast.literal_eval(found.group(1))
     task = yaml.safe_load((task_dir / "task.yaml").read_text())
-    extra = re.search(r"^EXTRA_DIMS = (.*)$", text, re.M)
+    extra = literal(text, "EXTRA_DIMS") or {}
     every = []  # each case's dims, the interpreter's first
     for case in sorted(task.get("cases", []), key=lambda c: not c.get("interpreter")):
         dims = {k: v for k, v in case.get("dims", {}).items() if isinstance(v, int) and not isinstance(v, bool)}
-        for k, v in (ast.literal_eval(extra.group(1)) if extra else {}).items():
+        for k, v in extra.items():
             dims[k] = size_value(v, dims)
         every.append(dims)
     if not any(c.get("interpreter") for c in task.get("cases", [])):

@@ -33,7 +33,8 @@ def harness_source(wrapper: str, specs: dict[str, Any], extra: dict[str, Any], h
                           imports="\n".join(lines), code=code)
 
 
-def _literal(text: str, name: str) -> Any:
+def literal(text: str, name: str) -> Any:
+    """The value of the harness ``text``'s line ``NAME = ...`` (``SPEC``, ``EXTRA_DIMS``, ``GATHERED``), or None."""
     found = re.search(rf"^{name} = (.*?)(  #.*)?$", text, re.M)
     return eval(found.group(1), {"__builtins__": {}, "inf": float("inf")}) if found else None  # noqa: S307 (ours)
 
@@ -41,10 +42,10 @@ def _literal(text: str, name: str) -> Any:
 def respec(text: str, spec: dict[str, Any]) -> str:
     """The harness ``text`` with ``spec`` in place of its ``SPEC``, and its ``make_inputs`` written again from it; the
     first line (what wrote it, and why) is kept."""
-    new = harness_source("", spec, _literal(text, "EXTRA_DIMS") or {}, "", tuple(_literal(text, "GATHERED") or ()))
+    new = harness_source("", spec, literal(text, "EXTRA_DIMS") or {}, "", tuple(literal(text, "GATHERED") or ()))
     return text.split("\n", 1)[0] + "\n" + new.split("\n", 1)[1]
 
 
 def layouts_of(text: str) -> set[str]:
     """The layouts the inputs of the harness ``text`` come from (none for a hand-written one)."""
-    return {s["layout"] for s in nested(_literal(text, "SPEC") or {}) if "layout" in s}
+    return {s["layout"] for s in nested(literal(text, "SPEC") or {}) if "layout" in s}

@@ -12,22 +12,16 @@ from __future__ import annotations
 
 import ast
 import builtins
-import re
 import typing
-from typing import Any
 
 from smithbot.inputs.code import WIDE, InputsError, make_inputs_code
-
-
-def _read(harness: str, name: str) -> Any:
-    found = re.search(rf"^{name} = (.*)$", harness, re.M)
-    return eval(found.group(1), {"__builtins__": {}, "inf": float("inf")}) if found else None  # noqa: S307 (ours)
+from smithbot.inputs.harness import literal
 
 
 def inputs_code(harness: str, act_dtypes: set[str], reserved: set[str]) -> tuple[list[str], str]:
     """The imports and the code of ``make_inputs(case, gen)`` (with the helpers it uses) for a task's harness.py.
     ``act_dtypes``: the torch names of the cases' dtypes; ``reserved``: the case keys (no local may shadow one)."""
-    spec = _read(harness, "SPEC")
+    spec = literal(harness, "SPEC")
     if spec is None:  # a hand-written harness: its make_inputs is plain code already
         tree = ast.parse(harness)
         fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "make_inputs"), None)
@@ -35,7 +29,7 @@ def inputs_code(harness: str, act_dtypes: set[str], reserved: set[str]) -> tuple
             raise InputsError("the harness has neither an input SPEC nor a make_inputs function")
         imports = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
         return imports, ast.get_source_segment(harness, fn) + "\n"
-    return make_inputs_code(spec, _read(harness, "EXTRA_DIMS") or {}, act_dtypes <= set(WIDE), reserved)
+    return make_inputs_code(spec, literal(harness, "EXTRA_DIMS") or {}, act_dtypes <= set(WIDE), reserved)
 
 
 def bound_names(node: ast.stmt) -> list[str]:
