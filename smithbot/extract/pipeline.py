@@ -55,7 +55,7 @@ def extract_sites(result: ScanResult, sites: list[KernelSite], task_dir_of: Call
 
 
 # a kernel's own task with its launcher's flags set down its branch: (row, its target, flags, own inputs, whether
-# around an op)
+# around an op, what its row says of the branch where the flags do not say it)
 Branch = tuple[int, Target, dict[str, Any], dict[str, Any], bool, str]
 
 

@@ -49,7 +49,7 @@ def _base(expr: ast.expr, assigned: dict[str, ast.expr], seen: set[str], leaves:
 
 def _leaves(tree: ast.Module) -> dict[str, str]:
     """{an object's attribute path, ``self.slot_mapping.gpu``: the flat entry's parameter that stands for it}, from
-    the stand-in objects the flat entry (``extract.inputs.flat_entry``) hands the launcher."""
+    the stand-in objects the flat entry (``inputs.specs.flat_entry``) hands the launcher."""
     out: dict[str, str] = {}
 
     def walk(path: str, value: ast.expr) -> None:
