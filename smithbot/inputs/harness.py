@@ -4,7 +4,7 @@ generated test carries. A task directory needs nothing of smithbot to make its i
 
 from __future__ import annotations
 
-import re
+import ast
 from typing import Any
 
 from smithbot.inputs.code import make_inputs_code
@@ -35,8 +35,11 @@ def harness_source(wrapper: str, specs: dict[str, Any], extra: dict[str, Any], h
 
 def literal(text: str, name: str) -> Any:
     """The value of the harness ``text``'s line ``NAME = ...`` (``SPEC``, ``EXTRA_DIMS``, ``GATHERED``), or None."""
-    found = re.search(rf"^{name} = (.*?)(  #.*)?$", text, re.M)
-    return eval(found.group(1), {"__builtins__": {}, "inf": float("inf")}) if found else None  # noqa: S307 (ours)
+    line = next((ln for ln in text.splitlines() if ln.startswith(f"{name} = ")), None)
+    if line is None:
+        return None
+    value = ast.Expression(ast.parse(line).body[0].value)  # type: ignore[attr-defined]  # a comment after it is no part
+    return eval(compile(value, "<harness>", "eval"), {"__builtins__": {}, "inf": float("inf")})  # noqa: S307 (ours)
 
 
 def respec(text: str, spec: dict[str, Any]) -> str:

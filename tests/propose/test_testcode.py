@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from evaluator.tolerances import DTYPES
-from smithbot.inputs.harness import harness_source, respec
+from smithbot.inputs.harness import harness_source, literal, respec
 from smithbot.propose.testcode import InputsError, inputs_code
 from tests.evolve.helpers import TASKS
 from tests.inputs import spec_reference as reference
@@ -112,6 +112,10 @@ def test_the_harness_grows_an_input_by_writing_its_code_again() -> None:
     exec(grown, ns)
     args = ns["make_inputs"]({"tokens": 3, "dtype": torch.float32}, torch.Generator().manual_seed(0))
     assert args["x"].shape == (3, 9) and args["n"] == 3 and "'shape': ['tokens', 9]" in grown
+    # a harness's literals are read as Python reads them: a `#` inside a string is no comment
+    odd = harness_source("op", {"act": {"literal": "a  # b"}}, {}, "a test", ("act",))
+    assert literal(odd, "SPEC") == {"act": {"literal": "a  # b"}} and literal(odd, "GATHERED") == ("act",)
+    assert literal(odd, "NOT_THERE") is None
 
 
 def test_only_the_helpers_used_come_along() -> None:
