@@ -22,7 +22,7 @@ from smithbot.inputs.harness import harness_source
 from smithbot.inputs.names import TORCH_DTYPES, setting
 from smithbot.inputs.specs import (NAME_RULES, InputError, Objects, flat_entry, flatten_objects, object_leaves,
                                    param_specs, traced_specs, traced_values)
-from smithbot.types import Check, KernelSite, failure_of
+from smithbot.types import Check, KernelSite, LaunchSite, failure_of
 
 LAUNCH_KWARGS = ("num_warps", "num_stages")
 
@@ -45,10 +45,7 @@ def _launcher_node(root: Path, site: KernelSite) -> tuple[str, str, ast.Function
     """(module path, wrapper, its def) of the kernel's preferred launch: CUDA branch first, fallbacks last, functions
     before methods. The wrapper is a module-level function (also one whose nested function launches), or
     ``Cls.method`` of a module-level class (then the def is None: the closure builder writes it as a function)."""
-    launches = sorted(site.launches, key=lambda la: (la.fallback_only, not la.cuda_branch, "." in la.wrapper))
-    for la in launches:
-        if la.wrapper == "<module>" or la.wrapper.count(".") > 1:
-            continue
+    for la in _preferred(site):
         cls, _, method = la.wrapper.rpartition(".")
         tree = ast.parse((root / la.path).read_text(encoding="utf-8-sig"))
         for node in tree.body:
@@ -63,6 +60,23 @@ def _launcher_node(root: Path, site: KernelSite) -> tuple[str, str, ast.Function
     wrappers = ", ".join(sorted({la.wrapper for la in site.launches})) or "none"
     raise ExtractError(f"{site.name}: no module-level launcher function or method to extract (launched from: "
                        f"{wrappers}); launches at module level or two definitions deep are not supported yet")
+
+
+def _preferred(site: KernelSite) -> list[LaunchSite]:
+    """The launches a task may be built at, best first: CUDA branch first, fallbacks last, functions before methods
+    (a launch at module level, or two definitions deep, is none)."""
+    return sorted([la for la in site.launches if la.wrapper != "<module>" and la.wrapper.count(".") <= 1],
+                  key=lambda la: (la.fallback_only, not la.cuda_branch, "." in la.wrapper))
+
+
+def launchers(site: KernelSite) -> tuple[tuple[str, str], ...]:
+    """(module path, wrapper) of each function that launches ``site``'s kernel, best first (``_preferred``)."""
+    return tuple(dict.fromkeys((la.path, la.wrapper) for la in _preferred(site)))
+
+
+def launched_at(site: KernelSite, at: tuple[str, str]) -> KernelSite:
+    """``site`` with only its launches in the function ``at``, so that its task is built there."""
+    return replace(site, launches=tuple(la for la in site.launches if (la.path, la.wrapper) == at))
 
 
 def launcher(root: Path, site: KernelSite, modules: dict[str, str] | None = None,

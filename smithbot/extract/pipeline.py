@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from smithbot.config import Target
 from smithbot.extract.attempts import Attempt, plan_attempts
 from smithbot.extract.build import (NEVER_LAUNCHED, NeedsInputs, branch_values, extract as build, extract_glue,
-                                    launcher, self_check)
+                                    launched_at, launcher, launchers, self_check)
 from smithbot.extract.closure import ExtractError
 from smithbot.inputs.grow import grow
 from smithbot.inputs.harness import layouts_of
@@ -131,6 +131,7 @@ class _Extraction:
         """The failed task of row ``i`` built another way (``attempt``) and checked; kept in its place if that
         passes."""
         site, result = self.sites[i], self.result
+        site = launched_at(site, attempt.at) if attempt.at else site
         dest = task_dir.with_name(task_dir.name + ".retry")
         try:
             build(result.checkout.root, result.checkout.commit, result.checkout.url,
@@ -162,7 +163,7 @@ class _Extraction:
         ok, why = False, failed.why
         for attempt in plan_attempts(failed.failure or Failure.BROKEN,
                                      bool(_layouts(task_dir)),  # a layout bound by itself
-                                     self.launchers[i], plain, caller):
+                                     self.launchers[i], plain, caller, launchers(self.sites[i])):
             ok, why = self.rebuilt(i, task_dir, why, attempt)
             if ok:
                 break

@@ -182,6 +182,46 @@ def double(x, **run_config):
     return out
 '''
 
+TWO_LAUNCHERS = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _double_kernel(X, Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Out + offs, tl.load(X + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def double_into(x, out, table):
+    if float(table.float().abs().sum()) >= 0:  # what its inputs must hold, which inference cannot tell
+        raise RuntimeError("this launcher refuses every input")
+    _double_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+
+
+def double(x):
+    out = torch.empty_like(x)
+    _double_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    return out
+'''
+
+
+def test_a_kernel_whose_first_launcher_fails_is_built_at_its_other_launcher(home: Path, tmp_path: Path) -> None:
+    """A kernel launched by two functions is built at the first; where that task fails its self-check and no other
+    rebuild serves, it is built at the other launcher and kept there. The row says where, and why."""
+    from tests.conftest import git_repo
+
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/ops.py": TWO_LAUNCHERS})
+    [row] = api.extract(str(repo), "_double_kernel", out=tmp_path / "t", source=str(repo), check=True)
+    assert row.checked, row.why
+    assert "(at its other launcher double() (not double_into()); as first built: " in row.why
+    assert "this launcher refuses every input" in row.why
+    assert yaml.safe_load((tmp_path / "t" / "task.yaml").read_text())["entry"] == "double"
+    _with_reference(tmp_path / "t", DOUBLE_REFERENCE, {"name": "irregular-1000", "regime": "decode", "dtype": "fp32",
+                                                        "dims": {"tokens": 7, "hidden": 143}})
+    _check_against_reference(tmp_path / "t")
+
+
 DOUBLE_REFERENCE = '''
 
 def reference(x, **run_config):

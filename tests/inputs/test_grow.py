@@ -133,3 +133,8 @@ def test_a_failed_self_check_is_a_typed_failure_and_its_attempts_follow_from_it(
     [up] = plan_attempts(Failure.DISAGREES, False, plain, plain, caller)
     assert (up.op, up.by_themselves) == ("caller", True) and up.how.startswith("around the op layer() that calls it")
     assert plan_attempts(Failure.DISAGREES, False, plain, plain, plain) == []
+    # last, the kernel's other launchers, best first, two at most; never the one it was built at again
+    others = (plain, ("c.py", "second"), ("d.py", "third"), ("e.py", "fourth"))
+    tail = plan_attempts(Failure.READ_PAST, False, plain, plain, None, others)
+    assert [(a.at, a.op) for a in tail] == [(("c.py", "second"), False), (("d.py", "third"), False)]
+    assert tail[0].how == "at its other launcher second() (not launch())"
