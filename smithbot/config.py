@@ -13,6 +13,7 @@ from evaluator.env import cache_dir
 from evaluator.task import YamlChecker, read_yaml
 from smithbot import cache
 from smithbot.errors import SmithbotError
+from smithbot.types import SpecError, read_spec
 from smithbot.program.evaluate import Env, Platform
 
 TARGETS_DIR = Path(__file__).resolve().parent.parent / "targets"
@@ -324,16 +325,6 @@ def _read_cached(file: Path) -> Any:
     return data
 
 
-# The input-spec language of a target YAML's ``inputs:`` (docs/extract.md): the keys a spec may hold, and the dtypes
-# and value kinds it may name (the harness's own tables; tests/test_config.py holds them equal).
-SPEC_KEYS = ("shape", "dtype", "init", "transposed", "literal", "object", "items", "layout", "field", "sizes",
-             "returns")
-SPEC_DTYPES = ("act", "fp32", "fp16", "bf16", "int32", "fp8_e4m3", "fp8_e5m2", "int8", "int16", "uint8", "int64",
-               "bool", "complex64", "fp4x2", "e8m0")
-INIT_KINDS = ("randn", "randint", "perm", "arange", "even", "even_end", "split", "cuts", "starts", "upto", "chunks",
-              "onehot", "rand", "around1")
-
-
 def _check_launcher_specs(c: _Checker, specs: Any, key: str, presets: set[str], kernel: bool = False) -> None:
     """A launcher's entry under ``inputs:``: its parameters' specs and its reserved keys (a kernel's own entry under
     ``_kernels`` takes the same, but another ``_kernels``)."""
@@ -357,31 +348,12 @@ def _check_launcher_specs(c: _Checker, specs: Any, key: str, presets: set[str], 
 
 
 def _check_spec(c: _Checker, spec: Any, key: str) -> None:
-    """One input spec: a plain value (a number, a flag, a size expression, ``dtype:...``), None, or a mapping of
-    ``SPEC_KEYS`` whose dtype and value kind are ones the harness makes."""
-    if not isinstance(spec, dict):
-        return
-    c.mapping(spec, key, {k: False for k in SPEC_KEYS})
-    if "literal" in spec:
-        return
-    if "shape" in spec and not isinstance(spec["shape"], list):
-        raise c.fail(f"{key}.shape", "must be a list of sizes")
-    if "dtype" in spec and spec["dtype"] not in SPEC_DTYPES:
-        raise c.fail(f"{key}.dtype", f"unknown dtype {spec['dtype']!r} (known: {', '.join(SPEC_DTYPES)})")
-    if "init" in spec and str(spec["init"]).split(":")[0] not in INIT_KINDS:
-        raise c.fail(f"{key}.init", f"unknown kind {str(spec['init']).split(':')[0]!r} (known: "
-                                    f"{', '.join(INIT_KINDS)})")
-    if isinstance(spec.get("object"), dict):
-        for k, v in spec["object"].items():
-            if "layout" in spec["object"] and k in ("layout", "sizes"):  # an object holding a layout's fields
-                continue
-            _check_spec(c, v, f"{key}.object.{k}")
-    for i, v in enumerate(spec.get("items") or []):
-        _check_spec(c, v, f"{key}.items[{i}]")
-    if "returns" in spec:
-        _check_spec(c, spec["returns"], f"{key}.returns")
-    if not any(k in spec for k in ("shape", "object", "items", "layout", "returns")):
-        raise c.fail(key, "a mapping spec needs one of shape, object, items, layout, returns or literal")
+    """One input spec, read as the plan reads it (``smithbot.types.read_spec``): a key, dtype or value kind outside
+    the language is an error at its key."""
+    try:
+        read_spec(spec)
+    except SpecError as exc:
+        raise c.fail(f"{key}{exc.where}", exc.message) from None
 
 
 def _formatters(c: _Checker, value: Any, key: str) -> tuple[Formatter, ...]:

@@ -90,7 +90,7 @@ def test_the_spec_language_is_the_input_code_s() -> None:
     import inspect
     import re
 
-    from smithbot.config import INIT_KINDS, SPEC_DTYPES
+    from smithbot.types import INIT_KINDS, SPEC_DTYPES
     from smithbot.inputs import code
 
     assert set(SPEC_DTYPES) == set(code.TORCH_NAMES) | {"act"}

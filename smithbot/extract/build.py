@@ -22,7 +22,7 @@ from smithbot.inputs.harness import harness_source
 from smithbot.inputs.names import TORCH_DTYPES, setting
 from smithbot.inputs.specs import (NAME_RULES, InputError, Objects, flat_entry, flatten_objects, object_leaves,
                                    param_specs, traced_specs, traced_values)
-from smithbot.types import Check, KernelSite, LaunchSite, failure_of
+from smithbot.types import Check, InputPlan, KernelSite, LaunchSite, LiteralSpec, failure_of
 
 LAUNCH_KWARGS = ("num_warps", "num_stages")
 
@@ -312,8 +312,7 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         "says where. Stubs replace runtime helpers with the target's values.", builder, defs,
         flat_entry(wrapper, [n for n, _ in _params(fn)], objects) if objects else "")
     if not got.missing:
-        (out / "harness.py").write_text(harness_source(entry, got.specs, got.extra,
-                                                       _how(target, "launcher", got.inferred)))
+        (out / "harness.py").write_text(harness_source(entry, got.plan, _how(target, "launcher", got.inferred)))
     task = {
         "id": f"{target.name}-{name or site.name.strip('_')}",
         "kind": "triton",
@@ -358,8 +357,7 @@ class _Inputs:
 
     entry: str
     objects: Objects
-    specs: dict[str, Any]
-    extra: dict[str, Any]
+    plan: InputPlan
     inferred: list[str]
     cases: list[dict[str, Any]]
     skipped: list[Any]
@@ -377,25 +375,24 @@ def _inputs(fn: ast.FunctionDef, functions: tuple[ast.FunctionDef, ...], wrapper
     entry = f"{wrapper}_flat" if objects else wrapper
     try:
         try:
-            specs, extra, inferred = param_specs(_params(flat_fn) + _kwargs_settings(flat_fn), wrapper, target,
-                                                 flat_fn, functions)
+            plan, inferred = param_specs(_params(flat_fn) + _kwargs_settings(flat_fn), wrapper, target, flat_fn,
+                                         functions)
         except InputError as flat_exc:
             if not objects:
                 raise
             attr = next((path for path, n in object_leaves(objects) if n == flat_exc.name), None)
             flat_fn, objects, entry = fn, {}, wrapper  # an attribute has nothing to go on: ask for the object
             try:
-                specs, extra, inferred = param_specs(_params(fn) + _kwargs_settings(fn), wrapper, target, fn,
-                                                     functions)
+                plan, inferred = param_specs(_params(fn) + _kwargs_settings(fn), wrapper, target, fn, functions)
             except InputError as whole:
                 raise InputError(f"{whole} (nothing shows what {attr} is)" if attr else str(whole)) from None
-        case_list, skipped = cases(specs, extra, target, wrapper)
+        case_list, skipped = cases(plan, target, wrapper)
     except InputError as exc:
         if not without_inputs:
             raise ExtractError(f"{kernel}: {exc}") from None
-        case_list, skipped = cases({}, {}, target, wrapper, also=DENSE_DIMS)
-        return _Inputs(entry, objects, {}, {}, [], case_list, skipped, str(exc))
-    return _Inputs(entry, objects, specs, extra, inferred, case_list, skipped)
+        case_list, skipped = cases(InputPlan(()), target, wrapper, also=DENSE_DIMS)
+        return _Inputs(entry, objects, InputPlan(()), [], case_list, skipped, str(exc))
+    return _Inputs(entry, objects, plan, inferred, case_list, skipped)
 
 
 _ATOMIC = re.compile(r"\btl\.atomic_(add|max|min|xchg|cas|and|or|xor)\b")
@@ -512,8 +509,9 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
                            "no device): the run mixes host work with its GPU ops, which one kernel cannot replace")
     traced = _traced(site, glue.origins, {m.name: m for m in target.models})
     try:
-        specs, extra, inferred = param_specs(_params(fn), entry, target, fn, functions, traced)
-        case_list, skipped = cases(specs, extra, target, entry)
+        plan, inferred = param_specs(_params(fn), entry, target, fn, functions, traced)
+        plan = replace(plan, gathered=glue.gathered)
+        case_list, skipped = cases(plan, target, entry)
     except InputError as exc:
         raise ExtractError(f"{site.function} (lines {site.first}-{site.last}): {exc}") from None
     outputs = ", ".join(glue.outputs) + (f"; written in place: {', '.join(glue.inplace)}" if glue.inplace else "")
@@ -522,12 +520,13 @@ def extract_glue(root: Path, commit: str | None, url: str, target: Target, site:
                   f"{outputs}. A fused kernel replaces these lines; the definitions below come from the target.",
                   builder, defs)
     shaped = [n for n, t in traced.items() if "dtype" in t]
-    constant = [n for n, t in traced.items() if "value" in t and specs.get(n) in (t["value"], {"literal": t["value"]})]
+    constant = [n for n, t in traced.items()
+                if "value" in t and plan.specs.get(n) in (t["value"], LiteralSpec(t["value"]))]
     how = _how(target, "glue", inferred) + (f"; dtype and shape as serving has them, traced through {target.name}'s "
                                             f"code: {', '.join(shaped)}" if shaped else "") \
         + (f"; the constants every preset's serving makes of them, evaluated in {target.name}'s code: "
            f"{', '.join(constant)}" if constant else "")
-    (out / "harness.py").write_text(harness_source(entry, specs, extra, how, glue.gathered))
+    (out / "harness.py").write_text(harness_source(entry, plan, how))
     pinned = {n: traced[n]["value"] for n in constant}
     served = served_tests(glue.folded, pinned, glue.origins)
     task = {

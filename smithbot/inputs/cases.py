@@ -7,6 +7,7 @@ from typing import Any
 
 from smithbot.config import ModelPreset, Target
 from smithbot.inputs.sizes import DIMS, MOE_INTERPRETER_CAPS, SMALL_CAPS, InputError, names_in, size_value
+from smithbot.types import InputPlan, ItemsSpec, ObjectSpec, TensorSpec
 
 
 # Inputs of one GPU case may take at most this many bytes. The evaluator runs 3 workers on each GPU, and each holds
@@ -22,30 +23,30 @@ def _size(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-def footprint(specs: dict[str, Any], extra: dict[str, Any], dims: dict[str, int]) -> tuple[int, int]:
-    """(bytes of the tensors of ``specs`` at ``dims``, elements of the largest one). Layouts' fields, a few index
-    tables beside the tensors they index, are not counted."""
+def footprint(plan: InputPlan, dims: dict[str, int]) -> tuple[int, int]:
+    """(bytes of the tensors of ``plan`` at ``dims``, elements of the largest one). Layouts' fields, a few index
+    tables beside the tensors they index, and what a method returns are not counted."""
     dims = dict(dims)
-    for k, v in extra.items():
+    for k, v in plan.extra:
         dims.setdefault(k, size_value(v, dims))
     sizes: list[tuple[int, int]] = []
 
     def add(spec: Any) -> None:
-        if isinstance(spec, dict) and ("object" in spec or "items" in spec):
-            for v in spec["object"].values() if "object" in spec else spec["items"]:
+        if isinstance(spec, (ObjectSpec, ItemsSpec)):
+            for v in [v for _, v in spec.attrs] if isinstance(spec, ObjectSpec) else spec.items:
                 add(v)
-        elif isinstance(spec, dict) and isinstance(spec.get("shape"), list):
+        elif isinstance(spec, TensorSpec):
             n = 1
-            for d in spec["shape"]:
+            for d in spec.shape:
                 n *= int(size_value(d, dims))
-            sizes.append((n * _ITEMSIZE.get(str(spec.get("dtype", "act")), 4), n))
+            sizes.append((n * _ITEMSIZE.get(str(spec.dtype or "act"), 4), n))
 
-    for s in specs.values():
+    for _, s in plan.params:
         add(s)
     return sum(b for b, _ in sizes), max((n for _, n in sizes), default=0)
 
 
-def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper: str,
+def cases(plan: InputPlan, target: Target, wrapper: str,
           also: tuple[str, ...] = (), budget: int = CASE_BYTES) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """(cases, skipped): decode and prefill cases named after the model presets whose dims the inputs need, and the
     dims ``also`` names (or the YAML's _models): those that run the kernel (``target.reach_presets``) when any fits,
@@ -53,7 +54,7 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
     inputs take more than ``budget`` bytes, or hold a tensor past int32 offsets, is shrunk (a MoE layer's experts
     halved down to its top-k while fewer tokens alone could not fit, a prefill's tokens halved down to 256) or, when
     that is not enough, skipped, and ``skipped`` says why."""
-    used = set(also).union(*[names_in(s) for s in specs.values()], *[names_in(v) for v in extra.values()])
+    used = set(also).union(*[names_in(s) for _, s in plan.params], *[names_in(v) for _, v in plan.extra])
     needed = [d for d in DIMS if d in used]
     allowed = target.inputs.get(wrapper, {}).get("_models")
     # the dim a case too large shrinks: a MoE layer's experts, or, where the launcher's path needs the model's
@@ -86,11 +87,11 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
             name = f"{m.name}-{regime}-{label}"
             case = {"tokens": tokens, **dims}
             try:
-                need, largest = footprint(specs, extra, case)
+                need, largest = footprint(plan, case)
                 # too large: a MoE layer's experts halve (down to its top-k, at least 8: every expert's GEMM keeps
                 # its model's shape) while fewer tokens alone could not fit; a prefill's tokens halve down to 256
                 def over(c: dict[str, int]) -> bool:
-                    b, n = footprint(specs, extra, c)
+                    b, n = footprint(plan, c)
                     return b > budget or n > MAX_ELEMENTS
 
                 while need > budget or largest > MAX_ELEMENTS:
@@ -104,7 +105,7 @@ def cases(specs: dict[str, Any], extra: dict[str, Any], target: Target, wrapper:
                         case[shrink] //= 2
                     else:
                         break
-                    need, largest = footprint(specs, extra, case)
+                    need, largest = footprint(plan, case)
             except (KeyError, ValueError, ZeroDivisionError, TypeError):
                 need = largest = 0  # a size the estimate cannot evaluate: the evaluator's own memory check decides
             if need > budget:

@@ -1,5 +1,5 @@
-"""A task's input spec (``specs.py``) written out as plain code: a ``make_inputs(case, gen)`` of a few lines per
-argument, with the helpers of ``draw.py`` and the layout builders of ``layouts/`` that it uses. The task's harness
+"""A task's input plan (``smithbot.types.InputPlan``) written out as plain code: a ``make_inputs(case, gen)`` of a
+few lines per argument, with the helpers of ``draw.py`` and the layout builders of ``layouts/`` that it uses. The task's harness
 (``harness.py``) and the generated test (``propose/testcode.py``) are both this code, so the spec language has one
 reading. ``device`` is the expression the tensors are made on: the test's ``DEVICE``, the generator's in a harness."""
 
@@ -13,6 +13,7 @@ from evaluator.tolerances import DTYPES
 from smithbot.errors import SmithbotError
 from smithbot.inputs.draw import HELPERS
 from smithbot.inputs.layouts import builder_source
+from smithbot.types import (InputPlan, ItemsSpec, LayoutField, LiteralSpec, ObjectSpec, ReturnsSpec, TensorSpec)
 
 
 class InputsError(SmithbotError, ValueError):
@@ -28,7 +29,7 @@ _RESERVED = {"case", "gen", "dtype", "torch", "tl", "types", "DEVICE"}
 
 
 def _later(item: tuple[str, Any]) -> bool:
-    return isinstance(item[1], dict) and str(item[1].get("init", "")).startswith(_LATER)
+    return isinstance(item[1], TensorSpec) and str(item[1].init or "").startswith(_LATER)
 
 
 class _Pow2(ast.NodeTransformer):
@@ -99,46 +100,46 @@ class _Writer:
             return self.device
         if spec == "regime:decode":  # a step's is_decoding
             return 'case["regime"] == "decode"'
-        if not isinstance(spec, dict):
-            return self.num(spec)
-        if "literal" in spec:
-            return _literal(spec["literal"])
-        if "object" in spec:
+        if isinstance(spec, LiteralSpec):
+            return _literal(spec.value)
+        if isinstance(spec, ObjectSpec):
             attrs: dict[str, str] = {}
-            for k, v in sorted(spec["object"].items(), key=_later):
+            for k, v in sorted(spec.attrs, key=_later):
                 attrs[k] = self.value(v, attrs, f"{hint}_{k}")
             self.uses_types = True
-            return self.bind(hint, "types.SimpleNamespace(" + ", ".join(f"{k}={attrs[k]}" for k in spec["object"]) + ")")
-        if "items" in spec:
-            return "[" + ", ".join(self.value(v, scope, f"{hint}_{i}") for i, v in enumerate(spec["items"])) + "]"
-        if "layout" in spec:
-            key = f"{spec['layout']}{sorted(spec['sizes'].items())!r}"
+            return self.bind(hint, "types.SimpleNamespace(" + ", ".join(f"{k}={attrs[k]}" for k, _ in spec.attrs) + ")")
+        if isinstance(spec, ItemsSpec):
+            return "[" + ", ".join(self.value(v, scope, f"{hint}_{i}") for i, v in enumerate(spec.items)) + "]"
+        if isinstance(spec, LayoutField):
+            if spec.field is None or spec.sizes is None:
+                raise InputsError(f"{hint}: layout {spec.layout} with its field or sizes unsaid")
+            key = f"{spec.layout}{sorted(spec.sizes)!r}"
             if key not in self.layouts:
-                self.need(spec["layout"])
-                sizes = ", ".join(f"{k}={self.num(v)}" for k, v in spec["sizes"].items())
-                built = f"build_{spec['layout']}(dict({sizes}), gen, {self.device})"
-                self.layouts[key] = self.bind(spec["layout"], built)
-            return f'{self.layouts[key]}["{spec["field"]}"]'
-        if "returns" in spec:  # a method answering this value
-            return f"lambda *args, **kwargs: {self.value(spec['returns'], scope, hint)}"
-        if "shape" not in spec:
-            raise InputsError(f"{hint}: a spec with no plain-code form: {spec!r}")
-        return self.bind(hint, self.tensor(spec, scope, hint))
+                self.need(spec.layout)
+                sizes = ", ".join(f"{k}={self.num(v)}" for k, v in spec.sizes)
+                built = f"build_{spec.layout}(dict({sizes}), gen, {self.device})"
+                self.layouts[key] = self.bind(spec.layout, built)
+            return f'{self.layouts[key]}["{spec.field}"]'
+        if isinstance(spec, ReturnsSpec):  # a method answering this value
+            return f"lambda *args, **kwargs: {self.value(spec.value, scope, hint)}"
+        if isinstance(spec, TensorSpec):
+            return self.bind(hint, self.tensor(spec, scope, hint))
+        return self.num(spec)
 
     def bind(self, hint: str, expr: str) -> str:
         name = self.local(hint)
         self.lines.append(f"{name} = {expr}")
         return name
 
-    def tensor(self, spec: dict[str, Any], scope: dict[str, str], hint: str) -> str:
-        shape = [self.num(s, whole=True) for s in spec["shape"]]
-        if spec.get("transposed"):  # drawn as its transpose, handed over as a view of that (a weight's w.t())
+    def tensor(self, spec: TensorSpec, scope: dict[str, str], hint: str) -> str:
+        shape = [self.num(s, whole=True) for s in spec.shape]
+        if spec.transposed:  # drawn as its transpose, handed over as a view of that (a weight's w.t())
             shape[-2:] = shape[:-3:-1]
         size = f"({', '.join(shape)}{',' if len(shape) == 1 else ''})"
         numel = " * ".join(s if re.fullmatch(r"\w+", s) else f"({s})" for s in shape)
-        kind = spec.get("dtype", "act")
+        kind = spec.dtype or "act"
         dtype = self.dtype(kind)
-        init = str(spec.get("init", "randn")).split(":")
+        init = str(spec.init or "randn").split(":")
         args = [self.num(a, whole=True) for a in init[1:]] if init[0] not in ("starts", "upto", "chunks") else init[1:]
         rng = f"generator=gen, device={self.device}"
         if kind in _BYTES:  # packed fp4 pairs or e8m0 exponents: any byte, or those of a randint init
@@ -178,7 +179,7 @@ class _Writer:
         else:
             raise InputsError(f"{hint}: init {init[0]!r} has no plain-code form")
         methods = (f".view{size}" if flat else "") + (f".to({dtype})" if made != dtype else "")
-        if spec.get("transposed"):
+        if spec.transposed:
             methods += ".t()" if len(shape) == 2 else ".transpose(-1, -2)"
         compound = not isinstance(ast.parse(t, mode="eval").body, (ast.Call, ast.Name, ast.Subscript))
         return f"({t}){methods}" if methods and compound else t + methods
@@ -197,20 +198,21 @@ def _literal(value: Any) -> str:
     return text if isinstance(value, str) else re.sub(r"\binf\b", 'float("inf")', text)
 
 
-def make_inputs_code(spec: dict[str, Any], extra: dict[str, Any], act_wide: bool = False,
-                     reserved: set[str] | None = None, device: str = "DEVICE") -> tuple[list[str], str]:
-    """The imports and the code of ``make_inputs(case, gen)`` (with the helpers it uses) for ``spec``, with the
-    ``extra`` dims as expressions over the others. ``act_wide``: every case's dtype is drawn at its own width;
-    ``reserved``: the case keys (no local may shadow one; by default the dims the spec reads)."""
-    if reserved is None:  # the dims the spec reads: no local may shadow one
+def make_inputs_code(plan: InputPlan, act_wide: bool = False, reserved: set[str] | None = None,
+                     device: str = "DEVICE") -> tuple[list[str], str]:
+    """The imports and the code of ``make_inputs(case, gen)`` (with the helpers it uses) for ``plan``, with its extra
+    dims as expressions over the others. ``act_wide``: every case's dtype is drawn at its own width; ``reserved``:
+    the case keys (no local may shadow one; by default the dims the plan reads)."""
+    extra = plan.dims
+    if reserved is None:  # the dims the plan reads: no local may shadow one
         probe = _Writer(extra, act_wide, set(), device)
-        for name, s in spec.items():
+        for name, s in plan.params:
             if s != "default:":
-                probe.value(s, {n: n for n in spec}, name)
+                probe.value(s, {n: n for n, _ in plan.params}, name)
         reserved = set(probe.dims) | {"name", "regime"}
     w = _Writer(extra, act_wide, reserved, device)
     scope: dict[str, str] = {}
-    for name, s in sorted(spec.items(), key=_later):
+    for name, s in sorted(plan.params, key=_later):
         if s != "default:":  # else left to the launcher's own default
             scope[name] = w.value(s, scope, name)
     # the dims: the case's, then the extra ones (as expressions over the others, unless the case carries its own)
@@ -220,7 +222,7 @@ def make_inputs_code(spec: dict[str, Any], extra: dict[str, Any], act_wide: bool
     if case_dims or w.uses_dtype:
         names = case_dims + (["dtype"] if w.uses_dtype else [])
         head.append(f"{', '.join(names)} = " + ", ".join(f'case["{n}"]' for n in names))
-    ret = [f'"{n}": {scope[n]}' for n in spec if n in scope]
+    ret = [f'"{n}": {scope[n]}' for n, _ in plan.params if n in scope]
     returned = "return {" + ", ".join(ret) + "}"
     if len(returned) > 110:
         returned = "return {\n" + "".join(f"        {r},\n" for r in ret) + "    }"

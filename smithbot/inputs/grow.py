@@ -22,9 +22,9 @@ from typing import Any, Callable
 
 import yaml
 
-from smithbot.inputs.harness import literal, respec
+from smithbot.inputs.harness import plan_of, respec
 from smithbot.inputs.sizes import size_value
-from smithbot.types import Check
+from smithbot.types import Check, TensorSpec
 
 _METHODS = {"view", "reshape", "contiguous", "flatten", "to", "float", "half", "bfloat16", "int", "long",
             "unsqueeze", "squeeze", "view_as", "narrow", "expand", "transpose", "permute", "t", "clone"}
@@ -164,9 +164,9 @@ def grow(task_dir: Path, failed: Check, check: Callable[[Path], Check], yaml_inp
 def _set_shape(task_dir: Path, name: str, shape: list[Any]) -> None:
     harness = task_dir / "harness.py"
     text = harness.read_text()
-    spec = literal(text, "SPEC")
-    spec[name]["shape"] = shape
-    harness.write_text(respec(text, spec))
+    plan = plan_of(text)
+    assert plan is not None  # only a plan's tensors are grown (_options)
+    harness.write_text(respec(text, plan.with_shape(name, shape)))
 
 
 def _options(task_dir: Path, read_past: dict[str, Any], person: set[str],
@@ -178,12 +178,11 @@ def _options(task_dir: Path, read_past: dict[str, Any], person: set[str],
     if first < holds:
         return None  # read before the start: no size fixes that
     harness = task_dir / "harness.py"
-    text = harness.read_text()
-    spec = literal(text, "SPEC")
-    if spec is None:
+    plan = plan_of(harness.read_text())
+    if plan is None:
         return None
     task = yaml.safe_load((task_dir / "task.yaml").read_text())
-    extra = literal(text, "EXTRA_DIMS") or {}
+    spec, extra = plan.specs, plan.dims
     every = []  # each case's dims, the interpreter's first
     for case in sorted(task.get("cases", []), key=lambda c: not c.get("interpreter")):
         dims = {k: v for k, v in case.get("dims", {}).items() if isinstance(v, int) and not isinstance(v, bool)}
@@ -198,14 +197,14 @@ def _options(task_dir: Path, read_past: dict[str, Any], person: set[str],
     for p in params:
         name = sources.get(p, p)
         entry = spec.get(name)
-        if name in person or not isinstance(entry, dict) or not isinstance(entry.get("shape"), list):
+        if name in person or not isinstance(entry, TensorSpec):
             continue
-        size = _numel(entry["shape"], dims)
+        size = _numel(list(entry.shape), dims)
         if size < 0:
             continue
         # the element count is in the kernel's pointer type; the storage holds ``holds`` of them for ``size``
         need = -(-(furthest + 1) * size // max(holds, 1))
-        original = grown.get(name, (entry["shape"],))[0]  # a second growth starts again from the inferred shape
+        original = grown.get(name, (list(entry.shape),))[0]  # a second growth starts again from the inferred shape
         options = [o for o in _candidates(original, dims, need, again=name in grown)
                    if all(0 <= _numel(o, d) <= MOST_ELEMENTS for d in every)]
         if options:

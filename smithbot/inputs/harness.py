@@ -1,6 +1,7 @@
-"""The task's harness.py: the input spec of each parameter (``specs.py``), kept as ``SPEC`` for the tools that read
-or grow it, and a ``make_inputs(case, generator)`` written out from it as plain code (``code.py``), the same code the
-generated test carries. A task directory needs nothing of smithbot to make its inputs."""
+"""The task's harness.py: its input plan (``smithbot.types.InputPlan``), kept as the literals ``SPEC``, ``EXTRA_DIMS``
+and ``GATHERED`` for the tools that read or grow it (``plan_of``), and a ``make_inputs(case, generator)`` written out
+from it as plain code (``code.py``), the same code the generated test carries. A task directory needs nothing of
+smithbot to make its inputs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import ast
 from typing import Any
 
 from smithbot.inputs.code import make_inputs_code
-from smithbot.inputs.plan import nested
+from smithbot.types import InputPlan
 
 HARNESS = '''"""Inputs for {wrapper}, written by smithbot extract ({how})."""
 
@@ -24,12 +25,11 @@ GATHERED = {gathered!r}  # inputs read only through an index: their size is not 
 {code}'''
 
 
-def harness_source(wrapper: str, specs: dict[str, Any], extra: dict[str, Any], how: str,
-                   gathered: tuple[str, ...] = ()) -> str:
-    imports, code = make_inputs_code(specs, extra, device="gen.device")
+def harness_source(wrapper: str, plan: InputPlan, how: str) -> str:
+    imports, code = make_inputs_code(plan, device="gen.device")
     std = [i for i in imports if not i.startswith("import triton")]
     lines = std + [""] * bool(std) + ["import torch"] + [i for i in imports if i.startswith("import triton")]
-    return HARNESS.format(wrapper=wrapper, how=how, spec=specs, extra=extra, gathered=gathered,
+    return HARNESS.format(wrapper=wrapper, how=how, spec=plan.literal(), extra=plan.dims, gathered=plan.gathered,
                           imports="\n".join(lines), code=code)
 
 
@@ -42,13 +42,22 @@ def literal(text: str, name: str) -> Any:
     return eval(compile(value, "<harness>", "eval"), {"__builtins__": {}, "inf": float("inf")})  # noqa: S307 (ours)
 
 
-def respec(text: str, spec: dict[str, Any]) -> str:
-    """The harness ``text`` with ``spec`` in place of its ``SPEC``, and its ``make_inputs`` written again from it; the
+def plan_of(text: str) -> InputPlan | None:
+    """The input plan a harness ``text`` keeps; None for a hand-written one (a ``make_inputs`` with no ``SPEC``)."""
+    spec = literal(text, "SPEC")
+    if spec is None:
+        return None
+    return InputPlan.read(spec, literal(text, "EXTRA_DIMS") or {}, tuple(literal(text, "GATHERED") or ()))
+
+
+def respec(text: str, plan: InputPlan) -> str:
+    """The harness ``text`` with ``plan`` in place of its own, and its ``make_inputs`` written again from it; the
     first line (what wrote it, and why) is kept."""
-    new = harness_source("", spec, literal(text, "EXTRA_DIMS") or {}, "", tuple(literal(text, "GATHERED") or ()))
+    new = harness_source("", plan, "")
     return text.split("\n", 1)[0] + "\n" + new.split("\n", 1)[1]
 
 
 def layouts_of(text: str) -> set[str]:
     """The layouts the inputs of the harness ``text`` come from (none for a hand-written one)."""
-    return {s["layout"] for s in nested(literal(text, "SPEC") or {}) if "layout" in s}
+    plan = plan_of(text)
+    return plan.layouts() if plan is not None else set()

@@ -8,6 +8,7 @@ import ast
 from typing import Any
 
 from smithbot.errors import SmithbotError
+from smithbot.types import ItemsSpec, LayoutField, ObjectSpec, TensorSpec
 
 DIMS = ("hidden", "heads", "kv_heads", "head_dim", "v_head_dim", "intermediate", "moe_intermediate", "experts", "top_k",
         "vocab")
@@ -53,7 +54,8 @@ class InputError(SmithbotError):
 
 
 def names_in(expr: Any) -> set[str]:
-    """The dims an input spec reads (its shape, init, a layout's sizes, an object's fields), functions left out."""
+    """The dims a typed input spec reads (its shape, init, a layout's sizes, an object's fields), functions left
+    out."""
     if isinstance(expr, str) and (expr.startswith(("dtype:", "tldtype:"))
                                   or expr in ("device:", "default:", "regime:decode")):
         return set()
@@ -64,11 +66,11 @@ def names_in(expr: Any) -> set[str]:
             return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called}
         except SyntaxError:
             raise InputError(f"not an arithmetic expression: {expr!r}") from None
-    if isinstance(expr, dict) and "layout" in expr:
-        return set().union(*map(names_in, expr.get("sizes", {}).values()))
-    if isinstance(expr, dict) and ("object" in expr or "items" in expr):
-        return set().union(*map(names_in, expr["object"].values() if "object" in expr else expr["items"]))
-    if isinstance(expr, dict):
-        return set().union(*[names_in(s) for s in expr.get("shape", [])], *[
-            names_in(p) for p in str(expr.get("init", "")).split(":")[1:]])
+    if isinstance(expr, LayoutField):
+        return set().union(*[names_in(v) for _, v in expr.sizes or ()])
+    if isinstance(expr, (ObjectSpec, ItemsSpec)):
+        return set().union(*map(names_in, [v for _, v in expr.attrs] if isinstance(expr, ObjectSpec) else expr.items))
+    if isinstance(expr, TensorSpec):
+        return set().union(*[names_in(s) for s in expr.shape], *[
+            names_in(p) for p in str(expr.init or "").split(":")[1:]])
     return set()

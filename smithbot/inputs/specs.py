@@ -57,6 +57,7 @@ from smithbot.inputs.launcher_facts import required_optionals
 from smithbot.inputs.names import TENSOR_ATTRS
 from smithbot.inputs.plan import bind_layouts, fill_sizes
 from smithbot.inputs.sizes import InputError
+from smithbot.types import InputPlan
 
 _ACT = ["tokens", "hidden"]
 NAME_RULES: dict[str, Any] = {
@@ -270,19 +271,17 @@ def flat_entry(wrapper: str, params: list[str], objects: Objects) -> str:
 
 def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn: ast.FunctionDef,
                 kernels: tuple[ast.FunctionDef, ...] = (), traced: dict[str, dict[str, Any]] | None = None
-                ) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    """(spec per parameter, extra dims, the parameters whose spec was inferred from the launcher's code).
+                ) -> tuple[InputPlan, list[str]]:
+    """(the input plan: a spec per parameter and the extra dims; the parameters whose spec was inferred from the
+    launcher's code). The specs are worked out in the mapping form the target YAML writes, then read into the plan.
     ``params`` holds (name, default or ...) in signature order; ``fn`` is the launcher and ``kernels`` the functions
     of its closure, for the inference. ``traced``: what the engine's code says of a parameter in serving (a glue
     task's inputs, ``traced_specs``): a spec with its shape comes after the YAML's; a dtype, and the last dims where
     only they are known, replace those of the spec the other rules give."""
     traced = traced or {}
     given = dict(target.inputs.get(wrapper, {}))
-    given.pop("_models", None)
-    given.pop("_shrink", None)
-    given.pop("_interpreter_dims", None)
-    given.pop("_kernels", None)
-    given.pop("_stubs", None)
+    for reserved in ("_models", "_shrink", "_interpreter_dims", "_kernels", "_stubs"):
+        given.pop(reserved, None)
     layout_sizes = given.pop("_layouts", None) or {}
     extra = dict(given.pop("_dims", {}) or {})
     specs: dict[str, Any] = {}
@@ -344,10 +343,10 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
                 spec["shape"] = spec["shape"][:len(spec["shape"]) - len(t.get("tail", ()))] + t.get("tail", [])
     try:
         fill_sizes(specs)
-    except ValueError as exc:
+        _one_layout(specs, set(inferred), _per_program(fn, kernels), _cumsummed(fn), _differences(fn))
+        return InputPlan.read(specs, extra), list(inferred)
+    except ValueError as exc:  # a layout the specs name wrongly, or a spec outside the language (SpecError)
         raise InputError(f"{wrapper}: {exc}") from None
-    _one_layout(specs, set(inferred), _per_program(fn, kernels), _cumsummed(fn), _differences(fn))
-    return specs, extra, list(inferred)
 
 
 # torch's dtype names -> a spec's

@@ -1,6 +1,6 @@
 """The generated test's inputs and reference, written out as plain code a maintainer reads like their own.
 
-``inputs_code`` writes out an extracted task's input spec (the ``SPEC`` and ``EXTRA_DIMS`` its harness.py carries) as
+``inputs_code`` writes out an extracted task's input plan (the ``SPEC`` and ``EXTRA_DIMS`` its harness.py carries) as
 the ``make_inputs(case, gen)`` that its harness runs (``smithbot/inputs/code.py``), on the test's ``DEVICE``. A
 hand-written harness (the bundled tasks') is plain code already: its ``make_inputs`` is kept as it is.
 
@@ -15,21 +15,21 @@ import builtins
 import typing
 
 from smithbot.inputs.code import WIDE, InputsError, make_inputs_code
-from smithbot.inputs.harness import literal
+from smithbot.inputs.harness import plan_of
 
 
 def inputs_code(harness: str, act_dtypes: set[str], reserved: set[str]) -> tuple[list[str], str]:
     """The imports and the code of ``make_inputs(case, gen)`` (with the helpers it uses) for a task's harness.py.
     ``act_dtypes``: the torch names of the cases' dtypes; ``reserved``: the case keys (no local may shadow one)."""
-    spec = literal(harness, "SPEC")
-    if spec is None:  # a hand-written harness: its make_inputs is plain code already
+    plan = plan_of(harness)
+    if plan is None:  # a hand-written harness: its make_inputs is plain code already
         tree = ast.parse(harness)
         fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "make_inputs"), None)
         if fn is None:
             raise InputsError("the harness has neither an input SPEC nor a make_inputs function")
         imports = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
         return imports, ast.get_source_segment(harness, fn) + "\n"
-    return make_inputs_code(spec, literal(harness, "EXTRA_DIMS") or {}, act_dtypes <= set(WIDE), reserved)
+    return make_inputs_code(plan, act_dtypes <= set(WIDE), reserved)
 
 
 def bound_names(node: ast.stmt) -> list[str]:

@@ -12,6 +12,7 @@ import torch
 
 from smithbot import api
 from smithbot.inputs.harness import harness_source
+from smithbot.types import InputPlan
 from tests.conftest import git_repo, load_module
 
 SCALE = '''import torch
@@ -178,7 +179,7 @@ def test_inits_transposed_one_hot_and_ranges_from_a_first_value(tmp_path: Path) 
     specs = {"odd": {"shape": [4], "dtype": "int64", "init": "arange:2:1"},
              "mask": {"shape": ["top_k", "tokens", 8], "dtype": "int64", "init": "onehot"},
              "w": {"shape": ["hidden", 6], "transposed": True}}
-    (tmp_path / "harness.py").write_text(harness_source("f", specs, {}, "given"))
+    (tmp_path / "harness.py").write_text(harness_source("f", InputPlan.read(specs, {}), "given"))
     mod = load_module(tmp_path / "harness.py", "harness_inits")
     args = mod.make_inputs({"dtype": torch.float32, "tokens": 5, "top_k": 2, "hidden": 3},
                            torch.Generator().manual_seed(0))

@@ -12,6 +12,7 @@ from smithbot import api
 from smithbot.inputs.infer import infer
 from smithbot.inputs.launcher_facts import required_optionals
 from smithbot.inputs.kernel_use import index_targets, kernel_param_kinds
+from smithbot.types import InputPlan, read_spec
 from tests.conftest import git_repo, load_module
 from tests.extract.test_extract import _check_against_reference, _with_reference
 
@@ -405,8 +406,9 @@ def test_param_specs_lets_the_code_override_a_name_rule() -> None:
     from smithbot.inputs.specs import param_specs
 
     fn = _fn("def moe_reduce(hidden_states, x, fp32_acc=False):\n    assert hidden_states.dim() == 3\n")
-    specs, _, inferred = param_specs([("hidden_states", ...), ("x", ...), ("fp32_acc", False)], "moe_reduce",
+    plan, inferred = param_specs([("hidden_states", ...), ("x", ...), ("fp32_acc", False)], "moe_reduce",
                                      get_target("demo"), fn)
+    specs = plan.literal()
     assert specs["hidden_states"] == {"shape": ["tokens", "heads", "hidden"]} and inferred == ["hidden_states"]
     assert specs["x"] == {"shape": ["tokens", "hidden"]}  # the name rule stands where the code says nothing
     kernel = _fn('''
@@ -416,7 +418,8 @@ def _scale(L, temperature, BLOCK: tl.constexpr):
     tl.store(L + offs, tl.load(L + offs) / temperature)
 ''')
     fn = _fn("def scale(logits, temperature):\n    _scale[(1,)](logits, temperature, BLOCK=64)\n")
-    specs, _, _ = param_specs([("logits", ...), ("temperature", ...)], "scale", get_target("demo"), fn, (kernel,))
+    plan, _ = param_specs([("logits", ...), ("temperature", ...)], "scale", get_target("demo"), fn, (kernel,))
+    specs = plan.literal()
     assert specs["temperature"] == 1.0  # a tensor of per-request temperatures by its name; the kernel divides by it
 
 
@@ -426,7 +429,8 @@ def test_defaults_become_specs_as_they_are() -> None:
     from smithbot.inputs.specs import param_specs
 
     fn = _fn("def quant(x, scale_dtype=torch.float32, activation='swish', eps=1e-6, group=(1, 2), N=None):\n    pass\n")
-    specs, _, _ = param_specs(_params(fn), "quant", get_target("demo"), fn)
+    plan, _ = param_specs(_params(fn), "quant", get_target("demo"), fn)
+    specs = plan.literal()
     assert specs["scale_dtype"] == "dtype:fp32"  # not the cases' activation dtype
     assert specs["activation"] == {"literal": "swish"} and specs["group"] == {"literal": (1, 2)}
     assert specs["N"] is None
@@ -440,7 +444,8 @@ def test_a_parameter_the_launcher_never_reads_is_none() -> None:
     from smithbot.inputs.sizes import InputError
 
     fn = _fn("def ModelNew_forward(self, x):\n    return x.contiguous()\n")
-    specs, _, _ = param_specs(_params(fn), "ModelNew_forward", get_target("demo"), fn)
+    plan, _ = param_specs(_params(fn), "ModelNew_forward", get_target("demo"), fn)
+    specs = plan.literal()
     assert specs["self"] is None and specs["x"] == {"shape": ["tokens", "hidden"]}
     used = _fn("def ModelNew_forward(self, y):\n    return self.w(y)\n")
     with pytest.raises(InputError, match="'self'"):
@@ -455,8 +460,8 @@ def test_harness_sizes_may_be_expressions_with_min_and_max(tmp_path: Path) -> No
 
     specs = {"rows": {"shape": ["max(64, (tokens) // 64 * 64)", "min(hidden, 128)", "pow2(hidden)"]},
              "device": "device:"}
-    assert names_in(specs["rows"]) == {"tokens", "hidden"}  # max, min and pow2 are not dims
-    (tmp_path / "harness.py").write_text(harness_source("launch", specs, {}, "inferred"))
+    assert names_in(read_spec(specs["rows"])) == {"tokens", "hidden"}  # max, min and pow2 are not dims
+    (tmp_path / "harness.py").write_text(harness_source("launch", InputPlan.read(specs, {}), "inferred"))
     mod = load_module(tmp_path / "harness.py", "harness_under_test")
     gen = torch.Generator().manual_seed(0)
     for tokens, hidden, want in ((3, 1536, (64, 128, 1024)), (200, 96, (192, 96, 64)), (1, 1, (64, 1, 1))):
@@ -701,7 +706,7 @@ def test_sequence_starts_and_lengths_make_one_layout(tmp_path: Path) -> None:
     assert specs["q_start_loc"]["init"] == "starts:q_seqlens" and specs["cu_seqlens_k"]["init"] == "starts:k_lens"
     assert specs["bs"] == "max(1, (tokens) // 8)"  # the batch size counts the sequences
     assert specs["expert_offsets"]["init"] == "arange"  # no sequence start by its name: left alone
-    (tmp_path / "harness.py").write_text(harness_source("launch", specs, {}, "inferred"))
+    (tmp_path / "harness.py").write_text(harness_source("launch", InputPlan.read(specs, {}), "inferred"))
     mod = load_module(tmp_path / "harness.py", "harness_layout")
     for seed, tokens in ((0, 3), (1, 64), (2, 517)):
         args = mod.make_inputs({"dtype": torch.float32, "tokens": tokens, "heads": 2, "head_dim": 8},
@@ -748,7 +753,7 @@ def test_a_default_that_is_no_literal_is_left_to_the_launcher(tmp_path: Path) ->
     fn = _fn("def attn(q, quant_policy: QuantPolicy = QuantPolicy.NONE, layout='bshd', scale=None):\n    pass\n")
     assert _params(fn) == [("q", ...), ("quant_policy", "default:"), ("layout", "bshd"), ("scale", None)]
     specs = {"q": {"shape": ["tokens"]}, "quant_policy": "default:", "scale": None}
-    (tmp_path / "harness.py").write_text(harness_source("attn", specs, {}, "inferred"))
+    (tmp_path / "harness.py").write_text(harness_source("attn", InputPlan.read(specs, {}), "inferred"))
     mod = load_module(tmp_path / "harness.py", "harness_default")
     args = mod.make_inputs({"dtype": torch.float32, "tokens": 5}, torch.Generator().manual_seed(0))
     assert set(args) == {"q", "scale"}  # quant_policy is not passed: attn(**args) takes its own default
@@ -1121,8 +1126,8 @@ def test_a_spec_may_describe_an_object_a_list_and_even_ranges(tmp_path: Path) ->
              "start": {"shape": ["experts"], "dtype": "int64", "init": "even:tokens * 2"},
              "end": {"shape": ["experts"], "dtype": "int64", "init": "even_end:tokens * 2"},
              "offsets": {"shape": ["experts + 1"], "dtype": "int64", "init": "cuts:tokens * 2"}}
-    assert names_in(specs["self"]) == {"experts", "hidden"}
-    (tmp_path / "harness.py").write_text(harness_source("mod_forward", specs, {}, "given"))
+    assert names_in(read_spec(specs["self"])) == {"experts", "hidden"}
+    (tmp_path / "harness.py").write_text(harness_source("mod_forward", InputPlan.read(specs, {}), "given"))
     mod = load_module(tmp_path / "harness.py", "harness_object")
     args = mod.make_inputs({"dtype": torch.float32, "tokens": 5, "experts": 4, "hidden": 3},
                            torch.Generator().manual_seed(0))
@@ -1168,11 +1173,11 @@ def test_the_interpreter_case_may_carry_smaller_extra_dims(tmp_path: Path) -> No
 
     specs = {"x": {"shape": ["tokens", "C"]}}
     target = get_target("demo").with_inputs("scan", {"_dims": {"C": 256}, "_interpreter_dims": {"C": 32}})
-    got, _ = cases(specs, {"C": 256}, target, "scan")
+    got, _ = cases(InputPlan.read(specs, {"C": 256}), target, "scan")
     small = [c for c in got if c["interpreter"]]
     assert len(small) == 1 and small[0]["dims"]["C"] == 32
     assert all("C" not in c["dims"] for c in got if not c["interpreter"])
-    (tmp_path / "harness.py").write_text(harness_source("scan", specs, {"C": 256}, "given"))
+    (tmp_path / "harness.py").write_text(harness_source("scan", InputPlan.read(specs, {"C": 256}), "given"))
     mod = load_module(tmp_path / "harness.py", "harness_small")
     gen = torch.Generator().manual_seed(0)
     assert mod.make_inputs({"dtype": torch.float32, **small[0]["dims"]}, gen)["x"].shape == (3, 32)
@@ -1188,7 +1193,7 @@ def test_mx_byte_dtypes_are_drawn_as_bytes(tmp_path: Path) -> None:
         pytest.skip("this torch has no fp4 dtype")
     specs = {"a": {"shape": ["tokens", 8], "dtype": "fp4x2"},
              "s": {"shape": ["tokens", 2], "dtype": "e8m0", "init": "randint:120:135"}}
-    (tmp_path / "harness.py").write_text(harness_source("up", specs, {}, "inferred"))
+    (tmp_path / "harness.py").write_text(harness_source("up", InputPlan.read(specs, {}), "inferred"))
     mod = load_module(tmp_path / "harness.py", "harness_mx")
     args = mod.make_inputs({"dtype": torch.float32, "tokens": 64}, torch.Generator().manual_seed(0))
     assert args["a"].dtype == torch.float4_e2m1fn_x2 and args["a"].shape == (64, 8)
@@ -1205,7 +1210,7 @@ def test_an_object_spec_method_answers_its_value_and_rand_draws_probabilities(tm
 
     specs = {"cfg": {"object": {"max_len": {"returns": "tokens // 2"}, "eps": 0.5}},
              "conf": {"shape": ["tokens", 8], "dtype": "fp32", "init": "rand"}}
-    (tmp_path / "harness.py").write_text(harness_source("sched", specs, {}, "inferred"))
+    (tmp_path / "harness.py").write_text(harness_source("sched", InputPlan.read(specs, {}), "inferred"))
     mod = load_module(tmp_path / "harness.py", "harness_returns")
     args = mod.make_inputs({"dtype": torch.float32, "tokens": 64}, torch.Generator().manual_seed(0))
     assert args["cfg"].max_len() == 32 and args["cfg"].eps == 0.5
@@ -1220,7 +1225,7 @@ def test_chunk_indices_pair_each_sequence_with_its_chunks(tmp_path: Path) -> Non
 
     specs = {"chunk_indices": {"shape": [6, 2], "dtype": "int32", "init": "chunks:cu_seqlens:64"},
              "cu_seqlens": {"shape": [4], "dtype": "int32", "init": "cuts:tokens"}}
-    (tmp_path / "harness.py").write_text(harness_source("fla", specs, {}, "inferred"))
+    (tmp_path / "harness.py").write_text(harness_source("fla", InputPlan.read(specs, {}), "inferred"))
     mod = load_module(tmp_path / "harness.py", "harness_chunks")
     args = mod.make_inputs({"dtype": torch.float32, "tokens": 300}, torch.Generator().manual_seed(0))
     assert args["cu_seqlens"].tolist() == [0, 100, 200, 300]  # three sequences of 100 tokens: two chunks each
@@ -1471,7 +1476,7 @@ def positions(n_tokens: int, ready_lens, seq_lens):
     batch = "max(1, (tokens) // 8)"
     assert specs["seq_lens"]["shape"] == specs["ready_lens"]["shape"] == [batch]
     assert specs["ready_lens"]["init"] == "upto:seq_lens"
-    (tmp_path / "harness.py").write_text(harness_source("positions", specs, {}, "inferred"))
+    (tmp_path / "harness.py").write_text(harness_source("positions", InputPlan.read(specs, {}), "inferred"))
     made = load_module(tmp_path / "harness.py", "harness_upto")
     args = made.make_inputs({"dtype": torch.float32, "tokens": 64}, torch.Generator().manual_seed(0))
     assert (args["ready_lens"] <= args["seq_lens"]).all() and (args["ready_lens"] >= 0).all()
@@ -1502,7 +1507,8 @@ def compute(self, num_reqs, query_start_loc, positions):
     args = {n: n for n in [a.arg for a in flat.args.args] if n not in ("query_start_loc", "positions")}
     assert ns["compute_flat"](**args) == ("block_table", "slot_mapping", "dcp_rank")
     # on one GPU a parallel group has one member, whose rank is 0; the step's token bound is the case's tokens
-    specs, _, _ = param_specs([(a.arg, ...) for a in flat.args.args], "compute", api.resolve_target("vllm"), flat)
+    plan, _ = param_specs([(a.arg, ...) for a in flat.args.args], "compute", api.resolve_target("vllm"), flat)
+    specs = plan.literal()
     assert (specs["pcp_world_size"], specs["dcp_world_size"], specs["pcp_rank"], specs["dcp_rank"]) == (1, 1, 0, 0)
     assert specs["max_num_batched_tokens"] == "tokens"
     # the step's query and its page table come from one paged batch

@@ -15,6 +15,7 @@ from smithbot.inputs.harness import layouts_of
 from smithbot.inputs.layouts.moe_align import build_moe_align
 from smithbot.inputs.layouts.paged_kv import build_paged_kv
 from smithbot.inputs.plan import bind_layouts
+from smithbot.types import InputPlan
 from tests.conftest import git_repo
 from tests.extract.test_extract import _check_against_reference, _with_reference
 
@@ -227,8 +228,9 @@ def test_cases_fit_the_memory_budget_and_follow_the_serving_phases() -> None:
     target = replace(api.resolve_target("demo"), reach_presets=("llama3-8b",))
     # a [tokens, 256, hidden] fp32 activation: 4 MiB a token at llama3-8b's 4096
     specs = {"x": {"shape": ["tokens", 256, "hidden"], "dtype": "fp32"}, "lens": {"shape": ["tokens"], "dtype": "int32"}}
-    assert footprint(specs, {}, {"tokens": 3, "hidden": 4096}) == (3 * 256 * 4096 * 4 + 3 * 4, 3 * 256 * 4096)
-    got, skipped = cases(specs, {}, target, "f", budget=128 << 20)
+    assert footprint(InputPlan.read(specs), {"tokens": 3, "hidden": 4096}) == (3 * 256 * 4096 * 4 + 3 * 4,
+                                                                               3 * 256 * 4096)
+    got, skipped = cases(InputPlan.read(specs, {}), target, "f", budget=128 << 20)
     # bs1 (4 MiB) fits; bs64 (256 MiB) is skipped, a decode batch is what it is; the 4k prefill halves down to 256
     # tokens (1 GiB), still over, and is skipped with its smallest size
     assert [c["name"] for c in got] == ["irregular-decode-bs3", "llama3-8b-decode-bs1"]
@@ -236,10 +238,11 @@ def test_cases_fit_the_memory_budget_and_follow_the_serving_phases() -> None:
     assert skipped == [{"name": "llama3-8b-decode-bs64", "why": f"its inputs take 256 MiB, over the 128 MiB {beside}"},
                        {"name": "llama3-8b-prefill-4k", "why": f"its inputs take 1.0 GiB, over the 128 MiB {beside}"}]
     # with room for 1024 tokens (4 GiB), the prefill case shrinks to them and says so in its name
-    got, skipped = cases(specs, {}, target, "f", budget=5 << 30)
+    got, skipped = cases(InputPlan.read(specs, {}), target, "f", budget=5 << 30)
     assert [c["name"] for c in got][-1] == "llama3-8b-prefill-1k" and got[-1]["dims"]["tokens"] == 1024
     # a kernel serving runs only in decode gets no prefill case
-    got, _ = cases({"x": {"shape": ["tokens", "hidden"]}}, {}, replace(target, reach_phases=("decode",)), "f")
+    got, _ = cases(InputPlan.read({"x": {"shape": ["tokens", "hidden"]}}), replace(target, reach_phases=("decode",)),
+                   "f")
     assert [c["regime"] for c in got] == ["decode", "decode", "decode"]
 
 
@@ -252,8 +255,8 @@ def test_an_mla_models_v_head_is_narrower_than_its_qk_head() -> None:
     from smithbot.inputs.cases import cases
 
     target = replace(api.resolve_target("lmdeploy"), reach_presets=("deepseek-v3", "llama3-8b"), reach_phases=())
-    got, _ = cases({"v": {"shape": ["tokens", "kv_heads", "v_head_dim"]},
-                    "k": {"shape": ["tokens", "kv_heads", "head_dim"]}}, {}, target, "f")
+    got, _ = cases(InputPlan.read({"v": {"shape": ["tokens", "kv_heads", "v_head_dim"]},
+                                   "k": {"shape": ["tokens", "kv_heads", "head_dim"]}}), target, "f")
     dims = {c["name"]: c["dims"] for c in got if not c["interpreter"]}
     assert dims["deepseek-v3-decode-bs1"]["v_head_dim"] == 128 and dims["deepseek-v3-decode-bs1"]["head_dim"] == 192
     assert dims["llama3-8b-decode-bs1"]["v_head_dim"] == dims["llama3-8b-decode-bs1"]["head_dim"] == 128
@@ -266,7 +269,7 @@ def test_a_case_whose_tensor_outgrows_int32_offsets_is_skipped_whatever_the_memo
 
     target = replace(api.resolve_target("demo"), reach_presets=("llama3-8b",))
     specs = {"x": {"shape": ["tokens", 1 << 26], "dtype": "int8"}}  # 64 Mi elements a token
-    got, skipped = cases(specs, {}, target, "f", budget=1 << 40)
+    got, skipped = cases(InputPlan.read(specs, {}), target, "f", budget=1 << 40)
     assert [c["name"] for c in got] == ["irregular-decode-bs3", "llama3-8b-decode-bs1"]
     assert [s["name"] for s in skipped] == ["llama3-8b-decode-bs64", "llama3-8b-prefill-4k"]
     assert "4,294,967,296 elements: past 2**31" in skipped[0]["why"]
@@ -346,7 +349,7 @@ def test_a_moe_case_too_large_keeps_its_experts_shapes_with_fewer_experts() -> N
     target = replace(api.resolve_target("demo"), reach_presets=("qwen3-30b-a3b",))
     # qwen3-30b-a3b's gate-up weights: 128 x 1536 x 2048 bf16, 768 MiB
     specs = {"w1": {"shape": ["experts", "2 * moe_intermediate", "hidden"]}, "x": {"shape": ["tokens", "hidden"]}}
-    got, skipped = cases(specs, {}, target, "f", budget=200 << 20)
+    got, skipped = cases(InputPlan.read(specs, {}), target, "f", budget=200 << 20)
     gpu = [c for c in got if not c["interpreter"]]
     # 768 MiB -> 384 -> 192: 32 of the 128 experts, each still 1536 x 2048; then the prefill's 4k tokens (16 MiB)
     # halve once to fit the last 8 MiB
@@ -356,14 +359,14 @@ def test_a_moe_case_too_large_keeps_its_experts_shapes_with_fewer_experts() -> N
     # a launcher whose path needs the model's expert count (`_shrink`) keeps all 128 and halves their width instead:
     # 768 MiB -> 384 -> 192, and the prefill's tokens halve once, as above
     narrow = target.with_inputs("f", {"_shrink": "moe_intermediate"})
-    got, skipped = cases(specs, {}, narrow, "f", budget=200 << 20)
+    got, skipped = cases(InputPlan.read(specs, {}), narrow, "f", budget=200 << 20)
     gpu = [c for c in got if not c["interpreter"]]
     assert [c["name"] for c in gpu] == ["qwen3-30b-a3b-decode-bs1-moe_intermediate192",
                                         "qwen3-30b-a3b-decode-bs64-moe_intermediate192",
                                         "qwen3-30b-a3b-prefill-2k-moe_intermediate192"]
     assert all(c["dims"]["experts"] == 128 for c in gpu) and skipped == []
     # 192 is as narrow as a quantization block of 128 allows: under 150 MiB, every case is skipped, and says why
-    got, skipped = cases(specs, {}, narrow, "f", budget=150 << 20)
+    got, skipped = cases(InputPlan.read(specs, {}), narrow, "f", budget=150 << 20)
     assert [c for c in got if not c["interpreter"]] == [] and len(skipped) == 3
     assert "its inputs take 192 MiB, over the 150 MiB a case may take" in skipped[0]["why"], skipped
 

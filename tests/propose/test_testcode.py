@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from evaluator.tolerances import DTYPES
-from smithbot.inputs.harness import harness_source, literal, respec
+from smithbot.inputs.harness import harness_source, literal, plan_of, respec
+from smithbot.types import InputPlan, LiteralSpec, SpecError, TensorSpec
 from smithbot.propose.testcode import InputsError, inputs_code
 from tests.evolve.helpers import TASKS
 from tests.inputs import spec_reference as reference
@@ -86,7 +87,7 @@ def _plain(harness: str, cases: list[dict], dtypes: set[str]) -> tuple[dict, dic
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float8_e4m3fn])
 def test_every_spec_kind_draws_what_the_reference_reading_draws(dtype: torch.dtype) -> None:
-    harness = harness_source("op", SPEC, EXTRA, "a test")
+    harness = harness_source("op", InputPlan.read(SPEC, EXTRA), "a test")
     harness_ns, plain_ns, code = _plain(harness, CASES, {str(dtype).removeprefix("torch.")})
     assert "size_value" not in code and "SPEC" not in code and "complex64" not in code
     assert "def build_moe_align" in code and "def build_paged_kv" in code and "def _starts" in code
@@ -105,21 +106,23 @@ def test_every_spec_kind_draws_what_the_reference_reading_draws(dtype: torch.dty
 
 def test_the_harness_grows_an_input_by_writing_its_code_again() -> None:
     """``respec`` (the growth's rewrite) keeps the harness's first line and writes make_inputs from the new spec."""
-    harness = harness_source("op", {"x": {"shape": ["tokens", 4]}, "n": "tokens"}, {}, "a test")
-    grown = respec(harness.replace("(a test)", "(grown: x; a test)"), {"x": {"shape": ["tokens", 9]}, "n": "tokens"})
+    plan = InputPlan.read({"x": {"shape": ["tokens", 4]}, "n": "tokens"})
+    harness = harness_source("op", plan, "a test")
+    grown = respec(harness.replace("(a test)", "(grown: x; a test)"), plan.with_shape("x", ["tokens", 9]))
     assert grown.splitlines()[0] == '"""Inputs for op, written by smithbot extract (grown: x; a test)."""'
     ns: dict = {}
     exec(grown, ns)
     args = ns["make_inputs"]({"tokens": 3, "dtype": torch.float32}, torch.Generator().manual_seed(0))
     assert args["x"].shape == (3, 9) and args["n"] == 3 and "'shape': ['tokens', 9]" in grown
     # a harness's literals are read as Python reads them: a `#` inside a string is no comment
-    odd = harness_source("op", {"act": {"literal": "a  # b"}}, {}, "a test", ("act",))
+    odd = harness_source("op", InputPlan.read({"act": {"literal": "a  # b"}}, gathered=("act",)), "a test")
     assert literal(odd, "SPEC") == {"act": {"literal": "a  # b"}} and literal(odd, "GATHERED") == ("act",)
+    assert plan_of(odd) == InputPlan((("act", LiteralSpec("a  # b")),), (), ("act",))
     assert literal(odd, "NOT_THERE") is None
 
 
 def test_only_the_helpers_used_come_along() -> None:
-    harness = harness_source("op", {"x": {"shape": ["tokens", "hidden"]}, "eps": 1e-6}, {}, "a test")
+    harness = harness_source("op", InputPlan.read({"x": {"shape": ["tokens", "hidden"]}, "eps": 1e-6}), "a test")
     imports, code = inputs_code(harness, {"bfloat16"}, {"name", "tokens", "hidden"})
     assert imports == [] and code == (
         "def make_inputs(case, gen):\n"
@@ -129,8 +132,11 @@ def test_only_the_helpers_used_come_along() -> None:
 
 
 def test_a_spec_without_a_plain_form_fails_loudly() -> None:
+    """Reading the plan refuses a kind the language lacks; a plan built by hand with one is refused when written."""
+    with pytest.raises(SpecError, match="x.init: unknown kind 'zipf'"):
+        InputPlan.read({"x": {"shape": ["tokens"], "init": "zipf:3"}})
     with pytest.raises(InputsError, match="init 'zipf'"):
-        harness_source("op", {"x": {"shape": ["tokens"], "init": "zipf:3"}}, {}, "a test")
+        harness_source("op", InputPlan((("x", TensorSpec(("tokens",), init="zipf:3")),)), "a test")
 
 
 @pytest.mark.parametrize("task", sorted(p.name for p in TASKS.iterdir() if (p / "harness.py").is_file()))
