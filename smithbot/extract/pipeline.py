@@ -66,7 +66,7 @@ class _Extraction:
     def __init__(self, result: ScanResult, sites: list[KernelSite], task_dir_of: Callable[[str], Path], check: bool,
                  progress: Callable[[int, int], None] | None, llm: Any, timeout_s: float,
                  finished_row: Callable[[Coverage], None] | None) -> None:
-        self.result, self.sites, self.task_dir_of, self.check = result, sites, task_dir_of, check
+        self.result, self.sites, self.task_dir_of, self.check = result, list(sites), task_dir_of, check
         self.progress, self.llm, self.timeout_s, self.finished_row = progress, llm, timeout_s, finished_row
         # a task directory per kernel, named after it; kernels of one name in several files also after their file
         named = collections.Counter(s.name.strip("_") for s in sites)
@@ -81,10 +81,10 @@ class _Extraction:
         self.finished = 0
         self.launched: dict[Path, tuple[str, ...]] = {}  # task -> the kernels its baseline launched in its self-check
         self.branches: list[Branch] = []
+        self.elsewhere: dict[int, str] = {}  # rows built at another launcher than the first: where, and why
 
     def build_all(self) -> None:
         """Each launcher's task written once (kernels launched by one launcher share its task)."""
-        result = self.result
         by_wrapper: dict[tuple[str, str], int] = {}
         for site, name, via in zip(self.sites, self.names, self.launchers):
             out = self.task_dir_of(name)
@@ -93,9 +93,7 @@ class _Extraction:
                 self.rows.append(Coverage(site.name, site.path, False, False, "", None))  # filled in from its owner
                 continue
             try:
-                done = build(result.checkout.root, result.checkout.commit, result.checkout.url,
-                             replace(result.target, reach_presets=site.presets, reach_phases=site.phases), site,
-                             result.modules, out, without_inputs=self.llm is not None, name=name)
+                done = self._build_somewhere(len(self.rows), out)
             except NeedsInputs as exc:
                 self.rows.append(Coverage(site.name, site.path, True, False, str(exc), exc.out))
                 self.no_inputs.add(len(self.rows) - 1)
@@ -106,8 +104,41 @@ class _Extraction:
                 self.rows.append(Coverage(site.name, site.path, False, False, f"{site.name}: extractor error: "
                                           f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", None))
             else:
-                self.rows.append(Coverage(site.name, site.path, True, False, "not checked", done))
+                self.rows.append(Coverage(site.name, site.path, True, False, self._said("not checked"), done))
         self.todo = [i for i, r in enumerate(self.rows) if r.out is not None and self.check]
+
+    def _build_somewhere(self, i: int, out: Path) -> Path:
+        """Row ``i``'s task, built at its launcher (or the op around it); where that cannot be built (an import of
+        a package serving does not have, in that launcher's module), at the kernel's other launchers in turn (two at
+        most), and from then on the row's site is the kernel as that launcher launches it."""
+        result, site = self.result, self.sites[i]
+
+        def at(s: KernelSite) -> Path:
+            return build(result.checkout.root, result.checkout.commit, result.checkout.url,
+                         replace(result.target, reach_presets=s.presets, reach_phases=s.phases), s,
+                         result.modules, out, without_inputs=self.llm is not None, name=self.names[i])
+        try:
+            return at(site)
+        except NeedsInputs:
+            raise
+        except ExtractError as first:
+            chosen = launcher(result.checkout.root, site)
+            for other in [w for w in launchers(site) if w not in (chosen, self.launchers[i])][:2]:
+                try:
+                    done = at(launched_at(site, other))
+                except ExtractError:
+                    continue
+                self.sites[i] = launched_at(site, other)
+                self.launchers[i] = launcher(result.checkout.root, self.sites[i], result.modules, result.target.inputs)
+                self.elsewhere[i] = f"built at its other launcher {other[1]}(); at {chosen[1] if chosen else None}(): " \
+                                    f"{str(first)[:200]}"
+                return done
+            raise first
+
+    def _said(self, why: str, i: int | None = None) -> str:
+        """``why`` with where row ``i`` (by default the row being built) was built, where not at its first launcher."""
+        note = self.elsewhere.get(len(self.rows) if i is None else i)
+        return f"{why} ({note})" if note else why
 
     def check_one(self, task_dir: Path) -> Check:
         got = self_check(task_dir, self.timeout_s)
@@ -182,6 +213,7 @@ class _Extraction:
             failure = got.failure
         if not ok and self.llm is not None:
             ok, why = write_inputs(task_dir, why, self.llm[0], self.llm[1], self.check_one)
+        why = self._said(why, i)
         if i in self.no_inputs and not ok:  # no inputs, none written: the task is not kept
             shutil.rmtree(task_dir, ignore_errors=True)
             rows[i] = Coverage(rows[i].kernel, rows[i].path, False, False, f"{rows[i].why}; {why}", None)

@@ -120,3 +120,57 @@ def test_every_fp8_kind_has_a_row_so_poisoned_padding_matches(dtype: torch.dtype
     changed = out.clone()
     changed[0, 0] = (changed[0, 0].float() + 1).to(dtype)
     assert compare(changed, out, exact=True) is not None
+
+
+def _whole(out: torch.Tensor, ref: torch.Tensor) -> tuple[str | None, float | None, float | None, float | None]:
+    """The comparison over the whole tensor at once, written out plainly: the reading chunks must agree with."""
+    tol = TOLERANCES[str(ref.dtype).removeprefix("torch.")]
+    o, r = out.double(), ref.double()
+    if not torch.equal(o.isnan(), r.isnan()):
+        return "NaN positions differ", None, None, float((o.isnan() ^ r.isnan()).double().mean())
+    if not torch.equal(o.isinf(), r.isinf()) or not torch.equal(o[o.isinf()], r[r.isinf()]):
+        return "infinity positions differ", None, None, None
+    finite = ~(r.isnan() | r.isinf())
+    o, r = o[finite], r[finite]
+    err = (o - r).abs()
+    bad = err > tol.atol + tol.rtol * r.abs()
+    rel = float(torch.linalg.vector_norm(o - r)) / max(float(torch.linalg.vector_norm(r)), 1e-30)
+    if bool(bad.any()) or rel > tol.rel_rms:
+        return ("outside atol/rtol" if bool(bad.any()) else "relative RMS error too large", float(err.max()), rel,
+                float(bad.double().mean()))
+    return None, None, None, None
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("chunk", [7, 1000, 1 << 25])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_tensor_compared_in_chunks_gets_the_verdict_of_the_whole(dtype: torch.dtype, chunk: int, seed: int) -> None:
+    """A large output (a KV cache) is compared a chunk of elements at a time, so that the comparison's float64
+    copies stay small; the verdict and its numbers are those of the whole tensor, also for a strided view and with
+    NaNs and infinities where the reference has them."""
+    from evaluator.tolerances import compare_tensors
+
+    g = torch.Generator().manual_seed(seed)
+    ref = torch.randn(3, 5, 17, 13, generator=g).to(dtype).transpose(1, 2)  # not contiguous
+    ref[0, 1, 2] = float("nan")
+    ref[2, 3, 4, 5] = float("inf")
+    noise = ref.double() * (1 + 1e-7 * torch.randn(ref.shape, generator=g, dtype=torch.float64))
+    wrong = ref.double().clone()
+    wrong[1, 2, :3] += 5.0  # a few elements far off
+    rms = ref.double() * (1 + 30 * TOLERANCES[str(dtype).removeprefix("torch.")].rel_rms)
+    nan = ref.clone()
+    nan[2, 0, 0, 0] = float("nan")
+    inf = ref.clone()
+    inf[2, 3, 4, 5] = float("-inf")
+    for out in (noise.to(dtype), wrong.to(dtype), rms.to(dtype), nan, inf):
+        got = compare_tensors(out, ref, "out", chunk=chunk)
+        want = _whole(out, ref)
+        assert (got.reason if got else None) == want[0]
+        if got is not None:
+            for value, expected in zip((got.max_abs, got.rel_rms, got.bad_fraction), want[1:]):
+                assert value == pytest.approx(expected, rel=1e-9) if expected is not None else value is None
+    exact = ref.clone()
+    exact[0, 0, 0, 1] += 1
+    got = compare_tensors(exact, ref, "out", exact=True, chunk=chunk)
+    assert got is not None and got.reason == "not bit-exact" and got.bad_fraction == pytest.approx(1 / ref.numel())
+    assert compare_tensors(ref.clone(), ref, "out", exact=True, chunk=chunk) is None

@@ -222,6 +222,57 @@ def test_a_kernel_whose_first_launcher_fails_is_built_at_its_other_launcher(home
     _check_against_reference(tmp_path / "t")
 
 
+KERNEL_ONLY = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def _double_kernel(X, Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Out + offs, tl.load(X + offs, mask=offs < n) * 2, mask=offs < n)
+'''
+
+NEEDS_A_PACKAGE = '''import torch
+import triton
+
+from engine.kernels import _double_kernel
+from some_absent_compiler.templates import block_for
+
+
+def double_there(x):
+    out = torch.empty_like(x)
+    block = block_for(x)
+    _double_kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block)
+    return out
+'''
+
+PLAIN_LAUNCHER = '''import torch
+import triton
+
+from engine.kernels import _double_kernel
+
+
+def double(x):
+    out = torch.empty_like(x)
+    _double_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    return out
+'''
+
+
+def test_a_kernel_whose_first_launcher_imports_what_is_absent_is_built_at_another(home: Path, tmp_path: Path) -> None:
+    """A kernel launched from two backends, the first of which needs a package the task cannot have: its task is built
+    at the other launcher, and the row says where and why."""
+    from tests.conftest import git_repo
+
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/kernels.py": KERNEL_ONLY,
+                                          "engine/a_backend.py": NEEDS_A_PACKAGE, "engine/b_backend.py": PLAIN_LAUNCHER})
+    [row] = api.extract(str(repo), "_double_kernel", out=tmp_path / "t", source=str(repo), check=True)
+    assert row.extracted and row.checked, row.why
+    assert "(built at its other launcher double(); at double_there(): " in row.why
+    assert "some_absent_compiler" in row.why
+    assert yaml.safe_load((tmp_path / "t" / "task.yaml").read_text())["entry"] == "double"
+
+
 DOUBLE_REFERENCE = '''
 
 def reference(x, **run_config):
