@@ -398,6 +398,33 @@ def _inputs(fn: ast.FunctionDef, functions: tuple[ast.FunctionDef, ...], wrapper
 _ATOMIC = re.compile(r"\btl\.atomic_(add|max|min|xchg|cas|and|or|xor)\b")
 
 
+def atomic_order(source: str) -> list[str]:
+    """The functions of ``source`` that store what an atomic returns, or store where it says: a slot taken with
+    ``pos = tl.atomic_add(count, 1)``. Their outputs follow the order the programs run in, which differs between two
+    runs on a GPU (not under the interpreter, which runs them one by one)."""
+
+    def atomic(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and _ATOMIC.match(ast.unparse(node.func)) is not None
+
+    def reads(node: ast.AST, names: set[str]) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in names or atomic(n) for n in ast.walk(node))
+
+    out = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef) or not any(atomic(n) for n in ast.walk(fn)):
+            continue
+        tainted: set[str] = set()
+        for _ in range(3):  # through a few assignments (pos = base + slot)
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and reads(node.value, tainted):
+                    tainted |= {t.id for target in node.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+        if any(isinstance(n, ast.Call) and ast.unparse(n.func) == "tl.store" and any(reads(a, tainted)
+                                                                                 for a in n.args[:2])
+               for n in ast.walk(fn)):
+            out.append(fn.name)
+    return out
+
+
 def _write_kernel(out: Path, doc: str, builder: ClosureBuilder, defs: list[Any], tail: str = "") -> str:
     """Write ``out/kernel.py`` into a fresh ``out``: the docstring ``doc``, the imports (torch and triton always,
     outside the block a candidate rewrites: its kernel needs them), the stubbed runtime helpers, the definitions inside

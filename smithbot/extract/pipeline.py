@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from smithbot.config import Target
 from smithbot.extract.attempts import Attempt, plan_attempts
-from smithbot.extract.build import (NEVER_LAUNCHED, NeedsInputs, branch_values, extract as build, extract_glue,
-                                    launched_at, launcher, launchers, self_check)
+from smithbot.extract.build import (NEVER_LAUNCHED, NeedsInputs, atomic_order, branch_values, extract as build,
+                                    extract_glue, launched_at, launcher, launchers, self_check)
 from smithbot.extract.closure import ExtractError
 from smithbot.inputs.grow import grow
 from smithbot.inputs.harness import layouts_of
@@ -130,8 +130,8 @@ class _Extraction:
                     continue
                 self.sites[i] = launched_at(site, other)
                 self.launchers[i] = launcher(result.checkout.root, self.sites[i], result.modules, result.target.inputs)
-                self.elsewhere[i] = f"built at its other launcher {other[1]}(); at {chosen[1] if chosen else None}(): " \
-                                    f"{str(first)[:200]}"
+                first_at = chosen[1] if chosen else None
+                self.elsewhere[i] = f"built at its other launcher {other[1]}(); at {first_at}(): {str(first)[:200]}"
                 return done
             raise first
 
@@ -200,6 +200,22 @@ class _Extraction:
                 break
         return ok, why
 
+    def in_order(self, i: int, task_dir: Path, why: str) -> tuple[bool, str]:
+        """A passing task whose kernels store where an atomic says (``atomic_order``): its outputs follow the order its
+        programs run in, which a self-check need not show (the interpreter runs them one by one; a GPU may happen to
+        keep one order twice). Built around the op that calls its launcher, whose result does not depend on that
+        order, where there is one, and kept if that passes; else it stays as it is, and its row says so."""
+        ordered = atomic_order((task_dir / "kernel.py").read_text())
+        if not ordered:
+            return True, why
+        result = self.result
+        caller = launcher(result.checkout.root, self.sites[i], result.modules, result.target.inputs, caller=True)
+        if caller is None or caller == self.launchers[i]:
+            return True, why
+        how = (f"around the op {caller[1]}() that calls it ({', '.join(ordered)} stores where an atomic says: its "
+               "outputs follow the order the programs run in)")
+        return True, self.rebuilt(i, task_dir, why, Attempt(how, op="caller"))[1]
+
     def checked(self, i: int) -> None:
         """Row ``i``'s task self-checked; built again, or its inputs asked of the LLM, where that fails."""
         rows = self.rows
@@ -209,7 +225,7 @@ class _Extraction:
             ok, why = False, rows[i].why
         else:
             got = self.verified(task_dir)
-            ok, why = self.retried(i, task_dir, got) if not got.ok else (True, got.why)
+            ok, why = self.retried(i, task_dir, got) if not got.ok else self.in_order(i, task_dir, got.why)
             failure = got.failure
         if not ok and self.llm is not None:
             ok, why = write_inputs(task_dir, why, self.llm[0], self.llm[1], self.check_one)

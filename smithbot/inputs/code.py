@@ -1,7 +1,8 @@
 """A task's input plan (``smithbot.types.InputPlan``) written out as plain code: a ``make_inputs(case, gen)`` of a
-few lines per argument, with the helpers of ``draw.py`` and the layout builders of ``layouts/`` that it uses. The task's harness
-(``harness.py``) and the generated test (``propose/testcode.py``) are both this code, so the spec language has one
-reading. ``device`` is the expression the tensors are made on: the test's ``DEVICE``, the generator's in a harness."""
+few lines per argument, with the helpers of ``draw.py`` and the layout builders of ``layouts/`` that it uses. The
+task's harness (``harness.py``) and the generated test (``propose/testcode.py``) are both this code, so the spec
+language has one reading. ``device`` is the expression the tensors are made on: the test's ``DEVICE``, the
+generator's in a harness."""
 
 from __future__ import annotations
 

@@ -265,12 +265,54 @@ def test_a_kernel_whose_first_launcher_imports_what_is_absent_is_built_at_anothe
     from tests.conftest import git_repo
 
     repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/kernels.py": KERNEL_ONLY,
-                                          "engine/a_backend.py": NEEDS_A_PACKAGE, "engine/b_backend.py": PLAIN_LAUNCHER})
+                                          "engine/a_backend.py": NEEDS_A_PACKAGE,
+                                          "engine/b_backend.py": PLAIN_LAUNCHER})
     [row] = api.extract(str(repo), "_double_kernel", out=tmp_path / "t", source=str(repo), check=True)
     assert row.extracted and row.checked, row.why
     assert "(built at its other launcher double(); at double_there(): " in row.why
     assert "some_absent_compiler" in row.why
     assert yaml.safe_load((tmp_path / "t" / "task.yaml").read_text())["entry"] == "double"
+
+
+SLOTS = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _take_slots_kernel(Ids, Counts, Pos, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    e = tl.load(Ids + offs, mask=m, other=0)
+    slot = tl.atomic_add(Counts + e, 1, mask=m)  # the order the programs run in decides who gets which slot
+    tl.store(Pos + offs, slot, mask=m)
+
+
+def take_slots(topk_ids, num_experts):
+    counts = torch.zeros(num_experts, dtype=topk_ids.dtype, device=topk_ids.device)
+    pos = torch.empty_like(topk_ids)
+    _take_slots_kernel[(triton.cdiv(topk_ids.numel(), 64),)](topk_ids, counts, pos, topk_ids.numel(), BLOCK=64)
+    return pos, counts
+
+
+def tokens_per_expert(topk_ids, num_experts):
+    _, counts = take_slots(topk_ids, num_experts)
+    return counts
+'''
+
+
+def test_a_kernel_that_takes_slots_with_atomics_is_built_around_the_op_that_calls_it(home: Path,
+                                                                                     tmp_path: Path) -> None:
+    """A kernel that stores where an atomic says gives outputs in the order its programs ran, which the interpreter's
+    self-check cannot show (it runs them one by one): its task is built around the op that calls its launcher,
+    whose result does not depend on that order, and the row says why."""
+    from tests.conftest import git_repo
+
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/slots.py": SLOTS})
+    [row] = api.extract(str(repo), "_take_slots_kernel", out=tmp_path / "t", source=str(repo), check=True)
+    assert row.checked, row.why
+    assert "(around the op tokens_per_expert() that calls it (_take_slots_kernel stores where an atomic says" in row.why
+    assert yaml.safe_load((tmp_path / "t" / "task.yaml").read_text())["entry"] == "tokens_per_expert"
 
 
 DOUBLE_REFERENCE = '''
@@ -293,3 +335,16 @@ def test_a_launcher_reading_its_keyword_arguments_as_settings_gets_them(home: Pa
     _with_reference(tmp_path / "t", DOUBLE_REFERENCE, {"name": "irregular-1000", "regime": "decode", "dtype": "fp32",
                                                         "dims": {"tokens": 7, "hidden": 143}})
     _check_against_reference(tmp_path / "t")
+
+
+def test_only_a_kernel_that_stores_where_an_atomic_says_depends_on_the_order_of_its_programs() -> None:
+    """A sum by atomics is the same whatever the order (up to rounding, which the tolerances allow); a slot an atomic
+    hands out, stored or stored at, differs between runs."""
+    from smithbot.extract.build import atomic_order
+
+    summed = "def _sum(X, Out):\n    tl.atomic_add(Out, tl.load(X))\n"
+    assert atomic_order(summed) == []
+    assert atomic_order(SLOTS) == ["_take_slots_kernel"]
+    at = ("def _scatter(X, Counts, Out):\n    base = tl.atomic_add(Counts, 1)\n    row = base * 4\n"
+          "    tl.store(Out + row, tl.load(X))\n")
+    assert atomic_order(at) == ["_scatter"]  # stored at the slot, through an assignment
