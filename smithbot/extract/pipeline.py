@@ -1,18 +1,22 @@
 """Extraction of many kernels at once: a task per launcher (kernels one launcher launches share its task), each
 self-checked (on the GPU when there is one, else under the interpreter), and, when a task fails, built again without
 what extraction chose by itself (layouts that bound by themselves, an op around the launcher), grown to what its
-kernel reads, or its inputs written by an LLM; a kernel its launcher's task never launches gets a task of its own down
-its branch. ``api.extract`` scans the target and picks the kernels; this module does the rest."""
+kernel reads, at the kernel's other launchers, or its inputs written by an LLM; a task that cannot be built at its
+first launcher is built at another; a task whose kernels store where an atomic says is built around the op above its
+launcher; a kernel its launcher's task never launches gets a task of its own down its branch. ``api.extract`` scans
+the target and picks the kernels; this module does the rest."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from smithbot.config import Target
 from smithbot.extract.attempts import Attempt, plan_attempts
@@ -54,6 +58,46 @@ def extract_sites(result: ScanResult, sites: list[KernelSite], task_dir_of: Call
     return run.rows
 
 
+class _Gate:
+    """Self-checks share the GPU (``shared``), but one that ran out of memory beside the others runs again alone
+    (``alone``): it waits for the running ones to end, and new ones wait for it."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.active: list[list[bool]] = []  # each running check's [crowded]
+        self.exclusive = False
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[list[bool]]:
+        """Yields ``[crowded]``: whether another check ran beside this one at any time."""
+        crowded = [False]
+        with self.cond:
+            self.cond.wait_for(lambda: not self.exclusive)
+            self.active.append(crowded)
+            if len(self.active) > 1:
+                for box in self.active:
+                    box[0] = True
+        try:
+            yield crowded
+        finally:
+            with self.cond:
+                self.active = [box for box in self.active if box is not crowded]  # by identity: boxes compare equal
+                self.cond.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        with self.cond:
+            self.cond.wait_for(lambda: not self.exclusive)
+            self.exclusive = True  # no new shared check starts
+            self.cond.wait_for(lambda: not self.active)
+        try:
+            yield
+        finally:
+            with self.cond:
+                self.exclusive = False
+                self.cond.notify_all()
+
+
 # a kernel's own task with its launcher's flags set down its branch: (row, its target, flags, own inputs, whether
 # around an op, what its row says of the branch where the flags do not say it)
 Branch = tuple[int, Target, dict[str, Any], dict[str, Any], bool, str]
@@ -82,6 +126,7 @@ class _Extraction:
         self.launched: dict[Path, tuple[str, ...]] = {}  # task -> the kernels its baseline launched in its self-check
         self.branches: list[Branch] = []
         self.elsewhere: dict[int, str] = {}  # rows built at another launcher than the first: where, and why
+        self.gate = _Gate()
 
     def build_all(self) -> None:
         """Each launcher's task written once (kernels launched by one launcher share its task)."""
@@ -104,7 +149,8 @@ class _Extraction:
                 self.rows.append(Coverage(site.name, site.path, False, False, f"{site.name}: extractor error: "
                                           f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", None))
             else:
-                self.rows.append(Coverage(site.name, site.path, True, False, self._said("not checked"), done))
+                self.rows.append(Coverage(site.name, site.path, True, False, self._said("not checked", len(self.rows)),
+                                          done))
         self.todo = [i for i, r in enumerate(self.rows) if r.out is not None and self.check]
 
     def _build_somewhere(self, i: int, out: Path) -> Path:
@@ -135,13 +181,19 @@ class _Extraction:
                 return done
             raise first
 
-    def _said(self, why: str, i: int | None = None) -> str:
-        """``why`` with where row ``i`` (by default the row being built) was built, where not at its first launcher."""
-        note = self.elsewhere.get(len(self.rows) if i is None else i)
+    def _said(self, why: str, i: int) -> str:
+        """``why`` with where row ``i`` was built, where not at its first launcher."""
+        note = self.elsewhere.get(i)
         return f"{why} ({note})" if note else why
 
     def check_one(self, task_dir: Path) -> Check:
-        got = self_check(task_dir, self.timeout_s)
+        """The self-check; one that ran out of GPU memory beside others, again alone."""
+        with self.gate.shared() as crowded:
+            got = self_check(task_dir, self.timeout_s)
+        if got.failure is Failure.OUT_OF_MEMORY and crowded[0]:
+            with self.gate.alone():
+                got = self_check(task_dir, self.timeout_s)
+            got = replace(got, why=f"{got.why} (checked alone: it ran out of memory beside other checks)")
         self.launched[task_dir] = got.launched
         return got
 
