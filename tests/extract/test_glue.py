@@ -14,6 +14,8 @@ import pytest
 import torch
 
 from smithbot.extract.glue import GlueError, glue_function
+from smithbot.inputs.harness import plan_of
+from smithbot.types import TensorSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -219,8 +221,9 @@ def test_a_glue_tasks_inputs_have_the_dtype_and_shape_traced_through_the_engine(
                                                     "bias_scale": {"value": 2.5}}
     harness = (tmp_path / "task" / "harness.py").read_text()
     assert "'bias_scale': 2.5" in harness and "evaluated in eng's code: bias_scale" in harness
-    assert "'bias': {'dtype': 'fp32', 'shape': [8]}" in harness
-    assert "'gate_logits': {'shape': ['tokens', 8], 'dtype': 'bf16'}" in harness
+    plan = plan_of(harness)
+    assert plan is not None and plan.specs["bias"] == TensorSpec((8,), "fp32")
+    assert plan.specs["gate_logits"] == TensorSpec(("tokens", 8), "bf16")
 
 
 def test_a_fused_call_runs_only_at_the_constants_its_task_pinned(engine: str, tmp_path) -> None:
