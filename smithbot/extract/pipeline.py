@@ -252,21 +252,22 @@ class _Extraction:
                 break
         return ok, why
 
-    def in_order(self, i: int, task_dir: Path, why: str) -> tuple[bool, str]:
+    def in_order(self, i: int, task_dir: Path, why: str) -> str:
         """A passing task whose kernels store where an atomic says (``atomic_order``): its outputs follow the order its
         programs run in, which a self-check need not show (the interpreter runs them one by one; a GPU may happen to
         keep one order twice). Built around the op that calls its launcher, whose result does not depend on that
-        order, where there is one, and kept if that passes; else it stays as it is, and its row says so."""
+        order, where there is one, and kept if that passes; else it stays as it is, and its row says so. Returns the
+        row's line: the task passes either way."""
         ordered = atomic_order((task_dir / "kernel.py").read_text())
         if not ordered:
-            return True, why
+            return why
         result = self.result
         caller = launcher(result.checkout.root, self.sites[i], result.modules, result.target.inputs, caller=True)
         if caller is None or caller == self.launchers[i]:
-            return True, why
+            return why
         how = (f"around the op {caller[1]}() that calls it ({', '.join(ordered)} stores where an atomic says: its "
                "outputs follow the order the programs run in)")
-        return True, self.rebuilt(i, task_dir, why, Attempt(how, op="caller"))[1]
+        return self.rebuilt(i, task_dir, why, Attempt(how, op="caller"))[1]
 
     def checked(self, i: int) -> None:
         """Row ``i``'s task self-checked; built again, or its inputs asked of the LLM, where that fails."""
@@ -277,7 +278,7 @@ class _Extraction:
             ok, why = False, rows[i].why
         else:
             got = self.verified(task_dir)
-            ok, why = self.retried(i, task_dir, got) if not got.ok else self.in_order(i, task_dir, got.why)
+            ok, why = self.retried(i, task_dir, got) if not got.ok else (True, self.in_order(i, task_dir, got.why))
             failure = got.failure
         if not ok and self.llm is not None:
             ok, why = write_inputs(task_dir, why, self.llm[0], self.llm[1], self.check_one)
