@@ -369,7 +369,7 @@ class ClosureBuilder:
             source = cst.parse_module(source).visit(LocalImportDropper(set(dropped))).code
             node = ast.parse(source).body[0]
             for local_name, target in dropped.items():
-                self._resolve(mod, local_name, target)
+                self._resolve(mod, local_name, target, within=node)
         return source, node, dropped
 
     def add_method(self, module: str, cls: str, method: str, as_name: str) -> ast.FunctionDef:
@@ -446,8 +446,9 @@ class ClosureBuilder:
             return target
         return real
 
-    def _resolve(self, mod: Module, name: str, imported: str | None = None) -> None:
-        """Bind ``name`` as module ``mod`` sees it (or, with ``imported``, as that function-local import binds it)."""
+    def _resolve(self, mod: Module, name: str, imported: str | None = None, within: ast.stmt | None = None) -> None:
+        """Bind ``name`` as module ``mod`` sees it (or, with ``imported``, as the function-local import in
+        ``within`` binds it)."""
         if name in self.c.imports or name in self.c.stubs or name in self.c.aliases:
             return
         if name in self.custom_decorators:
@@ -491,8 +492,10 @@ class ClosureBuilder:
                                           f"    raise NotImplementedError({why!r})\n")
                 else:
                     self.add(tmod, attr, name)
-            elif root != "triton" and imported is None and only_called(mod.tree, name, on_branches=True):
-                # `if _is_cpu: sgl_kernel.f_cpu(x) else: kernel[grid](...)`: a stub that raises if the inputs reach it
+            elif root != "triton" and only_called(mod.tree if within is None else ast.Module([within], []), name,
+                                                  on_branches=True):
+                # `if _is_cpu: sgl_kernel.f_cpu(x) else: kernel[grid](...)`, or `if ue8m0: from ext import f` and
+                # `f(x)` in a function: a stub that raises if the inputs reach it
                 what = f"the external extension {root}" if root in self.external else f"{target}"
                 self.c.stubs[name] = (f"def {name}(*args, **kwargs):  # {target}\n    raise NotImplementedError("
                                       f"{f'{name} is not in this task: it comes from {what}'!r})\n")

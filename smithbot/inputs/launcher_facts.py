@@ -206,6 +206,7 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
     what each use of a parameter tells (a tensor's axes, a dict's keys, what a launch hands a kernel), what its
     assignments bind (``n, h = x.shape``), and what its asserts insist on."""
     _shape_names(fn, facts)
+    _descriptors(fn, facts)
     assigned = [t.id for a in ast.walk(fn) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
                 for t in (a.targets if isinstance(a, ast.Assign) else [a.target]) if isinstance(t, ast.Name)]
     for node in ast.walk(fn):
@@ -240,6 +241,31 @@ def _shape_names(fn: ast.FunctionDef, facts: Facts) -> None:
             src = _rows_source(node.value)
             if src in facts.params and node.targets[0].id not in facts.params:
                 facts.same_rows[node.targets[0].id] = src
+
+
+def _descriptors(fn: ast.FunctionDef, facts: Facts) -> None:
+    """A TMA descriptor's block has the tensor's rank (``TensorDescriptor.from_tensor(x, [1, r, k, 2, 256])``, the
+    block also a name bound to list literals of one length): x has exactly that many axes."""
+    lists: dict[str, set[int]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            size = len(node.value.elts) if isinstance(node.value, (ast.List, ast.Tuple)) else -1
+            lists.setdefault(node.targets[0].id, set()).add(size)
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-2:] in (
+                ["TensorDescriptor", "from_tensor"], ["TensorDescriptor"]) and node.args
+                and isinstance(node.args[0], ast.Name) and node.args[0].id in facts.params):
+            continue
+        at = 1 if ast.unparse(node.func).endswith("from_tensor") else 3  # TensorDescriptor(x, shape, strides, block)
+        block = next((k.value for k in node.keywords if k.arg == "block_shape"),
+                     node.args[at] if len(node.args) > at else None)
+        sizes = {len(block.elts)} if isinstance(block, (ast.List, ast.Tuple)) else \
+            lists.get(block.id, {-1}) if isinstance(block, ast.Name) else {-1}
+        if len(sizes) == 1 and min(sizes) > 0:
+            p = node.args[0].id
+            facts.tensor.add(p)
+            facts.rank[p] = min(sizes)
+            facts.exact.add(p)
 
 
 def _read(node: ast.AST, facts: Facts) -> None:
