@@ -436,6 +436,29 @@ def test_what_only_other_paths_or_profilers_need_does_not_block(tmp_path: Path) 
         ns["launch"](1, on_cpu=True)
 
 
+def test_an_extension_imported_inside_a_function_is_judged_by_that_function(tmp_path: Path) -> None:
+    """``if ue8m0: from ext import relayout`` then ``relayout(s)``: only that branch needs the extension, so the
+    name becomes a stub that raises there, even where another function of the module calls it on every path. A
+    function that needs it on every path still blocks."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "quant.py").write_text(
+        "def launch(x, ue8m0=False):\n    y = x * 2\n    if ue8m0:\n        from ext import relayout\n\n"
+        "        y = relayout(y)\n    return y\n\n\ndef always(x):\n    from ext import relayout\n\n"
+        "    return relayout(x)\n")
+    b = ClosureBuilder(tmp_path, {"pkg.quant": "pkg/quant.py"}, "pkg", {}, ("ext",))
+    b.add("pkg.quant", "launch")
+    assert b.c.blockers == []
+    ns: dict = {}
+    exec(compile(_source(b), "task", "exec"), ns)
+    assert ns["launch"](3) == 6
+    with pytest.raises(NotImplementedError, match="relayout is not in this task: it comes from the external "
+                                                  "extension ext"):
+        ns["launch"](3, ue8m0=True)
+    b = ClosureBuilder(tmp_path, {"pkg.quant": "pkg/quant.py"}, "pkg", {}, ("ext",))
+    b.add("pkg.quant", "always")
+    assert b.c.blockers == ["external extension ext (relayout)"]
+
+
 def test_a_list_a_stub_chooses_is_a_constant_tuple(tmp_path: Path) -> None:
     """``NUM_WARPS = [2, 4] if is_hopper() else [2, 4, 8]``: the stub's value picks the list, which becomes a tuple
     (a module-level list is state to the evaluator's guard)."""

@@ -770,6 +770,23 @@ def gate(masks, d, x):
     assert len(got["masks"]["shape"]) == 3 and got["d"] == "pow2(head_dim)" == got["x"]["shape"][-1]  # d: head_dim
 
 
+def test_a_tma_descriptor_block_gives_its_tensor_rank() -> None:
+    """``TensorDescriptor.from_tensor(s, block_shape=[1, r, k, 2, 256])``: s has five axes, whatever its name says;
+    the block may be a name bound to lists of one length, or the fourth argument of ``TensorDescriptor(...)``."""
+    fn = _fn('''
+def matmul(a, a_scale, b_scale, c, block_m: int = 128):
+    M, K = a.shape
+    a_desc = TensorDescriptor.from_tensor(a, [block_m, 64])
+    blocks = [1, block_m // 128, 1, 2, 256]
+    a_scale_desc = TensorDescriptor.from_tensor(a_scale, block_shape=blocks)
+    blocks = [1, 2, 1, 2, 256]
+    b_scale_desc = TensorDescriptor.from_tensor(b_scale, block_shape=blocks)
+    c_desc = TensorDescriptor(c, c.shape, c.stride(), [block_m, 64, 8])
+''')
+    got = infer(fn, ["a", "a_scale", "b_scale", "c"], {})
+    assert [len(got[p]["shape"]) for p in ("a", "a_scale", "b_scale", "c")] == [2, 5, 5, 3]
+
+
 BRANCHES = '''import torch
 import triton
 import triton.language as tl
