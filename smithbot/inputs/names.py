@@ -54,7 +54,7 @@ def ann_kind(ann: ast.expr | None) -> str | None:
 
 TORCH_DTYPES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
                 "int32": "int32", "int": "int32", "int64": "int64", "long": "int64", "float8_e4m3fn": "fp8_e4m3",
-                "int8": "int8", "bool": "bool"}
+                "int8": "int8", "uint8": "uint8", "bool": "bool"}
 
 
 def setting(key: str) -> int:

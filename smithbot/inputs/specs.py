@@ -54,7 +54,7 @@ from smithbot.config import Target
 from smithbot.inputs.infer import infer
 from smithbot.inputs.kernel_use import program_rows
 from smithbot.inputs.launcher_facts import required_optionals
-from smithbot.inputs.names import TENSOR_ATTRS
+from smithbot.inputs.names import TENSOR_ATTRS, TORCH_DTYPES
 from smithbot.inputs.plan import bind_layouts, fill_sizes
 from smithbot.inputs.sizes import InputError
 from smithbot.types import InputPlan
@@ -349,11 +349,6 @@ def param_specs(params: list[tuple[str, Any]], wrapper: str, target: Target, fn:
         raise InputError(f"{wrapper}: {exc}") from None
 
 
-# torch's dtype names -> a spec's
-SPEC_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int64": "int64", "int32": "int32",
-               "int8": "int8", "uint8": "uint8", "bool": "bool", "float8_e4m3fn": "fp8_e4m3"}
-
-
 def traced_specs(origins: dict[str, str], traced: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Specs for a glue task's parameters from what the call graph traced of the values they stand for
     (``origins``: parameter -> the engine's expression; ``traced``: expression -> ``{dtype, shape}``): the dtype, and
@@ -364,7 +359,7 @@ def traced_specs(origins: dict[str, str], traced: dict[str, dict[str, Any]]) -> 
     out: dict[str, dict[str, Any]] = {}
     for param, origin in origins.items():
         t = traced.get(origin) or {}
-        dtype = SPEC_DTYPES.get(t.get("dtype") or "")
+        dtype = TORCH_DTYPES.get(t.get("dtype") or "")
         shape = t.get("shape") or []
         tail = shape[1:] if shape[:1] == ["..."] else None  # the last dims, after leading ones not known
         got: dict[str, Any] = {"dtype": dtype} if dtype else {}
