@@ -116,6 +116,10 @@ def gpu(keep: Path, jobs: int, only: list[str], task_timeout: float = 420.0) -> 
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             list(pool.map(run, tasks))
+        crowded = [t for t in tasks if jobs > 1 and not verdict[t]["ok"] and verdict[t]["why"].startswith("oom")]
+        for task in crowded:  # out of memory beside another task: again, alone on the GPU, and the table says so
+            run(task)
+            verdict[task]["alone"] = True
         print(f"\n### {name}: {len(rows)} kernels, GPU check in {time.perf_counter() - t0:.0f} s "
               f"(copy bandwidth {copy_gbps:.0f} GB/s)\n")
         print("| # | kernel | presets | entry | GPU-correct on every case | baseline bandwidth fraction per case |")
@@ -130,12 +134,14 @@ def gpu(keep: Path, jobs: int, only: list[str], task_timeout: float = 420.0) -> 
                 r["gpu"], r["gpu_why"] = False, f"its task never launches it (it launches {', '.join(v['launched'])})"
             else:
                 r["gpu"], r["gpu_why"] = v["ok"], "" if v["ok"] else v["why"]
+                r["alone"] = bool(v.get("alone"))
             r["cases"] = v.get("cases", []) if v else []
             fractions = ", ".join(f"{c['name']} {c['fraction']:.2f}" for c in r["cases"]) if r["gpu"] else ""
             if r.get("skipped"):
                 fractions += "; skipped: " + "; ".join(r["skipped"])
             print(f"| {r['rank']} | `{r['kernel']}` | {', '.join(r['presets']) or '-'} | `{r['entry'] or '-'}` | "
-                  f"{'yes' if r['gpu'] else 'no: ' + r['gpu_why'].replace('|', '/')} | {fractions} |")
+                  f"{'yes' if r['gpu'] else 'no: ' + r['gpu_why'].replace('|', '/')}"
+                  f"{' (checked alone on the GPU)' if r.get('alone') else ''} | {fractions} |")
         depth.write_text(json.dumps(rows, indent=1))
         ok = sum(r["gpu"] for r in rows)
         print(f"\n{name}: {ok} of {len(rows)} GPU-correct on every case")
