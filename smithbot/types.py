@@ -269,14 +269,15 @@ def spec_literal(spec: Any) -> Any:
     return spec
 
 
-def spec_parts(spec: Any) -> list[Any]:
-    """``spec`` and every spec inside it (an object's attributes, a list's items, what a method returns)."""
+def spec_parts(spec: Any, returns: bool = True) -> list[Any]:
+    """``spec`` and every spec inside it: an object's attributes, a list's items, and (with ``returns``) what a
+    method returns, which is no input of its own."""
     out, todo = [], [spec]
     while todo:
         s = todo.pop()
         out.append(s)
         todo += [v for _, v in s.attrs] if isinstance(s, ObjectSpec) else list(s.items) if isinstance(s, ItemsSpec) \
-            else [s.value] if isinstance(s, ReturnsSpec) else []
+            else [s.value] if isinstance(s, ReturnsSpec) and returns else []
     return out
 
 

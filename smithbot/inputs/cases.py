@@ -7,7 +7,7 @@ from typing import Any
 
 from smithbot.config import ModelPreset, Target
 from smithbot.inputs.sizes import DIMS, MOE_INTERPRETER_CAPS, SMALL_CAPS, InputError, names_in, size_value
-from smithbot.types import InputPlan, ItemsSpec, ObjectSpec, TensorSpec
+from smithbot.types import InputPlan, TensorSpec, spec_parts
 
 
 # Inputs of one GPU case may take at most this many bytes. The evaluator runs 3 workers on each GPU, and each holds
@@ -30,19 +30,12 @@ def footprint(plan: InputPlan, dims: dict[str, int]) -> tuple[int, int]:
     for k, v in plan.extra:
         dims.setdefault(k, size_value(v, dims))
     sizes: list[tuple[int, int]] = []
-
-    def add(spec: Any) -> None:
-        if isinstance(spec, (ObjectSpec, ItemsSpec)):
-            for v in [v for _, v in spec.attrs] if isinstance(spec, ObjectSpec) else spec.items:
-                add(v)
-        elif isinstance(spec, TensorSpec):
+    for spec in (part for _, s in plan.params for part in spec_parts(s, returns=False)):
+        if isinstance(spec, TensorSpec):
             n = 1
             for d in spec.shape:
                 n *= int(size_value(d, dims))
             sizes.append((n * _ITEMSIZE.get(str(spec.dtype or "act"), 4), n))
-
-    for _, s in plan.params:
-        add(s)
     return sum(b for b, _ in sizes), max((n for _, n in sizes), default=0)
 
 

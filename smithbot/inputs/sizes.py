@@ -8,7 +8,7 @@ import ast
 from typing import Any
 
 from smithbot.errors import SmithbotError
-from smithbot.types import ItemsSpec, LayoutField, ObjectSpec, TensorSpec
+from smithbot.types import LayoutField, TensorSpec, spec_parts
 
 DIMS = ("hidden", "heads", "kv_heads", "head_dim", "v_head_dim", "intermediate", "moe_intermediate", "experts", "top_k",
         "vocab")
@@ -66,11 +66,13 @@ def names_in(expr: Any) -> set[str]:
             return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called}
         except SyntaxError:
             raise InputError(f"not an arithmetic expression: {expr!r}") from None
-    if isinstance(expr, LayoutField):
-        return set().union(*[names_in(v) for _, v in expr.sizes or ()])
-    if isinstance(expr, (ObjectSpec, ItemsSpec)):
-        return set().union(*map(names_in, [v for _, v in expr.attrs] if isinstance(expr, ObjectSpec) else expr.items))
-    if isinstance(expr, TensorSpec):
-        return set().union(*[names_in(s) for s in expr.shape], *[
-            names_in(p) for p in str(expr.init or "").split(":")[1:]])
-    return set()
+    out: set[str] = set()
+    for part in spec_parts(expr, returns=False):
+        if isinstance(part, LayoutField):
+            out |= set().union(*[names_in(v) for _, v in part.sizes or ()])
+        elif isinstance(part, TensorSpec):
+            out |= set().union(*[names_in(s) for s in part.shape], *[
+                names_in(p) for p in str(part.init or "").split(":")[1:]])
+        elif isinstance(part, str):  # an attribute of an object or an item of a list: a dim
+            out |= names_in(part)
+    return out
