@@ -212,7 +212,7 @@ class _Extraction:
 
     def rebuilt(self, i: int, task_dir: Path, why: str, attempt: Attempt) -> tuple[bool, str]:
         """The failed task of row ``i`` built another way (``attempt``) and checked; kept in its place if that
-        passes."""
+        passes and launches the row's kernel."""
         site, result = self.sites[i], self.result
         site = launched_at(site, attempt.at) if attempt.at else site
         dest = task_dir.with_name(task_dir.name + ".retry")
@@ -226,6 +226,8 @@ class _Extraction:
                 return False, why
             got = self.verified(dest)
             ok, again = got.ok, got.why
+            if ok and self.sites[i].name not in got.launched:  # it passes, but not with this row's kernel
+                ok, again = False, f"{NEVER_LAUNCHED} (they launch {', '.join(got.launched) or 'no Triton kernel'})"
         except Exception as exc:  # noqa: BLE001 - the first outcome stands, with this one's reason beside it
             ok, again = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
         if not ok:

@@ -315,6 +315,31 @@ def test_a_kernel_that_takes_slots_with_atomics_is_built_around_the_op_that_call
     assert yaml.safe_load((tmp_path / "t" / "task.yaml").read_text())["entry"] == "tokens_per_expert"
 
 
+def test_a_task_around_the_op_that_never_launches_the_kernel_is_not_kept(home: Path, tmp_path: Path) -> None:
+    """The op above the launcher takes another path on its own inputs (its flag off): the task built around it
+    passes but runs nothing of the row's kernel, so the kernel's own task stays, and the row says why."""
+    from tests.conftest import git_repo
+
+    op = SLOTS.replace("def tokens_per_expert(topk_ids, num_experts):\n", '''@triton.jit
+def _ones_kernel(Out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Out + offs, 1, mask=offs < n)
+
+
+def tokens_per_expert(topk_ids, num_experts, by_slots: bool = False):
+    if not by_slots:
+        out = torch.empty(num_experts, dtype=topk_ids.dtype, device=topk_ids.device)
+        _ones_kernel[(triton.cdiv(num_experts, 64),)](out, num_experts, BLOCK=64)
+        return out
+''')
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/slots.py": op})
+    [row] = api.extract(str(repo), "_take_slots_kernel", out=tmp_path / "t", source=str(repo), check=True)
+    assert row.checked, row.why
+    assert "around the op tokens_per_expert() that calls it" in row.why
+    assert "its task's inputs never launch it (they launch _ones_kernel)" in row.why
+    assert yaml.safe_load((tmp_path / "t" / "task.yaml").read_text())["entry"] == "take_slots"
+
+
 DOUBLE_REFERENCE = '''
 
 def reference(x, **run_config):
