@@ -10,8 +10,9 @@ from typing import Any
 
 from smithbot.program.kinds import CONFIG, GIVEN
 from smithbot.program.sources import element_of, element_split, is_literal
-from smithbot.program.state import ParsedIndex, ResolverState, Value
+from smithbot.program.state import ParsedIndex, ResolverState
 from smithbot.program.syntax import parse_expr, source
+from smithbot.program.value import Func, Inst, Value
 
 # callers up from a parameter: a top-k's padding count reaches the mask six calls down from the model's MoE block,
 # through a pass-through forward (sglang's MultiPlatformOp.forward)
@@ -111,7 +112,7 @@ class CallerArgs(ResolverState):
                 outer = self.qual_of.get(id(cf))
                 got = self._from_callers(fn, asked, depth + 1, outer, [
                     (n, j) for n, j in sorted((self.callers or {}).get(outer) or (), key=str)
-                    if node[3] is None or ("inst", *node[3]) in self._callee_values(n, j)])
+                    if node[3] is None or Inst(*node[3]) in self._callee_values(n, j)])
                 if got is None:
                     return None
                 values.add(got)
@@ -186,7 +187,7 @@ class CallerArgs(ResolverState):
                 continue
             owners = self.concrete(mod, cf["class"]) if cf.get("class") else [None]
             for owner in owners[:1] if len(owners) == 1 else []:
-                node = ("func", mod, qual, owner)
+                node = Func(mod, qual, owner)
                 vals = self.expr(mod, cf["class"], owner, cf, cf["calls"][i][0])
                 if any(t[1:3] == key for t in self.targets([v for v in vals if v[0] in ("func", "method")])):
                     out.append((node, i))

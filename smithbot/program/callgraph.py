@@ -48,13 +48,13 @@ from smithbot.program.modules import Program
 from smithbot.program.state import ParsedIndex
 from smithbot.program.symbols import Symbols
 from smithbot.program.tensors import TensorTypes
+from smithbot.program.value import Class, Func, Getter, Inst, Method, Registry, Super, Value
 from smithbot.program.values import EngineValues, constructions, index_constructions
 
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
-# an abstract value: ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual)
-# | ("method", mod, cls, name) | ("module", mod) | ("kernel", mod, name) | ("registry", name) | ("getter", name)
-# | ("super", mod, cls, (bound mod, bound qual)): super() in a method of cls, self an instance of the bound class
-Value = tuple
+# an abstract value: Func(mod, qual, bound class or None) | Class(mod, qual) | Inst(mod, qual) | Method(mod, cls, name)
+# | Module(mod) | Kernel(mod, name) | Registry(name) | Getter(name) | Super(mod, cls, (bound mod, bound qual)): see
+# program.value (each is the tagged tuple it stands for: ("func", mod, qual, bound), ...)
 
 
 # how likely the default path takes one open if-test (or one bit of a dispatch) that a path needs: about a third, as
@@ -198,13 +198,13 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
             for m, q in self.mro(mod, qual):
                 c = self.cls(m, q)
                 if c and name in c["registries"]:
-                    return [("registry", name)]
+                    return [Registry(name)]
                 f = self.p.facts(m)
                 if f is not None and f"{q}.{name}" in f["classes"]:
-                    return [("class", m, f"{q}.{name}")]
+                    return [Class(m, f"{q}.{name}")]
             if kind == "class" and self.enum(mod, qual) and any(
                     name in (self.cls(m, q) or {}).get("assigned_at", {}) for m, q in self.mro(mod, qual)):
-                return [("inst", mod, qual)]  # an enum member (cls.NONE): an instance of its class
+                return [Inst(mod, qual)]  # an enum member (cls.NONE): an instance of its class
             found = self.method(mod, qual, name)
             f = self.p.facts(found[0][1]) if found else None
             deco = {d.split(".")[-1] for d, _ in f["functions"][found[0][2]]["decorators"]} if f else set()
@@ -213,10 +213,10 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
             if found and kind == "class" and deco & {"classmethod", "staticmethod"}:
                 return found  # Fp8Config.from_config: that class's own, not a subclass's override
             if found:
-                return [("method", mod, qual, name)]
+                return [Method(mod, qual, name)]
             return []
         if kind == "registry" and name in _GETTERS:
-            return [("getter", v[1])]
+            return [Getter(v[1])]
         if kind == "registry":  # QUANTIZATION_METHODS[name].from_config: the attribute of what it holds
             return [w for t in self.registered(v[1]) if t[0] == "class" for w in self.attr(t, name, depth + 1)]
         if kind == "super":  # the classes after this one in the bound class's method order
@@ -225,7 +225,7 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
             for m, q in after:
                 f = self.p.facts(m)
                 if f is not None and f"{q}.{name}" in f["functions"]:
-                    return [("func", m, f"{q}.{name}", v[3])]
+                    return [Func(m, f"{q}.{name}", v[3])]
         return []
 
     def field_passed(self, owner: tuple[str, str], name: str, depth: int) -> list[Value] | None:
@@ -276,13 +276,13 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
         head, called = parts[0]
         me = bound or ((mod, cls) if cls else None)
         if head == "self" and me:
-            vals: list[Value] = [("inst", *me)]
+            vals: list[Value] = [Inst(*me)]
         elif head == "cls" and me:
-            vals = [("class", *me)]
+            vals = [Class(*me)]
         elif head == "super" and cls:
             # the base's methods, with self still the instance it is bound to (a subclass's attributes and
             # constructor arguments stay in view)
-            vals = [("super", mod, cls, me or (mod, cls))]
+            vals = [Super(mod, cls, me or (mod, cls))]
             called = []
         elif head.startswith("abs:"):  # imported inside the function (facts._abs)
             vals = self.symbol_abs(head[4:].replace("/", "."))
@@ -378,12 +378,12 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
         out: list[Value] = []
         for v in vals:
             if v[0] == "class":
-                out.append(("inst", v[1], v[2]))
+                out.append(Inst(v[1], v[2]))
             elif v[0] in ("func", "method"):
                 for t in self.targets([v]):
                     out += self.returns(t, depth + 1, args)
             elif v[0] == "getter":
-                out.append(("registry", v[1]))
+                out.append(Registry(v[1]))
             elif v[0] == "registry":
                 out += self.call(self.registered(v[1]), depth)
         return out
@@ -416,7 +416,7 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
                 == {"registry"} for text, _ in fn["returns"]):
             # an entry of a registry that nothing the walk saw fills, made by name: an instance of the class the
             # return hint names (``def get_parser(name) -> ParserBase: return _PARSERS[name]()``)
-            out = [("inst", v[1], v[2]) for v in self.symbol(t[1], fn["returns_hint"].removesuffix("()"), depth + 1)
+            out = [Inst(v[1], v[2]) for v in self.symbol(t[1], fn["returns_hint"].removesuffix("()"), depth + 1)
                    if v[0] == "class"]
         return out
 

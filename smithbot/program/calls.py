@@ -18,7 +18,8 @@ from smithbot.program.kinds import (CONFIG, CONFIG_CLASSES, CONFIG_LOADERS, EACH
                                     OBJECT, UNKNOWN_SOURCE, ModelConfig, Several, several)
 from smithbot.program.sources import element_of, element_split, is_literal, source_of
 from smithbot.program.syntax import parse_expr, source
-from smithbot.program.state import ResolverState, Value
+from smithbot.program.state import ResolverState
+from smithbot.program.value import Inst, Value
 
 
 class CallValues(ResolverState):
@@ -226,7 +227,7 @@ class CallValues(ResolverState):
                 args[params[0]] = target["class"].split(".")[-1]
             elif isinstance(node.func, ast.Attribute):
                 # self is the receiver; a member of the forward-mode enum is the phase's
-                args[params[0]] = self.phase_member([("inst", *func[3])] if func[3] else []) \
+                args[params[0]] = self.phase_member([Inst(*func[3])] if func[3] else []) \
                     or self._receiver(source(node.func.value), outer)
             params = params[1:]
         given = list(itertools.takewhile(lambda a: not isinstance(a, ast.Starred), node.args))
@@ -314,7 +315,7 @@ class CallValues(ResolverState):
         held_src = outer(node.args[0].id) if outer is not None and isinstance(node.args[0], ast.Name) else None
         bound = parse_expr(held_src) if isinstance(held_src, str) and held_src.startswith(INSTANCE_SOURCE) else None
         if isinstance(bound, ast.Call) and all(isinstance(a, ast.Constant) for a in bound.args):
-            vals = [("inst", *(a.value for a in bound.args))]
+            vals = [Inst(*(a.value for a in bound.args))]
         else:
             vals = self.expr(mod, cls, klass, fn, source(node.args[0]))
         if not vals or any(v[0] != "inst" for v in vals):

@@ -13,9 +13,8 @@ from smithbot.program.kinds import CONFIG, EACH, GIVEN
 from smithbot.program.sources import element_of, element_split, source_of
 from smithbot.program.syntax import names_read, parse_expr
 from smithbot.program.tensors import END
+from smithbot.program.value import Func, Value
 from smithbot.program.values import ALL_PHASE_MEMBERS, PHASE_MEMBERS
-
-Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
 
 class Decisions:
@@ -99,7 +98,7 @@ class Decisions:
             return None
         key = (mod, id(fn), test, phase, owner, len(self.live))
         if key not in self._phase_sides:
-            node = ("func", where[0], where[1], owner)
+            node = Func(where[0], where[1], owner)
             made: dict[bool, set[str]] = {True: set(), False: set()}
             for callee, tests, *_ in fn["calls"]:
                 sides = [taken for t, taken in tests if t == test]
@@ -133,7 +132,7 @@ class Decisions:
                             and self._mode_enum(v[1], fn, head):
                         out.add(member)
         if depth > 0:
-            node = ("func", v[1], v[2], v[3] if len(v) > 3 else None)
+            node = Func(v[1], v[2], v[3] if len(v) > 3 else None)
             for callee, tests, *_ in fn["calls"]:
                 if not self.cut(v[1], tests, fn, klass=node[3]):
                     for t in self.callees(node, fn, callee):

@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from smithbot.program.modules import Program
-
-Value = tuple  # the call graph's abstract value (see callgraph.Value)
+from smithbot.program.value import Value
 
 
 class ParsedIndex:

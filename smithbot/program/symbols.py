@@ -12,9 +12,9 @@ from typing import Any
 from smithbot.program.evaluate import Env
 from smithbot.program.modules import Program
 from smithbot.program.syntax import dotted_name, parse_expr
+from smithbot.program.value import Class, Func, Inst, Kernel, Module, Registry, Value
 
 _SINGLETON = re.compile(r"([A-Za-z_][\w.]*)\(.*\)", re.S)  # X = Cls(...): the callee
-Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
 
 class Symbols:
@@ -47,11 +47,11 @@ class Symbols:
             return self._then(self.symbol_abs(sub, depth + 1), rest, depth) if sub in self.p.modules else []
         vals: list[Value]
         if head in f["classes"]:
-            vals = [("class", module, head)]
+            vals = [Class(module, head)]
         elif (module, head) in self.kernels:
-            vals = [("kernel", module, head)]
+            vals = [Kernel(module, head)]
         elif head in f["functions"]:
-            vals = [("func", module, head, None)]
+            vals = [Func(module, head, None)]
         elif head in f["imports"]:
             vals = self.symbol_abs(f["imports"][head], depth + 1)
         elif head in f["assigns"]:
@@ -61,19 +61,19 @@ class Symbols:
                 vals = self.symbol(module, src, depth + 1)  # an alias: X = other_module.Y
             elif made and made[1] != head and (classes := [v for v in self.symbol(module, made[1], depth + 1)
                                                            if v[0] == "class"]):
-                vals = [("inst", v[1], v[2]) for v in classes]  # a module's one instance: _CONTEXT = Context(...)
+                vals = [Inst(v[1], v[2]) for v in classes]  # a module's one instance: _CONTEXT = Context(...)
             else:
-                vals = [("registry", head)]  # a module-level table: dispatch goes through its registrations
+                vals = [Registry(head)]  # a module-level table: dispatch goes through its registrations
                 if head not in self._tables:  # a dict it spells out ({"fp8": Fp8Config}) registers its entries
                     self._tables[head] = []  # (by the table's name, as decorators register: the first one read)
                     self._tables[head] = self._entries(module, src, 0)
         elif f"{module}.{head}" in self.p.modules:
-            vals = [("module", f"{module}.{head}")]
+            vals = [Module(f"{module}.{head}")]
         else:  # from pkg.common import *
             vals = next((v for star in f.get("stars", []) if star in self.p.modules
                          for v in [self.symbol(star, head, depth + 1)] if v), [])
             if not vals and "__getattr__" in f["functions"]:  # a lazy module attribute (PEP 562)
-                vals = self.returns(("func", module, "__getattr__", None), depth + 1, repr(head))
+                vals = self.returns(Func(module, "__getattr__", None), depth + 1, repr(head))
         return self._then(vals, rest, depth)
 
     def symbol_abs(self, dotted: str, depth: int = 0) -> list[Value]:
@@ -85,12 +85,12 @@ class Symbols:
             if pf is not None and (name in pf["functions"] or name in pf["classes"]
                                    or pf["imports"].get(name, dotted) != dotted):
                 return self.symbol(parent, name, depth + 1)
-            return [("module", dotted)]
+            return [Module(dotted)]
         found = self.p.split(dotted)
         if found is None:
             return []
         mod, rest = found
-        return self.symbol(mod, rest, depth + 1) if rest else [("module", mod)]
+        return self.symbol(mod, rest, depth + 1) if rest else [Module(mod)]
 
     def _then(self, vals: list[Value], rest: str, depth: int) -> list[Value]:
         for part in [p for p in rest.split(".") if p]:
@@ -125,7 +125,7 @@ class Symbols:
         for m, q in self.mro(mod, qual):
             f = self.p.facts(m)
             if f is not None and f"{q}.{name}" in f["functions"]:
-                return [("func", m, f"{q}.{name}", (mod, qual))]
+                return [Func(m, f"{q}.{name}", (mod, qual))]
         return []
 
     def concrete(self, mod: str, qual: str) -> list[tuple[str, str]]:
@@ -204,7 +204,7 @@ class Symbols:
                         continue
                     for store in self._stores(d):
                         self._registered.setdefault(store.split(".")[-1], []).append(
-                            (tuple(args), ("func", mod, qual, None)))
+                            (tuple(args), Func(mod, qual, None)))
 
     def _stores(self, t: Value, depth: int = 0) -> list[str]:
         """The tables a registering function stores into: its own stores, its inner functions' (a decorator

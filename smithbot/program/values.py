@@ -12,8 +12,9 @@ from smithbot.program.evaluate import value_of
 from smithbot.program.kinds import EACH, EACH_SOURCE, OBJECT, ONE_OF_SOURCE
 from smithbot.program.modules import Program
 from smithbot.program.sources import constant_source, is_literal, one_of, one_of_items, source_of
-from smithbot.program.state import ParsedIndex, ResolverState, Value
+from smithbot.program.state import ParsedIndex, ResolverState
 from smithbot.program.syntax import names_read
+from smithbot.program.value import Class, Func, Value
 
 # how many values deep a value may be traced (a constructor's argument through its constructions, a caller's
 # argument, another object's attribute): a model's config reaches a router six constructions down
@@ -246,7 +247,7 @@ class EngineValues(ResolverState):
                 fn = (f or {}).get("functions", {}).get(site[2])
                 if fn is None:
                     return None
-                calls = [c for c in fn.get("constructs", []) if ("class", *owner) in
+                calls = [c for c in fn.get("constructs", []) if Class(*owner) in
                          self.expr(site[1], fn.get("class"), site[3], fn, c[0])]
                 if not calls:
                     return None
@@ -420,7 +421,7 @@ def index_constructions(entries: dict[str, Any], mod: str, f: dict[str, Any]) ->
     """A module's functions by the class names they construct (``ParsedIndex``)."""
     for qual, fn in f["functions"].items():
         for c in fn.get("constructs", []):
-            site = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
+            site = Func(mod, qual, (mod, fn["class"]) if fn.get("class") else None)
             made = fn["class"] if c[0] == "cls" and fn.get("class") else c[0]  # a classmethod's cls(...)
             entries.setdefault(made.split(".")[-1], set()).add(site)
 

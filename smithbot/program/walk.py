@@ -8,10 +8,11 @@ import heapq
 import math
 from collections import deque
 from typing import Any, Callable
-from smithbot.program.callgraph import Reach, Value, _qual, _Resolver
+from smithbot.program.callgraph import Reach, _qual, _Resolver
 from smithbot.program.evaluate import Env, Platform
 from smithbot.program.kinds import EACH
 from smithbot.program.modules import Program
+from smithbot.program.value import Func, Value
 
 
 def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list[Value], engine: list[Value],
@@ -150,7 +151,7 @@ def _behind_cuts(r: _Resolver, cuts: dict[tuple[str, str], str], limit: int = 50
         fn = f["functions"].get(qual) if f else None
         if fn is None:
             continue
-        node = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
+        node = Func(mod, qual, (mod, fn["class"]) if fn.get("class") else None)
         for callee, *_ in fn["calls"]:
             for t in r.callees(node, fn, callee):
                 key = (t[1], t[2])
