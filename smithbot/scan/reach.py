@@ -132,8 +132,8 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
     kernels = {(f["module"], k["name"]) for f in idx.facts for k in f["kernels"]}
     model_files = [rel for rel in idx.texts if matches(rel, target.hints.model_paths)] if target.hints.model_paths \
         else list(idx.texts)
-    engine: list[tuple] = []
-    startup: list[tuple] = []
+    engine: list[Func] = []
+    startup: list[Func] = []
     for key in ("entries", "decode_entries", "startup"):
         for e in getattr(target.serving, key):
             mod, _, qual = e.partition(":")
@@ -196,8 +196,8 @@ class _Job:
     target: Target
     kernels: set[tuple[str, str]]
     model_files: list[str]
-    engine: list[tuple]
-    startup: list[tuple]
+    engine: list[Func]
+    startup: list[Func]
     cache_dir: Path | None
 
     def one(self, p: ModelPreset) -> PresetReach:
