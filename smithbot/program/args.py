@@ -10,8 +10,9 @@ from typing import Any
 
 from smithbot.program.kinds import CONFIG, GIVEN
 from smithbot.program.sources import element_of, element_split, is_literal
-from smithbot.program.state import ParsedIndex, ResolverState, Value
+from smithbot.program.state import ParsedIndex, ResolverState
 from smithbot.program.syntax import parse_expr, source
+from smithbot.program.value import Func, Inst, Method, Value
 
 # callers up from a parameter: a top-k's padding count reaches the mask six calls down from the model's MoE block,
 # through a pass-through forward (sglang's MultiPlatformOp.forward)
@@ -52,7 +53,7 @@ class CallerArgs(ResolverState):
                               lambda: self._from_callers(fn, param, depth, key, self._callers_anywhere(key)), True)
         return self._from_callers(fn, param, depth, key, callers)
 
-    def _known_spread(self, node: Value, cf: dict[str, Any], kwargs: dict[str, str], param: str) -> dict[str, str]:
+    def _known_spread(self, node: Func, cf: dict[str, Any], kwargs: dict[str, str], param: str) -> dict[str, str]:
         """A call's keywords with ``param`` read from the local dict it spreads, where the facts could not tell its
         value ("?": one branch of ``kw = dict(p=...) if test else {}`` lacks it) and the defaults decide which
         branch it holds: its source there, or not passed at all."""
@@ -61,19 +62,19 @@ class CallerArgs(ResolverState):
         spread = self._spread(node, cf, kwargs["**known"], param)
         return kwargs if spread is None else {**{k: v for k, v in kwargs.items() if k != param}, **spread}
 
-    def _spread(self, node: Value, cf: dict[str, Any], text: str, param: str) -> dict[str, str] | None:
+    def _spread(self, node: Func, cf: dict[str, Any], text: str, param: str) -> dict[str, str] | None:
         """What a caller's ``**name`` hands ``param``, when ``name`` is a local dict the defaults let be only literal
         dicts (``kw = {}``, then ``kw = dict(packed_out=p)`` under a test decided against it, or ``kw = dict(...)
         if test else {}`` with the test decided): ``{param: source}`` where one passes it, ``{}`` where none does;
         None when that cannot be told."""
         if not text.isidentifier() or text not in cf.get("flags", {}):
             return None
-        owner = node[3] or ((node[1], cf["class"]) if cf.get("class") else None)
+        owner = node.bound or ((node.mod, cf["class"]) if cf.get("class") else None)
         found: dict[str, str] = {}
-        for src in self._local(node[1], cf, owner, text):
+        for src in self._local(node.mod, cf, owner, text):
             tree = parse_expr(src)
             while isinstance(tree, ast.IfExp):
-                taken = self.decisions(node[1], [[source(tree.test), True]], cf, klass=owner)[0]
+                taken = self.decisions(node.mod, [[source(tree.test), True]], cf, klass=owner)[0]
                 if taken not in (True, False):
                     return None
                 tree = tree.body if taken else tree.orelse
@@ -102,7 +103,7 @@ class CallerArgs(ResolverState):
         skip = 1 if fn.get("class") and not any(d == "staticmethod" for d, _ in fn["decorators"]) else 0
         values = set()
         for node, i in sorted(callers, key=str):  # (a set: in one order whatever the hash seed, as memos fill)
-            cf = (self.p.facts(node[1]) or {}).get("functions", {}).get(node[2])
+            cf = (self.p.facts(node.mod) or {}).get("functions", {}).get(node.qual)
             call = cf["calls"][i] if cf and i < len(cf["calls"]) else None
             if call is not None and len(call) >= 6 and call[4] is None and _passes_through(cf, call):
                 # `return self._forward_method(*args, **kwargs)`: the caller hands on what its own callers pass it
@@ -111,7 +112,7 @@ class CallerArgs(ResolverState):
                 outer = self.qual_of.get(id(cf))
                 got = self._from_callers(fn, asked, depth + 1, outer, [
                     (n, j) for n, j in sorted((self.callers or {}).get(outer) or (), key=str)
-                    if node[3] is None or ("inst", *node[3]) in self._callee_values(n, j)])
+                    if node.bound is None or Inst(*node.bound) in self._callee_values(n, j)])
                 if got is None:
                     return None
                 values.add(got)
@@ -150,30 +151,30 @@ class CallerArgs(ResolverState):
                 base = element_split(src)[0]  # (src itself where no element is asked for)
                 if element is not None and base in cf.get("params", ()) and base not in cf.get("flags", {}) \
                         and id(cf) not in self.entries:
-                    src = self.call_arg(cf, src, depth + 1, node[1])  # an element of the caller's own parameter
+                    src = self.call_arg(cf, src, depth + 1, node.mod)  # an element of the caller's own parameter
                 elif src in cf.get("params", ()) and src not in cf.get("flags", {}):
                     if self.configs.get(id(cf)) == src:  # the model class's config: the model's config.json
                         src = CONFIG
                     elif id(cf) in self.entries:  # left to its constant default, or passed (not None)
                         src = cf.get("constants", {}).get(src, None if src in cf.get("defaults", {}) else GIVEN)
                     else:
-                        src = self.call_arg(cf, src, depth + 1, node[1])
+                        src = self.call_arg(cf, src, depth + 1, node.mod)
                 else:  # an expression of the caller's (server_args.attention_backend)
-                    owner = node[3] or ((node[1], cf["class"]) if cf.get("class") else None)
-                    src = self._value_there(node[1], cf, owner, src, several=element is not None)
+                    owner = node.bound or ((node.mod, cf["class"]) if cf.get("class") else None)
+                    src = self._value_there(node.mod, cf, owner, src, several=element is not None)
                 if src is None:
                     return None
             values.add(src)
         return values.pop() if len(values) == 1 else None
 
-    def _callee_values(self, node: Value, i: int) -> list[Value]:
+    def _callee_values(self, node: Func, i: int) -> list[Value]:
         """What the function ``node`` calls in its call ``i`` (the values of the called expression)."""
-        cf = (self.p.facts(node[1]) or {}).get("functions", {}).get(node[2])
+        cf = (self.p.facts(node.mod) or {}).get("functions", {}).get(node.qual)
         if not cf or i >= len(cf["calls"]):
             return []
-        return self.expr(node[1], cf.get("class"), node[3], cf, cf["calls"][i][0])
+        return self.expr(node.mod, cf.get("class"), node.bound, cf, cf["calls"][i][0])
 
-    def _callers_anywhere(self, key: tuple[str, str]) -> list[tuple[Value, int]]:
+    def _callers_anywhere(self, key: tuple[str, str]) -> list[tuple[Func, int]]:
         """The calls of a function in the modules parsed so far, as ``callers`` holds them, where the walk made none
         (``ScheduleBatch.init_new``, called by the scheduler's batch building, which no step runs): a call whose
         callee resolves to it, in its function bound to the live class that has it (a mixin's method is the
@@ -186,9 +187,10 @@ class CallerArgs(ResolverState):
                 continue
             owners = self.concrete(mod, cf["class"]) if cf.get("class") else [None]
             for owner in owners[:1] if len(owners) == 1 else []:
-                node = ("func", mod, qual, owner)
+                node = Func(mod, qual, owner)
                 vals = self.expr(mod, cf["class"], owner, cf, cf["calls"][i][0])
-                if any(t[1:3] == key for t in self.targets([v for v in vals if v[0] in ("func", "method")])):
+                if any((t.mod, t.qual) == key
+                       for t in self.targets([v for v in vals if isinstance(v, (Func, Method))])):
                     out.append((node, i))
         return out
 

@@ -48,13 +48,13 @@ from smithbot.program.modules import Program
 from smithbot.program.state import ParsedIndex
 from smithbot.program.symbols import Symbols
 from smithbot.program.tensors import TensorTypes
+from smithbot.program.value import Class, Func, Getter, Inst, Kernel, Method, Module, Registry, Super, Value
 from smithbot.program.values import EngineValues, constructions, index_constructions
 
 _GETTERS = ("get", "__getitem__", "pop", "setdefault")
-# an abstract value: ("func", mod, qual, bound class or None) | ("class", mod, qual) | ("inst", mod, qual)
-# | ("method", mod, cls, name) | ("module", mod) | ("kernel", mod, name) | ("registry", name) | ("getter", name)
-# | ("super", mod, cls, (bound mod, bound qual)): super() in a method of cls, self an instance of the bound class
-Value = tuple
+# an abstract value: Func(mod, qual, bound class or None) | Class(mod, qual) | Inst(mod, qual) | Method(mod, cls, name)
+# | Module(mod) | Kernel(mod, name) | Registry(name) | Getter(name) | Super(mod, cls, (bound mod, bound qual)): see
+# program.value (each is the tagged tuple it stands for: ("func", mod, qual, bound), ...)
 
 
 # how likely the default path takes one open if-test (or one bit of a dispatch) that a path needs: about a third, as
@@ -161,12 +161,11 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
         self._prov, self._heads, self._made_modes, self._phase_sides = {}, {}, {}, {}
 
     def attr(self, v: Value, name: str, depth: int) -> list[Value]:
-        kind = v[0]
-        if kind == "module":
-            return self.symbol(v[1], name, depth + 1)
-        if kind in ("class", "inst"):
-            mod, qual = v[1], v[2]
-            if kind == "inst":
+        if isinstance(v, Module):
+            return self.symbol(v.mod, name, depth + 1)
+        if isinstance(v, (Class, Inst)):
+            mod, qual = v.mod, v.qual
+            if isinstance(v, Inst):
                 made, sure = [], False
                 for m, q in self.mro(mod, qual):
                     c = self.cls(m, q)
@@ -198,34 +197,34 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
             for m, q in self.mro(mod, qual):
                 c = self.cls(m, q)
                 if c and name in c["registries"]:
-                    return [("registry", name)]
+                    return [Registry(name)]
                 f = self.p.facts(m)
                 if f is not None and f"{q}.{name}" in f["classes"]:
-                    return [("class", m, f"{q}.{name}")]
-            if kind == "class" and self.enum(mod, qual) and any(
+                    return [Class(m, f"{q}.{name}")]
+            if isinstance(v, Class) and self.enum(mod, qual) and any(
                     name in (self.cls(m, q) or {}).get("assigned_at", {}) for m, q in self.mro(mod, qual)):
-                return [("inst", mod, qual)]  # an enum member (cls.NONE): an instance of its class
+                return [Inst(mod, qual)]  # an enum member (cls.NONE): an instance of its class
             found = self.method(mod, qual, name)
-            f = self.p.facts(found[0][1]) if found else None
-            deco = {d.split(".")[-1] for d, _ in f["functions"][found[0][2]]["decorators"]} if f else set()
-            if found and kind == "inst" and deco & {"property", "cached_property"}:
+            f = self.p.facts(found[0].mod) if found else None
+            deco = {d.split(".")[-1] for d, _ in f["functions"][found[0].qual]["decorators"]} if f else set()
+            if found and isinstance(v, Inst) and deco & {"property", "cached_property"}:
                 return self.returns(found[0], depth + 1)  # self.model_runner: what the property returns
-            if found and kind == "class" and deco & {"classmethod", "staticmethod"}:
+            if found and isinstance(v, Class) and deco & {"classmethod", "staticmethod"}:
                 return found  # Fp8Config.from_config: that class's own, not a subclass's override
             if found:
-                return [("method", mod, qual, name)]
+                return [Method(mod, qual, name)]
             return []
-        if kind == "registry" and name in _GETTERS:
-            return [("getter", v[1])]
-        if kind == "registry":  # QUANTIZATION_METHODS[name].from_config: the attribute of what it holds
-            return [w for t in self.registered(v[1]) if t[0] == "class" for w in self.attr(t, name, depth + 1)]
-        if kind == "super":  # the classes after this one in the bound class's method order
-            chain = self.mro(*v[3])
-            after = chain[chain.index((v[1], v[2])) + 1:] if (v[1], v[2]) in chain else self.mro(v[1], v[2])[1:]
+        if isinstance(v, Registry) and name in _GETTERS:
+            return [Getter(v.name)]
+        if isinstance(v, Registry):  # QUANTIZATION_METHODS[name].from_config: the attribute of what it holds
+            return [w for t in self.registered(v.name) if isinstance(t, Class) for w in self.attr(t, name, depth + 1)]
+        if isinstance(v, Super):  # the classes after this one in the bound class's method order
+            chain = self.mro(*v.bound)
+            after = chain[chain.index((v.mod, v.cls)) + 1:] if (v.mod, v.cls) in chain else self.mro(v.mod, v.cls)[1:]
             for m, q in after:
                 f = self.p.facts(m)
                 if f is not None and f"{q}.{name}" in f["functions"]:
-                    return [("func", m, f"{q}.{name}", v[3])]
+                    return [Func(m, f"{q}.{name}", v.bound)]
         return []
 
     def field_passed(self, owner: tuple[str, str], name: str, depth: int) -> list[Value] | None:
@@ -236,14 +235,14 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
             return None
         out: list[Value] = []
         for site in sorted(sites, key=str):
-            fn = (self.p.facts(site[1]) or {}).get("functions", {}).get(site[2])
+            fn = (self.p.facts(site.mod) or {}).get("functions", {}).get(site.qual)
             calls = constructions(fn, site, owner)
             if not calls:
                 return None
             for _, _, kwargs, *_ in calls:
                 if name not in kwargs:
                     return None
-                out += self.expr(site[1], fn["class"], site[3], fn, kwargs[name], depth + 1)
+                out += self.expr(site.mod, fn["class"], site.bound, fn, kwargs[name], depth + 1)
         return list(dict.fromkeys(out)) or None
 
     # --- expressions -------------------------------------------------------------------------------------------
@@ -276,13 +275,13 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
         head, called = parts[0]
         me = bound or ((mod, cls) if cls else None)
         if head == "self" and me:
-            vals: list[Value] = [("inst", *me)]
+            vals: list[Value] = [Inst(*me)]
         elif head == "cls" and me:
-            vals = [("class", *me)]
+            vals = [Class(*me)]
         elif head == "super" and cls:
             # the base's methods, with self still the instance it is bound to (a subclass's attributes and
             # constructor arguments stay in view)
-            vals = [("super", mod, cls, me or (mod, cls))]
+            vals = [Super(mod, cls, me or (mod, cls))]
             called = []
         elif head.startswith("abs:"):  # imported inside the function (facts._abs)
             vals = self.symbol_abs(head[4:].replace("/", "."))
@@ -313,7 +312,7 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
         caller's own parameter, is the model config's None), for a function the call runs; the caller's ``self`` as
         ``__instance__('mod', 'Cls')`` (a callee may ask ``isinstance`` of it: ``get_quant_method(self, prefix)``);
         an argument that cannot be told is ``?`` (its text would mean the callee's own name there)."""
-        if not args or not any(v[0] in ("func", "method") for v in vals):
+        if not args or not any(isinstance(v, (Func, Method)) for v in vals):
             return args
         out = []
         for a in _arguments(args):
@@ -362,13 +361,13 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
         out: list[Value] = []
         every = True
         for node, i in sorted(callers, key=str)[:8]:
-            cf = (self.p.facts(node[1]) or {}).get("functions", {}).get(node[2])
+            cf = (self.p.facts(node.mod) or {}).get("functions", {}).get(node.qual)
             call = cf["calls"][i] if cf and i < len(cf["calls"]) else None
             src = None
             if call is not None and len(call) >= 6 and call[4] is not None:
                 src = call[5].get(name, call[4][pos] if 0 <= pos < len(call[4]) else None)
             if src and src != "?":
-                out += self.expr(node[1], cf["class"], node[3], cf, src, depth + 1)
+                out += self.expr(node.mod, cf["class"], node.bound, cf, src, depth + 1)
             else:
                 every = False
         return out, every and len(callers) <= 8
@@ -377,26 +376,26 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
         """What calling each value (with these constant arguments, if known) returns."""
         out: list[Value] = []
         for v in vals:
-            if v[0] == "class":
-                out.append(("inst", v[1], v[2]))
-            elif v[0] in ("func", "method"):
+            if isinstance(v, Class):
+                out.append(Inst(v.mod, v.qual))
+            elif isinstance(v, (Func, Method)):
                 for t in self.targets([v]):
                     out += self.returns(t, depth + 1, args)
-            elif v[0] == "getter":
-                out.append(("registry", v[1]))
-            elif v[0] == "registry":
-                out += self.call(self.registered(v[1]), depth)
+            elif isinstance(v, Getter):
+                out.append(Registry(v.name))
+            elif isinstance(v, Registry):
+                out += self.call(self.registered(v.name), depth)
         return out
 
     def returns(self, t: Value, depth: int, args: str = "") -> list[Value]:
-        if t[0] != "func" or self._deep(depth, 12):
+        if not isinstance(t, Func) or self._deep(depth, 12):
             return []
-        f = self.p.facts(t[1])
-        fn = f["functions"].get(t[2]) if f else None
+        f = self.p.facts(t.mod)
+        fn = f["functions"].get(t.qual) if f else None
         if fn is None:
             return []
         static = any(d == "staticmethod" for d, _ in fn["decorators"])
-        bound = _bind(fn, args, t[3] is not None and not static)
+        bound = _bind(fn, args, t.bound is not None and not static)
         # a parameter the factory hands on to another factory carries the caller's constant argument with it (one
         # not known stays unknown: ``super().get_quant_method(layer, prefix)`` with only ``layer`` known)
         params = fn.get("params", ())
@@ -404,71 +403,73 @@ class _Resolver(Symbols, Decisions, EngineValues, ObjectStores, CallValues, Call
                     for callee, fargs in fn.get("forwards", []) if any(bound.get(a, "?") != "?" for a in fargs)}
         out = []
         for text, tests in fn["returns"]:
-            if self.cut(t[1], tests, fn, bound):
+            if self.cut(t.mod, tests, fn, bound):
                 continue
             made = fn["locals"].get(text) if text not in fn.get("params", ()) else None
             # a local it returns: what it is assigned under the tests the call's arguments leave (get_rope's
             # rotary_emb, a DualChunkRotaryEmbedding only for a dual-chunk config)
-            for src in ([s for s, held in made if not self.cut(t[1], held, fn, bound)] if made else [text]):
-                out += self.expr(t[1], fn["class"], t[3], fn, forwards.get(src, src), depth + 1)
+            for src in ([s for s, held in made if not self.cut(t.mod, held, fn, bound)] if made else [text]):
+                out += self.expr(t.mod, fn["class"], t.bound, fn, forwards.get(src, src), depth + 1)
         if not out and fn.get("returns_hint") and fn["returns"] and all(
-                text.endswith("()") and {v[0] for v in self.expr(t[1], fn["class"], t[3], fn, text[:-2], depth + 1)}
-                == {"registry"} for text, _ in fn["returns"]):
+                text.endswith("()") and {type(v) for v in self.expr(t.mod, fn["class"], t.bound, fn, text[:-2],
+                                                                   depth + 1)} == {Registry}
+                for text, _ in fn["returns"]):
             # an entry of a registry that nothing the walk saw fills, made by name: an instance of the class the
             # return hint names (``def get_parser(name) -> ParserBase: return _PARSERS[name]()``)
-            out = [("inst", v[1], v[2]) for v in self.symbol(t[1], fn["returns_hint"].removesuffix("()"), depth + 1)
-                   if v[0] == "class"]
+            out = [Inst(v.mod, v.qual) for v in self.symbol(t.mod, fn["returns_hint"].removesuffix("()"), depth + 1)
+                   if isinstance(v, Class)]
         return out
 
     def targets(self, vals: list[Value]) -> list[Value]:
         """The functions and kernels a call of these values runs (constructors included)."""
         out: list[Value] = []
         for v in vals:
-            if v[0] in ("func", "kernel"):
+            if isinstance(v, (Func, Kernel)):
                 out.append(v)
-            elif v[0] == "class":
-                self.live.add((v[1], v[2]))
-                self.made_now.add((v[1], v[2]))
+            elif isinstance(v, Class):
+                self.live.add((v.mod, v.qual))
+                self.made_now.add((v.mod, v.qual))
                 if self.at is not None:
-                    self.made_in_now.setdefault((v[1], v[2]), set()).add(self.at)
-                out += self.method(v[1], v[2], "__init__")
-            elif v[0] == "inst":
-                for c in self.concrete(v[1], v[2]):
+                    self.made_in_now.setdefault((v.mod, v.qual), set()).add(self.at)
+                out += self.method(v.mod, v.qual, "__init__")
+            elif isinstance(v, Inst):
+                for c in self.concrete(v.mod, v.qual):
                     out += self.method(*c, "forward") or self.method(*c, "__call__")
-            elif v[0] == "method":
-                for c in self.concrete(v[1], v[2]):
-                    out += self.method(*c, v[3])
-            elif v[0] == "registry":
-                out += self.targets(self.registered(v[1]))
+            elif isinstance(v, Method):
+                for c in self.concrete(v.mod, v.cls):
+                    out += self.method(*c, v.name)
+            elif isinstance(v, Registry):
+                out += self.targets(self.registered(v.name))
         return list(dict.fromkeys(out))
 
-    def callees(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
+    def callees(self, node: Func, fn: dict[str, Any], callee: str) -> list[Value]:
         """The functions and kernels a call names, a bound method's on each live class it may be, without making
         anything live (a cut call's, for its reason)."""
         out: list[Value] = []
-        for v in self.expr(node[1], fn["class"], node[3], fn, callee.removesuffix("[]")):
-            if v[0] in ("func", "kernel"):
+        for v in self.expr(node.mod, fn["class"], node.bound, fn, callee.removesuffix("[]")):
+            if isinstance(v, (Func, Kernel)):
                 out.append(v)
-            elif v[0] == "method":
-                out += [m for c in self.concrete(v[1], v[2]) for m in self.method(*c, v[3])]
+            elif isinstance(v, Method):
+                out += [m for c in self.concrete(v.mod, v.cls) for m in self.method(*c, v.name)]
         return list(dict.fromkeys(out))
 
     # --- one call site -----------------------------------------------------------------------------------------
-    def site(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
+    def site(self, node: Func, fn: dict[str, Any], callee: str) -> list[Value]:
         key = (node, callee, len(self.live))
         if key not in self._sites:
             self._sites[key] = self._site(node, fn, callee)
         return self._sites[key]
 
-    def _site(self, node: Value, fn: dict[str, Any], callee: str) -> list[Value]:
-        mod, bound, cls = node[1], node[3], fn["class"]
+    def _site(self, node: Func, fn: dict[str, Any], callee: str) -> list[Value]:
+        mod, bound, cls = node.mod, node.bound, fn["class"]
         if callee.endswith("[]"):  # kernel[grid](...) or REGISTRY[key](...)
             vals = self.expr(mod, cls, bound, fn, callee[:-2])
-            return [v for v in vals if v[0] == "kernel"] + self.targets([v for v in vals if v[0] == "registry"])
+            return [v for v in vals if isinstance(v, Kernel)] + self.targets([v for v in vals
+                                                                              if isinstance(v, Registry)])
         return self.targets(self.expr(mod, cls, bound, fn, callee))
 
 
-def method_of(program: Program, mod: str, cls: str, name: str) -> Value | None:
+def method_of(program: Program, mod: str, cls: str, name: str) -> Func | None:
     """A class's method, looked up through its bases, bound to the class (an entry of the walk)."""
     found = _Resolver(program, set(), Env({}, {})).method(mod, cls, name)
     return found[0] if found else None
@@ -537,4 +538,4 @@ def _bind(fn: dict[str, Any], args: str, method: bool) -> dict[str, str]:
 
 
 def _qual(v: Value) -> str:
-    return v[2] if v[0] in ("func", "kernel") else str(v)
+    return v.qual if isinstance(v, (Func, Kernel)) else str(v)

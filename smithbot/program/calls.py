@@ -18,7 +18,8 @@ from smithbot.program.kinds import (CONFIG, CONFIG_CLASSES, CONFIG_LOADERS, EACH
                                     OBJECT, UNKNOWN_SOURCE, ModelConfig, Several, several)
 from smithbot.program.sources import element_of, element_split, is_literal, source_of
 from smithbot.program.syntax import parse_expr, source
-from smithbot.program.state import ResolverState, Value
+from smithbot.program.state import ResolverState
+from smithbot.program.value import Class, Func, Inst, Kernel, Method, Registry, Value
 
 
 class CallValues(ResolverState):
@@ -92,12 +93,12 @@ class CallValues(ResolverState):
                 out.extend(g for g in ([got] if isinstance(got, str) else got) if g not in out)
             return out[0] if len(out) == 1 else out
         vals = self.expr(mod, cls, klass, fn, source(node.func))
-        if len(vals) == 1 and vals[0][0] == "class" and len(node.args) == 1 and not node.keywords \
-                and self.enum(vals[0][1], vals[0][2]):
+        if len(vals) == 1 and isinstance(vals[0], Class) and len(node.args) == 1 and not node.keywords \
+                and self.enum(vals[0].mod, vals[0].qual):
             return self._member(vals[0], source(node.args[0]), outer)
-        if not vals or any(v[0] not in ("func", "method", "registry") for v in vals):
+        if not vals or any(not isinstance(v, (Func, Method, Registry)) for v in vals):
             return None
-        funcs = [v for v in self.targets(vals) if v[0] == "func"]
+        funcs = [v for v in self.targets(vals) if isinstance(v, Func)]
         if not funcs or len(funcs) > 8:
             return None
         if all(self._returns_config(f) for f in funcs):
@@ -110,12 +111,12 @@ class CallValues(ResolverState):
             out.extend(g for g in got if g not in out)
         return out[0] if len(out) == 1 else out
 
-    def _returns_config(self, func: Value) -> bool:
+    def _returns_config(self, func: Func) -> bool:
         """Whether a function says it returns the model's config.json: its return hint is transformers'
         ``PretrainedConfig`` (``def parse(self, model) -> PretrainedConfig``, a parser's base method, whatever
         registry entry the call goes to)."""
-        f = self.p.facts(func[1]) or {}
-        hint = (f.get("functions", {}).get(func[2]) or {}).get("returns_hint")
+        f = self.p.facts(func.mod) or {}
+        hint = (f.get("functions", {}).get(func.qual) or {}).get("returns_hint")
         return bool(hint) and _imported(f, hint.removesuffix("()")) in CONFIG_CLASSES
 
     def _held_callable(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, node: ast.Call
@@ -130,12 +131,12 @@ class CallValues(ResolverState):
         dotted = [t for t in srcs if "." in t and all(p.isidentifier() for p in t.split("."))]
         return dotted if dotted and len(dotted) == len(srcs) else None
 
-    def _member(self, enum: Value, arg: str, outer: Callable[[str], Any] | None) -> list[str] | str | None:
+    def _member(self, enum: Class, arg: str, outer: Callable[[str], Any] | None) -> list[str] | str | None:
         """``Backend(value)``: the members of the enum whose constant is what ``arg`` may be in the caller."""
         got = _sources(value_of(arg, self.env, outer or (lambda name: None)))
         if got is None:
             return None
-        members = {_constant(src): name for m, q in self.mro(enum[1], enum[2])
+        members = {_constant(src): name for m, q in self.mro(enum.mod, enum.qual)
                    for name, entries in (self.cls(m, q) or {}).get("flags", {}).items()
                    for src, where, _ in entries[:1] if where is None and is_literal(src)}
         found = [f"Enum.{members[c]}" for c in map(_constant, got) if c in members]
@@ -144,37 +145,37 @@ class CallValues(ResolverState):
         return found[0] if len(found) == 1 else found
 
     def _returned(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, node: ast.Call,
-                  func: Value, depth: int, outer: Callable[[str], Any] | None, cached: bool,
+                  func: Func, depth: int, outer: Callable[[str], Any] | None, cached: bool,
                   element: int | str | None = None) -> list[str] | None:
         """The constants one function (``func``) may return for the call ``node`` (``element``: the item of the tuple, or
         the key of the dict, it returns), as sources; None when one of them is not known. See ``predicate``."""
-        f = self.p.facts(func[1])
-        target = (f or {}).get("functions", {}).get(func[2])
+        f = self.p.facts(func.mod)
+        target = (f or {}).get("functions", {}).get(func.qual)
         if target is None or not target.get("values"):
             return None
         args = self._call_args(target, node, func, outer)
         if args is None:
             return None
-        theirs = func[1]
+        theirs = func.mod
 
         def look(name: str) -> Any:
             if name.endswith(")"):  # a call the caller can name, else one of the function's own module
                 got = self.predicate(mod, fn, klass, name, depth + 1, outer, cached)
                 if got is None:
-                    got = self.predicate(theirs, target, func[3], name, depth + 1, look, False)
+                    got = self.predicate(theirs, target, func.bound, name, depth + 1, look, False)
                 return got
             if element is not None and element_split(name)[0] in target.get("flags", {}):
                 # a local the returned tuple holds (return None, mode, batch): as the walk's context values it
-                return _sources(value_of(name, self.env, self.look(theirs, target, func[3])))
+                return _sources(value_of(name, self.env, self.look(theirs, target, func.bound)))
             if name in target.get("flags", {}) and name not in args:  # its own local (b = get_backend()), with
                 # the call's arguments in its sources; not a collection filled after it is made
                 if name in target.get("filled", ()):
                     return None
-                return [_bound_source(src, bound) for src in self._local(theirs, target, func[3], name)] or None
+                return [_bound_source(src, bound) for src in self._local(theirs, target, func.bound, name)] or None
             head = name.partition(".")[0]
             if head != name and head in target.get("flags", {}) and head not in args:
                 # an attribute of its own local (moe = get_flags().moe; return moe.enabled): read in the function
-                return self.look(theirs, target, func[3])(name)
+                return self.look(theirs, target, func.bound)(name)
             if name in (self.p.facts(theirs) or {}).get("assigns", {}):
                 return self.module_value(theirs, name)
             return outer(name) if outer else None
@@ -213,7 +214,7 @@ class CallValues(ResolverState):
                 return out  # a return that surely runs: the ones after it never do
         return out + ["None"] if "None" not in out and not target.get("leaves") else out  # (or it runs off its end)
 
-    def _call_args(self, target: dict[str, Any], node: ast.Call, func: Value, outer: Callable[[str], Any] | None
+    def _call_args(self, target: dict[str, Any], node: ast.Call, func: Func, outer: Callable[[str], Any] | None
                    ) -> dict[str, str] | None:
         """The sources the call ``node`` binds the function's parameters to (``self`` to the receiver, ``cls`` to the
         class; a parameter the call leaves to its constant default, that constant); None where one is left to a
@@ -226,7 +227,7 @@ class CallValues(ResolverState):
                 args[params[0]] = target["class"].split(".")[-1]
             elif isinstance(node.func, ast.Attribute):
                 # self is the receiver; a member of the forward-mode enum is the phase's
-                args[params[0]] = self.phase_member([("inst", *func[3])] if func[3] else []) \
+                args[params[0]] = self.phase_member([Inst(*func.bound)] if func.bound else []) \
                     or self._receiver(source(node.func.value), outer)
             params = params[1:]
         given = list(itertools.takewhile(lambda a: not isinstance(a, ast.Starred), node.args))
@@ -240,7 +241,7 @@ class CallValues(ResolverState):
         args.update({p: v for p, v in target.get("constants", {}).items() if p not in args})
         return args
 
-    def _objects_only(self, func: Value, target: dict[str, Any], text: str) -> bool:
+    def _objects_only(self, func: Func, target: dict[str, Any], text: str) -> bool:
         """Whether a function's returned expression is, in the function, surely a class or a function: one named, or
         what a registry holds for the serving settings (``cls._fused_funcs.get(key)``, when a function is
         registered under the settings' values). Only a lookup is asked (``.get(`` or a subscript, in the expression or
@@ -248,9 +249,9 @@ class CallValues(ResolverState):
         looked = [text, *(src for src, _ in target.get("locals", {}).get(text, []))]
         if not any(".get(" in src or "[" in src for src in looked):
             return False
-        vals = self.expr(func[1], target.get("class"), func[3], target, text)
-        return bool(vals) and all(v[0] in ("class", "func", "kernel") or v[0] == "registry" and self.registered(v[1])
-                                  for v in vals)
+        vals = self.expr(func.mod, target.get("class"), func.bound, target, text)
+        return bool(vals) and all(isinstance(v, (Class, Func, Kernel))
+                                  or isinstance(v, Registry) and self.registered(v.name) for v in vals)
 
     def _receiver(self, src: str, outer: Callable[[str], Any] | None) -> str:
         """The receiver of a method call as ``self`` is bound to it: where it may be None or one other value, that
@@ -280,9 +281,9 @@ class CallValues(ResolverState):
             # an object of no known class asked for a method that only classes no step makes define
             # (hasattr(self.model, "is_prefill_aware_swa"): the model is the preset's class, which lacks it)
             return "False" if node.func.id == "hasattr" else source(node.args[2])
-        if not vals or any(v[0] != "inst" for v in vals):
+        if not vals or any(not isinstance(v, Inst) for v in vals):
             return None
-        has = {self._has_attribute((v[1], v[2]), name) for v in vals}
+        has = {self._has_attribute((v.mod, v.qual), name) for v in vals}
         if node.func.id == "hasattr":
             return repr(has.pop()) if len(has) == 1 else None
         if has == {True} and read:
@@ -306,20 +307,20 @@ class CallValues(ResolverState):
                 todo += [k.left, k.right]
             else:
                 found = self.expr(mod, cls, klass, fn, source(k))
-                if not found or any(v[0] != "class" for v in found):
+                if not found or any(not isinstance(v, Class) for v in found):
                     return None
-                kinds += [(v[1], v[2]) for v in found]
+                kinds += [(v.mod, v.qual) for v in found]
         if isinstance(value_of(source(node.args[0]), self.env, outer or (lambda name: None)), ModelConfig):
             return self._config_instance(kinds)
         held_src = outer(node.args[0].id) if outer is not None and isinstance(node.args[0], ast.Name) else None
         bound = parse_expr(held_src) if isinstance(held_src, str) and held_src.startswith(INSTANCE_SOURCE) else None
         if isinstance(bound, ast.Call) and all(isinstance(a, ast.Constant) for a in bound.args):
-            vals = [("inst", *(a.value for a in bound.args))]
+            vals: list[Value] = [Inst(*(a.value for a in bound.args))]
         else:
             vals = self.expr(mod, cls, klass, fn, source(node.args[0]))
-        if not vals or any(v[0] != "inst" for v in vals):
+        if not vals or any(not isinstance(v, Inst) for v in vals):
             return None
-        held = {any(k in self.mro(*c) for k in kinds) for v in vals for c in self.concrete(v[1], v[2])}
+        held = {any(k in self.mro(*c) for k in kinds) for v in vals for c in self.concrete(v.mod, v.qual)}
         return repr(held.pop()) if len(held) == 1 else None
 
     def _config_instance(self, kinds: list[tuple[str, str]]) -> str | None:
@@ -366,11 +367,11 @@ class CallValues(ResolverState):
 
     def param_defaults(self, mod: str, fn: dict[str, Any] | None, callee: str) -> list[str | None] | None:
         """The default sources of the parameters of the one function ``callee`` names in ``mod``, in order."""
-        funcs = [v for v in self.expr(mod, (fn or {}).get("class"), None, fn, callee) if v[0] == "func"]
+        funcs = [v for v in self.expr(mod, (fn or {}).get("class"), None, fn, callee) if isinstance(v, Func)]
         if len(funcs) != 1:
             return None
-        f = self.p.facts(funcs[0][1])
-        target = (f or {}).get("functions", {}).get(funcs[0][2])
+        f = self.p.facts(funcs[0].mod)
+        target = (f or {}).get("functions", {}).get(funcs[0].qual)
         if target is None:
             return None
         given = {**target.get("defaults", {}), **target.get("constants", {})}

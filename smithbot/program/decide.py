@@ -13,9 +13,8 @@ from smithbot.program.kinds import CONFIG, EACH, GIVEN
 from smithbot.program.sources import element_of, element_split, source_of
 from smithbot.program.syntax import names_read, parse_expr
 from smithbot.program.tensors import END
+from smithbot.program.value import Class, Func, Inst, Value
 from smithbot.program.values import ALL_PHASE_MEMBERS, PHASE_MEMBERS
-
-Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
 
 class Decisions:
@@ -99,7 +98,7 @@ class Decisions:
             return None
         key = (mod, id(fn), test, phase, owner, len(self.live))
         if key not in self._phase_sides:
-            node = ("func", where[0], where[1], owner)
+            node = Func(where[0], where[1], owner)
             made: dict[bool, set[str]] = {True: set(), False: set()}
             for callee, tests, *_ in fn["calls"]:
                 sides = [taken for t, taken in tests if t == test]
@@ -120,23 +119,24 @@ class Decisions:
         key = (v, depth, len(self.live))  # (no cycle: each call down asks one depth less)
         if key in self._made_modes:
             return self._made_modes[key]
-        f = self.p.facts(v[1]) if v[0] == "func" else None
-        fn = f["functions"].get(v[2]) if f else None
+        if not isinstance(v, Func):
+            return frozenset()
+        f = self.p.facts(v.mod)
+        fn = f["functions"].get(v.qual) if f else None
         if fn is None:
             return frozenset()
         out: set[str] = set()
         if fn.get("class"):
-            for entries in (self.cls(v[1], fn["class"]) or {}).get("flags", {}).values():
+            for entries in (self.cls(v.mod, fn["class"]) or {}).get("flags", {}).values():
                 for src, method, tests in entries:
                     head, _, member = src.rpartition(".")
-                    if method == v[2] and not tests and member in ALL_PHASE_MEMBERS and head \
-                            and self._mode_enum(v[1], fn, head):
+                    if method == v.qual and not tests and member in ALL_PHASE_MEMBERS and head \
+                            and self._mode_enum(v.mod, fn, head):
                         out.add(member)
         if depth > 0:
-            node = ("func", v[1], v[2], v[3] if len(v) > 3 else None)
             for callee, tests, *_ in fn["calls"]:
-                if not self.cut(v[1], tests, fn, klass=node[3]):
-                    for t in self.callees(node, fn, callee):
+                if not self.cut(v.mod, tests, fn, klass=v.bound):
+                    for t in self.callees(v, fn, callee):
                         out |= self._modes_made(t, depth - 1)
         self._made_modes[key] = frozenset(out)
         return self._made_modes[key]
@@ -154,7 +154,7 @@ class Decisions:
     def _mode_enum(self, mod: str, fn: dict[str, Any], head: str) -> bool:
         """Whether ``head`` (``ForwardMode``) names the engine's forward-mode enum: an enum with a DECODE member."""
         vals = self.expr(mod, fn.get("class"), None, fn, head)
-        return len(vals) == 1 and vals[0][0] == "class" and bool(self.mode_members(vals[0][1], vals[0][2]))
+        return len(vals) == 1 and isinstance(vals[0], Class) and bool(self.mode_members(vals[0].mod, vals[0].qual))
 
     def look(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None,
              bound: dict[str, str] | None = None, test: str | None = None) -> Callable[[str], Any]:
@@ -221,16 +221,16 @@ class Decisions:
         return look
 
     def _property(self, mod: str, fn: dict[str, Any] | None, owner: tuple[str, str] | None, name: str
-                  ) -> tuple | None:
+                  ) -> Func | None:
         """The property ``name`` reads (``vllm_config.use_v2_model_runner``, of the one class its object is an
         instance of), as the function value ``predicate`` evaluates; else None."""
         head, _, attr = name.rpartition(".")
         vals = self.expr(mod, (fn or {}).get("class"), owner, fn, head)
-        if len(vals) != 1 or vals[0][0] != "inst":
+        if len(vals) != 1 or not isinstance(vals[0], Inst):
             return None
-        found = self.method(vals[0][1], vals[0][2], attr)
-        f = self.p.facts(found[0][1]) if found else None
-        decorators = {d.split(".")[-1] for d, _ in f["functions"][found[0][2]]["decorators"]} if f else set()
+        found = self.method(vals[0].mod, vals[0].qual, attr)
+        f = self.p.facts(found[0].mod) if found else None
+        decorators = {d.split(".")[-1] for d, _ in f["functions"][found[0].qual]["decorators"]} if f else set()
         return found[0] if decorators & {"property", "cached_property"} else None
 
     def env_getter(self, mod: str, name: str) -> str | None:
@@ -292,12 +292,12 @@ class Decisions:
             self._locals[key] = out
         return out
 
-    def every_one(self, node: Value, fn: dict[str, Any], callee: str) -> bool:
+    def every_one(self, node: Func, fn: dict[str, Any], callee: str) -> bool:
         """Whether a call of ``self.attr`` that may go to several classes goes to each of them in some instances:
         every assignment of the attribute is decided, and one by a test that differs per instance (the MoE block
         in some layers, the dense MLP in the others)."""
         parts = callee.removesuffix("[]").split(".")
-        owner = node[3] or ((node[1], fn["class"]) if fn.get("class") else None)
+        owner = node.bound or ((node.mod, fn["class"]) if fn.get("class") else None)
         if parts[0] != "self" or len(parts) < 2 or owner is None:
             return False
         for m, q in self.mro(*owner):

@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from smithbot.program.modules import Program
-
-Value = tuple  # the call graph's abstract value (see callgraph.Value)
+from smithbot.program.value import Func
 
 
 class ParsedIndex:
@@ -39,7 +38,7 @@ class ResolverState:
     p: Program
     env: Any
     targets: Any
-    callers: dict[tuple[str, str], set[tuple[Value, int]]] | None
+    callers: dict[tuple[str, str], set[tuple[Func, int]]] | None
     qual_of: dict[int, tuple[str, str]]
     entries: set[int]
     configs: dict[int, str]

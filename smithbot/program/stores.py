@@ -11,6 +11,7 @@ from typing import Any
 
 from smithbot.program.sources import is_literal
 from smithbot.program.state import ParsedIndex, ResolverState
+from smithbot.program.value import Class, Func, Inst
 from smithbot.program.values import constructions
 
 _CALLED_FIELDS = re.compile(r"((?:abs:)?[\w./]+)\([^()]*\)((?:\.\w+)*)")  # func(...).a.b
@@ -77,10 +78,10 @@ class ObjectStores(ResolverState):
         if match is not None:
             head = match[1].replace("/", ".")
             funcs = self.symbol_abs(head[4:]) if head.startswith("abs:") else self.symbol(mod, head)
-            found = [(f[1], h) for f in funcs if f[0] == "func" for h in
-                     [((self.p.facts(f[1]) or {}).get("functions", {}).get(f[2]) or {}).get("returns_hint")] if h]
-            classes = [(v[1], v[2]) for m, h in found[:1] for v in self.symbol(m, h.partition("(")[0])
-                       if v[0] == "class"]
+            found = [(f.mod, h) for f in funcs if isinstance(f, Func) for h in
+                     [((self.p.facts(f.mod) or {}).get("functions", {}).get(f.qual) or {}).get("returns_hint")] if h]
+            classes = [(v.mod, v.qual) for m, h in found[:1] for v in self.symbol(m, h.partition("(")[0])
+                       if isinstance(v, Class)]
             fields = match[2]
         elif home is not None and src.startswith("self.") and all(map(str.isidentifier, src.split("."))):
             classes, fields = [home], src[4:]
@@ -89,8 +90,8 @@ class ObjectStores(ResolverState):
         for attr in [a for a in fields.split(".") if a]:
             hints = [(m, e[0]) for m, q in (self.mro(*classes[0]) if len(classes) == 1 else [])
                      for e in ((self.cls(m, q) or {}).get("attrs", {}).get(attr) or [])[:1]]
-            classes = [(v[1], v[2]) for m, h in hints[:1] if h.endswith("()")
-                       for v in self.symbol(m, h[:-2]) if v[0] == "class"]
+            classes = [(v.mod, v.qual) for m, h in hints[:1] if h.endswith("()")
+                       for v in self.symbol(m, h[:-2]) if isinstance(v, Class)]
         return classes if len(classes) == 1 else []
 
     def _factory_made(self, mod: str, fn: dict[str, Any] | None, klass: tuple[str, str] | None, head: str,
@@ -103,9 +104,9 @@ class ObjectStores(ResolverState):
         of the class sets it, no construction passes it, no store elsewhere; else None."""
         base, _, name = head.rpartition(".")
         vals = self.expr(mod, (fn or {}).get("class"), klass, fn, base) if base else []
-        if len(vals) != 1 or vals[0][0] != "inst" or self._too_deep():
+        if len(vals) != 1 or not isinstance(vals[0], Inst) or self._too_deep():
             return None
-        owner = (vals[0][1], vals[0][2])
+        owner = (vals[0].mod, vals[0].qual)
         found = [(m, c["factories"][name], c) for m, q in self.mro(*owner) for c in [self.cls(m, q) or {}]
                  if name in c.get("factories", {})][:1]
         if not found:
@@ -114,12 +115,13 @@ class ObjectStores(ResolverState):
         if any(where is not None for where, _ in body["assigned_at"].get(name, ())) \
                 or self._set_elsewhere(owner, name) or any(
                     name in c[2] or "**" in c[2] for site in self._construction_sites(owner)
-                    for c in constructions(self.p.facts(site[1])["functions"].get(site[2]), site, owner)):
+                    for c in constructions(self.p.facts(site.mod)["functions"].get(site.qual), site, owner)):
             return None
         call = ast.parse(src, mode="eval").body
         assert isinstance(call, ast.Call)
         passed = next((k.value for k in call.keywords if k.arg == attr), None)
-        made = [(v[1], v[2]) for v in self.expr(home, None, None, None, src) if v[0] == "inst"] if passed else []
+        made = [(v.mod, v.qual) for v in self.expr(home, None, None, None, src)
+                if isinstance(v, Inst)] if passed else []
         if len(made) != 1:
             return None
         value = self._source_there(home, None, None, ast.unparse(passed))

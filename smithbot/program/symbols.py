@@ -12,9 +12,9 @@ from typing import Any
 from smithbot.program.evaluate import Env
 from smithbot.program.modules import Program
 from smithbot.program.syntax import dotted_name, parse_expr
+from smithbot.program.value import Class, Func, Inst, Kernel, Method, Module, Registry, Value
 
 _SINGLETON = re.compile(r"([A-Za-z_][\w.]*)\(.*\)", re.S)  # X = Cls(...): the callee
-Value = tuple  # the call graph's abstract value (see callgraph.Value)
 
 
 class Symbols:
@@ -47,11 +47,11 @@ class Symbols:
             return self._then(self.symbol_abs(sub, depth + 1), rest, depth) if sub in self.p.modules else []
         vals: list[Value]
         if head in f["classes"]:
-            vals = [("class", module, head)]
+            vals = [Class(module, head)]
         elif (module, head) in self.kernels:
-            vals = [("kernel", module, head)]
+            vals = [Kernel(module, head)]
         elif head in f["functions"]:
-            vals = [("func", module, head, None)]
+            vals = [Func(module, head, None)]
         elif head in f["imports"]:
             vals = self.symbol_abs(f["imports"][head], depth + 1)
         elif head in f["assigns"]:
@@ -60,20 +60,20 @@ class Symbols:
             if src.replace(".", "").replace("_", "").isalnum() and src != head:
                 vals = self.symbol(module, src, depth + 1)  # an alias: X = other_module.Y
             elif made and made[1] != head and (classes := [v for v in self.symbol(module, made[1], depth + 1)
-                                                           if v[0] == "class"]):
-                vals = [("inst", v[1], v[2]) for v in classes]  # a module's one instance: _CONTEXT = Context(...)
+                                                           if isinstance(v, Class)]):
+                vals = [Inst(v.mod, v.qual) for v in classes]  # a module's one instance: _CONTEXT = Context(...)
             else:
-                vals = [("registry", head)]  # a module-level table: dispatch goes through its registrations
+                vals = [Registry(head)]  # a module-level table: dispatch goes through its registrations
                 if head not in self._tables:  # a dict it spells out ({"fp8": Fp8Config}) registers its entries
                     self._tables[head] = []  # (by the table's name, as decorators register: the first one read)
                     self._tables[head] = self._entries(module, src, 0)
         elif f"{module}.{head}" in self.p.modules:
-            vals = [("module", f"{module}.{head}")]
+            vals = [Module(f"{module}.{head}")]
         else:  # from pkg.common import *
             vals = next((v for star in f.get("stars", []) if star in self.p.modules
                          for v in [self.symbol(star, head, depth + 1)] if v), [])
             if not vals and "__getattr__" in f["functions"]:  # a lazy module attribute (PEP 562)
-                vals = self.returns(("func", module, "__getattr__", None), depth + 1, repr(head))
+                vals = self.returns(Func(module, "__getattr__", None), depth + 1, repr(head))
         return self._then(vals, rest, depth)
 
     def symbol_abs(self, dotted: str, depth: int = 0) -> list[Value]:
@@ -85,12 +85,12 @@ class Symbols:
             if pf is not None and (name in pf["functions"] or name in pf["classes"]
                                    or pf["imports"].get(name, dotted) != dotted):
                 return self.symbol(parent, name, depth + 1)
-            return [("module", dotted)]
+            return [Module(dotted)]
         found = self.p.split(dotted)
         if found is None:
             return []
         mod, rest = found
-        return self.symbol(mod, rest, depth + 1) if rest else [("module", mod)]
+        return self.symbol(mod, rest, depth + 1) if rest else [Module(mod)]
 
     def _then(self, vals: list[Value], rest: str, depth: int) -> list[Value]:
         for part in [p for p in rest.split(".") if p]:
@@ -110,8 +110,8 @@ class Symbols:
             c = self.cls(mod, qual)
             for b in (c["bases"] if c else []):
                 for v in self.symbol(mod, b):
-                    if v[0] == "class":
-                        out.extend(x for x in self.mro(v[1], v[2]) if x not in out)
+                    if isinstance(v, Class):
+                        out.extend(x for x in self.mro(v.mod, v.qual) if x not in out)
             self._mro[key] = out
         return self._mro[key]
 
@@ -120,12 +120,12 @@ class Symbols:
         return any(b.split(".")[-1].endswith(("Enum", "Flag")) for m, q in self.mro(mod, qual)
                    for b in (self.cls(m, q) or {}).get("bases", []))
 
-    def method(self, mod: str, qual: str, name: str) -> list[Value]:
+    def method(self, mod: str, qual: str, name: str) -> list[Func]:
         """``name`` looked up on the class (its bases in order), bound to that class."""
         for m, q in self.mro(mod, qual):
             f = self.p.facts(m)
             if f is not None and f"{q}.{name}" in f["functions"]:
-                return [("func", m, f"{q}.{name}", (mod, qual))]
+                return [Func(m, f"{q}.{name}", (mod, qual))]
         return []
 
     def concrete(self, mod: str, qual: str) -> list[tuple[str, str]]:
@@ -176,7 +176,7 @@ class Symbols:
                 inner = (self.p.facts(module) or {}).get("assigns", {}).get(value.id)
                 out += self._entries(module, inner, depth + 1) if inner else []
             elif isinstance(key, ast.Constant) and isinstance(key.value, str) and name:
-                out += [((key.value,), v) for v in self.symbol(module, name, depth + 1) if v[0] in ("class", "func")]
+                out += [((key.value,), v) for v in self.symbol(module, name, depth + 1) if isinstance(v, (Class, Func))]
         return out
 
     def _index_registrations(self, mod: str) -> None:
@@ -187,11 +187,12 @@ class Symbols:
         if f is None or self._registered is None:
             return
         for callee, keys, names in f.get("registers", []):
-            funcs = [v for name in names for v in self.symbol(mod, name) if v[0] == "func"]
+            funcs = [v for name in names for v in self.symbol(mod, name) if isinstance(v, Func)]
             if not funcs:
                 continue
             for d in self.symbol(mod, callee):
-                for t in ([d] if d[0] == "func" else self.method(d[1], d[2], d[3]) if d[0] == "method" else []):
+                for t in ([d] if isinstance(d, Func) else self.method(d.mod, d.cls, d.name) if isinstance(d, Method)
+                          else []):
                     for store in self._stores(t):
                         self._registered.setdefault(store.split(".")[-1], []).extend(
                             (tuple(keys), func) for func in funcs)
@@ -200,32 +201,32 @@ class Symbols:
                 if not args:
                     continue
                 for d in self.symbol(mod, dec):
-                    if d[0] != "func":
+                    if not isinstance(d, Func):
                         continue
                     for store in self._stores(d):
                         self._registered.setdefault(store.split(".")[-1], []).append(
-                            (tuple(args), ("func", mod, qual, None)))
+                            (tuple(args), Func(mod, qual, None)))
 
-    def _stores(self, t: Value, depth: int = 0) -> list[str]:
+    def _stores(self, t: Func, depth: int = 0) -> list[str]:
         """The tables a registering function stores into: its own stores, its inner functions' (a decorator
         factory's ``decorator``), and, one call deep, those of the functions they call (a decorator that hands the
         function to ``FusedOpPool.register_fused_func``, which stores it)."""
-        f = self.p.facts(t[1])
-        if f is None or t[2] not in f["functions"]:
+        f = self.p.facts(t.mod)
+        if f is None or t.qual not in f["functions"]:
             return []
         out: list[str] = []
-        for q in [t[2], *(q for q in f["functions"] if q.startswith(t[2] + "."))]:
+        for q in [t.qual, *(q for q in f["functions"] if q.startswith(t.qual + "."))]:
             fn = f["functions"][q]
             out += fn["stores"]
             if depth == 0:
                 for c in fn["calls"]:
-                    vals = self.expr(t[1], fn.get("class"), None, fn, c[0])
-                    out += [s for u in self.targets(vals) if u[0] == "func" for s in self._stores(u, 1)]
+                    vals = self.expr(t.mod, fn.get("class"), None, fn, c[0])
+                    out += [s for u in self.targets(vals) if isinstance(u, Func) for s in self._stores(u, 1)]
         return list(dict.fromkeys(out))
 
-    def foreign(self, v: Value) -> bool:
+    def foreign(self, v: Func | Kernel) -> bool:
         """Code for other hardware: a module path or class name with one of the other platforms' words."""
-        key = (v[1], v[3][1] if v[0] == "func" and v[3] else v[2].split(".")[0])
+        key = (v.mod, v.bound[1] if isinstance(v, Func) and v.bound else v.qual.split(".")[0])
         if key not in self._foreign:
             words = set(re.split(r"[._]", key[0].lower())) | set(re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+",
                                                                            key[1].replace("_", " ")))

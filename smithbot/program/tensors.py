@@ -34,6 +34,7 @@ from smithbot.program.kinds import DTYPES
 from smithbot.program.sources import is_literal
 from smithbot.program.syntax import dotted_name, parse_expr
 from smithbot.program.state import ResolverState
+from smithbot.program.value import Class, Func
 
 _DEPTH = 12  # values deep: a router's logits reach their making four calls up, each a caller's local or argument
 
@@ -337,10 +338,10 @@ class TensorTypes(ResolverState):
         name = dotted_name(func)
         for v in (self.symbol(mod, name) if name else []):
             fn = None
-            if v[0] == "func":
-                fn = ((self.p.facts(v[1]) or {}).get("functions") or {}).get(v[2])
-            elif v[0] == "class":
-                fn = ((self.p.facts(v[1]) or {}).get("functions") or {}).get(f"{v[2]}.__init__")
+            if isinstance(v, Func):
+                fn = ((self.p.facts(v.mod) or {}).get("functions") or {}).get(v.qual)
+            elif isinstance(v, Class):
+                fn = ((self.p.facts(v.mod) or {}).get("functions") or {}).get(f"{v.qual}.__init__")
             if fn is not None:
                 return [p for p in fn.get("params", []) if p != "self"]
         return []
@@ -396,7 +397,7 @@ class TensorTypes(ResolverState):
         skip = 1 if facts.get("class") and not any(d == "staticmethod" for d, _ in facts.get("decorators", [])) else 0
         out = []
         for node, i in sorted(callers, key=str):
-            cf = (self.p.facts(node[1]) or {}).get("functions", {}).get(node[2])
+            cf = (self.p.facts(node.mod) or {}).get("functions", {}).get(node.qual)
             call = cf["calls"][i] if cf and i < len(cf["calls"]) else None
             if call is None or len(call) < 6 or call[4] is None:
                 return None
@@ -412,7 +413,7 @@ class TensorTypes(ResolverState):
             e = parse_expr(src)
             if e is None or src == "?" or "**" in call[5]:
                 return None
-            out.append((node[1], node[2], node[3], call[3], e))
+            out.append((node.mod, node.qual, node.bound, call[3], e))
         return out
 
     def _torch_module(self, klass: tuple[str, str] | None) -> bool:
@@ -425,8 +426,8 @@ class TensorTypes(ResolverState):
         "ScheduleBatch"`` in a method of that class): its attributes are traced as that class's ``self``'s."""
         fn = ((self.p.facts(mod) or {}).get("functions") or {}).get(qual) or {}
         hint = (fn.get("annotated") or {}).get(name, "").removesuffix("()")
-        found = [v for v in (self.symbol(mod, hint) if hint else []) if v[0] == "class"]
-        return (found[0][1], found[0][2]) if len(found) == 1 else None
+        found = [v for v in (self.symbol(mod, hint) if hint else []) if isinstance(v, Class)]
+        return (found[0].mod, found[0].qual) if len(found) == 1 else None
 
     def _self_sources(self, klass: tuple[str, str], attr: str) -> list[tuple[str, str, int, ast.expr]]:
         """What the class and its bases assign ``self.<attr>``: (module, assigning function, line, expression)."""

@@ -12,8 +12,9 @@ from smithbot.program.evaluate import value_of
 from smithbot.program.kinds import EACH, EACH_SOURCE, OBJECT, ONE_OF_SOURCE
 from smithbot.program.modules import Program
 from smithbot.program.sources import constant_source, is_literal, one_of, one_of_items, source_of
-from smithbot.program.state import ParsedIndex, ResolverState, Value
+from smithbot.program.state import ParsedIndex, ResolverState
 from smithbot.program.syntax import names_read
+from smithbot.program.value import Class, Func, Inst, Kernel, Value
 
 # how many values deep a value may be traced (a constructor's argument through its constructions, a caller's
 # argument, another object's attribute): a model's config reaches a router six constructions down
@@ -25,7 +26,7 @@ _DEPTH = 8
 class EngineValues(ResolverState):
     """The resolver's methods that evaluate values from the engine's code (see the module's docstring)."""
 
-    made_in: dict[tuple[str, str], set[Value]]
+    made_in: dict[tuple[str, str], set[Func]]
     _tracing: int
     _objects: dict[tuple, tuple]
     _imported: dict[tuple, tuple]
@@ -159,21 +160,21 @@ class EngineValues(ResolverState):
         if owner and (not entries or any(where is None for _, where, _ in entries)):
             # where the walk saw it made, else anywhere; and always the class's own alternative constructors
             sites = set(self.made_in.get(owner) or self._construction_sites(owner))
-            sites |= {s for s in self._construction_sites(owner) if s[3] == owner}
+            sites |= {s for s in self._construction_sites(owner) if s.bound == owner}
             passed: list[list[Any]] = []
             every = True  # every construction passes the field: its default never holds
             named = False  # a construction passes it, one the defaults rule out too
             for site in sorted(sites, key=str):
-                sf = self.p.facts(site[1])
-                sfn = ((sf or {}).get("functions", {}).get(site[2]) or {})
+                sf = self.p.facts(site.mod)
+                sfn = ((sf or {}).get("functions", {}).get(site.qual) or {})
                 for _, _, kwargs, _, tests in constructions(sfn, site, owner):
                     named = named or name in kwargs
-                    if self.cut(site[1], tests, sfn, klass=site[3]):
+                    if self.cut(site.mod, tests, sfn, klass=site.bound):
                         continue
                     if name in kwargs and self._copied(sfn, owner, name, kwargs[name]):
                         continue  # `VllmConfig(model_config=vllm_config.model_config)`: another instance's value
                     if name in kwargs:
-                        passed.append([self._value_there(site[1], sfn, site[3], kwargs[name], several=True) or "?",
+                        passed.append([self._value_there(site.mod, sfn, site.bound, kwargs[name], several=True) or "?",
                                        None, []])
                     elif "**" in kwargs:
                         passed.append(["?", None, []])
@@ -227,7 +228,7 @@ class EngineValues(ResolverState):
             found = constant_source(value_of(src, self.env, self.look(mod, fn, owner)), several)
             if found is None:
                 vals = self.expr(mod, (fn or {}).get("class"), owner, fn, src)
-                if vals and all(v[0] in ("class", "func", "kernel") for v in vals):
+                if vals and all(isinstance(v, (Class, Func, Kernel)) for v in vals):
                     found = OBJECT
             return found
         finally:
@@ -242,16 +243,16 @@ class EngineValues(ResolverState):
         self._tracing += 1
         try:
             for site in sorted(self.made_in.get(owner) or self._construction_sites(owner), key=str):
-                f = self.p.facts(site[1])
-                fn = (f or {}).get("functions", {}).get(site[2])
+                f = self.p.facts(site.mod)
+                fn = (f or {}).get("functions", {}).get(site.qual)
                 if fn is None:
                     return None
-                calls = [c for c in fn.get("constructs", []) if ("class", *owner) in
-                         self.expr(site[1], fn.get("class"), site[3], fn, c[0])]
+                calls = [c for c in fn.get("constructs", []) if Class(*owner) in
+                         self.expr(site.mod, fn.get("class"), site.bound, fn, c[0])]
                 if not calls:
                     return None
                 for _, args, kwargs, iters, tests in calls:
-                    if self.cut(site[1], tests, fn, klass=site[3]):
+                    if self.cut(site.mod, tests, fn, klass=site.bound):
                         continue  # a construction the defaults rule out (the HIP-only runner)
                     i = params.index(param)
                     kwargs = self._known_spread(site, fn, kwargs, param)
@@ -273,7 +274,7 @@ class EngineValues(ResolverState):
                         src = fn_default(self.p, owner, param)
                     if src is None:
                         return None
-                    found = self._value_there(site[1], fn, site[3], src, deeper=False, several=True)
+                    found = self._value_there(site.mod, fn, site.bound, src, deeper=False, several=True)
                     if found is None:
                         return None
                     values.add(found)
@@ -285,7 +286,7 @@ class EngineValues(ResolverState):
         items = sorted({item for v in values for item in one_of_items(v)})
         return one_of(items) if values and not any(v.startswith(EACH_SOURCE) for v in values) else None
 
-    def _construction_sites(self, owner: tuple[str, str]) -> set[Value]:
+    def _construction_sites(self, owner: tuple[str, str]) -> set[Func]:
         """The functions of the modules parsed so far that construct a class of ``owner``'s name: where its
         arguments come from when the walk did not see it made (an instance a layer holds, built in an __init__ that
         only a type annotation led to)."""
@@ -303,10 +304,10 @@ class EngineValues(ResolverState):
         """The source of the forward-mode member of the phase being walked, when ``vals`` are instances of the
         engine's forward-mode enum: an enum with a member named for each phase (``DECODE``, and ``EXTEND`` or
         ``PREFILL``), as sglang's ForwardMode. A step of the decode phase is in mode DECODE; None otherwise."""
-        if self.env.phase not in PHASE_MEMBERS or not vals or any(v[0] != "inst" for v in vals) \
-                or len({v[1:3] for v in vals}) != 1:
+        if self.env.phase not in PHASE_MEMBERS or not vals or any(not isinstance(v, Inst) for v in vals) \
+                or len({(v.mod, v.qual) for v in vals}) != 1:
             return None
-        members = self.mode_members(vals[0][1], vals[0][2])
+        members = self.mode_members(vals[0].mod, vals[0].qual)
         found = next((n for n in PHASE_MEMBERS[self.env.phase] if n in members), None)
         return f"Enum.{found}" if found else None
 
@@ -325,19 +326,20 @@ class EngineValues(ResolverState):
         if made is not None:
             return made
         vals = self.expr(mod, (fn or {}).get("class"), klass, fn, head)
-        if vals and all(v[0] == "inst" for v in vals):
+        if vals and all(isinstance(v, Inst) for v in vals):
             phase = self.phase_member(self.expr(mod, (fn or {}).get("class"), klass, fn, dotted))
             if phase is not None:
                 return [phase]  # forward_batch.forward_mode: the phase's mode (not ForwardMode.IDLE, a member)
-        if len(vals) == 1 and vals[0][0] == "class":  # a class attribute: an enum member's value (QuantPolicy.NONE)
-            found = [e[0] for m, q in self.mro(vals[0][1], vals[0][2])
+        # a class attribute: an enum member's value (QuantPolicy.NONE)
+        if len(vals) == 1 and isinstance(vals[0], Class):
+            found = [e[0] for m, q in self.mro(vals[0].mod, vals[0].qual)
                      for e in ((self.cls(m, q) or {}).get("flags", {}).get(attr) or [])[:1] if e[1] is None]
             return found[:1] if found and is_literal(found[0]) else None
-        if not vals or any(v[0] != "inst" for v in vals) or self._too_deep():
+        if not vals or any(not isinstance(v, Inst) for v in vals) or self._too_deep():
             return None
         out: list[str] = []
         for v in vals:
-            owner = (v[1], v[2])
+            owner = (v.mod, v.qual)
             srcs = self.owner_flags(owner).get(f"self.{attr}")
             if not srcs:
                 return None
@@ -420,7 +422,7 @@ def index_constructions(entries: dict[str, Any], mod: str, f: dict[str, Any]) ->
     """A module's functions by the class names they construct (``ParsedIndex``)."""
     for qual, fn in f["functions"].items():
         for c in fn.get("constructs", []):
-            site = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
+            site = Func(mod, qual, (mod, fn["class"]) if fn.get("class") else None)
             made = fn["class"] if c[0] == "cls" and fn.get("class") else c[0]  # a classmethod's cls(...)
             entries.setdefault(made.split(".")[-1], set()).add(site)
 
@@ -431,11 +433,11 @@ def _while_set(name: str) -> list[list[Any]]:
     return [[f"{attr} is not None", True], [f"{attr} is None", False], [attr, True], [f"not {attr}", False]]
 
 
-def constructions(fn: dict[str, Any] | None, site: Value, owner: tuple[str, str]) -> list[list[Any]]:
+def constructions(fn: dict[str, Any] | None, site: Func, owner: tuple[str, str]) -> list[list[Any]]:
     """The constructions of ``owner`` that ``fn`` (the function ``site``) makes, by the class's name or, in one of
     its classmethods, as ``cls(...)``: its ``constructs`` facts ``[name, args, kwargs, iters, tests]``."""
     return [c for c in (fn or {}).get("constructs", [])
-            if c[0].split(".")[-1] == owner[1].split(".")[-1] or (c[0] == "cls" and site[3] == owner)]
+            if c[0].split(".")[-1] == owner[1].split(".")[-1] or (c[0] == "cls" and site.bound == owner)]
 
 
 def fn_default(program: Program, owner: tuple[str, str], param: str) -> str | None:

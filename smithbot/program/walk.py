@@ -8,14 +8,15 @@ import heapq
 import math
 from collections import deque
 from typing import Any, Callable
-from smithbot.program.callgraph import Reach, Value, _qual, _Resolver
+from smithbot.program.callgraph import Reach, _qual, _Resolver
 from smithbot.program.evaluate import Env, Platform
 from smithbot.program.kinds import EACH
 from smithbot.program.modules import Program
+from smithbot.program.value import Func, Kernel, Value
 
 
-def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list[Value], engine: list[Value],
-          startup: list[Value], other_platforms: tuple[str, ...] = (),
+def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list[Func], engine: list[Func],
+          startup: list[Func], other_platforms: tuple[str, ...] = (),
           phases: tuple[str, ...] = ("decode", "prefill"), decode_only: frozenset[tuple[str, str]] = frozenset(),
           functions: dict[tuple[str, str], list[Reach]] | None = None,
           cuts: dict[tuple[str, str], str] | None = None,
@@ -61,7 +62,7 @@ def reach(program: Program, kernels: set[tuple[str, str]], env: Env, model: list
             r.env = env.with_phase(phase)
             best[phase], funcs[phase], graph[phase] = {}, {}, _Graph()
             _walk(r, model, True, best[phase], True, funcs[phase], cuts, graph[phase])
-            steps = [e for e in engine if phase == "decode" or (e[1], e[2]) not in decode_only]
+            steps = [e for e in engine if phase == "decode" or (e.mod, e.qual) not in decode_only]
             _walk(r, steps, True, best[phase], False, funcs[phase], cuts, graph[phase])
         ran, surely = frozenset(r.visited), frozenset(r.surely_now)
         callers, r.callers_now = r.callers_now, {}
@@ -95,20 +96,20 @@ def _answer_types(r: _Resolver, env: Env, types: dict[Any, Any] | None, asked: l
         types.setdefault(key, {})[q] = r.answer(*key, q)  # type: ignore[union-attr]
 
 
-def _enter(r: _Resolver, model: list[Value], engine: list[Value], startup: list[Value]) -> None:
+def _enter(r: _Resolver, model: list[Func], engine: list[Func], startup: list[Func]) -> None:
     """What the entries tell the resolver before any walk: which functions are entries (their parameters are what
     their callers leave to defaults), that the model class's constructor takes the model's config first, and that
     the entries' classes are live (the model, and the scheduler an engine entry's method runs on)."""
     for v in model + engine + startup:
-        entry = (r.p.facts(v[1]) or {}).get("functions", {}).get(v[2])
+        entry = (r.p.facts(v.mod) or {}).get("functions", {}).get(v.qual)
         if entry is not None:
             r.entries.add(id(entry))
     for v in model:
-        init = r.method(*v[3], "__init__") if v[0] == "func" and v[3] else []
-        fn = (r.p.facts(init[0][1]) or {}).get("functions", {}).get(init[0][2]) if init else None
+        init = r.method(*v.bound, "__init__") if isinstance(v, Func) and v.bound else []
+        fn = (r.p.facts(init[0].mod) or {}).get("functions", {}).get(init[0].qual) if init else None
         if fn is not None and len(fn.get("params", [])) > 1:
             r.configs[id(fn)] = fn["params"][1]
-    r.live.update(v[3] for v in model + engine if v[0] == "func" and v[3])
+    r.live.update(v.bound for v in model + engine if isinstance(v, Func) and v.bound)
 
 
 def _answer(r: _Resolver, env: Env, asked: dict[tuple[str, str], set[str]], phases: tuple[str, ...],
@@ -150,10 +151,10 @@ def _behind_cuts(r: _Resolver, cuts: dict[tuple[str, str], str], limit: int = 50
         fn = f["functions"].get(qual) if f else None
         if fn is None:
             continue
-        node = ("func", mod, qual, (mod, fn["class"]) if fn.get("class") else None)
+        node = Func(mod, qual, (mod, fn["class"]) if fn.get("class") else None)
         for callee, *_ in fn["calls"]:
             for t in r.callees(node, fn, callee):
-                key = (t[1], t[2])
+                key = (t.mod, t.qual)
                 if key not in cuts and key not in r.visited:
                     cuts[key] = why
                     todo.append((key, why))
@@ -228,7 +229,7 @@ class _Graph:
                      tuple(text for text, x in opened if x not in moot))
 
 
-def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, str], Reach], loops: bool,
+def _walk(r: _Resolver, starts: list[Func], count: bool, best: dict[tuple[str, str], Reach], loops: bool,
           funcs: dict[tuple[str, str], Reach] | None = None, cuts: dict[tuple[str, str], str] | None = None,
           graph: _Graph | None = None) -> None:
     """Cheapest paths first, where an edge costs its uncertainty in bits: one per if-test on it that the defaults
@@ -251,34 +252,34 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
         c, _, node, loop = heapq.heappop(heap)
         if c > cost.get((node, loop), c):
             continue
-        f = r.p.facts(node[1])
-        fn = f["functions"].get(node[2]) if f else None
+        f = r.p.facts(node.mod)
+        fn = f["functions"].get(node.qual) if f else None
         if fn is None:
             continue
-        r.visited.add((node[1], node[2]))
-        r.bound_of[(node[1], node[2])] = node[3]
+        r.visited.add((node.mod, node.qual))
+        r.bound_of[(node.mod, node.qual)] = node.bound
         if c == 0:
-            r.surely_now.add((node[1], node[2]))
+            r.surely_now.add((node.mod, node.qual))
         if funcs is not None:
-            old = funcs.get((node[1], node[2]))
+            old = funcs.get((node.mod, node.qual))
             if old is None or (loop, -c) > (old.per_layer, -old.undecided):
                 opened = open_tests.get((node, loop), ())
-                funcs[(node[1], node[2])] = Reach(r.env.phase or "", loop, _path(parent, (node, loop)), c,
-                                                  tuple(text for text, _ in opened))
-                graph.opened[(False, (node[1], node[2]))] = (node, opened)
+                funcs[(node.mod, node.qual)] = Reach(r.env.phase or "", loop, _path(parent, (node, loop)), c,
+                                                     tuple(text for text, _ in opened))
+                graph.opened[(False, (node.mod, node.qual))] = (node, opened)
         r.at = node
-        where = r.p.modules.get(node[1], node[1])
-        r.qual_of[id(fn)] = (node[1], node[2])
+        where = r.p.modules.get(node.mod, node.mod)
+        r.qual_of[id(fn)] = (node.mod, node.qual)
         for i, (callee, tests, in_loop, line, *_) in enumerate(fn["calls"]):
-            if r.cut(node[1], tests, fn, klass=node[3], phased=True):
+            if r.cut(node.mod, tests, fn, klass=node.bound, phased=True):
                 if count and cuts is not None:  # why what this call reaches is off the default path
-                    against = next(t for (t, taken), d in zip(tests, r.decisions(node[1], tests, fn, klass=node[3],
+                    against = next(t for (t, taken), d in zip(tests, r.decisions(node.mod, tests, fn, klass=node.bound,
                                                                                  phased=True))
                                    if d not in (None, EACH) and d != taken)
                     for t in r.callees(node, fn, callee):
-                        cuts.setdefault((t[1], t[2]), f"`{against}` is decided against it ({where}:{line})")
+                        cuts.setdefault((t.mod, t.qual), f"`{against}` is decided against it ({where}:{line})")
                 continue
-            undecided = r.undecided(node[1], tests, fn, node[3], phased=True)
+            undecided = r.undecided(node.mod, tests, fn, node.bound, phased=True)
             now, step = loop or (in_loop and loops), c + len(undecided)
             mine = tuple((f"{t} ({where}:{line})", ("test", node, t)) for t in undecided)
             found = [t for t in r.site(node, fn, callee) if not r.foreign(t)]
@@ -292,15 +293,16 @@ def _walk(r: _Resolver, starts: list[Value], count: bool, best: dict[tuple[str, 
             graph.call(node, i, found, mine, dict(map(tuple, tests)))
             here = open_tests.get((node, loop), ()) + mine
             for t in found:
-                if t[0] == "func":
-                    r.callers_now.setdefault((t[1], t[2]), set()).add((node, i))
-                if t[0] == "kernel":
+                if isinstance(t, Func):
+                    r.callers_now.setdefault((t.mod, t.qual), set()).add((node, i))
+                if isinstance(t, Kernel):
                     if count:
-                        old = best.get((t[1], t[2]))
+                        old = best.get((t.mod, t.name))
                         if old is None or (now, -step) > (old.per_layer, -old.undecided):
-                            best[(t[1], t[2])] = Reach(r.env.phase or "", now, _path(parent, (node, loop)) + (t[2],),
-                                                       step, tuple(text for text, _ in here))
-                            graph.opened[(True, (t[1], t[2]))] = (t, here)
+                            best[(t.mod, t.name)] = Reach(r.env.phase or "", now,
+                                                          _path(parent, (node, loop)) + (t.name,), step,
+                                                          tuple(text for text, _ in here))
+                            graph.opened[(True, (t.mod, t.name))] = (t, here)
                     continue
                 if step < cost.get((t, now), 1 << 30):
                     cost[(t, now)] = step

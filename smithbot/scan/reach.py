@@ -20,6 +20,7 @@ from smithbot.program.callgraph import Reach, method_of
 from smithbot.program.evaluate import Env, Platform
 from smithbot.program.modules import FACTS_VERSION, Program
 from smithbot.program.tensors import tensor_question
+from smithbot.program.value import Func
 from smithbot.program.walk import reach
 from smithbot.scan.fusion import runs_of
 from smithbot.scan.index import Indexed, matches
@@ -131,8 +132,8 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
     kernels = {(f["module"], k["name"]) for f in idx.facts for k in f["kernels"]}
     model_files = [rel for rel in idx.texts if matches(rel, target.hints.model_paths)] if target.hints.model_paths \
         else list(idx.texts)
-    engine: list[tuple] = []
-    startup: list[tuple] = []
+    engine: list[Func] = []
+    startup: list[Func] = []
     for key in ("entries", "decode_entries", "startup"):
         for e in getattr(target.serving, key):
             mod, _, qual = e.partition(":")
@@ -140,13 +141,13 @@ def _preset_reach(root: Path, idx: Indexed, target: Target, presets: list[ModelP
             if f is None or qual not in f["functions"]:
                 raise ConfigError(f"{target.name}: serving.{key} names {e!r}, which is not in this checkout")
             cls = f["functions"][qual]["class"]
-            (startup if key == "startup" else engine).append(("func", mod, qual, (mod, cls) if cls else None))
+            (startup if key == "startup" else engine).append(Func(mod, qual, (mod, cls) if cls else None))
             if cls and f"{cls}.__init__" in f["functions"]:
-                startup.append(("func", mod, f"{cls}.__init__", (mod, cls)))
+                startup.append(Func(mod, f"{cls}.__init__", (mod, cls)))
     for e in target.serving.arguments:  # the arguments' own resolution (a dataclass's __post_init__) runs at start
         mod, _, cls = e.partition(":")
         if f"{cls}.__post_init__" in ((program.facts(mod) or {}).get("functions") or {}):
-            startup.append(("func", mod, f"{cls}.__post_init__", (mod, cls)))
+            startup.append(Func(mod, f"{cls}.__post_init__", (mod, cls)))
     job = _Job(program, idx, target, kernels, model_files, engine, startup, cache_dir)
     workers = min(len(presets), os.cpu_count() or 1, _memory() // _WALK_BYTES)
     if workers < 2:
@@ -195,8 +196,8 @@ class _Job:
     target: Target
     kernels: set[tuple[str, str]]
     model_files: list[str]
-    engine: list[tuple]
-    startup: list[tuple]
+    engine: list[Func]
+    startup: list[Func]
     cache_dir: Path | None
 
     def one(self, p: ModelPreset) -> PresetReach:
