@@ -7,13 +7,22 @@ value's kind with ``isinstance`` (a plain tuple with the same tag is equal to on
 
 from __future__ import annotations
 
+from operator import itemgetter
+from typing import Any
+
 
 class _Tagged(tuple):
-    """A tagged tuple, printed as one (``str`` is the tuple's text, as sorting by ``str`` reads it); pickled and
-    copied through its class's constructor, from the fields after the tag."""
+    """A tagged tuple, ``(kind, *fields)``, printed as one (``str`` is the tuple's text, as sorting by ``str`` reads
+    it); pickled and copied through its class's constructor, from the fields after the tag."""
 
     __slots__ = ()
     kind = ""
+    fields: tuple[str, ...] = ()
+
+    def __new__(cls, *values: Any) -> Any:
+        if len(values) != len(cls.fields):
+            raise TypeError(f"{cls.__name__} takes {', '.join(cls.fields)}, not {values!r}")
+        return tuple.__new__(cls, (cls.kind, *values))
 
     __repr__ = tuple.__repr__
 
@@ -21,63 +30,34 @@ class _Tagged(tuple):
         return tuple(self[1:])
 
 
+def _field(i: int) -> Any:
+    """The ``i``-th field after the tag, read by name."""
+    return property(itemgetter(i + 1))
+
+
 class Func(_Tagged):
     """A function or method (``mod``, ``qual``), with the class its ``self`` is bound to (``bound``: (module,
     qualname), or None for a plain function or an unbound method)."""
 
     __slots__ = ()
-    kind = "func"
-
-    def __new__(cls, mod: str, qual: str, bound: tuple[str, str] | None) -> Func:
-        return tuple.__new__(cls, ("func", mod, qual, bound))
-
-    @property
-    def mod(self) -> str:
-        return self[1]
-
-    @property
-    def qual(self) -> str:
-        return self[2]
-
-    @property
-    def bound(self) -> tuple[str, str] | None:
-        return self[3]
+    kind, fields = "func", ("mod", "qual", "bound")
+    mod, qual, bound = _field(0), _field(1), _field(2)
 
 
 class Class(_Tagged):
     """A class itself (calling it makes an ``Inst``)."""
 
     __slots__ = ()
-    kind = "class"
-
-    def __new__(cls, mod: str, qual: str) -> Class:
-        return tuple.__new__(cls, ("class", mod, qual))
-
-    @property
-    def mod(self) -> str:
-        return self[1]
-
-    @property
-    def qual(self) -> str:
-        return self[2]
+    kind, fields = "class", ("mod", "qual")
+    mod, qual = _field(0), _field(1)
 
 
 class Inst(_Tagged):
     """An instance of a class, or of one of its live subclasses (``symbols.Symbols.concrete``)."""
 
     __slots__ = ()
-    kind = "inst"
-
-    def __new__(cls, mod: str, qual: str) -> Inst:
-        return tuple.__new__(cls, ("inst", mod, qual))
-
-    @property
-    def mod(self) -> str:
-        return self[1]
-
-    @property
-    def qual(self) -> str:
-        return self[2]
+    kind, fields = "inst", ("mod", "qual")
+    mod, qual = _field(0), _field(1)
 
 
 class Method(_Tagged):
@@ -85,86 +65,40 @@ class Method(_Tagged):
     class the instance is, so it is looked up when called."""
 
     __slots__ = ()
-    kind = "method"
-
-    def __new__(cls, mod: str, klass: str, name: str) -> Method:
-        return tuple.__new__(cls, ("method", mod, klass, name))
-
-    @property
-    def mod(self) -> str:
-        return self[1]
-
-    @property
-    def cls(self) -> str:
-        return self[2]
-
-    @property
-    def name(self) -> str:
-        return self[3]
+    kind, fields = "method", ("mod", "cls", "name")
+    mod, cls, name = _field(0), _field(1), _field(2)
 
 
 class Module(_Tagged):
     """A module (dotted name)."""
 
     __slots__ = ()
-    kind = "module"
-
-    def __new__(cls, mod: str) -> Module:
-        return tuple.__new__(cls, ("module", mod))
-
-    @property
-    def mod(self) -> str:
-        return self[1]
+    kind, fields = "module", ("mod",)
+    mod = _field(0)
 
 
 class Kernel(_Tagged):
     """A Triton kernel, a module-level function: its ``name`` is also its ``qual``, as a ``Func``'s."""
 
     __slots__ = ()
-    kind = "kernel"
-
-    def __new__(cls, mod: str, name: str) -> Kernel:
-        return tuple.__new__(cls, ("kernel", mod, name))
-
-    @property
-    def mod(self) -> str:
-        return self[1]
-
-    @property
-    def name(self) -> str:
-        return self[2]
-
-    @property
-    def qual(self) -> str:
-        return self[2]
+    kind, fields = "kernel", ("mod", "name")
+    mod, name, qual = _field(0), _field(1), _field(1)
 
 
 class Registry(_Tagged):
     """A table named ``name`` that dispatch goes through: calling it calls what is registered in it."""
 
     __slots__ = ()
-    kind = "registry"
-
-    def __new__(cls, name: str) -> Registry:
-        return tuple.__new__(cls, ("registry", name))
-
-    @property
-    def name(self) -> str:
-        return self[1]
+    kind, fields = "registry", ("name",)
+    name = _field(0)
 
 
 class Getter(_Tagged):
     """A registry's lookup method (``REGISTRY.get``): calling it gives the registry."""
 
     __slots__ = ()
-    kind = "getter"
-
-    def __new__(cls, name: str) -> Getter:
-        return tuple.__new__(cls, ("getter", name))
-
-    @property
-    def name(self) -> str:
-        return self[1]
+    kind, fields = "getter", ("name",)
+    name = _field(0)
 
 
 class Super(_Tagged):
@@ -172,22 +106,8 @@ class Super(_Tagged):
     qualname)): its attributes are looked up after ``cls`` in the bound class's method order."""
 
     __slots__ = ()
-    kind = "super"
-
-    def __new__(cls, mod: str, klass: str, bound: tuple[str, str]) -> Super:
-        return tuple.__new__(cls, ("super", mod, klass, bound))
-
-    @property
-    def mod(self) -> str:
-        return self[1]
-
-    @property
-    def cls(self) -> str:
-        return self[2]
-
-    @property
-    def bound(self) -> tuple[str, str]:
-        return self[3]
+    kind, fields = "super", ("mod", "cls", "bound")
+    mod, cls, bound = _field(0), _field(1), _field(2)
 
 
 Value = Func | Class | Inst | Method | Module | Kernel | Registry | Getter | Super
