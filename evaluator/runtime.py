@@ -149,7 +149,24 @@ def load_module(path: Path, label: str, interpreter: bool) -> ModuleType:
     if interpreter:
         for tuner in autotuners(vars(module)):
             tuner.configs = tuner.configs[:1]
+        _late_bound_builtins(module)
     return module
+
+
+def _late_bound_builtins(module: ModuleType) -> None:
+    """Under the interpreter, a module-level alias of a ``triton.language`` builtin (``exp = tl.exp``) still names the
+    builtin as it was before the interpreter patched ``tl`` for the run, and calling it raises "Did you forget to add
+    @triton.jit ?". Each such alias becomes a call that looks the builtin up in its home module when it runs. On a GPU
+    the alias is compiled as it is, so the GPU backend leaves the module alone."""
+    import triton.language as tl
+
+    homes = (tl, tl.math, tl.core)
+    for name, value in list(vars(module).items()):
+        if not callable(value) or not tl.core.is_builtin(value):
+            continue
+        home = next(((h, a) for h in homes for a, v in vars(h).items() if v is value), None)
+        if home is not None:
+            setattr(module, name, lambda *args, _home=home, **kwargs: getattr(*_home)(*args, **kwargs))
 
 
 def autotuners(names: dict[str, Any]) -> list[Any]:

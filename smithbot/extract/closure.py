@@ -446,6 +446,29 @@ class ClosureBuilder:
             return target
         return real
 
+    def _env_table(self, mod: Module, name: str, target: str) -> str | None:
+        """``import pkg.envs as envs`` where ``pkg/envs.py`` answers its attributes from a table of getters (a
+        module-level ``__getattr__`` and a dict of ``"X": lambda: ...`` getters): a stand-in class holding each
+        ``envs.X`` that ``mod`` reads, as the getter computes it in a clean environment. None where the module is no such
+        table, or a getter is not a constant."""
+        env = self.module(target)
+        assert env is not None
+        getters = {k.value: v for s in env.tree.body if isinstance(s, (ast.Assign, ast.AnnAssign))
+                   and isinstance(s.value, ast.Dict) for k, v in zip(s.value.keys, s.value.values)
+                   if isinstance(k, ast.Constant) and isinstance(v, ast.Lambda)}
+        if "__getattr__" not in env.top:
+            return None
+        read = sorted({n.attr for n in ast.walk(mod.tree) if isinstance(n, ast.Attribute)
+                       and isinstance(n.value, ast.Name) and n.value.id == name})
+        if not read or any(a not in getters for a in read):
+            return None
+        try:
+            values = {a: Constants(self, env).value(getters[a].body) for a in read}  # type: ignore[union-attr]
+        except NotConstant:
+            return None
+        lines = "".join(f"    {a} = {v!r}\n" for a, v in values.items())
+        return f"class {name}:  # {target}: its environment table, as a clean environment reads it\n{lines}"
+
     def _resolve(self, mod: Module, name: str, imported: str | None = None, within: ast.stmt | None = None) -> None:
         """Bind ``name`` as module ``mod`` sees it (or, with ``imported``, as the function-local import in
         ``within`` binds it)."""
@@ -480,6 +503,8 @@ class ClosureBuilder:
                 if self.module(target) is not None and re.search(r"log(ger|ging)?$", name) and only_called(
                         mod.tree, name):  # `from pkg.utils import logger`, `logger.info(...)`: it logs nothing
                     self.c.stubs[name] = LOGGER.format(name=name)
+                elif self.module(target) is not None and (table := self._env_table(mod, name, target)):
+                    self.c.stubs[name] = table
                 elif self.module(target) is not None:
                     self.c.blockers.append(f"{name} is a module of the target ({target}); only definitions inline")
                 elif imported is not None and attr != name and tmod != mod.name and attr in mod.top and (

@@ -26,6 +26,7 @@ class Constants:
     else is not a constant (no target code runs here)."""
 
     _CALLS = {"bool": bool, "int": int, "float": float, "str": str, "min": min, "max": max, "abs": abs}
+    _STR_METHODS = {"lower", "upper", "strip", "split", "startswith", "endswith", "replace"}
     _MATH = {"log", "log2", "log10", "sqrt", "exp", "ceil", "floor", "gcd"}
 
     def __init__(self, builder: Any, mod: Any) -> None:
@@ -124,8 +125,8 @@ class Constants:
         raise NotConstant
 
     def _call(self, e: ast.Call, local: dict[str, Any]) -> Any:
-        """A call's value: ``find_spec`` of a package every task has, ``float.fromhex``, a stub's answer, a builtin's,
-        or what a plain helper of the target computes; else NotConstant."""
+        """A call's value: ``find_spec`` of a package every task has, ``float.fromhex``, a string's method, a stub's
+        answer, a builtin's, or what a plain helper of the target computes; else NotConstant."""
         if len(e.args) == 1 and "importlib.util.find_spec" in (self._dotted(e.func),
                                                                 self.mod.imports.get(self._dotted(e.func))):
             # `HAS_TRITON = find_spec("triton") is not None`: a task runs where torch and triton are installed
@@ -135,6 +136,10 @@ class Constants:
             raise NotConstant
         if ast.unparse(e.func) == "float.fromhex" and len(e.args) == 1 and not e.keywords:
             return float.fromhex(str(self.value(e.args[0], local)))  # _FP32_TINY = float.fromhex("0x1p-126")
+        if isinstance(e.func, ast.Attribute) and e.func.attr in self._STR_METHODS and not e.keywords:
+            held = self.value(e.func.value, local)  # os.getenv("X", "0").lower()
+            if isinstance(held, str):
+                return getattr(held, e.func.attr)(*[self.value(a, local) for a in e.args])
         if isinstance(e.func, ast.Name) and not e.keywords:
             args = [self.value(a, local) for a in e.args]
             if e.func.id in self.stubs:

@@ -518,12 +518,17 @@ class _Inference:
         facts = self.facts
         if p in facts.keys and kind in (None, "other"):  # config["BLOCK_SIZE_M"]: settings a tuning table gives
             return {"literal": {k: setting(k) for k in sorted(facts.keys[p])}}
+        if kind == "str":  # kv_cache_dtype: str, and `assert kv_cache_dtype == "auto" or ...`
+            return {"literal": next((c.value for n in ast.walk(self.fn) if isinstance(n, ast.Compare)
+                                     and isinstance(n.left, ast.Name) and n.left.id == p for c in n.comparators
+                                     if isinstance(c, ast.Constant) and isinstance(c.value, str)), "")}
         if kind == "dtype" or p.lower().endswith("dtype"):
             spec = "dtype:fp8_e4m3" if re.search("quant|fp8", p.lower()) else "dtype:act"
             # compute_type: tl.dtype
             return "tl" + spec if re.match(r"(tl|triton\.language)\.", self.ann_text.get(p, "")) else spec
         if kind == "float" or p in facts.floaty or re.search(FLOAT_NAME, p.lower()):
-            return 1e-6 if "eps" in p.lower() else 0.0 if re.search(r"smoothing|fill", p.lower()) else 1.0
+            low = p.lower()
+            return 1e-6 if re.search(r"(^|_)eps", low) else 0.0 if re.search(r"smoothing|fill", low) else 1.0
         if p in facts.truthy and kind in ("bool", None, "other"):  # assert weight_column_major
             return True
         if kind == "bool" or re.match(BOOL_NAME, p.lower()):

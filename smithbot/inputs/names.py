@@ -27,7 +27,7 @@ INDEX_NAME = re.compile(r"(^|_)(ids?|idx|indices|index|indptr|loc|locs|pos|posit
 # tables with a row per expert: ExpStart, exp_end, expert_start_loc, expert_offsets, num_tokens_per_expert
 PER_EXPERT = re.compile(r"^(exp|experts?)_?(start|end|offsets?|locs?|counts?|ids?|lens?)|per_?expert")
 CUMULATIVE = re.compile(r"(cu_|indptr|start_loc|offsets|cumsum)")
-FLOAT_NAME = r"(scale|eps|factor|temperature|alpha|beta|cap|softcap|smoothing|fill_value|const)$"
+FLOAT_NAME = r"(scale|(^|_)eps|factor|temperature|alpha|beta|cap|softcap|smoothing|fill_value|const)$"
 SIZE_NAME = r"(len|size|sz|dim|num|window|win|capacity|budget|tokens?|pages|rank_dim|blk)"
 SCALAR_INTS: list[tuple[str, Any]] = [
     (r"(page|block|chunk|group|tile)_?size", 64), (r"^(bs|batch_?size|num_?tokens|n_?tokens|num_?seqs)$", "tokens"),
@@ -46,8 +46,8 @@ def ann_kind(ann: ast.expr | None) -> str | None:
         return "tensor"
     if "dtype" in text:
         return "dtype"
-    for kind in ("bool", "int", "float"):
-        if re.fullmatch(rf"(Optional\[)?{kind}\]?", text):
+    for kind in ("bool", "int", "float", "str"):
+        if re.fullmatch(rf"(Optional\[)?{kind}\]?|{kind} \| None", text):
             return kind
     return "other"
 

@@ -358,3 +358,42 @@ def entry(x):
         t.cache[(7,)] = t.configs[0]
     forget_autotuning(module.entry)
     assert all(t.cache == {} for t in tuners)
+
+
+BUILTIN_ALIAS = '''
+import sys
+from pathlib import Path
+
+import torch
+
+from evaluator.runtime import load_module
+
+Path(sys.argv[1]).write_text("""
+import triton
+import triton.language as tl
+
+exp = tl.exp  # FLA's op.py binds its math this way
+
+
+@triton.jit
+def _exp(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(Y + offs, exp(tl.load(X + offs, mask=offs < n)), mask=offs < n)
+""")
+x, y = torch.randn(10), torch.zeros(10)
+module = load_module(Path(sys.argv[1]), "alias", interpreter=True)
+module._exp[(1,)](x, y, 10, BLOCK=16)
+assert torch.allclose(y, torch.exp(x)), y
+print("alias: ran")
+'''
+
+
+def test_a_module_alias_of_a_triton_builtin_runs_under_the_interpreter(tmp_path) -> None:
+    """``exp = tl.exp`` at module level names the builtin as it was before the interpreter patched ``tl``; the
+    interpreter worker's module loader makes each such alias look the builtin up when called, so the kernel runs."""
+    (tmp_path / "alias.py").write_text(BUILTIN_ALIAS)
+    out = subprocess.run([sys.executable, str(tmp_path / "alias.py"), str(tmp_path / "kernel_alias.py")],
+                         capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "alias: ran" in out.stdout, out.stdout

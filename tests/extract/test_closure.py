@@ -415,6 +415,31 @@ def test_a_settings_object_read_takes_its_declared_default(tmp_path: Path) -> No
     assert ns["launch"](2) == 10
 
 
+def test_an_environment_table_module_reads_as_a_clean_environment_gives_it(tmp_path: Path) -> None:
+    """``import pkg.envs as envs`` where the module answers ``envs.X`` from a dict of getters through its
+    ``__getattr__``: the task holds a stand-in class with each attribute the launcher's module reads, as its getter
+    computes it with no variable set. A getter that is not a constant leaves the import a blocker."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "envs.py").write_text(
+        "import os\n\n\ndef as_bool(v):\n    if v is None:\n        return None\n    return bool(int(v))\n\n\n"
+        "environment_variables = {\n    'FAST': lambda: bool(int(os.getenv('FAST', '0'))),\n"
+        "    'BLOCK': lambda: int(os.getenv('BLOCK', '3')),\n    'MODE': lambda: os.getenv('MODE', 'Auto').lower(),\n"
+        "    'V2': lambda: as_bool(os.getenv('V2', None)),\n    'HOST': lambda: open('/etc/hostname').read(),\n"
+        "    'PORT': 8000,\n}\n\n\ndef __getattr__(name):\n    return environment_variables[name]()\n")
+    b = _closure(tmp_path, "op", "import torch\nimport pkg.envs as envs\n\n_FAST = envs.FAST\n\n\n"
+                 "def launch(x):\n    if _FAST or envs.V2:\n        raise RuntimeError('fast path')\n"
+                 "    return x * envs.BLOCK if envs.MODE == 'auto' else x\n")
+    assert b.c.blockers == []
+    ns: dict = {}
+    exec(compile(_source(b), "task", "exec"), ns)
+    assert ns["launch"](2) == 6
+    assert (ns["envs"].FAST, ns["envs"].V2, ns["envs"].MODE) == (False, None, "auto")
+    (tmp_path / "pkg" / "op.py").unlink()
+    b = _closure(tmp_path, "op", "import torch\nimport pkg.envs as envs\n\n\n"
+                 "def launch(x):\n    return x if envs.HOST else -x\n")
+    assert b.c.blockers == ["envs is a module of the target (pkg.envs); only definitions inline"]
+
+
 def test_what_only_other_paths_or_profilers_need_does_not_block(tmp_path: Path) -> None:
     """A call into a module a task cannot import, on a branch the CUDA path may not take (``if on_cpu:
     ext.f_cpu(x)``), becomes a stub that raises and names it; a profiler label does nothing; the target's logger

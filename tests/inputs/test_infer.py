@@ -1532,3 +1532,17 @@ def compute(self, num_reqs, query_start_loc, positions):
     assert {p: specs[p]["field"] for p in ("query_start_loc", "positions", "block_table", "num_reqs")} == {
         "query_start_loc": "query_start_loc", "positions": "positions", "block_table": "page_table",
         "num_reqs": "batch_size"}
+
+
+def test_a_string_parameter_is_the_string_the_code_compares_it_with() -> None:
+    """``kv_cache_dtype: str`` is no dtype, whatever its name says: it is the first string the launcher compares it
+    with (``"auto"``, the unquantized path); ``num_speculative_steps`` is a count, not an epsilon."""
+    fn = _fn('''
+def reshape(key, kv_cache_dtype: str, num_speculative_steps, layer_eps):
+    assert kv_cache_dtype == "auto" or kv_cache_dtype.startswith("fp8")
+    out = key.new_zeros(key.shape[0], num_speculative_steps + 1)
+    return out * layer_eps
+''')
+    got = infer(fn, ["kv_cache_dtype", "num_speculative_steps", "layer_eps"], {}, by_rule=())
+    assert got["kv_cache_dtype"] == {"literal": "auto"}
+    assert isinstance(got["num_speculative_steps"], int) and got["layer_eps"] == 1e-6
