@@ -30,6 +30,7 @@ last: dict[str, Any] | None = None
 _bounds: tuple[np.ndarray, np.ndarray, list[str], str] | None = None
 _installed = False
 _ROOM_MAX = 16 << 20  # bytes of room on each side of a padded tensor, at most
+_ROOM_MIN = 64 << 10  # and at least: a read a few hundred rows past a small table lands in its own room
 _owned: dict[int, tuple[int, int]] = {}  # a padded buffer's address -> (start, bytes) of the tensor inside it
 
 
@@ -40,7 +41,7 @@ def padded_empty(shape: torch.Size, stride: tuple[int, ...], dtype: torch.dtype,
         return torch.empty_strided(shape, stride, dtype=dtype, device=device)
     n = 1 + sum((d - 1) * st for d, st in zip(shape, stride))
     size = dtype.itemsize
-    room = max(1, min(n, _ROOM_MAX // size))
+    room = max(_ROOM_MIN // size, min(n, _ROOM_MAX // size))
     buf = torch.empty(room + n + room, dtype=dtype, device=device)
     key = buf.untyped_storage().data_ptr()
     _owned[key] = (key + room * size, n * size)

@@ -276,6 +276,29 @@ def test_a_block_partly_inside_a_tensor_is_charged_to_it_not_to_the_storage_it_r
     assert "(the first: element 2002 of 'S', whose storage holds 4; the furthest: element 2003)" in said, said
 
 
+def test_a_small_table_has_room_enough_that_a_read_far_past_it_is_charged_to_it() -> None:
+    """Each input of an interpreter call sits in its own buffer, with room on both sides that no tensor owns. A table
+    of 3 int64 is given 64 KiB of room, not 3 elements: its element 400 (a row a size too far) lands in the table's
+    own room, nearest to it, and so it is the input grown; with the room only as large as the table, the read fell
+    by another input."""
+    import numpy as np
+    import torch
+
+    from evaluator import bounds
+
+    saved = bounds._installed
+    bounds._installed = True
+    try:
+        table = bounds.padded_empty(torch.Size([3]), (1,), torch.int64, "cpu")
+        start, nbytes = bounds._owned[table.untyped_storage().data_ptr()]
+    finally:
+        bounds._installed = saved
+    assert (start, nbytes) == (table.data_ptr(), 24)
+    assert start - table.untyped_storage().data_ptr() >= 64 << 10  # the room before it
+    assert table.untyped_storage().nbytes() - nbytes >= 2 * (64 << 10)  # and after it
+    assert np.uint64(start + 400 * 8) < np.uint64(table.untyped_storage().data_ptr() + table.untyped_storage().nbytes())
+
+
 LAUNCHES = '''
 import torch
 import triton
