@@ -504,6 +504,8 @@ class _Inference:
             spec = {"shape": shape, "dtype": "int32", "init": f"randint:0:{held} + 1"}
         elif "mask" in p.lower():
             spec = {"shape": shape, "dtype": "bool", "init": "randint:0:2"}
+        elif p in _early_outs(self.fn):  # `if no_lora_flag_cpu.item(): return`: False, or no kernel runs
+            spec = {"shape": shape, "dtype": "bool", "init": "randint:0:1"}
         else:
             spec = {"shape": shape}
         if p in facts.dtype and facts.dtype[p] != "bf16":  # bf16 is what the cases' activation dtype already is
@@ -538,6 +540,15 @@ class _Inference:
             if value is not None:
                 return value
         return ...
+
+
+def _early_outs(fn: ast.FunctionDef) -> set[str]:
+    """The tensors whose value alone skips the rest of the launcher: ``if flag.item(): return``."""
+    return {n.test.func.value.id for n in ast.walk(fn) if isinstance(n, ast.If)
+            and any(isinstance(s, ast.Return) for s in n.body) and all(isinstance(s, (ast.Return, ast.Expr))
+                                                                         for s in n.body)
+            and isinstance(n.test, ast.Call) and isinstance(n.test.func, ast.Attribute) and n.test.func.attr == "item"
+            and isinstance(n.test.func.value, ast.Name)}
 
 
 def _through_helpers(kinds: dict[str, dict[str, str]],

@@ -1546,3 +1546,17 @@ def reshape(key, kv_cache_dtype: str, num_speculative_steps, layer_eps):
     got = infer(fn, ["kv_cache_dtype", "num_speculative_steps", "layer_eps"], {}, by_rule=())
     assert got["kv_cache_dtype"] == {"literal": "auto"}
     assert isinstance(got["num_speculative_steps"], int) and got["layer_eps"] == 1e-6
+
+
+def test_a_flag_tensor_whose_truth_skips_the_launch_holds_false() -> None:
+    """``if no_lora_flag_cpu.item(): return`` before the launch: drawn at random, the flag would skip the kernel in
+    most cases, so it holds False."""
+    fn = _fn('''
+def expand(x, no_lora_flag_cpu):
+    assert no_lora_flag_cpu.numel() == 1
+    if no_lora_flag_cpu.item():
+        return
+    _kernel[(x.shape[0],)](x)
+''')
+    got = infer(fn, ["x", "no_lora_flag_cpu"], {})
+    assert got["no_lora_flag_cpu"] == {"shape": [1], "dtype": "bool", "init": "randint:0:1"}
