@@ -100,8 +100,9 @@ def _literal(node: ast.expr | None) -> Any:
     try:
         return ast.literal_eval(node)
     except ValueError:
-        # `quant_policy: QuantPolicy = QuantPolicy.NONE`: the launcher's own default, which the inputs leave to it
-        return "default:" if isinstance(node, (ast.Attribute, ast.Name)) else ...
+        # `quant_policy: QuantPolicy = QuantPolicy.NONE`, `dt_limit=(0.0, float("inf"))`: the launcher's own
+        # default, which the inputs leave to it
+        return "default:"
 
 
 def _params(fn: ast.FunctionDef) -> list[tuple[str, Any]]:

@@ -30,7 +30,8 @@ import re
 from typing import Any
 
 from smithbot.inputs.kernel_use import arange_bounds, bitwise_params, fp32_params, index_targets, kernel_param_kinds, required_params
-from smithbot.inputs.launcher_facts import ARITH, BOOL_NAME, SAME_SHAPE, Facts, arithmetic, collect, equate, required_optionals
+from smithbot.inputs.launcher_facts import (ARITH, BOOL_NAME, SAME_SHAPE, Facts, arithmetic, ceil_div, collect, element,
+                                            equate, required_optionals)
 from smithbot.inputs.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, PER_EXPERT, SCALAR_INTS, SIZE_NAME, ann_kind,
                                     dim_of_name, setting)
 
@@ -350,6 +351,15 @@ class _Inference:
                 return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}.get(type(node.op)) if not isinstance(
                     node.op, ast.FloorDiv) else a // b
             return f"({a}) {ARITH[type(node.op)]} ({b})"
+        if ceil_div(node) is not None:  # triton.cdiv(K, block_k)
+            a, b = (self.value_of(x, seen) for x in ceil_div(node))  # type: ignore[union-attr]
+            if a is None or not b:
+                return None
+            return -(-a // b) if isinstance(a, int) and isinstance(b, int) else f"(({a}) + ({b}) - 1) // ({b})"
+        if element(node) is not None:  # block_size[1] of a list of sizes
+            p, i = element(node)  # type: ignore[misc]
+            spec = self._ints(p) if p in self.params and self.kind_of(p) == "ints" else None
+            return spec["literal"][i] if spec and i < len(spec["literal"]) else None
         if arithmetic(node):  # p.numel(): the product of its dims
             p = facts.alias.get(getattr(node.func.value, "id", ""), "")  # type: ignore[attr-defined]
             p = p or getattr(node.func.value, "id", "")  # type: ignore[attr-defined]
@@ -370,6 +380,8 @@ class _Inference:
         if root in self.pinned:
             return self.pinned[root]
         p = next((m[1] for m in members if m[0] == "name" and m[1] in self.params), None)
+        if p is None and root in self.derived:  # block_k = block_size[1], a local bound once
+            return self.value_of(self.derived[root], seen | {root})
         return self.scalar_int(p, seen | {root}) if p is not None else None
 
     def kind_of(self, p: str) -> str | None:
@@ -425,7 +437,8 @@ class _Inference:
             if p in nones:  # `assert A_scale is None` on the path the cases take (no quantization)
                 out[p] = None
                 continue
-            spec = self._tensor(p, kind) if self._is_tensor(p, kind) else self._other(p, kind)
+            spec = self._ints(p) if kind == "ints" else self._tensor(p, kind) if self._is_tensor(p, kind) \
+                else self._other(p, kind)
             if spec is not ...:
                 out[p] = spec
         for _ in facts.same_dtype:  # q.dtype == k.dtype == v.dtype: one dtype that is not the cases' own spreads
@@ -468,6 +481,17 @@ class _Inference:
                 if lits:
                     out[p] = lits[0]
         return out
+
+    def _ints(self, p: str) -> dict[str, Any] | None:
+        """A list of sizes (``block_size: list[int]``): as long as the code says (``len(p) == 2``, or the elements it
+        reads), each element the size its name gives (``block_size`` -> 64), else 1."""
+        n = max([e[1] + 1 for e in map(element, ast.walk(self.fn)) if e is not None and e[0] == p and e[1] >= 0]
+                + [c.comparators[0].value for c in ast.walk(self.fn) if isinstance(c, ast.Compare)
+                   and ast.unparse(c.left) == f"len({p})" and isinstance(c.ops[0], ast.Eq)
+                   and isinstance(c.comparators[0], ast.Constant) and isinstance(c.comparators[0].value, int)],
+                default=0)
+        size = next((v for pattern, v in SCALAR_INTS if re.search(pattern, p.lower())), None)
+        return {"literal": [size if isinstance(size, int) else 1] * n} if n else None
 
     def _is_tensor(self, p: str, kind: str | None) -> bool:
         """Annotated or used as a tensor, or handed to a kernel under a buffer-like name: a pointer argument."""

@@ -128,9 +128,27 @@ ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}
 
 
 def arithmetic(node: ast.expr) -> bool:
-    """``K // group_size``, ``2 * head_dim``, ``x.numel()``: a size computed from others."""
+    """``K // group_size``, ``2 * head_dim``, ``x.numel()``, ``triton.cdiv(K, block_k)``, ``block_size[1]`` (an
+    element of a list of sizes): a size computed from others."""
     return isinstance(node, ast.BinOp) and type(node.op) in ARITH or isinstance(node, ast.Call) \
-        and isinstance(node.func, ast.Attribute) and node.func.attr == "numel" and not node.args
+        and isinstance(node.func, ast.Attribute) and node.func.attr == "numel" and not node.args \
+        or ceil_div(node) is not None or element(node) is not None
+
+
+def ceil_div(node: ast.expr) -> tuple[ast.expr, ast.expr] | None:
+    """``triton.cdiv(a, b)`` (or ``cdiv(a, b)``) -> (a, b)."""
+    if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "cdiv" and len(node.args) == 2 \
+            and not node.keywords:
+        return node.args[0], node.args[1]
+    return None
+
+
+def element(node: ast.expr) -> tuple[str, int] | None:
+    """``block_size[1]`` -> ("block_size", 1): a constant index into a name."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Constant) \
+            and isinstance(node.slice.value, int) and not isinstance(node.slice.value, bool):
+        return node.value.id, node.slice.value
+    return None
 
 
 def _negated(test: ast.expr) -> list[ast.expr]:
@@ -208,7 +226,8 @@ def collect(fn: ast.FunctionDef, facts: Facts) -> None:
     _shape_names(fn, facts)
     _descriptors(fn, facts)
     assigned = [t.id for a in ast.walk(fn) if isinstance(a, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-                for t in (a.targets if isinstance(a, ast.Assign) else [a.target]) if isinstance(t, ast.Name)]
+                for tgt in (a.targets if isinstance(a, ast.Assign) else [a.target])
+                for t in (tgt.elts if isinstance(tgt, ast.Tuple) else [tgt]) if isinstance(t, ast.Name)]
     for node in ast.walk(fn):
         _read(node, facts)
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
@@ -316,6 +335,8 @@ def _assignment(node: ast.Assign, facts: Facts, assigned: list[str]) -> None:
             ax = facts.axis(v)
             if isinstance(e, ast.Name) and ax is not None and ax[0] in ("ax", "neg"):
                 facts.union(("name", e.id), ax)
+            elif isinstance(e, ast.Name) and ax is None and assigned.count(e.id) == 1 and arithmetic(v):
+                facts.equal(("name", e.id), v)  # block_n, block_k = block_size[0], block_size[1]
         return
     if len(starred) == 1 and facts.shape_of(starred[0].value) and isinstance(tgt, (ast.Tuple, ast.List)):
         # B, T, H, K, V = *k.shape, v.shape[-1]

@@ -46,6 +46,8 @@ def ann_kind(ann: ast.expr | None) -> str | None:
         return "tensor"
     if "dtype" in text:
         return "dtype"
+    if re.fullmatch(r"(Optional\[)?([Ll]ist|[Tt]uple|Sequence)\[int(, \.\.\.|, int)*\]\]?", text):
+        return "ints"  # block_size: list[int]
     for kind in ("bool", "int", "float", "str"):
         if re.fullmatch(rf"(Optional\[)?{kind}\]?|{kind} \| None", text):
             return kind

@@ -750,8 +750,10 @@ def test_a_default_that_is_no_literal_is_left_to_the_launcher(tmp_path: Path) ->
     from smithbot.extract.build import _params
     from smithbot.inputs.harness import harness_source
 
-    fn = _fn("def attn(q, quant_policy: QuantPolicy = QuantPolicy.NONE, layout='bshd', scale=None):\n    pass\n")
-    assert _params(fn) == [("q", ...), ("quant_policy", "default:"), ("layout", "bshd"), ("scale", None)]
+    fn = _fn("def attn(q, quant_policy: QuantPolicy = QuantPolicy.NONE, layout='bshd', scale=None,\n"
+             "         dt_limit=(0.0, float('inf'))):\n    pass\n")
+    assert _params(fn) == [("q", ...), ("quant_policy", "default:"), ("layout", "bshd"), ("scale", None),
+                           ("dt_limit", "default:")]
     specs = {"q": {"shape": ["tokens"]}, "quant_policy": "default:", "scale": None}
     (tmp_path / "harness.py").write_text(harness_source("attn", InputPlan.read(specs, {}), "inferred"))
     mod = load_module(tmp_path / "harness.py", "harness_default")
@@ -1560,3 +1562,23 @@ def expand(x, no_lora_flag_cpu):
 ''')
     got = infer(fn, ["x", "no_lora_flag_cpu"], {})
     assert got["no_lora_flag_cpu"] == {"shape": [1], "dtype": "bool", "init": "randint:0:1"}
+
+
+def test_a_list_of_sizes_and_a_ceiling_division_by_its_element() -> None:
+    """``block_size: list[int]`` with ``len(block_size) == 2`` is a list of two sizes (64 each, by its name), not a
+    tensor; ``triton.cdiv(A.shape[-1], block_k) == As.shape[-1]`` gives the scales their block count."""
+    fn = _fn('''
+def block_scaled_mm(A, B, As, Bs, block_size: list[int]):
+    assert len(block_size) == 2
+    block_n, block_k = block_size[0], block_size[1]
+    assert A.shape[-1] == B.shape[-1]
+    assert A.shape[:-1] == As.shape[:-1] and A.is_contiguous()
+    assert triton.cdiv(A.shape[-1], block_k) == As.shape[-1]
+    N, K = B.shape
+    assert triton.cdiv(N, block_n) == Bs.shape[0]
+    assert triton.cdiv(K, block_k) == Bs.shape[1]
+''')
+    got = infer(fn, ["A", "B", "As", "Bs", "block_size"], {})
+    assert got["block_size"] == {"literal": [64, 64]}
+    assert got["As"]["shape"][-1] == "((hidden) + (64) - 1) // (64)", got
+    assert got["Bs"]["shape"] == [f"(({d}) + (64) - 1) // (64)" for d in got["B"]["shape"]], got
