@@ -150,8 +150,10 @@ class _Inference:
         self.ann = {a.arg: ann_kind(a.annotation) for a in args}
         self.ann_text = {a.arg: ast.unparse(a.annotation) for a in args if a.annotation is not None}
         kinds = _through_helpers({k.name: kernel_param_kinds(k) for k in kernels}, kernels)  # index_targets needs them
+        fp32 = _sets_through_helpers({k.name: fp32_params(k) for k in kernels}, kernels)
+        ints = _sets_through_helpers({k.name: bitwise_params(k) for k in kernels}, kernels)
         self.per_kernel = {k.name: (kinds[k.name], required_params(k), arange_bounds(k),
-                                    index_targets(k, kinds[k.name]), fp32_params(k), bitwise_params(k))
+                                    index_targets(k, kinds[k.name]), fp32[k.name], ints[k.name])
                            for k in kernels}
         self.known, self.unknown = known, unknown  # as given, while the facts are read
         facts, arrives = self._read()
@@ -575,23 +577,42 @@ def _early_outs(fn: ast.FunctionDef) -> set[str]:
             and isinstance(n.test.func.value, ast.Name)}
 
 
+def _helper_args(kernels: tuple[ast.FunctionDef, ...]) -> list[tuple[str, str, str, str]]:
+    """(kernel, helper, the helper's parameter, the kernel's name handed to it) for each call of one ``@triton.jit``
+    function of the task by another: ``compute_m_range(pid, seg_indptr)``."""
+    by_name = {k.name: k for k in kernels}
+    out = []
+    for k in kernels:
+        for call in (n for n in ast.walk(k) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                     and n.func.id in by_name and n.func.id != k.name):
+            h = by_name[call.func.id]  # type: ignore[attr-defined]
+            order = [a.arg for a in h.args.posonlyargs + h.args.args]
+            passed = list(zip(order, call.args)) + [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
+            out += [(k.name, h.name, hp, a.id) for hp, a in passed if isinstance(a, ast.Name)]
+    return out
+
+
 def _through_helpers(kinds: dict[str, dict[str, str]],
                      kernels: tuple[ast.FunctionDef, ...]) -> dict[str, dict[str, str]]:
     """``kinds`` with a parameter that a kernel only hands to a ``@triton.jit`` helper (``compute_m_range(pid,
     seg_indptr, weight_indices)``) taking the kind it has there: a pointer the helper loads through is one here."""
-    by_name = {k.name: k for k in kernels}
+    calls = _helper_args(kernels)
     for _ in range(3):  # helpers of helpers
-        for k in kernels:
-            for call in (n for n in ast.walk(k) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                         and n.func.id in by_name and n.func.id != k.name):
-                h = by_name[call.func.id]  # type: ignore[attr-defined]
-                order = [a.arg for a in h.args.posonlyargs + h.args.args]
-                passed = list(zip(order, call.args)) + [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
-                for hp, a in passed:
-                    if isinstance(a, ast.Name) and kinds[k.name].get(a.id) == "unknown" \
-                            and kinds[h.name].get(hp) in ("pointer", "index"):
-                        kinds[k.name][a.id] = kinds[h.name][hp]
+        for k, h, hp, a in calls:
+            if kinds[k].get(a) == "unknown" and kinds[h].get(hp) in ("pointer", "index"):
+                kinds[k][a] = kinds[h][hp]
     return kinds
+
+
+def _sets_through_helpers(sets: dict[str, set[str]], kernels: tuple[ast.FunctionDef, ...]) -> dict[str, set[str]]:
+    """``sets`` (per kernel, parameters of one sort: fp32, integer) with what a kernel hands a helper's parameter of
+    that sort (``gumbel_block_argmax(..., seeds_ptr)``, which seeds ``tl.randint`` from it)."""
+    calls = _helper_args(kernels)
+    for _ in range(3):
+        for k, h, hp, a in calls:
+            if hp in sets[h]:
+                sets[k].add(a)
+    return sets
 
 
 def _none_tested(fn: ast.FunctionDef, names: set[str]) -> bool:

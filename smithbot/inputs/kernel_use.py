@@ -171,7 +171,8 @@ _BITWISE = (ast.RShift, ast.LShift, ast.BitAnd, ast.BitOr, ast.BitXor)
 
 def bitwise_params(kernel: ast.FunctionDef) -> set[str]:
     """Pointer parameters whose loaded values are shifted or masked as loaded (``w = tl.load(B + offs)``,
-    ``(w >> shift) & 0xF``: packed int4 weights): bit operations take integers only, so the tensor holds int32."""
+    ``(w >> shift) & 0xF``: packed int4 weights), or seed a random stream (``tl.randint(seed, offs)``): both take
+    integers only, so the tensor holds int32."""
     params = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs}
     loaded: dict[str, set[str]] = {}
     for node in ast.walk(kernel):
@@ -179,8 +180,15 @@ def bitwise_params(kernel: ast.FunctionDef) -> set[str]:
                 and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
                 and node.value.func.attr == "load" and node.value.args:
             loaded.setdefault(node.targets[0].id, set()).update(_addends(node.value.args[0]) & params)
-    return {p for n in ast.walk(kernel) if isinstance(n, ast.BinOp) and isinstance(n.op, _BITWISE)
-            for side in (n.left, n.right) if isinstance(side, ast.Name) for p in loaded.get(side.id, ())}
+    shifted = {p for n in ast.walk(kernel) if isinstance(n, ast.BinOp) and isinstance(n.op, _BITWISE)
+               for side in (n.left, n.right) if isinstance(side, ast.Name) for p in loaded.get(side.id, ())}
+    # seed = tl.load(seeds + i), tl.randint(seed, offs): a random stream's seed is an integer too
+    return shifted | {p for n in ast.walk(kernel) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                      and n.func.attr in _SEEDED and n.args and isinstance(n.args[0], ast.Name)
+                      for p in loaded.get(n.args[0].id, ())}
+
+
+_SEEDED = {"rand", "randn", "randint", "randint4x", "rand4x", "randn4x", "philox"}
 
 
 def _floaty(value: ast.expr, kernel: ast.FunctionDef) -> bool:

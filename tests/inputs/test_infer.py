@@ -1582,3 +1582,27 @@ def block_scaled_mm(A, B, As, Bs, block_size: list[int]):
     assert got["block_size"] == {"literal": [64, 64]}
     assert got["As"]["shape"][-1] == "((hidden) + (64) - 1) // (64)", got
     assert got["Bs"]["shape"] == [f"(({d}) + (64) - 1) // (64)" for d in got["B"]["shape"]], got
+
+
+def test_a_seed_a_helper_loads_for_a_random_stream_is_an_integer_tensor() -> None:
+    """``tl.randint(seed, offs)`` takes an integer seed: a tensor the kernel hands a ``@triton.jit`` helper that
+    loads a seed from it holds integers, whatever the cases' dtype."""
+    fn = _fn('''
+def sample(logits, seeds, pos):
+    _sample[(logits.shape[0],)](logits, seeds, pos)
+''')
+    kernel = _fn('''
+@triton.jit
+def _sample(Logits, Seeds, Pos):
+    row = tl.program_id(0)
+    x = tl.load(Logits + row)
+    tl.store(Logits + row, x + _noise(Seeds, Pos, row))
+''')
+    helper = _fn('''
+@triton.jit
+def _noise(seeds_ptr, pos_ptr, row):
+    seed = tl.load(seeds_ptr + row)
+    return tl.rand(seed, tl.load(pos_ptr + row))
+''')
+    got = infer(fn, ["logits", "seeds", "pos"], {}, kernels=(kernel, helper))
+    assert got["seeds"]["dtype"] == "int32" and "dtype" not in got["logits"], got
