@@ -449,8 +449,8 @@ class ClosureBuilder:
     def _env_table(self, mod: Module, name: str, target: str) -> str | None:
         """``import pkg.envs as envs`` where ``pkg/envs.py`` answers its attributes from a table of getters (a
         module-level ``__getattr__`` and a dict of ``"X": lambda: ...`` getters): a stand-in class holding each
-        ``envs.X`` that ``mod`` reads, as the getter computes it in a clean environment. None where the module is no such
-        table, or a getter is not a constant."""
+        ``envs.X`` that ``mod`` reads, as the getter computes it in a clean environment (one that is no constant is
+        left out, and a read of it fails). None where the module is no such table, or no getter is a constant."""
         env = self.module(target)
         assert env is not None
         getters = {k.value: v for s in env.tree.body if isinstance(s, (ast.Assign, ast.AnnAssign))
@@ -462,12 +462,17 @@ class ClosureBuilder:
                        and isinstance(n.value, ast.Name) and n.value.id == name})
         if not read or any(a not in getters for a in read):
             return None
-        try:
-            values = {a: Constants(self, env).value(getters[a].body) for a in read}  # type: ignore[union-attr]
-        except NotConstant:
+        values, left = {}, []
+        for a in read:
+            try:
+                values[a] = Constants(self, env).value(getters[a].body)  # type: ignore[union-attr]
+            except NotConstant:
+                left.append(a)  # VLLM_CACHE_ROOT, a path: a function of the task that reads it cannot run here
+        if not values:
             return None
         lines = "".join(f"    {a} = {v!r}\n" for a, v in values.items())
-        return f"class {name}:  # {target}: its environment table, as a clean environment reads it\n{lines}"
+        note = f"    # no constant, so absent: {', '.join(left)}\n" if left else ""
+        return f"class {name}:  # {target}: its environment table, as a clean environment reads it\n{note}{lines}"
 
     def _resolve(self, mod: Module, name: str, imported: str | None = None, within: ast.stmt | None = None) -> None:
         """Bind ``name`` as module ``mod`` sees it (or, with ``imported``, as the function-local import in

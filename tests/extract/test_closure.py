@@ -438,6 +438,12 @@ def test_an_environment_table_module_reads_as_a_clean_environment_gives_it(tmp_p
     b = _closure(tmp_path, "op", "import torch\nimport pkg.envs as envs\n\n\n"
                  "def launch(x):\n    return x if envs.HOST else -x\n")
     assert b.c.blockers == ["envs is a module of the target (pkg.envs); only definitions inline"]
+    (tmp_path / "pkg" / "op.py").unlink()  # beside a constant one, a getter that is none is left out
+    b = _closure(tmp_path, "op", "import torch\nimport pkg.envs as envs\n\n\n"
+                 "def host():\n    return envs.HOST\n\n\ndef launch(x):\n    return x * envs.BLOCK\n")
+    ns = {}
+    exec(compile(_source(b), "task", "exec"), ns)
+    assert ns["launch"](2) == 6 and not hasattr(ns["envs"], "HOST")
 
 
 def test_what_only_other_paths_or_profilers_need_does_not_block(tmp_path: Path) -> None:
