@@ -439,8 +439,8 @@ class _Inference:
             if p in nones:  # `assert A_scale is None` on the path the cases take (no quantization)
                 out[p] = None
                 continue
-            spec = self._ints(p) if kind == "ints" else self._tensor(p, kind) if self._is_tensor(p, kind) \
-                else self._other(p, kind)
+            spec = (self._ints(p) if kind == "ints" else None) or (
+                self._tensor(p, kind) if self._is_tensor(p, kind) else self._other(p, kind))
             if spec is not ...:
                 out[p] = spec
         for _ in facts.same_dtype:  # q.dtype == k.dtype == v.dtype: one dtype that is not the cases' own spreads
