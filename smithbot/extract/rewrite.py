@@ -333,6 +333,13 @@ STAND_INS = {
                                       "    def __call__(self, fn):\n        return fn\n",
     "deep_gemm.ceil_div": "def {name}(a, b):  # deep_gemm.ceil_div: a division rounded up\n"
                           "    return (a + b - 1) // b\n",
+    # `importlib.util.find_spec(name) is not None`, a package probe: a task has torch and triton, and no other
+    "importlib": "class {name}:  # importlib, as far as asking whether a package is installed goes\n"
+                 "    class util:\n        @staticmethod\n        def find_spec(name):  # a task has torch and triton\n"
+                 "            return name if name.split('.')[0] in ('torch', 'triton') else None\n",
+    "importlib.util": "class {name}:  # importlib.util, as far as asking whether a package is installed goes\n"
+                      "    @staticmethod\n    def find_spec(name):  # a task has torch and triton\n"
+                      "        return name if name.split('.')[0] in ('torch', 'triton') else None\n",
     # `if not isinstance(x, FakeTensor):` skips the launch while torch.compile traces; a task's tensors are real
     "torch._subclasses.fake_tensor.FakeTensor": "class {name}:  # torch.compile's fake tensor: none in a task\n"
                                                 "    pass\n",

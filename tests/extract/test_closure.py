@@ -446,6 +446,19 @@ def test_an_environment_table_module_reads_as_a_clean_environment_gives_it(tmp_p
     assert ns["launch"](2) == 6 and not hasattr(ns["envs"], "HOST")
 
 
+def test_a_package_probe_answers_as_a_task_is_installed(tmp_path: Path) -> None:
+    """``importlib.util.find_spec(name) is not None`` asks whether a package is installed: in a task, torch and triton
+    are, and nothing else, so the launcher takes its Triton path."""
+    b = _closure(tmp_path, "op", "import importlib\nimport torch\n\n\ndef _has(name):\n"
+                 "    return importlib.util.find_spec(name) is not None\n\n\n"
+                 "def launch(x):\n    if _has('cutlass') or not _has('triton.language'):\n"
+                 "        raise RuntimeError('cute path')\n    return x + 1\n")
+    assert b.c.blockers == []
+    ns: dict = {}
+    exec(compile(_source(b), "task", "exec"), ns)
+    assert ns["launch"](1) == 2
+
+
 def test_what_only_other_paths_or_profilers_need_does_not_block(tmp_path: Path) -> None:
     """A call into a module a task cannot import, on a branch the CUDA path may not take (``if on_cpu:
     ext.f_cpu(x)``), becomes a stub that raises and names it; a profiler label does nothing; the target's logger
