@@ -482,6 +482,8 @@ class _Inference:
                 lits = [m[1] for m in self.classes.get(self.facts.find(("name", p)), []) if m[0] == "lit"]
                 if lits:
                     out[p] = lits[0]
+                elif p in _axis_indexes(self.fn):  # dim by its name is a size, but `x.shape[dim]` an axis
+                    out[p] = -1
         return out
 
     def _ints(self, p: str) -> dict[str, Any] | None:
@@ -561,11 +563,32 @@ class _Inference:
             return True
         if kind == "bool" or re.match(BOOL_NAME, p.lower()):
             return False
+        if p in _axis_indexes(self.fn) and kind in ("int", None):  # x.size(dim), `dim < x.ndim`: the last axis
+            return -1
         if kind == "int" or kind is None:
             value = self.scalar_int(p, frozenset())
             if value is not None:
                 return value
         return ...
+
+
+def _axis_indexes(fn: ast.FunctionDef) -> set[str]:
+    """The names the launcher uses as an axis of a tensor, not a size: ``x.shape[dim]``, ``x.size(dim)``,
+    ``x.stride(dim)``, ``x.sum(dim=dim)``, ``dim < x.ndim``."""
+    out: set[str] = set()
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and n.value.attr == "shape" \
+                and isinstance(n.slice, ast.Name):
+            out.add(n.slice.id)
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("size", "stride") \
+                and len(n.args) == 1 and isinstance(n.args[0], ast.Name):
+            out.add(n.args[0].id)
+        elif isinstance(n, ast.keyword) and n.arg == "dim" and isinstance(n.value, ast.Name):
+            out.add(n.value.id)
+        elif isinstance(n, ast.Compare) and any(isinstance(x, ast.Attribute) and x.attr == "ndim"
+                                                for x in [n.left, *n.comparators]):
+            out.update(x.id for x in [n.left, *n.comparators] if isinstance(x, ast.Name))
+    return out
 
 
 def _early_outs(fn: ast.FunctionDef) -> set[str]:

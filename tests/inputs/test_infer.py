@@ -1606,3 +1606,16 @@ def _noise(seeds_ptr, pos_ptr, row):
 ''')
     got = infer(fn, ["logits", "seeds", "pos"], {}, kernels=(kernel, helper))
     assert got["seeds"]["dtype"] == "int32" and "dtype" not in got["logits"], got
+
+
+def test_a_name_used_as_an_axis_is_the_last_axis_not_a_size() -> None:
+    """``dim`` names a size by its name rule, but ``assert -x.ndim <= dim < x.ndim`` and ``x.shape[dim]`` use it
+    as an axis: the last one, -1."""
+    fn = _fn('''
+def mean_dim(input, dim: int, axis, keepdim: bool = False):
+    assert -input.ndim <= dim < input.ndim
+    n = input.shape[dim] * input.size(axis)
+    return _mean[(n,)](input, n)
+''')
+    got = infer(fn, ["input", "axis"], {"dim": "hidden"}, by_rule=("dim",))
+    assert got["dim"] == -1 and got["axis"] == -1, got
