@@ -132,13 +132,14 @@ def check_case(task: Task, base_fn: Callable[..., Any], cand_fn: Callable[..., A
     for s in range(task.seeds):
         seed = seed_for(case_index, s)
         args = make_args(harness, case, seed, device)
-        a_base, a_cand, a_cand2 = clone_args(args), clone_args(args), clone_args(args)
-        if s % 2 == 0:
-            out_b, ops_b, _ = call(base_fn, a_base, device, seed=seed)
-            out_c, ops_c, launches = call(cand_fn, a_cand, device, seed=seed)
-        else:
-            out_c, ops_c, launches = call(cand_fn, a_cand, device, seed=seed)
-            out_b, ops_b, _ = call(base_fn, a_base, device, seed=seed)
+        # each side's copy is made just before its call, and the second call's after the first two are judged: at
+        # most three copies of a model-sized case's inputs exist at once (the inputs, then two calls' copies)
+        runs: dict[str, tuple[Any, ...]] = {}
+        for side in ("base", "cand") if s % 2 == 0 else ("cand", "base"):
+            copy = clone_args(args)
+            runs[side] = (copy, *call(base_fn if side == "base" else cand_fn, copy, device, seed=seed))
+        (a_base, out_b, ops_b, _), (a_cand, out_c, ops_c, launches) = runs.pop("base"), runs.pop("cand")
+        copy = None
         where = f"case {case.name} seed {s}"
         if launches < 1:
             return Failure("no_launch", f"{where}: the candidate launched no Triton kernel")
@@ -163,6 +164,9 @@ def check_case(task: Task, base_fn: Callable[..., Any], cand_fn: Callable[..., A
         smuggled = state_left(a_cand, a_base)
         if smuggled:
             return Failure("state_smuggling", f"{where}: {smuggled}")
+        a_base = out_b = cand_leaves = None  # noqa: F841
+        a_cand2 = clone_args(args)
+        args = None
         out_c2, _, launches2 = call(cand_fn, a_cand2, device, seed=seed)
         if launches2 < 1:
             return Failure("no_launch", f"{where}: the candidate's second call launched no Triton kernel")
@@ -197,6 +201,7 @@ def validate_task(task: Task, base_fn: Callable[..., Any], harness: Any, cases: 
             m = _compare_effects(out_b, a_base, out_r, a_ref, written)
             if m is not None:
                 errors.append(f"case {case.name}: the baseline disagrees with the reference: {m}")
+        args = a_ref = out_r = None  # noqa: F841 (before the zeros' copy: three copies at most, not four)
         zero_args = clone_args(a_base)
         for t in (tensor_leaves(zero_args)[k] for k in written):
             t.zero_()

@@ -275,21 +275,20 @@ def storages(value: Any) -> dict[int, str]:
 
 
 def tensor_leaves(args: dict[str, Any]) -> dict[str, torch.Tensor]:
-    """Every input tensor by its path: ``x``, ``self.weight``, ``norms[0].w`` (objects and lists the harness built)."""
-    out: dict[str, torch.Tensor] = {}
+    """Every input tensor by its path: ``x``, ``self.weight``, ``norms[0].w`` (objects and lists the harness built).
 
-    def walk(path: str, v: Any) -> None:
+    A walk with a stack, not a recursive closure: a closure that calls itself is a reference cycle, which kept the
+    dict it fills, and the GPU memory of every tensor in it, alive until the cyclic collector ran."""
+    out: dict[str, torch.Tensor] = {}
+    todo = list(reversed(args.items()))
+    while todo:
+        path, v = todo.pop()
         if isinstance(v, torch.Tensor):
             out[path] = v
         elif isinstance(v, types.SimpleNamespace):
-            for k, x in vars(v).items():
-                walk(f"{path}.{k}", x)
+            todo.extend(reversed([(f"{path}.{k}", x) for k, x in vars(v).items()]))
         elif isinstance(v, list):
-            for i, x in enumerate(v):
-                walk(f"{path}[{i}]", x)
-
-    for k, v in args.items():
-        walk(k, v)
+            todo.extend(reversed([(f"{path}[{i}]", x) for i, x in enumerate(v)]))
     return out
 
 

@@ -142,3 +142,54 @@ def test_the_roofline_flag_needs_a_baseline_within_it() -> None:
     assert verdict({"summary": summary, "cases": [case(1.6, 1.55)]}, 0.02) == ("correct", ())
     status, flags = verdict({"summary": summary, "cases": [case(1.6, 0.9)]}, 0.02)
     assert status == "flagged" and flags == ("beyond the memory roofline on c",)
+
+
+COPIES = '''
+import sys, weakref
+from pathlib import Path
+
+from evaluator import correctness
+from evaluator.runtime import LaunchCounter, load_module
+from evaluator.task import load_task
+
+task = load_task(sys.argv[1])
+LaunchCounter.install()
+harness = load_module(Path(sys.argv[1]) / "harness.py", "harness", True)
+kernel = load_module(Path(sys.argv[1]) / "kernel.py", "kernel", True)
+fn = getattr(kernel, task.entry)
+live, peak = set(), [0]
+real = correctness.clone_args
+
+
+def counting(args):
+    copy = real(args)
+    for i, t in enumerate(v for v in copy.values() if hasattr(v, "data_ptr")):
+        key = (id(copy), i)
+        live.add(key)
+        weakref.finalize(t, live.discard, key)
+    peak[0] = max(peak[0], len({k[0] for k in live}))
+    return copy
+
+
+correctness.clone_args = counting
+assert correctness.check_case(task, fn, fn, harness, task.cases[0], 0, "cpu") is None
+print("peak", peak[0])
+'''
+
+
+def test_a_case_check_holds_two_copies_of_the_inputs_at_once_beside_them(tmp_path) -> None:
+    """A model-sized case's inputs can be a good part of the card: the check copies them for each call just before
+    it, and drops the baseline's before the candidate's second call, so at most two copies live beside the inputs
+    themselves (there were three)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, TASKS
+
+    (tmp_path / "copies.py").write_text(COPIES)
+    out = subprocess.run([sys.executable, str(tmp_path / "copies.py"), str(TASKS / "rmsnorm")], capture_output=True,
+                         text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"},
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "2", out.stdout
