@@ -452,12 +452,11 @@ class ClosureBuilder:
         ``envs.X`` that ``mod`` reads, as the getter computes it in a clean environment (one that is no constant is
         left out, and a read of it fails). None where the module is no such table, or no getter is a constant."""
         env = self.module(target)
-        assert env is not None
+        if env is None or "__getattr__" not in env.top:
+            return None
         getters = {k.value: v for s in env.tree.body if isinstance(s, (ast.Assign, ast.AnnAssign))
                    and isinstance(s.value, ast.Dict) for k, v in zip(s.value.keys, s.value.values)
                    if isinstance(k, ast.Constant) and isinstance(v, ast.Lambda)}
-        if "__getattr__" not in env.top:
-            return None
         read = sorted({n.attr for n in ast.walk(mod.tree) if isinstance(n, ast.Attribute)
                        and isinstance(n.value, ast.Name) and n.value.id == name})
         if not read or any(a not in getters for a in read):

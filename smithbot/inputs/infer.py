@@ -574,7 +574,7 @@ class _Inference:
 
 def _axis_indexes(fn: ast.FunctionDef) -> set[str]:
     """The names the launcher uses as an axis of a tensor, not a size: ``x.shape[dim]``, ``x.size(dim)``,
-    ``x.stride(dim)``, ``x.sum(dim=dim)``, ``dim < x.ndim``."""
+    ``x.stride(dim)``, ``x.sum(dim=dim)``, ``-x.ndim <= dim < x.ndim`` (a range check, not ``x.ndim == n``)."""
     out: set[str] = set()
     for n in ast.walk(fn):
         if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and n.value.attr == "shape" \
@@ -585,8 +585,8 @@ def _axis_indexes(fn: ast.FunctionDef) -> set[str]:
             out.add(n.args[0].id)
         elif isinstance(n, ast.keyword) and n.arg == "dim" and isinstance(n.value, ast.Name):
             out.add(n.value.id)
-        elif isinstance(n, ast.Compare) and any(isinstance(x, ast.Attribute) and x.attr == "ndim"
-                                                for x in [n.left, *n.comparators]):
+        elif isinstance(n, ast.Compare) and all(isinstance(o, (ast.Lt, ast.LtE)) for o in n.ops) and any(
+                isinstance(x, ast.Attribute) and x.attr == "ndim" for x in [n.left, *n.comparators]):
             out.update(x.id for x in [n.left, *n.comparators] if isinstance(x, ast.Name))
     return out
 
