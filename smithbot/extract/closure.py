@@ -30,10 +30,10 @@ from smithbot.extract.constants import Constants, NotConstant
 from smithbot.extract.fold import fold_assignment
 from smithbot.extract.imports import import_line, in_triton, tl_builtin
 from smithbot.extract.modules import Module, applied_factory, free_names, top_bindings
-from smithbot.extract.rewrite import (LOGGER, STAND_INS, LocalImportDropper, Renamer, TypeCheckDropper,
-                                      custom_decorator_stub, env_pinned, is_kernel, is_logger, only_called, splice,
-                                      stub_source)
+from smithbot.extract.rewrite import LocalImportDropper, Renamer, TypeCheckDropper, env_pinned, is_kernel, only_called
 from smithbot.extract.rules import Context, rewritten
+from smithbot.extract.splice import splice
+from smithbot.extract.stand_ins import LOGGER, STAND_INS, custom_decorator_stub, is_logger, stub_source
 from smithbot.extract.state import state_as_params
 from smithbot.program.syntax import collect_imports, from_module
 

@@ -4,20 +4,23 @@
   pinned to their defaults, function-local imports the task may not make dropped;
 - folds of module-level values: stubbed helpers' results and release-number version checks (the constants that plain
   helpers compute at import are ``constants.py``'s);
-- ``global`` probes cached between calls, asked on each call instead;
-- stand-ins for what a task may not import but a launcher needs (``packaging.version``), and the stubs that raise.
+- ``global`` probes cached between calls, asked on each call instead.
+
+What a task holds in place of what it may not import is ``stand_ins.py``'s; re-emitting a rewritten definition with
+its other lines kept byte for byte is ``splice.py``'s.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
-import difflib
 import re
 from typing import Any, Callable
 
 import libcst as cst
 import libcst.helpers
+
+from smithbot.extract.stand_ins import stub_value
 
 
 class Renamer(cst.CSTTransformer):
@@ -307,45 +310,6 @@ def is_kernel(node: ast.FunctionDef) -> bool:
     return any(re.search(r"\b(jit|autotune|heuristics)\b", ast.unparse(d)) for d in node.decorator_list)
 
 
-def custom_decorator_stub(name: str) -> str:
-    return (f"def {name}(*args, **kwargs):\n"
-            f'    """Stub of the target\'s custom kernel decorator: the kernel is returned unchanged."""\n'
-            f"    if len(args) == 1 and not kwargs and hasattr(args[0], \"run\"):\n"
-            f"        return args[0]\n"
-            f"    return lambda fn: fn\n")
-
-
-_RELEASE = 'tuple(int(p) if p.isdigit() else 0 for p in str(text).split("+")[0].split(".")[:3])'
-# Modules and functions outside the allowed imports that a task gets a definition of instead: version checks
-# (``version.parse(triton.__version__) >= version.parse("3.0.0")``) compare release numbers; an extension's
-# arithmetic helper is that arithmetic.
-STAND_INS = {
-    "packaging.version": "class {name}:  # packaging.version, as far as comparing release numbers goes\n"
-                         "    @staticmethod\n    def parse(text):\n        return " + _RELEASE + "\n",
-    "packaging.version.parse": "def {name}(text):  # packaging.version.parse, for release numbers\n"
-                               "    return " + _RELEASE + "\n",
-    "msgspec": "class {name}:  # msgspec, as far as its Struct base class goes: a record of named fields\n"
-               "    Struct = typing.NamedTuple\n",
-    "torch.profiler.record_function": "class {name}:  # torch.profiler.record_function: a profiler label, none here\n"
-                                      "    def __init__(self, *args, **kwargs):\n        pass\n\n"
-                                      "    def __enter__(self):\n        return self\n\n"
-                                      "    def __exit__(self, *exc):\n        return False\n\n"
-                                      "    def __call__(self, fn):\n        return fn\n",
-    "deep_gemm.ceil_div": "def {name}(a, b):  # deep_gemm.ceil_div: a division rounded up\n"
-                          "    return (a + b - 1) // b\n",
-    # `importlib.util.find_spec(name) is not None`, a package probe: a task has torch and triton, and no other
-    "importlib": "class {name}:  # importlib, as far as asking whether a package is installed goes\n"
-                 "    class util:\n        @staticmethod\n        def find_spec(name):  # a task has torch and triton\n"
-                 "            return name if name.split('.')[0] in ('torch', 'triton') else None\n",
-    "importlib.util": "class {name}:  # importlib.util, as far as asking whether a package is installed goes\n"
-                      "    @staticmethod\n    def find_spec(name):  # a task has torch and triton\n"
-                      "        return name if name.split('.')[0] in ('torch', 'triton') else None\n",
-    # `if not isinstance(x, FakeTensor):` skips the launch while torch.compile traces; a task's tensors are real
-    "torch._subclasses.fake_tensor.FakeTensor": "class {name}:  # torch.compile's fake tensor: none in a task\n"
-                                                "    pass\n",
-}
-
-
 def only_called(tree: ast.Module, name: str, on_branches: bool = False) -> bool:
     """Whether every use of ``name`` in the module is a call inside a function body (``f(x)``, ``ext.f(x)``, a launch
     ``k[grid](x)``), and, with ``on_branches``, inside an ``if`` or an ``except`` there, so not on every path."""
@@ -367,35 +331,6 @@ def only_called(tree: ast.Module, name: str, on_branches: bool = False) -> bool:
             uses.append(node)
     return bool(uses) and all(id(u) in called and id(u) in inside and (id(u) in branched or not on_branches)
                               for u in uses)
-
-
-def stub_value(value: Any) -> str:
-    """A stub's value as source: ``{source: EXPR}`` in the target YAML is EXPR itself (``[triton.Config({},
-    num_warps=w) for w in (1, 2, 4)]``, what a helper that queries the device would build), anything else its repr."""
-    if isinstance(value, dict) and set(value) == {"source"}:
-        return str(value["source"])
-    return repr(value)
-
-
-def stub_source(name: str, value: Any, called: bool) -> str:
-    if isinstance(value, dict) and set(value) == {"methods"}:  # an object whose methods answer (`platform.is_hip()`)
-        methods = "".join(f"\n    @staticmethod\n    def {m}(*args, **kwargs):\n        return {stub_value(v)}\n"
-                          for m, v in value["methods"].items())
-        return f"class {name}:  # the target's {name}, as far as these methods go\n{methods}"
-    if called:
-        return f"def {name}(*args, **kwargs):\n    return {stub_value(value)}\n"
-    return f"{name} = {stub_value(value)}\n"
-
-
-LOGGER = ("class {name}:  # the target's logger: a task logs nothing\n"
-          "    def debug(*args, **kwargs):\n        pass\n\n"
-          "    info = warning = warning_once = info_once = error = exception = critical = debug\n")
-
-
-def is_logger(node: ast.stmt) -> bool:
-    """``logger = get_logger("x")``, ``logger = logging.getLogger(__name__)``, ``logger = init_logger(...)``."""
-    return isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and bool(
-        re.search(r"(get_?logger|getLogger|init_logger)$", ast.unparse(node.value.func)))
 
 
 def for_the_task(node: ast.AST, tl_has: Callable[[str, str], bool]) -> ast.AST | None:
@@ -489,118 +424,3 @@ def unrolled(expr: ast.expr) -> ast.expr:
             return ast.Tuple(items, ast.Load())
 
     return ast.fix_missing_locations(Unroll().visit(copy.deepcopy(expr)))
-
-
-_STMT_LISTS = ("body", "orelse", "finalbody", "decorator_list")
-
-
-def splice(source: str, new: ast.stmt) -> str:
-    """``source``, one definition's text, rewritten to ``new`` (a transformed copy of its parse) by re-emitting only
-    the nodes that differ: every other line keeps its text byte for byte (comments, layout, quotes), so that a
-    candidate's edit to any of them maps back onto the target. Statements and decorators dropped from a body are
-    dropped with their lines. Where no smaller edit says it, the whole definition is re-emitted."""
-    edit = _Splice(source)
-    if not edit.walk(ast.parse(source).body[0], new):
-        return ast.unparse(new) + "\n"
-    data = edit.data
-    for lo, hi, text in sorted(edit.edits, reverse=True):
-        data = data[:lo] + text + data[hi:]
-    return data.decode()
-
-
-class _Splice:
-    """The byte edits that turn one definition's source into a rewritten parse of it (``splice``)."""
-
-    def __init__(self, source: str) -> None:
-        self.data = source.encode()
-        self.starts = [0]  # each line's offset
-        for line in self.data.splitlines(keepends=True):
-            self.starts.append(self.starts[-1] + len(line))
-        self.edits: list[tuple[int, int, bytes]] = []
-
-    def span(self, n: ast.AST) -> tuple[int, int] | None:
-        if getattr(n, "end_lineno", None) is None:
-            return None
-        return (self.starts[n.lineno - 1] + n.col_offset,  # type: ignore[attr-defined]
-                self.starts[n.end_lineno - 1] + n.end_col_offset)  # type: ignore[attr-defined]
-
-    def emit(self, o: ast.AST, n: ast.AST) -> bool:
-        where = self.span(o)
-        if where is None:
-            return False
-        pad = "\n" + " " * o.col_offset  # type: ignore[attr-defined]
-        self.edits.append((*where, ast.unparse(n).replace("\n", pad).encode()))
-        return True
-
-    def drop(self, o: ast.AST) -> bool:
-        """The whole lines of a statement or decorator that has them to itself, dropped."""
-        where = self.span(o)
-        if where is None:
-            return False
-        first, last = self.starts[o.lineno - 1], self.starts[o.end_lineno]  # type: ignore[attr-defined]
-        if self.data[first:where[0]].strip() not in (b"", b"@") \
-                or self.data[where[1]:last].strip() not in (b"", b";"):
-            return False
-        self.edits.append((first, last, b""))
-        return True
-
-    def pair(self, a: Any, b: Any) -> bool:
-        if _same(a, b):
-            return True
-        if not (isinstance(a, ast.AST) and isinstance(b, ast.AST)):
-            return False
-        return self.walk(a, b) or self.emit(a, b)
-
-    def align(self, a: list, b: list, by: Callable[[ast.AST], str]) -> bool:
-        """Statements (or decorators) kept, changed or dropped: aligned by their code, then by what they are."""
-        ops = difflib.SequenceMatcher(None, [by(x) for x in a], [by(y) for y in b], autojunk=False).get_opcodes()
-        for tag, i1, i2, j1, j2 in ops:
-            if tag == "delete":
-                ok = all(self.drop(x) for x in a[i1:i2])
-            elif tag == "replace" and i2 - i1 == j2 - j1:
-                ok = all(self.pair(x, y) for x, y in zip(a[i1:i2], b[j1:j2]))
-            elif tag == "replace" and by is not _kind:
-                ok = self.align(a[i1:i2], b[j1:j2], _kind)
-            else:  # equal: by their code, or by what they are (then paired, which is free where nothing changed)
-                ok = tag == "equal" and all(self.pair(x, y) for x, y in zip(a[i1:i2], b[j1:j2]))
-            if not ok:
-                return False
-        return True
-
-    def walk(self, o: ast.AST, n: ast.AST) -> bool:
-        """Edits that turn ``o`` into ``n`` below ``o`` itself; False where ``o`` must be re-emitted whole."""
-        if type(o) is not type(n):
-            return False
-        mark = len(self.edits)
-        for field in o._fields:
-            a, b = getattr(o, field, None), getattr(n, field, None)
-            if isinstance(a, list) and isinstance(b, list):
-                if len(a) == len(b):
-                    ok = all(self.pair(x, y) for x, y in zip(a, b))
-                elif field in _STMT_LISTS:
-                    ok = self.align(a, b, ast.dump)
-                else:
-                    ok = False
-            else:
-                ok = self.pair(a, b)
-            if not ok:
-                del self.edits[mark:]
-                return False
-        return True
-
-
-def _same(a: Any, b: Any) -> bool:
-    return ast.dump(a) == ast.dump(b) if isinstance(a, ast.AST) and isinstance(b, ast.AST) else a == b
-
-
-def _kind(x: ast.AST) -> str:
-    """What a statement or decorator is, whatever a rewrite changed inside it."""
-    if isinstance(x, ast.Call):
-        return "call " + ast.unparse(x.func)
-    if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return "def " + x.name
-    if isinstance(x, ast.Assign):
-        return "assign " + " ".join(map(ast.unparse, x.targets))
-    return type(x).__name__
-
-

@@ -18,7 +18,9 @@ import libcst as cst
 
 from smithbot.extract.constants import Constants, fold_settings, inline_kwargs
 from smithbot.extract.imports import tl_has
-from smithbot.extract.rewrite import STAND_INS, EnvPinner, Pruner, for_the_task, splice, without_lazy_globals
+from smithbot.extract.rewrite import EnvPinner, Pruner, for_the_task, without_lazy_globals
+from smithbot.extract.splice import splice
+from smithbot.extract.stand_ins import STAND_INS
 
 
 @dataclass(frozen=True)

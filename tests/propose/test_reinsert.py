@@ -231,7 +231,7 @@ def test_splice_re_emits_only_what_a_rewrite_changed() -> None:
     folded) leave every other line as the target wrote it: comments, layout and quotes."""
     import ast
 
-    from smithbot.extract.rewrite import splice
+    from smithbot.extract.splice import splice
 
     src = ('@functools.lru_cache(maxsize=None)\n@triton.autotune(configs=get_configs(), key=["N"],\n'
            '                 **kw)\ndef launch(x,   # the input\n           out):\n    """Doc."""\n'
