@@ -17,7 +17,7 @@ Axes that are equal share one dimension; a dimension is named after the variable
 tokens, ``nheads`` -> heads...) or, failing that, after its position (first axis tokens, last axis hidden). Names that
 say "index" (``*_ids``, ``*_indices``, ``*_loc``, ``seq_lens``...) get integer tensors with valid values.
 
-The reading of the launcher is in ``launcher_facts.py``, of kernel bodies in ``kernel_use.py``, the name rules in
+The reading of the launcher is in ``launcher_facts.py`` and ``launcher_reads.py``, of kernel bodies in ``kernel_use.py``, the name rules in
 ``names.py``. These are guesses: the extracted baseline must still pass its self-check on them, or the kernel is
 reported.
 """
@@ -25,107 +25,17 @@ reported.
 from __future__ import annotations
 
 import ast
-import copy
 import re
 from typing import Any
 
-from smithbot.inputs.kernel_use import arange_bounds, bitwise_params, fp32_params, index_targets, kernel_param_kinds, required_params
-from smithbot.inputs.launcher_facts import (ARITH, BOOL_NAME, SAME_SHAPE, Facts, arithmetic, ceil_div, collect, element,
-                                            equate, required_optionals)
+from smithbot.inputs.kernel_use import (arange_bounds, bitwise_params, fp32_params, index_targets, kernel_param_kinds,
+                                        required_params, sets_through_helpers, through_helpers)
+from smithbot.inputs.launcher_facts import (ARITH, BOOL_NAME, Facts, arithmetic, ceil_div, collect, element, equate,
+                                            required_optionals)
+from smithbot.inputs.launcher_reads import (arriving_views, axis_indexes, early_outs, none_tested, rebound_apart,
+                                            split_views)
 from smithbot.inputs.names import (CUMULATIVE, FLOAT_NAME, INDEX_NAME, PER_EXPERT, SCALAR_INTS, SIZE_NAME, ann_kind,
-                                    dim_of_name, setting)
-
-def _rebound_apart(fn: ast.FunctionDef, params: set[str]) -> ast.FunctionDef:
-    """``fn`` with each parameter that a statement rebinds to something else (``x = _unsqueeze_to_3d(x)``,
-    ``x = x.view(-1, x.shape[-1])``) renamed from that statement on (``x__rebound``): what the code does with the new
-    value says nothing of the shape the parameter arrives in. A rebinding to the same shape (``x = x.contiguous()``)
-    keeps the name. Only a rebinding in the function's own body counts: one under a branch
-    (``if x.dim() == 2: x = x.view(b, -1, d)``) takes the parameter to the shape it arrives in on the other path."""
-    first: dict[str, int] = {}
-    for node in fn.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-            node, (ast.AugAssign, ast.AnnAssign)) and getattr(node, "value", None) is not None else []
-        for t in targets:
-            if not (isinstance(t, ast.Name) and t.id in params):
-                continue
-            v = getattr(node, "value", None)
-            same = isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in SAME_SHAPE \
-                and isinstance(v.func.value, ast.Name) and v.func.value.id == t.id
-            if not same and not isinstance(node, ast.AugAssign):
-                first[t.id] = min(first.get(t.id, node.end_lineno or node.lineno), node.end_lineno or node.lineno)
-    if not first:
-        return fn
-
-    class Apart(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.AST:
-            if node.id in first and getattr(node, "lineno", 0) > first[node.id]:
-                return ast.copy_location(ast.Name(f"{node.id}__rebound", node.ctx), node)
-            return node
-
-    return Apart().visit(copy.deepcopy(fn))
-
-
-def _split_views(fn: ast.FunctionDef, params: set[str]) -> dict[str, tuple[int, list[ast.expr], int]]:
-    """Parameters the function's own body rebinds to a view that keeps their leading axes and splits the next one
-    (``x = x.view(x.shape[0], x.shape[1], groups, group_dim)``, no ``-1``): ``x`` arrives with one axis past those
-    kept, whose size is the product of the rest. Each maps to (the axes kept, the rest, the statement's last line)."""
-    found: dict[str, tuple[int, list[ast.expr], int]] = {}
-    rebound: set[str] = set()
-    for node in fn.body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            continue
-        x, v = node.targets[0].id, node.value
-        if x not in params or x in rebound:
-            continue
-        rebound.add(x)
-        if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in ("view", "reshape")
-                and isinstance(v.func.value, ast.Name) and v.func.value.id == x and not v.keywords and v.args):
-            continue
-        args = list(v.args[0].elts) if len(v.args) == 1 and isinstance(v.args[0], (ast.Tuple, ast.List)) else \
-            list(v.args)
-        kept = 0
-        for a in args:
-            own = a.slice if isinstance(a, ast.Subscript) and ast.unparse(a.value) == f"{x}.shape" else \
-                a.args[0] if isinstance(a, ast.Call) and ast.unparse(a.func) == f"{x}.size" and len(a.args) == 1 \
-                else None
-            if not (isinstance(own, ast.Constant) and own.value == kept):
-                break
-            kept += 1
-        rest = args[kept:]
-        if kept and rest and not any(isinstance(a, ast.Starred) or (isinstance(a, ast.UnaryOp) and isinstance(
-                a.op, ast.USub)) or any(isinstance(n, ast.Name) and n.id == x for n in ast.walk(a)) for a in rest):
-            found[x] = (kept, rest, node.end_lineno or node.lineno)
-    return found
-
-
-def _arriving_views(fn: ast.FunctionDef, split: dict[str, tuple[int, list[ast.expr], int]]) -> ast.FunctionDef:
-    """``fn`` read for the shapes its split views' parameters arrive in: after the view, ``x.shape``, ``x.size()``
-    and ``x.stride()`` are the view's (``x__view``), while what ``x`` is handed to still sees the tensor (its rows
-    are the view's); before the view, ``assert x.shape[k] == groups * group_dim`` states the axis split."""
-
-    class Apart(ast.NodeTransformer):
-        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-            self.generic_visit(node)
-            v = node.value
-            if isinstance(v, ast.Name) and v.id in split and node.attr in ("shape", "size", "stride", "dim") \
-                    and getattr(v, "lineno", 0) > split[v.id][2]:
-                node.value = ast.copy_location(ast.Name(f"{v.id}__view", ast.Load()), v)
-            return node
-
-    out = Apart().visit(copy.deepcopy(fn))
-    body: list[ast.stmt] = []
-    for node in out.body:
-        for x, (kept, rest, line) in split.items():
-            if (node.end_lineno or node.lineno) == line:
-                product: ast.expr = copy.deepcopy(rest[0])
-                for r in rest[1:]:
-                    product = ast.BinOp(product, ast.Mult(), copy.deepcopy(r))
-                axis = ast.Subscript(ast.Attribute(ast.Name(x, ast.Load()), "shape", ast.Load()), ast.Constant(kept),
-                                     ast.Load())
-                body.append(ast.Assert(ast.Compare(axis, [ast.Eq()], [product])))
-        body.append(node)
-    out.body = body
-    return ast.fix_missing_locations(out)
+                                   dim_of_name, setting)
 
 
 def infer(fn: ast.FunctionDef, unknown: list[str], known: dict[str, Any], by_rule: tuple[str, ...] = (),
@@ -149,9 +59,9 @@ class _Inference:
         self.params = {a.arg for a in args}
         self.ann = {a.arg: ann_kind(a.annotation) for a in args}
         self.ann_text = {a.arg: ast.unparse(a.annotation) for a in args if a.annotation is not None}
-        kinds = _through_helpers({k.name: kernel_param_kinds(k) for k in kernels}, kernels)  # index_targets needs them
-        fp32 = _sets_through_helpers({k.name: fp32_params(k) for k in kernels}, kernels)
-        ints = _sets_through_helpers({k.name: bitwise_params(k) for k in kernels}, kernels)
+        kinds = through_helpers({k.name: kernel_param_kinds(k) for k in kernels}, kernels)  # index_targets needs them
+        fp32 = sets_through_helpers({k.name: fp32_params(k) for k in kernels}, kernels)
+        ints = sets_through_helpers({k.name: bitwise_params(k) for k in kernels}, kernels)
         self.per_kernel = {k.name: (kinds[k.name], required_params(k), arange_bounds(k),
                                     index_targets(k, kinds[k.name]), fp32[k.name], ints[k.name])
                            for k in kernels}
@@ -173,11 +83,11 @@ class _Inference:
         """The launcher's facts, and those of the parameters as they arrive (before the launcher rebinds them)."""
         fn = self.fn
         # `x = x.view(x.shape[0], x.shape[1], groups, group_dim)`: x arrives with three axes, not the view's four
-        split = {x: v for x, v in _split_views(fn, self.params).items() if x in self.unknown}
-        facts = self._facts_of(_arriving_views(fn, split) if split else fn)
+        split = {x: v for x, v in split_views(fn, self.params).items() if x in self.unknown}
+        facts = self._facts_of(arriving_views(fn, split) if split else fn)
         if any(facts.rank.get(x, 0) > kept + 1 for x, (kept, _, _) in split.items()):  # read past the split axis
             split = {x: v for x, v in split.items() if facts.rank.get(x, 0) <= v[0] + 1}
-            facts = self._facts_of(_arriving_views(fn, split) if split else fn)
+            facts = self._facts_of(arriving_views(fn, split) if split else fn)
         same_split: dict[tuple[int, str], str] = {}  # two views split by the same sizes split axes of one size
         for x, (kept, rest, _) in split.items():
             facts.rank[x] = kept + 1
@@ -186,7 +96,7 @@ class _Inference:
             facts.union(("ax", x, kept), ("ax", same_split.setdefault(key, x), kept))
         # whether the code contradicts a name rule's rank is read before the parameter is rebound: after
         # `hidden_states = _unsqueeze_to_3d(hidden_states)`, `hidden_states.size(1)` is the new value's
-        arrives = self._facts_of(_rebound_apart(fn, self.params)) if self.by_rule else facts
+        arrives = self._facts_of(rebound_apart(fn, self.params)) if self.by_rule else facts
         return facts, arrives
 
     def _reopen(self, arrives: Facts, by_name: dict[str, ast.FunctionDef]) -> None:
@@ -195,7 +105,7 @@ class _Inference:
         # `seg_indptr=None` by default, but handed to a kernel that reads through it and never asks whether it is
         # None (nor does the launcher): the default is no input to run on, so it is inferred like any tensor
         for p in [p for p, v in known.items() if v is None and facts.kernel_kind.get(p) in ("pointer", "index")]:
-            if not _none_tested(fn, {p}) and all(k in by_name and not _none_tested(by_name[k], {kp})
+            if not none_tested(fn, {p}) and all(k in by_name and not none_tested(by_name[k], {kp})
                                                   for k, kp in facts.handed.get(p, [("?", "?")])):
                 del known[p]
                 unknown.append(p)
@@ -482,7 +392,7 @@ class _Inference:
                 lits = [m[1] for m in self.classes.get(self.facts.find(("name", p)), []) if m[0] == "lit"]
                 if lits:
                     out[p] = lits[0]
-                elif p in _axis_indexes(self.fn):  # dim by its name is a size, but `x.shape[dim]` an axis
+                elif p in axis_indexes(self.fn):  # dim by its name is a size, but `x.shape[dim]` an axis
                     out[p] = -1
         return out
 
@@ -532,7 +442,7 @@ class _Inference:
             spec = {"shape": shape, "dtype": "int32", "init": f"randint:0:{held} + 1"}
         elif "mask" in p.lower():
             spec = {"shape": shape, "dtype": "bool", "init": "randint:0:2"}
-        elif p in _early_outs(self.fn):  # `if no_lora_flag_cpu.item(): return`: False, or no kernel runs
+        elif p in early_outs(self.fn):  # `if no_lora_flag_cpu.item(): return`: False, or no kernel runs
             spec = {"shape": shape, "dtype": "bool", "init": "randint:0:1"}
         else:
             spec = {"shape": shape}
@@ -563,92 +473,13 @@ class _Inference:
             return True
         if kind == "bool" or re.match(BOOL_NAME, p.lower()):
             return False
-        if p in _axis_indexes(self.fn) and kind in ("int", None):  # x.size(dim), `dim < x.ndim`: the last axis
+        if p in axis_indexes(self.fn) and kind in ("int", None):  # x.size(dim), `dim < x.ndim`: the last axis
             return -1
         if kind == "int" or kind is None:
             value = self.scalar_int(p, frozenset())
             if value is not None:
                 return value
         return ...
-
-
-def _axis_indexes(fn: ast.FunctionDef) -> set[str]:
-    """The names the launcher uses as an axis of a tensor, not a size: ``x.shape[dim]``, ``x.size(dim)``,
-    ``x.stride(dim)``, ``x.sum(dim=dim)``, ``-x.ndim <= dim < x.ndim`` (a range check, not ``x.ndim == n``)."""
-    out: set[str] = set()
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and n.value.attr == "shape" \
-                and isinstance(n.slice, ast.Name):
-            out.add(n.slice.id)
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("size", "stride") \
-                and len(n.args) == 1 and isinstance(n.args[0], ast.Name):
-            out.add(n.args[0].id)
-        elif isinstance(n, ast.keyword) and n.arg == "dim" and isinstance(n.value, ast.Name):
-            out.add(n.value.id)
-        elif isinstance(n, ast.Compare) and all(isinstance(o, (ast.Lt, ast.LtE)) for o in n.ops) and any(
-                isinstance(x, ast.Attribute) and x.attr == "ndim" for x in [n.left, *n.comparators]):
-            out.update(x.id for x in [n.left, *n.comparators] if isinstance(x, ast.Name))
-    return out
-
-
-def _early_outs(fn: ast.FunctionDef) -> set[str]:
-    """The tensors whose value alone skips the rest of the launcher: ``if flag.item(): return``."""
-    return {n.test.func.value.id for n in ast.walk(fn) if isinstance(n, ast.If)
-            and any(isinstance(s, ast.Return) for s in n.body) and all(isinstance(s, (ast.Return, ast.Expr))
-                                                                         for s in n.body)
-            and isinstance(n.test, ast.Call) and isinstance(n.test.func, ast.Attribute) and n.test.func.attr == "item"
-            and isinstance(n.test.func.value, ast.Name)}
-
-
-def _helper_args(kernels: tuple[ast.FunctionDef, ...]) -> list[tuple[str, str, str, str]]:
-    """(kernel, helper, the helper's parameter, the kernel's name handed to it) for each call of one ``@triton.jit``
-    function of the task by another: ``compute_m_range(pid, seg_indptr)``."""
-    by_name = {k.name: k for k in kernels}
-    out = []
-    for k in kernels:
-        for call in (n for n in ast.walk(k) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                     and n.func.id in by_name and n.func.id != k.name):
-            h = by_name[call.func.id]  # type: ignore[attr-defined]
-            order = [a.arg for a in h.args.posonlyargs + h.args.args]
-            passed = list(zip(order, call.args)) + [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
-            out += [(k.name, h.name, hp, a.id) for hp, a in passed if isinstance(a, ast.Name)]
-    return out
-
-
-def _through_helpers(kinds: dict[str, dict[str, str]],
-                     kernels: tuple[ast.FunctionDef, ...]) -> dict[str, dict[str, str]]:
-    """``kinds`` with a parameter that a kernel only hands to a ``@triton.jit`` helper (``compute_m_range(pid,
-    seg_indptr, weight_indices)``) taking the kind it has there: a pointer the helper loads through is one here."""
-    calls = _helper_args(kernels)
-    for _ in range(3):  # helpers of helpers
-        for k, h, hp, a in calls:
-            if kinds[k].get(a) == "unknown" and kinds[h].get(hp) in ("pointer", "index"):
-                kinds[k][a] = kinds[h][hp]
-    return kinds
-
-
-def _sets_through_helpers(sets: dict[str, set[str]], kernels: tuple[ast.FunctionDef, ...]) -> dict[str, set[str]]:
-    """``sets`` (per kernel, parameters of one sort: fp32, integer) with what a kernel hands a helper's parameter of
-    that sort (``gumbel_block_argmax(..., seeds_ptr)``, which seeds ``tl.randint`` from it)."""
-    calls = _helper_args(kernels)
-    for _ in range(3):
-        for k, h, hp, a in calls:
-            if hp in sets[h]:
-                sets[k].add(a)
-    return sets
-
-
-def _none_tested(fn: ast.FunctionDef, names: set[str]) -> bool:
-    """Whether ``fn`` (its decorators too: ``"HAS_BIAS": lambda args: args["bias"] is not None``) compares one of
-    ``names`` with None."""
-    for c in ast.walk(fn):
-        if isinstance(c, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot)) for o in c.ops) and any(
-                isinstance(e, ast.Constant) and e.value is None for e in c.comparators):
-            left = c.left.slice if isinstance(c.left, ast.Subscript) else c.left
-            if isinstance(left, ast.Name) and left.id in names or isinstance(
-                    left, ast.Constant) and left.value in names:
-                return True
-    return False
 
 
 def _multiple_of(d: Any, m: int) -> Any:

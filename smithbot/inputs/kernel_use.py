@@ -339,3 +339,41 @@ def splat_widths(args: list[ast.expr], left: list[str], owners: list[str | None]
 
     choices = [w for w in itertools.product(range(1, 5), repeat=len(stars)) if sum(w) == total]
     return list(max(choices, key=score)) if choices else None
+
+
+def helper_args(kernels: tuple[ast.FunctionDef, ...]) -> list[tuple[str, str, str, str]]:
+    """(kernel, helper, the helper's parameter, the kernel's name handed to it) for each call of one ``@triton.jit``
+    function of the task by another: ``compute_m_range(pid, seg_indptr)``."""
+    by_name = {k.name: k for k in kernels}
+    out = []
+    for k in kernels:
+        for call in (n for n in ast.walk(k) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                     and n.func.id in by_name and n.func.id != k.name):
+            h = by_name[call.func.id]  # type: ignore[attr-defined]
+            order = [a.arg for a in h.args.posonlyargs + h.args.args]
+            passed = list(zip(order, call.args)) + [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
+            out += [(k.name, h.name, hp, a.id) for hp, a in passed if isinstance(a, ast.Name)]
+    return out
+
+
+def through_helpers(kinds: dict[str, dict[str, str]],
+                     kernels: tuple[ast.FunctionDef, ...]) -> dict[str, dict[str, str]]:
+    """``kinds`` with a parameter that a kernel only hands to a ``@triton.jit`` helper (``compute_m_range(pid,
+    seg_indptr, weight_indices)``) taking the kind it has there: a pointer the helper loads through is one here."""
+    calls = helper_args(kernels)
+    for _ in range(3):  # helpers of helpers
+        for k, h, hp, a in calls:
+            if kinds[k].get(a) == "unknown" and kinds[h].get(hp) in ("pointer", "index"):
+                kinds[k][a] = kinds[h][hp]
+    return kinds
+
+
+def sets_through_helpers(sets: dict[str, set[str]], kernels: tuple[ast.FunctionDef, ...]) -> dict[str, set[str]]:
+    """``sets`` (per kernel, parameters of one sort: fp32, integer) with what a kernel hands a helper's parameter of
+    that sort (``gumbel_block_argmax(..., seeds_ptr)``, which seeds ``tl.randint`` from it)."""
+    calls = helper_args(kernels)
+    for _ in range(3):
+        for k, h, hp, a in calls:
+            if hp in sets[h]:
+                sets[k].add(a)
+    return sets
