@@ -24,6 +24,12 @@ class _Tagged(tuple):
             raise TypeError(f"{cls.__name__} takes {', '.join(cls.fields)}, not {values!r}")
         return tuple.__new__(cls, (cls.kind, *values))
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each of the class's ``fields`` is read by name: ``Func(...).qual`` is the field after ``mod``."""
+        super().__init_subclass__(**kwargs)
+        for i, name in enumerate(cls.fields):
+            setattr(cls, name, _field(i))
+
     __repr__ = tuple.__repr__
 
     def __getnewargs__(self) -> tuple:
@@ -41,7 +47,6 @@ class Func(_Tagged):
 
     __slots__ = ()
     kind, fields = "func", ("mod", "qual", "bound")
-    mod, qual, bound = _field(0), _field(1), _field(2)
 
 
 class Class(_Tagged):
@@ -49,7 +54,6 @@ class Class(_Tagged):
 
     __slots__ = ()
     kind, fields = "class", ("mod", "qual")
-    mod, qual = _field(0), _field(1)
 
 
 class Inst(_Tagged):
@@ -57,7 +61,6 @@ class Inst(_Tagged):
 
     __slots__ = ()
     kind, fields = "inst", ("mod", "qual")
-    mod, qual = _field(0), _field(1)
 
 
 class Method(_Tagged):
@@ -66,7 +69,6 @@ class Method(_Tagged):
 
     __slots__ = ()
     kind, fields = "method", ("mod", "cls", "name")
-    mod, cls, name = _field(0), _field(1), _field(2)
 
 
 class Module(_Tagged):
@@ -74,7 +76,6 @@ class Module(_Tagged):
 
     __slots__ = ()
     kind, fields = "module", ("mod",)
-    mod = _field(0)
 
 
 class Kernel(_Tagged):
@@ -82,7 +83,7 @@ class Kernel(_Tagged):
 
     __slots__ = ()
     kind, fields = "kernel", ("mod", "name")
-    mod, name, qual = _field(0), _field(1), _field(1)
+    qual = _field(1)
 
 
 class Registry(_Tagged):
@@ -90,7 +91,6 @@ class Registry(_Tagged):
 
     __slots__ = ()
     kind, fields = "registry", ("name",)
-    name = _field(0)
 
 
 class Getter(_Tagged):
@@ -98,7 +98,6 @@ class Getter(_Tagged):
 
     __slots__ = ()
     kind, fields = "getter", ("name",)
-    name = _field(0)
 
 
 class Super(_Tagged):
@@ -107,7 +106,6 @@ class Super(_Tagged):
 
     __slots__ = ()
     kind, fields = "super", ("mod", "cls", "bound")
-    mod, cls, bound = _field(0), _field(1), _field(2)
 
 
 Value = Func | Class | Inst | Method | Module | Kernel | Registry | Getter | Super
