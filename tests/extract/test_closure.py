@@ -28,6 +28,13 @@ def _source(b: ClosureBuilder) -> str:
         d.source for d in b.render_definitions())
 
 
+def _run(b: ClosureBuilder) -> dict:
+    """The namespace the closure's source leaves when run as a module."""
+    ns: dict = {}
+    exec(compile(_source(b), "task", "exec"), ns)
+    return ns
+
+
 COMMON = '''from typing import overload
 
 
@@ -119,8 +126,7 @@ def test_a_reexported_flag_read_by_two_constants_is_no_cycle_and_fromhex_is_a_co
     b = ClosureBuilder(tmp_path, modules, "pkg", {}, ())
     b.add("pkg.ops", "launch")
     assert b.c.blockers == []
-    ns: dict = {}
-    exec(compile(_source(b), "task", "exec"), ns)
+    ns = _run(b)
     assert ns["launch"](2.0) == float.fromhex("0x1.fffffep-1") and ns["launch"](0.0) == 2.0 ** -126
 
 
@@ -183,8 +189,7 @@ def test_an_extensions_arithmetic_helper_is_that_arithmetic(tmp_path: Path) -> N
     b = _closure(tmp_path, "align", "def launch(m):\n    from deep_gemm import ceil_div\n"
                                     "    return ceil_div(m, 16) * 16\n")
     assert b.c.blockers == []
-    ns: dict = {}
-    exec(compile(_source(b), "task", "exec"), ns)
+    ns = _run(b)
     assert [ns["launch"](m) for m in (1, 16, 17)] == [16, 16, 32]
 
 
@@ -299,8 +304,7 @@ def test_a_table_the_module_only_reads_extracts_and_a_debug_wrapper_is_dropped(t
     assert b.c.blockers == []
     evolved = f"# EVOLVE-BLOCK-START\n{_source(b)}\n# EVOLVE-BLOCK-END\n"
     assert check(evolved, evolved, "launch").ok, check(evolved, evolved, "launch")
-    ns: dict = {}
-    exec(compile(_source(b), "task", "exec"), ns)
+    ns = _run(b)
     import torch
 
     assert torch.equal(ns["launch"](torch.ones(3)), torch.full((3,), 2.0)) and "debug_api" not in _source(b)
@@ -410,8 +414,7 @@ def test_a_settings_object_read_takes_its_declared_default(tmp_path: Path) -> No
     (tmp_path / "pkg" / "op.py").unlink()
     b = _closure(tmp_path, "op", "import torch\nfrom pkg.environ import envs\n\n\n"
                  "def launch(x):\n    return x * envs.BLOCK.get()\n", stubs={"BLOCK": 5})
-    ns = {}
-    exec(compile(_source(b), "task", "exec"), ns)
+    ns = _run(b)
     assert ns["launch"](2) == 10
 
 
@@ -430,8 +433,7 @@ def test_an_environment_table_module_reads_as_a_clean_environment_gives_it(tmp_p
                  "def launch(x):\n    if _FAST or envs.V2:\n        raise RuntimeError('fast path')\n"
                  "    return x * envs.BLOCK if envs.MODE == 'auto' else x\n")
     assert b.c.blockers == []
-    ns: dict = {}
-    exec(compile(_source(b), "task", "exec"), ns)
+    ns = _run(b)
     assert ns["launch"](2) == 6
     assert (ns["envs"].FAST, ns["envs"].V2, ns["envs"].MODE) == (False, None, "auto")
     (tmp_path / "pkg" / "op.py").unlink()
@@ -441,8 +443,7 @@ def test_an_environment_table_module_reads_as_a_clean_environment_gives_it(tmp_p
     (tmp_path / "pkg" / "op.py").unlink()  # beside a constant one, a getter that is none is left out
     b = _closure(tmp_path, "op", "import torch\nimport pkg.envs as envs\n\n\n"
                  "def host():\n    return envs.HOST\n\n\ndef launch(x):\n    return x * envs.BLOCK\n")
-    ns = {}
-    exec(compile(_source(b), "task", "exec"), ns)
+    ns = _run(b)
     assert ns["launch"](2) == 6 and not hasattr(ns["envs"], "HOST")
 
 
@@ -454,8 +455,7 @@ def test_a_package_probe_answers_as_a_task_is_installed(tmp_path: Path) -> None:
                  "def launch(x):\n    if _has('cutlass') or not _has('triton.language'):\n"
                  "        raise RuntimeError('cute path')\n    return x + 1\n")
     assert b.c.blockers == []
-    ns: dict = {}
-    exec(compile(_source(b), "task", "exec"), ns)
+    ns = _run(b)
     assert ns["launch"](1) == 2
 
 
@@ -473,8 +473,7 @@ def test_what_only_other_paths_or_profilers_need_does_not_block(tmp_path: Path) 
     b = ClosureBuilder(tmp_path, {"pkg.op": "pkg/op.py", "pkg.utils.logger": "pkg/utils/logger.py"}, "pkg", {}, ())
     b.add("pkg.op", "launch")
     assert b.c.blockers == []
-    ns: dict = {}
-    exec(compile(_source(b), "task", "exec"), ns)
+    ns = _run(b)
     assert ns["launch"](1) == 2
     with pytest.raises(NotImplementedError, match="add_one_cpu is not in this task: it comes from cpu_ext"):
         ns["launch"](1, on_cpu=True)
@@ -492,8 +491,7 @@ def test_an_extension_imported_inside_a_function_is_judged_by_that_function(tmp_
     b = ClosureBuilder(tmp_path, {"pkg.quant": "pkg/quant.py"}, "pkg", {}, ("ext",))
     b.add("pkg.quant", "launch")
     assert b.c.blockers == []
-    ns: dict = {}
-    exec(compile(_source(b), "task", "exec"), ns)
+    ns = _run(b)
     assert ns["launch"](3) == 6
     with pytest.raises(NotImplementedError, match="relayout is not in this task: it comes from the external "
                                                   "extension ext"):
@@ -602,8 +600,7 @@ def test_a_profiler_label_written_out_does_nothing(tmp_path: Path) -> None:
     assert b.c.blockers == [] and "torch.profiler.record_function(" not in _source(b)
     evolved = f"# EVOLVE-BLOCK-START\n{_source(b)}\n# EVOLVE-BLOCK-END\n"
     assert check(evolved, evolved, "launch").ok
-    ns: dict = {}
-    exec(compile(_source(b), "task", "exec"), ns)
+    ns = _run(b)
     assert ns["launch"](1) == 2
 
 
@@ -697,8 +694,7 @@ def test_a_second_definition_imported_under_another_name_raises_where_it_is_call
                                   "        from pkg.fast import scale as _fast\n\n        return _fast(x)\n"
                                   "    return scale(x)\n")
     assert b.c.blockers == []
-    ns: dict = {}
-    exec(compile(_source(b), "task", "exec"), ns)
+    ns = _run(b)
     assert ns["launch"](2) == 4
     with pytest.raises(NotImplementedError, match="pkg.fast.scale is not in this task: it has another definition"):
         ns["launch"](2, fast=True)
@@ -817,8 +813,7 @@ def launch(x, pool=None):
     return x
 ''')
     assert b.c.blockers == [] and "import of ctypes" in b.c.stubs["Pool"], b.c.stubs
-    ns = {}
-    exec(compile(_source(b), "task", "exec"), ns)
+    ns = _run(b)
     assert ns["launch"](3) == 3
     with pytest.raises(NotImplementedError, match="Pool is not in this task: import of ctypes"):
         ns["launch"](3, pool=object())
