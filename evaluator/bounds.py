@@ -8,6 +8,10 @@ reads out of bounds is a runtime error with a reason, and a task whose inputs ar
 
 Only the interpreter worker installs it: the GPU backend is untouched.
 
+A kernel may also reach a tensor it is not given, through a table of addresses it is (sglang's
+``write_req_to_token_pool_triton`` loads each request's prefix from a pointer in ``prefix_tensors``): the tensors the
+task's call was handed (``handed``) count as inside too, under their names there.
+
 A read past the end of one tensor can land in the next one, where the heap put it; that would look legal. So, once
 installed, every input tensor the evaluator copies for a call (``runtime.clone_args``) is placed in the middle of a
 buffer with unused room on both sides (``padded_empty``), and only the tensor's own bytes count as inside it: a read a
@@ -17,7 +21,8 @@ row or a tensor's length past the end now lands in the room, which no tensor own
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -32,6 +37,7 @@ _installed = False
 _ROOM_MAX = 16 << 20  # bytes of room on each side of a padded tensor, at most
 _ROOM_MIN = 64 << 10  # and at least: a read a few hundred rows past a small table lands in its own room
 _owned: dict[int, tuple[int, int]] = {}  # a padded buffer's address -> (start, bytes) of the tensor inside it
+_handed: tuple[dict[str, Any], ...] = ()  # the arguments of the task's calls in progress (``handed``)
 
 
 def padded_empty(shape: torch.Size, stride: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
@@ -62,11 +68,28 @@ def _storages(name: str, value: Any, out: dict[int, tuple[int, list[str]]]) -> N
         _storages(name, value.base, out)
 
 
+@contextmanager
+def handed(*args: dict[str, Any]) -> Iterator[None]:
+    """While the task's entry is called with ``args`` (one dict per call): their tensors are inside, for each kernel
+    it launches."""
+    global _handed
+    before, _handed = _handed, args
+    try:
+        yield
+    finally:
+        _handed = before
+
+
 def _set(kernel: str, named: dict[str, Any]) -> None:
     global _bounds
     found: dict[int, tuple[int, list[str]]] = {}
     for name, value in named.items():
         _storages(name, value, found)
+    reached: dict[int, tuple[int, list[str]]] = {}
+    for call in _handed:
+        for name, value in call.items():
+            _storages(name, value, reached)
+    found.update({p: v for p, v in reached.items() if p not in found})  # a kernel argument keeps its own name
     order = sorted(found)
     _bounds = (np.array(order, dtype=np.uint64), np.array([p + found[p][0] for p in order], dtype=np.uint64),
                ["/".join(found[p][1]) for p in order], kernel)

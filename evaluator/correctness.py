@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import torch
 
+from evaluator import bounds
 from evaluator.runtime import (ALLOWED_ATEN, LaunchCounter, Recorder, bit_equal, clone_args, object_state, storages,
                                tensor_leaves, zeros_like_output)
 from evaluator.task import Case, Task
@@ -62,7 +63,7 @@ def call(fn: Callable[..., Any], args: dict[str, Any], device: str, poison: bool
     sampling's uniforms) draws the same ones on every call with the same seed."""
     torch.manual_seed(seed)
     before = LaunchCounter.count
-    with Recorder(poison=poison) as rec:
+    with Recorder(poison=poison) as rec, bounds.handed(args):
         out = fn(**args)
     _sync(device)
     return out, rec.ops, LaunchCounter.count - before
@@ -74,7 +75,7 @@ def launches(fn: Callable[..., Any], args: dict[str, Any], device: str, seed: in
     a GPU would see: a fusion's fewer launches are its evidence there."""
     torch.manual_seed(seed)
     before = LaunchCounter.count
-    with Recorder(poison=False) as rec:
+    with Recorder(poison=False) as rec, bounds.handed(args):
         fn(**args)
     _sync(device)
     return rec.launches + LaunchCounter.count - before

@@ -115,15 +115,17 @@ def count(fn: Callable[..., Any], args: dict[str, Any], device: str) -> dict[int
     ``args``, by operand width. It calls twice (an autotuner settles on the first) and counts the second."""
     import torch
 
+    from evaluator import bounds
     from evaluator.runtime import LaunchCounter
 
     counter = torch.zeros(len(WIDTHS), dtype=torch.int64, device=device)
     LaunchCounter.install()
     LaunchCounter.extra = {PARAM: counter}
     try:
-        fn(**args)
-        counter.zero_()
-        fn(**args)
+        with bounds.handed(args):
+            fn(**args)
+            counter.zero_()
+            fn(**args)
     finally:
         LaunchCounter.extra = None
     return {w: int(n) for w, n in zip(WIDTHS, counter.tolist()) if n}

@@ -40,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from evaluator import bounds
 from evaluator.correctness import effects_mismatch, make_args, written_by
 from evaluator.verdict import sign_p, sign_rounds
 from evaluator.runtime import LaunchCounter, clone_args, forget_autotuning, fresh_args, tensors_of
@@ -106,8 +107,9 @@ class _Side:
 
     def run(self, calls: list[dict[str, Any]]) -> None:
         n = len(self.copies)
-        for i, a in enumerate(calls):
-            self.outs[i % n] = self.fn(**a)
+        with bounds.handed(*calls):  # under the interpreter, what a kernel may reach through a table of addresses
+            for i, a in enumerate(calls):
+                self.outs[i % n] = self.fn(**a)
         self.last_args = calls[-1]
 
     def one_pass(self) -> None:
@@ -335,7 +337,8 @@ def time_case_wall(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], har
     on new objects, with the same check of the last call of every round."""
     args = make_args(harness, case, seed, "cpu")
     probe = clone_args(args)
-    out = base_fn(**probe)
+    with bounds.handed(probe):
+        out = base_fn(**probe)
     bytes_fn = getattr(harness, "bytes_moved", None)
     moved = int(bytes_fn(**args)) if bytes_fn is not None else \
         default_bytes(args, out, getattr(harness, "GATHERED", ()))

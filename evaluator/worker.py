@@ -73,7 +73,8 @@ class _Prepared:
         LaunchCounter.names.clear()
         for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
             args = correctness.make_args(self.harness, case, correctness.seed_for(i, 0), self.device)
-            self.base(**args)
+            with bounds.handed(args):
+                self.base(**args)
             args = None  # freed before the next case's inputs are made
         self.kernels = sorted(LaunchCounter.names)  # the Triton kernels the baseline launches on these cases
         t1 = time.perf_counter()
@@ -298,7 +299,10 @@ class Worker:
         try:
             cand = getattr(load_module(req["candidate"], "candidate", prep.interpreter), prep.task.entry)
             for i, case in enumerate(cases):  # compile every variant before checking anything
-                cand(**correctness.make_args(prep.harness, case, correctness.seed_for(i, 0), prep.device))
+                args = correctness.make_args(prep.harness, case, correctness.seed_for(i, 0), prep.device)
+                with bounds.handed(args):
+                    cand(**args)
+                args = None
             if prep.device == "cuda":
                 torch.cuda.synchronize()
             out["elapsed_s"]["compile"] = time.perf_counter() - t0

@@ -302,9 +302,10 @@ def extract(root: Path, commit: str | None, url: str, target: Target, site: Kern
         raise ExtractError(f"{site.name}: " + "; ".join(dict.fromkeys(builder.c.blockers)))
     defs = builder.render_definitions()
     functions = tuple(n for d in defs for n in ast.parse(d.source).body if isinstance(n, ast.FunctionDef))
-    written = next((f for f in functions if f.name == wrapper), fn)
-    if [a.arg for a in written.args.args] != [a.arg for a in fn.args.args]:
-        fn = written  # the engine state it reads became parameters
+    # the inputs are read from the launcher as the task runs it: its branches for other platforms gone (a CPU
+    # path's method calls on an object do not make it more than what it is on the GPU's), the engine state it reads
+    # made parameters
+    fn = next((f for f in functions if f.name == wrapper), fn)
     got = _inputs(fn, functions, wrapper, target, site.name, without_inputs)
     objects, entry = got.objects, got.entry
     kernel_src = _write_kernel(

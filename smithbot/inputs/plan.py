@@ -9,12 +9,15 @@ gets one where they name it (``expert_ids: {layout: moe_align}``: then its other
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from smithbot.inputs.layouts import LAYOUTS
 
 # the block size of an MoE alignment: a tuning config's BLOCK_SIZE_M, or a parameter that says it
 _BLOCK_PARAMS = ("block_size", "block_m", "BLOCK_SIZE_M", "block_size_m")
+# an engine's copy of a field, named by where it lives: `seq_lens_tensor` (the device's), `seq_lens_cpu` (the host's)
+_COPY = re.compile(r"_(tensor|cpu)$")
 
 
 def _block(specs: dict[str, Any]) -> Any:
@@ -41,7 +44,7 @@ def bind_layouts(params: list[str], given: dict[str, Any], sizes: dict[str, dict
     ``by_themselves``, only the layouts that specs name bind."""
     out: dict[str, dict[str, Any]] = {}
     for name, mod in LAYOUTS.items():
-        fields = {p: f for f, names in mod.NAMES.items() for p in names if p in params}
+        fields = {p: f for p in params for f, names in mod.NAMES.items() if _COPY.sub("", p) in names}
         named = {p: spec.get("field") or fields.get(p) for p, spec in given.items()
                  if isinstance(spec, dict) and spec.get("layout") == name}
         # by itself, a layout binds only where the target YAML gives the launcher no specs (a launcher nobody wrote

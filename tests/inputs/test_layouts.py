@@ -75,6 +75,13 @@ def test_paged_kv_tables_agree_with_the_request_pool(batch: int, context: int, p
     assert f["query_start_loc"].tolist() == list(range(batch + 1)) and f["query_start_loc"].dtype == torch.int32
     pos = f["positions"]
     assert torch.equal(pos, lens - 1) and bool((pos // page < context // page).all())
+    # an extend step: a cached prefix and at least one new position per request, all written to free slots
+    pre, ext = f["prefix_lens"], f["extend_lens"]
+    assert bool(((pre >= 0) & (ext >= 1)).all()) and torch.equal(pre + ext, lens)
+    assert [t.numel() for t in f["prefix_tensors"]] == pre.tolist() and f["out_cache_loc"].numel() == int(ext.sum())
+    written = torch.cat([*f["prefix_tensors"], f["out_cache_loc"]]).tolist()
+    free = set(range(2 * batch * context)) - set(r2t[rows].flatten().tolist())
+    assert len(set(written)) == len(written) and set(written) <= free  # so the write changes the batch's rows
 
 
 def test_a_launcher_gets_a_layout_by_its_parameters_names_and_the_yaml_can_name_one() -> None:
@@ -101,6 +108,10 @@ def test_a_launcher_gets_a_layout_by_its_parameters_names_and_the_yaml_can_name_
     assert {p: (s["layout"], s["field"]) for p, s in bound.items()} == {
         "req_to_token": ("paged_kv", "req_to_token"), "req_pool_indices": ("paged_kv", "req_pool_indices"),
         "seq_lens": ("paged_kv", "seq_lens"), "page_table": ("paged_kv", "page_table")}
+    # an engine's device and host copies of a field (`seq_lens_tensor`, `seq_lens_cpu`) are that field
+    bound = bind_layouts(["req_to_token", "seq_lens_tensor", "seq_lens_cpu", "prefix_tensors", "pre_lens_tensor"], {})
+    assert {p: s["field"] for p, s in bound.items()} == {"req_to_token": "req_to_token", "seq_lens_tensor": "seq_lens",
+                                                          "seq_lens_cpu": "seq_lens", "prefix_tensors": "prefix_tensors"}
 
 
 ENGINE = '''import torch
@@ -581,3 +592,84 @@ def test_a_launcher_whose_outputs_differ_between_runs_is_extracted_with_the_op_t
                                                       "dims": {"tokens": 11, "hidden": 100, "experts": 5, "top_k": 2,
                                                                "moe_intermediate": 3}})
     _check_against_reference(tmp_path / "sort")
+
+
+POOL = '''import torch
+import triton
+import triton.language as tl
+
+_is_hip = torch.version.hip is not None
+
+
+@triton.jit
+def _write_rows_kernel(req_to_token, req_pool_indices, prefix_ptrs, prefix_lens, seq_lens, extend_lens,
+                       out_cache_loc, stride, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    row = tl.load(req_pool_indices + pid)
+    pre = tl.load(prefix_lens + pid)
+    n = tl.load(seq_lens + pid)
+    prefix = tl.load(prefix_ptrs + pid).to(tl.pointer_type(tl.int64))
+    for i in range(0, pre, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        tl.store(req_to_token + row * stride + offs, tl.load(prefix + offs, mask=offs < pre), mask=offs < pre)
+    start = tl.cast(0, tl.int64)
+    for j in range(pid):
+        start += tl.load(extend_lens + j)
+    for i in range(0, n - pre, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        m = offs < n - pre
+        tl.store(req_to_token + row * stride + pre + offs, tl.load(out_cache_loc + start + offs, mask=m), mask=m)
+
+
+def write_rows(out_cache_loc, req_pool_indices_tensor, prefix_lens_tensor, seq_lens_tensor, extend_lens_tensor,
+               prefix_tensors, req_to_token_pool):
+    """Each request's row of the pool: its cached prefix's slots, then the slots allocated for its new positions."""
+    if not _is_hip:
+        ptrs = torch.tensor([t.data_ptr() for t in prefix_tensors], dtype=torch.uint64).to(req_to_token_pool.device)
+        _write_rows_kernel[(req_pool_indices_tensor.shape[0],)](
+            req_to_token_pool.req_to_token, req_pool_indices_tensor, ptrs, prefix_lens_tensor, seq_lens_tensor,
+            extend_lens_tensor, out_cache_loc, req_to_token_pool.req_to_token.shape[1], BLOCK=64)
+    else:  # the host path, through the pool's own method: not what the task runs
+        start = 0
+        for i, row in enumerate(req_pool_indices_tensor.tolist()):
+            pre, n = int(prefix_lens_tensor[i]), int(seq_lens_tensor[i])
+            req_to_token_pool.write((row, slice(0, pre)), prefix_tensors[i])
+            req_to_token_pool.write((row, slice(pre, n)), out_cache_loc[start:start + n - pre])
+            start += n - pre
+'''
+
+POOL_REFERENCE = '''
+
+def reference(out_cache_loc, req_pool_indices_tensor, prefix_lens_tensor, extend_lens_tensor, prefix_tensors,
+              req_to_token, **_):
+    start = 0
+    for i, row in enumerate(req_pool_indices_tensor.tolist()):
+        pre, new = int(prefix_lens_tensor[i]), int(extend_lens_tensor[i])
+        req_to_token[row, :pre] = prefix_tensors[i]
+        req_to_token[row, pre:pre + new] = out_cache_loc[start:start + new]
+        start += new
+'''
+
+
+def test_a_kernel_that_reaches_a_list_of_tensors_through_their_addresses_writes_the_pools_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sglang's write of an extend step's slots into the request pool: the prefixes come as a list of tensors whose
+    addresses the kernel loads, the pool as an object (read for its table and device, on the path the task runs),
+    and the lengths as the device copies of the layout's fields. The check is strong: skipping the prefixes fails."""
+    monkeypatch.setenv("SMITHBOT_HOME", str(tmp_path / "home"))
+    repo = git_repo(tmp_path / "engine", {"engine/__init__.py": "", "engine/pool.py": POOL})
+    task = tmp_path / "rows"
+    [row] = api.extract(str(repo), "write_rows", out=task, source=str(repo), check=True)
+    assert row.checked, row.why
+    harness = (task / "harness.py").read_text()
+    assert all(f"'field': '{f}'" in harness for f in ("prefix_tensors", "out_cache_loc", "prefix_lens", "extend_lens",
+                                                      "req_pool_indices", "req_to_token"))
+    _with_reference(task, POOL_REFERENCE, {"name": "irregular-rows-5", "regime": "decode", "dtype": "fp32",
+                                           "dims": {"tokens": 5}})
+    _check_against_reference(task)
+    skipping = (task / "kernel.py").read_text().replace("for i in range(0, pre, BLOCK):", "for i in range(0, 0, 1):")
+    assert skipping != (task / "kernel.py").read_text()
+    (tmp_path / "skipping.py").write_text(skipping)
+    with Evaluator(task, backend="interpreter") as ev:
+        result = ev.submit(tmp_path / "skipping.py").result()
+    assert not result.correct and result.reason == "mismatch" and "req_to_token" in result.detail

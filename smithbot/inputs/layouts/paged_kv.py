@@ -3,8 +3,13 @@
 of requests derives from it: their lengths, their rows of the pool, page tables (``page_table`` = the page of every
 ``page``-th position; lmdeploy's ``block_offsets``), the ragged ``kv_indptr`` / ``kv_indices`` (FlashInfer's) and the
 offsets ``cu_seqlens_k``; the decode step's query (vLLM's ``query_start_loc``, a token per request, and
-that token's ``positions``, each request's last); and the chunks a chunked-prefix prefill reads the cached prefixes in (sglang's MLA
-``prefix_chunk_*``: each request's ``seq_lens`` positions taken ``chunk_capacity // batch`` at a time).
+that token's ``positions``, each request's last); the chunks a chunked-prefix prefill reads the cached prefixes in
+(sglang's MLA ``prefix_chunk_*``: each request's ``seq_lens`` positions taken ``chunk_capacity // batch`` at a time);
+and an extend step's writes into the pool: each request's ``seq_lens`` split into a cached ``prefix_lens`` and the
+``extend_lens`` new positions (at least one), with ``prefix_tensors`` (one tensor per request: the slots the prefix
+cache hands over for its prefix) and ``out_cache_loc`` (the slots allocated for the new positions, laid end to end).
+Those slots are the pool's free ones (its rows outside the batch), as the step finds them before it writes the table:
+so writing them into the batch's rows changes the table.
 
 Sizes: ``batch`` requests, each with at most ``context`` positions (a multiple of ``page``). The pool holds twice
 the batch, so the batch's rows are a scattered subset, and every slot belongs to one position of one row.
@@ -15,7 +20,7 @@ NAME = "paged_kv"
 FIELDS = ("seq_lens", "cache_seqlens", "req_pool_indices", "req_to_token", "page_table", "kv_indptr", "kv_indices",
           "cu_seqlens_k", "max_seq_pages", "strided_indices", "max_seqlen_k", "batch_size", "num_prefix_chunks",
           "prefix_chunk_starts", "prefix_chunk_seq_lens", "prefix_chunk_cu_seq_lens", "prefix_chunk_num_tokens",
-          "query_start_loc", "positions")
+          "query_start_loc", "positions", "prefix_lens", "extend_lens", "prefix_tensors", "out_cache_loc")
 SIZES = ("batch", "context", "page", "chunk_capacity")
 NAMES = {
     "seq_lens": ("seq_lens", "paged_kernel_lens", "kv_seqlens", "kv_lens"),
@@ -32,6 +37,10 @@ NAMES = {
     "batch_size": ("batch_size", "num_reqs"),
     "query_start_loc": ("query_start_loc", "cu_seqlens_q"),
     "positions": ("positions",),
+    "prefix_lens": ("prefix_lens", "extend_prefix_lens"),
+    "extend_lens": ("extend_lens", "extend_seq_lens"),
+    "prefix_tensors": ("prefix_tensors",),
+    "out_cache_loc": ("out_cache_loc",),
     **{f: (f,) for f in ("num_prefix_chunks", "prefix_chunk_starts", "prefix_chunk_seq_lens",
                          "prefix_chunk_cu_seq_lens", "prefix_chunk_num_tokens")},
 }
@@ -63,6 +72,15 @@ def build_paged_kv(sizes, generator, device):
     chunk_lens = (torch.minimum(seq_lens[None, :], starts + chunk_len) - starts).clamp(min=0).to(torch.int32)
     chunk_cu = torch.zeros(chunks, batch + 1, dtype=torch.int32, device=device)
     chunk_cu[:, 1:] = chunk_lens.cumsum(1)
+    # an extend step: a cached prefix of each request and at least one new position, their slots the free ones
+    prefix_lens = (torch.rand(batch, generator=generator, device=device) * seq_lens).long().clamp(max=seq_lens - 1)
+    free_rows = torch.ones(rows, dtype=torch.bool, device=device)
+    free_rows[req_pool_indices] = False
+    free = req_to_token[free_rows].flatten()
+    free = free[torch.randperm(free.numel(), generator=generator, device=device)]
+    ends = prefix_lens.cumsum(0).tolist()
+    prefix_tensors = [free[end - n:end].clone() for end, n in zip(ends, prefix_lens.tolist())]
+    out_cache_loc = free[ends[-1]:ends[-1] + int((seq_lens - prefix_lens).sum())].clone()
     return {"seq_lens": seq_lens, "cache_seqlens": seq_lens.to(torch.int32),
             "req_pool_indices": req_pool_indices, "req_to_token": req_to_token.to(torch.int32),
             "page_table": page_table, "kv_indptr": kv_indptr, "kv_indices": kv_indices.to(torch.int64),
@@ -72,4 +90,5 @@ def build_paged_kv(sizes, generator, device):
             "prefix_chunk_starts": starts.contiguous(), "prefix_chunk_seq_lens": chunk_lens,
             "prefix_chunk_cu_seq_lens": chunk_cu, "prefix_chunk_num_tokens": chunk_lens.sum(1).tolist(),
             "query_start_loc": torch.arange(batch + 1, dtype=torch.int32, device=device),
-            "positions": seq_lens - 1}
+            "positions": seq_lens - 1, "prefix_lens": prefix_lens, "extend_lens": seq_lens - prefix_lens,
+            "prefix_tensors": prefix_tensors, "out_cache_loc": out_cache_loc}
