@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import random
 import statistics
 import sys
@@ -55,9 +56,17 @@ def tune_variants(task: Path, tmp: Path, n: int, seed: int = 0) -> list[Path]:
     return out
 
 
-def measure(task: Path, paths: list[Path], rounds: int | None, workers: int | None) -> dict[str, Any]:
+def fresh_cache(tmp: Path, label: str) -> None:
+    """Triton's compile cache for what comes next: an empty one, so that no arm finds another's binaries."""
+    cache = tmp / f"triton-cache-{label}"
+    cache.mkdir(parents=True, exist_ok=True)
+    os.environ["TRITON_CACHE_DIR"] = str(cache)
+
+
+def measure(task: Path, paths: list[Path], rounds: int | None, workers: int | None, ahead: bool = True
+            ) -> dict[str, Any]:
     t_start = time.time()
-    with Evaluator(task, backend="cuda", rounds=rounds, workers_per_gpu=workers) as ev:
+    with Evaluator(task, backend="cuda", rounds=rounds, workers_per_gpu=workers, ahead=ahead) as ev:
         ev.prepare(every_worker=True, host_first=True)  # as a search starts
         prep_s = time.time() - t_start
         row: dict[str, Any] = {"task": task.name, "prepare_s": prep_s, "phases_s": ev.prepare_s, "host": ev.host,
@@ -67,7 +76,8 @@ def measure(task: Path, paths: list[Path], rounds: int | None, workers: int | No
         t0 = time.time()
         results = [f.result() for f in [ev.submit(p) for p in paths]]
         wall = time.time() - t0
-    stages = {k: sum(r.elapsed_s.get(k, 0.0) for r in results) for k in ("compile", "correctness", "timing", "total")}
+    stages = {k: sum(r.elapsed_s.get(k, 0.0) for r in results)
+              for k in ("ahead", "compile", "correctness", "timing", "total")}
     row.update(candidates=len(results), wall_s=wall, per_gpu_minute=len(results) / (wall / 60), stages_s=stages,
                gpu_busy=(stages["correctness"] + stages["timing"]) / wall,
                statuses={s: sum(r.status == s for r in results) for s in {r.status for r in results}},
@@ -91,14 +101,14 @@ def time_to_verdict(task: Path, tmp: Path) -> tuple[float, str]:
 FULL = ("incorrect", "flagged", "correct", "promoted")  # evaluations that ran their whole cascade to a verdict
 
 
-def search_rate(task: Path, tmp: Path, seconds: float) -> dict[str, Any]:
+def search_rate(task: Path, tmp: Path, seconds: float, label: str = "search") -> dict[str, Any]:
     """Run ``smithbot evolve TASK --proposer tune --time SECONDS`` and count, from its database, the evaluations that
     ran to a verdict per minute of the whole call (the workers' start and the baseline included), and per minute from
-    the run's start to its last evaluation."""
+    the run's start to its last evaluation, with the share of the wall time the GPU was checking and timing."""
     from smithbot import api
     from smithbot.evolve.db import RunDB
 
-    db = tmp / f"{task.name}-search.db"
+    db = tmp / f"{task.name}-{label}.db"
     t0 = time.time()
     status = api.evolve(task, "tune", time_s=seconds, iterations=10**6, patience=10**6, backend="cuda", db=db)
     wall = time.time() - t0
@@ -109,8 +119,24 @@ def search_rate(task: Path, tmp: Path, seconds: float) -> dict[str, Any]:
     counts = collections.Counter(s for s, _ in rows)
     span = (max(full) - created) if full else 0.0
     return {"seconds": seconds, "wall_s": wall, "stop": status.message, "statuses": dict(counts), "full": len(full),
+            "gpu_busy": status.gpu_busy,
             "per_minute_whole_call": len(full) / (wall / 60),
             "per_minute_searching": len(full) / (span / 60) if span else 0.0}
+
+
+def report(task: str, label: str, row: dict[str, Any]) -> None:
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in row["phases_s"].items())
+    print(f"{task} [{label}]: {row['workers']} workers; preparation {row['prepare_s']:.1f} s, the first one's "
+          f"phases: {phases}")
+    if row["host_bound"]:
+        print(f"{task}: {row['host_bound']}")
+        return
+    print(f"{task} [{label}]: {row['candidates']} distinct candidates in {row['wall_s']:.1f} s after a "
+          f"{row['prepare_s']:.1f} s preparation: {row['per_gpu_minute']:.1f} full evaluations per GPU-minute "
+          f"({row['cases']} cases, {', '.join(row['methods'])}; GPU busy {row['gpu_busy']:.0%})")
+    for k, v in row["stages_s"].items():
+        print(f"  {k:12s} {v:7.1f} s  ({v / row['candidates']:.2f} s per candidate)")
+    print("  statuses:", row["statuses"])
 
 
 def main() -> None:
@@ -123,6 +149,9 @@ def main() -> None:
                    "none of them in Triton's compile cache from an earlier run)")
     p.add_argument("--search", type=float, default=0.0, metavar="S",
                    help="also run the tune search for S seconds on each task and count its full evaluations")
+    p.add_argument("--compare-ahead", action="store_true",
+                   help="measure each task (and search) twice, each arm with an empty Triton cache: GPU workers "
+                        "compiling, then CPU workers compiling ahead (evaluator/ahead.py)")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="throughput-"))
@@ -132,27 +161,26 @@ def main() -> None:
         if not paths:
             print(f"{task.name}: no launch-config knobs to vary", file=sys.stderr)
             continue
-        row = measure(task, paths, args.rounds, args.workers)
-        phases = ", ".join(f"{k} {v:.1f} s" for k, v in row["phases_s"].items())
-        print(f"{task.name}: {row['workers']} workers; preparation {row['prepare_s']:.1f} s, the first one's phases: "
-              f"{phases}")
-        if row["host_bound"]:
-            row["verdict_s"], row["evolve_stop"] = time_to_verdict(task, tmp)
-            print(f"{task.name}: {row['host_bound']}; `smithbot evolve` stopped after {row['verdict_s']:.1f} s: "
-                  f"{row['evolve_stop']}")
-        else:
-            print(f"{task.name}: {row['candidates']} distinct candidates in {row['wall_s']:.1f} s after a "
-                  f"{row['prepare_s']:.1f} s preparation: {row['per_gpu_minute']:.1f} full evaluations per GPU-minute "
-                  f"({row['cases']} cases, {', '.join(row['methods'])}; GPU busy {row['gpu_busy']:.0%})")
-            for k, v in row["stages_s"].items():
-                print(f"  {k:12s} {v:7.1f} s  ({v / row['candidates']:.2f} s per candidate)")
-            print("  statuses:", row["statuses"])
-            if args.search:
-                row["search"] = sr = search_rate(task, tmp, args.search)
-                print(f"{task.name}: `smithbot evolve --time {args.search:g}` took {sr['wall_s']:.1f} s; "
+        arms = [("gpu-compiles", False), ("ahead", True)] if args.compare_ahead else [("default", None)]
+        row = {"task": task.name, "arms": {}}
+        for label, ahead in arms:
+            if args.compare_ahead:
+                fresh_cache(tmp, f"{task.name}-{label}")
+            row["arms"][label] = arm = measure(task, paths, args.rounds, args.workers, ahead)
+            report(task.name, label, arm)
+            if arm["host_bound"]:
+                arm["verdict_s"], arm["evolve_stop"] = time_to_verdict(task, tmp)
+                print(f"{task.name}: `smithbot evolve` stopped after {arm['verdict_s']:.1f} s: {arm['evolve_stop']}")
+            elif args.search:
+                if ahead is not None:
+                    os.environ["SMITHBOT_COMPILE_AHEAD"] = "1" if ahead else "0"
+                    fresh_cache(tmp, f"{task.name}-{label}-search")
+                arm["search"] = sr = search_rate(task, tmp, args.search, label)
+                print(f"{task.name} [{label}]: `smithbot evolve --time {args.search:g}` took {sr['wall_s']:.1f} s; "
                       f"{sr['full']} evaluations ran to a verdict: {sr['per_minute_whole_call']:.1f} per minute of "
-                      f"the whole call, {sr['per_minute_searching']:.1f} per minute of search; statuses "
-                      f"{sr['statuses']}; stop: {sr['stop']}")
+                      f"the whole call, {sr['per_minute_searching']:.1f} per minute of search; GPU busy "
+                      f"{sr['gpu_busy'] or 0:.0%}; statuses {sr['statuses']}; stop: {sr['stop']}")
+        os.environ.pop("SMITHBOT_COMPILE_AHEAD", None)
         if args.out:  # after every task, so a crash keeps what was measured
             args.out.write_text(json.dumps(rows + [row], indent=1, default=str))
         rows.append(row)

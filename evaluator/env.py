@@ -45,6 +45,8 @@ def fingerprint(backend: str) -> dict[str, Any]:
         smi = _nvidia_smi("driver_version,clocks.sm,clocks.max.sm,clocks.mem")
         if smi is not None and len(smi) == 4:
             env.update(driver=smi[0], sm_clock_mhz=smi[1], sm_clock_max_mhz=smi[2], mem_clock_mhz=smi[3])
+    elif backend == "ahead":
+        env.update(gpu=None, note="compiles for the GPU on the CPU, and runs nothing")
     else:
         env.update(gpu=None, note="Triton interpreter on the CPU: its timings measure the interpreter and do not predict GPU speed")
     return env

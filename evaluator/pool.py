@@ -47,11 +47,15 @@ COMPILE_FACTOR, COMPILE_FLOOR_S = 5.0, 10.0
 WORKER_OVERHEAD_BYTES, MEMORY_MARGIN_BYTES = 1 << 30, 2 << 30
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+
+
 def default_workers_per_gpu(gpus: int) -> int:
-    """Workers per GPU when none is asked for: one per two CPU cores a GPU has (compiling is what they do in
-    parallel, and it is CPU work), between 2 and 8. On a 16-core host with one GPU that is 8."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
-    return max(2, min(8, cores // (2 * max(gpus, 1))))
+    """Workers per GPU when none is asked for: one per two CPU cores a GPU has (loading and compiling what was not
+    compiled ahead is what they do in parallel, and it is CPU work), between 2 and 8. On a 16-core host with one GPU
+    that is 8; the other 8 cores compile ahead."""
+    return max(2, min(8, _cores() // (2 * max(gpus, 1))))
 
 
 class BackendError(SmithbotError):
@@ -80,8 +84,8 @@ def resolve_backend(backend: str) -> str:
 class WorkerProcess:
     """One child process and the pipe it answers on."""
 
-    def __init__(self, backend: str, gpu: int | None) -> None:
-        self.backend, self.gpu = backend, gpu
+    def __init__(self, backend: str, gpu: int | None, target: str = "") -> None:
+        self.backend, self.gpu, self.target = backend, gpu, target  # target: an ``ahead`` worker's GPU
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = tempfile.NamedTemporaryFile(prefix="smithbot-worker-", suffix=".log", delete=False)
         self._buf = b""
@@ -100,6 +104,9 @@ class WorkerProcess:
         if self.backend == "interpreter":
             env["TRITON_INTERPRET"] = "1"
             env["CUDA_VISIBLE_DEVICES"] = ""
+        elif self.backend == "ahead":  # compiles for the GPU without one (ahead.py)
+            env["CUDA_VISIBLE_DEVICES"] = ""
+            env["SMITHBOT_AHEAD_TARGET"] = self.target
         elif self.gpu is not None:
             visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d] or None
             physical = visible[self.gpu] if visible and self.gpu < len(visible) else str(self.gpu)
@@ -205,15 +212,17 @@ class Evaluator:
 
     ``workers_per_gpu`` workers share each visible GPU on ``cuda`` (default: ``default_workers_per_gpu``): they load
     and compile candidates in parallel, and take the GPU in turns (a file lock) to check and time them, so no timing
-    overlaps other GPU work. The interpreter uses one worker. Every worker process starts (imports torch) as the
-    Evaluator is made. The first use of a task in a
-    worker prepares it (loads the baseline, checks it against the reference, checks that zeros fail) under
+    overlaps other GPU work. With ``ahead`` (the default on ``cuda``; ``SMITHBOT_COMPILE_AHEAD=0`` turns it off),
+    CPU workers, one per core the GPU workers leave, compile each candidate first (``ahead.py``): a GPU worker then
+    loads the binaries from Triton's cache, and a candidate that does not compile never takes one. The interpreter
+    uses one worker. Every worker process starts (imports torch) as the Evaluator is made. The first use of a task in
+    a worker prepares it (loads the baseline, checks it against the reference, checks that zeros fail) under
     ``prepare_timeout_s``; each candidate then gets ``timeout_s`` for compile plus run.
     """
 
     def __init__(self, task_dir: str | Path, backend: str = "auto", workers_per_gpu: int | None = None,
                  timeout_s: float = 300.0, prepare_timeout_s: float = 900.0, rounds: int | None = None,
-                 min_gain: float = 0.02, compile_mode: str = COMPILE_MODE) -> None:
+                 min_gain: float = 0.02, compile_mode: str = COMPILE_MODE, ahead: bool | None = None) -> None:
         self.task: Task = load_task(task_dir)
         self.compile_mode = compile_mode
         # counting the GPUs imports torch here (seconds): the first worker, which prepares first and makes a host-bound
@@ -238,6 +247,16 @@ class Evaluator:
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         self._workers = ([first] if first else []) + [WorkerProcess(self.backend, (i % gpus) if gpus else None)
                                                        for i in range(1 if first else 0, n)]
+        # on the GPU, CPU workers that compile each candidate ahead (ahead.py): one per core the GPU workers leave
+        self._ahead: list[WorkerProcess] = []
+        if ahead is None:  # on unless SMITHBOT_COMPILE_AHEAD=0 (a benchmark's other arm)
+            ahead = os.environ.get("SMITHBOT_COMPILE_AHEAD", "1") != "0"
+        if self.backend == "cuda" and ahead:
+            from evaluator.ahead import target_of_gpu
+
+            target = target_of_gpu()
+            self._ahead = [WorkerProcess("ahead", None, target) for _ in range(max(1, _cores() - n))]
+        self._ahead_idle: queue.Queue[WorkerProcess] = queue.Queue()
         self._prepared: set[int] = set()
         self.kernels: tuple[str, ...] = ()  # filled by prepare()
         self.host: list[dict[str, Any]] = []  # filled by prepare() on cuda: see ``timing.host_probe``
@@ -248,7 +267,10 @@ class Evaluator:
         for w in self._workers:
             w.start()
             self._idle.put(w)
-        self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="evaluator")
+        for w in self._ahead:
+            w.start()
+            self._ahead_idle.put(w)
+        self._pool = ThreadPoolExecutor(max_workers=n + len(self._ahead), thread_name_prefix="evaluator")
 
     def __enter__(self) -> Evaluator:
         return self
@@ -258,7 +280,7 @@ class Evaluator:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-        for w in self._workers:
+        for w in self._workers + self._ahead:
             w.close()
 
     def prepare(self, deadline: float | None = None, every_worker: bool = False, host_first: bool = False) -> list[str]:
@@ -358,8 +380,8 @@ class Evaluator:
 
     @property
     def capacity(self) -> int:
-        """How many candidates can be evaluated at once (the number of workers)."""
-        return len(self._workers)
+        """How many candidates can be evaluated at once: one per worker, those compiling ahead included."""
+        return len(self._workers) + len(self._ahead)
 
     @property
     def case_names(self) -> list[str]:
@@ -437,10 +459,33 @@ class Evaluator:
         # the interpreter takes its rounds as they are, but verification enough for a case's sign test to pass
         return (max(self.rounds, sign_rounds(len(self.case_names))) if effort == "verify" else self.rounds), case_s
 
+    def _compile_ahead(self, path: Path, cases: list[str] | None, left: Any) -> tuple[dict[str, float],
+                                                                                   EvalResult | None]:
+        """({"ahead": seconds} where a CPU worker compiled the candidate, the result where its compile failed): on
+        the GPU, before a GPU worker is taken, so that one only loads the binaries, checks and times. Anything else
+        (a launcher the CPU cannot run, a timeout) leaves the compile to the GPU worker, as without it."""
+        if not self._ahead or left() <= 0:
+            return {}, None
+        a = self._ahead_idle.get()
+        try:
+            t0 = time.perf_counter()
+            ans = a.request({"op": "compile", "task": str(self.task.root), "candidate": str(path), "cases": cases},
+                            min(self.timeout_s, left()))
+        finally:
+            self._ahead_idle.put(a)
+        took = {"ahead": time.perf_counter() - t0}
+        if ans["status"] == "compile_error":
+            return took, self._result(path, "compile_error", "compile", ans.get("reason", ""), ans["detail"],
+                                      env=ans.get("env", {}), elapsed_s={**took, "total": took["ahead"]})
+        return (took if ans["status"] == "compiled" else {}), None
+
     def _run(self, path: Path, cases: list[str] | None, deadline: float | None, effort: str) -> EvalResult:
         def left() -> float:
             return float("inf") if deadline is None else deadline - time.monotonic()
 
+        ahead_s, early = self._compile_ahead(path, cases, left)
+        if early is not None:
+            return early
         w = self._idle.get()
         try:
             if left() <= 0:
@@ -469,7 +514,7 @@ class Evaluator:
                                     f"stopped after {time.perf_counter() - t0:.1f} s: the time budget ended")
             common = {"task_warnings": tuple(ans.get("warnings", warnings)), "env": ans.get("env", {}),
                       "baseline_kernels": tuple(ans.get("kernels", ())),
-                      "elapsed_s": {**ans.get("elapsed_s", {}), "total": time.perf_counter() - t0},
+                      "elapsed_s": {**ans.get("elapsed_s", {}), **ahead_s, "total": time.perf_counter() - t0},
                       "log_tail": ans.get("log", "")[-3000:], "out_of_bounds": ans.get("out_of_bounds") or {}}
             status = ans["status"]
             if status == "checked":  # the correctness stage passed, and nothing was timed

@@ -11,7 +11,8 @@ backend runs; at most N timed rounds per case, within about S seconds of samples
 1 + M; N = 0 checks correctness only and answers ``checked``). ``host_first`` probes the baseline's host work and
 stops there; ``probe`` false skips the probe (another worker made it). Before an evaluation's answer comes
 ``{"progress": "compiled"}``, once the candidate has compiled, so that the parent can hold compiling to a limit of
-its own.
+its own. An ``ahead`` worker (no GPU) answers ``{"op": "compile", "task": DIR, "candidate": FILE, "cases": [NAME...] or
+null}``: the candidate's kernels built for the GPU, into Triton's cache (``ahead.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import torch  # noqa: E402
 
 from evaluator import correctness  # noqa: E402
 from evaluator.env import copy_bandwidth_gbps, dense_tflops, fingerprint, launch_us
-from evaluator import bounds, flops, standin  # noqa: E402
+from evaluator import ahead, bounds, flops, standin  # noqa: E402
 from evaluator.runtime import LaunchCounter, clone_args, load_module  # noqa: E402
 from evaluator.task import Case, Task, TaskError, load_task  # noqa: E402
 
@@ -167,7 +168,12 @@ class Worker:
         self.tasks: dict[str, _Prepared] = {}
         self.env = fingerprint(backend)
         self.copy_gbps: float | None = None
-        LaunchCounter.install()
+        if backend == "ahead":  # a CPU worker that only compiles (``ahead.py``)
+            ahead.install(os.environ["SMITHBOT_AHEAD_TARGET"])
+            self.ahead: dict[str, tuple[Task, Any]] = {}
+            self.inputs = ahead.Inputs()
+        else:
+            LaunchCounter.install()
         if backend == "interpreter":
             standin.install()
             bounds.install()
@@ -193,6 +199,8 @@ class Worker:
         return ans
 
     def _handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        if req["op"] == "compile":
+            return self.compile_ahead(req)
         try:
             first = req["op"] == "prepare"
             prep = self.prepare(req["task"], first and bool(req.get("host_first")), not first or req.get("probe", True))
@@ -220,6 +228,22 @@ class Worker:
         if req["op"] == "baseline":
             return self.time_baseline(prep, req)
         return self.evaluate(prep, req)
+
+    def compile_ahead(self, req: dict[str, Any]) -> dict[str, Any]:
+        """``{"op": "compile", "task": DIR, "candidate": FILE, "cases": [NAME...] or null}`` on an ``ahead`` worker:
+        the candidate's kernels built for the GPU's cases, into Triton's cache (``ahead.compile_candidate``)."""
+        key = os.path.realpath(req["task"])
+        try:
+            if key not in self.ahead:
+                task = load_task(key)
+                self.ahead[key] = (task, load_module(task.harness_path, "harness", False))
+            task, harness = self.ahead[key]
+            names = req.get("cases")
+            cases = [(i, c) for i, c in enumerate(task.cases_for("cuda")) if names is None or c.name in names]
+            entry = getattr(load_module(req["candidate"], "candidate", False), task.entry)
+        except Exception as exc:  # the GPU worker meets the same, and says it as it always has
+            return {"status": "skipped", "detail": _describe(exc).strip()[:300]}
+        return ahead.compile_candidate(entry, cases, harness, key, self.inputs)
 
     def time_baseline(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
         """The baseline timed against itself on the named cases: what one call costs, and the bytes it moves per

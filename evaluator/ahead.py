@@ -1,0 +1,126 @@
+"""Compiling ahead: a candidate's Triton kernels built for the GPU on a CPU worker, before a GPU worker takes it.
+
+A GPU worker spends most of an evaluation compiling (Triton's front end, then ``ptxas``): CPU work, done while it
+holds memory on the GPU and while the GPU itself idles. The ``ahead`` worker (``python -m evaluator.worker FD ahead``)
+needs no GPU. It stands in an active driver that reports the GPU's architecture (``AheadDriver``, from
+``SMITHBOT_AHEAD_TARGET``: ``cuda:90:32``), builds each case's inputs on the CPU, and calls the candidate's entry
+with every launch turned into Triton's own ``warmup`` (compile, and do not launch): each autotuned kernel once per
+config. The binaries land in Triton's cache, which the GPU worker shares; its first call then loads them. So the
+specialisation is the one the GPU sees: the same shapes, dtypes, constants and 16-byte alignment.
+
+What cannot be compiled this way (a launcher that asks the CUDA runtime, a torch op the CPU lacks) is left to the
+GPU worker, as before: only Triton's own compile errors are a verdict (``compile_error``), reached without a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+
+# the most input bytes an ahead worker keeps between candidates (a task's cases, built once); beyond, built per use
+KEEP_BYTES = 4 << 30
+
+
+class AheadDriver:
+    """Triton's active driver, as far as compiling goes: the target GPU, and no device or stream to launch on."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def is_active(self) -> bool:
+        return True
+
+    def get_current_target(self) -> Any:
+        return self.target
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def get_active_torch_device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def get_benchmarker(self) -> Any:
+        raise RuntimeError("nothing is timed while compiling ahead")
+
+
+def parse_target(text: str) -> Any:
+    """``cuda:90:32`` -> Triton's ``GPUTarget("cuda", 90, 32)``."""
+    from triton.backends.compiler import GPUTarget
+
+    backend, arch, warp = text.split(":")
+    return GPUTarget(backend, int(arch) if arch.isdigit() else arch, int(warp))
+
+
+def target_of_gpu(device: int = 0) -> str:
+    """The ``SMITHBOT_AHEAD_TARGET`` of a visible CUDA GPU, as its own driver reports it."""
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"cuda:{major * 10 + minor}:32"
+
+
+def install(target: str) -> None:
+    """In this process: the stand-in driver for ``target``, every JIT launch a compile, and every autotuner compiling
+    each of its configs instead of timing them."""
+    from triton.runtime import autotuner, driver, jit
+
+    driver.set_active(AheadDriver(parse_target(target)))
+    run = jit.JITFunction.run
+
+    def compile_only(self: Any, *args: Any, grid: Any = None, warmup: bool = False, **kwargs: Any) -> Any:
+        return run(self, *args, grid=grid, warmup=True, **kwargs)
+
+    def every_config(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for config in self.configs:
+            self.fn.run(*args, **{**kwargs, **config.all_kwargs()})
+
+    jit.JITFunction.run = compile_only
+    autotuner.Autotuner.run = every_config
+
+
+class Inputs:
+    """Each case's inputs on the CPU, built once per task while they fit ``KEEP_BYTES``."""
+
+    def __init__(self) -> None:
+        self.task = ""
+        self.kept: dict[str, dict[str, Any]] = {}
+        self.bytes = 0
+
+    def of(self, task: str, harness: Any, case: Any, seed: int) -> dict[str, Any]:
+        from evaluator.correctness import make_args
+        from evaluator.runtime import tensors_of
+
+        if task != self.task:
+            self.task, self.kept, self.bytes = task, {}, 0
+        if case.name in self.kept:
+            return self.kept[case.name]
+        args = make_args(harness, case, seed, "cpu")
+        size = sum(t.numel() * t.element_size() for t in tensors_of(args))
+        if self.bytes + size <= KEEP_BYTES:
+            self.kept[case.name] = args
+            self.bytes += size
+        return args
+
+
+def compile_candidate(entry: Any, cases: list[tuple[int, Any]], harness: Any, task: str,
+                      inputs: Inputs) -> dict[str, Any]:
+    """Call ``entry`` on each case's inputs with launches compiled, not run. The answer: ``compiled`` (with the
+    seconds it took), ``compile_error`` (Triton's), or ``skipped`` with why (the GPU worker compiles it then)."""
+    from evaluator.correctness import seed_for
+    from evaluator.worker import _classify, _describe
+
+    t0 = time.perf_counter()
+    for i, case in cases:
+        try:
+            entry(**inputs.of(task, harness, case, seed_for(i, 0)))
+        except Exception as exc:
+            status, _ = _classify(exc)
+            if status == "compile_error":
+                return {"status": "compile_error", "reason": type(exc).__name__,
+                        "detail": _describe(exc).strip()[:2000]}
+            return {"status": "skipped", "detail": f"case {case.name}: {_describe(exc).strip()[:300]}"}
+    return {"status": "compiled", "elapsed_s": time.perf_counter() - t0, "pid": os.getpid()}

@@ -1,0 +1,76 @@
+"""Compiling ahead (evaluator/ahead.py): a CPU worker with no GPU builds a candidate's kernels for an sm90 GPU into
+Triton's cache, each autotuned config once; Triton's compile errors are a verdict there, and what the CPU cannot run
+is left to the GPU worker. On a GPU, the GPU worker then finds every binary in the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evaluator import Evaluator
+from evaluator.pool import WorkerProcess
+from tests.conftest import TASKS
+
+RMSNORM = TASKS / "rmsnorm"
+BASE = (RMSNORM / "kernel.py").read_text()
+
+
+def _cubins(cache: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for f in cache.glob("*/*.cubin"):
+        out[f.stem] = out.get(f.stem, 0) + 1
+    return out
+
+
+@pytest.fixture
+def ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    w = WorkerProcess("ahead", None, "cuda:90:32")
+    yield lambda candidate: w.request({"op": "compile", "task": str(RMSNORM), "candidate": str(candidate),
+                                       "cases": None}, 600)
+    w.close()
+
+
+def _write(tmp_path: Path, name: str, src: str) -> Path:
+    assert src != BASE
+    path = tmp_path / f"{name}.py"
+    path.write_text(src)
+    return path
+
+
+def test_a_candidate_is_compiled_for_the_gpu_on_a_cpu_worker(ahead, tmp_path: Path) -> None:
+    ans = ahead(RMSNORM / "kernel.py")
+    assert ans["status"] == "compiled", ans
+    n = _cubins(tmp_path / "cache")["_rmsnorm_kernel"]  # one per specialisation the cases make (dtype, sizes)
+    assert n >= 1
+    # an autotuned candidate: each config compiled, none timed
+    tuned = BASE.replace("@triton.jit", "@triton.autotune(configs=[triton.Config({}, num_warps=2), "
+                                        "triton.Config({}, num_warps=8)], key=['n_cols'])\n@triton.jit")
+    assert ahead(_write(tmp_path, "tuned", tuned.replace(", num_warps=4)", ")")))["status"] == "compiled"
+    assert _cubins(tmp_path / "cache") == {"_rmsnorm_kernel": 3 * n}
+
+
+def test_a_compile_error_is_a_verdict_and_what_the_cpu_cannot_run_is_left_to_the_gpu(ahead, tmp_path: Path
+                                                                                   ) -> None:
+    bad = ahead(_write(tmp_path, "bad", BASE.replace("tl.arange(0, BLOCK)", "tl.arange(0, BLOCK + 1)", 1)))
+    assert bad["status"] == "compile_error" and "power of 2" in bad["detail"], bad
+    asks_cuda = BASE.replace("    _rmsnorm_kernel[", "    torch.cuda.current_device()\n    _rmsnorm_kernel[", 1)
+    left = ahead(_write(tmp_path, "asks_cuda", asks_cuda))
+    assert left["status"] == "skipped" and "case " in left["detail"], left
+    assert _cubins(tmp_path / "cache") == {}
+
+
+@pytest.mark.gpu
+def test_the_gpu_worker_finds_every_binary_compiled_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    variant = _write(tmp_path, "w8", BASE.replace("BLOCK=256, num_warps=4", "BLOCK=512, num_warps=8"))
+    with Evaluator(RMSNORM, backend="cuda", workers_per_gpu=2, ahead=True) as ev:
+        ev.prepare()
+        before = _cubins(tmp_path / "cache")
+        result = ev.submit(variant).result()
+        assert result.correct, result.why
+        assert result.elapsed_s["ahead"] > 0
+        after = _cubins(tmp_path / "cache")
+    # one binary more, the candidate's, written by the CPU worker; the GPU worker compiled nothing of its own
+    assert after["_rmsnorm_kernel"] == before["_rmsnorm_kernel"] + 1
