@@ -40,6 +40,10 @@ _owned: dict[int, tuple[int, int]] = {}  # a padded buffer's address -> (start, 
 _handed: tuple[dict[str, Any], ...] = ()  # the arguments of the task's calls in progress (``handed``)
 
 
+def installed() -> bool:
+    return _installed
+
+
 def padded_empty(shape: torch.Size, stride: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
     """``torch.empty_strided``, but, once installed, inside a buffer with as much room again on each side (16 MiB at
     most), which the bounds check counts as no tensor's."""

@@ -212,9 +212,10 @@ class Evaluator:
 
     ``workers_per_gpu`` workers share each visible GPU on ``cuda`` (default: ``default_workers_per_gpu``): they load
     and compile candidates in parallel, and take the GPU in turns (a file lock) to check and time them, so no timing
-    overlaps other GPU work. With ``ahead`` (the default on ``cuda``; ``SMITHBOT_COMPILE_AHEAD=0`` turns it off),
-    CPU workers, one per core the GPU workers leave, compile each candidate first (``ahead.py``): a GPU worker then
-    loads the binaries from Triton's cache, and a candidate that does not compile never takes one. The interpreter
+    overlaps other GPU work. With ``ahead`` (on ``cuda``; ``SMITHBOT_COMPILE_AHEAD=1`` when not said), CPU workers,
+    one per core the GPU workers leave, compile each candidate first (``ahead.py``): a GPU worker then loads the
+    binaries from Triton's cache, and a candidate that does not compile never takes one. It is off by default: a
+    MoE task's inputs, built on the CPU for every candidate, cost more than the compile they save. The interpreter
     uses one worker. Every worker process starts (imports torch) as the Evaluator is made. The first use of a task in
     a worker prepares it (loads the baseline, checks it against the reference, checks that zeros fail) under
     ``prepare_timeout_s``; each candidate then gets ``timeout_s`` for compile plus run.
@@ -249,8 +250,8 @@ class Evaluator:
                                                        for i in range(1 if first else 0, n)]
         # on the GPU, CPU workers that compile each candidate ahead (ahead.py): one per core the GPU workers leave
         self._ahead: list[WorkerProcess] = []
-        if ahead is None:  # on unless SMITHBOT_COMPILE_AHEAD=0 (a benchmark's other arm)
-            ahead = os.environ.get("SMITHBOT_COMPILE_AHEAD", "1") != "0"
+        if ahead is None:  # off unless SMITHBOT_COMPILE_AHEAD=1: on MoE tasks it is slower for now (RESULTS.md)
+            ahead = os.environ.get("SMITHBOT_COMPILE_AHEAD", "0") == "1"
         if self.backend == "cuda" and ahead:
             from evaluator.ahead import target_of_gpu
 

@@ -73,7 +73,7 @@ class _Prepared:
             torch.cuda.reset_peak_memory_stats()
         LaunchCounter.names.clear()
         for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
-            args = correctness.make_args(self.harness, case, correctness.seed_for(i, 0), self.device)
+            args = correctness.warm_args(self.harness, case, correctness.seed_for(i, 0), self.device)
             with bounds.handed(args):
                 self.base(**args)
             args = None  # freed before the next case's inputs are made
@@ -323,7 +323,7 @@ class Worker:
         try:
             cand = getattr(load_module(req["candidate"], "candidate", prep.interpreter), prep.task.entry)
             for i, case in enumerate(cases):  # compile every variant before checking anything
-                args = correctness.make_args(prep.harness, case, correctness.seed_for(i, 0), prep.device)
+                args = correctness.warm_args(prep.harness, case, correctness.seed_for(i, 0), prep.device)
                 with bounds.handed(args):
                     cand(**args)
                 args = None

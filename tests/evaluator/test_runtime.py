@@ -185,6 +185,26 @@ try:
 except Exception as exc:
     print("apart:", exc)
 print("found:", sorted(bounds.last.items()))  # what the worker reports with its answer, however the exception is wrapped
+
+# a kernel that reaches a tensor through a table of addresses (sglang's prefix tensors): inside while the task's call
+# is handed that tensor, and an error otherwise
+@triton.jit
+def _through_table(Table, Y, n, BLOCK: tl.constexpr):
+    src = tl.load(Table).to(tl.pointer_type(tl.float32))
+    offs = tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+reached = clone_args({"prefix": [torch.randn(6)]})
+table = torch.tensor([reached["prefix"][0].data_ptr()], dtype=torch.uint64)
+out = torch.zeros(6)
+with bounds.handed(reached):
+    _through_table[(1,)](table, out, 6, BLOCK=8)
+assert torch.equal(out, reached["prefix"][0])
+try:
+    _through_table[(1,)](table, out, 6, BLOCK=8)
+except Exception as exc:
+    print("not handed:", type(exc).__name__)
 '''
 
 
@@ -204,6 +224,7 @@ def test_the_interpreter_stands_in_for_the_gpu_and_checks_bounds(tmp_path) -> No
     assert 'apart: OutOfBounds("kernel _shift loads 3 element(s) outside every tensor' in out.stdout, out.stdout
     assert ("found: [('access', 'loads'), ('count', 3), ('first', 5), ('furthest', 7), ('holds', 5), ('kernel', "
             "'_shift'), ('tensor', 'X')]") in out.stdout, out.stdout
+    assert "not handed: " in out.stdout, out.stdout
 
 
 CONSTEXPR_GLOBAL = '''
