@@ -470,8 +470,10 @@ class Evaluator:
         a = self._ahead_idle.get()
         try:
             t0 = time.perf_counter()
+            # twice what the GPU worker may take to compile: beyond, the GPU worker compiles it (and may stop it)
+            limit = min(self.timeout_s, left(), 2 * (self.compile_limit_s or self.timeout_s))
             ans = a.request({"op": "compile", "task": str(self.task.root), "candidate": str(path), "cases": cases},
-                            min(self.timeout_s, left()))
+                            limit)
         finally:
             self._ahead_idle.put(a)
         took = {"ahead": time.perf_counter() - t0}
