@@ -14,11 +14,12 @@ GPU worker, as before: only Triton's own compile errors are a verdict (``compile
 
 from __future__ import annotations
 
-import os
-import time
 from typing import Any
 
 import torch
+
+from evaluator.correctness import make_args
+from evaluator.runtime import tensors_of
 
 # the most input bytes an ahead worker keeps between candidates (a task's cases, built once); beyond, built per use
 KEEP_BYTES = 4 << 30
@@ -91,9 +92,6 @@ class Inputs:
         self.bytes = 0
 
     def of(self, task: str, harness: Any, case: Any, seed: int) -> dict[str, Any]:
-        from evaluator.correctness import make_args
-        from evaluator.runtime import tensors_of
-
         if task != self.task:
             self.task, self.kept, self.bytes = task, {}, 0
         if case.name in self.kept:
@@ -104,23 +102,3 @@ class Inputs:
             self.kept[case.name] = args
             self.bytes += size
         return args
-
-
-def compile_candidate(entry: Any, cases: list[tuple[int, Any]], harness: Any, task: str,
-                      inputs: Inputs) -> dict[str, Any]:
-    """Call ``entry`` on each case's inputs with launches compiled, not run. The answer: ``compiled`` (with the
-    seconds it took), ``compile_error`` (Triton's), or ``skipped`` with why (the GPU worker compiles it then)."""
-    from evaluator.correctness import seed_for
-    from evaluator.worker import _classify, _describe
-
-    t0 = time.perf_counter()
-    for i, case in cases:
-        try:
-            entry(**inputs.of(task, harness, case, seed_for(i, 0)))
-        except Exception as exc:
-            status, _ = _classify(exc)
-            if status == "compile_error":
-                return {"status": "compile_error", "reason": type(exc).__name__,
-                        "detail": _describe(exc).strip()[:2000]}
-            return {"status": "skipped", "detail": f"case {case.name}: {_describe(exc).strip()[:300]}"}
-    return {"status": "compiled", "elapsed_s": time.perf_counter() - t0, "pid": os.getpid()}

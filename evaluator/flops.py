@@ -115,14 +115,14 @@ def count(fn: Callable[..., Any], args: dict[str, Any], device: str) -> dict[int
     ``args``, by operand width. It calls twice (an autotuner settles on the first) and counts the second."""
     import torch
 
-    from evaluator import bounds
+    from evaluator.bounds import handed
     from evaluator.runtime import LaunchCounter
 
     counter = torch.zeros(len(WIDTHS), dtype=torch.int64, device=device)
     LaunchCounter.install()
     LaunchCounter.extra = {PARAM: counter}
     try:
-        with bounds.handed(args):
+        with handed(args):
             fn(**args)
             counter.zero_()
             fn(**args)

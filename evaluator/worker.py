@@ -231,7 +231,9 @@ class Worker:
 
     def compile_ahead(self, req: dict[str, Any]) -> dict[str, Any]:
         """``{"op": "compile", "task": DIR, "candidate": FILE, "cases": [NAME...] or null}`` on an ``ahead`` worker:
-        the candidate's kernels built for the GPU's cases, into Triton's cache (``ahead.compile_candidate``)."""
+        the candidate's entry called on each of the GPU's cases, its launches compiled into Triton's cache and not run
+        (``ahead.install``). The answer: ``compiled`` (with the seconds it took), ``compile_error`` (Triton's), or
+        ``skipped`` with why (the GPU worker compiles it then)."""
         key = os.path.realpath(req["task"])
         try:
             if key not in self.ahead:
@@ -243,7 +245,16 @@ class Worker:
             entry = getattr(load_module(req["candidate"], "candidate", False), task.entry)
         except Exception as exc:  # the GPU worker meets the same, and says it as it always has
             return {"status": "skipped", "detail": _describe(exc).strip()[:300]}
-        return ahead.compile_candidate(entry, cases, harness, key, self.inputs)
+        t0 = time.perf_counter()
+        for i, case in cases:
+            try:
+                entry(**self.inputs.of(key, harness, case, correctness.seed_for(i, 0)))
+            except Exception as exc:  # Triton's compile error is the verdict; the rest is left to the GPU worker
+                if _classify(exc)[0] == "compile_error":
+                    return {"status": "compile_error", "reason": type(exc).__name__,
+                            "detail": _describe(exc).strip()[:2000]}
+                return {"status": "skipped", "detail": f"case {case.name}: {_describe(exc).strip()[:300]}"}
+        return {"status": "compiled", "elapsed_s": time.perf_counter() - t0}
 
     def time_baseline(self, prep: _Prepared, req: dict[str, Any]) -> dict[str, Any]:
         """The baseline timed against itself on the named cases: what one call costs, and the bytes it moves per

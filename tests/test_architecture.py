@@ -34,7 +34,7 @@ LAYERS = [
 EVALUATOR_MAY_IMPORT = {"torch", "triton", "numpy", "yaml"}
 # what a function may import where it runs, not at the top of its module
 HEAVY = {"torch", "triton", "openai", "evaluator.correctness", "evaluator.runtime", "evaluator.timing",
-         "smithbot.propose.github"}
+         "evaluator.bounds", "evaluator.ahead", "smithbot.propose.github"}
 
 
 def _modules() -> dict[str, Path]:
