@@ -69,7 +69,7 @@ def stub_source(name: str, value: Any, called: bool) -> str:
 
 LOGGER = ("class {name}:  # the target's logger: a task logs nothing\n"
           "    def debug(*args, **kwargs):\n        pass\n\n"
-          "    info = warning = warning_once = info_once = error = exception = critical = debug\n")
+          "    info = warning = warning_once = info_once = debug_once = error = exception = critical = debug\n")
 
 
 def is_logger(node: ast.stmt) -> bool:

@@ -259,6 +259,7 @@ def pick_block(n):
 
 def launch(x, use_fp8: bool = False):
     logger.debug("launch %s", x.shape)
+    logger.debug_once("launched")  # vLLM's logger logs some lines once
     if use_fp8:
         set_allocator()
         return quant(x), cached_quant(x)
