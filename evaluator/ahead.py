@@ -84,16 +84,13 @@ def install(target: str) -> None:
 
 
 class Inputs:
-    """Each case's inputs on the CPU, built once per task while they fit ``KEEP_BYTES``."""
+    """A task's inputs on the CPU, each case's built once while they fit ``KEEP_BYTES``."""
 
     def __init__(self) -> None:
-        self.task = ""
         self.kept: dict[str, dict[str, Any]] = {}
         self.bytes = 0
 
-    def of(self, task: str, harness: Any, case: Any, seed: int) -> dict[str, Any]:
-        if task != self.task:
-            self.task, self.kept, self.bytes = task, {}, 0
+    def of(self, harness: Any, case: Any, seed: int) -> dict[str, Any]:
         if case.name in self.kept:
             return self.kept[case.name]
         args = make_args(harness, case, seed, "cpu")

@@ -37,7 +37,8 @@ _installed = False
 _ROOM_MAX = 16 << 20  # bytes of room on each side of a padded tensor, at most
 _ROOM_MIN = 64 << 10  # and at least: a read a few hundred rows past a small table lands in its own room
 _owned: dict[int, tuple[int, int]] = {}  # a padded buffer's address -> (start, bytes) of the tensor inside it
-_handed: tuple[dict[str, Any], ...] = ()  # the arguments of the task's calls in progress (``handed``)
+# the storages of the tensors the task's calls in progress were handed (``handed``): start -> (bytes, names)
+_handed: dict[int, tuple[int, list[str]]] = {}
 
 
 def installed() -> bool:
@@ -77,7 +78,11 @@ def handed(*args: dict[str, Any]) -> Iterator[None]:
     """While the task's entry is called with ``args`` (one dict per call): their tensors are inside, for each kernel
     it launches."""
     global _handed
-    before, _handed = _handed, args
+    reached: dict[int, tuple[int, list[str]]] = {}
+    for call in args:
+        for name, value in call.items():
+            _storages(name, value, reached)
+    before, _handed = _handed, reached
     try:
         yield
     finally:
@@ -89,11 +94,7 @@ def _set(kernel: str, named: dict[str, Any]) -> None:
     found: dict[int, tuple[int, list[str]]] = {}
     for name, value in named.items():
         _storages(name, value, found)
-    reached: dict[int, tuple[int, list[str]]] = {}
-    for call in _handed:
-        for name, value in call.items():
-            _storages(name, value, reached)
-    found.update({p: v for p, v in reached.items() if p not in found})  # a kernel argument keeps its own name
+    found.update({p: v for p, v in _handed.items() if p not in found})  # a kernel argument keeps its own name
     order = sorted(found)
     _bounds = (np.array(order, dtype=np.uint64), np.array([p + found[p][0] for p in order], dtype=np.uint64),
                ["/".join(found[p][1]) for p in order], kernel)

@@ -47,12 +47,15 @@ def make_args(harness: Any, case: Case, seed: int, device: str) -> dict[str, Any
     return args
 
 
-def warm_args(harness: Any, case: Case, seed: int, device: str) -> dict[str, Any]:
-    """``make_args`` for a call that is not checked (a warm-up, a compile): under the interpreter's bounds check
-    copied into padded buffers as the checked calls' are, so that a read past an input is charged to that input
-    whatever the heap put next to it."""
+def warm_call(fn: Callable[..., Any], harness: Any, case: Case, seed: int, device: str) -> None:
+    """One call that is not checked (a warm-up that compiles): under the interpreter's bounds check on padded copies
+    of the inputs, as the checked calls are, so that a read past an input is charged to that input whatever the heap
+    put next to it."""
     args = make_args(harness, case, seed, device)
-    return clone_args(args) if bounds.installed() else args
+    if bounds.installed():
+        args = clone_args(args)
+    with bounds.handed(args):
+        fn(**args)
 
 
 def seed_for(case_index: int, seed_index: int) -> int:

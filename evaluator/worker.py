@@ -73,10 +73,7 @@ class _Prepared:
             torch.cuda.reset_peak_memory_stats()
         LaunchCounter.names.clear()
         for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
-            args = correctness.warm_args(self.harness, case, correctness.seed_for(i, 0), self.device)
-            with bounds.handed(args):
-                self.base(**args)
-            args = None  # freed before the next case's inputs are made
+            correctness.warm_call(self.base, self.harness, case, correctness.seed_for(i, 0), self.device)
         self.kernels = sorted(LaunchCounter.names)  # the Triton kernels the baseline launches on these cases
         t1 = time.perf_counter()
         self.errors, self.warnings = correctness.validate_task(self.task, self.base, self.harness, self.cases,
@@ -170,8 +167,7 @@ class Worker:
         self.copy_gbps: float | None = None
         if backend == "ahead":  # a CPU worker that only compiles (``ahead.py``)
             ahead.install(os.environ["SMITHBOT_AHEAD_TARGET"])
-            self.ahead: dict[str, tuple[Task, Any]] = {}
-            self.inputs = ahead.Inputs()
+            self.ahead: dict[str, tuple[Task, Any, ahead.Inputs]] = {}
         else:
             LaunchCounter.install()
         if backend == "interpreter":
@@ -238,8 +234,8 @@ class Worker:
         try:
             if key not in self.ahead:
                 task = load_task(key)
-                self.ahead[key] = (task, load_module(task.harness_path, "harness", False))
-            task, harness = self.ahead[key]
+                self.ahead[key] = (task, load_module(task.harness_path, "harness", False), ahead.Inputs())
+            task, harness, inputs = self.ahead[key]
             names = req.get("cases")
             cases = [(i, c) for i, c in enumerate(task.cases_for("cuda")) if names is None or c.name in names]
             entry = getattr(load_module(req["candidate"], "candidate", False), task.entry)
@@ -248,7 +244,7 @@ class Worker:
         t0 = time.perf_counter()
         for i, case in cases:
             try:
-                entry(**self.inputs.of(key, harness, case, correctness.seed_for(i, 0)))
+                entry(**inputs.of(harness, case, correctness.seed_for(i, 0)))
             except Exception as exc:  # Triton's compile error is the verdict; the rest is left to the GPU worker
                 if _classify(exc)[0] == "compile_error":
                     return {"status": "compile_error", "reason": type(exc).__name__,
@@ -334,10 +330,7 @@ class Worker:
         try:
             cand = getattr(load_module(req["candidate"], "candidate", prep.interpreter), prep.task.entry)
             for i, case in enumerate(cases):  # compile every variant before checking anything
-                args = correctness.warm_args(prep.harness, case, correctness.seed_for(i, 0), prep.device)
-                with bounds.handed(args):
-                    cand(**args)
-                args = None
+                correctness.warm_call(cand, prep.harness, case, correctness.seed_for(i, 0), prep.device)
             if prep.device == "cuda":
                 torch.cuda.synchronize()
             out["elapsed_s"]["compile"] = time.perf_counter() - t0
