@@ -4,6 +4,7 @@ them). Reports where the time goes.
 
     python benchmarks/evaluator_throughput.py --out throughput.json            # the bundled rmsnorm
     python benchmarks/evaluator_throughput.py TASK_DIR... --out throughput.json  # extracted tasks
+    python benchmarks/evaluator_throughput.py --devices 2 [--backend interpreter]  # one device against two
 
 For an extracted task the candidates are distinct random points of its launch-config knobs (the ``tune`` proposer's
 edits). Uniform draws include tiles no search would try twice (act_quant's 1024-row blocks with 16 warps compile for
@@ -63,14 +64,15 @@ def fresh_cache(tmp: Path, label: str) -> None:
     os.environ["TRITON_CACHE_DIR"] = str(cache)
 
 
-def measure(task: Path, paths: list[Path], rounds: int | None, workers: int | None, ahead: bool = True
-            ) -> dict[str, Any]:
+def measure(task: Path, paths: list[Path], rounds: int | None, workers: int | None, ahead: bool | None = True,
+            backend: str = "cuda", devices: int | None = None) -> dict[str, Any]:
     t_start = time.time()
-    with Evaluator(task, backend="cuda", rounds=rounds, workers_per_gpu=workers, ahead=ahead) as ev:
+    with Evaluator(task, backend=backend, rounds=rounds, workers_per_gpu=workers, ahead=ahead,
+                   devices=devices) as ev:
         ev.prepare(every_worker=True, host_first=True)  # as a search starts
         prep_s = time.time() - t_start
         row: dict[str, Any] = {"task": task.name, "prepare_s": prep_s, "phases_s": ev.prepare_s, "host": ev.host,
-                               "host_bound": ev.host_bound, "workers": ev.capacity}
+                               "host_bound": ev.host_bound, "workers": ev.capacity, "devices": ev.devices}
         if ev.host_bound:
             return row
         t0 = time.time()
@@ -78,8 +80,12 @@ def measure(task: Path, paths: list[Path], rounds: int | None, workers: int | No
         wall = time.time() - t0
     stages = {k: sum(r.elapsed_s.get(k, 0.0) for r in results)
               for k in ("ahead", "compile", "correctness", "timing", "total")}
-    row.update(candidates=len(results), wall_s=wall, per_gpu_minute=len(results) / (wall / 60), stages_s=stages,
-               gpu_busy=(stages["correctness"] + stages["timing"]) / wall,
+    row.update(candidates=len(results), wall_s=wall, per_minute=len(results) / (wall / 60),
+               per_gpu_minute=len(results) / (wall / 60) / ev.devices, stages_s=stages,
+               gpu_busy=(stages["correctness"] + stages["timing"]) / wall / ev.devices,
+               busy_by_device={d: sum(sum(r.elapsed_s.get(k, 0.0) for k in ("correctness", "timing"))
+                                      for r in results if r.env.get("device") == d) / wall
+                               for d in sorted({r.env.get("device", "") for r in results})},
                statuses={s: sum(r.status == s for r in results) for s in {r.status for r in results}},
                speedups=[r.speedup for r in results], env=results[0].env if results else {},
                cases=len(results[0].cases) if results and results[0].cases else 0,
@@ -131,9 +137,11 @@ def report(task: str, label: str, row: dict[str, Any]) -> None:
     if row["host_bound"]:
         print(f"{task}: {row['host_bound']}")
         return
+    each = ", ".join(f"{d.rpartition('/')[2]} {b:.0%}" for d, b in row["busy_by_device"].items())
     print(f"{task} [{label}]: {row['candidates']} distinct candidates in {row['wall_s']:.1f} s after a "
-          f"{row['prepare_s']:.1f} s preparation: {row['per_gpu_minute']:.1f} full evaluations per GPU-minute "
-          f"({row['cases']} cases, {', '.join(row['methods'])}; GPU busy {row['gpu_busy']:.0%})")
+          f"{row['prepare_s']:.1f} s preparation on {row['devices']} device(s): {row['per_minute']:.1f} full "
+          f"evaluations per minute, {row['per_gpu_minute']:.1f} per device-minute ({row['cases']} cases, "
+          f"{', '.join(row['methods'])}; busy {row['gpu_busy']:.0%} on average: {each})")
     for k, v in row["stages_s"].items():
         print(f"  {k:12s} {v:7.1f} s  ({v / row['candidates']:.2f} s per candidate)")
     print("  statuses:", row["statuses"])
@@ -142,7 +150,8 @@ def report(task: str, label: str, row: dict[str, Any]) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("tasks", type=Path, nargs="*", help="extracted task directories (default: the bundled rmsnorm)")
-    p.add_argument("--candidates", type=int, default=15, help="distinct candidates per extracted task")
+    p.add_argument("--candidates", type=int, default=None,
+                   help="distinct candidates per task (default: 15 for an extracted task, 23 for rmsnorm)")
     p.add_argument("--rounds", type=int, default=None, help="rounds per case at most (default: the evaluator's)")
     p.add_argument("--workers", type=int, default=None, help="workers per GPU (default: the evaluator's)")
     p.add_argument("--seed", type=int, default=0, help="which random launch configs (another seed: other candidates, "
@@ -152,21 +161,29 @@ def main() -> None:
     p.add_argument("--compare-ahead", action="store_true",
                    help="measure each task (and search) twice, each arm with an empty Triton cache: GPU workers "
                         "compiling, then CPU workers compiling ahead (evaluator/ahead.py)")
+    p.add_argument("--devices", type=int, default=0, metavar="N",
+                   help="measure each task twice, on one device and on N (GPUs; on the interpreter, stand-in device "
+                        "ids, one worker each), and report the ratio of their rates")
+    p.add_argument("--backend", choices=("cuda", "interpreter"), default="cuda",
+                   help="interpreter: the CPU's Triton interpreter (with --devices, how the pool spreads work)")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="throughput-"))
     rows = []
     for task in args.tasks or [TASK]:
-        paths = tune_variants(task, tmp, args.candidates, args.seed) if args.tasks else rmsnorm_variants(tmp)
+        paths = tune_variants(task, tmp, args.candidates or 15, args.seed) if args.tasks else rmsnorm_variants(tmp)
         if not paths:
             print(f"{task.name}: no launch-config knobs to vary", file=sys.stderr)
             continue
-        arms = [("gpu-compiles", False), ("ahead", True)] if args.compare_ahead else [("default", None)]
+        paths = paths[:args.candidates] if args.candidates else paths
+        arms = [("gpu-compiles", False, None), ("ahead", True, None)] if args.compare_ahead \
+            else [("1 device", None, 1), (f"{args.devices} devices", None, args.devices)] if args.devices \
+            else [("default", None, None)]
         row = {"task": task.name, "arms": {}}
-        for label, ahead in arms:
-            if args.compare_ahead:
+        for label, ahead, devices in arms:
+            if args.compare_ahead or args.devices:
                 fresh_cache(tmp, f"{task.name}-{label}")
-            row["arms"][label] = arm = measure(task, paths, args.rounds, args.workers, ahead)
+            row["arms"][label] = arm = measure(task, paths, args.rounds, args.workers, ahead, args.backend, devices)
             report(task.name, label, arm)
             if arm["host_bound"]:
                 arm["verdict_s"], arm["evolve_stop"] = time_to_verdict(task, tmp)
@@ -180,6 +197,10 @@ def main() -> None:
                       f"{sr['full']} evaluations ran to a verdict: {sr['per_minute_whole_call']:.1f} per minute of "
                       f"the whole call, {sr['per_minute_searching']:.1f} per minute of search; GPU busy "
                       f"{sr['gpu_busy'] or 0:.0%}; statuses {sr['statuses']}; stop: {sr['stop']}")
+        if args.devices:
+            one, many = (row["arms"][label]["per_minute"] for label, _, _ in arms)
+            row["scaling"] = many / one
+            print(f"{task.name}: {args.devices} devices evaluate {many / one:.2f}x as many candidates a minute as one")
         os.environ.pop("SMITHBOT_COMPILE_AHEAD", None)
         if args.out:  # after every task, so a crash keeps what was measured
             args.out.write_text(json.dumps(rows + [row], indent=1, default=str))

@@ -38,6 +38,9 @@ def fingerprint(backend: str) -> dict[str, Any]:
 
     env: dict[str, Any] = {"backend": backend, "torch": torch.__version__, "triton": triton.__version__,
                            "python": platform.python_version(), "host": platform.node()}
+    # the device that checked and timed, named by the pool that started this worker: ``gpu<id>`` (the physical GPU),
+    # ``interpreter<i>``; on a cluster, the node comes with it. A result's timings all come from this one device.
+    env["device"] = f"{platform.node()}/{os.environ.get('SMITHBOT_DEVICE') or backend}"
     if backend == "cuda":
         props = torch.cuda.get_device_properties(0)
         env.update(gpu=props.name, sm_count=props.multi_processor_count, cuda=torch.version.cuda,

@@ -1,30 +1,26 @@
-"""The parent side of isolation: worker processes with hard timeouts, and the asynchronous ``Evaluator`` API.
+"""The parent side of isolation: the asynchronous ``Evaluator`` API over worker processes (``process.py``).
 
-Each worker is a ``python -m evaluator.worker`` child in its own process group, with a scrubbed environment, pinned
-to one GPU (``CUDA_VISIBLE_DEVICES``) on the ``cuda`` backend. A hang is killed with its whole group and becomes a
-``timeout`` result; a death (segfault, abort, OOM kill, illegal memory access) becomes a ``crash`` result with the
-tail of the log; in both cases the worker is replaced. Healthy workers are reused, so torch is imported once.
+A hang is killed with its worker's whole process group and becomes a ``timeout`` result; a death (segfault, abort, OOM
+kill, illegal memory access) becomes a ``crash`` result with the tail of the log; in both cases the worker is
+replaced. Healthy workers are reused, so torch is imported once. With a ``Cluster`` (``smithbot/cluster.py``) the
+workers live on other machines; a worker whose machine is lost (its answer ``lost``) leaves the pool, and what it was
+evaluating goes to another worker.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import queue
-import select
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from evaluator import guard
-from evaluator.env import cache_dir, scrubbed_environ
 from evaluator.errors import SmithbotError
+from evaluator.process import WorkerProcess
 from evaluator.result import EvalResult
 from evaluator.task import Task, TaskError, load_task
 from evaluator.verdict import changed_cases, sign_rounds, verdict
@@ -81,121 +77,6 @@ def resolve_backend(backend: str) -> str:
     return backend
 
 
-class WorkerProcess:
-    """One child process and the pipe it answers on."""
-
-    def __init__(self, backend: str, gpu: int | None, target: str = "") -> None:
-        self.backend, self.gpu, self.target = backend, gpu, target  # target: an ``ahead`` worker's GPU
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = tempfile.NamedTemporaryFile(prefix="smithbot-worker-", suffix=".log", delete=False)
-        self._buf = b""
-
-    def start(self) -> None:
-        """Start the child now (it imports torch and triton while the caller goes on); a request waits for it."""
-        if self.proc is None or self.proc.poll() is not None:
-            if self.proc is not None:
-                self.kill()
-            self._start()
-
-    def _start(self) -> None:
-        env = scrubbed_environ()
-        env["PYTHONUNBUFFERED"] = "1"
-        env.pop("TRITON_INTERPRET", None)
-        if self.backend == "interpreter":
-            env["TRITON_INTERPRET"] = "1"
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        elif self.backend == "ahead":  # compiles for the GPU without one (ahead.py)
-            env["CUDA_VISIBLE_DEVICES"] = ""
-            env["SMITHBOT_AHEAD_TARGET"] = self.target
-        elif self.gpu is not None:
-            visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d] or None
-            physical = visible[self.gpu] if visible and self.gpu < len(visible) else str(self.gpu)
-            env["CUDA_VISIBLE_DEVICES"] = physical
-            lock_dir = cache_dir()
-            lock_dir.mkdir(parents=True, exist_ok=True)
-            env["SMITHBOT_GPU_LOCK"] = str(lock_dir / f"gpu{physical}.lock")
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
-        r, w = os.pipe()
-        self.proc = subprocess.Popen([sys.executable, "-m", "evaluator.worker", str(w), self.backend],
-                                     stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
-                                     pass_fds=(w,), env=env, start_new_session=True, cwd=tempfile.gettempdir())
-        os.close(w)
-        self._r = r
-        self._buf = b""
-
-    def _log_tail(self, start: int, n: int = 3000) -> str:
-        self.log.flush()
-        with open(self.log.name, "rb") as f:
-            f.seek(start)
-            return f.read().decode("utf-8", "replace")[-n:]
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-        if self.proc is not None:
-            os.close(self._r)
-        self.proc = None
-
-    def request(self, req: dict[str, Any], timeout_s: float, compile_s: float | None = None) -> dict[str, Any]:
-        """Send one request; return the answer, or a timeout/crash answer. Never raises for the child's faults.
-        With ``compile_s``, an evaluation whose candidate is still compiling after that many seconds (the worker says
-        when compiling ends) is killed too, and its answer says so."""
-        self.start()
-        assert self.proc is not None and self.proc.stdin is not None
-        log_start = os.path.getsize(self.log.name)
-        try:
-            self.proc.stdin.write((json.dumps(req) + "\n").encode())
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            pass
-        t0 = time.monotonic()
-        deadline = t0 + timeout_s
-        compiled_by = t0 + compile_s if compile_s is not None and compile_s < timeout_s else None
-        while True:
-            while b"\n" not in self._buf:
-                now = time.monotonic()
-                if compiled_by is not None and now >= compiled_by:
-                    self.kill()
-                    return {"status": "timeout", "stage": "compile", "log": self._log_tail(log_start),
-                            "detail": f"still compiling after {compile_s:.0f} s (the limit for this task, from its "
-                                      "baseline's compile time); the worker was killed"}
-                if now >= deadline:
-                    self.kill()
-                    return {"status": "timeout", "detail": f"no answer within {timeout_s:.0f} s; the worker was "
-                            "killed", "log": self._log_tail(log_start)}
-                wait = min(deadline, compiled_by or deadline) - now
-                ready, _, _ = select.select([self._r], [], [], min(wait, 1.0))
-                if ready:
-                    chunk = os.read(self._r, 1 << 20)
-                    if not chunk:
-                        code = self.proc.wait()
-                        self.kill()
-                        why = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-                        return {"status": "crash", "detail": f"the worker {why}", "log": self._log_tail(log_start)}
-                    self._buf += chunk
-            line, self._buf = self._buf.split(b"\n", 1)
-            answer: dict[str, Any] = json.loads(line)
-            if answer.get("progress") == "compiled":  # a note on the way, not the answer
-                compiled_by = None
-                continue
-            break
-        if answer.get("fatal"):
-            self.kill()
-        if "log" not in answer and answer.get("status") not in ("ok", "measured", "correct"):
-            answer["log"] = self._log_tail(log_start)
-        return answer
-
-    def close(self) -> None:
-        self.kill()
-        self.log.close()
-        os.unlink(self.log.name)
-
-
 def _changes_line(cases: list[dict[str, Any]], min_gain: float) -> str:
     """Which cases a candidate changes: ``faster by over 2% on 2 of 6 cases (a, b); unchanged on 4``."""
     named = changed_cases(cases, min_gain)
@@ -207,58 +88,103 @@ def _changes_line(cases: list[dict[str, Any]], min_gain: float) -> str:
     return "; ".join(parts)
 
 
+def _local_workers(backend: str, per_gpu: int | None, devices: int | None) -> tuple[str, list[WorkerProcess], int]:
+    """(the backend resolved, this host's workers, how many devices they spread over). Counting the GPUs imports torch
+    (seconds): the first worker, which prepares first and makes a host-bound verdict, starts before that wherever a
+    GPU's device node exists, and is dropped if no GPU is usable after all."""
+    first = WorkerProcess("cuda", 0) if backend in ("auto", "cuda") and Path("/dev/nvidiactl").exists() else None
+    if first is not None:
+        first.start()
+    try:
+        backend = resolve_backend(backend)
+    except BackendError:
+        if first is not None:
+            first.close()
+        raise
+    if first is not None and backend != "cuda":
+        first.close()
+        first = None
+    gpus = _cuda_count() if backend == "cuda" else 0
+    if gpus:
+        gpus = min(gpus, devices or gpus)
+        n = (per_gpu or default_workers_per_gpu(gpus)) * gpus
+    else:  # the interpreter: one worker per stand-in device id
+        n = gpus = devices or 1
+    return backend, ([first] if first else []) + [WorkerProcess(backend, i % gpus)
+                                                  for i in range(1 if first else 0, n)], gpus
+
+
+class WorkerLost(Exception):
+    """A worker's machine is gone (a cluster's node died): the evaluator drops it and gives its work to another."""
+
+    def __init__(self, worker: Any, why: str) -> None:
+        super().__init__(why)
+        self.worker, self.why = worker, why
+
+
+class Cluster(Protocol):
+    """Workers on other machines (``smithbot/cluster.py``), each used as a ``WorkerProcess`` is (``start``,
+    ``request``, ``running``, ``gpu``, ``close``); a worker whose machine is lost answers ``lost``, its ``detail``
+    naming the machine."""
+
+    def backend(self, asked: str) -> str:
+        """``asked`` (cuda, interpreter or auto) resolved on the cluster's machines; BackendError if it cannot run."""
+        ...
+
+    def workers(self, backend: str, task_root: Path, per_gpu: int | None,
+                devices: int | None) -> tuple[list[Any], int]:
+        """(workers for the task at ``task_root``, how many devices they spread over)."""
+        ...
+
+
 class Evaluator:
     """Evaluate candidates for one task: ``submit(path)`` returns a Future of an :class:`EvalResult`.
 
     ``workers_per_gpu`` workers share each visible GPU on ``cuda`` (default: ``default_workers_per_gpu``): they load
     and compile candidates in parallel, and take the GPU in turns (a file lock) to check and time them, so no timing
-    overlaps other GPU work. With ``ahead`` (on ``cuda``; ``SMITHBOT_COMPILE_AHEAD=1`` when not said), CPU workers,
-    one per core the GPU workers leave, compile each candidate first (``ahead.py``): a GPU worker then loads the
-    binaries from Triton's cache, and a candidate that does not compile never takes one. It is off by default: a
-    MoE task's inputs, built on the CPU for every candidate, cost more than the compile they save. The interpreter
-    uses one worker. Every worker process starts (imports torch) as the Evaluator is made. The first use of a task in
-    a worker prepares it (loads the baseline, checks it against the reference, checks that zeros fail) under
-    ``prepare_timeout_s``; each candidate then gets ``timeout_s`` for compile plus run.
+    overlaps other GPU work. Candidates go to whichever worker is free, so to whichever GPU is, and one evaluation
+    checks and times the baseline and the candidate on one GPU (its result's ``env["device"]``). ``devices`` caps the
+    GPUs used (default: every visible one); on the interpreter it is how many stand-in device ids to run, one worker
+    each (default 1): a multi-GPU host's scheduling, on a CPU. A ``cluster`` gives the workers instead (on its
+    machines; ``smithbot/cluster.py``). With ``ahead`` (on this host's GPUs; ``SMITHBOT_COMPILE_AHEAD=1`` when not
+    said), CPU workers, one per core the GPU workers leave, compile each candidate first (``ahead.py``): a GPU worker
+    then loads the binaries from Triton's cache, and a candidate that does not compile never takes one. It is off by
+    default: a MoE task's inputs, built on the CPU for every candidate, cost more than the compile they save. Every
+    worker process starts (imports torch) as the Evaluator is made. The first use of a task in a worker prepares it
+    (loads the baseline, checks it against the reference, checks that zeros fail) under ``prepare_timeout_s``; each
+    candidate then gets ``timeout_s`` for compile plus run.
     """
 
     def __init__(self, task_dir: str | Path, backend: str = "auto", workers_per_gpu: int | None = None,
                  timeout_s: float = 300.0, prepare_timeout_s: float = 900.0, rounds: int | None = None,
-                 min_gain: float = 0.02, compile_mode: str = COMPILE_MODE, ahead: bool | None = None) -> None:
+                 min_gain: float = 0.02, compile_mode: str = COMPILE_MODE, ahead: bool | None = None,
+                 devices: int | None = None, cluster: Cluster | None = None) -> None:
         self.task: Task = load_task(task_dir)
         self.compile_mode = compile_mode
-        # counting the GPUs imports torch here (seconds): the first worker, which prepares first and makes a host-bound
-        # verdict, starts before that wherever a GPU's device node exists, and is dropped if no GPU is usable after all
-        first = WorkerProcess("cuda", 0) if backend in ("auto", "cuda") and Path("/dev/nvidiactl").exists() else None
-        if first is not None:
-            first.start()
-        try:
-            self.backend = resolve_backend(backend)
-        except BackendError:
-            if first is not None:
-                first.close()
-            raise
-        if first is not None and self.backend != "cuda":
-            first.close()
-            first = None
+        if devices is not None and devices < 1:
+            raise BackendError(f"devices must be at least 1, got {devices}")
+        if cluster is None:
+            self.backend, self._workers, self.devices = _local_workers(backend, workers_per_gpu, devices)
+        else:
+            self.backend = cluster.backend(backend)
+            self._workers, self.devices = cluster.workers(self.backend, self.task.root, workers_per_gpu, devices)
+        n = len(self._workers)
         rounds = rounds or DEFAULT_ROUNDS[self.backend]
         self.baseline_src = self.task.kernel_path.read_text(encoding="utf-8")
         self.timeout_s, self.prepare_timeout_s, self.rounds, self.min_gain = timeout_s, prepare_timeout_s, rounds, min_gain
-        gpus = _cuda_count() if self.backend == "cuda" else 0
-        n = (workers_per_gpu or default_workers_per_gpu(gpus)) * gpus if gpus else 1
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
-        self._workers = ([first] if first else []) + [WorkerProcess(self.backend, (i % gpus) if gpus else None)
-                                                       for i in range(1 if first else 0, n)]
         # on the GPU, CPU workers that compile each candidate ahead (ahead.py): one per core the GPU workers leave
         self._ahead: list[WorkerProcess] = []
         if ahead is None:  # off unless SMITHBOT_COMPILE_AHEAD=1: on MoE tasks it is slower for now (RESULTS.md)
             ahead = os.environ.get("SMITHBOT_COMPILE_AHEAD", "0") == "1"
-        if self.backend == "cuda" and ahead:
+        if self.backend == "cuda" and ahead and cluster is None:
             from evaluator.ahead import target_of_gpu
 
             target = target_of_gpu()
             self._ahead = [WorkerProcess("ahead", None, target) for _ in range(max(1, _cores() - n))]
         self._ahead_idle: queue.Queue[WorkerProcess] = queue.Queue()
         self._prepared: set[int] = set()
+        self.lost: list[str] = []  # the workers lost with their machines, a line each
         self.kernels: tuple[str, ...] = ()  # filled by prepare()
         self.host: list[dict[str, Any]] = []  # filled by prepare() on cuda: see ``timing.host_probe``
         self.prepare_s: dict[str, float] = {}  # the first preparation's phases, in seconds: see ``worker._Prepared``
@@ -294,27 +220,73 @@ class Evaluator:
             return float("inf") if deadline is None else deadline - time.monotonic()
 
         with self._prepare_lock:
-            first = not self._fitted
-            workers = [self._idle.get() for _ in range(len(self._workers) if every_worker or first else 1)]
+            while True:
+                first = not self._fitted
+                workers = [self._take() for _ in range(len(self._workers) if every_worker or first else 1)]
+                try:
+                    if host_first and self.backend == "cuda":
+                        if not self.host:
+                            self._prepare(workers[0], left(), host_first=True)
+                        if self.host_bound:
+                            return []
+                    warnings = self._prepare(workers[0], left())
+                    if first:
+                        workers = self._fit(workers)
+                        self._fitted = True
+                    rest = workers[1:] if every_worker else []
+                    if rest:
+                        with ThreadPoolExecutor(max_workers=len(rest)) as pool:
+                            for f in [pool.submit(self._prepare, w, left()) for w in rest]:
+                                f.result()
+                    return warnings
+                except WorkerLost as exc:  # its machine is gone: prepare on the others
+                    self._drop(exc)
+                finally:
+                    for w in workers:
+                        if w in self._workers:
+                            self._idle.put(w)
+
+    def _take(self) -> WorkerProcess:
+        """The next free worker; BackendError once none is left (every machine that held one was lost)."""
+        while True:
+            if not self._workers:
+                raise BackendError("no evaluation worker is left: every machine that held one was lost"
+                                   + (f" (the last: {self.lost[-1]})" if self.lost else ""))
             try:
-                if host_first and self.backend == "cuda":
-                    if not self.host:
-                        self._prepare(workers[0], left(), host_first=True)
-                    if self.host_bound:
-                        return []
-                warnings = self._prepare(workers[0], left())
-                if first:
-                    workers = self._fit(workers)
-                    self._fitted = True
-                rest = workers[1:] if every_worker else []
-                if rest:
-                    with ThreadPoolExecutor(max_workers=len(rest)) as pool:
-                        for f in [pool.submit(self._prepare, w, left()) for w in rest]:
-                            f.result()
-                return warnings
+                return self._idle.get(timeout=1.0)
+            except queue.Empty:
+                continue
+
+    def _on_a_worker(self, fn: Callable[[WorkerProcess], Any]) -> Any:
+        """``fn`` run with a free worker; where that worker's machine is lost, again with another."""
+        while True:
+            w = self._take()
+            try:
+                return fn(w)
+            except WorkerLost as exc:
+                self._drop(exc)
             finally:
-                for w in workers:
+                if w in self._workers:
                     self._idle.put(w)
+
+    def _ask(self, w: WorkerProcess, req: dict[str, Any], timeout_s: float,
+             compile_s: float | None = None) -> dict[str, Any]:
+        """One request's answer; WorkerLost where the worker's machine is gone."""
+        ans = w.request(req, timeout_s, compile_s)
+        if ans["status"] == "lost":
+            raise WorkerLost(w, ans.get("detail", "lost"))
+        if not w.running:  # killed or died: the replacement must prepare the task again
+            self._prepared.discard(id(w))
+        return ans
+
+    def _drop(self, lost: WorkerLost) -> None:
+        """A worker whose machine was lost leaves the pool for good."""
+        w = lost.worker
+        if w in self._workers:
+            self._workers.remove(w)
+            self.lost.append(lost.why)
+        self._prepared.discard(id(w))
+        w.close()
 
     def _fit(self, workers: list[WorkerProcess]) -> list[WorkerProcess]:
         """Keep as many workers on each GPU as its free memory holds at twice the prepared worker's peak (one at a time
@@ -352,11 +324,11 @@ class Evaluator:
         return [f"{h['case']}: {h['capture_error']}" for h in self.host if not h["captured"]]
 
     def _prepare(self, w: WorkerProcess, limit: float = float("inf"), host_first: bool = False) -> list[str]:
-        if id(w) in self._prepared and w.proc is not None:
+        if id(w) in self._prepared and w.running:
             return []
         # one probe of the baseline's host work per evaluator: it holds the GPU, and every worker would find the same
-        ans = w.request({"op": "prepare", "task": str(self.task.root), "host_first": host_first,
-                         "probe": not self.host}, min(self.prepare_timeout_s, limit))
+        ans = self._ask(w, {"op": "prepare", "task": str(self.task.root), "host_first": host_first,
+                            "probe": not self.host}, min(self.prepare_timeout_s, limit))
         if ans["status"] != "ok":
             raise TaskError(ans.get("detail", "preparing the task failed").splitlines()[0], ans.get("cause", ""),
                             ans.get("out_of_bounds"))
@@ -430,15 +402,13 @@ class Evaluator:
         when it cannot run."""
         self.prepare()
         rounds, case_s = self.timing_plan(effort)
-        w = self._idle.get()
-        try:
+
+        def on(w: WorkerProcess) -> dict[str, Any]:
             self._prepare(w)
-            ans = w.request({"op": "baseline", "task": str(self.task.root), "cases": cases, "rounds": rounds,
-                             "case_s": case_s}, self.timeout_s)
-            if w.proc is None:
-                self._prepared.discard(id(w))
-        finally:
-            self._idle.put(w)
+            return self._ask(w, {"op": "baseline", "task": str(self.task.root), "cases": cases, "rounds": rounds,
+                                 "case_s": case_s}, self.timeout_s)
+
+        ans = self._on_a_worker(on)
         if ans["status"] != "measured":
             raise TaskError(f"the baseline could not be timed: {ans['status']}: {ans.get('detail', '')}".strip())
         return list(ans["cases"])
@@ -489,51 +459,49 @@ class Evaluator:
         ahead_s, early = self._compile_ahead(path, cases, left)
         if early is not None:
             return early
-        w = self._idle.get()
+        return self._on_a_worker(lambda w: self._run_on(w, path, cases, left, effort, ahead_s))
+
+    def _run_on(self, w: WorkerProcess, path: Path, cases: list[str] | None, left: Callable[[], float], effort: str,
+                ahead_s: dict[str, float]) -> EvalResult:
+        if left() <= 0:
+            return self._result(path, "cancelled", "queue", "time budget",
+                                "the time budget ended before a worker was free")
         try:
-            if left() <= 0:
-                return self._result(path, "cancelled", "queue", "time budget",
-                                    "the time budget ended before a worker was free")
-            try:
-                warnings = self._prepare(w, left())
-            except TaskError:
-                if left() > 0:
-                    raise
-                return self._result(path, "cancelled", "prepare", "time budget",
-                                    "the time budget ended while this worker prepared the task")
-            t0 = time.perf_counter()
-            limit = min(self.timeout_s, left())
-            rounds, case_s = self.timing_plan(effort)
-            bar = self.compile_mode if effort == "verify" and self.task.kind == "fusion" and self.backend == "cuda" \
-                else None
-            ans = w.request({"op": "eval", "task": str(self.task.root), "candidate": str(path), "rounds": rounds,
-                             "case_s": case_s, "margin": self.min_gain, "cases": cases, "compile": bar}, limit,
-                            self.compile_limit_s)
-            if w.proc is None:  # killed or died: the replacement must prepare the task again
-                self._prepared.discard(id(w))
-            if ans["status"] == "timeout" and ans.get("stage") != "compile" and limit < self.timeout_s:
-                # stopped by the budget, not by its own timeout
-                return self._result(path, "cancelled", "eval", "time budget",
-                                    f"stopped after {time.perf_counter() - t0:.1f} s: the time budget ended")
-            common = {"task_warnings": tuple(ans.get("warnings", warnings)), "env": ans.get("env", {}),
-                      "baseline_kernels": tuple(ans.get("kernels", ())),
-                      "elapsed_s": {**ans.get("elapsed_s", {}), **ahead_s, "total": time.perf_counter() - t0},
-                      "log_tail": ans.get("log", "")[-3000:], "out_of_bounds": ans.get("out_of_bounds") or {}}
-            status = ans["status"]
-            if status == "checked":  # the correctness stage passed, and nothing was timed
-                return self._result(path, "correct", "correctness", "", "correct on every case; not timed", **common)
-            if status in ("timeout", "crash"):
-                return self._result(path, status, ans.get("stage", "compile"), status, ans["detail"], **common)
-            if status == "task_error":
-                raise TaskError(ans["detail"], ans.get("cause", ""), ans.get("out_of_bounds"))
-            if status != "measured":
-                return self._result(path, status, ans.get("stage", ""), ans.get("reason", ""), ans.get("detail", ""),
-                                    **common)
-            final, flags = verdict(ans, self.min_gain, self.backend == "interpreter")
-            s = ans["summary"]
-            return self._result(path, final, "verdict", "", _changes_line(ans["cases"], self.min_gain),
-                                speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
-                                cases=tuple(ans["cases"]), flags=flags, timing_method=",".join(sorted({c["method"] for c in ans["cases"]})),
-                                compiled=ans.get("compiled") or {}, **common)
-        finally:
-            self._idle.put(w)
+            warnings = self._prepare(w, left())
+        except TaskError:
+            if left() > 0:
+                raise
+            return self._result(path, "cancelled", "prepare", "time budget",
+                                "the time budget ended while this worker prepared the task")
+        t0 = time.perf_counter()
+        limit = min(self.timeout_s, left())
+        rounds, case_s = self.timing_plan(effort)
+        bar = self.compile_mode if effort == "verify" and self.task.kind == "fusion" and self.backend == "cuda" \
+            else None
+        ans = self._ask(w, {"op": "eval", "task": str(self.task.root), "candidate": str(path), "rounds": rounds,
+                            "case_s": case_s, "margin": self.min_gain, "cases": cases, "compile": bar}, limit,
+                        self.compile_limit_s)
+        if ans["status"] == "timeout" and ans.get("stage") != "compile" and limit < self.timeout_s:
+            # stopped by the budget, not by its own timeout
+            return self._result(path, "cancelled", "eval", "time budget",
+                                f"stopped after {time.perf_counter() - t0:.1f} s: the time budget ended")
+        common = {"task_warnings": tuple(ans.get("warnings", warnings)), "env": ans.get("env", {}),
+                  "baseline_kernels": tuple(ans.get("kernels", ())),
+                  "elapsed_s": {**ans.get("elapsed_s", {}), **ahead_s, "total": time.perf_counter() - t0},
+                  "log_tail": ans.get("log", "")[-3000:], "out_of_bounds": ans.get("out_of_bounds") or {}}
+        status = ans["status"]
+        if status == "checked":  # the correctness stage passed, and nothing was timed
+            return self._result(path, "correct", "correctness", "", "correct on every case; not timed", **common)
+        if status in ("timeout", "crash"):
+            return self._result(path, status, ans.get("stage", "compile"), status, ans["detail"], **common)
+        if status == "task_error":
+            raise TaskError(ans["detail"], ans.get("cause", ""), ans.get("out_of_bounds"))
+        if status != "measured":
+            return self._result(path, status, ans.get("stage", ""), ans.get("reason", ""), ans.get("detail", ""),
+                                **common)
+        final, flags = verdict(ans, self.min_gain, self.backend == "interpreter")
+        s = ans["summary"]
+        return self._result(path, final, "verdict", "", _changes_line(ans["cases"], self.min_gain),
+                            speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
+                            cases=tuple(ans["cases"]), flags=flags, timing_method=",".join(sorted({c["method"] for c in ans["cases"]})),
+                            compiled=ans.get("compiled") or {}, **common)

@@ -17,7 +17,9 @@ import yaml
 
 from evaluator import EvalResult, Evaluator, TaskError, load_task
 from smithbot import cache
-from smithbot.config import ConfigError, Target, generic_target, get_target, load_target, target_names
+from smithbot.cluster import connected
+from smithbot.config import (ConfigError, Target, generic_target, get_target, load_evolve_config, load_target,
+                             target_names)
 from smithbot.errors import UsageError
 from smithbot.evolve import proposers
 from smithbot.evolve.db import RunDB
@@ -379,10 +381,13 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
            islands: int | None = None, workers: int | None = None, seed: int | None = None,
            resume: str | None = None, config: str | None = None, replay: str | None = None,
            backend: str | None = None, patience: int | None = None, migrate_every: int | None = None,
-           db: str | Path | None = None, on_update: Callable[[Any], None] | None = None) -> Any:
+           db: str | Path | None = None, on_update: Callable[[Any], None] | None = None,
+           cluster: str | None = None) -> Any:
     """Start (or, with ``resume``, continue) an evolutionary search on a task. Returns the final Status.
 
-    On resume, the run's stored settings apply; options given here override them (e.g. a larger budget)."""
+    On resume, the run's stored settings apply; options given here override them (e.g. a larger budget). ``cluster``
+    (``smithbot/cluster.py``; default: the config's ``evaluator.cluster``, else this host) is where candidates are
+    evaluated; the run database stays here."""
     with RunDB(db_path(db)) as rdb:
         if resume:
             run = rdb.run(resume)
@@ -413,7 +418,9 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
                               seed=seed if seed is not None else search.seed, budget=budget)
         settings = {"search": search.to_dict(), "backend": backend or stored["backend"],
                     "workers": workers if workers is not None else stored["workers"],
-                    "config": config or stored["config"], "replay": replay or stored["replay"]}
+                    "config": config or stored["config"], "replay": replay or stored["replay"],
+                    "cluster": cluster or stored.get("cluster")
+                    or load_evolve_config(Path(config) if config else None).cluster}
         task_dir = Path(run.task_dir) if resume else resolve_task(task)  # type: ignore[arg-type]
         replayed = 0
         if resume:
@@ -422,7 +429,8 @@ def evolve(task: str | Path | None = None, proposer: str | None = None, iteratio
                                                                                   replayed))
         ev_kw = {"workers_per_gpu": settings["workers"]} if settings["workers"] else {}
         started = time.monotonic()  # the time budget counts the task's preparation: the baseline's evaluation
-        with Evaluator(task_dir, backend=settings["backend"], **ev_kw) as ev:
+        with connected(settings["cluster"]) as cl, Evaluator(task_dir, backend=settings["backend"], cluster=cl,
+                                                             **ev_kw) as ev:
             if search.proposer == "tune" and ev.task.kind == "fusion" and not (
                     resume and any(c.correct and c.proposer != "baseline" for c in rdb.candidates(resume))):
                 raise proposers.ProposerError(f"{ev.task.id} is a fusion task (a PyTorch baseline): tune needs a Triton "
@@ -471,8 +479,8 @@ def verify(run_id: str, top: int = 3, backend: str | None = None, db: str | Path
            deadline: float | None = None) -> Any:
     """Re-measure a run's best candidates on every case plus extra irregular shapes; writes verification.json. With
     ``deadline`` (a ``time.monotonic()`` instant), what is not measured by then is rejected as cancelled."""
-    with RunDB(db_path(db)) as rdb:
-        return _verify(rdb, run_id, top, backend, deadline=deadline)
+    with RunDB(db_path(db)) as rdb, connected(rdb.run(run_id).config.get("cluster")) as cluster:
+        return _verify(rdb, run_id, top, backend, deadline=deadline, cluster=cluster)
 
 
 def rebase(run_id: str, head: str, source: str | None = None, db: str | Path | None = None) -> str:

@@ -49,6 +49,10 @@ def evolve_cmd(
     replay: Optional[Path] = typer.Option(None, help="JSONL of recorded responses, for --proposer replay"),
     backend: Optional[str] = typer.Option(None, callback=one_of(*BACKENDS), help="cuda, interpreter or auto (default auto)"),
     db: Optional[Path] = typer.Option(None, help="run database (default $SMITHBOT_HOME/runs.db)"),
+    cluster: Optional[str] = typer.Option(None, help="where candidates are evaluated: local (this host's GPUs; the "
+                                                     "default), ray (RAY_ADDRESS, else a Ray cluster of this host) or "
+                                                     "ray://HOST[:PORT] (a Ray cluster's head); also `evaluator: "
+                                                     "{cluster: ...}` in --config. Needs smithbot[ray]"),
 ) -> None:
     """Evolve faster variants of a task's kernel: islands of MAP-Elites grids, every candidate through the evaluator,
     every outcome committed to the run database before the next proposal (so --resume loses nothing)."""
@@ -56,7 +60,8 @@ def evolve_cmd(
         with Live(Table(), console=err, refresh_per_second=4, transient=False) as live:
             status = api.evolve(task, proposer, iterations, time_s, budget_usd, budget_tokens, islands, workers, seed,
                                 resume, str(config) if config else None, str(replay) if replay else None, backend,
-                                patience, migrate_every, db, on_update=lambda s: live.update(_live_table(s)))
+                                patience, migrate_every, db, on_update=lambda s: live.update(_live_table(s)),
+                                cluster=cluster)
     except SmithbotError as exc:
         _fail(str(exc))
         return
@@ -66,8 +71,10 @@ def evolve_cmd(
                   f"{status.correct}/{status.evaluated} correct, ${status.cost:.4f}")
     else:
         out.print(f"run {status.run_id}: {status.message}; no correct candidate")
-    if status.gpu_busy is not None:
-        out.print(f"GPU busy checking and timing for {status.gpu_busy:.0%} of the search's wall time")
+    if status.busy_line():
+        out.print(status.busy_line())
+    for line in status.lost:
+        out.print(f"lost a worker with its machine (what it was evaluating went to another): {line}")
     for where in status.capture_failures:
         out.print(f"no CUDA graph captures the baseline's call on {where}")
     if status.best_id:

@@ -11,6 +11,7 @@ from typing import Any
 
 from evaluator.env import cache_dir
 from evaluator.task import YamlChecker, read_yaml
+from smithbot.cluster import ClusterError, address
 from smithbot import cache
 from smithbot.errors import SmithbotError
 from smithbot.types import SpecError, read_spec
@@ -514,13 +515,14 @@ class Price:
 class EvolveConfig:
     llm: LLMConfig | None = None
     prices: dict[str, Price] = field(default_factory=dict)
+    cluster: str | None = None  # evaluator.cluster: local, ray or ray://HOST[:PORT] (``--cluster`` wins)
 
     def cost(self, model: str, tokens_in: int, tokens_out: int) -> float:
         p = self.prices.get(model)
         return 0.0 if p is None else (tokens_in * p.input + tokens_out * p.output) / 1e6
 
 
-_EVOLVE = {"llm": False, "prices": False}
+_EVOLVE = {"llm": False, "prices": False, "evaluator": False}
 _LLM = {"base_url": True, "api_key_env": True, "models": True, "temperature": False, "max_tokens": False,
         "timeout_s": False, "retries": False, "backoff_s": False, "edit_formats": False}
 
@@ -565,4 +567,16 @@ def load_evolve_config(file: Path | None) -> EvolveConfig:
             retries=int(_number(c, raw.get("retries", 4), "llm.retries")),
             backoff_s=_number(c, raw.get("backoff_s", 2.0), "llm.backoff_s"),
             edit_formats={k: _number(c, v, f"llm.edit_formats.{k}") for k, v in formats.items()})
-    return EvolveConfig(llm=llm, prices=prices)
+    return EvolveConfig(llm=llm, prices=prices, cluster=_cluster(c, data.get("evaluator")))
+
+
+def _cluster(c: _Checker, raw: Any) -> str | None:
+    """``evaluator: {cluster: ray}``: where candidates are evaluated (``smithbot/cluster.py``), or None."""
+    if raw is None:
+        return None
+    spec = c.string(c.mapping(raw, "evaluator", {"cluster": True})["cluster"], "evaluator.cluster")
+    try:
+        address(spec)
+    except ClusterError as exc:
+        raise c.fail("evaluator.cluster", str(exc)) from None
+    return spec

@@ -286,7 +286,7 @@ def _search(row: JobRow, task: Path, name: str, fusion: bool, deadline: float | 
     if fusion and job.backend != "cuda":
         best = "its speed is not judged on the interpreter (verification counts launches)"
     say(f"evolve: run {status.run_id}, {status.message}; {status.evaluated} evaluated candidates, {best}"
-        + (f"; GPU busy {status.gpu_busy:.0%} of the search" if status.gpu_busy else ""))
+        + (f"; {status.busy_line()}" if status.busy_line() else ""))
     if status.host_bound:
         row.why = status.host_bound
         return ""

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from evaluator import Evaluator, TaskError, load_task
+from evaluator.pool import Cluster
 from evaluator.verdict import NOISE_FLOOR, SIGN_ALPHA, changed_cases, slower_cases
 from smithbot.evolve.db import Candidate, RunDB
 from smithbot.evolve.search import run_dir
@@ -172,7 +173,7 @@ def top_candidates(db: RunDB, run_id: str, k: int, fusion: bool = False) -> list
 
 
 def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rounds: int | None = None,
-           deadline: float | None = None) -> Verification:
+           deadline: float | None = None, cluster: Cluster | None = None) -> Verification:
     """Re-measure the run's ``top`` candidates on the verification task; with ``deadline`` (a ``time.monotonic()``
     instant), a candidate not measured by then is rejected as cancelled."""
     run = db.run(run_id)
@@ -181,7 +182,7 @@ def verify(db: RunDB, run_id: str, top: int = 3, backend: str | None = None, rou
     verdicts: list[Verdict] = []
     env: dict[str, Any] = {}
     with Evaluator(vtask, backend=backend or run.config.get("backend", "auto"), workers_per_gpu=1,
-                   rounds=rounds or None) as ev:  # one candidate at a time
+                   rounds=rounds or None, cluster=cluster) as ev:  # one candidate at a time
         preview = ev.task.kind == "fusion" and ev.backend == "interpreter"
         cands = top_candidates(db, run_id, top, ev.task.kind == "fusion")
         try:

@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
     ["smithbot", "smithbot.errors", "smithbot.types", "smithbot.program", "smithbot.config", "smithbot.repo",
-     "smithbot.cache", "smithbot.llm"],
+     "smithbot.cache", "smithbot.llm", "smithbot.cluster"],
     ["smithbot.scan"],
     ["smithbot.inputs"],
     ["smithbot.extract"],
@@ -33,7 +33,7 @@ LAYERS = [
 ]
 EVALUATOR_MAY_IMPORT = {"torch", "triton", "numpy", "yaml"}
 # what a function may import where it runs, not at the top of its module
-HEAVY = {"torch", "triton", "openai", "evaluator.correctness", "evaluator.runtime", "evaluator.timing",
+HEAVY = {"torch", "triton", "openai", "ray", "evaluator.correctness", "evaluator.runtime", "evaluator.timing",
          "evaluator.bounds", "evaluator.ahead", "smithbot.propose.github"}
 
 
@@ -188,6 +188,7 @@ INTERNAL = {
     "smithbot.evolve.proposers.Exhausted": "a proposer with nothing left to propose; the search stops that island",
     "evaluator.timing.TimedOutputMismatch": "a timed run whose output differs; the evaluator records it as incorrect",
     "evaluator.forks.DeepLinkStandInError": "an Ascend kernel the interpreter cannot run; its task records the reason",
+    "evaluator.pool.WorkerLost": "a cluster worker whose machine died; the pool drops it and gives its work to another",
     "evaluator.bounds.OutOfBounds": "a kernel's access past its tensors under the interpreter; the worker reports it "
                                     "as a crash with what was read past",
 }

@@ -99,7 +99,20 @@ class Status:
     island_best: list[float] = field(default_factory=list)
     host_bound: str = ""  # why no launch config can speed the task up (evaluator.timing.host_bound), or ""
     capture_failures: list[str] = field(default_factory=list)  # where the baseline defeats CUDA-graph capture
-    gpu_busy: float | None = None  # the share of the search's wall time the GPU spent checking and timing
+    gpu_busy: float | None = None  # the share of the search's wall time the GPUs spent checking and timing, on average
+    busy: dict[str, float] = field(default_factory=dict)  # that share per device (``EvalResult.env["device"]``)
+    lost: list[str] = field(default_factory=list)  # workers lost with their machines (a cluster's nodes), a line each
+
+
+    def busy_line(self) -> str:
+        """``GPU busy 72% of the search (gpu0 70%, gpu1 74%)``: on the GPU, and per device wherever there are
+        several (the interpreter's stand-in devices included); "" otherwise."""
+        one_host = len({d.partition("/")[0] for d in self.busy}) == 1  # then the device alone names it
+        each = ", ".join(f"{d.partition('/')[2] if one_host else d} {b:.0%}" for d, b in self.busy.items()) \
+            if len(self.busy) > 1 else ""
+        if self.gpu_busy is None:
+            return f"workers busy checking and timing: {each}" if each else ""
+        return f"GPU busy {self.gpu_busy:.0%} of the search" + (f" ({each})" if each else "")
 
 
 def run_dir(db: RunDB, run_id: str) -> Path:
@@ -157,7 +170,11 @@ class Search:
         s.host_bound = self.counters.get("host_bound", "")
         s.capture_failures = list(self.counters.get("capture_failures", []))
         elapsed = self._elapsed()
-        s.gpu_busy = self.counters.get("gpu_s", 0.0) / elapsed if elapsed > 0 and self.ev.backend == "cuda" else None
+        by_device = self.counters.get("busy_s", {})
+        s.busy = {d: t / elapsed for d, t in sorted(by_device.items())} if elapsed > 0 else {}
+        s.gpu_busy = sum(by_device.values()) / (elapsed * self.ev.devices) \
+            if elapsed > 0 and self.ev.backend == "cuda" else None
+        s.lost = list(self.ev.lost)
         s.message = message
         self.on_update(s)
 
@@ -282,9 +299,12 @@ class Search:
         return False, f"screen speedup {res.speedup:.3f} below the median of earlier screens {bar:.3f}"
 
     def _count_gpu(self, res: EvalResult) -> None:
-        """Add what an evaluation held the GPU for (its correctness checks and timing, which take the GPU's lock)."""
+        """Add what an evaluation held its device for (its correctness checks and timing, which take the GPU's lock)."""
         busy = sum(res.elapsed_s.get(k, 0.0) for k in ("correctness", "timing"))
-        self.counters["gpu_s"] = self.counters.get("gpu_s", 0.0) + busy
+        device = res.env.get("device")
+        if busy and device:
+            by_device = self.counters.setdefault("busy_s", {})
+            by_device[device] = by_device.get(device, 0.0) + busy
 
     def _on_result(self, cand_id: str, res: EvalResult) -> None:
         c = self.cands[cand_id]

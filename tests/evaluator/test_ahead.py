@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import Evaluator
-from evaluator.pool import WorkerProcess
+from evaluator.process import WorkerProcess
 from tests.conftest import TASKS
 
 RMSNORM = TASKS / "rmsnorm"

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from evaluator.env import scrubbed_environ
-from evaluator.pool import WorkerProcess
+from evaluator.process import WorkerProcess
 from tests.conftest import ROOT, TASKS
 
 BANNED = ("smithbot", "libcst", "git", "github", "openai", "typer", "rich", "jinja2")
