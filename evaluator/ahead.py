@@ -8,6 +8,11 @@ with every launch turned into Triton's own ``warmup`` (compile, and do not launc
 config. The binaries land in Triton's cache, which the GPU worker shares; its first call then loads them. So the
 specialisation is the one the GPU sees: the same shapes, dtypes, constants and 16-byte alignment.
 
+Building a case's inputs costs more than its compile where the case is model-sized (a MoE layer's weights: GBs of
+random draws on the CPU, for every candidate that the worker cannot keep them for). A kernel's binary does not depend
+on its inputs' values, so the ahead worker leaves large float draws unfilled (``UnfilledDraws``); indices, lengths
+and small tensors are drawn as always, since a launcher may compute from them.
+
 What cannot be compiled this way (a launcher that asks the CUDA runtime, a torch op the CPU lacks) is left to the
 GPU worker, as before: only Triton's own compile errors are a verdict (``compile_error``), reached without a GPU.
 """
@@ -17,12 +22,15 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from evaluator.correctness import make_args
 from evaluator.runtime import tensors_of
 
 # the most input bytes an ahead worker keeps between candidates (a task's cases, built once); beyond, built per use
 KEEP_BYTES = 4 << 30
+# a float draw this large is left unfilled (``UnfilledDraws``): 1M elements, far more than any index or length table
+UNFILLED_ELEMENTS = 1 << 20
 
 
 class AheadDriver:
@@ -83,6 +91,34 @@ def install(target: str) -> None:
     autotuner.Autotuner.run = every_config
 
 
+class UnfilledDraws(TorchFunctionMode):
+    """While active: a random float draw of ``UNFILLED_ELEMENTS`` or more (``torch.randn``/``rand``, their ``_like``
+    forms, ``normal_``/``uniform_``) is left unfilled, with its shape, dtype and device. Only the values differ from
+    the GPU worker's inputs, and no compile depends on them."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func in (torch.randn, torch.rand):
+            shape = kwargs.get("size", args[0] if len(args) == 1 and not isinstance(args[0], int) else args)
+            dtype = kwargs.get("dtype") or torch.get_default_dtype()
+            if _numel(shape) >= UNFILLED_ELEMENTS and dtype.is_floating_point:
+                return torch.empty(tuple(shape), dtype=kwargs.get("dtype"), device=kwargs.get("device"))
+        elif func in (torch.randn_like, torch.rand_like):
+            if args[0].numel() >= UNFILLED_ELEMENTS:
+                return torch.empty_like(args[0], dtype=kwargs.get("dtype"), device=kwargs.get("device"))
+        elif func in (torch.Tensor.normal_, torch.Tensor.uniform_):
+            if args[0].numel() >= UNFILLED_ELEMENTS and args[0].is_floating_point():
+                return args[0]
+        return func(*args, **kwargs)
+
+
+def _numel(shape: Any) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
 class Inputs:
     """A task's inputs on the CPU, each case's built once while they fit ``KEEP_BYTES``."""
 
@@ -93,7 +129,8 @@ class Inputs:
     def of(self, harness: Any, case: Any, seed: int) -> dict[str, Any]:
         if case.name in self.kept:
             return self.kept[case.name]
-        args = make_args(harness, case, seed, "cpu")
+        with UnfilledDraws():
+            args = make_args(harness, case, seed, "cpu")
         size = sum(t.numel() * t.element_size() for t in tensors_of(args))
         if self.bytes + size <= KEEP_BYTES:
             self.kept[case.name] = args

@@ -171,7 +171,8 @@ class Evaluator:
         n = len(self._workers)
         rounds = rounds or DEFAULT_ROUNDS[self.backend]
         self.baseline_src = self.task.kernel_path.read_text(encoding="utf-8")
-        self.timeout_s, self.prepare_timeout_s, self.rounds, self.min_gain = timeout_s, prepare_timeout_s, rounds, min_gain
+        self.timeout_s, self.prepare_timeout_s = timeout_s, prepare_timeout_s
+        self.rounds, self.min_gain = rounds, min_gain
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
         # on the GPU, CPU workers that compile each candidate ahead (ahead.py): one per core the GPU workers leave
         self._ahead: list[WorkerProcess] = []
@@ -398,8 +399,8 @@ class Evaluator:
         """The baseline alone, timed against itself on ``cases`` (default: all) with the timing of ``effort``: one
         ``CaseTiming`` dict per case (``base_us``, ``bytes``, ``cand_bw_fraction`` of the copy bandwidth), with the
         ``tl.dot`` work (``flops`` by operand bits, ``flop_fraction`` of the measured dense rate) and, on the GPU,
-        ``launch_us``, an empty launch's cost. What a step spends in the task's code before any candidate; a fusion task's torch baseline too. Raises TaskError
-        when it cannot run."""
+        ``launch_us``, an empty launch's cost. What a step spends in the task's code before any candidate; a fusion
+        task's torch baseline too. Raises TaskError when it cannot run."""
         self.prepare()
         rounds, case_s = self.timing_plan(effort)
 
@@ -503,5 +504,6 @@ class Evaluator:
         s = ans["summary"]
         return self._result(path, final, "verdict", "", _changes_line(ans["cases"], self.min_gain),
                             speedup=s["geomean"], speedup_ci=tuple(s["ci"]),
-                            cases=tuple(ans["cases"]), flags=flags, timing_method=",".join(sorted({c["method"] for c in ans["cases"]})),
+                            cases=tuple(ans["cases"]), flags=flags,
+                            timing_method=",".join(sorted({c["method"] for c in ans["cases"]})),
                             compiled=ans.get("compiled") or {}, **common)

@@ -64,6 +64,7 @@ class WorkerProcess:
         elif self.backend == "ahead":  # compiles for the GPU without one (ahead.py)
             env["CUDA_VISIBLE_DEVICES"] = ""
             env["SMITHBOT_AHEAD_TARGET"] = self.target
+            env["OMP_NUM_THREADS"] = "1"  # one core each: there is one such worker per core the GPU workers leave
         else:
             physical = self.device().removeprefix("gpu")
             env["CUDA_VISIBLE_DEVICES"] = physical

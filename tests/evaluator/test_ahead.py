@@ -80,3 +80,26 @@ def test_the_gpu_worker_finds_every_binary_compiled_ahead(tmp_path: Path, monkey
     # the GPU worker compiled the baseline (as many specialisations as the candidate has) and found the candidate's
     # binaries where the CPU worker left them: had it compiled them again under other keys, there would be 3 x ahead
     assert sum(_cubins(tmp_path / "cache").values()) == 2 * ahead
+
+
+def test_large_float_draws_are_left_unfilled_and_everything_else_is_drawn() -> None:
+    """A MoE case's weights cost more to draw on the CPU than the compile they feed; indices and lengths, which a
+    launcher may compute from, are drawn as on the GPU."""
+    import torch
+
+    from evaluator.ahead import UNFILLED_ELEMENTS, UnfilledDraws
+
+    g = torch.Generator().manual_seed(3)
+    with UnfilledDraws():
+        state = g.get_state()
+        big = torch.randn((UNFILLED_ELEMENTS // 64, 64), generator=g, dtype=torch.bfloat16)
+        like = torch.rand_like(big)
+        filled_in_place = torch.empty(UNFILLED_ELEMENTS).normal_(generator=g)
+        assert torch.equal(g.get_state(), state)  # nothing was drawn for them
+        small = torch.randn(3, 5, generator=g)
+        ids = torch.randint(0, 7, (UNFILLED_ELEMENTS,), generator=g)
+    assert big.shape == (UNFILLED_ELEMENTS // 64, 64) and big.dtype == like.dtype == torch.bfloat16
+    assert filled_in_place.shape == (UNFILLED_ELEMENTS,)
+    expect = torch.Generator().manual_seed(3)
+    assert torch.equal(small, torch.randn(3, 5, generator=expect))
+    assert torch.equal(ids, torch.randint(0, 7, (UNFILLED_ELEMENTS,), generator=expect))
