@@ -171,8 +171,9 @@ _BITWISE = (ast.RShift, ast.LShift, ast.BitAnd, ast.BitOr, ast.BitXor)
 
 def bitwise_params(kernel: ast.FunctionDef) -> set[str]:
     """Pointer parameters whose loaded values are shifted or masked as loaded (``w = tl.load(B + offs)``,
-    ``(w >> shift) & 0xF``: packed int4 weights), or seed a random stream (``tl.randint(seed, offs)``): both take
-    integers only, so the tensor holds int32."""
+    ``(w >> shift) & 0xF``: packed int4 weights), seed a random stream (``tl.randint(seed, offs)``), or take a
+    bitwise atomic (``tl.atomic_or(Mask + idx, bit)``: a bitmask, whatever its name says): all take integers only,
+    so the tensor holds int32."""
     params = {a.arg for a in kernel.args.posonlyargs + kernel.args.args + kernel.args.kwonlyargs}
     loaded: dict[str, set[str]] = {}
     for node in ast.walk(kernel):
@@ -182,13 +183,17 @@ def bitwise_params(kernel: ast.FunctionDef) -> set[str]:
             loaded.setdefault(node.targets[0].id, set()).update(_addends(node.value.args[0]) & params)
     shifted = {p for n in ast.walk(kernel) if isinstance(n, ast.BinOp) and isinstance(n.op, _BITWISE)
                for side in (n.left, n.right) if isinstance(side, ast.Name) for p in loaded.get(side.id, ())}
+    calls = [n for n in ast.walk(kernel) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args]
     # seed = tl.load(seeds + i), tl.randint(seed, offs): a random stream's seed is an integer too
-    return shifted | {p for n in ast.walk(kernel) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                      and n.func.attr in _SEEDED and n.args and isinstance(n.args[0], ast.Name)
-                      for p in loaded.get(n.args[0].id, ())}
+    seeds = {p for n in calls if n.func.attr in _SEEDED and isinstance(n.args[0], ast.Name)  # type: ignore[attr-defined]
+             for p in loaded.get(n.args[0].id, ())}  # type: ignore[attr-defined]
+    bitmasks = {p for n in calls if n.func.attr in _BITWISE_ATOMICS  # type: ignore[attr-defined]
+                for p in _addends(n.args[0]) & params}
+    return shifted | seeds | bitmasks
 
 
 _SEEDED = {"rand", "randn", "randint", "randint4x", "rand4x", "randn4x", "philox"}
+_BITWISE_ATOMICS = {"atomic_or", "atomic_and", "atomic_xor"}  # Triton takes integer pointers only (no bool)
 
 
 def _floaty(value: ast.expr, kernel: ast.FunctionDef) -> bool:

@@ -1399,6 +1399,29 @@ def dequant(b, scale):
     assert got["b"].get("dtype") == "int32" and "dtype" not in got["scale"]
 
 
+def test_a_tensor_a_bitwise_atomic_writes_holds_integers_whatever_its_name() -> None:
+    """``tl.atomic_or(Mask + idx, bit)`` (vLLM's prompt bitmask: token // 32 words, a bit each): Triton's bitwise
+    atomics take integer pointers only, so ``prompt_bin_mask`` is drawn int32, not the bool its name suggests; the
+    counts beside it, added to, keep the name's rule."""
+    mod = ast.parse('''
+@triton.jit
+def _bins(Tokens, Mask, Counts, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tok = tl.load(Tokens + offs, mask=offs < n)
+    bit = tl.full((BLOCK,), 1, tl.int32) << (tok % 32)
+    tl.atomic_or(Mask + tok // 32, bit, mask=offs < n)
+    tl.atomic_add(Counts + tok, 1, mask=offs < n)
+
+
+def bins(tokens, prompt_bin_mask, output_bin_counts):
+    _bins[(1,)](tokens, prompt_bin_mask, output_bin_counts, tokens.shape[0], BLOCK=64)
+''')
+    kernel, fn = mod.body
+    got = infer(fn, ["tokens", "prompt_bin_mask", "output_bin_counts"], {}, (), (kernel,))
+    assert got["prompt_bin_mask"].get("dtype") == "int32", got["prompt_bin_mask"]
+    assert got["output_bin_counts"].get("dtype") != "bool", got["output_bin_counts"]
+
+
 def test_a_parameter_rebound_to_a_view_that_splits_its_last_axis_arrives_unsplit() -> None:
     """``x = x.view(x.shape[0], x.shape[1], groups, 8)``: the strides read after it are the view's four axes, but
     ``x`` arrives with three, the last one ``groups * 8`` wide; ``out``, viewed by the same split, has that axis too."""
