@@ -169,11 +169,10 @@ class NodeHost:
     writes both under its own directory and rewrites the request's paths. ``index`` is the worker's device id on the
     interpreter; on ``cuda`` the host sees one GPU (the cluster sets ``CUDA_VISIBLE_DEVICES``) and takes it."""
 
-    def __init__(self, backend: str, index: int, target: str = "") -> None:
+    def __init__(self, backend: str, index: int) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="smithbot-node-"))
         self.tasks: dict[str, Path] = {}
-        self.worker = WorkerProcess(backend, index if backend == "interpreter" else (None if backend == "ahead" else 0),
-                                    target)
+        self.worker = WorkerProcess(backend, index if backend == "interpreter" else 0)
         self.worker.start()
 
     def where(self) -> str:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import evaluator
