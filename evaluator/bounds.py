@@ -20,6 +20,7 @@ row or a tensor's length past the end now lands in the room, which no tensor own
 
 from __future__ import annotations
 
+import types
 import weakref
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -69,6 +70,9 @@ def _storages(name: str, value: Any, out: dict[int, tuple[int, list[str]]]) -> N
     elif isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
             _storages(f"{name}[{i}]", v, out)
+    elif isinstance(value, types.SimpleNamespace):  # an object the harness built (a method's self)
+        for k, v in vars(value).items():
+            _storages(f"{name}.{k}", v, out)
     elif hasattr(value, "base") and isinstance(getattr(value, "base"), torch.Tensor):  # a TensorDescriptor
         _storages(name, value.base, out)
 

@@ -194,22 +194,46 @@ def forget_autotuning(fn: Callable[..., Any]) -> None:
         tuner.cache.clear()
 
 
-def _clone(v: Any) -> Any:
+def _clone(v: Any, moved: dict[int, int]) -> Any:
     if isinstance(v, torch.Tensor):
         c = bounds.padded_empty(v.shape, v.stride(), v.dtype, v.device)
         c.copy_(v)
+        if v.numel():
+            moved[v.data_ptr()] = c.data_ptr()
         return c
     if isinstance(v, types.SimpleNamespace):  # an object the harness built (a module's self, a plan)
-        return types.SimpleNamespace(**{k: _clone(x) for k, x in vars(v).items()})
+        return types.SimpleNamespace(**{k: _clone(x, moved) for k, x in vars(v).items()})
     if isinstance(v, list):
-        return [_clone(x) for x in v]
+        return [_clone(x, moved) for x in v]
     return v
+
+
+# an address table is small: one address per tensor it points at (vLLM's block tables, one per KV-cache group)
+ADDRESS_TABLE_MAX = 4096
+
+
+def _readdress(copies: list[torch.Tensor], moved: dict[int, int]) -> None:
+    """Each copied table of addresses (a 64-bit integer tensor whose every value is the address of another input,
+    ``torch.tensor([t.data_ptr() for t in tables], dtype=torch.uint64)``) made to hold the copies' addresses: a kernel
+    that loads a pointer from it then reads and writes this call's copies, not the originals every copy shares."""
+    for t in copies:
+        if t.dtype not in (torch.int64, torch.uint64) or not 0 < t.numel() <= ADDRESS_TABLE_MAX:
+            continue
+        if int(t.reshape(-1)[0].item()) not in moved:  # one value read first: most int64 inputs are no table
+            continue
+        values = [int(x) for x in t.reshape(-1).tolist()]
+        if all(x in moved for x in values):
+            t.copy_(torch.tensor([moved[x] for x in values], dtype=t.dtype).reshape(t.shape))
 
 
 def clone_args(args: dict[str, Any]) -> dict[str, Any]:
     """A deep copy of an argument dict: every tensor is cloned with its strides kept, also inside the objects and
-    lists the harness built, so that no two calls share a buffer."""
-    return {k: _clone(v) for k, v in args.items()}
+    lists the harness built, so that no two calls share a buffer; a table of the inputs' addresses holds the
+    copies' (``_readdress``)."""
+    moved: dict[int, int] = {}
+    out = {k: _clone(v, moved) for k, v in args.items()}
+    _readdress(tensors_of(out), moved)
+    return out
 
 
 def _fresh(v: Any) -> Any:

@@ -60,6 +60,8 @@ def test_a_launcher_that_insists_on_cuda_tensors_runs_under_the_interpreter(tmp_
 
 
 STANDIN_AND_BOUNDS = '''
+import types
+
 import torch
 import triton
 import triton.language as tl
@@ -205,6 +207,26 @@ try:
     _through_table[(1,)](table, out, 6, BLOCK=8)
 except Exception as exc:
     print("not handed:", type(exc).__name__)
+
+
+# a table of the inputs' own addresses (vLLM's block_table_ptrs, built once in a constructor): a copy of the inputs
+# holds its copies' addresses, so a kernel that writes through it writes this call's copy, not the originals
+@triton.jit
+def _write_through(Table, n, BLOCK: tl.constexpr):
+    dst = tl.load(Table + tl.program_id(0)).to(tl.pointer_type(tl.float32))
+    offs = tl.arange(0, BLOCK)
+    tl.store(dst + offs, 7.0, mask=offs < n)
+
+
+rows = [torch.zeros(4), torch.zeros(5)]
+ptrs = torch.tensor([r.data_ptr() for r in rows], dtype=torch.uint64)
+copy = clone_args({"state": types.SimpleNamespace(rows=rows, ptrs=ptrs), "ids": torch.arange(3)})
+with bounds.handed(copy):
+    _write_through[(2,)](copy["state"].ptrs, 4, BLOCK=4)
+assert all(torch.equal(r[:4], torch.full((4,), 7.0)) for r in copy["state"].rows), copy["state"].rows
+assert not any(r.any() for r in rows) and ptrs.tolist() == [r.data_ptr() for r in rows]
+assert torch.equal(copy["ids"], torch.arange(3))  # an index tensor is no table, whatever its values
+print("written through the copy's table")
 '''
 
 
@@ -225,6 +247,7 @@ def test_the_interpreter_stands_in_for_the_gpu_and_checks_bounds(tmp_path) -> No
     assert ("found: [('access', 'loads'), ('count', 3), ('first', 5), ('furthest', 7), ('holds', 5), ('kernel', "
             "'_shift'), ('tensor', 'X')]") in out.stdout, out.stdout
     assert "not handed: " in out.stdout, out.stdout
+    assert "written through the copy's table" in out.stdout, out.stdout
 
 
 CONSTEXPR_GLOBAL = '''
