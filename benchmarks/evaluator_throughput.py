@@ -85,7 +85,7 @@ def measure(task: Path, paths: list[Path], rounds: int | None, workers: int | No
                gpu_busy=(stages["correctness"] + stages["timing"]) / wall / ev.devices,
                busy_by_device={d: sum(sum(r.elapsed_s.get(k, 0.0) for k in ("correctness", "timing"))
                                       for r in results if r.env.get("device") == d) / wall
-                               for d in sorted({r.env.get("device", "") for r in results})},
+                               for d in sorted({r.env["device"] for r in results if r.env.get("device")})},
                statuses={s: sum(r.status == s for r in results) for s in {r.status for r in results}},
                speedups=[r.speedup for r in results], env=results[0].env if results else {},
                cases=len(results[0].cases) if results and results[0].cases else 0,
