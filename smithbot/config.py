@@ -11,8 +11,8 @@ from typing import Any
 
 from evaluator.env import cache_dir
 from evaluator.task import YamlChecker, read_yaml
-from smithbot.cluster import ClusterError, address
 from smithbot import cache
+from smithbot.cluster import ClusterError, address
 from smithbot.errors import SmithbotError
 from smithbot.types import SpecError, read_spec
 from smithbot.program.evaluate import Env, Platform

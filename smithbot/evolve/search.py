@@ -99,10 +99,9 @@ class Status:
     island_best: list[float] = field(default_factory=list)
     host_bound: str = ""  # why no launch config can speed the task up (evaluator.timing.host_bound), or ""
     capture_failures: list[str] = field(default_factory=list)  # where the baseline defeats CUDA-graph capture
-    gpu_busy: float | None = None  # the share of the search's wall time the GPUs spent checking and timing, on average
+    gpu_busy: float | None = None  # the share of the search's wall time the GPUs spent checking and timing (mean)
     busy: dict[str, float] = field(default_factory=dict)  # that share per device (``EvalResult.env["device"]``)
     lost: list[str] = field(default_factory=list)  # workers lost with their machines (a cluster's nodes), a line each
-
 
     def busy_line(self) -> str:
         """``GPU busy 72% of the search (gpu0 70%, gpu1 74%)``: on the GPU, and per device wherever there are

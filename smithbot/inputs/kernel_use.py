@@ -183,12 +183,12 @@ def bitwise_params(kernel: ast.FunctionDef) -> set[str]:
             loaded.setdefault(node.targets[0].id, set()).update(_addends(node.value.args[0]) & params)
     shifted = {p for n in ast.walk(kernel) if isinstance(n, ast.BinOp) and isinstance(n.op, _BITWISE)
                for side in (n.left, n.right) if isinstance(side, ast.Name) for p in loaded.get(side.id, ())}
-    calls = [n for n in ast.walk(kernel) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args]
+    calls = [(n.func.attr, n.args[0]) for n in ast.walk(kernel)
+             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args]
     # seed = tl.load(seeds + i), tl.randint(seed, offs): a random stream's seed is an integer too
-    seeds = {p for n in calls if n.func.attr in _SEEDED and isinstance(n.args[0], ast.Name)  # type: ignore[attr-defined]
-             for p in loaded.get(n.args[0].id, ())}  # type: ignore[attr-defined]
-    bitmasks = {p for n in calls if n.func.attr in _BITWISE_ATOMICS  # type: ignore[attr-defined]
-                for p in _addends(n.args[0]) & params}
+    seeds = {p for attr, first in calls if attr in _SEEDED and isinstance(first, ast.Name)
+             for p in loaded.get(first.id, ())}
+    bitmasks = {p for attr, first in calls if attr in _BITWISE_ATOMICS for p in _addends(first) & params}
     return shifted | seeds | bitmasks
 
 
