@@ -64,7 +64,7 @@ def fresh_cache(tmp: Path, label: str) -> None:
     os.environ["TRITON_CACHE_DIR"] = str(cache)
 
 
-def measure(task: Path, paths: list[Path], rounds: int | None, workers: int | None, ahead: bool | None = True,
+def measure(task: Path, paths: list[Path], rounds: int | None, workers: int | None, ahead: bool | None = None,
             backend: str = "cuda", devices: int | None = None) -> dict[str, Any]:
     t_start = time.time()
     with Evaluator(task, backend=backend, rounds=rounds, workers_per_gpu=workers, ahead=ahead,
@@ -82,10 +82,9 @@ def measure(task: Path, paths: list[Path], rounds: int | None, workers: int | No
               for k in ("ahead", "compile", "correctness", "timing", "total")}
     row.update(candidates=len(results), wall_s=wall, per_minute=len(results) / (wall / 60),
                per_gpu_minute=len(results) / (wall / 60) / ev.devices, stages_s=stages,
-               gpu_busy=(stages["correctness"] + stages["timing"]) / wall / ev.devices,
-               busy_by_device={d: sum(sum(r.elapsed_s.get(k, 0.0) for k in ("correctness", "timing"))
-                                      for r in results if r.env.get("device") == d) / wall
-                               for d in sorted({r.env["device"] for r in results if r.env.get("device")})},
+               gpu_busy=sum(r.device_s for r in results) / wall / ev.devices,
+               busy_by_device={d: sum(r.device_s for r in results if r.device == d) / wall
+                               for d in sorted({r.device for r in results} - {""})},
                statuses={s: sum(r.status == s for r in results) for s in {r.status for r in results}},
                speedups=[r.speedup for r in results], env=results[0].env if results else {},
                cases=len(results[0].cases) if results and results[0].cases else 0,

@@ -19,6 +19,7 @@ GPU worker, as before: only Triton's own compile errors are a verdict (``compile
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -101,7 +102,7 @@ class UnfilledDraws(TorchFunctionMode):
         if func in (torch.randn, torch.rand):
             shape = kwargs.get("size", args[0] if len(args) == 1 and not isinstance(args[0], int) else args)
             dtype = kwargs.get("dtype") or torch.get_default_dtype()
-            if _numel(shape) >= UNFILLED_ELEMENTS and dtype.is_floating_point:
+            if math.prod(int(d) for d in shape) >= UNFILLED_ELEMENTS and dtype.is_floating_point:
                 return torch.empty(tuple(shape), dtype=kwargs.get("dtype"), device=kwargs.get("device"))
         elif func in (torch.randn_like, torch.rand_like):
             if args[0].numel() >= UNFILLED_ELEMENTS:
@@ -111,12 +112,6 @@ class UnfilledDraws(TorchFunctionMode):
                 return args[0]
         return func(*args, **kwargs)
 
-
-def _numel(shape: Any) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
 
 
 class Inputs:

@@ -55,6 +55,16 @@ class EvalResult:
         return self.status in ("flagged", "correct", "promoted")
 
     @property
+    def device(self) -> str:
+        """The device that checked and timed it (``host/gpu1``; ``env["device"]``), or "" where none did."""
+        return str(self.env.get("device") or "")
+
+    @property
+    def device_s(self) -> float:
+        """Seconds it held its device: its correctness checks and timing, which take the GPU's lock."""
+        return sum(self.elapsed_s.get(k, 0.0) for k in ("correctness", "timing"))
+
+    @property
     def why(self) -> str:
         """The status with its reason and detail, in one line (a reason that only repeats the status left out)."""
         rest = [x for x in ("" if self.reason == self.status else self.reason, self.detail) if x]

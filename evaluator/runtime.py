@@ -3,6 +3,7 @@ Triton launch counting. Runs only inside the child process."""
 
 from __future__ import annotations
 
+import bisect
 import copy
 import importlib.util
 import itertools
@@ -194,12 +195,13 @@ def forget_autotuning(fn: Callable[..., Any]) -> None:
         tuner.cache.clear()
 
 
-def _clone(v: Any, moved: dict[int, int]) -> Any:
+def _clone(v: Any, moved: list[tuple[int, int, int]]) -> Any:
     if isinstance(v, torch.Tensor):
         c = bounds.padded_empty(v.shape, v.stride(), v.dtype, v.device)
         c.copy_(v)
-        if v.numel():
-            moved[v.data_ptr()] = c.data_ptr()
+        if v.numel():  # the bytes the tensor spans, and where its copy starts (the copy keeps its strides)
+            span = sum((n - 1) * st for n, st in zip(v.shape, v.stride())) * v.element_size() + v.element_size()
+            moved.append((v.data_ptr(), v.data_ptr() + span, c.data_ptr()))
         return c
     if isinstance(v, types.SimpleNamespace):  # an object the harness built (a module's self, a plan)
         return types.SimpleNamespace(**{k: _clone(x, moved) for k, x in vars(v).items()})
@@ -208,29 +210,37 @@ def _clone(v: Any, moved: dict[int, int]) -> Any:
     return v
 
 
-# an address table is small: one address per tensor it points at (vLLM's block tables, one per KV-cache group)
+# an address table is small: one address per tensor (or row) it points at (vLLM's block tables, one per KV group)
 ADDRESS_TABLE_MAX = 4096
 
 
-def _readdress(copies: list[torch.Tensor], moved: dict[int, int]) -> None:
-    """Each copied table of addresses (a 64-bit integer tensor whose every value is the address of another input,
-    ``torch.tensor([t.data_ptr() for t in tables], dtype=torch.uint64)``) made to hold the copies' addresses: a kernel
-    that loads a pointer from it then reads and writes this call's copies, not the originals every copy shares."""
+def _readdress(copies: list[torch.Tensor], moved: list[tuple[int, int, int]]) -> None:
+    """Each copied table of addresses (a 64-bit integer tensor whose every value is an address inside another input:
+    ``torch.tensor([t.data_ptr() for t in tables], dtype=torch.uint64)``, or a row's) made to hold the same place in
+    the copies: a kernel that loads a pointer from it then reads and writes this call's copies, not the originals
+    every copy shares."""
+    moved.sort()
+    starts = [m[0] for m in moved]
+
+    def to_copy(x: int) -> int | None:
+        i = bisect.bisect_right(starts, x) - 1
+        return moved[i][2] + x - moved[i][0] if i >= 0 and x < moved[i][1] else None
+
     for t in copies:
         if t.dtype not in (torch.int64, torch.uint64) or not 0 < t.numel() <= ADDRESS_TABLE_MAX:
             continue
-        if int(t.reshape(-1)[0].item()) not in moved:  # one value read first: most int64 inputs are no table
+        if to_copy(int(t.reshape(-1)[0].item())) is None:  # one value read first: most int64 inputs are no table
             continue
-        values = [int(x) for x in t.reshape(-1).tolist()]
-        if all(x in moved for x in values):
-            t.copy_(torch.tensor([moved[x] for x in values], dtype=t.dtype).reshape(t.shape))
+        new = [to_copy(int(x)) for x in t.reshape(-1).tolist()]
+        if None not in new:
+            t.copy_(torch.tensor(new, dtype=t.dtype).reshape(t.shape))
 
 
 def clone_args(args: dict[str, Any]) -> dict[str, Any]:
     """A deep copy of an argument dict: every tensor is cloned with its strides kept, also inside the objects and
-    lists the harness built, so that no two calls share a buffer; a table of the inputs' addresses holds the
-    copies' (``_readdress``)."""
-    moved: dict[int, int] = {}
+    lists the harness built, so that no two calls share a buffer; a table of addresses inside the inputs points into
+    the copies (``_readdress``)."""
+    moved: list[tuple[int, int, int]] = []
     out = {k: _clone(v, moved) for k, v in args.items()}
     _readdress(tensors_of(out), moved)
     return out

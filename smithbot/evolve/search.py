@@ -299,11 +299,9 @@ class Search:
 
     def _count_gpu(self, res: EvalResult) -> None:
         """Add what an evaluation held its device for (its correctness checks and timing, which take the GPU's lock)."""
-        busy = sum(res.elapsed_s.get(k, 0.0) for k in ("correctness", "timing"))
-        device = res.env.get("device")
-        if busy and device:
+        if res.device_s and res.device:
             by_device = self.counters.setdefault("busy_s", {})
-            by_device[device] = by_device.get(device, 0.0) + busy
+            by_device[res.device] = by_device.get(res.device, 0.0) + res.device_s
 
     def _on_result(self, cand_id: str, res: EvalResult) -> None:
         c = self.cands[cand_id]

@@ -226,6 +226,12 @@ with bounds.handed(copy):
 assert all(torch.equal(r[:4], torch.full((4,), 7.0)) for r in copy["state"].rows), copy["state"].rows
 assert not any(r.any() for r in rows) and ptrs.tolist() == [r.data_ptr() for r in rows]
 assert torch.equal(copy["ids"], torch.arange(3))  # an index tensor is no table, whatever its values
+grid = torch.zeros(3, 4)  # a table of row addresses (batch_memcpy's src_ptrs): each points into the copy's rows
+rows_copy = clone_args({"grid": grid, "row_ptrs": torch.tensor([grid[i].data_ptr() for i in range(3)],
+                                                                dtype=torch.uint64)})
+with bounds.handed(rows_copy):
+    _write_through[(3,)](rows_copy["row_ptrs"], 4, BLOCK=4)
+assert torch.equal(rows_copy["grid"], torch.full((3, 4), 7.0)) and not grid.any(), rows_copy["grid"]
 print("written through the copy's table")
 '''
 

@@ -93,6 +93,20 @@ def test_a_search_on_ray_loses_nothing_when_a_node_dies_and_judges_as_the_local_
         assert db.run(remote.run_id).config["cluster"] == f"ray://{cluster.address}"
 
 
+def test_the_config_names_the_cluster_and_a_bad_one_is_an_error_at_its_key(tmp_path: Path) -> None:
+    from smithbot.config import ConfigError, load_evolve_config
+
+    (tmp_path / "ray.yaml").write_text("evaluator: {cluster: 'ray://head.example:6380'}\n")
+    assert load_evolve_config(tmp_path / "ray.yaml").cluster == "ray://head.example:6380"
+    assert load_evolve_config(None).cluster is None
+    (tmp_path / "bad.yaml").write_text("evaluator: {cluster: 'ray://head:port'}\n")
+    with pytest.raises(ConfigError, match="evaluator.cluster: --cluster ray://head:port: the port must be a number"):
+        load_evolve_config(tmp_path / "bad.yaml")
+    (tmp_path / "typo.yaml").write_text("evaluator: {clusters: ray}\n")
+    with pytest.raises(ConfigError, match="clusters"):
+        load_evolve_config(tmp_path / "typo.yaml")
+
+
 def _cli(*args: str, env: dict[str, str] | None = None, prelude: str = "") -> subprocess.CompletedProcess[str]:
     code = f"{prelude}import sys; sys.argv = ['smithbot', *sys.argv[1:]]; from smithbot.cli import main; main()"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, cwd=ROOT,
