@@ -4,6 +4,7 @@ Triton launch counting. Runs only inside the child process."""
 from __future__ import annotations
 
 import bisect
+import contextlib
 import copy
 import importlib.util
 import itertools
@@ -11,7 +12,7 @@ import sys
 import types
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -187,12 +188,64 @@ def autotuners(names: dict[str, Any]) -> list[Any]:
 
 def forget_autotuning(fn: Callable[..., Any]) -> None:
     """Drop the configs the autotuned kernels of ``fn``'s module chose so far, so that the next call tunes them on
-    its own arguments. An autotuner keys its choice on some arguments only (lmdeploy's router on the expert count,
-    not the batch), so without this a case would run the config chosen on whichever case came first: an order that
-    differs between the search and verification, and between the two sides, and made a config list with one entry
-    removed look 2.3x faster on prefill."""
+    its own arguments."""
     for tuner in autotuners(getattr(fn, "__globals__", {})):
         tuner.cache.clear()
+
+
+class Picks:
+    """The configs that the autotuned kernels of ``fn``'s module chose, case by case. Inside ``on(case)`` each
+    autotuner holds what it chose on that case before, or nothing, so that its first call there tunes on that case.
+
+    An autotuner keys its choice on some arguments only (lmdeploy's router on the expert count, not the batch), so
+    without this a case would run the config chosen on whichever case came first: an order that differs between the
+    search and verification, and between the two sides, and made a config list with one entry removed look 2.3x
+    faster on prefill. Kept for the baseline across a worker's evaluations (tuned once per case, not once per
+    candidate) and for a candidate through its check and its timing (the configs timed are the ones checked)."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.tuners = autotuners(getattr(fn, "__globals__", {}))
+        self.chosen: dict[str, list[dict[Any, Any]]] = {}
+
+    @contextlib.contextmanager
+    def on(self, case: str) -> Iterator[None]:
+        for tuner, kept in zip(self.tuners, self.chosen.get(case, [{}] * len(self.tuners))):
+            tuner.cache.clear()
+            tuner.cache.update(kept)
+        try:
+            yield
+        finally:
+            self.chosen[case] = [dict(tuner.cache) for tuner in self.tuners]
+
+
+@contextlib.contextmanager
+def untimed_autotuning() -> Iterator[None]:
+    """While active, an autotuner runs each config once instead of timing it, and so settles on the first config
+    that compiles: a warm-up that compiles every config a case needs, without the GPU time that picking one takes.
+    Its choice is not one to keep (``forget_autotuning`` after). Picking, which times every config on the GPU, is
+    left to the check and the timing, which hold the GPU to themselves."""
+    from triton.compiler.errors import CompileTimeAssertionFailure
+    from triton.runtime import autotuner, errors
+
+    unbuildable = (CompileTimeAssertionFailure,) + tuple(
+        getattr(errors, name) for name in ("OutOfResources", "PTXASError") if hasattr(errors, name))
+    timed = autotuner.Autotuner._bench
+
+    def once(self: Any, *args: Any, config: Any, **meta: Any) -> list[float]:
+        current = {**meta, **config.all_kwargs()}
+        if config.pre_hook:
+            config.pre_hook({**(self.nargs or {}), **current})
+        try:
+            self.fn.run(*args, **current)
+        except unbuildable:  # as Triton's own tuner does: a config that cannot build is never chosen
+            return [float("inf")] * 3
+        return [0.0] * 3
+
+    autotuner.Autotuner._bench = once
+    try:
+        yield
+    finally:
+        autotuner.Autotuner._bench = timed
 
 
 def _clone(v: Any, moved: list[tuple[int, int, int]]) -> Any:

@@ -2,9 +2,9 @@
 
 Method, per shape case:
 - every case and side is warmed up first (compiles every constexpr variant, runs autotuning), and one eager call of
-  the baseline is timed: what a case's timing costs follows from it. Autotuned kernels forget what they chose before
-  the case's warm-up, so each side runs the config its autotuner picks for this case, not for the case that came
-  first (``runtime.forget_autotuning``);
+  the baseline is timed: what a case's timing costs follows from it. Each side's autotuned kernels hold what they
+  chose on this case (in the check, or in the baseline's timing of an earlier candidate), or tune on it, not on the
+  case that came first (``runtime.Picks``);
 - inputs are built once per side and copied ``n`` times; one timed sample calls the function once on each copy, so
   a sample's footprint is at least twice the L2 when that fits in the memory cap and in the case's time cap
   (``l2_cold``), and short decode calls are long enough to time;
@@ -43,7 +43,7 @@ import torch
 from evaluator import bounds
 from evaluator.correctness import effects_mismatch, make_args, written_by
 from evaluator.verdict import sign_p, sign_rounds
-from evaluator.runtime import LaunchCounter, clone_args, forget_autotuning, fresh_args, tensors_of
+from evaluator.runtime import LaunchCounter, Picks, clone_args, fresh_args, tensors_of
 from evaluator.task import Case
 
 BOOTSTRAP = 2000
@@ -279,8 +279,6 @@ def time_case(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness:
         default_bytes(args, out, getattr(harness, "GATHERED", ()))
     written = written_by(probe, args)
     del out, probe
-    for fn in (base_fn, cand_fn):  # each side autotunes on this case, whatever ran before it
-        forget_autotuning(fn)
     warm = {"base": _Side(base_fn, [clone_args(args)]), "cand": _Side(cand_fn, [clone_args(args)])}
     for side in warm.values():
         for _ in range(2):  # warm-up: compiles every variant and runs autotuning before anything is timed
@@ -369,19 +367,22 @@ def time_case_wall(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], har
 
 def time_cases(base_fn: Callable[..., Any], cand_fn: Callable[..., Any], harness: Any, cases: tuple[Case, ...],
                rounds: int, l2_bytes: int, copy_gbps: float | None, margin: float = 0.0, case_s: float = 0.2,
-               seed: int = 12345) -> tuple[list[CaseTiming], dict]:
+               seed: int = 12345, picks: tuple[Picks, Picks] | None = None) -> tuple[list[CaseTiming], dict]:
     """Time every case (each with its own interleaved rounds, at most ``rounds``, within about ``case_s`` seconds on
     the GPU); summarise with the geomean and its interval, and the rounds won by more than ``margin``.
-    ``copy_gbps=None`` selects the interpreter's wall-clock timing, which always takes ``rounds``."""
+    ``copy_gbps=None`` selects the interpreter's wall-clock timing, which always takes ``rounds``. Each side runs
+    the configs its autotuners chose on the case (``picks``: base's and cand's; by default each tunes afresh)."""
     rng = np.random.default_rng(seed)
     results, ratios = [], []
     floor = max(MIN_ROUNDS, sign_rounds(len(cases)))
+    base_picks, cand_picks = picks or (Picks(base_fn), Picks(cand_fn))
     for i, case in enumerate(cases):
-        if copy_gbps is None:
-            timing, ratio = time_case_wall(base_fn, cand_fn, harness, case, seed + i, rounds, rng)
-        else:
-            timing, ratio = time_case(base_fn, cand_fn, harness, case, seed + i, rounds, case_s, l2_bytes, copy_gbps,
-                                      rng, floor)
+        with base_picks.on(case.name), cand_picks.on(case.name):
+            if copy_gbps is None:
+                timing, ratio = time_case_wall(base_fn, cand_fn, harness, case, seed + i, rounds, rng)
+            else:
+                timing, ratio = time_case(base_fn, cand_fn, harness, case, seed + i, rounds, case_s, l2_bytes,
+                                          copy_gbps, rng, floor)
         wins = int((np.asarray(ratio) > 1.0 + margin).sum())
         results.append(replace(timing, wins=wins, sign_p=sign_p(wins, len(ratio))))
         ratios.append(ratio)

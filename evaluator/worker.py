@@ -33,7 +33,8 @@ import torch  # noqa: E402
 from evaluator import correctness  # noqa: E402
 from evaluator.env import copy_bandwidth_gbps, dense_tflops, fingerprint, launch_us
 from evaluator import ahead, bounds, flops, standin  # noqa: E402
-from evaluator.runtime import LaunchCounter, clone_args, load_module  # noqa: E402
+from evaluator.runtime import (LaunchCounter, Picks, clone_args, forget_autotuning, load_module,  # noqa: E402
+                               untimed_autotuning)
 from evaluator.task import Case, Task, TaskError, load_task  # noqa: E402
 
 
@@ -50,6 +51,7 @@ class _Prepared:
         self.cases = task.cases_for(backend)
         self.harness = load_module(task.harness_path, "harness", self.interpreter)
         self.base = getattr(load_module(task.kernel_path, "baseline", self.interpreter), task.entry)
+        self.picks = Picks(self.base)  # the baseline's autotuned configs, case by case, kept between evaluations
         self.elapsed_s = {"load": time.perf_counter() - t0}  # phases of the preparation, for the throughput benchmark
         self.host: list[dict[str, Any]] = []
         self.kernels: list[str] = []
@@ -72,12 +74,14 @@ class _Prepared:
         if not self.interpreter:
             torch.cuda.reset_peak_memory_stats()
         LaunchCounter.names.clear()
-        for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
-            correctness.warm_call(self.base, self.harness, case, correctness.seed_for(i, 0), self.device)
-        self.kernels = sorted(LaunchCounter.names)  # the Triton kernels the baseline launches on these cases
-        t1 = time.perf_counter()
-        self.errors, self.warnings = correctness.validate_task(self.task, self.base, self.harness, self.cases,
-                                                               self.device)
+        with untimed_autotuning():  # outside the GPU lock: autotuners pick when checked and timed, under it
+            for i, case in enumerate(self.cases):  # warm-up: compiles every baseline variant
+                correctness.warm_call(self.base, self.harness, case, correctness.seed_for(i, 0), self.device)
+            self.kernels = sorted(LaunchCounter.names)  # the Triton kernels the baseline launches on these cases
+            t1 = time.perf_counter()
+            self.errors, self.warnings = correctness.validate_task(self.task, self.base, self.harness, self.cases,
+                                                                   self.device)
+        forget_autotuning(self.base)
         t2 = time.perf_counter()
         self.elapsed_s.update(compile=t1 - t0, validate=t2 - t1)
         self.peak_bytes = 0 if self.interpreter else torch.cuda.max_memory_reserved()
@@ -329,8 +333,10 @@ class Worker:
         t0 = time.perf_counter()
         try:
             cand = getattr(load_module(req["candidate"], "candidate", prep.interpreter), prep.task.entry)
-            for i, case in enumerate(cases):  # compile every variant before checking anything
-                correctness.warm_call(cand, prep.harness, case, correctness.seed_for(i, 0), prep.device)
+            with untimed_autotuning():  # compile every variant (each config once) before checking anything
+                for i, case in enumerate(cases):
+                    correctness.warm_call(cand, prep.harness, case, correctness.seed_for(i, 0), prep.device)
+            forget_autotuning(cand)
             if prep.device == "cuda":
                 torch.cuda.synchronize()
             out["elapsed_s"]["compile"] = time.perf_counter() - t0
@@ -357,8 +363,10 @@ class Worker:
                         margin: float, out: dict[str, Any]) -> dict[str, Any]:
         t1 = time.perf_counter()
         out["stage"] = "correctness"
+        picks = (prep.picks, Picks(cand))  # each side tunes on a case once, and times the configs it was checked on
         for i, case in enumerate(cases):
-            failure = correctness.check_case(prep.task, prep.base, cand, prep.harness, case, i, prep.device)
+            with picks[0].on(case.name), picks[1].on(case.name):
+                failure = correctness.check_case(prep.task, prep.base, cand, prep.harness, case, i, prep.device)
             if failure is not None:
                 out.update(status="incorrect", reason=failure.reason, detail=failure.detail)
                 out["elapsed_s"]["correctness"] = time.perf_counter() - t1
@@ -375,7 +383,8 @@ class Worker:
             self.copy_gbps = copy_bandwidth_gbps(self.env)
         try:
             timings, summary = time_cases(prep.base, cand, prep.harness, cases, rounds,
-                                          int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps, margin, case_s)
+                                          int(self.env.get("l2_bytes") or 50 << 20), self.copy_gbps, margin, case_s,
+                                          picks=picks)
         except TimedOutputMismatch as exc:
             out.update(status="incorrect", reason="timed_output_mismatch", detail=str(exc))
             return out

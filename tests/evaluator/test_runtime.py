@@ -395,12 +395,13 @@ def test_launches_counts_what_a_gpu_would_launch(tmp_path) -> None:
     assert out.stdout.split() == ["4", "2"]
 
 
-def test_each_case_autotunes_afresh_not_on_the_config_the_first_case_chose(tmp_path) -> None:
-    """An autotuner keys its choice on some arguments only; `forget_autotuning` drops what every autotuned kernel of
-    the entry's module chose (one behind `@heuristics` too), so that timing a case tunes on that case. Without it,
-    lmdeploy's router kernel ran the config picked on a decode case for prefill too, and a config list with one entry
-    changed verified 1.51x faster on the H200 after the search had measured it at 1.03x."""
-    from evaluator.runtime import autotuners, forget_autotuning, load_module
+def test_each_case_runs_what_its_autotuner_chose_on_that_case_not_on_the_first(tmp_path) -> None:
+    """An autotuner keys its choice on some arguments only. `Picks.on(case)` gives every autotuned kernel of the
+    entry's module (one behind `@heuristics` too) what it chose on that case, or nothing, so that a case tunes on
+    itself; `forget_autotuning` drops every choice. Without this, lmdeploy's router kernel ran the config picked on a
+    decode case for prefill too, and a config list with one entry changed verified 1.51x faster on the H200 after
+    the search had measured it at 1.03x."""
+    from evaluator.runtime import Picks, autotuners, forget_autotuning, load_module
 
     path = tmp_path / "tuned.py"
     path.write_text('''
@@ -427,10 +428,69 @@ def entry(x):
     module = load_module(path, "tuned", interpreter=False)
     tuners = autotuners(vars(module))
     assert len(tuners) == 2
-    for t in tuners:
-        t.cache[(7,)] = t.configs[0]
+    picks = Picks(module.entry)
+    with picks.on("decode"):
+        assert all(t.cache == {} for t in tuners)
+        tuners[0].cache[(7,)] = tuners[0].configs[1]  # as a first call on the decode case would choose
+    with picks.on("prefill"):
+        assert all(t.cache == {} for t in tuners)  # not decode's choice
+        tuners[0].cache[(7,)] = tuners[0].configs[0]
+    with picks.on("decode"):
+        assert tuners[0].cache == {(7,): tuners[0].configs[1]} and tuners[1].cache == {}
     forget_autotuning(module.entry)
     assert all(t.cache == {} for t in tuners)
+
+
+UNTIMED = '''
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+from evaluator.runtime import forget_autotuning, load_module, untimed_autotuning
+
+SRC = """
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])
+@triton.jit
+def _tuned(Out, Runs, n, BLOCK: tl.constexpr):
+    tl.store(Out, BLOCK)
+    tl.atomic_add(Runs, 1)
+
+
+def entry(out, runs):
+    _tuned[(1,)](out, runs, 4)
+"""
+path = Path(sys.argv[1])
+path.write_text(SRC)
+module = load_module(path, "untimed", interpreter=False)  # both configs kept, as on a GPU
+out, runs = torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+with untimed_autotuning():
+    module.entry(out, runs)
+tuner = module._tuned
+print(int(runs), int(out), len(tuner.cache))
+forget_autotuning(module.entry)
+print(len(tuner.cache))
+'''
+
+
+def test_an_untimed_warm_up_runs_each_config_once_and_keeps_no_choice(tmp_path) -> None:
+    """A candidate's warm-up runs outside the GPU lock, while another worker may be timing: its autotuners run each
+    config once (every config compiled) and time nothing; the choice they settle on (the first) is forgotten, and
+    the check and the timing, under the lock, pick. Under the interpreter, where Triton's own tuner would time each
+    config on a GPU's events."""
+    script = tmp_path / "untimed.py"
+    script.write_text(UNTIMED)
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "k.py")], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # two configs run once each, then the call itself on the first; one choice held, none after forgetting
+    assert out.stdout.split() == ["3", "16", "1", "0"]
 
 
 BUILTIN_ALIAS = '''
