@@ -49,6 +49,13 @@ def test_a_candidate_is_compiled_for_the_gpu_on_a_cpu_worker(ahead, tmp_path: Pa
                                         "triton.Config({}, num_warps=8)], key=['n_cols'])\n@triton.jit")
     assert ahead(_write(tmp_path, "tuned", tuned.replace(", num_warps=4)", ")")))["status"] == "compiled"
     assert _cubins(tmp_path / "cache") == {"_rmsnorm_kernel": 3 * n}
+    # a tuner that prunes by the GPU it runs on (as lmdeploy's MoE does): only the configs it keeps on sm90
+    pruned = BASE.replace("@triton.jit", "@triton.autotune(configs=[triton.Config({}, num_warps=1), "
+                                         "triton.Config({}, num_warps=16)], key=['n_cols'], prune_configs_by="
+                                         "{'early_config_prune': lambda configs, nargs, **kw: configs[:1] if "
+                                         "torch.cuda.get_device_capability()[0] >= 9 else configs[1:]})\n@triton.jit")
+    assert ahead(_write(tmp_path, "pruned", pruned.replace(", num_warps=4)", ")")))["status"] == "compiled"
+    assert _cubins(tmp_path / "cache") == {"_rmsnorm_kernel": 4 * n}  # num_warps=1 only, not 16
 
 
 def test_a_compile_error_is_a_verdict_and_what_the_cpu_cannot_run_is_left_to_the_gpu(ahead, tmp_path: Path
