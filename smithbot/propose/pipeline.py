@@ -195,7 +195,7 @@ def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[Prepared
                      interpreter=verification["backend"] == "interpreter")
     if wrepo.is_dirty(index=True, untracked_files=True):
         wrepo.index.commit(commit_message(title, target), author=BOT, committer=BOT)
-    patch = wrepo.git.diff(commit, "HEAD")
+    patch = wrepo.git.diff(commit, "HEAD") + "\n"  # GitPython strips the last newline, without which git apply fails
     names = tuple(dict.fromkeys(r.rsplit("::", 1)[-1].rsplit(".", 1)[-1] for r in result.replaced))
     return PreparedPR(target.name, kernel_id, branch, title, body, wt, commit, wrepo.head.commit.hexsha, patch,
                       files, cand.source_hash or "", names, tuple(result.changed_files), preview), target

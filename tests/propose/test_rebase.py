@@ -69,6 +69,11 @@ def test_upstream_moved_then_rebase(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     _commit(upstream, "minengine/kernels/activation.py", "import torch\n", "import torch  # touched\n", "unrelated")
     [(same, _)] = api.propose([run], source=str(upstream), out=tmp_path / "p1", db=db)
     assert same == run
+    # the patch file applies to the commit it was made on, as a maintainer would apply it (it ends in a newline)
+    applied = tmp_path / "applied"
+    subprocess.run(["git", "clone", "-q", str(upstream), str(applied)], check=True)
+    _git(applied, "checkout", "-q", base)
+    _git(applied, "apply", "--check", str(tmp_path / "p1" / "rms_norm_kernel" / "patch.diff"))
 
     # Upstream changes rms_norm itself: the proposal stops and names the definition and both commits.
     head = _commit(upstream, NORM, "    out = torch.empty_like(x)\n",
