@@ -20,6 +20,7 @@ from smithbot.config import ConfigError, Target, TARGETS_DIR, generic_target, ge
 from smithbot.errors import SmithbotError
 from smithbot.evolve.db import Candidate, RunDB
 from smithbot.propose.forge import PreparedPR
+from smithbot.propose.lines import fit_prose, line_length
 from smithbot.propose.reinsert import (changed_definitions, definition_lines, reinsert, reinsert_glue,
                                        run_formatters)
 from smithbot.propose.render import render, title as pr_title
@@ -181,10 +182,11 @@ def prepare(db: RunDB, run_id: str, source: str | None = None) -> tuple[Prepared
     files = {rendered.test_path: rendered.test}
     if rendered.bench_path:
         files[rendered.bench_path] = rendered.bench
+    width = line_length(wt)  # the target's linters check comments and docstrings too, which formatters leave long
     for rel, text in files.items():
         dest = wt / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(text, encoding="utf-8")
+        dest.write_text(fit_prose(text, width) if width else text, encoding="utf-8")
     more = [n for n in run_formatters(wt, tuple(files), target.conventions.formatter)
             if n not in notes]
     files = {rel: (wt / rel).read_text(encoding="utf-8") for rel in files}  # as formatted: what is committed
