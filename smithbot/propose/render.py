@@ -9,6 +9,7 @@ an LLM wrote is cleaned of @-mentions and ``#123`` references before it goes in.
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import re
 import sys
@@ -484,6 +485,39 @@ def _free(rel: str, taken: Callable[[str], bool]) -> str:
     return out
 
 
+def _new_side(task: Task, op: str, module: str, base_src: str) -> tuple[str, str]:
+    """How the generated files reach the new code: ``(import, definition)``. The launcher is imported from the target
+    as ``<entry>_new``; but where the task's entry is extraction's flat wrapper around a method (``Class_method_flat``
+    builds a stand-in ``self`` and calls the method, which the target has only as ``Class.method``), the wrapper is
+    written again as ``<entry>_new``, calling the target's own method on the same stand-in."""
+    plain = (f"from {module} import {op} as {task.entry}_new", "")
+    methods = {d.name: d for d in task.provenance.definitions if "." in d.qualname}
+    if task.entry in {d.name for d in task.provenance.definitions}:
+        return plain
+    try:
+        tree = ast.parse(base_src)
+    except SyntaxError:
+        return plain
+    flat = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == task.entry), None)
+    called = {c.func.id for c in ast.walk(flat) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)} \
+        if flat is not None else set()
+    hit = [methods[n] for n in called if n in methods]
+    if len(hit) != 1:
+        return plain
+    method = hit[0]
+
+    class _ToTarget(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if isinstance(node.func, ast.Name) and node.func.id == method.name:
+                node.func = ast.parse(method.qualname, mode="eval").body
+            return node
+
+    new = _ToTarget().visit(copy.deepcopy(flat))
+    new.name = f"{task.entry}_new"
+    return f"from {module_of(method.path)} import {method.qualname.split('.')[0]}", ast.unparse(new)
+
+
 def _test_files(env: jinja2.Environment, target: Target, task: Task, cand: Any, op: str, module: str, base_src: str,
                 base_commit: str, made: tuple[list[str], str, bool], dtypes: list[str],
                 bench_path: str) -> tuple[str, str]:
@@ -508,8 +542,10 @@ def _test_files(env: jinja2.Environment, target: Target, task: Task, cand: Any, 
              if not i.startswith("from __future__")]
     what_ref = (f"the original {', '.join(sorted(changed | {task.entry}))}" if changed
                 else "the original implementation") + f", as extracted at {base_commit[:12] or 'the base commit'}"
+    new_import, new_def = _new_side(task, op, module, base_src)
     common = dict(header=header, module=module, entry=task.entry, launcher=op, version=__version__,
-                  task_id=task.id, reference=reference, what_ref=what_ref, inputs=inputs,
+                  new_import=new_import, new_def=new_def, task_id=task.id, reference=reference, what_ref=what_ref,
+                  inputs=inputs,
                   cases=_cases(task, case_dtype), case_dtype=case_dtype, future=future, from_target=from_target)
     test_style = target.conventions.test_style
     test = env.get_template("tests/kernel_test.py.j2").render(
