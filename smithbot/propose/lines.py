@@ -44,9 +44,10 @@ def line_length(root: Path) -> int | None:
 
 
 def fit_prose(source: str, width: int) -> str:
-    """``source`` with its comments and docstrings wrapped to ``width``: a long full-line comment becomes several, a
-    trailing comment that makes its line too long moves above it, and a long docstring line is wrapped at its indent.
-    Code is the formatter's to wrap and is left alone; so is anything that would no longer parse."""
+    """``source`` with its comments and docstrings wrapped to ``width``: a paragraph of a docstring, or a block of
+    full-line comments, with a line too long is wrapped again as a whole; a trailing comment that makes its line too
+    long moves above it. Code is the formatter's to wrap and is left alone; so is anything that would no longer
+    parse."""
     try:
         tree = ast.parse(source)
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
@@ -60,16 +61,42 @@ def fit_prose(source: str, width: int) -> str:
                     and isinstance(first.value.value, str):
                 docstrings.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
     comments = {tok.start[0]: tok.start[1] for tok in tokens if tok.type == tokenize.COMMENT}
+    lines = source.splitlines()
+
+    def indent(line: str) -> str:
+        return line[:len(line) - len(line.lstrip())]
+
+    def prose(n: int) -> bool:  # a docstring's line of text, not a blank line or its quotes alone
+        return n in docstrings and lines[n - 1].strip() not in ("", '"""', "'''")
+
+    def alone(n: int) -> bool:  # a comment with nothing before it on its line
+        return n in comments and not lines[n - 1][:comments[n]].strip()
+
     out: list[str] = []
-    for number, line in enumerate(source.splitlines(), 1):
-        if len(line) <= width:
-            out.append(line)
-        elif number in comments:
-            out.extend(_fit_comment(line, comments[number], width))
-        elif number in docstrings:
-            indent = line[:len(line) - len(line.lstrip())]
-            out.extend(textwrap.wrap(line.strip(), width, initial_indent=indent, subsequent_indent=indent,
-                                     break_long_words=False, break_on_hyphens=False) or [line])
+    n = 1
+    while n <= len(lines):
+        line = lines[n - 1]
+        if prose(n):
+            run = [n]
+            while prose(run[-1] + 1):
+                run.append(run[-1] + 1)
+        elif alone(n):
+            run = [n]
+            while alone(run[-1] + 1) and indent(lines[run[-1]]) == indent(line):
+                run.append(run[-1] + 1)
+        else:
+            run = [n]
+        block = [lines[k - 1] for k in run]
+        n = run[-1] + 1
+        if max(map(len, block)) <= width:
+            out.extend(block)
+        elif run[0] in docstrings:
+            out.extend(_wrap(" ".join(b.strip() for b in block), indent(line), "", width) or block)
+        elif alone(run[0]):
+            out.extend(_wrap(" ".join(b.strip().lstrip("#").strip() for b in block), indent(line), "# ", width))
+        elif run[0] in comments and not line[comments[run[0]]:].startswith(_PINNED):
+            code, comment = line[:comments[run[0]]].rstrip(), line[comments[run[0]]:]
+            out.extend(_wrap(comment.lstrip("#").strip(), indent(line), "# ", width) + [code])
         else:
             out.append(line)
     fitted = "\n".join(out) + ("\n" if source.endswith("\n") else "")
@@ -80,12 +107,6 @@ def fit_prose(source: str, width: int) -> str:
     return fitted
 
 
-def _fit_comment(line: str, col: int, width: int) -> list[str]:
-    code, comment = line[:col].rstrip(), line[col:]
-    if code and comment.startswith(_PINNED):
-        return [line]
-    indent = line[:len(line) - len(line.lstrip())]
-    text = comment.lstrip("#").strip()
-    wrapped = textwrap.wrap(text, width, initial_indent=f"{indent}# ", subsequent_indent=f"{indent}# ",
-                            break_long_words=False, break_on_hyphens=False) or [f"{indent}#"]
-    return wrapped + ([code] if code else [])
+def _wrap(text: str, indent: str, mark: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width, initial_indent=indent + mark, subsequent_indent=indent + mark,
+                         break_long_words=False, break_on_hyphens=False) or [indent + mark.rstrip()]

@@ -37,7 +37,9 @@ y = torch.ones(3)  # noqa: E501 - a pinned comment stays on its line, whatever i
 
 
 def f(a, b):
-    """Stands in for the object the launcher reads as self, with every attribute the launcher reads from it."""
+    """Stands in for the object the launcher reads as self, with every attribute the launcher reads from it,
+    in the order the launcher reads them.
+    """
     return {"a_key_that_is_long": a, "another_key_that_is_long": b, "a_third_key": a + b, "fourth": 1}
 '''
 
@@ -55,6 +57,8 @@ def test_comments_and_docstrings_are_wrapped_and_code_is_left_to_the_formatter()
     assert ast.dump(ast.parse(out)) != ast.dump(ast.parse(SOURCE))  # the docstrings were rewrapped
     tree = ast.parse(out)
     assert " ".join(ast.get_docstring(tree).split()) == " ".join(ast.get_docstring(ast.parse(SOURCE)).split())
+    # a paragraph is wrapped as a whole, and the closing quotes stay on their own line
+    assert "    launcher reads from it, in the order the launcher reads them.\n    \"\"\"\n" in out, out
     assert fit_prose(out, 88) == out  # a second pass changes nothing
     assert fit_prose(SOURCE, 200) == SOURCE
     assert fit_prose("def broken(:\n", 10) == "def broken(:\n"  # what does not parse is left alone
