@@ -64,8 +64,8 @@ def build_paged_kv(sizes, generator, device):
     kv_indptr[1:] = torch.cumsum(seq_lens, 0)
     own = req_to_token[req_pool_indices]
     kv_indices = own[torch.arange(context, device=device)[None, :] < seq_lens[:, None]]
-    # the cached prefixes read in chunks of chunk_len positions per request, as the engine splits them
-    # (sglang's SGLANG_MAX_KV_CHUNK_CAPACITY; a spec may size it, older specs do not name it)
+    # the cached prefixes read in chunks of chunk_len positions per request, as an engine that bounds the KV a
+    # chunk reads splits them (a spec may size that capacity; where none does, 128K positions)
     chunk_len = max(1, int(sizes.get("chunk_capacity", 128 * 1024)) // batch)
     chunks = (int(seq_lens.max()) + chunk_len - 1) // chunk_len
     starts = (torch.arange(chunks, device=device, dtype=torch.int32)[:, None] * chunk_len).expand(-1, batch)
