@@ -491,7 +491,6 @@ def _new_side(task: Task, op: str, module: str, base_src: str) -> tuple[str, str
     builds a stand-in ``self`` and calls the method, which the target has only as ``Class.method``), the wrapper is
     written again as ``<entry>_new``, calling the target's own method on the same stand-in."""
     plain = (f"from {module} import {op} as {task.entry}_new", "")
-    methods = {d.name: d for d in task.provenance.definitions if "." in d.qualname}
     if task.entry in {d.name for d in task.provenance.definitions}:
         return plain
     try:
@@ -501,7 +500,7 @@ def _new_side(task: Task, op: str, module: str, base_src: str) -> tuple[str, str
     flat = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == task.entry), None)
     called = {c.func.id for c in ast.walk(flat) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)} \
         if flat is not None else set()
-    hit = [methods[n] for n in called if n in methods]
+    hit = [d for d in task.provenance.definitions if d.name in called and "." in d.qualname]
     if len(hit) != 1:
         return plain
     method = hit[0]
